@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# graphserve set-up on a fresh Debian 12 machine (root, no GPU needed):
+#   bash scripts/bootstrap.sh run    # install deps, build, run the server on the built-in default
+#   bash scripts/bootstrap.sh test   # install deps, build, run every test (then again under ASan+UBSan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-test}
+jobs=$(nproc)
+
+install_deps() {
+  local pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
+              nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+              libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
+              libxxhash-dev gnuplot-nox nodejs npm)
+  local missing=()
+  for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if ((${#missing[@]})); then
+    echo "bootstrap: installing ${missing[*]}"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+build() {  # build <dir> [cmake args...]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+}
+
+install_deps
+case "$what" in
+  run)
+    build build/release -DGS_BUILD_TESTS=OFF
+    shift || true
+    exec build/release/graphserve serve "$@"
+    ;;
+  test)
+    build build/release
+    (cd build/release && ctest --output-on-failure -j "$jobs")
+    # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU backend only).
+    build build/asan -DGS_SANITIZE=ON -DGS_CUDA=OFF -DGS_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs")
+    ;;
+  *) echo "usage: bash scripts/bootstrap.sh run|test" >&2; exit 2 ;;
+esac

@@ -1,0 +1,23 @@
+// The graphserve subcommands; each lives in its own file and registers itself on the CLI.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "engine/engine_config.h"
+
+namespace gs {
+
+// Adds the engine flags (--model, --load-format, --preset, --max-num-seqs, ...,
+// --compilation-config, -cc.KEY=VALUE, --enforce-eager) to `cmd`, writing into `cfg`.
+void add_engine_options(CLI::App& cmd, EngineConfig& cfg);
+// Applies what add_engine_options cannot express as plain flags (-cc.* settings) and validates.
+void finish_engine_options(EngineConfig& cfg);
+
+void add_generate_command(CLI::App& app);  // graphserve generate
+void add_info_command(CLI::App& app);      // graphserve info
+void add_serve_command(CLI::App& app);     // graphserve serve
+void add_bench_latency(CLI::App& bench);   // graphserve bench latency
+void add_bench_graphs(CLI::App& bench);    // graphserve bench graphs
+void add_bench_throughput(CLI::App& bench);  // graphserve bench throughput
+void add_bench_serve(CLI::App& bench);     // graphserve bench serve
+
+}  // namespace gs

@@ -1,0 +1,39 @@
+// AttentionBackend: paged attention with its KV-cache write, and the graph support it declares.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "attention/attention_metadata.h"
+#include "attention/cg_support.h"
+#include "attention/kv_cache.h"
+#include "ops/backend.h"
+
+namespace gs {
+
+struct AttentionShape {
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_dim)
+};
+
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+  virtual std::string name() const = 0;
+  virtual AttentionCGSupport cudagraph_support() const = 0;
+
+  // Writes k, v of every token t < num_actual_tokens into the cache at slot_mapping[t], then
+  // computes causal attention of each request's new queries over its whole context
+  // (seq_lens[r] tokens, the last query_len of them new). Enqueued on backend.stream().
+  //   q [T, Hq * D], k, v [T, Hkv * D], out [T, Hq * D]
+  virtual void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                       const AttentionMetadata& md, const Tensor& out) = 0;
+};
+
+// The CPU reference backend. `declared` overrides the support it reports (tests use it to
+// exercise mode downgrades); by default it reports ALWAYS, which is true of it.
+std::unique_ptr<AttentionBackend> make_cpu_attention(Backend& backend, const AttentionShape& shape,
+                                                     AttentionCGSupport declared = AttentionCGSupport::ALWAYS);
+
+}  // namespace gs

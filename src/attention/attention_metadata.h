@@ -1,0 +1,34 @@
+// AttentionMetadata: where each token of a batch reads and writes the paged KV cache.
+//
+// The tensors are persistent buffers (allocated once for the largest batch, on the backend's
+// device) so a captured graph reads whatever the runner wrote into them before replay. Kernels
+// must take every per-batch value from these buffers, never from the host fields, when running
+// inside a graph; the host fields exist for eager launches and for sizing grids of a padded shape.
+//
+// Padding: requests r >= num_reqs have query_start_loc[r] = query_start_loc[num_reqs] and
+// seq_lens[r] = 0 (they attend to nothing); tokens t >= num_actual_tokens have slot -1 (write
+// no KV). Attention output rows of padded tokens are written with zeros.
+#pragma once
+#include "core/tensor.h"
+
+namespace gs {
+
+struct AttentionMetadata {
+  Tensor query_start_loc;  // i32 [max_reqs + 1]: first token of request r; [num_reqs] = num_actual_tokens
+  Tensor seq_lens;         // i32 [max_reqs]: tokens in context after this step (cached + new)
+  Tensor block_table;      // i32 [max_reqs, max_blocks_per_req]: KV block ids of each request
+  Tensor slot_mapping;     // i32 [max_tokens]: block * block_size + offset where token t's K/V go; -1 = none
+
+  // Host-side description of the current step.
+  int num_tokens = 0;         // padded token count (the graph's shape)
+  int num_actual_tokens = 0;  // real tokens
+  int num_reqs = 0;           // real requests
+  int num_reqs_padded = 0;    // request rows kernels must cover: >= num_reqs
+  int max_query_len = 0;      // uniform decode: q; mixed: may be up to num_tokens
+  int max_seq_len = 0;
+  int uniform_query_len = 0;  // > 0 when every request has exactly this many new tokens
+  int block_size = 16;
+  int max_blocks_per_req = 0;
+};
+
+}  // namespace gs

@@ -1,0 +1,36 @@
+// EngineConfig: everything needed to build an engine (model, memory plan, batching, graphs).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cudagraph/compilation_config.h"
+
+namespace gs {
+
+struct EngineConfig {
+  std::string model;                 // HF model directory; empty: the dummy preset below
+  std::string load_format = "auto";  // auto | safetensors | dummy
+  std::string preset = "smollm2-135m";  // shape for --load-format dummy (graphserve info --presets)
+  std::string tokenizer;             // tokenizer directory (default: the model's)
+  std::string served_model_name;     // name clients use (default: model dir name or preset)
+  std::string device = "auto";       // auto (cuda if present) | cpu | cuda
+  std::string dtype = "auto";        // auto | float32 | bfloat16 | float16
+  uint64_t seed = 0;                 // dummy weights and unseeded sampling
+
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;             // 0: the model's max_position_embeddings
+  int block_size = 16;
+  float gpu_memory_utilization = 0.9f;
+  size_t kv_cache_memory_bytes = 0;  // 0: from gpu_memory_utilization (CUDA) or 512 MiB (CPU)
+  int tensor_parallel_size = 1;
+
+  bool enforce_eager = false;        // same as cudagraph_mode NONE
+  CompilationConfig compilation;
+
+  // Throws gs::Error naming the first invalid field and its valid range.
+  void validate() const;
+};
+
+}  // namespace gs

@@ -1,0 +1,90 @@
+// LLMEngine: requests in, tokens and text out, one scheduler step at a time.
+//
+// Not thread-safe: one thread drives step(). The server wraps it in its own thread.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "runner/scheduler_output.h"
+
+namespace gs {
+
+class Tokenizer;
+struct ModelConfig;
+
+enum class FinishReason { None, Stop, Length, Abort };
+std::string_view finish_reason_name(FinishReason r);  // "", "stop", "length", "abort"
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+// What one step produced for one request.
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> new_token_ids;   // tokens generated this step (usually one)
+  std::string new_text;                 // newly final text (stop strings removed)
+  std::vector<TokenLogprob> logprobs;   // per new token, when requested
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+  std::string stop_reason;              // the stop string or token that ended it, if any
+  int num_prompt_tokens = 0;
+  int num_output_tokens = 0;
+  double arrival_time = 0.0;            // seconds (steady clock)
+  double first_token_time = 0.0;        // 0 until the first token
+};
+
+// Counters for logs and metrics.
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  int num_preemptions = 0;
+  int kv_blocks_total = 0;
+  int kv_blocks_free = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t steps_none = 0, steps_piecewise = 0, steps_full = 0;  // forward steps per runtime mode
+  uint64_t padded_tokens = 0;                                   // padding waste
+  uint64_t graph_captures_after_startup = 0;                    // must stay 0
+  int num_graphs = 0;
+  double capture_seconds = 0.0;
+  size_t graph_memory_bytes = 0;
+};
+
+class LLMEngine {
+ public:
+  explicit LLMEngine(const EngineConfig& cfg);
+  ~LLMEngine();
+  LLMEngine(const LLMEngine&) = delete;
+  LLMEngine& operator=(const LLMEngine&) = delete;
+
+  // Validates and queues a request; throws gs::Error (empty prompt, prompt longer than the
+  // context, invalid sampling values). Returns its id.
+  RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params);
+  RequestId add_request(const std::string& prompt, const SamplingParams& params);
+  // Finishes a request now (finish_reason Abort) and frees its KV blocks. Unknown ids are ignored.
+  void abort_request(RequestId id);
+
+  bool has_unfinished_requests() const;
+  // Runs one scheduler step (possibly none when idle); returns per-request outputs.
+  std::vector<RequestOutput> step();
+
+  const Tokenizer& tokenizer() const;
+  const ModelConfig& model_config() const;
+  const EngineConfig& config() const;
+  std::string model_name() const;
+  int max_model_len() const;
+  EngineStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gs

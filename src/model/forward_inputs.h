@@ -1,0 +1,15 @@
+// ForwardInputs: what one forward pass reads, all views of persistent buffers.
+#pragma once
+#include "attention/attention_metadata.h"
+#include "core/tensor.h"
+
+namespace gs {
+
+struct ForwardInputs {
+  int num_tokens = 0;     // padded token count
+  Tensor input_ids;       // i32 [num_tokens]
+  Tensor positions;       // i32 [num_tokens]
+  const AttentionMetadata* attn = nullptr;
+};
+
+}  // namespace gs

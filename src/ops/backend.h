@@ -1,0 +1,73 @@
+// Backend: one device's memory, stream and ops, behind one interface (as ggml's backends).
+//
+// Every op enqueues work on stream() and returns at once; nothing is computed eagerly on the
+// host. Ops never allocate: callers pass views of persistent buffers, so any sequence of ops
+// can be captured into a graph. Shapes are row-major; `T` is the (padded) token count.
+// Float tensors are in compute_dtype() unless an op says otherwise; ids/positions are I32.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace gs {
+
+struct RopeConfig {
+  float theta = 10000.0f;
+  int head_dim = 0;         // rotary dims = head_dim (rotate-half layout, as HF Llama)
+  // llama3 scaling (rope_scaling.rope_type == "llama3"); factor <= 0 means none.
+  float llama3_factor = 0.0f;
+  float llama3_low_freq_factor = 1.0f;
+  float llama3_high_freq_factor = 4.0f;
+  int llama3_original_max_position = 8192;
+};
+
+// The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied.
+std::vector<float> rope_inv_freq(const RopeConfig& cfg);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // "cpu", "cuda"
+  virtual DType compute_dtype() const = 0;
+  virtual Allocator& allocator() = 0;
+  virtual Stream& stream() = 0;
+
+  // Memory. copy() works between host and this device in either direction (async on the
+  // device; a host destination is valid after stream().synchronize()).
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // Host float data of any float dtype -> a new tensor on this device in `dtype` (setup time).
+  virtual Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) = 0;
+  virtual void fill_zero(const Tensor& t) = 0;
+
+  // out[t, :] = table[ids[t], :]          ids [T] i32, table [V, H], out [T, H]
+  virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+  // out = x / rms(x) * w (per row)         x, out [T, H], w [H]
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+  // residual += x; out = rms_norm(residual) (fused residual add + norm; x may alias out)
+  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                            const Tensor& out) = 0;
+  // In-place RMSNorm of each head: x [T, n_heads * head_dim], w [head_dim] (Qwen3 q/k norm).
+  virtual void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) = 0;
+  // y = x w^T (+ bias)                     x [T, K], w [N, K], bias [N] or undefined, y [T, N]
+  // y may be F32 while x, w are compute_dtype (logits).
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) = 0;
+  // In-place rotary embedding (rotate-half) of q [T, Hq*D] and k [T, Hkv*D] at positions [T].
+  virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions,
+                    const RopeConfig& cfg) = 0;
+  // out = silu(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
+  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out[i, :] = x[idx[i], :]               idx [n] i32, x [T, H], out [n, H]
+  virtual void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) = 0;
+  // out[i] = argmax(x[i, :])               x [n, V] f32, out [n] i32
+  virtual void argmax(const Tensor& x, const Tensor& out) = 0;
+};
+
+// The CPU backend (fp32 reference). Always available.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace gs

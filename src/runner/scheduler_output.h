@@ -1,0 +1,48 @@
+// SchedulerOutput: one step's work for the model runner, and what the runner returns.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "runner/sampling_params.h"
+
+namespace gs {
+
+using RequestId = uint64_t;
+
+// One request's share of a step: compute tokens [num_computed_tokens, num_computed_tokens +
+// num_new_tokens) of `all_token_ids`, whose KV goes to the blocks in `block_ids`.
+struct ScheduledRequest {
+  RequestId id = 0;
+  const std::vector<int32_t>* all_token_ids = nullptr;  // prompt + generated so far
+  int num_prompt_tokens = 0;
+  int num_computed_tokens = 0;  // tokens whose KV is already in the cache
+  int num_new_tokens = 0;       // tokens to compute this step (a prefill chunk, or 1 for decode)
+  const std::vector<int32_t>* block_ids = nullptr;  // the request's whole block table
+  bool sample = false;          // this step reaches the end of known tokens: sample one
+  const SamplingParams* params = nullptr;
+  uint64_t seed = 0;            // per-request seed (params.seed or one the engine drew)
+  int num_output_tokens = 0;    // tokens generated so far (the sampling step's index)
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> requests;
+  int total_tokens() const {
+    int n = 0;
+    for (const auto& r : requests) n += r.num_new_tokens;
+    return n;
+  }
+};
+
+struct SampledToken {
+  RequestId id = 0;
+  int32_t token = 0;
+  float logprob = 0.0f;                                // of the sampled token (if asked)
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // (token, logprob), best first
+};
+
+struct RunnerOutput {
+  std::vector<SampledToken> sampled;  // one per ScheduledRequest with sample = true, in order
+};
+
+}  // namespace gs

@@ -1,0 +1,12 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/logging.h"
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const char* level = std::getenv("GRAPHSERVE_LOG_LEVEL");
+  gs::set_log_level(level ? level : "warn");
+  return RUN_ALL_TESTS();
+}
