@@ -11,7 +11,7 @@ if(NOT GS_CUDA STREQUAL "OFF")
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     # CMake 3.25 does not know nvcc 13 supports C++20: pass the flag ourselves.
-    set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo -std=c++20")
+    set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo")
     set(GS_HAVE_CUDA ON)
   elseif(GS_CUDA STREQUAL "ON")
     message(FATAL_ERROR "GS_CUDA=ON but no CUDA compiler (nvcc) was found")
