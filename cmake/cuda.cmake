@@ -10,7 +10,10 @@ if(NOT GS_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_ARCHITECTURES OFF)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
-    # CMake 3.25 does not know nvcc 13 supports C++20: pass the flag ourselves.
+    # CMake 3.25 does not know that nvcc 13 supports C++20: teach it the flag.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo")
     set(GS_HAVE_CUDA ON)
   elseif(GS_CUDA STREQUAL "ON")

@@ -1,0 +1,40 @@
+// Building a model: from a Hugging Face directory or a built-in dummy preset of real shapes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/attention_backend.h"
+#include "model/model_config.h"
+#include "model/piecewise_model.h"
+#include "ops/backend.h"
+
+namespace gs {
+
+struct ModelSource {
+  std::string dir;                  // HF model directory (load_format auto/safetensors)
+  bool dummy = false;               // random weights of `preset`'s shape (or of dir's config.json)
+  std::string preset;               // dummy preset name (graphserve info --presets)
+  uint64_t seed = 0;                // dummy weights are deterministic by seed
+};
+
+struct PresetInfo {
+  std::string name;
+  std::string description;  // e.g. "SmolLM2-135M shape (Llama, 30 layers, GQA 9/3)"
+};
+std::vector<PresetInfo> list_presets();
+
+// config.json of `src.dir`, or the preset's config. Throws gs::Error naming the problem.
+ModelConfig resolve_model_config(const ModelSource& src);
+
+// The attention shape of a model config (heads, kv heads, head_dim, scale).
+AttentionShape attention_shape(const ModelConfig& cfg);
+
+// Loads weights onto `backend` (converted to its compute dtype; q/k/v and gate/up fused) and
+// allocates activation buffers for up to `max_num_tokens` tokens per forward.
+std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src,
+                                             Backend& backend, AttentionBackend& attention,
+                                             int max_num_tokens);
+
+}  // namespace gs

@@ -1,0 +1,46 @@
+// ModelRunner: runs scheduled batches through the model on one device, through CUDA graphs.
+//
+// Owns the backend, the model, the KV cache and the persistent input buffers. At construction
+// it plans memory (weights, one activation arena for max_num_batched_tokens, KV cache from
+// what is left), warms up and captures every graph of the resolved mode. execute() fills the
+// persistent buffers, asks the dispatcher for a runtime mode, runs the forward and samples.
+#pragma once
+#include <memory>
+
+#include "engine/engine_config.h"
+#include "model/model_config.h"
+#include "runner/scheduler_output.h"
+
+namespace gs {
+
+struct RunnerStats {
+  uint64_t steps_none = 0, steps_piecewise = 0, steps_full = 0;
+  uint64_t padded_tokens = 0;                 // tokens of padding computed (waste)
+  uint64_t graph_captures_after_startup = 0;  // must stay 0
+  int num_graphs = 0;
+  double capture_seconds = 0.0;
+  size_t graph_memory_bytes = 0;
+  CUDAGraphMode resolved_mode = CUDAGraphMode::NONE;
+};
+
+class ModelRunner {
+ public:
+  explicit ModelRunner(const EngineConfig& cfg);
+  ~ModelRunner();
+
+  RunnerOutput execute(const SchedulerOutput& batch);
+
+  const ModelConfig& model_config() const;
+  int num_kv_blocks() const;
+  int block_size() const;
+  int max_model_len() const;
+  std::string device_name() const;  // "cpu", "cuda:0 (NVIDIA H200)"
+  RunnerStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gs
