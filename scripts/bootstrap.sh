@@ -11,9 +11,12 @@ install_deps() {
   local pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
               nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
               libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-              libxxhash-dev gnuplot-nox nodejs npm)
+              libxxhash-dev gnuplot-nox)
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  # Node.js + npm run the OpenAI Node SDK test; a Node that bundles npm (nodesource) is fine.
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if ((${#missing[@]})); then
     echo "bootstrap: installing ${missing[*]}"
     local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
