@@ -1,0 +1,34 @@
+// BlockTable: the KV blocks of one request, in token order (token t lives in block
+// ids()[t / block_size] at offset t % block_size). Grows as tokens are computed; gives every
+// block back on finish, abort or preemption.
+#pragma once
+#include <vector>
+
+#include "kv/block_pool.h"
+
+namespace gs {
+
+class BlockTable {
+ public:
+  BlockTable() = default;
+  // Not copyable: two tables holding the same blocks without a retain would double-free.
+  BlockTable(const BlockTable&) = delete;
+  BlockTable& operator=(const BlockTable&) = delete;
+  BlockTable(BlockTable&&) = default;
+  BlockTable& operator=(BlockTable&&) = default;
+
+  // Makes room for `num_tokens` tokens in total, allocating what is missing from `pool`.
+  // All or nothing: returns false (and allocates nothing) when the pool has too few blocks.
+  bool reserve(BlockPool& pool, int num_tokens);
+  // Releases every block to `pool`; the table is empty afterwards.
+  void release_all(BlockPool& pool);
+
+  const std::vector<int32_t>& ids() const { return ids_; }
+  int num_blocks() const { return static_cast<int>(ids_.size()); }
+  int capacity(const BlockPool& pool) const { return num_blocks() * pool.block_size(); }
+
+ private:
+  std::vector<int32_t> ids_;
+};
+
+}  // namespace gs
