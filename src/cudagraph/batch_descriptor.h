@@ -1,0 +1,39 @@
+// BatchDescriptor: the dispatch key of one (padded) batch, selecting at most one graph (SPEC §3).
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace gs {
+
+struct BatchDescriptor {
+  int num_tokens = 0;         // padded token count
+  int num_reqs = 0;           // 0: any (the non-uniform form leaves it unspecified)
+  bool uniform = false;       // a uniform decode batch: every request has uniform_query_len tokens
+  bool has_lora = false;
+  int uniform_query_len = 0;  // q of a uniform batch; 0 when not uniform
+
+  // The key a general (mixed) graph of the same token count is stored under: a uniform batch
+  // may replay it (vLLM's relax_for_mixed_batch_cudagraphs).
+  BatchDescriptor non_uniform() const { return {num_tokens, 0, false, has_lora, 0}; }
+  // A uniform decode batch of `num_tokens` tokens, `q` per request.
+  static BatchDescriptor uniform_decode(int num_tokens, int q) {
+    return {num_tokens, q > 0 ? num_tokens / q : 0, true, false, q};
+  }
+
+  bool operator==(const BatchDescriptor&) const = default;
+  std::string str() const;
+};
+
+struct BatchDescriptorHash {
+  size_t operator()(const BatchDescriptor& d) const noexcept {
+    size_t h = std::hash<int>{}(d.num_tokens);
+    auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(std::hash<int>{}(d.num_reqs));
+    mix(size_t(d.uniform) | size_t(d.has_lora) << 1);
+    mix(std::hash<int>{}(d.uniform_query_len));
+    return h;
+  }
+};
+
+}  // namespace gs

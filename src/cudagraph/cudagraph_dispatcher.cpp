@@ -1,0 +1,77 @@
+#include "cudagraph/cudagraph_dispatcher.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace gs {
+
+CudagraphDispatcher::KeySet& CudagraphDispatcher::set_of(CUDAGraphMode runtime_mode) {
+  GS_CHECK(runtime_mode == CUDAGraphMode::FULL || runtime_mode == CUDAGraphMode::PIECEWISE,
+           "graph keys exist only for runtime modes FULL and PIECEWISE, not {}", mode_name(runtime_mode));
+  return runtime_mode == CUDAGraphMode::FULL ? full_keys_ : piecewise_keys_;
+}
+
+void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode,
+                                                    const std::vector<int>& capture_sizes,
+                                                    int uniform_query_len, int max_num_seqs) {
+  GS_CHECK(uniform_query_len >= 1, "uniform_query_len must be >= 1, got {}", uniform_query_len);
+  for (int s : capture_sizes) GS_CHECK(s >= 1, "capture sizes must be >= 1, got {}", s);
+  mode_ = mode;
+  sizes_ = capture_sizes;
+  std::sort(sizes_.begin(), sizes_.end());
+  sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
+  full_keys_.clear();
+  piecewise_keys_.clear();
+
+  if (mixed_mode(mode) != CUDAGraphMode::NONE) {
+    for (int s : sizes_) set_of(mixed_mode(mode)).insert(BatchDescriptor{s, 0, false, false, 0});
+  }
+  if (decode_mode(mode) == CUDAGraphMode::FULL && separate_routine(mode)) {
+    const long long max_tokens = static_cast<long long>(uniform_query_len) * max_num_seqs;
+    for (int s : sizes_) {
+      if (s >= uniform_query_len && s <= max_tokens)
+        full_keys_.insert(BatchDescriptor::uniform_decode(s, uniform_query_len));
+    }
+  }
+  initialized_ = true;
+}
+
+int CudagraphDispatcher::padded_num_tokens(int num_tokens) const {
+  auto it = std::lower_bound(sizes_.begin(), sizes_.end(), num_tokens);
+  return it == sizes_.end() ? num_tokens : *it;
+}
+
+BatchDescriptor CudagraphDispatcher::pad(const BatchDescriptor& desc) const {
+  BatchDescriptor out = desc;
+  out.num_tokens = padded_num_tokens(desc.num_tokens);
+  if (out.uniform && out.uniform_query_len > 0) out.num_reqs = out.num_tokens / out.uniform_query_len;
+  return out;
+}
+
+std::pair<CUDAGraphMode, BatchDescriptor> CudagraphDispatcher::dispatch(const BatchDescriptor& desc,
+                                                                        bool use_cascade_attn) const {
+  if (!initialized_) return {CUDAGraphMode::NONE, desc};
+  const BatchDescriptor padded = pad(desc);
+  const BatchDescriptor relaxed = padded.non_uniform();
+  if (!use_cascade_attn) {
+    if (full_keys_.contains(padded)) return {CUDAGraphMode::FULL, padded};
+    if (full_keys_.contains(relaxed)) return {CUDAGraphMode::FULL, relaxed};
+  }
+  if (piecewise_keys_.contains(relaxed)) return {CUDAGraphMode::PIECEWISE, relaxed};
+  return {CUDAGraphMode::NONE, desc};
+}
+
+std::vector<BatchDescriptor> CudagraphDispatcher::keys(CUDAGraphMode runtime_mode) const {
+  const KeySet& set = runtime_mode == CUDAGraphMode::FULL ? full_keys_ : piecewise_keys_;
+  GS_CHECK(runtime_mode == CUDAGraphMode::FULL || runtime_mode == CUDAGraphMode::PIECEWISE,
+           "graph keys exist only for runtime modes FULL and PIECEWISE, not {}", mode_name(runtime_mode));
+  std::vector<BatchDescriptor> out(set.begin(), set.end());
+  std::sort(out.begin(), out.end(), [](const BatchDescriptor& a, const BatchDescriptor& b) {
+    if (a.num_tokens != b.num_tokens) return a.num_tokens > b.num_tokens;
+    return a.uniform < b.uniform;
+  });
+  return out;
+}
+
+}  // namespace gs

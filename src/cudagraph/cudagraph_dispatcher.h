@@ -1,0 +1,48 @@
+// CudagraphDispatcher: the single source of truth for which graph (if any) runs a batch (SPEC §4).
+//
+// Holds the keys valid for FULL graphs and those valid for PIECEWISE graphs; dispatch() pads a
+// batch to a capture size and picks FULL > PIECEWISE > NONE exactly as SPEC §4a says.
+#pragma once
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "cudagraph/batch_descriptor.h"
+#include "cudagraph/cudagraph_mode.h"
+
+namespace gs {
+
+class CudagraphDispatcher {
+ public:
+  // Fills both key sets from the (resolved) mode; called once, after the attention backends
+  // exist and the mode is resolved. `capture_sizes` need not be sorted.
+  void initialize_cudagraph_keys(CUDAGraphMode mode, const std::vector<int>& capture_sizes,
+                                 int uniform_query_len, int max_num_seqs);
+
+  // (runtime mode, final descriptor). `desc.num_tokens` is padded to the smallest capture size
+  // >= it first (a no-op when already padded); NONE returns `desc` unpadded.
+  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc,
+                                                     bool use_cascade_attn = false) const;
+
+  // The smallest capture size >= num_tokens, or num_tokens when none is that large.
+  int padded_num_tokens(int num_tokens) const;
+  // `desc` with num_tokens padded (and num_reqs of a uniform batch recomputed from it).
+  BatchDescriptor pad(const BatchDescriptor& desc) const;
+
+  // The keys of one runtime mode (FULL or PIECEWISE), largest num_tokens first (capture order).
+  std::vector<BatchDescriptor> keys(CUDAGraphMode runtime_mode) const;
+  bool initialized() const { return initialized_; }
+  CUDAGraphMode mode() const { return mode_; }
+  const std::vector<int>& capture_sizes() const { return sizes_; }
+
+ private:
+  using KeySet = std::unordered_set<BatchDescriptor, BatchDescriptorHash>;
+  KeySet& set_of(CUDAGraphMode runtime_mode);
+
+  bool initialized_ = false;
+  CUDAGraphMode mode_ = CUDAGraphMode::NONE;
+  std::vector<int> sizes_;  // ascending
+  KeySet full_keys_, piecewise_keys_;
+};
+
+}  // namespace gs
