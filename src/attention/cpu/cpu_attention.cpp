@@ -1,0 +1,163 @@
+// CPU paged attention (fp32 reference): KV-cache write, then causal GQA attention per request
+// with an online softmax (one pass over the context, no scratch memory).
+//
+// Everything that changes from batch to batch (query_start_loc, seq_lens, block_table,
+// slot_mapping) is read from the metadata buffers inside the kernel, so one recorded closure
+// serves every batch of the same padded shape.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "attention/attention_backend.h"
+#include "core/cpu_stream.h"
+#include "core/error.h"
+
+namespace gs {
+
+namespace {
+
+constexpr int kMaxHeadDim = 512;  // the on-stack accumulator of one query head
+
+// Raw pointers and sizes of one launch: what the recorded closure owns.
+struct Launch {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;
+  float* kc;  // [blocks, block_size, Hkv, D]
+  float* vc;
+  const int32_t* qsl;
+  const int32_t* seq_lens;
+  const int32_t* block_table;
+  const int32_t* slots;
+  int64_t num_tokens, num_reqs, num_blocks, block_size, max_blocks;
+  int64_t hq, hkv, d;
+  float scale;
+
+  int64_t kv_row() const { return hkv * d; }
+
+  void write_cache() const {
+    const int64_t actual = std::min<int64_t>(num_tokens, qsl[num_reqs]);
+    const int64_t capacity = num_blocks * block_size;
+    for (int64_t t = 0; t < actual; ++t) {
+      const int64_t s = slots[t];
+      if (s < 0) continue;
+      GS_CHECK(s < capacity, "attention: slot {} of token {} is outside the cache ({} slots)", s, t, capacity);
+      std::memcpy(kc + s * kv_row(), k + t * kv_row(), size_t(kv_row()) * sizeof(float));
+      std::memcpy(vc + s * kv_row(), v + t * kv_row(), size_t(kv_row()) * sizeof(float));
+    }
+  }
+
+  // Cache row of absolute position p of request r.
+  int64_t slot_of(int64_t r, int64_t p) const {
+    return int64_t(block_table[r * max_blocks + p / block_size]) * block_size + p % block_size;
+  }
+
+  void check_request(int64_t r, int64_t q_len, int64_t ctx) const {
+    GS_CHECK(q_len >= 0 && qsl[r + 1] <= num_tokens && ctx >= q_len && ctx <= max_blocks * block_size,
+             "attention: request {} has {} queries, {} context tokens, {} tokens in the batch (max context {})", r,
+             q_len, ctx, num_tokens, max_blocks * block_size);
+    for (int64_t b = 0; b < (ctx + block_size - 1) / block_size; ++b) {
+      const int32_t blk = block_table[r * max_blocks + b];
+      GS_CHECK(blk >= 0 && blk < num_blocks, "attention: request {} block {} is {} (cache has {} blocks)", r, b, blk,
+               num_blocks);
+    }
+  }
+
+  // One query head of one token over positions [0, last].
+  void attend(int64_t r, int64_t t, int64_t h, int64_t last) const {
+    const int64_t kvh = h / (hq / hkv);
+    const float* qv = q + (t * hq + h) * d;
+    float acc[kMaxHeadDim] = {};
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t p = 0; p <= last; ++p) {
+      const int64_t off = slot_of(r, p) * kv_row() + kvh * d;
+      const float* kv = kc + off;
+      float s = 0.0f;
+      for (int64_t i = 0; i < d; ++i) s += qv[i] * kv[i];
+      s *= scale;
+      const float m_new = std::max(m, s);
+      const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
+      const float* vv = vc + off;
+      for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * corr + w * vv[i];
+      l = l * corr + w;
+      m = m_new;
+    }
+    float* o = out + (t * hq + h) * d;
+    for (int64_t i = 0; i < d; ++i) o[i] = acc[i] / l;
+  }
+
+  void run() const {
+    std::memset(out, 0, size_t(num_tokens * hq * d) * sizeof(float));  // padded rows read as zeros
+    write_cache();
+    for (int64_t r = 0; r < num_reqs; ++r) {
+      const int64_t q0 = qsl[r], q_len = qsl[r + 1] - q0, ctx = seq_lens[r];
+      if (q_len <= 0) continue;
+      check_request(r, q_len, ctx);
+#pragma omp parallel for collapse(2) if (q_len * hq * ctx > 4096)
+      for (int64_t i = 0; i < q_len; ++i)
+        for (int64_t h = 0; h < hq; ++h) attend(r, q0 + i, h, ctx - q_len + i);
+    }
+  }
+};
+
+class CpuAttention final : public AttentionBackend {
+ public:
+  CpuAttention(Backend& backend, const AttentionShape& shape, AttentionCGSupport declared)
+      : backend_(backend), shape_(shape), declared_(declared) {
+    if (shape_.scale <= 0 && shape_.head_dim > 0) shape_.scale = 1.0f / std::sqrt(float(shape_.head_dim));
+    GS_CHECK(shape.num_heads > 0 && shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0,
+             "CPU attention: {} heads are not a multiple of {} kv heads", shape.num_heads, shape.num_kv_heads);
+    GS_CHECK(shape.head_dim > 0 && shape.head_dim <= kMaxHeadDim, "CPU attention: head_dim {} outside [1, {}]",
+             shape.head_dim, kMaxHeadDim);
+  }
+
+  std::string name() const override { return "cpu"; }
+  AttentionCGSupport cudagraph_support() const override { return declared_; }
+
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+               const AttentionMetadata& md, const Tensor& out) override {
+    auto* stream = dynamic_cast<CpuStream*>(&backend_.stream());
+    GS_CHECK(stream, "CPU attention needs the CPU backend's stream, got a {} stream", backend_.name());
+    const Launch l = describe(q, k, v, cache, md, out);
+    stream->launch([l] { l.run(); });
+  }
+
+ private:
+  Launch describe(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                  const AttentionMetadata& md, const Tensor& out) const {
+    const int64_t T = q.dim(0), D = shape_.head_dim, hq = shape_.num_heads, hkv = shape_.num_kv_heads;
+    for (const Tensor* t : {&q, &k, &v, &out, &cache.k, &cache.v})
+      GS_CHECK(t->dtype() == DType::F32 && t->device().is_cpu(), "CPU attention: {} must be host f32", t->str());
+    GS_CHECK(q.numel() == T * hq * D && out.numel() == T * hq * D && k.numel() == T * hkv * D &&
+                 v.numel() == T * hkv * D,
+             "CPU attention: q {}, k {}, v {}, out {} do not match {} heads, {} kv heads of {}", q.str(), k.str(),
+             v.str(), out.str(), hq, hkv, D);
+    const Shape cs = cache.k.shape();
+    GS_CHECK(cs.size() == 4 && cs[2] == hkv && cs[3] == D && cache.v.shape() == cs && cs[1] == md.block_size,
+             "CPU attention: cache {} must be [blocks, {}, {}, {}]", cache.k.str(), md.block_size, hkv, D);
+    GS_CHECK(md.num_reqs_padded >= 0 && md.query_start_loc.numel() > md.num_reqs_padded &&
+                 md.seq_lens.numel() >= md.num_reqs_padded &&
+                 md.block_table.numel() >= int64_t(md.num_reqs_padded) * md.max_blocks_per_req &&
+                 md.slot_mapping.numel() >= T,
+             "CPU attention: metadata buffers are too small for {} requests, {} tokens", md.num_reqs_padded, T);
+    return Launch{q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(), out.data_as<float>(),
+                  cache.k.data_as<float>(), cache.v.data_as<float>(), md.query_start_loc.data_as<const int32_t>(),
+                  md.seq_lens.data_as<const int32_t>(), md.block_table.data_as<const int32_t>(),
+                  md.slot_mapping.data_as<const int32_t>(), T, md.num_reqs_padded, cs[0], md.block_size,
+                  md.max_blocks_per_req, hq, hkv, D, shape_.scale};
+  }
+
+  Backend& backend_;
+  AttentionShape shape_;
+  AttentionCGSupport declared_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cpu_attention(Backend& backend, const AttentionShape& shape,
+                                                     AttentionCGSupport declared) {
+  return std::make_unique<CpuAttention>(backend, shape, declared);
+}
+
+}  // namespace gs

@@ -1,0 +1,63 @@
+// Weights from a safetensors checkpoint: shape-checked, converted to the compute dtype, and
+// every tensor of the checkpoint must be claimed by the model (or be a known harmless extra).
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "model/safetensors.h"
+#include "model/weight_source.h"
+
+namespace gs {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+class CheckpointSource final : public WeightSource {
+ public:
+  CheckpointSource(const std::string& dir, Backend& backend, const ModelConfig& cfg)
+      : dir_(dir), ckpt_(dir), backend_(backend), cfg_(cfg) {}
+
+  void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit, int64_t) override {
+    const TensorRef* t = ckpt_.find(name);
+    GS_CHECK(t, "missing tensor '{}' in the checkpoint of {} ({} expects it)", name, dir_, cfg_.architecture_name);
+    GS_CHECK(t->shape == shape, "{}: tensor '{}' has shape {}, expected {}", t->file->path().string(), name,
+             shape_str(t->shape), shape_str(shape));
+    const size_t n = size_t(dst.numel());
+    // Copy out first: tensors in a safetensors file need not be aligned for their type.
+    raw_.resize(n * dtype_size(t->dtype));
+    std::memcpy(raw_.data(), t->data, raw_.size());
+    host_.resize(n * dtype_size(dst.dtype()));
+    convert_host(raw_.data(), t->dtype, host_.data(), dst.dtype(), n);
+    backend_.copy(dst, Tensor::wrap(host_.data(), dst.shape(), dst.dtype(), Device::cpu()));
+    backend_.stream().synchronize();  // host_ is reused by the next tensor
+    used_.insert(name);
+  }
+
+  void finish() override {
+    for (const auto& [name, t] : ckpt_.tensors()) {
+      if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
+      if (name == "lm_head.weight" && cfg_.tie_word_embeddings) continue;  // tied: the embedding is used
+      fail("{}: unexpected tensor '{}' (shape {}) for {}", t.file->path().string(), name, shape_str(t.shape),
+           cfg_.architecture_name);
+    }
+  }
+
+ private:
+  std::string dir_;
+  SafetensorsCheckpoint ckpt_;
+  Backend& backend_;
+  ModelConfig cfg_;
+  std::set<std::string> used_;
+  std::vector<uint8_t> raw_, host_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> make_checkpoint_source(const std::string& dir, Backend& backend, const ModelConfig& cfg) {
+  return std::make_unique<CheckpointSource>(dir, backend, cfg);
+}
+
+}  // namespace gs

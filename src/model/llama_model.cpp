@@ -1,0 +1,107 @@
+#include "model/llama_model.h"
+
+#include "core/error.h"
+
+namespace gs {
+
+LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& backend, AttentionBackend& attention,
+                       int max_num_tokens)
+    : cfg_(cfg), w_(std::move(weights)), be_(backend), attn_(attention), max_tokens_(max_num_tokens) {
+  GS_CHECK(max_num_tokens > 0, "max_num_tokens must be positive, got {}", max_num_tokens);
+  const int64_t M = max_num_tokens, H = cfg.hidden_size, I = cfg.intermediate_size;
+  auto alloc = [&](int64_t width) { return Tensor::empty({M, width}, be_.compute_dtype(), be_.allocator()); };
+  buf_.residual = alloc(H);
+  buf_.hidden = alloc(H);
+  buf_.q = alloc(cfg.q_size());
+  buf_.k = alloc(cfg.kv_size());
+  buf_.v = alloc(cfg.kv_size());
+  buf_.attn_out = alloc(cfg.q_size());
+  buf_.gate_up = alloc(2 * I);
+  buf_.act = alloc(I);
+  buf_.gathered = alloc(H);
+}
+
+int LlamaModel::check_tokens(const ForwardInputs& in) const {
+  GS_CHECK(in.num_tokens > 0 && in.num_tokens <= max_tokens_, "forward of {} tokens: the model was built for 1..{}",
+           in.num_tokens, max_tokens_);
+  return in.num_tokens;
+}
+
+void LlamaModel::run_piece(int i, const ForwardInputs& in) {
+  GS_CHECK(i >= 0 && i < num_pieces(), "piece {} out of range [0, {})", i, num_pieces());
+  const int n = check_tokens(in);
+  const int L = cfg_.num_layers;
+  const Tensor& next_norm = i < L ? w_.layers[size_t(i)].input_norm : w_.final_norm;
+  if (i == 0) {
+    be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
+    be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
+  } else {
+    finish_layer(i - 1, n, next_norm);
+  }
+  if (i < L) start_layer(i, in, n);
+}
+
+// o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
+void LlamaModel::finish_layer(int layer, int n, const Tensor& next_norm) {
+  const LlamaLayerWeights& w = w_.layers[size_t(layer)];
+  const float eps = cfg_.rms_norm_eps;
+  const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
+  be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+  be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
+  be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n));
+  be_.silu_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+  be_.add_rms_norm(res, hid, next_norm, eps, hid);
+}
+
+// q/k/v projections of the normed hidden state, then Qwen3's q/k norm and RoPE.
+void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
+  const LlamaLayerWeights& w = w_.layers[size_t(layer)];
+  const int64_t q = cfg_.q_size(), kv = cfg_.kv_size();
+  const Tensor hid = buf_.hidden.rows(0, n);
+  const Tensor qt = buf_.q.rows(0, n), kt = buf_.k.rows(0, n), vt = buf_.v.rows(0, n);
+  auto bias = [&](int64_t b, int64_t c) { return w.qkv_bias.defined() ? w.qkv_bias.rows(b, c) : Tensor(); };
+  // Three GEMMs over row slices of the fused weight: attention and RoPE take contiguous q, k, v.
+  be_.linear(hid, w.qkv.rows(0, q), bias(0, q), qt);
+  be_.linear(hid, w.qkv.rows(q, kv), bias(q, kv), kt);
+  be_.linear(hid, w.qkv.rows(q + kv, kv), bias(q + kv, kv), vt);
+  if (cfg_.qk_norm) {
+    be_.head_rms_norm(qt, w.q_norm, cfg_.rms_norm_eps, cfg_.head_dim);
+    be_.head_rms_norm(kt, w.k_norm, cfg_.rms_norm_eps, cfg_.head_dim);
+  }
+  be_.rope(qt, kt, in.positions.rows(0, n), cfg_.rope);
+}
+
+void LlamaModel::run_attention(int i, const ForwardInputs& in) {
+  GS_CHECK(i >= 0 && i < cfg_.num_layers, "attention {} out of range [0, {})", i, cfg_.num_layers);
+  GS_CHECK(size_t(i) < kv_.size(), "run_attention: bind_kv_cache was not called (layer {})", i);
+  GS_CHECK(in.attn, "run_attention: ForwardInputs has no attention metadata");
+  const int n = check_tokens(in);
+  attn_.forward(buf_.q.rows(0, n), buf_.k.rows(0, n), buf_.v.rows(0, n), kv_[size_t(i)], *in.attn,
+                buf_.attn_out.rows(0, n));
+}
+
+Tensor LlamaModel::hidden_states(int num_tokens) const {
+  GS_CHECK(num_tokens >= 0 && num_tokens <= max_tokens_, "hidden_states({}): outside [0, {}]", num_tokens, max_tokens_);
+  return buf_.hidden.rows(0, num_tokens);
+}
+
+void LlamaModel::compute_logits(const Tensor& rows, const Tensor& logits) {
+  const int64_t n = rows.numel();
+  GS_CHECK(n <= max_tokens_, "compute_logits of {} rows: at most {}", n, max_tokens_);
+  GS_CHECK(logits.dtype() == DType::F32 && logits.ndim() == 2 && logits.dim(0) == n &&
+               logits.dim(1) == cfg_.vocab_size,
+           "compute_logits: logits must be f32 [{}, {}], got {}", n, cfg_.vocab_size, logits.str());
+  if (n == 0) return;
+  const Tensor g = buf_.gathered.rows(0, n);
+  be_.gather_rows(buf_.hidden, rows, g);
+  be_.linear(g, w_.lm_head, Tensor(), logits);
+}
+
+void LlamaModel::bind_kv_cache(std::vector<KVCacheLayer> layers) {
+  GS_CHECK(int(layers.size()) == cfg_.num_layers, "bind_kv_cache: {} layers given, the model has {}", layers.size(),
+           cfg_.num_layers);
+  kv_ = std::move(layers);
+}
+
+}  // namespace gs

@@ -1,0 +1,54 @@
+// LlamaModel: the Llama-family forward pass (Llama, Mistral, Qwen2, Qwen3, SmolLM) as pieces
+// split at attention.
+//
+// Piece i (0..L): for i > 0, the rest of layer i-1 (o_proj, residual add + post-attention norm,
+// SwiGLU MLP); for i < L, the start of layer i (input norm fused with the residual add, q/k/v
+// projections, Qwen3 q/k norm, RoPE); piece L ends with the final norm. Attention i runs
+// between pieces i and i+1. All activations live in buffers allocated at construction for
+// max_num_tokens rows; a forward of n tokens uses their first n rows, so views (and the
+// addresses graphs bake in) are the same for every n.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "attention/attention_backend.h"
+#include "model/llama_weights.h"
+#include "model/model_config.h"
+#include "model/piecewise_model.h"
+
+namespace gs {
+
+class LlamaModel final : public PiecewiseModel {
+ public:
+  LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& backend, AttentionBackend& attention,
+             int max_num_tokens);
+
+  int num_pieces() const override { return cfg_.num_layers + 1; }
+  void run_piece(int i, const ForwardInputs& in) override;
+  void run_attention(int i, const ForwardInputs& in) override;
+  Tensor hidden_states(int num_tokens) const override;
+  void compute_logits(const Tensor& rows, const Tensor& logits) override;
+  void bind_kv_cache(std::vector<KVCacheLayer> layers) override;
+
+  int max_num_tokens() const { return max_tokens_; }
+
+ private:
+  // Persistent activations, each [max_num_tokens, width].
+  struct Buffers {
+    Tensor residual, hidden, q, k, v, attn_out, gate_up, act, gathered;
+  };
+
+  int check_tokens(const ForwardInputs& in) const;
+  void finish_layer(int layer, int n, const Tensor& next_norm);
+  void start_layer(int layer, const ForwardInputs& in, int n);
+
+  ModelConfig cfg_;
+  LlamaWeights w_;
+  Backend& be_;
+  AttentionBackend& attn_;
+  int max_tokens_;
+  Buffers buf_;
+  std::vector<KVCacheLayer> kv_;
+};
+
+}  // namespace gs

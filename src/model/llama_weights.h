@@ -1,0 +1,35 @@
+// LlamaWeights: the tensors of a Llama-family model on the backend, in its compute dtype, with
+// q/k/v fused into one [q + 2 kv, hidden] matrix and gate/up into one [2 I, hidden] matrix.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/model_config.h"
+#include "model/weight_source.h"
+#include "ops/backend.h"
+
+namespace gs {
+
+struct LlamaLayerWeights {
+  Tensor input_norm;  // [H]
+  Tensor qkv;         // [q + 2 kv, H]: rows q_proj, then k_proj, then v_proj
+  Tensor qkv_bias;    // [q + 2 kv] (Qwen2) or undefined
+  Tensor q_norm;      // [D] (Qwen3) or undefined
+  Tensor k_norm;      // [D] (Qwen3) or undefined
+  Tensor o_proj;      // [H, q]
+  Tensor post_norm;   // [H]
+  Tensor gate_up;     // [2 I, H]: rows gate_proj, then up_proj
+  Tensor down;        // [H, I]
+};
+
+struct LlamaWeights {
+  Tensor embed;  // [V, H]
+  std::vector<LlamaLayerWeights> layers;
+  Tensor final_norm;  // [H]
+  Tensor lm_head;     // [V, H]; the same tensor as embed when tied
+};
+
+// Allocates the weights on `backend` and fills them from `src` (HF tensor names).
+LlamaWeights load_llama_weights(const ModelConfig& cfg, Backend& backend, WeightSource& src);
+
+}  // namespace gs

@@ -1,0 +1,144 @@
+// load_model_config: config.json (+ generation_config.json) -> ModelConfig.
+#include "model/model_config.h"
+
+#include <array>
+
+#include "core/error.h"
+#include "model/json_file.h"
+
+namespace gs {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct ArchEntry {
+  const char* name;
+  Architecture arch;
+};
+constexpr std::array<ArchEntry, 4> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+                                                   {"MistralForCausalLM", Architecture::Mistral},
+                                                   {"Qwen2ForCausalLM", Architecture::Qwen2},
+                                                   {"Qwen3ForCausalLM", Architecture::Qwen3}}};
+
+void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
+  auto it = j.find("architectures");
+  GS_CHECK(it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string(),
+           "{}: 'architectures' must be a non-empty list of names", file.string());
+  const std::string name = (*it)[0].get<std::string>();
+  for (const auto& a : kArchitectures) {
+    if (name == a.name) {
+      c.arch = a.arch;
+      c.architecture_name = name;
+      return;
+    }
+  }
+  fail("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+       "Qwen3ForCausalLM)",
+       file.string(), name);
+}
+
+void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
+  c.rope.theta = float(json_number(j, "rope_theta", 10000.0, file));
+  c.rope.head_dim = c.head_dim;
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return;
+  GS_CHECK(it->is_object(), "{}: 'rope_scaling' must be an object or null", file.string());
+  std::string type = it->value("rope_type", it->value("type", std::string("default")));
+  if (type == "default") return;
+  GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: llama3, default)",
+           file.string(), type);
+  c.rope.llama3_factor = float(json_number(*it, "factor", 8.0, file));
+  c.rope.llama3_low_freq_factor = float(json_number(*it, "low_freq_factor", 1.0, file));
+  c.rope.llama3_high_freq_factor = float(json_number(*it, "high_freq_factor", 4.0, file));
+  c.rope.llama3_original_max_position = json_int(*it, "original_max_position_embeddings", 8192, file);
+  GS_CHECK(c.rope.llama3_factor > 0 && c.rope.llama3_high_freq_factor > c.rope.llama3_low_freq_factor,
+           "{}: rope_scaling llama3 needs factor > 0 and high_freq_factor > low_freq_factor", file.string());
+}
+
+// eos_token_id may be an int, a list of ints, or null.
+std::vector<int> parse_eos(const json& j, const fs::path& file) {
+  auto it = j.find("eos_token_id");
+  if (it == j.end() || it->is_null()) return {};
+  if (it->is_number_integer()) return {it->get<int>()};
+  GS_CHECK(it->is_array(), "{}: 'eos_token_id' must be an integer or a list of integers", file.string());
+  std::vector<int> ids;
+  for (const auto& v : *it) {
+    GS_CHECK(v.is_number_integer(), "{}: 'eos_token_id' must be an integer or a list of integers", file.string());
+    ids.push_back(v.get<int>());
+  }
+  return ids;
+}
+
+DType parse_torch_dtype(const json& j, const fs::path& file) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    GS_CHECK(it->is_string(), "{}: '{}' must be a string", file.string(), key);
+    const std::string s = it->get<std::string>();
+    if (s == "float32") return DType::F32;
+    if (s == "float16") return DType::F16;
+    if (s == "bfloat16") return DType::BF16;
+    fail("{}: {} '{}' is not supported (supported: float32, float16, bfloat16)", file.string(), key, s);
+  }
+  return DType::F32;
+}
+
+void validate(const ModelConfig& c, const fs::path& file) {
+  GS_CHECK(c.num_heads % c.num_kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
+           file.string(), c.num_heads, c.num_kv_heads);
+  GS_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim must be a positive even number, got {}",
+           file.string(), c.head_dim);
+  GS_CHECK(c.rms_norm_eps > 0, "{}: rms_norm_eps must be positive", file.string());
+}
+
+}  // namespace
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t H = hidden_size, I = intermediate_size, qkv = q_size() + 2 * kv_size();
+  int64_t layer = 2 * H + qkv * H + int64_t(q_size()) * H + 3 * H * I;
+  if (attention_bias) layer += qkv;
+  if (qk_norm) layer += 2 * head_dim;
+  int64_t n = int64_t(vocab_size) * H + int64_t(num_layers) * layer + H;
+  if (!tie_word_embeddings) n += int64_t(vocab_size) * H;
+  return n;
+}
+
+ModelConfig load_model_config(const fs::path& model_dir) {
+  GS_CHECK(fs::is_directory(model_dir), "model directory {} does not exist", model_dir.string());
+  const fs::path file = model_dir / "config.json";
+  const json j = read_json_file(file);
+  GS_CHECK(j.is_object(), "{}: expected a JSON object", file.string());
+  ModelConfig c;
+  parse_architecture(j, file, c);
+  c.vocab_size = json_required_int(j, "vocab_size", file);
+  c.hidden_size = json_required_int(j, "hidden_size", file);
+  c.intermediate_size = json_required_int(j, "intermediate_size", file);
+  c.num_layers = json_required_int(j, "num_hidden_layers", file);
+  c.num_heads = json_required_int(j, "num_attention_heads", file);
+  c.num_kv_heads = json_int(j, "num_key_value_heads", c.num_heads, file);
+  GS_CHECK(c.num_kv_heads > 0, "{}: 'num_key_value_heads' must be positive", file.string());
+  c.head_dim = json_int(j, "head_dim", c.hidden_size / c.num_heads, file);
+  c.rms_norm_eps = float(json_number(j, "rms_norm_eps", 1e-6, file));
+  c.tie_word_embeddings = json_bool(j, "tie_word_embeddings", false, file);
+  c.max_position_embeddings = json_int(j, "max_position_embeddings", 4096, file);
+  // Qwen2 always has q/k/v biases (its config does not say so); others follow attention_bias.
+  c.attention_bias = c.arch == Architecture::Qwen2 || json_bool(j, "attention_bias", false, file);
+  c.qk_norm = c.arch == Architecture::Qwen3;
+  c.torch_dtype = parse_torch_dtype(j, file);
+  parse_rope(j, file, c);
+  c.bos_token_id = json_int(j, "bos_token_id", -1, file);
+  c.eos_token_ids = parse_eos(j, file);
+  validate(c, file);
+
+  const fs::path gen = model_dir / "generation_config.json";
+  if (fs::exists(gen)) {  // generation_config.json wins for generation, as in HF
+    const json g = read_json_file(gen);
+    c.bos_token_id = json_int(g, "bos_token_id", c.bos_token_id, gen);
+    if (auto eos = parse_eos(g, gen); !eos.empty()) c.eos_token_ids = eos;
+  }
+  return c;
+}
+
+}  // namespace gs

@@ -1,0 +1,43 @@
+#include "model/model_factory.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/llama_model.h"
+#include "model/presets.h"
+#include "model/weight_source.h"
+
+namespace gs {
+
+std::vector<PresetInfo> list_presets() {
+  std::vector<PresetInfo> out;
+  for (const auto& p : builtin_presets()) out.push_back({p.name, p.description});
+  return out;
+}
+
+ModelConfig resolve_model_config(const ModelSource& src) {
+  if (!src.dir.empty()) return load_model_config(src.dir);
+  GS_CHECK(src.dummy, "no model given: pass a model directory, or dummy weights with a preset");
+  GS_CHECK(!src.preset.empty(), "dummy weights need a preset (see graphserve info --presets)");
+  return find_preset(src.preset).config;
+}
+
+AttentionShape attention_shape(const ModelConfig& cfg) {
+  return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, 1.0f / std::sqrt(float(cfg.head_dim))};
+}
+
+std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src, Backend& backend,
+                                             AttentionBackend& attention, int max_num_tokens) {
+  GS_CHECK(max_num_tokens > 0, "max_num_tokens must be positive, got {}", max_num_tokens);
+  std::unique_ptr<WeightSource> weights;
+  if (src.dummy) {
+    weights = make_dummy_source(src.seed, backend);
+  } else {
+    GS_CHECK(!src.dir.empty(), "no model directory given");
+    weights = make_checkpoint_source(src.dir, backend, cfg);
+  }
+  LlamaWeights w = load_llama_weights(cfg, backend, *weights);
+  return std::make_unique<LlamaModel>(cfg, std::move(w), backend, attention, max_num_tokens);
+}
+
+}  // namespace gs

@@ -1,0 +1,97 @@
+#include "model/presets.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace gs {
+
+namespace {
+
+struct Shape_ {
+  Architecture arch;
+  const char* arch_name;
+  int vocab, hidden, inter, layers, heads, kv_heads, head_dim;
+  float eps, theta;
+  bool tied;
+  int max_pos, bos;
+  std::vector<int> eos;
+};
+
+ModelConfig make(const Shape_& s) {
+  ModelConfig c;
+  c.arch = s.arch;
+  c.architecture_name = s.arch_name;
+  c.vocab_size = s.vocab, c.hidden_size = s.hidden, c.intermediate_size = s.inter;
+  c.num_layers = s.layers, c.num_heads = s.heads, c.num_kv_heads = s.kv_heads, c.head_dim = s.head_dim;
+  c.rms_norm_eps = s.eps;
+  c.rope.theta = s.theta;
+  c.rope.head_dim = s.head_dim;
+  c.tie_word_embeddings = s.tied;
+  c.attention_bias = s.arch == Architecture::Qwen2;
+  c.qk_norm = s.arch == Architecture::Qwen3;
+  c.max_position_embeddings = s.max_pos;
+  c.bos_token_id = s.bos;
+  c.eos_token_ids = s.eos;
+  c.torch_dtype = DType::BF16;
+  return c;
+}
+
+ModelConfig with_llama3_rope(ModelConfig c, float factor) {
+  c.rope.llama3_factor = factor;
+  c.rope.llama3_low_freq_factor = 1.0f;
+  c.rope.llama3_high_freq_factor = 4.0f;
+  c.rope.llama3_original_max_position = 8192;
+  return c;
+}
+
+std::string describe(const char* what, const ModelConfig& c) {
+  return fmt::format("{} shape ({}, {} layers, hidden {}, GQA {}/{}, vocab {}, {:.2f}B params)", what,
+                     c.architecture_name, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
+                     double(c.num_parameters()) / 1e9);
+}
+
+std::vector<Preset> build() {
+  using A = Architecture;
+  const char* llama = "LlamaForCausalLM";
+  std::vector<std::pair<const char*, std::pair<const char*, ModelConfig>>> p = {
+      {"tiny", {"stories260K", make({A::Llama, llama, 512, 64, 172, 5, 8, 4, 8, 1e-5f, 1e4f, true, 512, 1, {2}})}},
+      {"tiny-qwen2", {"tiny Qwen2 (q/k/v bias)",
+                      make({A::Qwen2, "Qwen2ForCausalLM", 512, 64, 128, 2, 4, 2, 16, 1e-6f, 1e6f, false, 512, 1, {2}})}},
+      {"tiny-qwen3", {"tiny Qwen3 (q/k norm)",
+                      make({A::Qwen3, "Qwen3ForCausalLM", 512, 64, 128, 2, 4, 2, 32, 1e-6f, 1e6f, true, 512, 1, {2}})}},
+      {"smollm2-135m", {"SmolLM2-135M",
+                        make({A::Llama, llama, 49152, 576, 1536, 30, 9, 3, 64, 1e-5f, 1e5f, true, 8192, 1, {2}})}},
+      {"qwen2.5-0.5b", {"Qwen2.5-0.5B", make({A::Qwen2, "Qwen2ForCausalLM", 151936, 896, 4864, 24, 14, 2, 64, 1e-6f,
+                                              1e6f, true, 32768, 151643, {151645, 151643}})}},
+      {"qwen3-0.6b", {"Qwen3-0.6B", make({A::Qwen3, "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e-6f,
+                                          1e6f, true, 40960, 151643, {151645, 151643}})}},
+      {"llama3.2-1b", {"Llama-3.2-1B", with_llama3_rope(make({A::Llama, llama, 128256, 2048, 8192, 16, 32, 8, 64,
+                                                              1e-5f, 5e5f, true, 131072, 128000, {128001}}),
+                                                        32.0f)}},
+      {"llama3.1-8b", {"Llama-3.1-8B", with_llama3_rope(make({A::Llama, llama, 128256, 4096, 14336, 32, 32, 8, 128,
+                                                              1e-5f, 5e5f, false, 131072, 128000, {128001}}),
+                                                        8.0f)}},
+  };
+  std::vector<Preset> out;
+  for (auto& [name, d] : p) out.push_back({name, describe(d.first, d.second), d.second});
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Preset>& builtin_presets() {
+  static const std::vector<Preset> presets = build();  // immutable after first use
+  return presets;
+}
+
+const Preset& find_preset(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& p : builtin_presets()) {
+    if (p.name == name) return p;
+    names.push_back(p.name);
+  }
+  fail("unknown preset '{}' (valid: {})", name, fmt::join(names, ", "));
+}
+
+}  // namespace gs

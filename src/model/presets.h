@@ -1,0 +1,21 @@
+// Built-in model shapes for dummy weights: real architectures' configs, plus tiny ones for tests.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace gs {
+
+struct Preset {
+  std::string name;
+  std::string description;
+  ModelConfig config;
+};
+
+const std::vector<Preset>& builtin_presets();
+// The preset called `name`; throws gs::Error listing the valid names when there is none.
+const Preset& find_preset(const std::string& name);
+
+}  // namespace gs

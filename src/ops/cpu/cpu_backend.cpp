@@ -1,0 +1,186 @@
+// The CPU backend: fp32 compute, host memory, a CpuStream whose kernels are closures.
+//
+// Every op checks shapes when it is enqueued, then launches a closure that captures only raw
+// pointers and sizes, so a captured graph replays against whatever the buffers hold then.
+#include <cstring>
+
+#include "core/cpu_stream.h"
+#include "core/error.h"
+#include "ops/backend.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace gs {
+
+namespace {
+
+void check_f32(const Tensor& t, const char* op, const char* name) {
+  GS_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  GS_CHECK(t.device().is_cpu(), "{}: {} is {}, expected a host tensor", op, name, t.str());
+  GS_CHECK(t.dtype() == DType::F32, "{}: {} is {}, the CPU backend computes in f32", op, name, t.str());
+}
+void check_i32(const Tensor& t, const char* op, const char* name) {
+  GS_CHECK(t.defined() && t.dtype() == DType::I32 && t.device().is_cpu(), "{}: {} must be a host i32 tensor, got {}",
+           op, name, t.defined() ? t.str() : "undefined");
+}
+void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
+  GS_CHECK(t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{}: {} is {}, expected [{}, {}]", op, name,
+           t.str(), rows, cols);
+}
+const float* f(const Tensor& t) { return t.data_as<const float>(); }
+float* fm(const Tensor& t) { return t.data_as<float>(); }
+const int32_t* i32(const Tensor& t) { return t.data_as<const int32_t>(); }
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() : stream_(&alloc_) {}
+
+  Device device() const override { return Device::cpu(); }
+  std::string name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::F32; }
+  Allocator& allocator() override { return alloc_; }
+  Stream& stream() override { return stream_; }
+
+  void copy(const Tensor& dst, const Tensor& src) override {
+    GS_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: the CPU backend copies host tensors only ({} <- {})",
+             dst.str(), src.str());
+    GS_CHECK(dst.dtype() == src.dtype() && dst.nbytes() == src.nbytes(), "copy: {} <- {}: dtype and size must match",
+             dst.str(), src.str());
+    void* d = dst.data();
+    const void* s = src.data();
+    const size_t n = src.nbytes();
+    if (n == 0 || d == s) return;
+    stream_.launch([d, s, n] { std::memmove(d, s, n); });
+  }
+
+  Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) override {
+    Tensor t = Tensor::empty(shape, dtype, alloc_);
+    convert_host(host, host_dtype, t.data(), dtype, size_t(t.numel()));
+    return t;
+  }
+
+  void fill_zero(const Tensor& t) override {
+    void* p = t.data();
+    const size_t n = t.nbytes();
+    if (n) stream_.launch([p, n] { std::memset(p, 0, n); });
+  }
+
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
+    check_i32(ids, "embedding", "ids");
+    check_f32(table, "embedding", "table");
+    check_f32(out, "embedding", "out");
+    const int64_t T = ids.numel(), V = table.dim(0), H = table.dim(1);
+    check_2d(out, T, H, "embedding", "out");
+    auto* id = i32(ids);
+    auto* tb = f(table);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::embedding(id, tb, o, T, V, H); });
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
+    check_f32(x, "rms_norm", "x"), check_f32(w, "rms_norm", "w"), check_f32(out, "rms_norm", "out");
+    const int64_t T = x.dim(0), H = x.dim(1);
+    check_2d(out, T, H, "rms_norm", "out");
+    GS_CHECK(w.numel() == H, "rms_norm: weight {} does not match hidden size {}", w.str(), H);
+    auto *xp = f(x), *wp = f(w);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::rms_norm(xp, wp, eps, o, T, H); });
+  }
+
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                    const Tensor& out) override {
+    check_f32(residual, "add_rms_norm", "residual"), check_f32(x, "add_rms_norm", "x");
+    check_f32(w, "add_rms_norm", "w"), check_f32(out, "add_rms_norm", "out");
+    const int64_t T = residual.dim(0), H = residual.dim(1);
+    check_2d(x, T, H, "add_rms_norm", "x");
+    check_2d(out, T, H, "add_rms_norm", "out");
+    GS_CHECK(w.numel() == H, "add_rms_norm: weight {} does not match hidden size {}", w.str(), H);
+    auto* r = fm(residual);
+    auto *xp = f(x), *wp = f(w);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::add_rms_norm(r, xp, wp, eps, o, T, H); });
+  }
+
+  void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) override {
+    check_f32(x, "head_rms_norm", "x"), check_f32(w, "head_rms_norm", "w");
+    GS_CHECK(head_dim > 0 && w.numel() == head_dim && x.ndim() == 2 && x.dim(1) % head_dim == 0,
+             "head_rms_norm: x {} and weight {} do not fit head_dim {}", x.str(), w.str(), head_dim);
+    const int64_t T = x.dim(0), row = x.dim(1), D = head_dim;
+    auto* xp = fm(x);
+    auto* wp = f(w);
+    stream_.launch([=] { cpu::head_rms_norm(xp, wp, eps, T, row, D); });
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
+    check_f32(x, "linear", "x"), check_f32(w, "linear", "w"), check_f32(y, "linear", "y");
+    GS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear: x {} and w {} disagree on K", x.str(),
+             w.str());
+    const int64_t T = x.dim(0), K = x.dim(1), N = w.dim(0);
+    check_2d(y, T, N, "linear", "y");
+    const float* bp = nullptr;
+    if (bias.defined()) {
+      check_f32(bias, "linear", "bias");
+      GS_CHECK(bias.numel() == N, "linear: bias {} does not match N = {}", bias.str(), N);
+      bp = f(bias);
+    }
+    auto *xp = f(x), *wp = f(w);
+    auto* yp = fm(y);
+    if (T == 0) return;
+    stream_.launch([=] { cpu::linear(xp, wp, bp, yp, T, N, K); });
+  }
+
+  void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {
+    check_f32(q, "rope", "q"), check_f32(k, "rope", "k"), check_i32(positions, "rope", "positions");
+    const int64_t T = q.dim(0), D = cfg.head_dim;
+    GS_CHECK(k.dim(0) == T && positions.numel() >= T, "rope: q {}, k {} and positions {} disagree on tokens",
+             q.str(), k.str(), positions.str());
+    GS_CHECK(D > 0 && q.row_elems() % D == 0 && k.row_elems() % D == 0,
+             "rope: q {} / k {} rows are not whole heads of {}", q.str(), k.str(), D);
+    std::vector<float> inv = rope_inv_freq(cfg);  // owned by the closure, so replay-safe
+    const int64_t hq = q.row_elems() / D, hk = k.row_elems() / D;
+    auto *qp = fm(q), *kp = fm(k);
+    auto* pp = i32(positions);
+    stream_.launch([=, inv = std::move(inv)] {
+      cpu::rope(qp, pp, inv.data(), T, hq, D);
+      cpu::rope(kp, pp, inv.data(), T, hk, D);
+    });
+  }
+
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override {
+    check_f32(gate_up, "silu_mul", "gate_up"), check_f32(out, "silu_mul", "out");
+    const int64_t T = out.dim(0), I = out.dim(1);
+    check_2d(gate_up, T, 2 * I, "silu_mul", "gate_up");
+    auto* g = f(gate_up);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::silu_mul(g, o, T, I); });
+  }
+
+  void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) override {
+    check_f32(x, "gather_rows", "x"), check_i32(idx, "gather_rows", "idx"), check_f32(out, "gather_rows", "out");
+    const int64_t n = idx.numel(), rows = x.dim(0), H = x.row_elems();
+    GS_CHECK(out.dim(0) == n && out.row_elems() == H, "gather_rows: out {} must be [{}, {}]", out.str(), n, H);
+    auto* xp = f(x);
+    auto* ip = i32(idx);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::gather_rows(xp, ip, o, n, rows, H); });
+  }
+
+  void argmax(const Tensor& x, const Tensor& out) override {
+    check_f32(x, "argmax", "x");
+    GS_CHECK(out.defined() && out.dtype() == DType::I32 && out.numel() == x.dim(0),
+             "argmax: out must be i32 [{}], got {}", x.dim(0), out.defined() ? out.str() : "undefined");
+    const int64_t n = x.dim(0), V = x.row_elems();
+    auto* xp = f(x);
+    auto* o = out.data_as<int32_t>();
+    stream_.launch([=] { cpu::argmax(xp, o, n, V); });
+  }
+
+ private:
+  CpuAllocator alloc_;
+  CpuStream stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace gs

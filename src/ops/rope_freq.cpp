@@ -1,0 +1,40 @@
+// rope_inv_freq: the rotary inverse frequencies, with llama3 scaling (as HF's rope_init_fn).
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/backend.h"
+
+namespace gs {
+
+namespace {
+// HF _compute_llama3_parameters: long wavelengths are slowed by `factor`, short ones kept, and
+// the band between is interpolated smoothly.
+float llama3_scale(float inv_freq, const RopeConfig& c) {
+  const double two_pi = 6.283185307179586;
+  const double old_len = c.llama3_original_max_position;
+  const double low_wavelen = old_len / c.llama3_low_freq_factor;
+  const double high_wavelen = old_len / c.llama3_high_freq_factor;
+  const double wavelen = two_pi / inv_freq;
+  if (wavelen > low_wavelen) return float(inv_freq / c.llama3_factor);
+  if (wavelen < high_wavelen) return inv_freq;
+  const double smooth = (old_len / wavelen - c.llama3_low_freq_factor) /
+                        (c.llama3_high_freq_factor - c.llama3_low_freq_factor);
+  return float((1.0 - smooth) * inv_freq / c.llama3_factor + smooth * inv_freq);
+}
+}  // namespace
+
+std::vector<float> rope_inv_freq(const RopeConfig& cfg) {
+  GS_CHECK(cfg.head_dim > 0 && cfg.head_dim % 2 == 0, "rope: head_dim must be a positive even number, got {}",
+           cfg.head_dim);
+  GS_CHECK(cfg.theta > 0, "rope: rope_theta must be positive, got {}", cfg.theta);
+  std::vector<float> f(size_t(cfg.head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    // float32 arithmetic as in HF: base ** (arange(0, dim, 2).float() / dim)
+    const float expo = float(2 * i) / float(cfg.head_dim);
+    f[i] = 1.0f / std::pow(cfg.theta, expo);
+    if (cfg.llama3_factor > 0) f[i] = llama3_scale(f[i], cfg);
+  }
+  return f;
+}
+
+}  // namespace gs
