@@ -1,10 +1,79 @@
-// graphserve info (placeholder until the model layer provides it)
+// graphserve info: a model's config, parameter count and memory plan, or the built-in presets.
+#include <fmt/format.h>
+
+#include <string>
+
 #include "apps/commands.h"
 #include "core/error.h"
+#include "model/model_factory.h"
 
 namespace gs {
-void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "(not built yet)");
-  cmd->callback([] { fail("'info' is not implemented yet"); });
+
+namespace {
+
+struct InfoOptions {
+  bool presets = false;
+  std::string model;
+  std::string preset;
+};
+
+std::string gib(double bytes) { return fmt::format("{:.3f} GiB", bytes / double(1ull << 30)); }
+
+const char* arch_label(const ModelConfig& c) { return c.architecture_name.c_str(); }
+
+void print_config(const ModelConfig& c, const std::string& source) {
+  fmt::print("model: {}\n", source);
+  fmt::print("architecture: {}\n", arch_label(c));
+  fmt::print("vocab_size: {}\nhidden_size: {}\nintermediate_size: {}\nnum_layers: {}\n", c.vocab_size, c.hidden_size,
+             c.intermediate_size, c.num_layers);
+  fmt::print("num_heads: {}\nnum_kv_heads: {}\nhead_dim: {}\n", c.num_heads, c.num_kv_heads, c.head_dim);
+  fmt::print("rms_norm_eps: {}\nrope_theta: {}\n", c.rms_norm_eps, c.rope.theta);
+  if (c.rope.llama3_factor > 0)
+    fmt::print("rope_scaling: llama3 (factor {}, low {}, high {}, original {})\n", c.rope.llama3_factor,
+               c.rope.llama3_low_freq_factor, c.rope.llama3_high_freq_factor, c.rope.llama3_original_max_position);
+  fmt::print("tie_word_embeddings: {}\nattention_bias: {}\nqk_norm: {}\n", c.tie_word_embeddings, c.attention_bias,
+             c.qk_norm);
+  fmt::print("max_position_embeddings: {}\ntorch_dtype: {}\n", c.max_position_embeddings, dtype_name(c.torch_dtype));
+  fmt::print("bos_token_id: {}\neos_token_ids: [{}]\n", c.bos_token_id, fmt::join(c.eos_token_ids, ", "));
 }
+
+void print_memory_plan(const ModelConfig& c) {
+  const double params = double(c.num_parameters());
+  const double kv_elems_per_token = 2.0 * c.num_layers * c.kv_size();
+  fmt::print("parameters: {} ({:.3f}B)\n", c.num_parameters(), params / 1e9);
+  fmt::print("memory plan:\n");
+  fmt::print("  weights bf16: {}\n  weights f32:  {}\n", gib(params * 2), gib(params * 4));
+  fmt::print("  kv cache per token: {} bytes bf16, {} bytes f32\n", int64_t(kv_elems_per_token * 2),
+             int64_t(kv_elems_per_token * 4));
+  if (c.max_position_embeddings > 0)
+    fmt::print("  kv cache for one full context ({} tokens): {} bf16\n", c.max_position_embeddings,
+               gib(kv_elems_per_token * 2 * c.max_position_embeddings));
+}
+
+void run_info(const InfoOptions& o) {
+  if (o.presets) {
+    for (const auto& p : list_presets()) fmt::print("{:<14} {}\n", p.name, p.description);
+    return;
+  }
+  GS_CHECK(o.model.empty() != o.preset.empty(), "info: pass exactly one of --model DIR, --preset NAME or --presets");
+  ModelSource src;
+  src.dir = o.model;
+  src.dummy = !o.preset.empty();
+  src.preset = o.preset;
+  const ModelConfig cfg = resolve_model_config(src);
+  print_config(cfg, o.model.empty() ? "preset " + o.preset : o.model);
+  print_memory_plan(cfg);
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "print a model's config, parameter count and memory plan, or the presets");
+  auto opts = std::make_shared<InfoOptions>();
+  cmd->add_flag("--presets", opts->presets, "list the built-in dummy presets");
+  cmd->add_option("--model", opts->model, "Hugging Face model directory");
+  cmd->add_option("--preset", opts->preset, "built-in preset name (see --presets)");
+  cmd->callback([opts] { run_info(*opts); });
+}
+
 }  // namespace gs
