@@ -1,0 +1,166 @@
+// ModelRunner: execute() = host batch -> persistent buffers -> dispatch -> forward -> sample.
+#include "runner/model_runner.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "cudagraph/forward_context.h"
+#include "runner/device_setup.h"
+#include "runner/model_runner_impl.h"
+#include "runner/sampler.h"
+
+namespace gs {
+
+namespace {
+
+Tensor host_view(std::vector<int32_t>& v, int64_t n) {
+  return Tensor::wrap(v.data(), {n}, DType::I32, Device::cpu());
+}
+
+// Greedy without logprobs, penalties or a min_tokens mask: the argmax can run on the device.
+bool plain_greedy(const ScheduledRequest& r) {
+  const SamplingParams& p = *r.params;
+  return p.greedy() && p.logprobs < 0 && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && r.num_output_tokens >= p.min_tokens;
+}
+
+}  // namespace
+
+ModelRunner::Impl::Impl(const EngineConfig& c) : cfg(c) {
+  build_model();
+  allocate_buffers();
+  plan_kv_cache();
+  resolve_mode_and_keys();
+  build_wrappers();
+  warm_up();
+  capture_all();
+}
+
+ModelRunner::Impl::~Impl() {
+  spdlog::info("runner: {} steps (NONE {}, PIECEWISE {}, FULL {}), {} padded tokens, {} captures after start-up",
+               stats.steps_none + stats.steps_piecewise + stats.steps_full, stats.steps_none, stats.steps_piecewise,
+               stats.steps_full, stats.padded_tokens, stats.graph_captures_after_startup);
+}
+
+void ModelRunner::Impl::stage(const HostBatch& real, int num_tokens) {
+  HostBatch hb = real;
+  pad_host_batch(hb, num_tokens, max_reqs);
+  std::copy(hb.input_ids.begin(), hb.input_ids.end(), staging.input_ids.begin());
+  std::copy(hb.positions.begin(), hb.positions.end(), staging.positions.begin());
+  std::copy(hb.slot_mapping.begin(), hb.slot_mapping.end(), staging.slot_mapping.begin());
+  std::copy(hb.query_start_loc.begin(), hb.query_start_loc.end(), staging.query_start_loc.begin());
+  std::copy(hb.seq_lens.begin(), hb.seq_lens.end(), staging.seq_lens.begin());
+  std::copy(hb.block_table.begin(), hb.block_table.end(), staging.block_table.begin());
+  upload(num_tokens);
+  backend->copy(buf.block_table.rows(0, hb.num_reqs).reshape({-1}),
+                host_view(staging.block_table, int64_t(hb.num_reqs) * max_blocks_per_req));
+
+  inputs.num_tokens = num_tokens;
+  inputs.input_ids = buf.input_ids.prefix({num_tokens});
+  inputs.positions = buf.positions.prefix({num_tokens});
+  md.num_tokens = num_tokens;
+  md.num_actual_tokens = hb.num_actual_tokens;
+  md.num_reqs = hb.num_reqs;
+}
+
+void ModelRunner::Impl::upload(int num_tokens) {
+  backend->copy(buf.input_ids.prefix({num_tokens}), host_view(staging.input_ids, num_tokens));
+  backend->copy(buf.positions.prefix({num_tokens}), host_view(staging.positions, num_tokens));
+  backend->copy(buf.slot_mapping.prefix({num_tokens}), host_view(staging.slot_mapping, num_tokens));
+  backend->copy(buf.query_start_loc, host_view(staging.query_start_loc, max_reqs + 1));
+  backend->copy(buf.seq_lens, host_view(staging.seq_lens, max_reqs));
+}
+
+void ModelRunner::Impl::set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& d) {
+  if (runtime == CUDAGraphMode::FULL) {
+    // Exactly what the graph of `d` was captured with (runner_capture.cpp), so a capture and
+    // every replay launch the same kernels: uniform decode covers d.num_reqs rows of q queries;
+    // a mixed graph covers up to min(T, max_num_seqs) requests of up to T queries.
+    md.num_reqs_padded = d.uniform ? d.num_reqs : std::min(d.num_tokens, max_reqs);
+    md.max_query_len = d.uniform ? d.uniform_query_len : d.num_tokens;
+    md.max_seq_len = max_model_len;
+  } else {
+    md.num_reqs_padded = hb.num_reqs;
+    md.max_query_len = hb.max_query_len;
+    md.max_seq_len = hb.max_seq_len;
+  }
+  md.uniform_query_len = d.uniform ? d.uniform_query_len : 0;
+}
+
+void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& desc) {
+  ForwardContextScope scope(ForwardContext{runtime, desc, &md});
+  (*full_graph)(input_addresses);
+}
+
+int ModelRunner::Impl::total_captures() const {
+  int n = full_graph->num_captures();
+  for (const auto& p : piece_graphs) n += p->num_captures();
+  return n;
+}
+
+size_t ModelRunner::Impl::total_graphs() const {
+  size_t n = full_graph->num_graphs();
+  for (const auto& p : piece_graphs) n += p->num_graphs();
+  return n;
+}
+
+RunnerOutput ModelRunner::Impl::sample(const HostBatch& hb) {
+  const int n = static_cast<int>(hb.sampled.size());
+  RunnerOutput out;
+  if (n == 0) return out;
+  std::vector<int32_t> rows = hb.logits_rows;
+  backend->copy(buf.logits_rows.prefix({n}), host_view(rows, n));
+  const Tensor logits = buf.logits.prefix({n, mcfg.vocab_size});
+  model->compute_logits(buf.logits_rows.prefix({n}), logits);
+  if (std::all_of(hb.sampled.begin(), hb.sampled.end(), [](auto* r) { return plain_greedy(*r); })) {
+    std::vector<int32_t> ids(n);
+    backend->argmax(logits, buf.sampled_ids.prefix({n}));
+    backend->copy(host_view(ids, n), buf.sampled_ids.prefix({n}));
+    backend->stream().synchronize();
+    for (int i = 0; i < n; ++i) out.sampled.push_back(SampledToken{hb.sampled[i]->id, ids[i], 0.0f, {}});
+    return out;
+  }
+  std::vector<float> host(size_t(n) * mcfg.vocab_size);
+  backend->copy(Tensor::wrap(host.data(), {n, mcfg.vocab_size}, DType::F32, Device::cpu()), logits);
+  backend->stream().synchronize();
+  out.sampled = sample_tokens(host.data(), mcfg.vocab_size, hb.sampled);
+  return out;
+}
+
+RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
+  const HostBatch hb = build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens,
+                                                max_reqs, num_blocks});
+  if (hb.num_reqs == 0) return {};
+  const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
+                                   ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len)
+                                   : BatchDescriptor{hb.num_actual_tokens, hb.num_reqs, false, false, 0};
+  const auto [runtime, final_desc] = dispatcher.dispatch(desc);
+  stage(hb, final_desc.num_tokens);
+  set_metadata(hb, runtime, final_desc);
+  forward(runtime, final_desc);
+
+  if (runtime == CUDAGraphMode::NONE) ++stats.steps_none;
+  if (runtime == CUDAGraphMode::PIECEWISE) ++stats.steps_piecewise;
+  if (runtime == CUDAGraphMode::FULL) ++stats.steps_full;
+  stats.padded_tokens += uint64_t(final_desc.num_tokens - hb.num_actual_tokens);
+  const int late = total_captures() - startup_captures;
+  if (late > 0 && uint64_t(late) != stats.graph_captures_after_startup) {
+    spdlog::warn("a graph was captured while serving ({} so far, last for {}): the capture sizes and the "
+                 "dispatcher disagree", late, final_desc.str());
+    stats.graph_captures_after_startup = uint64_t(late);
+  }
+  return sample(hb);
+}
+
+ModelRunner::ModelRunner(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
+ModelRunner::~ModelRunner() = default;
+RunnerOutput ModelRunner::execute(const SchedulerOutput& batch) { return impl_->execute(batch); }
+const ModelConfig& ModelRunner::model_config() const { return impl_->mcfg; }
+int ModelRunner::num_kv_blocks() const { return impl_->num_blocks; }
+int ModelRunner::block_size() const { return impl_->cfg.block_size; }
+int ModelRunner::max_model_len() const { return impl_->max_model_len; }
+std::string ModelRunner::device_name() const { return describe_device(*impl_->backend); }
+RunnerStats ModelRunner::stats() const { return impl_->stats; }
+
+}  // namespace gs

@@ -1,0 +1,84 @@
+// ModelRunner::Impl: the runner's state (private to runner/*.cpp).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "attention/attention_backend.h"
+#include "cudagraph/cudagraph_dispatcher.h"
+#include "cudagraph/cudagraph_wrapper.h"
+#include "model/model_factory.h"
+#include "runner/host_batch.h"
+#include "runner/model_runner.h"
+
+namespace gs {
+
+// Device buffers that graphs read: written before every forward, never reallocated.
+struct PersistentBuffers {
+  Tensor input_ids, positions, slot_mapping;  // i32 [max_tokens]
+  Tensor query_start_loc;                     // i32 [max_reqs + 1]
+  Tensor seq_lens;                            // i32 [max_reqs]
+  Tensor block_table;                         // i32 [max_reqs, max_blocks_per_req]
+  Tensor logits_rows;                         // i32 [max_reqs]
+  Tensor logits;                              // f32 [max_reqs, vocab]
+  Tensor sampled_ids;                         // i32 [max_reqs]
+};
+
+// Host staging of one step, sized like the device buffers (the padded region included).
+struct StagingBuffers {
+  std::vector<int32_t> input_ids, positions, slot_mapping, query_start_loc, seq_lens, block_table;
+};
+
+struct ModelRunner::Impl {
+  EngineConfig cfg;
+  ModelConfig mcfg;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<AttentionBackend> attention;
+  std::unique_ptr<PiecewiseModel> model;
+  std::vector<KVCacheLayer> kv;
+  int num_blocks = 0;
+  int max_model_len = 0;
+  int max_tokens = 0;  // max_num_batched_tokens
+  int max_reqs = 0;    // max_num_seqs
+  int max_blocks_per_req = 0;
+  int uniform_query_len = 1;  // 1 + num_speculative_tokens
+
+  PersistentBuffers buf;
+  StagingBuffers staging;
+  AttentionMetadata md;
+  ForwardInputs inputs;
+
+  CudagraphDispatcher dispatcher;
+  std::vector<std::unique_ptr<CUDAGraphWrapper>> piece_graphs;  // PIECEWISE, one per piece
+  std::unique_ptr<CUDAGraphWrapper> full_graph;                 // FULL, the whole forward
+  std::vector<const void*> input_addresses;
+
+  RunnerStats stats;
+  int startup_captures = -1;  // captures when start-up ended; -1 while starting
+
+  explicit Impl(const EngineConfig& c);
+  ~Impl();
+
+  // Setup (model_runner_setup.cpp).
+  void build_model();
+  void plan_kv_cache();
+  void allocate_buffers();
+  void resolve_mode_and_keys();
+  void build_wrappers();
+
+  // Forward (model_runner.cpp).
+  void upload(int num_tokens);  // staging -> persistent buffers, the padded region included
+  void stage(const HostBatch& hb, int num_tokens);
+  void set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);
+  RunnerOutput execute(const SchedulerOutput& batch);
+  void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
+  RunnerOutput sample(const HostBatch& hb);
+  int total_captures() const;
+  size_t total_graphs() const;
+
+  // Start-up (runner_capture.cpp).
+  HostBatch stage_dummy(const BatchDescriptor& key);  // returns what it staged
+  void warm_up();
+  void capture_all();
+};
+
+}  // namespace gs

@@ -1,0 +1,146 @@
+// ModelRunner start-up: model, memory plan, persistent buffers, mode resolution, graph wrappers.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "cudagraph/capture_sizes.h"
+#include "cudagraph/mode_resolution.h"
+#include "runner/device_setup.h"
+#include "runner/model_runner_impl.h"
+
+namespace gs {
+
+namespace {
+constexpr size_t kCpuDefaultKvBytes = size_t(512) << 20;
+constexpr double kMiB = 1024.0 * 1024.0;
+}  // namespace
+
+void ModelRunner::Impl::build_model() {
+  GS_CHECK(cfg.tensor_parallel_size == 1, "tensor_parallel_size {} is not supported yet; use 1",
+           cfg.tensor_parallel_size);
+  GS_CHECK(cfg.max_num_seqs >= 1 && cfg.max_num_batched_tokens >= 1 && cfg.block_size >= 1,
+           "max_num_seqs ({}), max_num_batched_tokens ({}) and block_size ({}) must be >= 1", cfg.max_num_seqs,
+           cfg.max_num_batched_tokens, cfg.block_size);
+  ModelSource src;
+  src.dir = cfg.model;
+  src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
+  src.preset = cfg.preset;
+  src.seed = cfg.seed;
+  mcfg = resolve_model_config(src);
+  backend = make_backend(cfg.device);
+  attention = make_attention(*backend, attention_shape(mcfg));
+  max_tokens = cfg.max_num_batched_tokens;
+  max_reqs = cfg.max_num_seqs;
+  model = create_model(mcfg, src, *backend, *attention, max_tokens);
+  max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len : mcfg.max_position_embeddings;
+  GS_CHECK(max_model_len > 0, "max_model_len is unknown: the model config has no max_position_embeddings; "
+                              "set --max-model-len");
+  max_blocks_per_req = (max_model_len + cfg.block_size - 1) / cfg.block_size;
+}
+
+void ModelRunner::Impl::plan_kv_cache() {
+  const KVCacheSpec spec{0, cfg.block_size, mcfg.num_kv_heads, mcfg.head_dim, backend->compute_dtype()};
+  const size_t per_block = spec.block_bytes() * size_t(mcfg.num_layers);
+  size_t bytes = cfg.kv_cache_memory_bytes;
+  long long cap = -1;  // the CPU default never holds more than every sequence at full length
+  if (bytes == 0 && backend->device().is_cuda()) {
+    // What gpu_memory_utilization leaves after weights and activations (already allocated).
+    const DeviceMemory mem = device_memory(*backend);
+    const double budget = cfg.gpu_memory_utilization * double(mem.total);
+    GS_CHECK(budget > double(mem.used), "gpu_memory_utilization {} allows {:.0f} MiB but {:.0f} MiB are in use "
+             "after loading the model; raise it or set kv_cache_memory_bytes", cfg.gpu_memory_utilization,
+             budget / kMiB, double(mem.used) / kMiB);
+    bytes = size_t(budget - double(mem.used));
+  } else if (bytes == 0) {
+    bytes = kCpuDefaultKvBytes;
+    cap = static_cast<long long>(max_reqs) * max_blocks_per_req;
+  }
+  long long blocks = static_cast<long long>(bytes / per_block);
+  if (cap > 0) blocks = std::min(blocks, cap);
+  GS_CHECK(blocks >= 1, "the KV cache budget of {} bytes is less than one block ({} bytes for {} layers)", bytes,
+           per_block, mcfg.num_layers);
+  GS_CHECK(blocks <= (1LL << 30), "too many KV blocks ({})", blocks);
+  num_blocks = static_cast<int>(blocks);
+  const Shape shape{num_blocks, cfg.block_size, mcfg.num_kv_heads, mcfg.head_dim};
+  for (int l = 0; l < mcfg.num_layers; ++l) {
+    KVCacheLayer layer{Tensor::empty(shape, spec.dtype, backend->allocator()),
+                       Tensor::empty(shape, spec.dtype, backend->allocator())};
+    backend->fill_zero(layer.k);
+    backend->fill_zero(layer.v);
+    kv.push_back(layer);
+  }
+  backend->stream().synchronize();
+  model->bind_kv_cache(kv);
+  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB, {} tokens)", num_blocks, cfg.block_size,
+               double(per_block) * num_blocks / kMiB, static_cast<long long>(num_blocks) * cfg.block_size);
+}
+
+void ModelRunner::Impl::allocate_buffers() {
+  Allocator& a = backend->allocator();
+  auto i32 = [&a](Shape s) { return Tensor::empty(s, DType::I32, a); };
+  buf.input_ids = i32({max_tokens});
+  buf.positions = i32({max_tokens});
+  buf.slot_mapping = i32({max_tokens});
+  buf.query_start_loc = i32({max_reqs + 1});
+  buf.seq_lens = i32({max_reqs});
+  buf.block_table = i32({max_reqs, max_blocks_per_req});
+  buf.logits_rows = i32({max_reqs});
+  buf.logits = Tensor::empty({max_reqs, mcfg.vocab_size}, DType::F32, a);
+  buf.sampled_ids = i32({max_reqs});
+  for (const Tensor* t : {&buf.input_ids, &buf.positions, &buf.slot_mapping, &buf.query_start_loc, &buf.seq_lens,
+                          &buf.block_table})
+    backend->fill_zero(*t);
+  backend->stream().synchronize();
+
+  staging.input_ids.assign(max_tokens, 0);
+  staging.positions.assign(max_tokens, 0);
+  staging.slot_mapping.assign(max_tokens, -1);
+  staging.query_start_loc.assign(max_reqs + 1, 0);
+  staging.seq_lens.assign(max_reqs, 0);
+  staging.block_table.assign(size_t(max_reqs) * max_blocks_per_req, 0);
+
+  md.query_start_loc = buf.query_start_loc;
+  md.seq_lens = buf.seq_lens;
+  md.block_table = buf.block_table;
+  md.slot_mapping = buf.slot_mapping;
+  md.block_size = cfg.block_size;
+  md.max_blocks_per_req = max_blocks_per_req;
+  inputs.attn = &md;
+  input_addresses = {buf.input_ids.data(), buf.positions.data(),    buf.slot_mapping.data(),
+                     buf.query_start_loc.data(), buf.seq_lens.data(), buf.block_table.data()};
+}
+
+void ModelRunner::Impl::resolve_mode_and_keys() {
+  CompilationConfig cc = cfg.compilation;
+  if (cfg.enforce_eager) cc.cudagraph_mode = CUDAGraphMode::NONE;
+  const std::vector<int> sizes = resolve_capture_sizes(cc, max_reqs, max_tokens);
+  const BackendCGSupport support = min_cg_support({{attention->name(), attention->cudagraph_support()}});
+  const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
+  ModeResolution res = resolve_cudagraph_mode(cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
+  stats.resolved_mode = res.mode;
+  dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs);
+}
+
+void ModelRunner::Impl::build_wrappers() {
+  Stream& s = backend->stream();
+  for (int i = 0; i < model->num_pieces(); ++i) {
+    piece_graphs.push_back(std::make_unique<CUDAGraphWrapper>(
+        [this, i] { model->run_piece(i, inputs); }, CUDAGraphMode::PIECEWISE, s,
+        CUDAGraphWrapper::Options{.name = fmt::format("piece {}", i)}));
+  }
+  // SPEC §5: the FULL wrapper holds the whole forward; in PIECEWISE runtime mode it passes
+  // through and attention runs eagerly between the piece graphs.
+  full_graph = std::make_unique<CUDAGraphWrapper>(
+      [this] {
+        const int n = model->num_pieces();
+        for (int i = 0; i < n; ++i) {
+          (*piece_graphs[i])(input_addresses);
+          if (i + 1 < n) model->run_attention(i, inputs);
+        }
+      },
+      CUDAGraphMode::FULL, s, CUDAGraphWrapper::Options{.name = "full model"});
+}
+
+}  // namespace gs
