@@ -1,0 +1,109 @@
+#include "attention/cuda/cuda_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "attention/cuda/attention_kernels.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_stream.h"
+
+namespace gs {
+
+namespace {
+
+void need(const Tensor& t, DType d, const char* name) {
+  GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d,
+           "cuda attention: {} must be {} on the GPU, got {}", name, dtype_name(d),
+           t.defined() ? t.str() : std::string("undefined"));
+}
+
+class CudaAttention final : public AttentionBackend {
+ public:
+  CudaAttention(Backend& backend, const AttentionShape& shape) : backend_(backend), shape_(shape) {
+    if (shape_.scale <= 0 && shape_.head_dim > 0) shape_.scale = 1.0f / std::sqrt(float(shape_.head_dim));
+    auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
+    GS_CHECK(cs, "cuda attention needs the CUDA backend, got backend '{}'", backend.name());
+    stream_ = cs->handle();
+    GS_CHECK(shape.num_heads > 0 && shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0,
+             "cuda attention: num_heads {} must be a positive multiple of num_kv_heads {}",
+             shape.num_heads, shape.num_kv_heads);
+    GS_CHECK(shape.head_dim > 0 && shape.head_dim <= cuda::kMaxAttentionHeadDim,
+             "cuda attention: head_dim {} is not in [1, {}]", shape.head_dim, cuda::kMaxAttentionHeadDim);
+  }
+
+  std::string name() const override { return "cuda_paged"; }
+  AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
+
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+               const AttentionMetadata& md, const Tensor& out) override {
+    const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
+    const int64_t T = q.ndim() >= 1 ? q.dim(0) : 0;
+    check_inputs(q, k, v, cache, md, out, T);
+    const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+    GS_CUDA_CHECK(cuda::reshape_and_cache(k.data_as<uint16_t>(), v.data_as<uint16_t>(),
+                                          cache.k.data_as<uint16_t>(), cache.v.data_as<uint16_t>(),
+                                          md.slot_mapping.data_as<int32_t>(), int(T), hkv, D,
+                                          num_slots, stream_));
+    cuda::PagedAttentionParams p;
+    p.q = q.data_as<uint16_t>();
+    p.out = out.data_as<uint16_t>();
+    p.k_cache = cache.k.data_as<uint16_t>();
+    p.v_cache = cache.v.data_as<uint16_t>();
+    p.query_start_loc = md.query_start_loc.data_as<int32_t>();
+    p.seq_lens = md.seq_lens.data_as<int32_t>();
+    p.block_table = md.block_table.data_as<int32_t>();
+    p.num_reqs_padded = std::max(md.num_reqs_padded, md.num_reqs);
+    p.max_blocks_per_req = md.max_blocks_per_req > 0 ? md.max_blocks_per_req : int(md.block_table.row_elems());
+    p.block_size = int(cache.k.dim(1));
+    p.num_blocks = int(cache.k.dim(0));
+    p.hq = hq;
+    p.hkv = hkv;
+    p.D = D;
+    p.scale = shape_.scale;
+    GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));
+  }
+
+ private:
+  void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                    const AttentionMetadata& md, const Tensor& out, int64_t T) const {
+    const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
+    for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&cache.k, "cache.k"},
+                        {&cache.v, "cache.v"}})
+      need(*t, DType::BF16, n);
+    for (auto [t, n] : {std::pair{&md.query_start_loc, "query_start_loc"}, {&md.seq_lens, "seq_lens"},
+                        {&md.block_table, "block_table"}, {&md.slot_mapping, "slot_mapping"}})
+      need(*t, DType::I32, n);
+    GS_CHECK(q.row_elems() == int64_t(hq) * D && out.dim(0) == T && out.row_elems() == q.row_elems(),
+             "cuda attention: q {} and out {} must be [T, {}]", q.str(), out.str(), hq * D);
+    GS_CHECK(k.dim(0) == T && v.dim(0) == T && k.row_elems() == int64_t(hkv) * D &&
+                 v.row_elems() == k.row_elems(),
+             "cuda attention: k {} and v {} must be [{}, {}]", k.str(), v.str(), T, hkv * D);
+    GS_CHECK(cache.k.ndim() == 4 && cache.k.dim(2) == hkv && cache.k.dim(3) == D &&
+                 cache.v.shape() == cache.k.shape(),
+             "cuda attention: cache {} / {} must be [blocks, block_size, {}, {}]", cache.k.str(),
+             cache.v.str(), hkv, D);
+    GS_CHECK(md.block_size == 0 || md.block_size == cache.k.dim(1),
+             "cuda attention: metadata block_size {} differs from the cache's {}", md.block_size,
+             cache.k.dim(1));
+    const int64_t nrp = std::max(md.num_reqs_padded, md.num_reqs);
+    GS_CHECK(md.slot_mapping.numel() >= T && md.query_start_loc.numel() >= nrp + 1 &&
+                 md.seq_lens.numel() >= nrp && md.block_table.ndim() == 2 && md.block_table.dim(0) >= nrp &&
+                 md.max_blocks_per_req <= md.block_table.row_elems(),
+             "cuda attention: metadata buffers too small for {} tokens and {} requests "
+             "(slot_mapping {}, query_start_loc {}, seq_lens {}, block_table {})",
+             T, nrp, md.slot_mapping.str(), md.query_start_loc.str(), md.seq_lens.str(),
+             md.block_table.str());
+  }
+
+  Backend& backend_;
+  AttentionShape shape_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cuda_attention(Backend& backend, const AttentionShape& shape) {
+  return std::make_unique<CudaAttention>(backend, shape);
+}
+
+}  // namespace gs

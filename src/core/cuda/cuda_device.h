@@ -1,0 +1,27 @@
+// CUDA device queries: how many GPUs, what they are, how much memory is free (for the memory plan).
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace gs {
+
+// Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
+int cuda_device_count();
+
+struct CudaDeviceInfo {
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+  size_t l2_bytes = 0;
+  size_t total_memory = 0;
+  size_t free_memory = 0;
+};
+
+// Throws gs::Error when `device` does not exist.
+CudaDeviceInfo cuda_device_info(int device = 0);
+// Free / total device memory in bytes right now (cudaMemGetInfo on `device`).
+size_t cuda_free_memory(int device = 0);
+size_t cuda_total_memory(int device = 0);
+
+}  // namespace gs

@@ -1,0 +1,227 @@
+#include "ops/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_device.h"
+#include "core/cuda/cuda_stream.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/lt_gemm.h"
+
+namespace gs {
+
+namespace {
+
+using cuda::bf16_t;
+
+void need(const Tensor& t, DType d, const char* op, const char* name) {
+  GS_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  GS_CHECK(t.device().is_cuda(), "{}: {} must be on the GPU, got {}", op, name, t.str());
+  GS_CHECK(t.dtype() == d, "{}: {} must be {}, got {}", op, name, dtype_name(d), t.str());
+}
+void need_rows(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
+  GS_CHECK(t.ndim() >= 1 && t.dim(0) == rows && t.row_elems() == cols,
+           "{}: {} must be [{}, {}], got {}", op, name, rows, cols, t.str());
+}
+template <typename T>
+T* ptr(const Tensor& t) { return static_cast<T*>(t.data()); }
+bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+
+using RopeKey = std::tuple<float, int, float, float, float, int>;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device)
+      : device_(device), alloc_(device), stream_(device, &alloc_), gemm_(alloc_) {}
+
+  Device device() const override { return Device::cuda(device_); }
+  std::string name() const override { return "cuda"; }
+  DType compute_dtype() const override { return DType::BF16; }
+  Allocator& allocator() override { return alloc_; }
+  Stream& stream() override { return stream_; }
+
+  void copy(const Tensor& dst, const Tensor& src) override {
+    GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(),
+             "copy: {} and {} differ in dtype or size", dst.str(), src.str());
+    const cudaMemcpyKind kind = src.device().is_cpu()
+                                    ? (dst.device().is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
+                                    : (dst.device().is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
+    if (dst.nbytes() == 0) return;
+    GS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), kind, s()));
+  }
+
+  Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) override {
+    Tensor t = Tensor::empty(shape, dtype, alloc_);
+    const size_t n = size_t(t.numel());
+    std::vector<uint8_t> buf(t.nbytes());
+    if (is_float(host_dtype) && is_float(dtype)) {
+      convert_host(host, host_dtype, buf.data(), dtype, n);
+    } else {
+      GS_CHECK(host_dtype == dtype, "upload: cannot convert {} to {}", dtype_name(host_dtype),
+               dtype_name(dtype));
+      if (n) std::memcpy(buf.data(), host, buf.size());
+    }
+    if (!buf.empty()) {
+      GS_CUDA_CHECK(cudaMemcpyAsync(t.data(), buf.data(), buf.size(), cudaMemcpyHostToDevice, s()));
+      stream_.synchronize();  // buf dies here
+    }
+    return t;
+  }
+
+  void fill_zero(const Tensor& t) override {
+    GS_CHECK(t.device().is_cuda(), "fill_zero: {} is not on the GPU", t.str());
+    if (t.nbytes()) GS_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), s()));
+  }
+
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
+    need(ids, DType::I32, "embedding", "ids");
+    need(table, DType::BF16, "embedding", "table");
+    need(out, DType::BF16, "embedding", "out");
+    const int64_t T = ids.numel(), H = table.row_elems();
+    need_rows(out, T, H, "embedding", "out");
+    GS_CUDA_CHECK(cuda::embedding(ptr<int32_t>(ids), ptr<bf16_t>(table), ptr<bf16_t>(out), int(T),
+                                  int(table.dim(0)), int(H), s()));
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
+    const int64_t H = check_norm(x, w, out, "rms_norm");
+    GS_CUDA_CHECK(cuda::rms_norm(ptr<bf16_t>(x), ptr<bf16_t>(w), eps, ptr<bf16_t>(out),
+                                 int(x.dim(0)), int(H), s()));
+  }
+
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                    const Tensor& out) override {
+    const int64_t H = check_norm(x, w, out, "add_rms_norm");
+    need(residual, DType::BF16, "add_rms_norm", "residual");
+    need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
+    GS_CUDA_CHECK(cuda::add_rms_norm(ptr<bf16_t>(residual), ptr<bf16_t>(x), ptr<bf16_t>(w), eps,
+                                     ptr<bf16_t>(out), int(x.dim(0)), int(H), s()));
+  }
+
+  void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) override {
+    need(x, DType::BF16, "head_rms_norm", "x");
+    need(w, DType::BF16, "head_rms_norm", "w");
+    GS_CHECK(head_dim > 0 && w.numel() == head_dim && x.ndim() >= 1 && x.row_elems() % head_dim == 0,
+             "head_rms_norm: x {} must be [T, n_heads * {}] and w {} [{}]", x.str(), head_dim,
+             w.str(), head_dim);
+    GS_CUDA_CHECK(cuda::head_rms_norm(ptr<bf16_t>(x), ptr<bf16_t>(w), eps, int(x.dim(0)),
+                                      int(x.row_elems() / head_dim), head_dim, s()));
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
+    need(x, DType::BF16, "linear", "x");
+    need(w, DType::BF16, "linear", "w");
+    GS_CHECK(y.defined() && y.device().is_cuda() && (y.dtype() == DType::BF16 || y.dtype() == DType::F32),
+             "linear: y must be bf16 or f32 on the GPU, got {}", y.str());
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
+    GS_CHECK(w.row_elems() == K, "linear: w {} must be [N, {}] for x {}", w.str(), K, x.str());
+    need_rows(y, M, N, "linear", "y");
+    if (bias.defined()) {
+      need(bias, DType::BF16, "linear", "bias");
+      GS_CHECK(bias.numel() == N, "linear: bias {} must have {} elements", bias.str(), N);
+    }
+    const bool f32 = y.dtype() == DType::F32;
+    const bf16_t* b = bias.defined() ? ptr<bf16_t>(bias) : nullptr;
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+      fill_zero(y);
+    } else if (cuda::gemv_supported(int(M), int(K), x.data(), w.data())) {
+      GS_CUDA_CHECK(cuda::gemv(ptr<bf16_t>(x), ptr<bf16_t>(w), b, y.data(), f32, int(M), int(N),
+                               int(K), s()));
+      return;
+    } else {
+      gemm_.matmul(x.data(), w.data(), y.data(), f32, int(M), int(N), int(K), s());
+    }
+    if (b) GS_CUDA_CHECK(cuda::add_bias(y.data(), f32, b, int(M), int(N), s()));
+  }
+
+  void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {
+    need(q, DType::BF16, "rope", "q");
+    need(k, DType::BF16, "rope", "k");
+    need(positions, DType::I32, "rope", "positions");
+    const int D = cfg.head_dim;
+    const int64_t T = positions.numel();
+    GS_CHECK(D > 0 && D % 2 == 0, "rope: head_dim must be even and positive, got {}", D);
+    GS_CHECK(q.ndim() >= 1 && k.ndim() >= 1 && q.dim(0) == T && k.dim(0) == T &&
+                 q.row_elems() % D == 0 && k.row_elems() % D == 0,
+             "rope: q {} and k {} must be [{}, heads * {}]", q.str(), k.str(), T, D);
+    const Tensor& inv = inv_freq(cfg);
+    GS_CUDA_CHECK(cuda::rope(ptr<bf16_t>(q), ptr<bf16_t>(k), ptr<int32_t>(positions), ptr<float>(inv),
+                             int(T), int(q.row_elems() / D), int(k.row_elems() / D), D, s()));
+  }
+
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override {
+    need(gate_up, DType::BF16, "silu_mul", "gate_up");
+    need(out, DType::BF16, "silu_mul", "out");
+    const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
+    need_rows(gate_up, T, 2 * I, "silu_mul", "gate_up");
+    GS_CUDA_CHECK(cuda::silu_mul(ptr<bf16_t>(gate_up), ptr<bf16_t>(out), int(T), int(I), s()));
+  }
+
+  void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) override {
+    need(idx, DType::I32, "gather_rows", "idx");
+    need(out, x.dtype(), "gather_rows", "out");
+    GS_CHECK(x.device().is_cuda() && dtype_size(x.dtype()) % 2 == 0,
+             "gather_rows: x {} must be on the GPU with a dtype of 2 or more bytes", x.str());
+    need_rows(out, idx.numel(), x.row_elems(), "gather_rows", "out");
+    GS_CUDA_CHECK(cuda::gather_rows(x.data(), ptr<int32_t>(idx), out.data(), int(idx.numel()),
+                                    int(x.dim(0)), x.row_elems() * int64_t(dtype_size(x.dtype())), s()));
+  }
+
+  void argmax(const Tensor& x, const Tensor& out) override {
+    GS_CHECK(x.device().is_cuda() && (x.dtype() == DType::F32 || x.dtype() == DType::BF16) && x.ndim() >= 1,
+             "argmax: x must be f32 or bf16 [n, V] on the GPU, got {}", x.str());
+    need(out, DType::I32, "argmax", "out");
+    GS_CHECK(out.numel() == x.dim(0), "argmax: out {} must have {} elements", out.str(), x.dim(0));
+    GS_CUDA_CHECK(cuda::argmax(x.data(), x.dtype() == DType::F32, ptr<int32_t>(out), int(x.dim(0)),
+                               int(x.row_elems()), s()));
+  }
+
+ private:
+  cudaStream_t s() const { return stream_.handle(); }
+
+  int64_t check_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op) {
+    need(x, DType::BF16, op, "x");
+    need(w, DType::BF16, op, "w");
+    need(out, DType::BF16, op, "out");
+    GS_CHECK(x.ndim() >= 1, "{}: x must be [T, H], got {}", op, x.str());
+    const int64_t H = x.row_elems();
+    GS_CHECK(w.numel() == H, "{}: w {} must have {} elements", op, w.str(), H);
+    need_rows(out, x.dim(0), H, op, "out");
+    return H;
+  }
+
+  // The inverse-frequency table of a rope config, uploaded at its first (eager) use.
+  const Tensor& inv_freq(const RopeConfig& c) {
+    const RopeKey key{c.theta, c.head_dim, c.llama3_factor, c.llama3_low_freq_factor,
+                      c.llama3_high_freq_factor, c.llama3_original_max_position};
+    if (auto it = rope_tables_.find(key); it != rope_tables_.end()) return it->second;
+    GS_CHECK(!stream_.capturing(),
+             "rope: first use of a rope config (head_dim {}) inside a graph capture; run the "
+             "model eagerly once (warm-up) before capturing",
+             c.head_dim);
+    const std::vector<float> f = rope_inv_freq(c);
+    Tensor t = upload(f.data(), DType::F32, {int64_t(f.size())}, DType::F32);
+    return rope_tables_.emplace(key, std::move(t)).first->second;
+  }
+
+  int device_;
+  CudaAllocator alloc_;
+  CudaStream stream_;
+  LtGemm gemm_;
+  std::map<RopeKey, Tensor> rope_tables_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  const int n = cuda_device_count();
+  GS_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} device(s) visible)", device, n);
+  return std::make_unique<CudaBackend>(device);
+}
+
+}  // namespace gs

@@ -1,0 +1,158 @@
+// Per-op GPU timings (not a test of speed: it only runs with GS_CUDA_BENCH=1 and prints a table).
+// Times captured-graph replays with CUDA events, rotating weights so they never sit in L2.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "attention/cuda/cuda_attention.h"
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda/cuda_stream.h"
+#include "cuda_test_util.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/lt_gemm.h"
+
+namespace gs {
+namespace {
+
+bool bench_enabled() { return std::getenv("GS_CUDA_BENCH") != nullptr; }
+
+// Median-free but warm: ms per call of `body` over `iters` replays of a graph of `reps` calls.
+template <typename F>
+double time_graph_ms(Backend& b, int reps, F body, int iters = 20) {
+  body();  // eager warm-up (plans, tables)
+  b.stream().synchronize();
+  b.stream().begin_capture();
+  for (int i = 0; i < reps; ++i) body();
+  auto g = b.stream().end_capture();
+  g->replay();
+  auto& cs = dynamic_cast<CudaStream&>(b.stream());
+  CudaEventTimer t(cs.handle());
+  t.start();
+  for (int i = 0; i < iters; ++i) g->replay();
+  t.stop();
+  return double(t.elapsed_ms()) / (iters * reps);
+}
+
+TEST(CudaBench, CopyBandwidth) {
+  GS_REQUIRE_GPU();
+  if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+  auto gpu = make_cuda_backend();
+  const int64_t n = int64_t(1) << 29;  // 1 GiB
+  Tensor a = Tensor::empty({n}, DType::U8, gpu->allocator()), b = Tensor::empty({n}, DType::U8, gpu->allocator());
+  gpu->fill_zero(a);
+  const double ms = time_graph_ms(*gpu, 2, [&] { gpu->copy(b, a); }, 10);
+  std::printf("[bench] d2d copy 1 GiB: %.3f ms, %.2f TB/s (read+write)\n", ms, 2.0 * double(n) / ms / 1e9);
+}
+
+TEST(CudaBench, Linear) {
+  GS_REQUIRE_GPU();
+  if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+  auto gpu = make_cuda_backend();
+  LtGemm lt(gpu->allocator());
+  cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
+  struct Shape2 { int N, K; bool f32; };
+  std::printf("[bench] %-16s %4s %10s %9s %10s %9s\n", "linear NxK", "M", "gemv us", "TB/s", "cublasLt us", "TB/s");
+  for (const Shape2 sh : {Shape2{2048, 2048, false}, Shape2{3072, 2048, false}, Shape2{8192, 2048, false},
+                          Shape2{2048, 8192, false}, Shape2{16384, 2048, false}, Shape2{128256, 2048, true}}) {
+    const double wbytes = 2.0 * sh.N * sh.K;
+    const int copies = std::max(1, int(768e6 / wbytes));
+    std::vector<Tensor> ws;
+    for (int i = 0; i < copies; ++i) ws.push_back(test::on(*gpu, test::randn(size_t(sh.N) * sh.K, i, 0.02f), {sh.N, sh.K}, DType::BF16));
+    for (int M : {1, 4, 8, 32, 128}) {
+      Tensor x = test::on(*gpu, test::randn(size_t(M) * sh.K, 99), {M, sh.K}, DType::BF16);
+      Tensor y = Tensor::empty({M, sh.N}, sh.f32 ? DType::F32 : DType::BF16, gpu->allocator());
+      int i = 0;
+      double gemv_ms = -1;
+      if (M <= 8)
+        gemv_ms = time_graph_ms(*gpu, copies, [&] { gpu->linear(x, ws[size_t(i++ % copies)], Tensor(), y); });
+      i = 0;
+      const double lt_ms = time_graph_ms(*gpu, copies, [&] {
+        lt.matmul(x.data(), ws[size_t(i++ % copies)].data(), y.data(), sh.f32, M, sh.N, sh.K, s);
+      });
+      std::printf("[bench] %6dx%-9d %4d %10.2f %9.2f %10.2f %9.2f\n", sh.N, sh.K, M, gemv_ms * 1e3,
+                  gemv_ms > 0 ? wbytes / gemv_ms / 1e9 : 0.0, lt_ms * 1e3, wbytes / lt_ms / 1e9);
+    }
+  }
+}
+
+// The ops of one Llama-3.2-1B decode step (16 layers, GQA 32/8, D 64, vocab 128256) on random
+// weights, one captured graph: an estimate of the engine's FULL-graph decode step.
+TEST(CudaBench, Llama1BDecodeStep) {
+  GS_REQUIRE_GPU();
+  if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+  auto gpu = make_cuda_backend();
+  const int L = 16, H = 2048, I = 8192, hq = 32, hkv = 8, D = 64, V = 128256, ctx = 256, bsz = 16;
+  struct Layer { Tensor n1, qkv, o, n2, gu, down; };
+  std::vector<Layer> layers;
+  for (int l = 0; l < L; ++l) {
+    auto w = [&](int n, int k, float sd) { return test::on(*gpu, test::randn(size_t(n) * k, 1000 + l * 8 + n % 7, sd), {n, k}, DType::BF16); };
+    layers.push_back({w(1, H, 1.0f).reshape({H}), w((hq + 2 * hkv) * D, H, 0.02f), w(H, hq * D, 0.02f),
+                      w(1, H, 1.0f).reshape({H}), w(2 * I, H, 0.02f), w(H, I, 0.02f)});
+  }
+  Tensor final_norm = test::on(*gpu, test::randn(H, 5), {H}, DType::BF16);
+  Tensor lm_head = test::on(*gpu, test::randn(size_t(V) * H, 6, 0.02f), {V, H}, DType::BF16);
+  auto attn = make_cuda_attention(*gpu, {hq, hkv, D, 0.125f});
+  RopeConfig rope{500000.0f, D, 32.0f, 1.0f, 4.0f, 8192};
+  std::printf("[bench] llama-3.2-1b shape decode step (ctx %d), one graph:\n", ctx);
+  for (int B : {1, 8, 32, 128}) {
+    const int blocks_per_req = ctx / bsz + 1, nblocks = B * blocks_per_req;
+    std::vector<KVCacheLayer> kv(L);
+    for (auto& c : kv) {
+      c.k = Tensor::empty({nblocks, bsz, hkv, D}, DType::BF16, gpu->allocator());
+      c.v = Tensor::empty({nblocks, bsz, hkv, D}, DType::BF16, gpu->allocator());
+      gpu->fill_zero(c.k);
+      gpu->fill_zero(c.v);
+    }
+    std::vector<int32_t> qsl(B + 1), lens(B, ctx), bt(size_t(B) * blocks_per_req), slots(B), pos(B, ctx - 1), ids(B, 7);
+    for (int r = 0; r <= B; ++r) qsl[size_t(r)] = r;
+    for (size_t i = 0; i < bt.size(); ++i) bt[i] = int32_t(i);
+    for (int r = 0; r < B; ++r) slots[size_t(r)] = (r * blocks_per_req + (ctx - 1) / bsz) * bsz + (ctx - 1) % bsz;
+    AttentionMetadata md;
+    md.query_start_loc = test::on_i32(*gpu, qsl, {B + 1});
+    md.seq_lens = test::on_i32(*gpu, lens, {B});
+    md.block_table = test::on_i32(*gpu, bt, {B, blocks_per_req});
+    md.slot_mapping = test::on_i32(*gpu, slots, {B});
+    md.num_tokens = md.num_actual_tokens = md.num_reqs = md.num_reqs_padded = B;
+    md.max_query_len = md.uniform_query_len = 1;
+    md.max_seq_len = ctx;
+    md.block_size = bsz;
+    md.max_blocks_per_req = blocks_per_req;
+    Tensor tok = test::on_i32(*gpu, ids, {B}), positions = test::on_i32(*gpu, pos, {B});
+    auto act = [&](int n) { return Tensor::empty({B, n}, DType::BF16, gpu->allocator()); };
+    Tensor res = act(H), h = act(H), qkv = act((hq + 2 * hkv) * D), att = act(hq * D), gu = act(2 * I), a = act(I);
+    Tensor logits = Tensor::empty({B, V}, DType::F32, gpu->allocator()), next = Tensor::empty({B}, DType::I32, gpu->allocator());
+    gpu->fill_zero(res);
+    auto step = [&] {
+      gpu->embedding(tok, lm_head, h);
+      for (auto& ly : layers) {
+        gpu->add_rms_norm(res, h, ly.n1, 1e-5f, h);
+        gpu->linear(h, ly.qkv, Tensor(), qkv);
+        gpu->linear(att, ly.o, Tensor(), h);
+        gpu->add_rms_norm(res, h, ly.n2, 1e-5f, h);
+        gpu->linear(h, ly.gu, Tensor(), gu);
+        gpu->silu_mul(gu, a);
+        gpu->linear(a, ly.down, Tensor(), h);
+      }
+      gpu->add_rms_norm(res, h, final_norm, 1e-5f, h);
+      gpu->linear(h, lm_head, Tensor(), logits);
+      gpu->argmax(logits, next);
+    };
+    // rope and attention on separate q/k/v buffers (the fused qkv output is split by the model)
+    Tensor q = act(hq * D), k = act(hkv * D), v = act(hkv * D);
+    gpu->fill_zero(q), gpu->fill_zero(k), gpu->fill_zero(v);
+    auto attention = [&] {
+      for (int l = 0; l < L; ++l) {
+        gpu->rope(q, k, positions, rope);
+        attn->forward(q, k, v, kv[size_t(l)], md, att);
+      }
+    };
+    const double step_ms = time_graph_ms(*gpu, 1, step, 50);
+    const double attn_ms = time_graph_ms(*gpu, 1, attention, 50);
+    std::printf("[bench]   bs %4d: linears+norms %.3f ms + rope+attention %.3f ms = %.3f ms per step\n", B, step_ms,
+                attn_ms, step_ms + attn_ms);
+  }
+}
+
+}  // namespace
+}  // namespace gs

@@ -1,0 +1,161 @@
+// Every op of the CUDA backend against the CPU (fp32) backend on random data.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "cuda_test_util.h"
+#include "ops/cuda/cuda_backend.h"
+
+namespace gs {
+namespace {
+
+using test::on;
+using test::on_i32;
+using test::randn;
+using test::read;
+using test::rel_l2;
+
+constexpr double kTol = 1e-2;  // bf16 storage
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GS_REQUIRE_GPU();
+    gpu = make_cuda_backend();
+    cpu = make_cpu_backend();
+  }
+  // x as a CPU f32 tensor and a GPU bf16 tensor.
+  std::pair<Tensor, Tensor> both(const std::vector<float>& v, const Shape& s) {
+    return {on(*cpu, v, s, DType::F32), on(*gpu, v, s, DType::BF16)};
+  }
+  std::pair<Tensor, Tensor> empty(const Shape& s, DType gpu_dtype = DType::BF16) {
+    return {Tensor::empty(s, DType::F32, cpu->allocator()), Tensor::empty(s, gpu_dtype, gpu->allocator())};
+  }
+  void expect_close(const Tensor& c, const Tensor& g, double tol = kTol) {
+    const double e = rel_l2(read(*gpu, g), read(*cpu, c));
+    EXPECT_LT(e, tol) << g.str();
+  }
+  std::unique_ptr<Backend> gpu, cpu;
+};
+
+TEST_F(CudaOps, CopyRoundTripAndFillZero) {
+  const auto v = randn(1000, 1);
+  Tensor g = on(*gpu, v, {10, 100}, DType::F32);
+  Tensor g2 = Tensor::empty({10, 100}, DType::F32, gpu->allocator());
+  gpu->copy(g2, g);
+  EXPECT_EQ(read(*gpu, g2), v);
+  gpu->fill_zero(g2.rows(2, 3));
+  auto r = read(*gpu, g2);
+  EXPECT_EQ(r[199], v[199]);
+  EXPECT_EQ(r[200], 0.0f);
+  EXPECT_EQ(r[499], 0.0f);
+  EXPECT_EQ(r[500], v[500]);
+  EXPECT_THROW(gpu->copy(g2, on(*gpu, v, {1000}, DType::BF16)), Error);
+}
+
+TEST_F(CudaOps, Embedding) {
+  const int V = 50, H = 96;
+  auto [ct, gt] = both(randn(V * H, 2), {V, H});
+  std::vector<int32_t> ids = {3, 0, 49, 7, 7, 12};
+  auto [co, go] = empty({6, H});
+  cpu->embedding(on_i32(*cpu, ids, {6}), ct, co);
+  gpu->embedding(on_i32(*gpu, ids, {6}), gt, go);
+  EXPECT_EQ(read(*gpu, go), read(*cpu, co));  // a gather is exact
+}
+
+TEST_F(CudaOps, RmsNormAndFusedAdd) {
+  const int T = 5, H = 2048;
+  auto [cx, gx] = both(randn(T * H, 3), {T, H});
+  auto [cw, gw] = both(randn(H, 4, 0.5f), {H});
+  auto [cr, gr] = both(randn(T * H, 5), {T, H});
+  auto [co, go] = empty({T, H});
+  cpu->rms_norm(cx, cw, 1e-5f, co);
+  gpu->rms_norm(gx, gw, 1e-5f, go);
+  expect_close(co, go);
+  cpu->add_rms_norm(cr, cx, cw, 1e-5f, cx);  // x aliases out
+  gpu->add_rms_norm(gr, gx, gw, 1e-5f, gx);
+  expect_close(cx, gx);
+  expect_close(cr, gr);
+}
+
+TEST_F(CudaOps, HeadRmsNorm) {
+  const int T = 3, nh = 6, D = 128;
+  auto [cx, gx] = both(randn(T * nh * D, 6), {T, nh * D});
+  auto [cw, gw] = both(randn(D, 7), {D});
+  cpu->head_rms_norm(cx, cw, 1e-6f, D);
+  gpu->head_rms_norm(gx, gw, 1e-6f, D);
+  expect_close(cx, gx);
+}
+
+// GEMV for M <= 8, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
+TEST_F(CudaOps, LinearAllPaths) {
+  struct Case { int M, N, K; bool bias, f32; };
+  for (const Case c : {Case{1, 256, 512, false, false}, Case{3, 130, 256, true, false}, Case{8, 64, 1024, false, true},
+                       Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false},
+                       Case{1, 1000, 2048, false, true}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K);
+    auto [cx, gx] = both(randn(size_t(c.M) * c.K, 10 + c.M), {c.M, c.K});
+    auto [cw, gw] = both(randn(size_t(c.N) * c.K, 20 + c.N, 0.05f), {c.N, c.K});
+    Tensor cb, gb;
+    if (c.bias) std::tie(cb, gb) = both(randn(c.N, 30), {c.N});
+    auto [cy, gy] = empty({c.M, c.N}, c.f32 ? DType::F32 : DType::BF16);
+    cpu->linear(cx, cw, cb, cy);
+    gpu->linear(gx, gw, gb, gy);
+    expect_close(cy, gy);
+  }
+}
+
+TEST_F(CudaOps, RopeWithAndWithoutLlama3Scaling) {
+  const int T = 7, hq = 4, hkv = 2, D = 64;
+  std::vector<int32_t> pos = {0, 1, 5, 100, 2047, 9000, 3};
+  for (float factor : {0.0f, 32.0f}) {
+    RopeConfig cfg;
+    cfg.theta = 500000.0f;
+    cfg.head_dim = D;
+    cfg.llama3_factor = factor;
+    auto [cq, gq] = both(randn(T * hq * D, 40), {T, hq * D});
+    auto [ck, gk] = both(randn(T * hkv * D, 41), {T, hkv * D});
+    cpu->rope(cq, ck, on_i32(*cpu, pos, {T}), cfg);
+    gpu->rope(gq, gk, on_i32(*gpu, pos, {T}), cfg);
+    expect_close(cq, gq);
+    expect_close(ck, gk);
+  }
+}
+
+TEST_F(CudaOps, SiluMul) {
+  const int T = 4, I = 1000;
+  auto [cg, gg] = both(randn(T * 2 * I, 50, 2.0f), {T, 2 * I});
+  auto [co, go] = empty({T, I});
+  cpu->silu_mul(cg, co);
+  gpu->silu_mul(gg, go);
+  expect_close(co, go);
+}
+
+TEST_F(CudaOps, GatherRowsAndArgmax) {
+  const int T = 9, V = 5003;
+  std::vector<float> logits = randn(T * V, 60);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] += 1e-4f * float(i % 97);  // no ties
+  Tensor cl = on(*cpu, logits, {T, V}, DType::F32), gl = on(*gpu, logits, {T, V}, DType::F32);
+  std::vector<int32_t> idx = {8, 0, 4};
+  Tensor cs = Tensor::empty({3, V}, DType::F32, cpu->allocator());
+  Tensor gs = Tensor::empty({3, V}, DType::F32, gpu->allocator());
+  cpu->gather_rows(cl, on_i32(*cpu, idx, {3}), cs);
+  gpu->gather_rows(gl, on_i32(*gpu, idx, {3}), gs);
+  EXPECT_EQ(read(*gpu, gs), read(*cpu, cs));
+  Tensor ca = Tensor::empty({3}, DType::I32, cpu->allocator());
+  Tensor ga = Tensor::empty({3}, DType::I32, gpu->allocator());
+  cpu->argmax(cs, ca);
+  gpu->argmax(gs, ga);
+  EXPECT_EQ(read(*gpu, ga), read(*cpu, ca));
+}
+
+TEST_F(CudaOps, BadShapesAreErrors) {
+  Tensor x = Tensor::empty({2, 64}, DType::BF16, gpu->allocator());
+  Tensor w = Tensor::empty({32, 48}, DType::BF16, gpu->allocator());
+  Tensor y = Tensor::empty({2, 32}, DType::BF16, gpu->allocator());
+  EXPECT_THROW(gpu->linear(x, w, Tensor(), y), Error);
+  Tensor xf = Tensor::empty({2, 64}, DType::F32, gpu->allocator());
+  EXPECT_THROW(gpu->rms_norm(xf, Tensor::empty({64}, DType::BF16, gpu->allocator()), 1e-5f, x), Error);
+}
+
+}  // namespace
+}  // namespace gs
