@@ -1,0 +1,93 @@
+#include "runner/latency_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace gs {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct SyntheticRequest {
+  std::vector<int32_t> tokens, blocks;
+  int computed = 0;
+};
+
+}  // namespace
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = std::clamp<size_t>(size_t(std::ceil(q * double(v.size()))), 1, v.size());
+  return v[rank - 1];
+}
+
+LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& o) {
+  GS_CHECK(o.batch_size >= 1 && o.input_len >= 1 && o.output_len >= 1 && o.num_iters >= 1,
+           "bench latency: batch size ({}), input len ({}), output len ({}) and iterations ({}) must be >= 1",
+           o.batch_size, o.input_len, o.output_len, o.num_iters);
+  const int total_len = o.input_len + o.output_len;
+  GS_CHECK(total_len <= runner.max_model_len(), "bench latency: input + output = {} tokens exceed max_model_len {}",
+           total_len, runner.max_model_len());
+  const int bs = runner.block_size();
+  const int blocks_per_req = (total_len + bs - 1) / bs;
+  GS_CHECK(static_cast<long long>(blocks_per_req) * o.batch_size <= runner.num_kv_blocks(),
+           "bench latency: {} sequences of {} tokens need {} KV blocks but the cache has {}; lower the batch "
+           "size or raise the KV cache size", o.batch_size, total_len, blocks_per_req * o.batch_size,
+           runner.num_kv_blocks());
+  const int vocab = runner.model_config().vocab_size;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.max_tokens = o.output_len;
+
+  LatencyResult res;
+  std::vector<double> prefills;
+  for (int it = 0; it < o.num_warmup_iters + o.num_iters; ++it) {
+    const bool measured = it >= o.num_warmup_iters;
+    std::vector<SyntheticRequest> reqs(o.batch_size);
+    for (int r = 0; r < o.batch_size; ++r) {
+      for (int t = 0; t < o.input_len; ++t) reqs[r].tokens.push_back((r * 131 + t * 7 + 3) % vocab);
+      for (int b = 0; b < blocks_per_req; ++b) reqs[r].blocks.push_back(r * blocks_per_req + b);
+    }
+    auto step = [&](int budget, bool prefill_only) {
+      SchedulerOutput so;
+      for (size_t r = 0; r < reqs.size() && budget > 0; ++r) {
+        SyntheticRequest& s = reqs[r];
+        if (prefill_only && s.computed >= o.input_len) continue;
+        const int n = std::min<int>(int(s.tokens.size()) - s.computed, budget);
+        if (n == 0) continue;
+        budget -= n;
+        so.requests.push_back({r, &s.tokens, o.input_len, s.computed, n, &s.blocks,
+                               s.computed + n == int(s.tokens.size()), &greedy, 0,
+                               int(s.tokens.size()) - o.input_len});
+      }
+      const RunnerOutput out = runner.execute(so);
+      for (const auto& sr : so.requests) reqs[sr.id].computed += sr.num_new_tokens;
+      for (const auto& t : out.sampled) reqs[t.id].tokens.push_back(t.token);
+    };
+    const auto t0 = Clock::now();
+    auto prefilling = [&] {
+      return std::any_of(reqs.begin(), reqs.end(), [&](const auto& s) { return s.computed < o.input_len; });
+    };
+    while (prefilling()) step(o.max_num_batched_tokens, true);
+    if (measured) prefills.push_back(ms_since(t0));
+    for (int d = 1; d < o.output_len; ++d) {
+      const auto t1 = Clock::now();
+      step(o.batch_size, false);
+      if (measured) res.decode_ms.push_back(ms_since(t1));
+    }
+  }
+  res.prefill_ms = quantile(prefills, 0.5);
+  res.decode_ms_median = quantile(res.decode_ms, 0.5);
+  res.decode_ms_p90 = quantile(res.decode_ms, 0.9);
+  return res;
+}
+
+}  // namespace gs

@@ -1,0 +1,34 @@
+// Latency benchmark of the model runner alone: synthetic batches, no engine, no tokenizer.
+//
+// One iteration prefills `batch_size` prompts of `input_len` tokens (in chunks of at most
+// max_num_batched_tokens), then decodes `output_len` steps of the whole batch, greedily.
+#pragma once
+#include <vector>
+
+#include "runner/model_runner.h"
+
+namespace gs {
+
+struct LatencyBenchOptions {
+  int batch_size = 1;
+  int input_len = 32;
+  int output_len = 128;
+  int num_iters = 3;
+  int num_warmup_iters = 1;
+  int max_num_batched_tokens = 2048;  // the runner's token budget per step (prefill chunks)
+};
+
+struct LatencyResult {
+  double prefill_ms = 0;            // median over iterations, all chunks of one prefill
+  double decode_ms_median = 0;      // per decode step, over all iterations
+  double decode_ms_p90 = 0;
+  std::vector<double> decode_ms;    // every measured decode step
+};
+
+// Throws gs::Error when the runner's limits cannot hold the batch (naming the limit).
+LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& opts);
+
+// The q-quantile (0..1) of `v` (nearest rank); 0 for an empty vector.
+double quantile(std::vector<double> v, double q);
+
+}  // namespace gs

@@ -1,0 +1,40 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "runner/latency_bench.h"
+#include "test_paths.h"
+
+namespace gs {
+namespace {
+
+TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
+  EngineConfig c;
+  c.device = "cpu";
+  c.model = test::stories260k_dir().string();
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 16;
+  c.kv_cache_memory_bytes = size_t(4) << 20;
+  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
+  ModelRunner runner(c);
+  LatencyBenchOptions o{3, 10, 5, 2, 1, 8};  // prefill in chunks of 8 tokens
+  const LatencyResult r = run_latency_bench(runner, o);
+  EXPECT_EQ(r.decode_ms.size(), size_t(2 * 4));  // (output_len - 1) steps per measured iteration
+  EXPECT_GT(r.prefill_ms, 0.0);
+  EXPECT_LE(r.decode_ms_median, r.decode_ms_p90);
+  const RunnerStats s = runner.stats();
+  EXPECT_EQ(s.steps_full, uint64_t(3 * 4));   // every decode step of 3 requests: FULL graph of size 4
+  EXPECT_GT(s.steps_piecewise, 0u);           // prefill chunks of <= 8 tokens
+  EXPECT_EQ(s.graph_captures_after_startup, 0u);
+  o.input_len = 600;
+  EXPECT_THROW(run_latency_bench(runner, o), Error);  // beyond max_model_len
+}
+
+TEST(LatencyBench, Quantiles) {
+  EXPECT_EQ(quantile({}, 0.5), 0.0);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.5), 2.0);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.9), 4.0);
+  EXPECT_EQ(quantile({5}, 0.9), 5.0);
+}
+
+}  // namespace
+}  // namespace gs
