@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_paths.h"
+#include "tokenizer/fixtures.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gs {
@@ -26,13 +27,7 @@ json load_json(const std::filesystem::path& p) {
   return json::parse(in);
 }
 
-// Each fixture is loaded once for the whole executable.
-const Tokenizer& fixture(const std::string& name) {
-  static std::map<std::string, Tokenizer> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, Tokenizer::from_dir(golden_tokenizers() / name)).first;
-  return it->second;
-}
+const Tokenizer& fixture(const std::string& name) { return test::golden_tokenizer(name); }
 
 class TokenizerGolden : public ::testing::TestWithParam<const char*> {};
 
