@@ -13,6 +13,7 @@
 namespace gs {
 
 class Tokenizer;
+class Executor;
 struct ModelConfig;
 
 enum class FinishReason { None, Stop, Length, Abort };
@@ -58,13 +59,20 @@ struct EngineStats {
 
 class LLMEngine {
  public:
+  // Builds the ModelRunner (model, KV cache, graphs) and the tokenizer: cfg.tokenizer, else
+  // the model directory's tokenizer.json, else the built-in byte-level one.
   explicit LLMEngine(const EngineConfig& cfg);
+  // An engine over any executor (tests drive the scheduler with a fake model).
+  LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor, const Tokenizer& tok);
   ~LLMEngine();
   LLMEngine(const LLMEngine&) = delete;
   LLMEngine& operator=(const LLMEngine&) = delete;
 
   // Validates and queues a request; throws gs::Error (empty prompt, prompt longer than the
   // context, invalid sampling values). Returns its id.
+  // Context rule (as vLLM): the prompt must be shorter than max_model_len; generation then
+  // stops with finish_reason Length at max_tokens or when prompt + output reaches
+  // max_model_len, whichever comes first (max_tokens is not an error when it does not fit).
   RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params);
   RequestId add_request(const std::string& prompt, const SamplingParams& params);
   // Finishes a request now (finish_reason Abort) and frees its KV blocks. Unknown ids are ignored.
@@ -78,6 +86,7 @@ class LLMEngine {
   const ModelConfig& model_config() const;
   const EngineConfig& config() const;
   std::string model_name() const;
+  // The context length: the runner's, lowered to what the KV cache can hold for one request.
   int max_model_len() const;
   EngineStats stats() const;
 

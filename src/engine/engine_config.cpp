@@ -1,0 +1,27 @@
+#include "engine/engine_config.h"
+
+#include "core/error.h"
+
+namespace gs {
+
+void EngineConfig::validate() const {
+  GS_CHECK(load_format == "auto" || load_format == "safetensors" || load_format == "dummy",
+           "--load-format must be one of auto, safetensors, dummy; got '{}'", load_format);
+  GS_CHECK(device == "auto" || device == "cpu" || device == "cuda" || device.rfind("cuda:", 0) == 0,
+           "--device must be one of auto, cpu, cuda; got '{}'", device);
+  GS_CHECK(dtype == "auto" || dtype == "float32" || dtype == "bfloat16" || dtype == "float16",
+           "--dtype must be one of auto, float32, bfloat16, float16; got '{}'", dtype);
+  GS_CHECK(max_num_seqs >= 1, "--max-num-seqs must be >= 1, got {}", max_num_seqs);
+  GS_CHECK(max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}",
+           max_num_batched_tokens);
+  GS_CHECK(max_model_len >= 0, "--max-model-len must be >= 1 (or 0 for the model's), got {}",
+           max_model_len);
+  GS_CHECK(block_size >= 1 && block_size <= 1024, "--block-size must be in [1, 1024], got {}",
+           block_size);
+  GS_CHECK(gpu_memory_utilization > 0.0f && gpu_memory_utilization <= 1.0f,
+           "--gpu-memory-utilization must be in (0, 1], got {}", gpu_memory_utilization);
+  GS_CHECK(tensor_parallel_size >= 1, "--tensor-parallel-size must be >= 1, got {}",
+           tensor_parallel_size);
+}
+
+}  // namespace gs

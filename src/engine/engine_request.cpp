@@ -1,0 +1,94 @@
+#include "engine/engine_request.h"
+
+#include <algorithm>
+#include <string>
+
+namespace gs {
+namespace {
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+}  // namespace
+
+EngineRequest::EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t> prompt,
+                             const SamplingParams& params, uint64_t seed, const Tokenizer& tok,
+                             const std::vector<int>& eos_ids, double arrival_time)
+    : user_stop_ids_(params.stop_token_ids),
+      eos_ids_(params.ignore_eos ? std::vector<int>{} : eos_ids),
+      detok_(tok, prompt, params.skip_special_tokens),
+      stop_(params.stop),
+      arrival_time_(arrival_time) {
+  req_.id = id;
+  req_.arrival = arrival;
+  req_.num_prompt_tokens = static_cast<int>(prompt.size());
+  req_.tokens = std::move(prompt);
+  req_.params = params;
+  // The sampler masks stop_token_ids below min_tokens: make that cover eos too.
+  for (int e : eos_ids_)
+    if (!contains(req_.params.stop_token_ids, e)) req_.params.stop_token_ids.push_back(e);
+  req_.seed = seed;
+}
+
+RequestOutput EngineRequest::base_output() const {
+  RequestOutput o;
+  o.id = req_.id;
+  o.num_prompt_tokens = req_.num_prompt_tokens;
+  o.num_output_tokens = req_.num_output_tokens();
+  o.arrival_time = arrival_time_;
+  o.first_token_time = first_token_time_;
+  return o;
+}
+
+RequestOutput EngineRequest::on_token(const SampledToken& s, int max_model_len, double now) {
+  req_.tokens.push_back(s.token);
+  if (first_token_time_ == 0.0) first_token_time_ = now;
+  RequestOutput o = base_output();
+  o.new_token_ids = {s.token};
+  if (req_.params.logprobs >= 0) o.logprobs.push_back({s.token, s.logprob, s.top_logprobs});
+
+  const SamplingParams& p = req_.params;
+  const bool may_stop = o.num_output_tokens >= p.min_tokens;
+  bool string_stop = false;
+  if (may_stop && contains(eos_ids_, s.token)) {
+    o.finish_reason = FinishReason::Stop;  // eos: no stop_reason, as in vLLM
+  } else if (may_stop && contains(user_stop_ids_, s.token)) {
+    o.finish_reason = FinishReason::Stop;
+    o.stop_reason = std::to_string(s.token);
+  } else {
+    auto m = stop_.feed(detok_.push(s.token));
+    o.new_text = std::move(m.text);
+    if (m.stop) {
+      o.finish_reason = FinishReason::Stop;
+      o.stop_reason = *m.stop;
+      string_stop = true;
+    }
+  }
+  if (o.finish_reason == FinishReason::None &&
+      (o.num_output_tokens >= p.max_tokens || req_.num_tokens() >= max_model_len))
+    o.finish_reason = FinishReason::Length;
+  if (o.finish_reason != FinishReason::None) {
+    o.finished = true;
+    if (!string_stop) finish_text(o);  // a stop string drops what follows it
+  }
+  return o;
+}
+
+// Releases the text held back by the detokenizer and the stop matcher (it may still hold a
+// stop string, which then ends the request with Stop).
+void EngineRequest::finish_text(RequestOutput& o) {
+  auto m = stop_.feed(detok_.flush());
+  o.new_text += m.text;
+  if (m.stop) {
+    o.finish_reason = FinishReason::Stop;
+    o.stop_reason = *m.stop;
+  } else {
+    o.new_text += stop_.flush();
+  }
+}
+
+RequestOutput EngineRequest::aborted() const {
+  RequestOutput o = base_output();
+  o.finished = true;
+  o.finish_reason = FinishReason::Abort;
+  return o;
+}
+
+}  // namespace gs

@@ -1,0 +1,41 @@
+// EngineRequest: one request as the engine tracks it: the scheduler's Request plus what turns
+// its tokens into outputs (incremental detokenizer, stop strings and ids, limits, timing).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "engine/llm_engine.h"
+#include "engine/request.h"
+#include "engine/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gs {
+
+class EngineRequest {
+ public:
+  // `params` as the user gave them; `eos_ids` the model's (ignored when params.ignore_eos).
+  EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t> prompt,
+                const SamplingParams& params, uint64_t seed, const Tokenizer& tok,
+                const std::vector<int>& eos_ids, double arrival_time);
+
+  Request& request() { return req_; }
+  // Appends a sampled token and decides whether the request is done. `max_model_len` caps
+  // prompt + output.
+  RequestOutput on_token(const SampledToken& s, int max_model_len, double now);
+  // The output of an aborted request.
+  RequestOutput aborted() const;
+
+ private:
+  RequestOutput base_output() const;
+  void finish_text(RequestOutput& out);
+
+  Request req_;
+  std::vector<int> user_stop_ids_;
+  std::vector<int> eos_ids_;
+  IncrementalDetokenizer detok_;
+  StopStringMatcher stop_;
+  double arrival_time_ = 0.0;
+  double first_token_time_ = 0.0;
+};
+
+}  // namespace gs

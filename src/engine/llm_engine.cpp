@@ -1,0 +1,179 @@
+#include "engine/llm_engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "engine/llm_engine_impl.h"
+
+namespace gs {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+SchedulerConfig scheduler_config(const EngineConfig& cfg) {
+  return {cfg.max_num_seqs, cfg.max_num_batched_tokens};
+}
+
+}  // namespace
+
+std::string_view finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::None: break;
+  }
+  return "";
+}
+
+LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const Tokenizer& t)
+    : cfg(c),
+      exec(std::move(e)),
+      tok(t),
+      pool(exec->num_kv_blocks(), exec->block_size()),
+      sched(scheduler_config(c), pool) {
+  max_model_len = exec->max_model_len();
+  const int kv_tokens = pool.num_blocks() * pool.block_size();
+  if (kv_tokens < max_model_len) {
+    spdlog::warn("the KV cache holds {} tokens ({} blocks of {}), less than max_model_len {}: "
+                 "lowering max_model_len to {} (raise --kv-cache-memory to keep it)",
+                 kv_tokens, pool.num_blocks(), pool.block_size(), max_model_len, kv_tokens);
+    max_model_len = kv_tokens;
+    max_model_len_from_kv = true;
+  }
+  eos_ids = exec->model_config().eos_token_ids;
+  if (eos_ids.empty() && tok.eos_id()) eos_ids.push_back(*tok.eos_id());
+}
+
+RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params) {
+  const int vocab = exec->model_config().vocab_size;
+  GS_CHECK(!prompt.empty(), "the prompt is empty: give at least one token");
+  for (int32_t t : prompt)
+    GS_CHECK(t >= 0 && t < vocab, "prompt token id {} is out of range [0, {})", t, vocab);
+  const int n = static_cast<int>(prompt.size());
+  GS_CHECK(n < max_model_len,
+           "the prompt has {} tokens, but the context is {} tokens{}: a prompt may have at most {} "
+           "tokens (one more is generated)",
+           n, max_model_len,
+           max_model_len_from_kv ? " (limited by the KV cache; raise --kv-cache-memory)"
+                                 : " (max_model_len)",
+           max_model_len - 1);
+  params.validate(vocab);
+  const RequestId id = ++request_counter;
+  const uint64_t seed = params.seed ? *params.seed : splitmix64(cfg.seed ^ splitmix64(id));
+  auto r = std::make_unique<EngineRequest>(id, id, std::move(prompt), params, seed, tok, eos_ids,
+                                           now_seconds());
+  sched.add(&r->request());
+  requests.emplace(id, std::move(r));
+  return id;
+}
+
+void LLMEngine::Impl::abort(RequestId id) {
+  auto it = requests.find(id);
+  if (it == requests.end()) return;
+  sched.finish(&it->second->request());
+  pending.push_back(it->second->aborted());
+  requests.erase(it);
+}
+
+std::vector<RequestOutput> LLMEngine::Impl::step() {
+  std::vector<RequestOutput> outs = std::move(pending);
+  pending.clear();
+  if (sched.empty()) return outs;
+  SchedulerOutput batch = sched.schedule();
+  GS_CHECK(!batch.requests.empty(), "internal error: the scheduler found no work for {} requests",
+           requests.size());
+  for (const auto& s : batch.requests)
+    prompt_tokens += std::max(0, std::min(s.num_computed_tokens + s.num_new_tokens, s.num_prompt_tokens) -
+                                     s.num_computed_tokens);
+  RunnerOutput result = exec->execute(batch);
+  const double now = now_seconds();
+  size_t k = 0;
+  for (const auto& s : batch.requests) {
+    if (!s.sample) continue;
+    GS_CHECK(k < result.sampled.size() && result.sampled[k].id == s.id,
+             "internal error: the runner returned no token for request {}", s.id);
+    EngineRequest& er = *requests.at(s.id);
+    RequestOutput o = er.on_token(result.sampled[k++], max_model_len, now);
+    ++generation_tokens;
+    if (o.finished) {
+      sched.finish(&er.request());
+      requests.erase(s.id);
+    }
+    outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+LLMEngine::LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor,
+                     const Tokenizer& tok)
+    : impl_(std::make_unique<Impl>(cfg, std::move(executor), tok)) {}
+
+LLMEngine::~LLMEngine() = default;
+
+RequestId LLMEngine::add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params) {
+  return impl_->add(std::move(prompt_ids), params);
+}
+
+RequestId LLMEngine::add_request(const std::string& prompt, const SamplingParams& params) {
+  GS_CHECK(!prompt.empty(), "the prompt is empty: give some text");
+  return impl_->add(impl_->tok.encode(prompt, /*add_special_tokens=*/true), params);
+}
+
+void LLMEngine::abort_request(RequestId id) { impl_->abort(id); }
+
+bool LLMEngine::has_unfinished_requests() const {
+  return !impl_->requests.empty() || !impl_->pending.empty();
+}
+
+std::vector<RequestOutput> LLMEngine::step() { return impl_->step(); }
+
+const Tokenizer& LLMEngine::tokenizer() const { return impl_->tok; }
+const ModelConfig& LLMEngine::model_config() const { return impl_->exec->model_config(); }
+const EngineConfig& LLMEngine::config() const { return impl_->cfg; }
+int LLMEngine::max_model_len() const { return impl_->max_model_len; }
+
+std::string LLMEngine::model_name() const {
+  const EngineConfig& c = impl_->cfg;
+  if (!c.served_model_name.empty()) return c.served_model_name;
+  if (c.model.empty()) return c.preset;
+  std::string m = c.model;
+  while (m.size() > 1 && m.back() == '/') m.pop_back();
+  auto slash = m.find_last_of('/');
+  return slash == std::string::npos ? m : m.substr(slash + 1);
+}
+
+EngineStats LLMEngine::stats() const {
+  const Impl& i = *impl_;
+  EngineStats s;
+  s.num_running = i.sched.num_running();
+  s.num_waiting = i.sched.num_waiting();
+  s.num_preemptions = i.sched.num_preemptions();
+  s.kv_blocks_total = i.pool.num_blocks();
+  s.kv_blocks_free = i.pool.num_free();
+  s.prompt_tokens = i.prompt_tokens;
+  s.generation_tokens = i.generation_tokens;
+  RunnerStats r = i.exec->stats();
+  s.steps_none = r.steps_none;
+  s.steps_piecewise = r.steps_piecewise;
+  s.steps_full = r.steps_full;
+  s.padded_tokens = r.padded_tokens;
+  s.graph_captures_after_startup = r.graph_captures_after_startup;
+  s.num_graphs = r.num_graphs;
+  s.capture_seconds = r.capture_seconds;
+  s.graph_memory_bytes = r.graph_memory_bytes;
+  return s;
+}
+
+}  // namespace gs

@@ -1,0 +1,38 @@
+// LLMEngine::Impl: the engine's state, shared by llm_engine.cpp (request lifecycle, steps) and
+// llm_engine_load.cpp (building the real runner and tokenizer).
+#pragma once
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_request.h"
+#include "engine/executor.h"
+#include "engine/llm_engine.h"
+#include "engine/scheduler.h"
+#include "kv/block_pool.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gs {
+
+struct LLMEngine::Impl {
+  Impl(const EngineConfig& cfg, std::unique_ptr<Executor> exec, const Tokenizer& tok);
+
+  RequestId add(std::vector<int32_t> prompt, const SamplingParams& params);
+  std::vector<RequestOutput> step();
+  void abort(RequestId id);
+
+  EngineConfig cfg;
+  std::unique_ptr<Executor> exec;
+  Tokenizer tok;
+  BlockPool pool;
+  Scheduler sched;
+  int max_model_len = 0;
+  bool max_model_len_from_kv = false;  // lowered to what the KV cache holds
+  std::vector<int> eos_ids;
+  uint64_t request_counter = 0;
+  std::unordered_map<RequestId, std::unique_ptr<EngineRequest>> requests;
+  std::vector<RequestOutput> pending;  // aborted requests' outputs, returned by the next step
+  uint64_t prompt_tokens = 0, generation_tokens = 0;
+};
+
+}  // namespace gs

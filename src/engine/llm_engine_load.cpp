@@ -1,0 +1,28 @@
+// LLMEngine over the real ModelRunner, with the tokenizer that goes with the model.
+#include <filesystem>
+
+#include "core/logging.h"
+#include "engine/llm_engine_impl.h"
+
+namespace gs {
+namespace {
+
+Tokenizer load_tokenizer(const EngineConfig& cfg, const ModelConfig& model) {
+  namespace fs = std::filesystem;
+  if (!cfg.tokenizer.empty()) return Tokenizer::from_dir(cfg.tokenizer);
+  if (!cfg.model.empty() && fs::exists(fs::path(cfg.model) / "tokenizer.json"))
+    return Tokenizer::from_dir(cfg.model);
+  spdlog::info("no tokenizer.json: using the built-in byte-level tokenizer");
+  return Tokenizer::byte_level(model.vocab_size);
+}
+
+}  // namespace
+
+LLMEngine::LLMEngine(const EngineConfig& cfg) {
+  cfg.validate();
+  auto exec = make_runner_executor(cfg);
+  Tokenizer tok = load_tokenizer(cfg, exec->model_config());
+  impl_ = std::make_unique<Impl>(cfg, std::move(exec), tok);
+}
+
+}  // namespace gs

@@ -1,0 +1,55 @@
+// Scheduler: continuous batching with chunked prefill and preemption by recomputation
+// (vLLM v1 style). Each step has a token budget (max_num_batched_tokens): running requests
+// are served first, oldest first (a decode token, or the next prefill chunk), then waiting
+// requests are admitted first-come-first-served while budget, sequence slots and KV blocks
+// last. When a running request needs a block and none is free, the most recently arrived
+// running request is preempted: its blocks are freed and it goes back to the front of the
+// waiting queue, to recompute prompt + generated tokens later. No request is ever dropped.
+//
+// Progress is guaranteed when a request of max_model_len tokens fits the KV cache alone
+// (the engine ensures this). Not thread-safe.
+#pragma once
+#include <deque>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/block_pool.h"
+#include "runner/scheduler_output.h"
+
+namespace gs {
+
+struct SchedulerConfig {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& cfg, BlockPool& pool);
+
+  // Queues a request (status Waiting, nothing computed). The request must outlive its stay.
+  void add(Request* r);
+  // Picks this step's work. The scheduled requests' num_computed_tokens already count the
+  // scheduled tokens when this returns (the ScheduledRequests keep the values from before).
+  SchedulerOutput schedule();
+  // Removes a request (finished or aborted) from the queues and frees its blocks.
+  void finish(Request* r);
+
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_preemptions() const { return num_preemptions_; }
+  bool empty() const { return running_.empty() && waiting_.empty(); }
+
+ private:
+  void preempt(Request* r);
+  static void insert_by_arrival(std::deque<Request*>& q, Request* r);
+  static ScheduledRequest make_scheduled(Request* r, int num_new);
+
+  SchedulerConfig cfg_;
+  BlockPool& pool_;
+  std::deque<Request*> running_;  // sorted by arrival: the back is preempted first
+  std::deque<Request*> waiting_;  // sorted by arrival
+  int num_preemptions_ = 0;
+};
+
+}  // namespace gs

@@ -1,0 +1,92 @@
+// FakeExecutor: a deterministic stand-in for the model that also checks the KV bookkeeping.
+//
+// It keeps a simulated KV cache (per slot: which request, position and token wrote it). For
+// every scheduled request it checks that the cached prefix [0, num_computed_tokens) is exactly
+// the request's tokens, as written by earlier steps through its block table, then writes the
+// new tokens. Its logits are a pseudo-random function of the whole token history read back
+// from the cache, so any scheduling or block-table bug changes the output.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "engine/executor.h"
+#include "runner/sampler.h"
+
+namespace gs::test {
+
+class FakeExecutor final : public Executor {
+ public:
+  FakeExecutor(int vocab, int num_blocks, int block_size, int max_model_len,
+               std::vector<int> eos = {})
+      : num_blocks_(num_blocks), block_size_(block_size), max_model_len_(max_model_len),
+        slots_(static_cast<size_t>(num_blocks) * block_size) {
+    cfg_.vocab_size = vocab;
+    cfg_.eos_token_ids = std::move(eos);
+  }
+
+  RunnerOutput execute(const SchedulerOutput& batch) override {
+    ++steps;
+    std::vector<float> logits;
+    std::vector<const ScheduledRequest*> to_sample;
+    for (const auto& r : batch.requests) {
+      const auto& toks = *r.all_token_ids;
+      const auto& blocks = *r.block_ids;
+      const int end = r.num_computed_tokens + r.num_new_tokens;
+      EXPECT_GE(r.num_new_tokens, 1);
+      EXPECT_LE(end, static_cast<int>(toks.size()));
+      EXPECT_GE(static_cast<int>(blocks.size()) * block_size_, end) << "block table too short";
+      EXPECT_EQ(r.sample, end == static_cast<int>(toks.size()));
+      EXPECT_EQ(r.num_output_tokens, static_cast<int>(toks.size()) - r.num_prompt_tokens);
+      uint64_t h = 0x1234567;
+      for (int pos = 0; pos < end; ++pos) {
+        Slot& s = slot(blocks, pos);
+        if (pos >= r.num_computed_tokens) s = Slot{r.id, pos, toks[pos]};
+        if (s.req != r.id || s.pos != pos || s.token != toks[pos]) {
+          ADD_FAILURE() << "request " << r.id << ": KV slot for position " << pos
+                        << " holds (req " << s.req << ", pos " << s.pos << ")";
+          return {};
+        }
+        h = mix(h ^ static_cast<uint64_t>(s.token));
+      }
+      if (!r.sample) continue;
+      for (int v = 0; v < cfg_.vocab_size; ++v)
+        logits.push_back(static_cast<float>(mix(h + v) % 1000) / 100.0f);  // [0, 10)
+      to_sample.push_back(&r);
+    }
+    RunnerOutput out;
+    out.sampled = sample_tokens(logits.data(), cfg_.vocab_size, to_sample);
+    return out;
+  }
+
+  const ModelConfig& model_config() const override { return cfg_; }
+  int num_kv_blocks() const override { return num_blocks_; }
+  int block_size() const override { return block_size_; }
+  int max_model_len() const override { return max_model_len_; }
+
+  int steps = 0;
+
+ private:
+  struct Slot {
+    RequestId req = 0;
+    int pos = -1;
+    int32_t token = -1;
+  };
+  Slot& slot(const std::vector<int32_t>& blocks, int pos) {
+    return slots_[static_cast<size_t>(blocks[pos / block_size_]) * block_size_ + pos % block_size_];
+  }
+  static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+
+  ModelConfig cfg_;
+  int num_blocks_, block_size_, max_model_len_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace gs::test
