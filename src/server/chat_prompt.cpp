@@ -1,0 +1,78 @@
+#include "server/chat_prompt.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+#if __has_include("tokenizer/chat_template.h")
+#include "tokenizer/chat_template.h"
+#define GS_HAVE_CHAT_TEMPLATE 1
+#endif
+
+namespace gs {
+
+using nlohmann::json;
+
+namespace {
+
+// OpenAI content: a string, null, or a list of parts of which only text parts are supported.
+std::string content_text(const json& content, size_t i) {
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    bad_param("messages", fmt::format("messages[{}].content must be a string or a list of parts", i));
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      bad_param("messages", fmt::format("messages[{}].content: only parts of type \"text\" with a "
+                                        "string \"text\" are supported", i));
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+json normalize_chat_messages(const json& messages) {
+  if (!messages.is_array() || messages.empty())
+    bad_param("messages", "'messages' must be a non-empty list of {role, content} objects");
+  json out = json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad_param("messages", fmt::format("messages[{}] must be an object with a string 'role'", i));
+    json msg = m;  // keep extra keys (name, tool_calls, tool_call_id) for templates that use them
+    msg["content"] = content_text(m.value("content", json()), i);
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+std::string render_chat_prompt(const std::string& chat_template, const json& messages,
+                               const json& tools, bool add_generation_prompt,
+                               const ServedModel& model) {
+  if (chat_template.empty())
+    throw ApiError(400,
+                   fmt::format("model '{}' has no chat template (no chat_template in its "
+                               "tokenizer_config.json); use /v1/completions, or start the "
+                               "server with --chat-template FILE",
+                               model.name),
+                   "messages", "invalid_request_error", "no_chat_template");
+#ifdef GS_HAVE_CHAT_TEMPLATE
+  json special = {{"bos_token", model.bos_token}, {"eos_token", model.eos_token},
+                  {"unk_token", model.unk_token}, {"pad_token", model.pad_token}};
+  try {
+    ChatTemplate tmpl(chat_template);
+    return tmpl.render(messages, tools, add_generation_prompt, special);
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
+  }
+#else
+  (void)messages, (void)tools, (void)add_generation_prompt;
+  throw ApiError(400, "chat templates are not supported by this build", "messages");
+#endif
+}
+
+}  // namespace gs

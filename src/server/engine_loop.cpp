@@ -1,0 +1,143 @@
+#include "server/engine_loop.h"
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "model/model_config.h"
+
+namespace gs {
+
+EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_template)
+    : engine_(std::move(engine)), tokenizer_(engine_->tokenizer()) {
+  model_.name = engine_->model_name();
+  model_.max_model_len = engine_->max_model_len();
+  model_.vocab_size = tokenizer_.size();
+  model_.chat_template = chat_template.empty() ? tokenizer_.chat_template() : chat_template;
+  model_.bos_token = tokenizer_.bos_token();
+  model_.eos_token = tokenizer_.eos_token();
+  stats_ = engine_->stats();
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::vector<int32_t> EngineLoop::encode(std::string_view text, bool add_special_tokens) const {
+  return tokenizer_.encode(text, add_special_tokens);
+}
+std::string EngineLoop::decode(std::span<const int32_t> ids) const { return tokenizer_.decode(ids); }
+std::string EngineLoop::token_text(int32_t id) const {
+  return tokenizer_.decode(std::span<const int32_t>(&id, 1));
+}
+
+RequestId EngineLoop::submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
+                             std::shared_ptr<OutputQueue> sink, int choice) {
+  std::future<RequestId> accepted;
+  {
+    std::lock_guard lock(mu_);
+    GS_CHECK(!stop_, "the engine is shutting down");
+    Pending p{std::move(prompt_ids), params, std::move(sink), choice, {}};
+    accepted = p.accepted.get_future();
+    pending_.push_back(std::move(p));
+  }
+  cv_.notify_all();
+  return accepted.get();  // rethrows the engine's gs::Error
+}
+
+void EngineLoop::abort(RequestId id) {
+  {
+    std::lock_guard lock(mu_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+int EngineLoop::num_waiting() const {
+  std::lock_guard lock(mu_);
+  return stats_.num_waiting + static_cast<int>(pending_.size());
+}
+
+EngineStats EngineLoop::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void EngineLoop::admit(std::deque<Pending>& batch, std::vector<RequestId>& aborts) {
+  for (RequestId id : aborts) {
+    routes_.erase(id);
+    engine_->abort_request(id);
+  }
+  for (Pending& p : batch) {
+    try {
+      RequestId id = engine_->add_request(std::move(p.prompt), p.params);
+      routes_[id] = Route{std::move(p.sink), p.choice};
+      p.accepted.set_value(id);
+    } catch (...) {
+      p.accepted.set_exception(std::current_exception());
+    }
+  }
+}
+
+void EngineLoop::deliver(std::vector<RequestOutput> outs) {
+  for (RequestOutput& out : outs) {
+    auto it = routes_.find(out.id);
+    if (it == routes_.end()) continue;  // aborted meanwhile
+    bool finished = out.finished;
+    it->second.sink->push(ChoiceOutput{it->second.choice, std::move(out)});
+    if (finished) routes_.erase(it);
+  }
+}
+
+// Finishes every request with "abort" so that no client waits forever on a broken engine.
+void EngineLoop::fail_all() {
+  for (auto& [id, route] : routes_) {
+    RequestOutput out;
+    out.id = id;
+    out.finished = true;
+    out.finish_reason = FinishReason::Abort;
+    route.sink->push(ChoiceOutput{route.choice, std::move(out)});
+    engine_->abort_request(id);
+  }
+  routes_.clear();
+}
+
+void EngineLoop::run() {
+  for (;;) {
+    std::deque<Pending> batch;
+    std::vector<RequestId> aborts;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished_requests();
+      });
+      if (stop_) break;
+      batch.swap(pending_);
+      aborts.swap(aborts_);
+    }
+    admit(batch, aborts);
+    std::vector<RequestOutput> outs;
+    try {
+      if (engine_->has_unfinished_requests()) outs = engine_->step();
+    } catch (const std::exception& e) {
+      spdlog::error("engine step failed: {}; aborting its {} requests", e.what(), routes_.size());
+      fail_all();
+    }
+    deliver(std::move(outs));
+    EngineStats s = engine_->stats();
+    std::lock_guard lock(mu_);
+    stats_ = s;
+  }
+  // Shutting down: refuse what is still queued, abort what runs.
+  std::lock_guard lock(mu_);
+  for (Pending& p : pending_)
+    p.accepted.set_exception(std::make_exception_ptr(Error("the engine is shutting down")));
+  pending_.clear();
+  for (auto& [id, route] : routes_) engine_->abort_request(id);
+}
+
+}  // namespace gs

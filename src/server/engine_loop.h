@@ -1,0 +1,66 @@
+// EngineLoop: runs an LLMEngine on its own thread and serves it to HTTP threads as an
+// EngineClient. The thread takes new requests and aborts from a queue, steps while there is
+// work, and delivers each output to its request's OutputQueue.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/llm_engine.h"
+#include "server/engine_client.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gs {
+
+class EngineLoop : public EngineClient {
+ public:
+  // Takes over `engine`; `chat_template` (if not empty) replaces the tokenizer's.
+  explicit EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_template = "");
+  ~EngineLoop() override;  // aborts what is left and joins the thread
+
+  const ServedModel& model() const override { return model_; }
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
+  std::string decode(std::span<const int32_t> ids) const override;
+  std::string token_text(int32_t id) const override;
+  RequestId submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
+                   std::shared_ptr<OutputQueue> sink, int choice) override;
+  void abort(RequestId id) override;
+  int num_waiting() const override;
+  EngineStats stats() const override;
+
+ private:
+  struct Pending {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    std::shared_ptr<OutputQueue> sink;
+    int choice = 0;
+    std::promise<RequestId> accepted;  // or the engine's error
+  };
+  struct Route {
+    std::shared_ptr<OutputQueue> sink;
+    int choice = 0;
+  };
+  void run();
+  void admit(std::deque<Pending>& batch, std::vector<RequestId>& aborts);
+  void deliver(std::vector<RequestOutput> outs);
+  void fail_all();
+
+  std::unique_ptr<LLMEngine> engine_;
+  Tokenizer tokenizer_;  // a copy sharing the immutable tables: safe to use from any thread
+  ServedModel model_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  std::vector<RequestId> aborts_;
+  EngineStats stats_;
+  bool stop_ = false;
+  std::unordered_map<RequestId, Route> routes_;  // engine thread only
+  std::thread thread_;
+};
+
+}  // namespace gs

@@ -1,0 +1,53 @@
+// Generation: one in-flight /v1/completions or /v1/chat/completions request: its engine
+// requests (one per choice), their outputs, response building and latency metrics.
+// Destroying it aborts whatever has not finished (a client that went away frees its KV blocks).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/engine_client.h"
+#include "server/metrics.h"
+#include "server/openai_response.h"
+
+namespace gs {
+
+class Generation {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Submits every choice; throws gs::Error (after aborting those already submitted) when the
+  // engine refuses one. `on_done` runs once, at destruction.
+  Generation(GenerationRequest req, std::string model, EngineClient& client, Metrics& metrics,
+             std::function<void()> on_done);
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  const GenerationRequest& request() const { return req_; }
+  ResponseBuilder& builder() { return builder_; }
+  // Waits up to `timeout` for the next output, records it, returns its stream chunks
+  // (nullopt on timeout).
+  std::optional<std::vector<nlohmann::json>> next(std::chrono::milliseconds timeout);
+  bool finished() const { return builder_.all_finished(); }
+
+ private:
+  struct Timing {
+    Clock::time_point start, last;
+    bool first = true;
+  };
+  void record(const ChoiceOutput& item);
+
+  GenerationRequest req_;
+  EngineClient* client_;
+  Metrics* metrics_;
+  std::function<void()> on_done_;
+  std::shared_ptr<OutputQueue> queue_ = std::make_shared<OutputQueue>();
+  ResponseBuilder builder_;
+  std::vector<RequestId> ids_;
+  std::vector<Timing> timing_;
+};
+
+}  // namespace gs

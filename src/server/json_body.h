@@ -1,0 +1,13 @@
+// Parses an untrusted request body into JSON, refusing what would be costly or ambiguous:
+// invalid UTF-8, nesting deeper than a limit, numbers that overflow, non-object bodies.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string_view>
+
+namespace gs {
+
+// Throws ApiError(400) with a message naming the problem. `max_depth` bounds [ / { nesting.
+nlohmann::json parse_json_body(std::string_view body, int max_depth = 64);
+
+}  // namespace gs

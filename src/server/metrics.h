@@ -1,0 +1,49 @@
+// Metrics: the server's Prometheus counters and histograms (text exposition format 0.0.4),
+// plus the engine's own counters (EngineStats) rendered at scrape time. Thread-safe.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/llm_engine.h"
+
+namespace gs {
+
+// A cumulative histogram over fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  // Appends "_bucket{le=..}", "_sum" and "_count" lines for `name`.
+  void render(std::string& out, const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative); last one is +Inf
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void on_first_token(double ttft_s);
+  void on_inter_token(double itl_s);
+  // A finished choice: its reason ("stop", "length", "abort"), tokens and latency.
+  void on_finished(const std::string& reason, int prompt_tokens, int output_tokens, double e2e_s);
+  void on_rejected(int http_status);  // 4xx/5xx answers to generation requests
+
+  std::string render(const EngineStats& engine, int http_in_flight) const;
+
+ private:
+  mutable std::mutex mu_;
+  Histogram ttft_, itl_, e2e_;
+  std::map<std::string, uint64_t> finished_;
+  std::map<int, uint64_t> rejected_;
+  uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+};
+
+}  // namespace gs

@@ -1,0 +1,193 @@
+#include "server/openai_response.h"
+
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace gs {
+
+using nlohmann::json;
+
+std::string finish_reason_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    default: return "";
+  }
+}
+
+std::string new_response_id(ApiKind kind) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}{:016x}", kind == ApiKind::Chat ? "chatcmpl-" : "cmpl-", rng(), rng());
+}
+
+std::string sse_event(const json& chunk) {
+  // Replace invalid UTF-8 rather than throw: a stream must never die on one odd token.
+  return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+namespace {
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+ResponseBuilder::ResponseBuilder(const GenerationRequest& req, std::string model,
+                                 const EngineClient& client)
+    : kind_(req.kind), id_(new_response_id(req.kind)), model_(std::move(model)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()),
+      top_logprobs_(req.top_logprobs), client_(&client), choices_(req.num_choices()) {
+  for (const auto& p : req.prompts) prompt_tokens_ += static_cast<int>(p.size());
+  for (auto& c : choices_) {
+    if (top_logprobs_ < 0) c.logprobs = nullptr;
+    else if (kind_ == ApiKind::Chat) c.logprobs = {{"content", json::array()}};
+    else c.logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()},
+                       {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  }
+}
+
+json ResponseBuilder::chunk_base() const {
+  return {{"id", id_},
+          {"object", kind_ == ApiKind::Chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created_},
+          {"model", model_}};
+}
+
+std::vector<json> ResponseBuilder::opening_chunks() const {
+  std::vector<json> out;
+  if (kind_ != ApiKind::Chat) return out;
+  for (int i = 0; i < num_choices(); ++i) {
+    json chunk = chunk_base();
+    chunk["choices"] = json::array({{{"index", i},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    out.push_back(std::move(chunk));
+  }
+  return out;
+}
+
+// This output's logprobs in the endpoint's shape (same shape as the accumulated one).
+json ResponseBuilder::logprobs_delta(Choice& c, const RequestOutput& out) const {
+  if (top_logprobs_ < 0) return nullptr;
+  if (kind_ == ApiKind::Chat) {
+    json content = json::array();
+    for (const TokenLogprob& lp : out.logprobs) {
+      std::string tok = client_->token_text(lp.token);
+      json top = json::array();
+      for (const auto& [id, p] : lp.top) {
+        std::string t = client_->token_text(id);
+        top.push_back({{"token", t}, {"logprob", p}, {"bytes", bytes_of(t)}});
+      }
+      content.push_back({{"token", tok}, {"logprob", lp.logprob}, {"bytes", bytes_of(tok)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json d = {{"tokens", json::array()}, {"token_logprobs", json::array()},
+            {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  for (const TokenLogprob& lp : out.logprobs) {
+    std::string tok = client_->token_text(lp.token);
+    json top = json::object();
+    for (const auto& [id, p] : lp.top) top[client_->token_text(id)] = p;
+    d["tokens"].push_back(tok);
+    d["token_logprobs"].push_back(lp.logprob);
+    d["top_logprobs"].push_back(top);
+    d["text_offset"].push_back(c.text_offset);
+    c.text_offset += tok.size();
+  }
+  return d;
+}
+
+void ResponseBuilder::append_logprobs(json& acc, const json& delta) {
+  if (acc.is_null() || delta.is_null()) return;
+  for (auto& [key, list] : delta.items())
+    for (const json& v : list) acc[key].push_back(v);
+}
+
+json ResponseBuilder::choice_chunk(int index, const std::string& text, const json& logprobs,
+                                   const Choice& c) const {
+  json choice = {{"index", index}, {"logprobs", logprobs}};
+  if (kind_ == ApiKind::Chat)
+    choice["delta"] = text.empty() && c.finished ? json::object() : json{{"content", text}};
+  else
+    choice["text"] = text;
+  std::string reason = finish_reason_string(c.reason);
+  choice["finish_reason"] = c.finished ? json(reason) : json(nullptr);
+  if (kind_ == ApiKind::Completion)
+    choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
+  json chunk = chunk_base();
+  chunk["choices"] = json::array({choice});
+  return chunk;
+}
+
+std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
+  if (item.choice < 0 || item.choice >= num_choices()) return {};
+  Choice& c = choices_[item.choice];
+  if (c.finished) return {};
+  const RequestOutput& out = item.out;
+  c.text += out.new_text;
+  c.output_tokens = std::max(c.output_tokens, out.num_output_tokens);
+  json lp = logprobs_delta(c, out);
+  append_logprobs(c.logprobs, lp);
+  if (out.finished) {
+    c.finished = true;
+    c.reason = out.finish_reason == FinishReason::None ? FinishReason::Stop : out.finish_reason;
+    c.stop_reason = out.stop_reason;
+  }
+  bool has_logprobs = !lp.is_null() && !out.logprobs.empty();
+  if (out.new_text.empty() && !has_logprobs && !out.finished) return {};
+  return {choice_chunk(item.choice, out.new_text, lp, c)};
+}
+
+bool ResponseBuilder::all_finished() const {
+  for (const auto& c : choices_)
+    if (!c.finished) return false;
+  return true;
+}
+
+json ResponseBuilder::usage() const {
+  int completion = 0;
+  for (const auto& c : choices_) completion += c.output_tokens;
+  return {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion},
+          {"total_tokens", prompt_tokens_ + completion}};
+}
+
+json ResponseBuilder::usage_chunk() const {
+  json chunk = chunk_base();
+  chunk["choices"] = json::array();
+  chunk["usage"] = usage();
+  return chunk;
+}
+
+json ResponseBuilder::response() const {
+  json choices = json::array();
+  for (int i = 0; i < num_choices(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}, {"logprobs", c.logprobs},
+                   {"finish_reason", finish_reason_string(c.reason)}};
+    if (kind_ == ApiKind::Chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+      choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
+    }
+    choices.push_back(std::move(choice));
+  }
+  return {{"id", id_},
+          {"object", kind_ == ApiKind::Chat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", choices},
+          {"usage", usage()}};
+}
+
+}  // namespace gs
