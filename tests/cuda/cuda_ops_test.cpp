@@ -86,11 +86,11 @@ TEST_F(CudaOps, HeadRmsNorm) {
   expect_close(cx, gx);
 }
 
-// GEMV for M <= 8, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
+// GEMV for M = 1, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
 TEST_F(CudaOps, LinearAllPaths) {
   struct Case { int M, N, K; bool bias, f32; };
   for (const Case c : {Case{1, 256, 512, false, false}, Case{3, 130, 256, true, false}, Case{8, 64, 1024, false, true},
-                       Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false},
+                       Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false}, Case{2, 96, 64, true, true},
                        Case{1, 1000, 2048, false, true}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K);
     auto [cx, gx] = both(randn(size_t(c.M) * c.K, 10 + c.M), {c.M, c.K});

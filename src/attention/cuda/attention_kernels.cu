@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kGroup = 8;  // query heads per CTA (GQA group, split when larger)
+constexpr int kVBatch = 8;  // keys whose V rows are loaded together
 
 __global__ void reshape_and_cache_kernel(const uint16_t* k, const uint16_t* v, uint16_t* kc,
                                          uint16_t* vc, const int32_t* slots, int row, int64_t num_slots) {
@@ -35,14 +36,22 @@ __device__ int find_request(const int32_t* qsl, int n, int t) {
   return lo;
 }
 
-__device__ float dot_row(const uint16_t* kp, const float* qs, int D) {
+// q.k of one key row; every 16-byte load of the row is issued before the first use.
+template <int MAXD>
+__device__ __forceinline__ float dot_row(const uint16_t* kp, const float* qs, int D) {
   float s = 0.0f;
   if (D % 8 == 0) {
-    for (int d = 0; d < D; d += 8) {
-      float kf[8];
-      unpack8(*reinterpret_cast<const uint4*>(kp + d), kf);
+    uint4 kv[MAXD / 8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) s = fmaf(qs[d + j], kf[j], s);
+    for (int c = 0; c < MAXD / 8; ++c)
+      if (c * 8 < D) kv[c] = *reinterpret_cast<const uint4*>(kp + c * 8);
+#pragma unroll
+    for (int c = 0; c < MAXD / 8; ++c) {
+      if (c * 8 >= D) break;
+      float kf[8];
+      unpack8(kv[c], kf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s = fmaf(qs[c * 8 + j], kf[j], s);
     }
   } else {
     for (int d = 0; d < D; ++d) s = fmaf(qs[d], bf2f(kp[d]), s);
@@ -104,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
       if (h >= nh) break;
-      const float s = valid ? dot_row(kp, q_s[h], D) : -FLT_MAX;
+      const float s = valid ? dot_row<MAXD>(kp, q_s[h], D) : -FLT_MAX;
       const float mn = fmaxf(m[h], warp_max(s));
       const float corr = __expf(m[h] - mn);
       pr[h] = valid ? __expf(s - mn) : 0.0f;
@@ -113,19 +122,27 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
 #pragma unroll
       for (int i = 0; i < DPL; ++i) acc[h][i] *= corr;
     }
+    // p.v in batches of kVBatch keys, each batch's loads issued before its FMAs.
     const int n = min(32, limit - base);
-    for (int jj = 0; jj < n; ++jj) {
-      const int64_t sj = __shfl_sync(0xffffffffu, slot, jj);
-      const uint16_t* vp = p.v_cache + sj * row + int64_t(g) * D;
-      float vv[DPL];
+    for (int j0 = 0; j0 < n; j0 += kVBatch) {
+      float vv[kVBatch][DPL];
 #pragma unroll
-      for (int i = 0; i < DPL; ++i) vv[i] = lane + 32 * i < D ? bf2f(vp[lane + 32 * i]) : 0.0f;
+      for (int b = 0; b < kVBatch; ++b) {
+        const int64_t sj = __shfl_sync(0xffffffffu, slot, (j0 + b) & 31);
+        const uint16_t* vp = p.v_cache + sj * row + int64_t(g) * D;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i)
+          vv[b][i] = (j0 + b < n && lane + 32 * i < D) ? bf2f(vp[lane + 32 * i]) : 0.0f;
+      }
 #pragma unroll
       for (int h = 0; h < kGroup; ++h) {
         if (h >= nh) break;
-        const float pj = __shfl_sync(0xffffffffu, pr[h], jj);
 #pragma unroll
-        for (int i = 0; i < DPL; ++i) acc[h][i] = fmaf(pj, vv[i], acc[h][i]);
+        for (int b = 0; b < kVBatch; ++b) {
+          const float pj = __shfl_sync(0xffffffffu, pr[h], (j0 + b) & 31);
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) acc[h][i] = fmaf(pj, vv[b][i], acc[h][i]);
+        }
       }
     }
   }

@@ -80,13 +80,6 @@ cudaError_t gemv(const bf16_t* x, const bf16_t* w, const bf16_t* bias, void* y, 
   if (N <= 0) return cudaGetLastError();
   switch (M) {
     case 1: launch<1>(x, w, bias, y, y_f32, N, K, s); break;
-    case 2: launch<2>(x, w, bias, y, y_f32, N, K, s); break;
-    case 3: launch<3>(x, w, bias, y, y_f32, N, K, s); break;
-    case 4: launch<4>(x, w, bias, y, y_f32, N, K, s); break;
-    case 5: launch<5>(x, w, bias, y, y_f32, N, K, s); break;
-    case 6: launch<6>(x, w, bias, y, y_f32, N, K, s); break;
-    case 7: launch<7>(x, w, bias, y, y_f32, N, K, s); break;
-    case 8: launch<8>(x, w, bias, y, y_f32, N, K, s); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
