@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "engine/executor.h"
@@ -53,11 +54,17 @@ class FakeExecutor final : public Executor {
       }
       if (!r.sample) continue;
       for (int v = 0; v < cfg_.vocab_size; ++v)
-        logits.push_back(static_cast<float>(mix(h + v) % 1000) / 100.0f);  // [0, 10)
+        logits.push_back(static_cast<float>(mix(h + v) % 1000) / 100.0f +  // [0, 10)
+                         (v == favored ? 100.0f : 0.0f));
       to_sample.push_back(&r);
     }
     RunnerOutput out;
     out.sampled = sample_tokens(logits.data(), cfg_.vocab_size, to_sample);
+    for (size_t i = 0; i < out.sampled.size(); ++i) {
+      auto it = script.find(out.sampled[i].id);
+      if (it != script.end() && to_sample[i]->num_output_tokens < static_cast<int>(it->second.size()))
+        out.sampled[i].token = it->second[to_sample[i]->num_output_tokens];
+    }
     return out;
   }
 
@@ -67,6 +74,9 @@ class FakeExecutor final : public Executor {
   int max_model_len() const override { return max_model_len_; }
 
   int steps = 0;
+  int favored = -1;  // a token whose logit is raised far above the others
+  // Requests (by id) whose outputs are scripted instead of sampled.
+  std::map<RequestId, std::vector<int32_t>> script;
 
  private:
   struct Slot {
