@@ -138,7 +138,7 @@ Value round_filter(const Value& v, const CallArgs& a) {
   const double scale = std::pow(10.0, static_cast<double>(p));
   const double x = v.as_double() * scale;
   double r = 0;
-  if (method == "common") r = std::round(x);
+  if (method == "common") r = std::nearbyint(x);  // Python's round(): halves go to even
   else if (method == "floor") r = std::floor(x);
   else if (method == "ceil") r = std::ceil(x);
   else fail("round(): method must be 'common', 'floor' or 'ceil', got '{}'", method);

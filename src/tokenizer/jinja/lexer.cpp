@@ -131,9 +131,12 @@ class Lexer {
       if (depth == 0) {
         const char mod = closer(is_var);
         if (mod != 'x') {
+          // `{% raw %}` keeps the newline after it (Jinja2 applies trim_blocks only to endraw).
+          const bool is_raw = !is_var && tokens_.size() == first + 2 && tokens_[first + 1].type == Tok::Name &&
+                              tokens_[first + 1].text == "raw";
           tokens_.push_back({is_var ? Tok::VarEnd : Tok::BlockEnd, "", at(pos_)});
           pos_ += 2 + (mod != '\0' ? 1 : 0);
-          control_after(mod, !is_var);
+          control_after(mod, !is_var && !is_raw);
           break;
         }
       }

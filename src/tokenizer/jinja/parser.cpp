@@ -17,6 +17,18 @@ int depth_of(const ArgExprs& a) {
 }
 
 class Parser {
+  // Bounds parser recursion (nested parentheses, `not not ...`, `a if b else c if ...`).
+  struct Nest {
+    Nest(Parser& p) : p(p) {
+      if (++p.nesting_ > kMaxNesting)
+        error(p.cur().pos, fmt::format("expression or block nested deeper than {} levels", kMaxNesting));
+    }
+    ~Nest() { --p.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    Parser& p;
+  };
+
  public:
   explicit Parser(const std::vector<Token>& t) : t_(t) {}
 
@@ -72,7 +84,7 @@ class Parser {
   // ---- statements ----
   // Parses until a `{% name %}` with name in `ends`; leaves the cursor on that name.
   Body parse_body(std::initializer_list<std::string_view> ends) {
-    if (++body_depth_ > kMaxNesting) error(cur().pos, fmt::format("blocks nested deeper than {} levels", kMaxNesting));
+    const Nest nest(*this);
     Body body;
     while (cur().type != Tok::Eof) {
       const Token& t = cur();
@@ -89,7 +101,6 @@ class Parser {
         const Token& name = peek();
         if (name.type == Tok::Name && std::find(ends.begin(), ends.end(), name.text) != ends.end()) {
           take();
-          --body_depth_;
           return body;
         }
         take();
@@ -99,7 +110,6 @@ class Parser {
     for (const auto end : ends)
       if (end.rfind("end", 0) == 0)
         error(cur().pos, fmt::format("unexpected end of template: missing '{{% {} %}}'", end));
-    --body_depth_;
     return body;
   }
 
@@ -272,6 +282,7 @@ class Parser {
   }
 
   ExprPtr parse_expression(bool with_cond = true) {
+    const Nest nest(*this);
     ExprPtr e = parse_or();
     if (!with_cond) return e;
     while (is_name("if")) {
@@ -313,6 +324,7 @@ class Parser {
   }
   ExprPtr parse_not() {
     if (is_name("not")) {
+      const Nest nest(*this);
       const Pos pos = take().pos;
       ExprPtr operand = parse_not();
       const int d = operand->depth;
@@ -375,7 +387,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
-    if (++unary_depth_ > kMaxNesting) error(cur().pos, fmt::format("expression nested deeper than {} levels", kMaxNesting));
+    const Nest nest(*this);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& t = take();
@@ -387,7 +399,6 @@ class Parser {
     }
     e = parse_postfix(std::move(e));
     if (with_filter) e = parse_filters(std::move(e));
-    --unary_depth_;
     return e;
   }
 
@@ -410,7 +421,7 @@ class Parser {
         take();
         int64_t v = 0;
         for (const char c : t.text) {
-          if (v > (INT64_MAX - 9) / 10) error(t.pos, fmt::format("integer literal {} is too large", t.text));
+          if (v > (INT64_MAX - (c - '0')) / 10) error(t.pos, fmt::format("integer literal {} is too large", t.text));
           v = v * 10 + (c - '0');
         }
         return mk(t.pos, expr::Literal{Value(v)}, 0);
@@ -592,8 +603,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
-  int body_depth_ = 0;
-  int unary_depth_ = 0;
+  int nesting_ = 0;
   int loop_depth_ = 0;
 };
 
