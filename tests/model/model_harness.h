@@ -37,8 +37,17 @@ class ModelHarness {
   const ModelConfig& config() const { return cfg_; }
   PiecewiseModel& model() { return *model_; }
 
-  // One forward over requests (id -> new tokens), in order. Returns [total tokens][vocab] logits.
-  std::vector<std::vector<float>> step(const std::vector<std::pair<int, std::vector<int>>>& batch) {
+  using Batch = std::vector<std::pair<int, std::vector<int>>>;
+
+  // One eager forward over requests (id -> new tokens), in order. Returns [tokens][vocab] logits.
+  std::vector<std::vector<float>> step(const Batch& batch) {
+    const ForwardInputs in = prepare(batch);
+    run(in);
+    return read_logits(in.num_tokens);
+  }
+
+  // Writes the batch into the persistent input buffers (advancing each request's context).
+  ForwardInputs prepare(const Batch& batch) {
     int t = 0;
     int* qsl = md_.query_start_loc.data_as<int>();
     for (size_t r = 0; r < batch.size(); ++r) {
@@ -59,17 +68,26 @@ class ModelHarness {
     qsl[batch.size()] = t;
     md_.num_tokens = md_.num_actual_tokens = t;
     md_.num_reqs = md_.num_reqs_padded = int(batch.size());
-    ForwardInputs in{t, ids_.rows(0, t), pos_.rows(0, t), &md_};
+    return ForwardInputs{t, ids_.rows(0, t), pos_.rows(0, t), &md_};
+  }
+
+  // Enqueues the forward and the logits of every token (eager, or recorded while capturing).
+  void run(const ForwardInputs& in) {
     model_->forward(in);
-    model_->compute_logits(rows_.rows(0, t), logits_.rows(0, t));
+    model_->compute_logits(rows_.rows(0, in.num_tokens), logits_.rows(0, in.num_tokens));
+  }
+
+  std::vector<std::vector<float>> read_logits(int n) {
     be_->stream().synchronize();
-    std::vector<std::vector<float>> out(static_cast<size_t>(t));
-    for (int i = 0; i < t; ++i) {
+    std::vector<std::vector<float>> out(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
       const float* row = logits_.data_as<float>() + int64_t(i) * cfg_.vocab_size;
       out[size_t(i)].assign(row, row + cfg_.vocab_size);
     }
     return out;
   }
+
+  Backend& backend() { return *be_; }
 
  private:
   struct Request {
