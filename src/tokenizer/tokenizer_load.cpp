@@ -142,16 +142,20 @@ std::shared_ptr<Tokenizer::Impl> build(const fs::path& dir) {
   }
   impl->size = static_cast<int>(ids.size());
 
-  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"}) {
+  // tokenizer_config.json wins; special_tokens_map.json fills in what it lacks.
+  json cfg = json::object();
+  fs::path cfg_path = dir / "tokenizer_config.json";
+  for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
     if (!fs::exists(dir / name)) continue;
-    const fs::path cfg_path = dir / name;
-    const json cfg = parse_json(cfg_path);
-    try {
-      apply_config(*impl, cfg, dir);
-    } catch (const json::exception& e) {
-      fail("{}: unexpected content: {}", cfg_path.string(), e.what());
-    }
-    break;
+    const json part = parse_json(dir / name);
+    GS_CHECK(part.is_object(), "{}: expected a JSON object", (dir / name).string());
+    cfg.update(part);
+    cfg_path = dir / name;
+  }
+  try {
+    apply_config(*impl, cfg, dir);
+  } catch (const json::exception& e) {
+    fail("{}: unexpected content: {}", cfg_path.string(), e.what());
   }
   return impl;
 }

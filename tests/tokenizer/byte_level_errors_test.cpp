@@ -119,5 +119,17 @@ TEST_F(BrokenDir, MinimalTokenizerWorks) {
   EXPECT_EQ(tok.chat_template(), "");
 }
 
+TEST_F(BrokenDir, SpecialTokensMapFillsMissingConfigEntries) {
+  write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1, "</s>": 2},
+                              "merges": []}})");
+  write("tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": "{{ x }}"})");
+  write("special_tokens_map.json", R"({"bos_token": "</s>", "eos_token": {"content": "</s>"}})");
+  const Tokenizer tok = Tokenizer::from_dir(dir_);
+  EXPECT_EQ(tok.bos_id(), 1);  // tokenizer_config.json wins
+  EXPECT_EQ(tok.eos_id(), 2);
+  EXPECT_TRUE(tok.is_special(2));
+  EXPECT_EQ(tok.chat_template(), "{{ x }}");
+}
+
 }  // namespace
 }  // namespace gs
