@@ -50,7 +50,7 @@ ApiServer::ApiServer(EngineClient& client, ServerConfig cfg)
 }
 
 ApiServer::~ApiServer() {
-  if (http_->is_running()) http_->stop();
+  http_->stop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -59,6 +59,8 @@ void ApiServer::start() {
                          : (http_->bind_to_port(cfg_.host, cfg_.port) ? cfg_.port : -1);
   GS_CHECK(port_ > 0, "cannot listen on {}:{} (in use, or not a local address?)", cfg_.host, cfg_.port);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
+  // stop() is a no-op until the listener runs, so make sure it does before returning.
+  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 bool ApiServer::shutdown(std::chrono::milliseconds timeout) {
@@ -138,9 +140,11 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
   try {
     if (draining_) throw ApiError(503, "the server is shutting down", "", "service_unavailable");
     json body = parse_json_body(req.body, cfg_.max_json_depth);
-    GenerationRequest greq = kind == ApiKind::Chat
-                                 ? parse_chat_request(body, client_, cfg_.chat_template, cfg_.limits)
-                                 : parse_completion_request(body, client_, cfg_.limits);
+    GenerationRequest greq =
+        kind == ApiKind::Chat
+            ? parse_chat_request(body, nlohmann::ordered_json::parse(req.body), client_,
+                                 cfg_.chat_template, cfg_.limits)
+            : parse_completion_request(body, client_, cfg_.limits);
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
       throw ApiError(503, fmt::format("the server is overloaded ({} requests waiting); retry later",
                                       client_.num_waiting()),
@@ -202,9 +206,11 @@ void ApiServer::handle_tokenize(const httplib::Request& req, httplib::Response& 
     json body = parse_json_body(req.body, cfg_.max_json_depth);
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      json messages = normalize_chat_messages(body["messages"]);
+      auto ordered = nlohmann::ordered_json::parse(req.body);
+      auto messages = normalize_chat_messages(ordered["messages"]);
       bool gen_prompt = fields::get_bool(body, "add_generation_prompt", true);
-      std::string prompt = render_chat_prompt(cfg_.chat_template, messages, body.value("tools", json()),
+      std::string prompt = render_chat_prompt(cfg_.chat_template, messages,
+                                              ordered.value("tools", nlohmann::ordered_json()),
                                               gen_prompt, client_.model());
       ids = client_.encode(prompt, fields::get_bool(body, "add_special_tokens", false));
     } else {
@@ -217,6 +223,8 @@ void ApiServer::handle_tokenize(const httplib::Request& req, httplib::Response& 
                          {"max_model_len", client_.model().max_model_len}});
   } catch (const ApiError& e) {
     send_error(res, e);
+  } catch (const std::exception& e) {
+    send_error(res, ApiError(400, e.what()));
   }
 }
 
@@ -230,6 +238,8 @@ void ApiServer::handle_detokenize(const httplib::Request& req, httplib::Response
     send_json(res, 200, {{"prompt", client_.decode(ids32)}});
   } catch (const ApiError& e) {
     send_error(res, e);
+  } catch (const std::exception& e) {
+    send_error(res, ApiError(400, e.what()));
   }
 }
 

@@ -12,7 +12,7 @@
 
 namespace gs {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -61,7 +61,7 @@ std::string render_chat_prompt(const std::string& chat_template, const json& mes
                                model.name),
                    "messages", "invalid_request_error", "no_chat_template");
 #ifdef GS_HAVE_CHAT_TEMPLATE
-  json special = {{"bos_token", model.bos_token}, {"eos_token", model.eos_token},
+  nlohmann::ordered_json special = {{"bos_token", model.bos_token}, {"eos_token", model.eos_token},
                   {"unk_token", model.unk_token}, {"pad_token", model.pad_token}};
   try {
     ChatTemplate tmpl(chat_template);

@@ -148,8 +148,9 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
   return r;
 }
 
-GenerationRequest parse_chat_request(const json& body, const EngineClient& client,
-                                     const std::string& chat_template, const RequestLimits& limits) {
+GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_json& ordered,
+                                     const EngineClient& client, const std::string& chat_template,
+                                     const RequestLimits& limits) {
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Chat;
@@ -159,8 +160,8 @@ GenerationRequest parse_chat_request(const json& body, const EngineClient& clien
   else if (f::present(body, "top_logprobs"))
     bad_param("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
   if (!body.contains("messages")) bad_param("messages", "'messages' is required");
-  json messages = normalize_chat_messages(body["messages"]);
-  json tools = body.value("tools", json());
+  nlohmann::ordered_json messages = normalize_chat_messages(ordered["messages"]);
+  nlohmann::ordered_json tools = ordered.value("tools", nlohmann::ordered_json());
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
   std::string prompt =
       render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());

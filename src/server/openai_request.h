@@ -34,8 +34,9 @@ struct RequestLimits {
 // Throw ApiError (400) naming the field at fault.
 GenerationRequest parse_completion_request(const nlohmann::json& body, const EngineClient& client,
                                            const RequestLimits& limits = {});
-GenerationRequest parse_chat_request(const nlohmann::json& body, const EngineClient& client,
-                                     const std::string& chat_template,
+// `ordered` is the same body parsed keeping key order (for messages and tools).
+GenerationRequest parse_chat_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered,
+                                     const EngineClient& client, const std::string& chat_template,
                                      const RequestLimits& limits = {});
 
 }  // namespace gs

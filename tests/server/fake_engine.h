@@ -1,0 +1,114 @@
+// FakeEngine: an EngineClient with a byte tokenizer and a thread that emits one letter per
+// request every millisecond, so HTTP behaviour is tested without a model.
+// A prompt starting with 'S' ends with finish_reason "stop" after 3 tokens (unless ignore_eos).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "server/engine_client.h"
+
+namespace gs::test {
+
+class FakeEngine : public EngineClient {
+ public:
+  FakeEngine() {
+    model_.name = "fake";
+    model_.max_model_len = 128;
+    model_.vocab_size = 258;
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FakeEngine() override {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  ServedModel& mutable_model() { return model_; }
+  const ServedModel& model() const override { return model_; }
+  std::vector<int32_t> encode(std::string_view text, bool) const override {
+    return std::vector<int32_t>(text.begin(), text.end());
+  }
+  std::string decode(std::span<const int32_t> ids) const override {
+    return std::string(ids.begin(), ids.end());
+  }
+  std::string token_text(int32_t id) const override { return std::string(1, char(id)); }
+  RequestId submit(std::vector<int32_t> prompt, const SamplingParams& p,
+                   std::shared_ptr<OutputQueue> sink, int choice) override {
+    GS_CHECK(p.temperature != 1.5f, "fake refuses temperature 1.5");
+    std::lock_guard l(mu_);
+    RequestId id = ++next_id_;
+    live_[id] = Live{std::move(prompt), p, std::move(sink), choice, 0};
+    ++submitted;
+    cv_.notify_all();
+    return id;
+  }
+  void abort(RequestId id) override {
+    std::lock_guard l(mu_);
+    if (live_.erase(id)) ++aborted;
+  }
+  int num_waiting() const override { return waiting.load(); }
+  EngineStats stats() const override {
+    std::lock_guard l(mu_);
+    EngineStats s;
+    s.num_running = static_cast<int>(live_.size());
+    s.kv_blocks_total = 1000;
+    s.kv_blocks_free = 1000 - static_cast<int>(live_.size());
+    return s;
+  }
+  int live() const {
+    std::lock_guard l(mu_);
+    return static_cast<int>(live_.size());
+  }
+
+  std::atomic<int> submitted{0}, aborted{0}, waiting{0};
+
+ private:
+  struct Live {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    std::shared_ptr<OutputQueue> sink;
+    int choice;
+    int produced;
+  };
+  void run() {
+    std::unique_lock l(mu_);
+    while (!stop_) {
+      cv_.wait_for(l, std::chrono::milliseconds(1));
+      for (auto it = live_.begin(); it != live_.end();) {
+        Live& r = it->second;
+        RequestOutput o;
+        o.id = it->first;
+        int32_t tok = 'a' + r.produced % 26;
+        o.new_token_ids = {tok};
+        o.new_text = std::string(1, char(tok));
+        o.num_prompt_tokens = static_cast<int>(r.prompt.size());
+        o.num_output_tokens = ++r.produced;
+        if (r.params.logprobs >= 0) o.logprobs.push_back({tok, -0.5f, {{tok, -0.5f}}});
+        bool stop = r.prompt[0] == 'S' && !r.params.ignore_eos && r.produced == 3;
+        if (stop || r.produced >= r.params.max_tokens) {
+          o.finished = true;
+          o.finish_reason = stop ? FinishReason::Stop : FinishReason::Length;
+        }
+        const bool done = o.finished;
+        r.sink->push(ChoiceOutput{r.choice, std::move(o)});
+        it = done ? live_.erase(it) : std::next(it);
+      }
+    }
+  }
+
+  ServedModel model_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<RequestId, Live> live_;
+  RequestId next_id_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gs::test
