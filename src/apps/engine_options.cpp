@@ -1,0 +1,81 @@
+// The engine flags shared by generate, serve and the benchmarks.
+#include <memory>
+#include <string>
+
+#include "apps/commands.h"
+#include "core/error.h"
+#include "engine/byte_size.h"
+
+namespace gs {
+namespace {
+
+// -O levels as presets of the graph mode (vLLM's -O0..-O3).
+void apply_level(CompilationConfig& cc, int level) {
+  GS_CHECK(level >= 0 && level <= 3, "-O must be 0, 1, 2 or 3, got {}", level);
+  static constexpr const char* kModes[] = {"NONE", "PIECEWISE", "FULL_AND_PIECEWISE",
+                                           "FULL_AND_PIECEWISE"};
+  cc.apply_setting("cudagraph_mode", kModes[level]);
+}
+
+// "-cc.KEY=VALUE" (or "--cc.KEY=VALUE"): CLI11 cannot declare such flags, so they arrive as
+// extras of the subcommand.
+void apply_cc_extras(CLI::App& cmd, CompilationConfig& cc) {
+  for (const std::string& arg : cmd.remaining()) {
+    std::string s = arg;
+    if (s.rfind("--cc.", 0) == 0) s.erase(0, 1);
+    GS_CHECK(s.rfind("-cc.", 0) == 0, "unknown argument '{}' (see {} --help)", arg, cmd.get_name());
+    s.erase(0, 4);
+    const auto eq = s.find('=');
+    GS_CHECK(eq != std::string::npos && eq > 0, "'{}': write -cc.KEY=VALUE, e.g. -cc.cudagraph_mode=FULL",
+             arg);
+    cc.apply_setting(s.substr(0, eq), s.substr(eq + 1));
+  }
+}
+
+}  // namespace
+
+void add_engine_options(CLI::App& cmd, EngineConfig& cfg) {
+  cmd.add_option("--model", cfg.model, "Hugging Face model directory (default: the dummy --preset)");
+  cmd.add_option("--load-format", cfg.load_format, "auto | safetensors | dummy")->capture_default_str();
+  cmd.add_option("--preset", cfg.preset, "model shape for dummy weights (graphserve info --presets)")
+      ->capture_default_str();
+  cmd.add_option("--tokenizer", cfg.tokenizer, "tokenizer directory (default: the model's)");
+  cmd.add_option("--served-model-name", cfg.served_model_name, "model name clients use");
+  cmd.add_option("--device", cfg.device, "auto | cpu | cuda")->capture_default_str();
+  cmd.add_option("--dtype", cfg.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
+  cmd.add_option("--seed", cfg.seed, "seed of dummy weights and of requests without their own seed")
+      ->capture_default_str();
+  cmd.add_option("--max-num-seqs", cfg.max_num_seqs, "most requests in one step")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens, "most tokens in one step")
+      ->capture_default_str();
+  cmd.add_option("--max-model-len", cfg.max_model_len, "context length (0: the model's)")
+      ->capture_default_str();
+  cmd.add_option("--block-size", cfg.block_size, "tokens per KV cache block")->capture_default_str();
+  cmd.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization,
+                 "fraction of GPU memory to use (weights, activations, KV cache)")
+      ->capture_default_str();
+  cmd.add_option_function<std::string>(
+      "--kv-cache-memory",
+      [&cfg](const std::string& v) { cfg.kv_cache_memory_bytes = parse_byte_size(v, "--kv-cache-memory"); },
+      "KV cache size in bytes; suffixes K, M, G (powers of 1024), e.g. 512MiB");
+  cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "GPUs to shard the model over")
+      ->capture_default_str();
+  cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
+  cmd.add_option_function<int>(
+      "-O", [&cfg](int level) { apply_level(cfg.compilation, level); },
+      "graph preset: 0 NONE, 1 PIECEWISE, 2 and 3 FULL_AND_PIECEWISE");
+  cmd.add_option_function<std::string>(
+      "--compilation-config", [&cfg](const std::string& j) { cfg.compilation.apply_json(j); },
+      "JSON, e.g. '{\"cudagraph_mode\": \"PIECEWISE\", \"cudagraph_capture_sizes\": [1, 2, 4]}'; "
+      "single settings as -cc.KEY=VALUE");
+  cmd.allow_extras();
+  // Runs after the option callbacks above, so -cc.* settings override -O and the JSON.
+  cmd.parse_complete_callback([&cmd, &cfg] { apply_cc_extras(cmd, cfg.compilation); });
+}
+
+void finish_engine_options(EngineConfig& cfg) {
+  if (cfg.enforce_eager) cfg.compilation.cudagraph_mode = CUDAGraphMode::NONE;
+  cfg.validate();
+}
+
+}  // namespace gs
