@@ -46,9 +46,10 @@ ModelConfig with_llama3_rope(ModelConfig c, float factor) {
 }
 
 std::string describe(const char* what, const ModelConfig& c) {
-  return fmt::format("{} shape ({}, {} layers, hidden {}, GQA {}/{}, vocab {}, {:.2f}B params)", what,
-                     c.architecture_name, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
-                     double(c.num_parameters()) / 1e9);
+  const double n = double(c.num_parameters());
+  const std::string params = n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.1f}M", n / 1e6);
+  return fmt::format("{} shape ({}, {} layers, hidden {}, GQA {}/{}, vocab {}, {} params)", what, c.architecture_name,
+                     c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size, params);
 }
 
 std::vector<Preset> build() {
