@@ -1,10 +1,87 @@
-// graphserve serve (placeholder until the server layer provides it)
+// graphserve serve: the OpenAI-compatible HTTP server. With no --model it serves the built-in
+// dummy preset, so `graphserve serve` alone starts a working server.
+// SIGTERM / SIGINT: stop taking requests, let in-flight ones finish (--shutdown-timeout), exit 0.
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <pthread.h>
+
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/logging.h"
+#include "engine/llm_engine.h"
+#include "server/api_server.h"
+#include "server/engine_loop.h"
 
 namespace gs {
-void add_serve_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "(not built yet)");
-  cmd->callback([] { fail("'serve' is not implemented yet"); });
+namespace {
+
+struct ServeArgs {
+  EngineConfig cfg;
+  ServerConfig server;
+  std::string chat_template_file;
+  double shutdown_timeout_s = 30.0;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GS_CHECK(in.good(), "--chat-template: cannot open '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
+
+// Blocks SIGINT/SIGTERM in this thread and every thread it starts after; they are taken with
+// sigwait() instead of an async handler.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+void run(ServeArgs& a) {
+  finish_engine_options(a.cfg);
+  GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
+  const std::string tmpl = a.chat_template_file.empty() ? "" : read_file(a.chat_template_file);
+  const sigset_t stop_signals = block_stop_signals();
+  EngineLoop engine(std::make_unique<LLMEngine>(a.cfg), tmpl);
+  ApiServer server(engine, a.server);
+  server.start();
+  spdlog::info("serving '{}' at http://{}:{}/v1 (max_model_len {}, chat template: {})",
+               engine.model().name, a.server.host, server.port(), engine.model().max_model_len,
+               engine.model().chat_template.empty() ? "none" : "yes");
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("{}: finishing {} in-flight requests (up to {} s), then exiting",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", server.in_flight(), a.shutdown_timeout_s);
+  const bool drained = server.shutdown(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
+  if (!drained) spdlog::warn("shutdown timeout: unfinished requests were aborted");
+  spdlog::info("server stopped");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, ...)");
+  add_engine_options(*cmd, args->cfg);
+  ServerConfig& s = args->server;
+  cmd->add_option("--host", s.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  cmd->add_option("--port", s.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1 routes")->envname("GRAPHSERVE_API_KEY");
+  cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the tokenizer's)");
+  cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body (413 above)")->capture_default_str();
+  cmd->add_option("--http-threads", s.http_threads, "connections served at once")->capture_default_str()->check(CLI::Range(4, 4096));
+  cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s, "seconds to let in-flight requests finish on SIGTERM")
+      ->capture_default_str();
+  cmd->callback([args] { run(*args); });
+}
+
 }  // namespace gs
