@@ -51,7 +51,7 @@ void tile(const float* x, const float* w, const float* b, float* y, int64_t T, i
 
 void linear(const float* x, const float* w, const float* b, float* y, int64_t T, int64_t N, int64_t K) {
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
-#pragma omp parallel for schedule(static) if (T * N * K > (1 << 18))
+#pragma omp parallel for schedule(static) if (T * N * K > (1 << 22))
   for (int64_t i = 0; i < tiles; ++i) {
     const int64_t n0 = i * kRowTile;
     tile(x, w, b, y, T, N, K, n0, std::min(N, n0 + kRowTile));
