@@ -39,20 +39,27 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
        file.string(), name);
 }
 
+// rope_theta + rope_scaling (transformers 4), or one rope_parameters object (transformers 5).
 void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
-  c.rope.theta = float(json_number(j, "rope_theta", 10000.0, file));
   c.rope.head_dim = c.head_dim;
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return;
-  GS_CHECK(it->is_object(), "{}: 'rope_scaling' must be an object or null", file.string());
-  std::string type = it->value("rope_type", it->value("type", std::string("default")));
+  auto params = j.find("rope_parameters");
+  const bool v5 = params != j.end() && params->is_object();
+  c.rope.theta = float(json_number(v5 ? *params : j, "rope_theta", json_number(j, "rope_theta", 10000.0, file), file));
+  const json* scaling = v5 ? &*params : nullptr;
+  if (!v5) {
+    auto it = j.find("rope_scaling");
+    if (it == j.end() || it->is_null()) return;
+    GS_CHECK(it->is_object(), "{}: 'rope_scaling' must be an object or null", file.string());
+    scaling = &*it;
+  }
+  const std::string type = scaling->value("rope_type", scaling->value("type", std::string("default")));
   if (type == "default") return;
   GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: llama3, default)",
            file.string(), type);
-  c.rope.llama3_factor = float(json_number(*it, "factor", 8.0, file));
-  c.rope.llama3_low_freq_factor = float(json_number(*it, "low_freq_factor", 1.0, file));
-  c.rope.llama3_high_freq_factor = float(json_number(*it, "high_freq_factor", 4.0, file));
-  c.rope.llama3_original_max_position = json_int(*it, "original_max_position_embeddings", 8192, file);
+  c.rope.llama3_factor = float(json_number(*scaling, "factor", 8.0, file));
+  c.rope.llama3_low_freq_factor = float(json_number(*scaling, "low_freq_factor", 1.0, file));
+  c.rope.llama3_high_freq_factor = float(json_number(*scaling, "high_freq_factor", 4.0, file));
+  c.rope.llama3_original_max_position = json_int(*scaling, "original_max_position_embeddings", 8192, file);
   GS_CHECK(c.rope.llama3_factor > 0 && c.rope.llama3_high_freq_factor > c.rope.llama3_low_freq_factor,
            "{}: rope_scaling llama3 needs factor > 0 and high_freq_factor > low_freq_factor", file.string());
 }

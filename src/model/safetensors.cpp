@@ -119,7 +119,11 @@ void SafetensorsCheckpoint::add_file(const fs::path& path) {
              "{}: tensor '{}' has malformed data_offsets", path.string(), name);
     const uint64_t b = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
+    for (int64_t d : t.shape) {
+      GS_CHECK(d == 0 || numel <= (int64_t(1) << 48) / d, "{}: tensor '{}' has an absurd shape {}", path.string(), name,
+               shape_str(t.shape));
+      numel *= d;
+    }
     GS_CHECK(end >= b && end - b == uint64_t(numel) * dtype_size(t.dtype),
              "{}: tensor '{}' spans {} bytes but {} {} needs {}", path.string(), name, end - b, dtype_name(t.dtype),
              shape_str(t.shape), uint64_t(numel) * dtype_size(t.dtype));
