@@ -32,13 +32,10 @@ class DummySource final : public WeightSource {
     const uint64_t key = splitmix64(seed_ ^ hash_name(name));
     const float a = std::sqrt(3.0f / float(fan_in > 0 ? fan_in : 1));
     const DType dt = dst.dtype();
-    chunk_.resize(size_t(std::min(n, kChunk)));
-    host_.resize(chunk_.size() * dtype_size(dt));
+    host_.resize(size_t(std::min(n, kChunk)) * dtype_size(dt));
     for (int64_t off = 0; off < n; off += kChunk) {
       const int64_t m = std::min(kChunk, n - off);
-#pragma omp parallel for if (m > 65536)
-      for (int64_t i = 0; i < m; ++i) chunk_[size_t(i)] = value(init, key, uint64_t(off + i), a);
-      convert_host(chunk_.data(), DType::F32, host_.data(), dt, size_t(m));
+      fill(host_.data(), dt, m, [&](int64_t i) { return value(init, key, uint64_t(off + i), a); });
       backend_.copy(flat.rows(off, m), Tensor::wrap(host_.data(), {m}, dt, Device::cpu()));
       backend_.stream().synchronize();  // host_ is reused by the next chunk
     }
@@ -46,6 +43,25 @@ class DummySource final : public WeightSource {
 
  private:
   static constexpr int64_t kChunk = 1 << 22;
+
+  // Writes gen(0..m) into `out` as `dt`, in parallel: the 8B shape has 8e9 of them.
+  template <typename Gen>
+  static void fill(uint8_t* out, DType dt, int64_t m, Gen gen) {
+    if (dt == DType::F32) {
+      auto* o = reinterpret_cast<float*>(out);
+#pragma omp parallel for if (m > 65536)
+      for (int64_t i = 0; i < m; ++i) o[i] = gen(i);
+      return;
+    }
+    auto* o = reinterpret_cast<uint16_t*>(out);
+    if (dt == DType::BF16) {
+#pragma omp parallel for if (m > 65536)
+      for (int64_t i = 0; i < m; ++i) o[i] = f32_to_bf16(gen(i));
+      return;
+    }
+#pragma omp parallel for if (m > 65536)
+    for (int64_t i = 0; i < m; ++i) o[i] = f32_to_f16(gen(i));
+  }
 
   static float value(WeightInit init, uint64_t key, uint64_t i, float a) {
     switch (init) {
@@ -60,7 +76,6 @@ class DummySource final : public WeightSource {
 
   uint64_t seed_;
   Backend& backend_;
-  std::vector<float> chunk_;
   std::vector<uint8_t> host_;
 };
 
