@@ -1,6 +1,7 @@
 #include "server/api_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <fmt/format.h>
 
@@ -46,6 +47,11 @@ ApiServer::ApiServer(EngineClient& client, ServerConfig cfg)
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(cfg_.max_body_bytes);
   http_->set_keep_alive_timeout(2);  // bounds how long shutdown waits on idle connections
+  http_->set_socket_options([this](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = fd;
+  });
   routes();
 }
 
@@ -58,6 +64,9 @@ void ApiServer::start() {
   port_ = cfg_.port == 0 ? http_->bind_to_any_port(cfg_.host)
                          : (http_->bind_to_port(cfg_.host, cfg_.port) ? cfg_.port : -1);
   GS_CHECK(port_ > 0, "cannot listen on {}:{} (in use, or not a local address?)", cfg_.host, cfg_.port);
+  // httplib listens with a backlog of 5, which drops connections when many clients arrive at
+  // once; listening again on the same socket raises it.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, 4096);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   // stop() is a no-op until the listener runs, so make sure it does before returning.
   while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));

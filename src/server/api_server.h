@@ -68,6 +68,7 @@ class ApiServer {
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int port_ = 0;
+  int listen_fd_ = -1;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
   std::mutex mu_;

@@ -14,8 +14,8 @@ std::string type_name(const json& v) { return v.type_name(); }
 int64_t as_int(const json& v, const char* key, int64_t lo, int64_t hi) {
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi))
-      bad_param(key, fmt::format("'{}' is {}, above the maximum {}", key, u, hi));
+    if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
+      bad_param(key, fmt::format("'{}' is {}, outside the valid range [{}, {}]", key, u, lo, hi));
     return static_cast<int64_t>(u);
   }
   if (!v.is_number_integer())

@@ -79,7 +79,9 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
   if (!f::present(body, "prompt")) bad_param("prompt", "'prompt' is required");
   const json& p = body["prompt"];
   std::vector<std::vector<int32_t>> out;
-  if (p.is_string()) {
+  if (p.is_string() && p.get_ref<const std::string&>().empty()) {
+    bad_param("prompt", "'prompt' is an empty string");
+  } else if (p.is_string()) {
     out.push_back(client.encode(p.get<std::string>(), true));
   } else if (p.is_array() && !p.empty() && p[0].is_number()) {
     out.push_back(token_list(p, client));
@@ -88,7 +90,9 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
       bad_param("prompt", fmt::format("{} prompts in one request; at most {} are allowed",
                                       p.size(), limits.max_prompts));
     for (const json& item : p) {
-      if (item.is_string()) out.push_back(client.encode(item.get<std::string>(), true));
+      if (item.is_string() && item.get_ref<const std::string&>().empty())
+        bad_param("prompt", "a prompt in the list is an empty string");
+      else if (item.is_string()) out.push_back(client.encode(item.get<std::string>(), true));
       else if (item.is_array()) out.push_back(token_list(item, client));
       else bad_param("prompt", "'prompt' lists must hold strings or lists of token ids");
     }

@@ -41,6 +41,7 @@ struct SseResult {
   std::vector<nlohmann::json> events;  // parsed data: payloads before [DONE]
   bool done = false;                   // saw data: [DONE]
   std::string raw;
+  std::string error;  // httplib's error when there was no complete answer
 };
 
 // Posts `body` and reads the event stream; with `stop_after` >= 0 it hangs up after that many
@@ -71,6 +72,7 @@ inline SseResult post_stream(int port, const std::string& path, const std::strin
   };
   auto r = cli.send(req);
   if (r) out.status = r->status;
+  else out.error = httplib::to_string(r.error());
   return out;
 }
 
