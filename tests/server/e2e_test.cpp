@@ -113,6 +113,8 @@ TEST_F(E2E, OpenAINodeSdk) {
   EXPECT_EQ(j["completion_stream"], expected) << out;
   EXPECT_EQ(j["chat_stream"], j["chat"]) << out;
   EXPECT_EQ(j["chat_finish"], "length") << out;
+  EXPECT_EQ(j["chat_usage"], 8) << out;
+  EXPECT_EQ(j["completion_usage"], 12) << out;
   EXPECT_EQ(j["bad_status"], 400) << out;
 }
 

@@ -1,0 +1,47 @@
+// Drives a running graphserve with the official OpenAI Node SDK; prints one JSON line of what
+// it saw for tests/server/e2e_test.cpp to check. Usage: node openai_sdk_test.mjs PORT
+import OpenAI from "openai";
+
+const port = process.argv[2];
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0, timeout: 30000 });
+const out = {};
+
+const models = await client.models.list();
+const model = models.data[0].id;
+
+const c = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 12, temperature: 0 });
+out.completion = c.choices[0].text;
+out.completion_usage = c.usage.completion_tokens;
+
+let text = "";
+for await (const chunk of await client.completions.create({
+  model, prompt: "Once upon a time", max_tokens: 12, temperature: 0, stream: true,
+})) text += chunk.choices[0]?.text ?? "";
+out.completion_stream = text;
+
+const messages = [{ role: "user", content: "Tell me a story" }];
+const chat = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0 });
+out.chat = chat.choices[0].message.content;
+
+let streamed = "", finish = null, usage = null;
+const stream = await client.chat.completions.create({
+  model, messages, max_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true },
+});
+for await (const chunk of stream) {
+  if (chunk.usage) usage = chunk.usage;
+  for (const ch of chunk.choices) {
+    streamed += ch.delta?.content ?? "";
+    if (ch.finish_reason) finish = ch.finish_reason;
+  }
+}
+out.chat_stream = streamed;
+out.chat_finish = finish;
+out.chat_usage = usage?.completion_tokens;
+
+try {
+  await client.completions.create({ model, prompt: "x", temperature: 5 });
+} catch (e) {
+  out.bad_status = e.status;
+  out.bad_message = e.error?.message ?? e.message;
+}
+console.log(JSON.stringify(out));
