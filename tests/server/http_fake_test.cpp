@@ -6,6 +6,7 @@
 #include "fake_engine.h"
 #include "http_client.h"
 #include "server/api_server.h"
+#include "server/serve_bench.h"
 
 namespace gs {
 namespace {
@@ -210,6 +211,32 @@ TEST_F(HttpFake, MetricsExposition) {
                            "graphserve_forward_steps_total{mode=\"FULL\"} 0",
                            "graphserve_graph_captures_after_startup_total 0"})
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
+}
+
+}  // namespace
+}  // namespace gs
+
+namespace gs {
+namespace {
+
+using nlohmann::json;
+
+TEST_F(HttpFake, BenchServeMeasuresEveryRequest) {
+  ServeBenchConfig cfg;
+  cfg.base_url = "http://127.0.0.1:" + std::to_string(port);
+  cfg.num_prompts = 12;
+  cfg.input_len = 4;
+  cfg.output_len = 5;
+  cfg.max_concurrency = 4;
+  ServeBenchResult r = run_serve_bench(cfg);
+  json s = r.summary();
+  EXPECT_EQ(s["model"], "fake");
+  EXPECT_EQ(s["completed"], 12) << s.dump();
+  EXPECT_EQ(s["total_output_tokens"], 12 * 5);
+  EXPECT_GT(s["total_input_tokens"].get<int>(), 12 * 4);  // fake tokens are bytes
+  for (const auto& q : r.requests) EXPECT_EQ(q.itl.size(), 4u);
+  EXPECT_GT(s["ttft_ms"]["p99"].get<double>(), 0.0);
+  EXPECT_GE(s["tpot_ms"]["p90"].get<double>(), s["tpot_ms"]["median"].get<double>());
 }
 
 }  // namespace
