@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -28,6 +29,8 @@ struct Req {
   std::vector<int32_t> blocks{0};
   SamplingParams params;
   ScheduledRequest r;
+  Req(const Req&) = delete;  // `r` points into this object
+  Req& operator=(const Req&) = delete;
   Req(SamplingParams p, uint64_t seed, int n_prompt = 3) : params(std::move(p)) {
     r.id = seed;
     r.all_token_ids = &tokens;
@@ -76,7 +79,7 @@ TEST(Sampler, TopKOneEqualsGreedy) {
 TEST(Sampler, SeededSamplingIsReproducibleAndBatchIndependent) {
   SamplingParams p;
   p.temperature = 1.0f;
-  std::vector<Req> reqs;
+  std::deque<Req> reqs;
   for (int i = 0; i < 8; ++i) reqs.emplace_back(p, 1000 + i);
   // Alone.
   std::vector<int32_t> alone;
