@@ -19,8 +19,10 @@ class EngineRequest {
                 const std::vector<int>& eos_ids, double arrival_time);
 
   Request& request() { return req_; }
-  // Appends a sampled token and decides whether the request is done. `max_model_len` caps
-  // prompt + output.
+  // Appends a sampled token and decides whether the request is done, in vLLM's order: eos
+  // (unless ignore_eos) or a stop token id once min_tokens are out (neither is put in the
+  // text), then stop strings (the text ends before them; min_tokens does not hold them off),
+  // then max_tokens or prompt + output reaching `max_model_len` (Length).
   RequestOutput on_token(const SampledToken& s, int max_model_len, double now);
   // The output of an aborted request.
   RequestOutput aborted() const;
