@@ -98,14 +98,19 @@ int32_t sample_row(float* row, int vocab, const ScheduledRequest& r) {
   const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
   const bool truncate = top_k_on || p.top_p < 1.0f || p.min_p > 0.0f;
 
+  const float mx = *std::max_element(row, row + vocab);
+  const double u = uniform_draw(r.seed, r.num_output_tokens);
+  if (!truncate) {  // the whole vocabulary, in id order
+    std::vector<double> w(vocab);
+    for (int i = 0; i < vocab; ++i) w[i] = std::exp(static_cast<double>(row[i] - mx));
+    return static_cast<int32_t>(draw_index(w, u));
+  }
+  // Candidates in descending logit order (ties: lower id first).
   std::vector<int32_t> ids(vocab);
   std::iota(ids.begin(), ids.end(), 0);
-  if (truncate) {  // candidates in descending logit order
-    size_t k = top_k_on ? static_cast<size_t>(p.top_k) : ids.size();
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), ByLogitDesc{row});
-    ids.resize(k);
-  }
-  const float mx = *std::max_element(row, row + vocab);
+  const size_t k = top_k_on ? static_cast<size_t>(p.top_k) : ids.size();
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), ByLogitDesc{row});
+  ids.resize(k);
   std::vector<double> w(ids.size());
   double total = 0.0;
   for (size_t i = 0; i < ids.size(); ++i) total += w[i] = std::exp(static_cast<double>(row[ids[i]] - mx));
@@ -117,11 +122,11 @@ int32_t sample_row(float* row, int vocab, const ScheduledRequest& r) {
     w.resize(std::max<size_t>(keep, 1));
     ids.resize(w.size());
   }
-  if (p.min_p > 0.0f) {  // w[0] is the most likely token (weight exp(0) = 1)
+  if (p.min_p > 0.0f) {  // w[0] is the most likely token's weight
     for (double& x : w)
       if (x < p.min_p * w[0]) x = 0.0;
   }
-  return ids[draw_index(w, uniform_draw(r.seed, r.num_output_tokens))];
+  return ids[draw_index(w, u)];
 }
 
 void fill_logprobs(const std::vector<float>& lp, int n_top, SampledToken& out) {
