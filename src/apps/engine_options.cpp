@@ -60,6 +60,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg) {
       "KV cache size in bytes; suffixes K, M, G (powers of 1024), e.g. 512MiB");
   cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "GPUs to shard the model over")
       ->capture_default_str();
+  cmd.add_flag("--enable-prefix-caching", cfg.enable_prefix_caching,
+               "reuse the KV cache of common prompt prefixes");
   cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
   cmd.add_option_function<int>(
       "-O", [&cfg](int level) { apply_level(cfg.compilation, level); },

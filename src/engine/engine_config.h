@@ -25,6 +25,7 @@ struct EngineConfig {
   float gpu_memory_utilization = 0.9f;
   size_t kv_cache_memory_bytes = 0;  // 0: from gpu_memory_utilization (CUDA) or 512 MiB (CPU)
   int tensor_parallel_size = 1;
+  bool enable_prefix_caching = false;  // reuse the KV blocks of prompts' common prefixes
 
   bool enforce_eager = false;        // same as cudagraph_mode NONE
   CompilationConfig compilation;

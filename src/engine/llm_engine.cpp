@@ -22,7 +22,7 @@ uint64_t splitmix64(uint64_t x) {
 }
 
 SchedulerConfig scheduler_config(const EngineConfig& cfg) {
-  return {cfg.max_num_seqs, cfg.max_num_batched_tokens};
+  return {cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching};
 }
 
 }  // namespace
@@ -98,6 +98,7 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
     prompt_tokens += std::max(0, std::min(s.num_computed_tokens + s.num_new_tokens, s.num_prompt_tokens) -
                                      s.num_computed_tokens);
   RunnerOutput result = exec->execute(batch);
+  sched.on_step_executed();
   const double now = now_seconds();
   size_t k = 0;
   for (const auto& s : batch.requests) {
@@ -160,6 +161,7 @@ EngineStats LLMEngine::stats() const {
   s.num_running = i.sched.num_running();
   s.num_waiting = i.sched.num_waiting();
   s.num_preemptions = i.sched.num_preemptions();
+  s.prefix_cache_hit_tokens = i.sched.prefix_cache_hit_tokens();
   s.kv_blocks_total = i.pool.num_blocks();
   s.kv_blocks_free = i.pool.num_free();
   s.prompt_tokens = i.prompt_tokens;

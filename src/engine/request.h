@@ -22,6 +22,8 @@ struct Request {
   SamplingParams params;
   uint64_t seed = 0;
   BlockTable blocks;
+  std::vector<uint64_t> block_hashes;  // prefix hash of each full block of `tokens`
+  int num_registered_blocks = 0;       // leading blocks already offered to the prefix cache
   RequestStatus status = RequestStatus::Waiting;
   int num_preemptions = 0;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kv/prefix_hash.h"
 
 namespace gs {
 
@@ -42,6 +43,7 @@ ScheduledRequest Scheduler::make_scheduled(Request* r, int num_new) {
 
 void Scheduler::preempt(Request* r) {
   r->blocks.release_all(pool_);
+  r->num_registered_blocks = 0;
   r->num_computed_tokens = 0;
   r->status = RequestStatus::Waiting;
   ++r->num_preemptions;
@@ -49,8 +51,37 @@ void Scheduler::preempt(Request* r) {
   insert_by_arrival(waiting_, r);
 }
 
+// Takes the cached blocks of the request's longest cached prefix; returns the tokens covered.
+int Scheduler::adopt_cached_prefix(Request* r) {
+  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0) return 0;
+  extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
+  const int max_hits = (r->num_tokens() - 1) / pool_.block_size();
+  int hits = 0;
+  for (; hits < max_hits; ++hits) {
+    auto id = pool_.lookup(r->block_hashes[hits]);
+    if (!id) break;
+    r->blocks.append_cached(pool_, *id);
+  }
+  r->num_registered_blocks = hits;
+  return hits * pool_.block_size();
+}
+
+void Scheduler::on_step_executed() {
+  if (cfg_.enable_prefix_caching)
+    for (Request* r : last_scheduled_) {
+      if (r->status != RequestStatus::Running) continue;
+      extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
+      const int full = r->num_computed_tokens / pool_.block_size();
+      for (int j = r->num_registered_blocks; j < full; ++j)
+        pool_.register_hash(r->blocks.ids()[j], r->block_hashes[j]);
+      r->num_registered_blocks = std::max(r->num_registered_blocks, full);
+    }
+  last_scheduled_.clear();
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
+  last_scheduled_.clear();
   int budget = cfg_.max_num_batched_tokens;
   bool preempted = false;
 
@@ -75,6 +106,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     if (self_preempted) break;
     out.requests.push_back(make_scheduled(r, num_new));
+    last_scheduled_.push_back(r);
     budget -= num_new;
     ++i;
   }
@@ -84,12 +116,20 @@ SchedulerOutput Scheduler::schedule() {
   while (!preempted && budget > 0 && !waiting_.empty() &&
          num_running() < cfg_.max_num_seqs) {
     Request* r = waiting_.front();
-    int num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
-    if (!r->blocks.reserve(pool_, r->num_computed_tokens + num_new)) break;
+    const int cached = adopt_cached_prefix(r);
+    int num_new = std::min(r->num_tokens() - cached, budget);
+    if (!r->blocks.reserve(pool_, cached + num_new)) {
+      r->blocks.release_all(pool_);  // cached blocks go back to the cache
+      r->num_registered_blocks = 0;
+      break;
+    }
+    r->num_computed_tokens = cached;
+    prefix_hit_tokens_ += cached;
     waiting_.pop_front();
     r->status = RequestStatus::Running;
     insert_by_arrival(running_, r);
     out.requests.push_back(make_scheduled(r, num_new));
+    last_scheduled_.push_back(r);
     budget -= num_new;
   }
   return out;
@@ -99,7 +139,10 @@ void Scheduler::finish(Request* r) {
   auto drop = [r](std::deque<Request*>& q) { q.erase(std::remove(q.begin(), q.end(), r), q.end()); };
   drop(running_);
   drop(waiting_);
+  last_scheduled_.erase(std::remove(last_scheduled_.begin(), last_scheduled_.end(), r),
+                        last_scheduled_.end());
   r->blocks.release_all(pool_);
+  r->num_registered_blocks = 0;
   r->status = RequestStatus::Finished;
 }
 

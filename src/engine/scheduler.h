@@ -21,6 +21,9 @@ namespace gs {
 struct SchedulerConfig {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
+  // Admitted requests start from the longest cached prefix of full blocks (at least one
+  // token is always computed, so the request still samples).
+  bool enable_prefix_caching = false;
 };
 
 class Scheduler {
@@ -32,24 +35,30 @@ class Scheduler {
   // Picks this step's work. The scheduled requests' num_computed_tokens already count the
   // scheduled tokens when this returns (the ScheduledRequests keep the values from before).
   SchedulerOutput schedule();
+  // Call after the executor ran the last schedule(): the blocks it filled become cacheable.
+  void on_step_executed();
   // Removes a request (finished or aborted) from the queues and frees its blocks.
   void finish(Request* r);
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_preemptions() const { return num_preemptions_; }
+  uint64_t prefix_cache_hit_tokens() const { return prefix_hit_tokens_; }
   bool empty() const { return running_.empty() && waiting_.empty(); }
 
  private:
   void preempt(Request* r);
   static void insert_by_arrival(std::deque<Request*>& q, Request* r);
   static ScheduledRequest make_scheduled(Request* r, int num_new);
+  int adopt_cached_prefix(Request* r);
 
   SchedulerConfig cfg_;
   BlockPool& pool_;
   std::deque<Request*> running_;  // sorted by arrival: the back is preempted first
   std::deque<Request*> waiting_;  // sorted by arrival
   int num_preemptions_ = 0;
+  uint64_t prefix_hit_tokens_ = 0;
+  std::vector<Request*> last_scheduled_;
 };
 
 }  // namespace gs

@@ -8,8 +8,8 @@ BlockPool::BlockPool(int num_blocks, int block_size) : block_size_(block_size) {
   GS_CHECK(num_blocks >= 1, "the KV cache needs at least 1 block, got {} (raise --kv-cache-memory)",
            num_blocks);
   GS_CHECK(block_size >= 1, "block size must be >= 1, got {}", block_size);
-  ref_counts_.assign(num_blocks, 0);
-  for (BlockId i = 0; i < num_blocks; ++i) free_.push_back(i);
+  blocks_.resize(num_blocks);
+  for (BlockId i = 0; i < num_blocks; ++i) blocks_[i].free_pos = free_.insert(free_.end(), i);
 }
 
 std::optional<std::vector<BlockId>> BlockPool::allocate(int n) {
@@ -20,7 +20,12 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(int n) {
   for (int i = 0; i < n; ++i) {
     BlockId id = free_.front();
     free_.pop_front();
-    ref_counts_[id] = 1;
+    Block& b = blocks_[id];
+    if (b.hash) {  // its cached prefix is about to be overwritten
+      cached_.erase(*b.hash);
+      b.hash.reset();
+    }
+    b.ref_count = 1;
     ids.push_back(id);
   }
   return ids;
@@ -28,19 +33,39 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(int n) {
 
 void BlockPool::retain(BlockId id) {
   check_id(id);
-  GS_CHECK(ref_counts_[id] > 0, "KV block {} is free and cannot be shared", id);
-  ++ref_counts_[id];
+  Block& b = blocks_[id];
+  if (b.ref_count == 0) {
+    GS_CHECK(b.hash.has_value(), "KV block {} is free and holds no cached prefix", id);
+    free_.erase(b.free_pos);
+  }
+  ++b.ref_count;
 }
 
 void BlockPool::release(BlockId id) {
   check_id(id);
-  GS_CHECK(ref_counts_[id] > 0, "KV block {} freed twice", id);
-  if (--ref_counts_[id] == 0) free_.push_back(id);
+  Block& b = blocks_[id];
+  GS_CHECK(b.ref_count > 0, "KV block {} freed twice", id);
+  if (--b.ref_count == 0) b.free_pos = free_.insert(free_.end(), id);
 }
 
 int BlockPool::ref_count(BlockId id) const {
   check_id(id);
-  return ref_counts_[id];
+  return blocks_[id].ref_count;
+}
+
+void BlockPool::register_hash(BlockId id, uint64_t hash) {
+  check_id(id);
+  Block& b = blocks_[id];
+  GS_CHECK(b.ref_count > 0, "KV block {} is free: only held blocks can be registered", id);
+  if (b.hash || cached_.count(hash)) return;
+  b.hash = hash;
+  cached_.emplace(hash, id);
+}
+
+std::optional<BlockId> BlockPool::lookup(uint64_t hash) const {
+  auto it = cached_.find(hash);
+  if (it == cached_.end()) return std::nullopt;
+  return it->second;
 }
 
 void BlockPool::check_id(BlockId id) const {

@@ -11,6 +11,11 @@ bool BlockTable::reserve(BlockPool& pool, int num_tokens) {
   return true;
 }
 
+void BlockTable::append_cached(BlockPool& pool, BlockId id) {
+  pool.retain(id);
+  ids_.push_back(id);
+}
+
 void BlockTable::release_all(BlockPool& pool) {
   for (BlockId id : ids_) pool.release(id);
   ids_.clear();

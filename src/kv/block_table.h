@@ -20,6 +20,9 @@ class BlockTable {
   // Makes room for `num_tokens` tokens in total, allocating what is missing from `pool`.
   // All or nothing: returns false (and allocates nothing) when the pool has too few blocks.
   bool reserve(BlockPool& pool, int num_tokens);
+  // Appends a cached block (prefix caching), taking a reference on it. The table must hold
+  // only full blocks so far.
+  void append_cached(BlockPool& pool, BlockId id);
   // Releases every block to `pool`; the table is empty afterwards.
   void release_all(BlockPool& pool);
 

@@ -1,6 +1,6 @@
 // FakeExecutor: a deterministic stand-in for the model that also checks the KV bookkeeping.
 //
-// It keeps a simulated KV cache (per slot: which request, position and token wrote it). For
+// It keeps a simulated KV cache (per slot: the position, token and prefix hash written). For
 // every scheduled request it checks that the cached prefix [0, num_computed_tokens) is exactly
 // the request's tokens, as written by earlier steps through its block table, then writes the
 // new tokens. Its logits are a pseudo-random function of the whole token history read back
@@ -43,14 +43,14 @@ class FakeExecutor final : public Executor {
       EXPECT_EQ(r.num_output_tokens, static_cast<int>(toks.size()) - r.num_prompt_tokens);
       uint64_t h = 0x1234567;
       for (int pos = 0; pos < end; ++pos) {
+        h = mix(h ^ static_cast<uint64_t>(toks[pos]));
         Slot& s = slot(blocks, pos);
-        if (pos >= r.num_computed_tokens) s = Slot{r.id, pos, toks[pos]};
-        if (s.req != r.id || s.pos != pos || s.token != toks[pos]) {
+        if (pos >= r.num_computed_tokens) s = Slot{h, pos, toks[pos]};
+        if (s.prefix != h || s.pos != pos || s.token != toks[pos]) {
           ADD_FAILURE() << "request " << r.id << ": KV slot for position " << pos
-                        << " holds (req " << s.req << ", pos " << s.pos << ")";
+                        << " holds another prefix (pos " << s.pos << ")";
           return {};
         }
-        h = mix(h ^ static_cast<uint64_t>(s.token));
       }
       if (!r.sample) continue;
       for (int v = 0; v < cfg_.vocab_size; ++v)
@@ -80,7 +80,7 @@ class FakeExecutor final : public Executor {
 
  private:
   struct Slot {
-    RequestId req = 0;
+    uint64_t prefix = 0;  // hash of the tokens up to and including this one
     int pos = -1;
     int32_t token = -1;
   };

@@ -23,16 +23,17 @@ struct Spec {
 
 struct Budget {
   int num_blocks, block_size, max_num_seqs, max_num_batched_tokens, max_model_len;
+  bool prefix_caching = false;
 };
 
 constexpr int kVocab = 97;
 
 // Runs `specs` through a Scheduler + FakeExecutor; returns each request's output tokens.
 std::vector<std::vector<int32_t>> run(const std::vector<Spec>& specs, const Budget& b,
-                                      int* preemptions = nullptr) {
+                                      int* preemptions = nullptr, uint64_t* hits = nullptr) {
   test::FakeExecutor exec(kVocab, b.num_blocks, b.block_size, b.max_model_len);
   BlockPool pool(b.num_blocks, b.block_size);
-  Scheduler sched({b.max_num_seqs, b.max_num_batched_tokens}, pool);
+  Scheduler sched({b.max_num_seqs, b.max_num_batched_tokens, b.prefix_caching}, pool);
   std::vector<std::unique_ptr<Request>> reqs;
   std::vector<std::vector<int32_t>> outputs(specs.size());
   size_t next = 0, finished = 0;
@@ -57,6 +58,7 @@ std::vector<std::vector<int32_t>> run(const std::vector<Spec>& specs, const Budg
     std::set<RequestId> ids;
     for (const auto& s : out.requests) EXPECT_TRUE(ids.insert(s.id).second) << "scheduled twice";
     RunnerOutput res = exec.execute(out);
+    sched.on_step_executed();
     if (::testing::Test::HasFailure()) return outputs;
     size_t k = 0;
     for (const auto& s : out.requests) {
@@ -78,6 +80,7 @@ std::vector<std::vector<int32_t>> run(const std::vector<Spec>& specs, const Budg
   EXPECT_TRUE(sched.empty());
   EXPECT_EQ(pool.num_free(), pool.num_blocks()) << "KV blocks leaked";
   if (preemptions) *preemptions = sched.num_preemptions();
+  if (hits) *hits += sched.prefix_cache_hit_tokens();
   return outputs;
 }
 
@@ -89,7 +92,11 @@ std::vector<Spec> random_specs(std::mt19937& rng, int n, int max_prompt, int max
     t += static_cast<int>(rng() % 3);
     s.arrival_step = t;
     int len = 1 + static_cast<int>(rng() % std::min(max_prompt, max_model_len - 1));
-    for (int i = 0; i < len; ++i) s.prompt.push_back(static_cast<int32_t>(rng() % kVocab));
+    // Half the prompts share a common beginning (prefix caching hits).
+    for (int i = 0; i < len; ++i)
+      s.prompt.push_back(static_cast<int32_t>(rng() % 2 ? (i * 7) % kVocab : rng() % kVocab));
+    if (rng() % 2)
+      for (int i = 0; i < len; ++i) s.prompt[i] = (i * 7) % kVocab;
     s.max_tokens = 1 + static_cast<int>(rng() % max_out);
     if (rng() % 2) {
       s.params.temperature = 0.0f;
@@ -104,8 +111,10 @@ std::vector<Spec> random_specs(std::mt19937& rng, int n, int max_prompt, int max
 TEST(Scheduler, OutputsMatchStandaloneUnderRandomBudgets) {
   std::mt19937 rng(2024);
   int total_preemptions = 0;
+  uint64_t total_hits = 0;
   for (int trial = 0; trial < 120; ++trial) {
     Budget b;
+    b.prefix_caching = trial % 2 == 1;
     b.block_size = 1 + static_cast<int>(rng() % 8);
     b.max_model_len = 24 + static_cast<int>(rng() % 40);
     // From barely one max-length request up to plenty.
@@ -115,7 +124,7 @@ TEST(Scheduler, OutputsMatchStandaloneUnderRandomBudgets) {
     b.max_num_batched_tokens = 1 + static_cast<int>(rng() % 64);
     auto specs = random_specs(rng, 4 + static_cast<int>(rng() % 12), 40, 30, b.max_model_len);
     int preemptions = 0;
-    auto together = run(specs, b, &preemptions);
+    auto together = run(specs, b, &preemptions, &total_hits);
     total_preemptions += preemptions;
     ASSERT_FALSE(::testing::Test::HasFailure()) << "trial " << trial;
     Budget alone{b.num_blocks, b.block_size, 1, 4096, b.max_model_len};
@@ -130,6 +139,7 @@ TEST(Scheduler, OutputsMatchStandaloneUnderRandomBudgets) {
     }
   }
   EXPECT_GT(total_preemptions, 0) << "the budgets never forced a preemption";
+  EXPECT_GT(total_hits, 0u) << "prefix caching never hit";
 }
 
 TEST(Scheduler, ChunkedPrefillRespectsTheTokenBudget) {

@@ -114,3 +114,36 @@ TEST(Stories260KEngine, TextPromptAndErrors) {
 
 }  // namespace
 }  // namespace gs
+
+namespace gs {
+namespace {
+
+// Prefix caching on the real model: a second wave repeating the first wave's prompts (and
+// one extended prompt) reuses cached blocks and still gives exactly the golden tokens.
+TEST(Stories260KEngine, PrefixCachingMatchesGoldens) {
+  EngineConfig cfg = stories_config();
+  cfg.enable_prefix_caching = true;
+  cfg.kv_cache_memory_bytes = 1280 * 16 * 24;
+  const auto goldens = load_goldens();
+  LLMEngine engine(cfg);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = 64;
+  for (int wave = 0; wave < 2; ++wave) {
+    std::map<RequestId, size_t> which;
+    for (size_t i = 0; i < goldens.size(); ++i)
+      which[engine.add_request(goldens[i].input_ids, p)] = i;
+    std::map<RequestId, std::vector<int32_t>> ids;
+    while (engine.has_unfinished_requests())
+      for (const auto& o : engine.step())
+        ids[o.id].insert(ids[o.id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    for (auto& [id, i] : which) EXPECT_EQ(ids[id], goldens[i].output_ids) << goldens[i].name << " wave " << wave;
+  }
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.prefix_cache_hit_tokens, 0u);
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+}
+
+}  // namespace
+}  // namespace gs

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
+#include "kv/prefix_hash.h"
 
 namespace gs {
 namespace {
@@ -112,6 +113,69 @@ TEST(BlockTable, RandomWorkloadKeepsInvariants) {
   }
   for (auto& t : tables) t.release_all(pool);
   EXPECT_EQ(pool.num_free(), pool.num_blocks());
+}
+
+}  // namespace
+}  // namespace gs
+
+namespace gs {
+namespace {
+
+TEST(PrefixCache, FreedBlocksStayCachedUntilReused) {
+  BlockPool pool(3, 4);
+  BlockId a = (*pool.allocate(1))[0];
+  pool.register_hash(a, 111);
+  EXPECT_EQ(pool.lookup(111), a);
+  pool.release(a);
+  EXPECT_EQ(pool.num_free(), 3);
+  EXPECT_EQ(pool.lookup(111), a) << "a freed block keeps its prefix";
+  pool.retain(a);  // taken back from the cache
+  EXPECT_EQ(pool.num_free(), 2);
+  EXPECT_EQ(pool.ref_count(a), 1);
+  pool.release(a);
+  // The least recently freed blocks are reused first; `a` (freed last) goes last and loses
+  // its hash then.
+  auto all = pool.allocate(3);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->back(), a);
+  EXPECT_FALSE(pool.lookup(111));
+  for (BlockId id : *all) pool.release(id);
+}
+
+TEST(PrefixCache, FirstRegistrationWinsAndFreeBlocksCannotRegister) {
+  BlockPool pool(3, 4);
+  auto ids = *pool.allocate(2);
+  pool.register_hash(ids[0], 7);
+  pool.register_hash(ids[1], 7);
+  EXPECT_EQ(pool.lookup(7), ids[0]);
+  pool.release(ids[1]);
+  EXPECT_THROW(pool.register_hash(ids[1], 8), Error);
+  EXPECT_THROW(pool.retain(ids[1]), Error) << "free and uncached";
+  BlockTable t;
+  t.append_cached(pool, ids[0]);
+  EXPECT_EQ(pool.ref_count(ids[0]), 2);
+  t.release_all(pool);
+  pool.release(ids[0]);
+  EXPECT_EQ(pool.num_free(), 3);
+}
+
+TEST(PrefixCache, HashesChainOverWholePrefix) {
+  std::vector<int32_t> a{1, 2, 3, 4, 5, 6, 7, 8, 9}, b{1, 2, 3, 4, 5, 6, 7, 0};
+  std::vector<uint64_t> ha, hb;
+  extend_prefix_hashes(a, 4, ha);
+  extend_prefix_hashes(b, 4, hb);
+  ASSERT_EQ(ha.size(), 2u);
+  ASSERT_EQ(hb.size(), 2u);
+  EXPECT_EQ(ha[0], hb[0]);
+  EXPECT_NE(ha[1], hb[1]);
+  std::vector<int32_t> c{9, 9, 9, 9, 5, 6, 7, 8};  // same second block, other prefix
+  std::vector<uint64_t> hc;
+  extend_prefix_hashes(c, 4, hc);
+  EXPECT_NE(hc[1], ha[1]);
+  a.insert(a.end(), {10, 11, 12});
+  extend_prefix_hashes(a, 4, ha);  // extends, keeping the first two
+  EXPECT_EQ(ha.size(), 3u);
+  EXPECT_EQ(ha[0], hb[0]);
 }
 
 }  // namespace
