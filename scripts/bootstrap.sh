@@ -39,6 +39,8 @@ case "$what" in
     exec build/release/graphserve serve "$@"
     ;;
   test)
+    # The OpenAI Node SDK for the server's client-compatibility test (pinned by package-lock.json).
+    (cd tests/server/node && npm ci --no-audit --no-fund --loglevel=error)
     build build/release
     (cd build/release && ctest --output-on-failure -j "$jobs")
     # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU backend only).
