@@ -52,7 +52,7 @@ void plot(const GraphsArgs& a, const std::vector<Cell>& cells) {
     }
   }
   std::ofstream g(script);
-  g << "set terminal pngcairo size 900,600\nset output '" << a.output_png << "'\n"
+  g << "set terminal pngcairo noenhanced size 900,600\nset output '" << a.output_png << "'\n"
     << "set title 'decode latency per step by cudagraph mode'\nset xlabel 'batch size'\n"
     << "set ylabel 'ms / decode step'\nset logscale x 2\nset key top left\nset grid\nplot ";
   for (size_t i = 0; i < a.modes.size(); ++i)

@@ -266,7 +266,7 @@ void plot_serve_bench(const ServeBenchResult& r, const std::string& png_path) {
       if (q.ok) out << fmt::format("{} {} {}\n", q.start, q.ttft * 1000, q.latency * 1000);
   }
   const std::string script = fmt::format(
-      "set terminal pngcairo size 1000,600; set output '{}'; "
+      "set terminal pngcairo noenhanced size 1000,600; set output '{}'; "
       "set title 'bench serve: {} ({} prompts, in {}, out {})'; set xlabel 'request start (s)'; "
       "set ylabel 'ms'; set grid; plot '{}' using 1:2 with points pt 7 ps 0.6 title 'TTFT', "
       "'' using 1:3 with points pt 7 ps 0.6 title 'end-to-end latency'",

@@ -1,0 +1,108 @@
+// The model on the GPU against the references: HF goldens and the CPU backend (logits within
+// bf16 tolerance), and through the runner every cudagraph mode serves NONE's greedy tokens.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "attention/cuda/cuda_attention.h"
+#include "cuda_test_util.h"
+#include "device_model.h"
+#include "ops/cuda/cuda_backend.h"
+#include "runner/serving_sim.h"
+#include "test_paths.h"
+
+namespace gs {
+namespace {
+
+std::unique_ptr<AttentionBackend> cpu_attention(Backend& b, const AttentionShape& s) { return make_cpu_attention(b, s); }
+std::unique_ptr<AttentionBackend> cuda_attention(Backend& b, const AttentionShape& s) { return make_cuda_attention(b, s); }
+
+test::DeviceModel on_gpu(const ModelSource& src, int max_tokens = 128) {
+  return test::DeviceModel(make_cuda_backend(0), src, max_tokens, cuda_attention);
+}
+test::DeviceModel on_cpu(const ModelSource& src, int max_tokens = 128) {
+  return test::DeviceModel(make_cpu_backend(), src, max_tokens, cpu_attention);
+}
+
+nlohmann::json golden(const std::string& name) {
+  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
+  return nlohmann::json::parse(in);
+}
+
+const char* kPrompts[] = {"bos_only", "short", "sentence", "long", "punctuation", "digits", "non_ascii", "emoji"};
+
+TEST(CudaModel, Stories260KLogitsMatchHuggingFaceWithinBf16Tolerance) {
+  GS_REQUIRE_GPU();
+  ModelSource src{test::stories260k_dir().string()};
+  auto gpu = on_gpu(src);
+  for (const char* name : kPrompts) {
+    SCOPED_TRACE(name);
+    const auto g = golden(name);
+    const auto logits = gpu.prefill(g["input_ids"].get<std::vector<int32_t>>());
+    EXPECT_LT(test::rel_l2(logits.back(), g["last_logits"].get<std::vector<float>>()), 2e-2);
+  }
+  const auto g = golden("full_logits_20");
+  const auto logits = gpu.prefill(g["input_ids"].get<std::vector<int32_t>>());
+  const auto ref = g["logits"].get<std::vector<std::vector<float>>>();
+  ASSERT_EQ(logits.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_LT(test::rel_l2(logits[i], ref[i]), 2e-2) << "position " << i;
+}
+
+TEST(CudaModel, DummyPresetsMatchTheCpuReference) {
+  GS_REQUIRE_GPU();
+  const std::vector<int32_t> prompt{1, 17, 254, 3, 99, 42, 7, 128, 5, 200, 31, 64};
+  for (const char* preset : {"tiny", "tiny-qwen2", "tiny-qwen3", "smollm2-135m", "qwen2.5-0.5b", "llama3.2-1b"}) {
+    SCOPED_TRACE(preset);
+    ModelSource src;
+    src.dummy = true, src.preset = preset, src.seed = 7;
+    const auto cpu = on_cpu(src, 16).prefill(prompt);
+    const auto gpu = on_gpu(src, 16).prefill(prompt);
+    for (size_t i = 0; i < prompt.size(); ++i) EXPECT_LT(test::rel_l2(gpu[i], cpu[i]), 2e-2) << "position " << i;
+  }
+}
+
+EngineConfig gpu_config(CUDAGraphMode mode) {
+  EngineConfig c;
+  c.model = test::stories260k_dir().string();
+  c.device = "cuda";
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 64;
+  c.kv_cache_memory_bytes = size_t(16) << 20;
+  c.compilation.cudagraph_mode = mode;
+  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16};
+  return c;
+}
+
+// All eight golden prompts arriving over time, chunked under a 24-token budget.
+std::vector<test::SimRequest> workload() {
+  std::vector<test::SimRequest> reqs;
+  int arrival = 0;
+  for (const char* name : kPrompts) {
+    reqs.push_back(test::greedy_request(golden(name)["input_ids"].get<std::vector<int32_t>>(), 64, arrival));
+    arrival += 2;
+  }
+  return reqs;
+}
+
+TEST(CudaModel, EveryGraphModeServesTheGoldenGreedyTokens) {
+  GS_REQUIRE_GPU();
+  const auto reqs = workload();
+  for (CUDAGraphMode mode : {CUDAGraphMode::NONE, CUDAGraphMode::PIECEWISE, CUDAGraphMode::FULL,
+                             CUDAGraphMode::FULL_DECODE_ONLY, CUDAGraphMode::FULL_AND_PIECEWISE}) {
+    SCOPED_TRACE(mode_name(mode));
+    ModelRunner runner(gpu_config(mode));
+    const auto res = test::simulate(runner, reqs, 24);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const auto want = golden(kPrompts[i])["greedy_output_ids"].get<std::vector<int32_t>>();
+      EXPECT_EQ(res.outputs[i], want) << kPrompts[i];
+    }
+    const RunnerStats s = runner.stats();
+    EXPECT_EQ(s.graph_captures_after_startup, 0u);
+    EXPECT_EQ(s.steps_full > 0, has_full_cudagraphs(mode));
+    EXPECT_EQ(s.steps_piecewise > 0, has_piecewise_cudagraphs(mode));
+  }
+}
+
+}  // namespace
+}  // namespace gs
