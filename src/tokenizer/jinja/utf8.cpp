@@ -1,5 +1,7 @@
 #include "tokenizer/jinja/utf8.h"
 
+#include "tokenizer/utf8.h"
+
 namespace gs::jinja {
 
 char32_t decode_at(std::string_view s, size_t i, size_t& len) {
@@ -72,22 +74,6 @@ std::string strip_chars(std::string_view s, std::string_view chars, bool left, b
   });
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, char32_t cp) { utf8::append(out, cp); }
 
 }  // namespace gs::jinja
