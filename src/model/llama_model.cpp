@@ -12,6 +12,7 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& ba
   auto alloc = [&](int64_t width) { return Tensor::empty({M, width}, be_.compute_dtype(), be_.allocator()); };
   buf_.residual = alloc(H);
   buf_.hidden = alloc(H);
+  buf_.qkv = alloc(cfg.q_size() + 2 * cfg.kv_size());
   buf_.q = alloc(cfg.q_size());
   buf_.k = alloc(cfg.kv_size());
   buf_.v = alloc(cfg.kv_size());
@@ -54,22 +55,15 @@ void LlamaModel::finish_layer(int layer, int n, const Tensor& next_norm) {
   be_.add_rms_norm(res, hid, next_norm, eps, hid);
 }
 
-// q/k/v projections of the normed hidden state, then Qwen3's q/k norm and RoPE.
+// The fused q/k/v projection of the normed hidden state, then one op that splits it into
+// contiguous q, k, v (attention's layout), with Qwen3's q/k norm and RoPE.
 void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
-  const int64_t q = cfg_.q_size(), kv = cfg_.kv_size();
-  const Tensor hid = buf_.hidden.rows(0, n);
-  const Tensor qt = buf_.q.rows(0, n), kt = buf_.k.rows(0, n), vt = buf_.v.rows(0, n);
-  auto bias = [&](int64_t b, int64_t c) { return w.qkv_bias.defined() ? w.qkv_bias.rows(b, c) : Tensor(); };
-  // Three GEMMs over row slices of the fused weight: attention and RoPE take contiguous q, k, v.
-  be_.linear(hid, w.qkv.rows(0, q), bias(0, q), qt);
-  be_.linear(hid, w.qkv.rows(q, kv), bias(q, kv), kt);
-  be_.linear(hid, w.qkv.rows(q + kv, kv), bias(q + kv, kv), vt);
-  if (cfg_.qk_norm) {
-    be_.head_rms_norm(qt, w.q_norm, cfg_.rms_norm_eps, cfg_.head_dim);
-    be_.head_rms_norm(kt, w.k_norm, cfg_.rms_norm_eps, cfg_.head_dim);
-  }
-  be_.rope(qt, kt, in.positions.rows(0, n), cfg_.rope);
+  const Tensor qkv = buf_.qkv.rows(0, n);
+  be_.linear(buf_.hidden.rows(0, n), w.qkv, w.qkv_bias, qkv);
+  const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
+  be_.split_qkv_rope(qkv, in.positions.rows(0, n), cfg_.rope, qn, kn, cfg_.rms_norm_eps, buf_.q.rows(0, n),
+                     buf_.k.rows(0, n), buf_.v.rows(0, n));
 }
 
 void LlamaModel::run_attention(int i, const ForwardInputs& in) {

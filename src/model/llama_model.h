@@ -2,9 +2,9 @@
 // split at attention.
 //
 // Piece i (0..L): for i > 0, the rest of layer i-1 (o_proj, residual add + post-attention norm,
-// SwiGLU MLP); for i < L, the start of layer i (input norm fused with the residual add, q/k/v
-// projections, Qwen3 q/k norm, RoPE); piece L ends with the final norm. Attention i runs
-// between pieces i and i+1. All activations live in buffers allocated at construction for
+// SwiGLU MLP); for i < L, the start of layer i (input norm fused with the residual add, the
+// fused q/k/v projection, its split into q, k, v with Qwen3 q/k norm and RoPE); piece L ends
+// with the final norm. Attention i runs between pieces i and i+1. All activations live in buffers allocated at construction for
 // max_num_tokens rows; a forward of n tokens uses their first n rows, so views (and the
 // addresses graphs bake in) are the same for every n.
 #pragma once
@@ -35,7 +35,7 @@ class LlamaModel final : public PiecewiseModel {
  private:
   // Persistent activations, each [max_num_tokens, width].
   struct Buffers {
-    Tensor residual, hidden, q, k, v, attn_out, gate_up, act, gathered;
+    Tensor residual, hidden, qkv, q, k, v, attn_out, gate_up, act, gathered;
   };
 
   int check_tokens(const ForwardInputs& in) const;

@@ -59,6 +59,14 @@ class Backend {
   // In-place rotary embedding (rotate-half) of q [T, Hq*D] and k [T, Hkv*D] at positions [T].
   virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions,
                     const RopeConfig& cfg) = 0;
+  // Fused QKV epilogue: splits qkv [T, (Hq + 2 Hkv) * D] (one fused projection's output, heads
+  // in q, k, v order) into contiguous q [T, Hq * D], k, v [T, Hkv * D]; when q_norm and k_norm
+  // are defined ([D] each, Qwen3) applies per-head RMSNorm (eps) to q and k; then RoPE to q and
+  // k at positions [T]. Equals copying the slices, head_rms_norm, then rope (but one kernel).
+  // D = cfg.head_dim; Hq and Hkv are q's and k's widths over D.
+  virtual void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
+                              const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& q, const Tensor& k, const Tensor& v) = 0;
   // out = silu(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
   // out[i, :] = x[idx[i], :]               idx [n] i32, x [T, H], out [n, H]

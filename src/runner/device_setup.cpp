@@ -1,6 +1,7 @@
 #include "runner/device_setup.h"
 
 #include "core/error.h"
+#include "core/logging.h"
 
 #ifdef GS_HAVE_CUDA
 #include "attention/cuda/cuda_attention.h"
@@ -21,13 +22,29 @@ bool want_cuda(const std::string& device) {
   return false;
 #endif
 }
+
+#ifdef GS_HAVE_CUDA
+// The CUDA compute dtype for EngineConfig.dtype and the checkpoint's torch_dtype.
+DType cuda_dtype(const std::string& dtype, DType checkpoint) {
+  if (dtype == "float32") return DType::F32;
+  if (dtype == "bfloat16") return DType::BF16;
+  GS_CHECK(dtype != "float16", "--dtype float16 is not supported on the CUDA backend; use bfloat16 or float32");
+  GS_CHECK(dtype == "auto", "unknown dtype '{}': valid dtypes are auto, bfloat16, float32 (float16 on no backend)",
+           dtype);
+  if (checkpoint == DType::F32) return DType::F32;
+  if (checkpoint == DType::F16) spdlog::info("dtype auto: the float16 checkpoint runs in bfloat16 on the GPU");
+  return DType::BF16;
+}
+#endif
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype, DType checkpoint_dtype) {
   if (!want_cuda(device)) return make_cpu_backend();
 #ifdef GS_HAVE_CUDA
   GS_CHECK(cuda_device_count() > 0, "device 'cuda' was requested but no CUDA GPU is present");
-  return make_cuda_backend(0);
+  const DType dt = cuda_dtype(dtype, checkpoint_dtype);
+  spdlog::info("CUDA compute dtype: {} (--dtype {})", dtype_name(dt), dtype);
+  return make_cuda_backend(0, dt);
 #else
   throw Unsupported("device 'cuda' was requested but this graphserve was built without CUDA; use --device cpu");
 #endif

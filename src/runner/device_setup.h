@@ -10,8 +10,12 @@
 namespace gs {
 
 // device "cpu", "cuda" or "auto" (CUDA when this build has it and a GPU is present).
-// Throws gs::Error for an unknown device and gs::Unsupported for CUDA without CUDA.
-std::unique_ptr<Backend> make_backend(const std::string& device);
+// dtype (EngineConfig.dtype) picks the CUDA backend's compute dtype: "auto" = the checkpoint's
+// torch_dtype (float16 checkpoints run in bfloat16), "bfloat16", "float32"; "float16" is an
+// error there. The CPU backend always computes in float32 (the reference).
+// Throws gs::Error for an unknown device or dtype and gs::Unsupported for CUDA without CUDA.
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype = "auto",
+                                      DType checkpoint_dtype = DType::BF16);
 std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape);
 
 // "cpu" or "cuda:0 (NVIDIA H200)".

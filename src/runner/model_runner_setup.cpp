@@ -29,7 +29,7 @@ void ModelRunner::Impl::build_model() {
   src.preset = cfg.preset;
   src.seed = cfg.seed;
   mcfg = resolve_model_config(src);
-  backend = make_backend(cfg.device);
+  backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype);
   attention = make_attention(*backend, attention_shape(mcfg));
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;

@@ -84,7 +84,7 @@ TEST(CudaBench, Linear) {
         gemv_ms = time_graph_ms(*gpu, copies, [&] { gpu->linear(x, ws[size_t(i++ % copies)], Tensor(), y); });
       i = 0;
       const double lt_ms = time_graph_ms(*gpu, copies, [&] {
-        lt.matmul(x.data(), ws[size_t(i++ % copies)].data(), y.data(), sh.f32, M, sh.N, sh.K, s);
+        lt.matmul(x.data(), ws[size_t(i++ % copies)].data(), y.data(), false, sh.f32, M, sh.N, sh.K, s);
       });
       std::printf("[bench] %6dx%-9d %4d %10.2f %9.2f %10.2f %9.2f\n", sh.N, sh.K, M, std::max(gemv_ms, 0.0) * 1e3,
                   gemv_ms > 0 ? wbytes / gemv_ms / 1e9 : 0.0, lt_ms * 1e3, wbytes / lt_ms / 1e9);

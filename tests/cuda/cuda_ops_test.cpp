@@ -1,5 +1,9 @@
-// Every op of the CUDA backend against the CPU (fp32) backend on random data.
+// Every op of the CUDA backend, in each compute dtype (bf16, f32), against the CPU (fp32)
+// backend on random data.
 #include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "cuda_test_util.h"
@@ -14,30 +18,31 @@ using test::randn;
 using test::read;
 using test::rel_l2;
 
-constexpr double kTol = 1e-2;  // bf16 storage
-
-class CudaOps : public ::testing::Test {
+class CudaOps : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     GS_REQUIRE_GPU();
-    gpu = make_cuda_backend();
+    gpu = make_cuda_backend(0, dt());
     cpu = make_cpu_backend();
   }
-  // x as a CPU f32 tensor and a GPU bf16 tensor.
+  DType dt() const { return GetParam(); }
+  // bf16 storage: ~1e-2; f32 (no TF32 anywhere): rounding of fp32 sums only.
+  double tol() const { return dt() == DType::F32 ? 1e-4 : 1e-2; }
+  // x as a CPU f32 tensor and a GPU tensor in the compute dtype.
   std::pair<Tensor, Tensor> both(const std::vector<float>& v, const Shape& s) {
-    return {on(*cpu, v, s, DType::F32), on(*gpu, v, s, DType::BF16)};
+    return {on(*cpu, v, s, DType::F32), on(*gpu, v, s, dt())};
   }
-  std::pair<Tensor, Tensor> empty(const Shape& s, DType gpu_dtype = DType::BF16) {
-    return {Tensor::empty(s, DType::F32, cpu->allocator()), Tensor::empty(s, gpu_dtype, gpu->allocator())};
+  std::pair<Tensor, Tensor> empty(const Shape& s, std::optional<DType> gpu_dtype = std::nullopt) {
+    return {Tensor::empty(s, DType::F32, cpu->allocator()), Tensor::empty(s, gpu_dtype.value_or(dt()), gpu->allocator())};
   }
-  void expect_close(const Tensor& c, const Tensor& g, double tol = kTol) {
+  void expect_close(const Tensor& c, const Tensor& g) {
     const double e = rel_l2(read(*gpu, g), read(*cpu, c));
-    EXPECT_LT(e, tol) << g.str();
+    EXPECT_LT(e, tol()) << g.str();
   }
   std::unique_ptr<Backend> gpu, cpu;
 };
 
-TEST_F(CudaOps, CopyRoundTripAndFillZero) {
+TEST_P(CudaOps, CopyRoundTripAndFillZero) {
   const auto v = randn(1000, 1);
   Tensor g = on(*gpu, v, {10, 100}, DType::F32);
   Tensor g2 = Tensor::empty({10, 100}, DType::F32, gpu->allocator());
@@ -52,7 +57,7 @@ TEST_F(CudaOps, CopyRoundTripAndFillZero) {
   EXPECT_THROW(gpu->copy(g2, on(*gpu, v, {1000}, DType::BF16)), Error);
 }
 
-TEST_F(CudaOps, Embedding) {
+TEST_P(CudaOps, Embedding) {
   const int V = 50, H = 96;
   auto [ct, gt] = both(randn(V * H, 2), {V, H});
   std::vector<int32_t> ids = {3, 0, 49, 7, 7, 12};
@@ -62,7 +67,7 @@ TEST_F(CudaOps, Embedding) {
   EXPECT_EQ(read(*gpu, go), read(*cpu, co));  // a gather is exact
 }
 
-TEST_F(CudaOps, RmsNormAndFusedAdd) {
+TEST_P(CudaOps, RmsNormAndFusedAdd) {
   const int T = 5, H = 2048;
   auto [cx, gx] = both(randn(T * H, 3), {T, H});
   auto [cw, gw] = both(randn(H, 4, 0.5f), {H});
@@ -77,7 +82,7 @@ TEST_F(CudaOps, RmsNormAndFusedAdd) {
   expect_close(cr, gr);
 }
 
-TEST_F(CudaOps, HeadRmsNorm) {
+TEST_P(CudaOps, HeadRmsNorm) {
   const int T = 3, nh = 6, D = 128;
   auto [cx, gx] = both(randn(T * nh * D, 6), {T, nh * D});
   auto [cw, gw] = both(randn(D, 7), {D});
@@ -87,7 +92,7 @@ TEST_F(CudaOps, HeadRmsNorm) {
 }
 
 // GEMV for M = 1, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
-TEST_F(CudaOps, LinearAllPaths) {
+TEST_P(CudaOps, LinearAllPaths) {
   struct Case { int M, N, K; bool bias, f32; };
   for (const Case c : {Case{1, 256, 512, false, false}, Case{3, 130, 256, true, false}, Case{8, 64, 1024, false, true},
                        Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false}, Case{2, 96, 64, true, true},
@@ -97,14 +102,14 @@ TEST_F(CudaOps, LinearAllPaths) {
     auto [cw, gw] = both(randn(size_t(c.N) * c.K, 20 + c.N, 0.05f), {c.N, c.K});
     Tensor cb, gb;
     if (c.bias) std::tie(cb, gb) = both(randn(c.N, 30), {c.N});
-    auto [cy, gy] = empty({c.M, c.N}, c.f32 ? DType::F32 : DType::BF16);
+    auto [cy, gy] = empty({c.M, c.N}, c.f32 ? DType::F32 : dt());
     cpu->linear(cx, cw, cb, cy);
     gpu->linear(gx, gw, gb, gy);
     expect_close(cy, gy);
   }
 }
 
-TEST_F(CudaOps, RopeWithAndWithoutLlama3Scaling) {
+TEST_P(CudaOps, RopeWithAndWithoutLlama3Scaling) {
   const int T = 7, hq = 4, hkv = 2, D = 64;
   std::vector<int32_t> pos = {0, 1, 5, 100, 2047, 9000, 3};
   for (float factor : {0.0f, 32.0f}) {
@@ -121,7 +126,32 @@ TEST_F(CudaOps, RopeWithAndWithoutLlama3Scaling) {
   }
 }
 
-TEST_F(CudaOps, SiluMul) {
+// The fused QKV epilogue, with and without Qwen3's q/k norm, against the CPU reference.
+TEST_P(CudaOps, SplitQkvRope) {
+  const int T = 5, hq = 6, hkv = 2, D = 128;
+  std::vector<int32_t> pos = {0, 3, 100, 2047, 70000};
+  RopeConfig cfg;
+  cfg.theta = 1000000.0f;
+  cfg.head_dim = D;
+  for (bool qk_norm : {false, true}) {
+    SCOPED_TRACE(qk_norm ? "q/k norm" : "plain");
+    auto [cx, gx] = both(randn(T * (hq + 2 * hkv) * D, 70), {T, (hq + 2 * hkv) * D});
+    auto [cqn, gqn] = both(randn(D, 71), {D});
+    auto [ckn, gkn] = both(randn(D, 72), {D});
+    auto [cq, gq] = empty({T, hq * D});
+    auto [ck, gk] = empty({T, hkv * D});
+    auto [cv, gv] = empty({T, hkv * D});
+    cpu->split_qkv_rope(cx, on_i32(*cpu, pos, {T}), cfg, qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), 1e-6f,
+                        cq, ck, cv);
+    gpu->split_qkv_rope(gx, on_i32(*gpu, pos, {T}), cfg, qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), 1e-6f,
+                        gq, gk, gv);
+    expect_close(cq, gq);
+    expect_close(ck, gk);
+    EXPECT_EQ(read(*gpu, gv), read(*cpu, cv));  // v is a copy
+  }
+}
+
+TEST_P(CudaOps, SiluMul) {
   const int T = 4, I = 1000;
   auto [cg, gg] = both(randn(T * 2 * I, 50, 2.0f), {T, 2 * I});
   auto [co, go] = empty({T, I});
@@ -130,7 +160,7 @@ TEST_F(CudaOps, SiluMul) {
   expect_close(co, go);
 }
 
-TEST_F(CudaOps, GatherRowsAndArgmax) {
+TEST_P(CudaOps, GatherRowsAndArgmax) {
   const int T = 9, V = 5003;
   std::vector<float> logits = randn(T * V, 60);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] += 1e-4f * float(i % 97);  // no ties
@@ -148,7 +178,7 @@ TEST_F(CudaOps, GatherRowsAndArgmax) {
   EXPECT_EQ(read(*gpu, ga), read(*cpu, ca));
 }
 
-TEST_F(CudaOps, BadShapesAreErrors) {
+TEST_P(CudaOps, BadShapesAreErrors) {
   Tensor x = Tensor::empty({2, 64}, DType::BF16, gpu->allocator());
   Tensor w = Tensor::empty({32, 48}, DType::BF16, gpu->allocator());
   Tensor y = Tensor::empty({2, 32}, DType::BF16, gpu->allocator());
@@ -156,6 +186,9 @@ TEST_F(CudaOps, BadShapesAreErrors) {
   Tensor xf = Tensor::empty({2, 64}, DType::F32, gpu->allocator());
   EXPECT_THROW(gpu->rms_norm(xf, Tensor::empty({64}, DType::BF16, gpu->allocator()), 1e-5f, x), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::BF16, DType::F32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace gs

@@ -2,6 +2,7 @@
 // replaying against new buffer contents.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -129,6 +130,41 @@ TEST_F(CpuOps, RopeRotatesHalvesByPositionTimesFrequency) {
   };
   expect_near(q, ref(q0, hq), 1e-4f);
   expect_near(k, ref(k0, hk), 1e-4f);
+}
+
+// The fused epilogue equals slicing the fused projection, head_rms_norm (Qwen3) and rope.
+TEST_F(CpuOps, SplitQkvRopeEqualsSliceNormAndRope) {
+  const int D = 16, T = 4, hq = 4, hk = 2, W = (hq + 2 * hk) * D;
+  RopeConfig cfg;
+  cfg.theta = 10000.0f, cfg.head_dim = D;
+  for (bool qk_norm : {false, true}) {
+    SCOPED_TRACE(qk_norm ? "with q/k norm" : "plain");
+    Tensor qkv = rand({T, W}), qn = rand({D}), kn = rand({D});
+    const auto all = vec(qkv);
+    auto slice = [&](int from, int width) {
+      Tensor t = zeros({T, width});
+      for (int r = 0; r < T; ++r)
+        std::copy_n(all.begin() + r * W + from, width, t.data_as<float>() + r * width);
+      return t;
+    };
+    Tensor rq = slice(0, hq * D), rk = slice(hq * D, hk * D), rv = slice((hq + hk) * D, hk * D);
+    Tensor q = zeros({T, hq * D}), k = zeros({T, hk * D}), v = zeros({T, hk * D});
+    const Tensor pos = ints({0, 7, 300, 65000});
+    if (qk_norm) {
+      be->head_rms_norm(rq, qn, 1e-6f, D);
+      be->head_rms_norm(rk, kn, 1e-6f, D);
+    }
+    be->rope(rq, rk, pos, cfg);
+    be->split_qkv_rope(qkv, pos, cfg, qk_norm ? qn : Tensor(), qk_norm ? kn : Tensor(), 1e-6f, q, k, v);
+    be->stream().synchronize();
+    EXPECT_EQ(vec(q), vec(rq));
+    EXPECT_EQ(vec(k), vec(rk));
+    EXPECT_EQ(vec(v), vec(rv));
+  }
+  Tensor bad = zeros({T, W - D});
+  EXPECT_THROW(be->split_qkv_rope(bad, ints({0, 1, 2, 3}), cfg, Tensor(), Tensor(), 1e-6f, zeros({T, hq * D}),
+                                  zeros({T, hk * D}), zeros({T, hk * D})),
+               Error);
 }
 
 TEST_F(CpuOps, Llama3RopeScalingKeepsHighAndSlowsLowFrequencies) {

@@ -29,6 +29,12 @@ class CudaAttention final : public AttentionBackend {
              shape.num_heads, shape.num_kv_heads);
     GS_CHECK(shape.head_dim > 0 && shape.head_dim <= cuda::kMaxAttentionHeadDim,
              "cuda attention: head_dim {} is not in [1, {}]", shape.head_dim, cuda::kMaxAttentionHeadDim);
+    dtype_ = backend.compute_dtype();
+    GS_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F32,
+             "cuda attention: compute dtype {} is not supported (bf16 or f32)", dtype_name(dtype_));
+    // Fixed-size flash-decoding workspace: its size does not depend on the batch.
+    split_ws_ = Tensor::empty({int64_t(cuda::split_workspace_floats(shape_.head_dim))}, DType::F32,
+                              backend.allocator());
   }
 
   std::string name() const override { return "cuda_paged"; }
@@ -40,15 +46,16 @@ class CudaAttention final : public AttentionBackend {
     const int64_t T = q.ndim() >= 1 ? q.dim(0) : 0;
     check_inputs(q, k, v, cache, md, out, T);
     const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
-    GS_CUDA_CHECK(cuda::reshape_and_cache(k.data_as<uint16_t>(), v.data_as<uint16_t>(),
-                                          cache.k.data_as<uint16_t>(), cache.v.data_as<uint16_t>(),
+    GS_CUDA_CHECK(cuda::reshape_and_cache(k.data(), v.data(), cache.k.data(), cache.v.data(),
                                           md.slot_mapping.data_as<int32_t>(), int(T), hkv, D,
-                                          num_slots, stream_));
+                                          int(dtype_size(dtype_)), num_slots, stream_));
     cuda::PagedAttentionParams p;
-    p.q = q.data_as<uint16_t>();
-    p.out = out.data_as<uint16_t>();
-    p.k_cache = cache.k.data_as<uint16_t>();
-    p.v_cache = cache.v.data_as<uint16_t>();
+    p.q = q.data();
+    p.out = out.data();
+    p.k_cache = cache.k.data();
+    p.v_cache = cache.v.data();
+    p.f32 = dtype_ == DType::F32;
+    p.split_workspace = split_ws_.data_as<float>();
     p.query_start_loc = md.query_start_loc.data_as<int32_t>();
     p.seq_lens = md.seq_lens.data_as<int32_t>();
     p.block_table = md.block_table.data_as<int32_t>();
@@ -69,7 +76,7 @@ class CudaAttention final : public AttentionBackend {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
     for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&cache.k, "cache.k"},
                         {&cache.v, "cache.v"}})
-      need(*t, DType::BF16, n);
+      need(*t, dtype_, n);
     for (auto [t, n] : {std::pair{&md.query_start_loc, "query_start_loc"}, {&md.seq_lens, "seq_lens"},
                         {&md.block_table, "block_table"}, {&md.slot_mapping, "slot_mapping"}})
       need(*t, DType::I32, n);
@@ -98,6 +105,8 @@ class CudaAttention final : public AttentionBackend {
   Backend& backend_;
   AttentionShape shape_;
   cudaStream_t stream_ = nullptr;
+  DType dtype_ = DType::BF16;
+  Tensor split_ws_;
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The CUDA paged-attention backend (bf16 q/k/v and KV cache).
+// The CUDA paged-attention backend (q/k/v and KV cache in the backend's compute dtype, bf16 or f32).
 //
 // It declares AttentionCGSupport::ALWAYS, which is true of it: its kernels read every per-batch
 // value (query_start_loc, seq_lens, block_table, slot_mapping) from the metadata's device

@@ -3,6 +3,7 @@
 // Every op checks shapes when it is enqueued, then launches a closure that captures only raw
 // pointers and sizes, so a captured graph replays against whatever the buffers hold then.
 #include <cstring>
+#include <vector>
 
 #include "core/cpu_stream.h"
 #include "core/error.h"
@@ -142,6 +143,46 @@ class CpuBackend final : public Backend {
     stream_.launch([=, inv = std::move(inv)] {
       cpu::rope(qp, pp, inv.data(), T, hq, D);
       cpu::rope(kp, pp, inv.data(), T, hk, D);
+    });
+  }
+
+  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
+                      const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
+                      const Tensor& k, const Tensor& v) override {
+    const char* op = "split_qkv_rope";
+    check_f32(qkv, op, "qkv"), check_f32(q, op, "q"), check_f32(k, op, "k"), check_f32(v, op, "v");
+    check_i32(positions, op, "positions");
+    const int64_t T = positions.numel(), D = cfg.head_dim;
+    GS_CHECK(D > 0 && D % 2 == 0 && q.ndim() == 2 && k.ndim() == 2 && q.dim(1) % D == 0 && k.dim(1) % D == 0,
+             "{}: q {} / k {} rows are not whole heads of an even head_dim {}", op, q.str(), k.str(), D);
+    const int64_t QW = q.dim(1), KW = k.dim(1);
+    check_2d(q, T, QW, op, "q"), check_2d(k, T, KW, op, "k"), check_2d(v, T, KW, op, "v");
+    check_2d(qkv, T, QW + 2 * KW, op, "qkv");
+    GS_CHECK(q_norm.defined() == k_norm.defined(), "{}: give both q_norm and k_norm or neither", op);
+    const float *qn = nullptr, *kn = nullptr;
+    if (q_norm.defined()) {
+      check_f32(q_norm, op, "q_norm"), check_f32(k_norm, op, "k_norm");
+      GS_CHECK(q_norm.numel() == D && k_norm.numel() == D, "{}: q_norm {} / k_norm {} must have {} elements", op,
+               q_norm.str(), k_norm.str(), D);
+      qn = f(q_norm), kn = f(k_norm);
+    }
+    std::vector<float> inv = rope_inv_freq(cfg);  // owned by the closure, so replay-safe
+    auto* src = f(qkv);
+    auto *qp = fm(q), *kp = fm(k), *vp = fm(v);
+    auto* pp = i32(positions);
+    stream_.launch([=, inv = std::move(inv)] {
+      const int64_t W = QW + 2 * KW;
+      for (int64_t t = 0; t < T; ++t) {
+        std::memcpy(qp + t * QW, src + t * W, size_t(QW) * sizeof(float));
+        std::memcpy(kp + t * KW, src + t * W + QW, size_t(KW) * sizeof(float));
+        std::memcpy(vp + t * KW, src + t * W + QW + KW, size_t(KW) * sizeof(float));
+      }
+      if (qn) {
+        cpu::head_rms_norm(qp, qn, eps, T, QW, D);
+        cpu::head_rms_norm(kp, kn, eps, T, KW, D);
+      }
+      cpu::rope(qp, pp, inv.data(), T, QW / D, D);
+      cpu::rope(kp, pp, inv.data(), T, KW / D, D);
     });
   }
 

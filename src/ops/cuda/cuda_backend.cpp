@@ -35,12 +35,12 @@ using RopeKey = std::tuple<float, int, float, float, float, int>;
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device)
-      : device_(device), alloc_(device), stream_(device, &alloc_), gemm_(alloc_) {}
+  CudaBackend(int device, DType dtype)
+      : device_(device), dtype_(dtype), alloc_(device), stream_(device, &alloc_), gemm_(alloc_) {}
 
   Device device() const override { return Device::cuda(device_); }
   std::string name() const override { return "cuda"; }
-  DType compute_dtype() const override { return DType::BF16; }
+  DType compute_dtype() const override { return dtype_; }
   Allocator& allocator() override { return alloc_; }
   Stream& stream() override { return stream_; }
 
@@ -79,69 +79,82 @@ class CudaBackend final : public Backend {
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
     need(ids, DType::I32, "embedding", "ids");
-    need(table, DType::BF16, "embedding", "table");
-    need(out, DType::BF16, "embedding", "out");
+    need(table, dtype_, "embedding", "table");
+    need(out, dtype_, "embedding", "out");
     const int64_t T = ids.numel(), H = table.row_elems();
     need_rows(out, T, H, "embedding", "out");
-    GS_CUDA_CHECK(cuda::embedding(ptr<int32_t>(ids), ptr<bf16_t>(table), ptr<bf16_t>(out), int(T),
-                                  int(table.dim(0)), int(H), s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::embedding<E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T),
+                                       int(table.dim(0)), int(H), s()));
+    });
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
     const int64_t H = check_norm(x, w, out, "rms_norm");
-    GS_CUDA_CHECK(cuda::rms_norm(ptr<bf16_t>(x), ptr<bf16_t>(w), eps, ptr<bf16_t>(out),
-                                 int(x.dim(0)), int(H), s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::rms_norm<E>(ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s()));
+    });
   }
 
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                     const Tensor& out) override {
     const int64_t H = check_norm(x, w, out, "add_rms_norm");
-    need(residual, DType::BF16, "add_rms_norm", "residual");
+    need(residual, dtype_, "add_rms_norm", "residual");
     need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
-    GS_CUDA_CHECK(cuda::add_rms_norm(ptr<bf16_t>(residual), ptr<bf16_t>(x), ptr<bf16_t>(w), eps,
-                                     ptr<bf16_t>(out), int(x.dim(0)), int(H), s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::add_rms_norm<E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
+                                          int(x.dim(0)), int(H), s()));
+    });
   }
 
   void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) override {
-    need(x, DType::BF16, "head_rms_norm", "x");
-    need(w, DType::BF16, "head_rms_norm", "w");
+    need(x, dtype_, "head_rms_norm", "x");
+    need(w, dtype_, "head_rms_norm", "w");
     GS_CHECK(head_dim > 0 && w.numel() == head_dim && x.ndim() >= 1 && x.row_elems() % head_dim == 0,
              "head_rms_norm: x {} must be [T, n_heads * {}] and w {} [{}]", x.str(), head_dim,
              w.str(), head_dim);
-    GS_CUDA_CHECK(cuda::head_rms_norm(ptr<bf16_t>(x), ptr<bf16_t>(w), eps, int(x.dim(0)),
-                                      int(x.row_elems() / head_dim), head_dim, s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::head_rms_norm<E>(ptr<E>(x), ptr<E>(w), eps, int(x.dim(0)),
+                                           int(x.row_elems() / head_dim), head_dim, s()));
+    });
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
-    need(x, DType::BF16, "linear", "x");
-    need(w, DType::BF16, "linear", "w");
-    GS_CHECK(y.defined() && y.device().is_cuda() && (y.dtype() == DType::BF16 || y.dtype() == DType::F32),
-             "linear: y must be bf16 or f32 on the GPU, got {}", y.str());
+    need(x, dtype_, "linear", "x");
+    need(w, dtype_, "linear", "w");
+    GS_CHECK(y.defined() && y.device().is_cuda() && (y.dtype() == dtype_ || y.dtype() == DType::F32),
+             "linear: y must be {} or f32 on the GPU, got {}", dtype_name(dtype_), y.str());
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
     GS_CHECK(w.row_elems() == K, "linear: w {} must be [N, {}] for x {}", w.str(), K, x.str());
     need_rows(y, M, N, "linear", "y");
     if (bias.defined()) {
-      need(bias, DType::BF16, "linear", "bias");
+      need(bias, dtype_, "linear", "bias");
       GS_CHECK(bias.numel() == N, "linear: bias {} must have {} elements", bias.str(), N);
     }
     const bool f32 = y.dtype() == DType::F32;
-    const bf16_t* b = bias.defined() ? ptr<bf16_t>(bias) : nullptr;
     if (M == 0 || N == 0) return;
-    if (K == 0) {
-      fill_zero(y);
-    } else if (cuda::gemv_supported(int(M), int(K), x.data(), w.data())) {
-      GS_CUDA_CHECK(cuda::gemv(ptr<bf16_t>(x), ptr<bf16_t>(w), b, y.data(), f32, int(M), int(N),
-                               int(K), s()));
-      return;
-    } else {
-      gemm_.matmul(x.data(), w.data(), y.data(), f32, int(M), int(N), int(K), s());
-    }
-    if (b) GS_CUDA_CHECK(cuda::add_bias(y.data(), f32, b, int(M), int(N), s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const E* b = bias.defined() ? ptr<E>(bias) : nullptr;
+      if (K == 0) {
+        fill_zero(y);
+      } else if (cuda::gemv_supported(int(M), int(K), int(sizeof(E)), x.data(), w.data())) {
+        GS_CUDA_CHECK(cuda::gemv<E>(ptr<E>(x), ptr<E>(w), b, y.data(), f32, int(M), int(N), int(K), s()));
+        return;
+      } else {
+        gemm_.matmul(x.data(), w.data(), y.data(), dtype_ == DType::F32, f32, int(M), int(N), int(K), s());
+      }
+      if (b) GS_CUDA_CHECK(cuda::add_bias<E>(y.data(), f32, b, int(M), int(N), s()));
+    });
   }
 
   void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {
-    need(q, DType::BF16, "rope", "q");
-    need(k, DType::BF16, "rope", "k");
+    need(q, dtype_, "rope", "q");
+    need(k, dtype_, "rope", "k");
     need(positions, DType::I32, "rope", "positions");
     const int D = cfg.head_dim;
     const int64_t T = positions.numel();
@@ -150,16 +163,54 @@ class CudaBackend final : public Backend {
                  q.row_elems() % D == 0 && k.row_elems() % D == 0,
              "rope: q {} and k {} must be [{}, heads * {}]", q.str(), k.str(), T, D);
     const Tensor& inv = inv_freq(cfg);
-    GS_CUDA_CHECK(cuda::rope(ptr<bf16_t>(q), ptr<bf16_t>(k), ptr<int32_t>(positions), ptr<float>(inv),
-                             int(T), int(q.row_elems() / D), int(k.row_elems() / D), D, s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::rope<E>(ptr<E>(q), ptr<E>(k), ptr<int32_t>(positions), ptr<float>(inv), int(T),
+                                  int(q.row_elems() / D), int(k.row_elems() / D), D, s()));
+    });
+  }
+
+  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
+                      const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
+                      const Tensor& k, const Tensor& v) override {
+    const char* op = "split_qkv_rope";
+    for (auto [t, n] : {std::pair{&qkv, "qkv"}, {&q, "q"}, {&k, "k"}, {&v, "v"}}) need(*t, dtype_, op, n);
+    need(positions, DType::I32, op, "positions");
+    const int D = cfg.head_dim;
+    const int64_t T = positions.numel();
+    GS_CHECK(D > 0 && D % 2 == 0 && D <= 256, "{}: head_dim must be even and in [2, 256], got {}", op, D);
+    GS_CHECK(q.ndim() >= 1 && q.dim(0) == T && q.row_elems() % D == 0 && k.row_elems() % D == 0,
+             "{}: q {} and k {} must be [{}, heads * {}]", op, q.str(), k.str(), T, D);
+    need_rows(k, T, k.row_elems(), op, "k");
+    need_rows(v, T, k.row_elems(), op, "v");
+    need_rows(qkv, T, q.row_elems() + 2 * k.row_elems(), op, "qkv");
+    GS_CHECK(q_norm.defined() == k_norm.defined(), "{}: give both q_norm and k_norm or neither", op);
+    if (q_norm.defined()) {
+      need(q_norm, dtype_, op, "q_norm");
+      need(k_norm, dtype_, op, "k_norm");
+      GS_CHECK(q_norm.numel() == D && k_norm.numel() == D, "{}: q_norm {} / k_norm {} must have {} elements",
+               op, q_norm.str(), k_norm.str(), D);
+    }
+    const Tensor& inv = inv_freq(cfg);
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const E* qn = q_norm.defined() ? ptr<E>(q_norm) : nullptr;
+      const E* kn = k_norm.defined() ? ptr<E>(k_norm) : nullptr;
+      GS_CUDA_CHECK(cuda::split_qkv_rope<E>(ptr<E>(qkv), ptr<int32_t>(positions), ptr<float>(inv), qn, kn, eps,
+                                            ptr<E>(q), ptr<E>(k), ptr<E>(v), int(T), int(q.row_elems() / D),
+                                            int(k.row_elems() / D), D, s()));
+    });
   }
 
   void silu_mul(const Tensor& gate_up, const Tensor& out) override {
-    need(gate_up, DType::BF16, "silu_mul", "gate_up");
-    need(out, DType::BF16, "silu_mul", "out");
+    need(gate_up, dtype_, "silu_mul", "gate_up");
+    need(out, dtype_, "silu_mul", "out");
     const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
     need_rows(gate_up, T, 2 * I, "silu_mul", "gate_up");
-    GS_CUDA_CHECK(cuda::silu_mul(ptr<bf16_t>(gate_up), ptr<bf16_t>(out), int(T), int(I), s()));
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::silu_mul<E>(ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
+    });
   }
 
   void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) override {
@@ -184,10 +235,19 @@ class CudaBackend final : public Backend {
  private:
   cudaStream_t s() const { return stream_.handle(); }
 
+  // Calls f with a value of the compute dtype's element type (bf16_t or float).
+  template <typename F>
+  void by_dtype(F&& f) const {
+    if (dtype_ == DType::F32)
+      f(float{});
+    else
+      f(bf16_t{});
+  }
+
   int64_t check_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op) {
-    need(x, DType::BF16, op, "x");
-    need(w, DType::BF16, op, "w");
-    need(out, DType::BF16, op, "out");
+    need(x, dtype_, op, "x");
+    need(w, dtype_, op, "w");
+    need(out, dtype_, op, "out");
     GS_CHECK(x.ndim() >= 1, "{}: x must be [T, H], got {}", op, x.str());
     const int64_t H = x.row_elems();
     GS_CHECK(w.numel() == H, "{}: w {} must have {} elements", op, w.str(), H);
@@ -210,6 +270,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
+  DType dtype_;
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;
@@ -218,10 +279,13 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
+std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype) {
   const int n = cuda_device_count();
   GS_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} device(s) visible)", device, n);
-  return std::make_unique<CudaBackend>(device);
+  GS_CHECK(dtype == DType::BF16 || dtype == DType::F32,
+           "the CUDA backend computes in bfloat16 or float32, not {}; use --dtype bfloat16 or float32",
+           dtype_name(dtype));
+  return std::make_unique<CudaBackend>(device, dtype);
 }
 
 }  // namespace gs

@@ -1,5 +1,6 @@
-// The CUDA backend: bf16 storage, fp32 accumulation, cuBLASLt GEMMs with a fixed workspace and a
-// bandwidth-bound GEMV for small M, all enqueued on one non-default stream (graph-capturable).
+// The CUDA backend: bf16 or f32 storage (the compute dtype, chosen at construction), fp32
+// accumulation, cuBLASLt GEMMs with a fixed workspace and a bandwidth-bound GEMV for small M,
+// all enqueued on one non-default stream (graph-capturable).
 #pragma once
 #include <memory>
 
@@ -7,7 +8,8 @@
 
 namespace gs {
 
-// Throws gs::Error when `device` does not exist (see cuda_device_count()).
-std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// Throws gs::Error when `device` does not exist (see cuda_device_count()) or `dtype` is not
+// BF16 or F32 (float16 is not supported).
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, DType dtype = DType::BF16);
 
 }  // namespace gs

@@ -1,4 +1,5 @@
-// Device helpers shared by the CUDA kernels: bf16 conversion, warp and block reductions.
+// Device helpers shared by the CUDA kernels: element load/store for the two compute dtypes
+// (bf16 stored as uint16_t, f32), 16-byte vector unpacking, warp and block reductions.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -11,6 +12,20 @@ __device__ __forceinline__ uint16_t f2bf(float f) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
+// Element type T of a compute dtype: uint16_t (bf16) or float. Math is always in fp32.
+__device__ __forceinline__ float to_f(uint16_t v) { return bf2f(v); }
+__device__ __forceinline__ float to_f(float v) { return v; }
+template <typename T>
+__device__ __forceinline__ T from_f(float f);
+template <>
+__device__ __forceinline__ uint16_t from_f<uint16_t>(float f) { return f2bf(f); }
+template <>
+__device__ __forceinline__ float from_f<float>(float f) { return f; }
+
+// Elements of T in one 16-byte vector.
+template <typename T>
+constexpr int kVecElems = 16 / int(sizeof(T));
+
 // Unpacks 8 bf16 packed in a 16-byte vector.
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -18,6 +33,16 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 4; ++i) {
     f[2 * i] = __uint_as_float(w[i] << 16);
     f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+// Unpacks the kVecElems<T> elements of a 16-byte vector to fp32.
+template <typename T>
+__device__ __forceinline__ void unpack_vec(const uint4& v, float* f) {
+  if constexpr (sizeof(T) == 2) {
+    unpack8(v, f);
+  } else {
+    f[0] = __uint_as_float(v.x), f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z), f[3] = __uint_as_float(v.w);
   }
 }
 

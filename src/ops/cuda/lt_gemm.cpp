@@ -26,17 +26,18 @@ LtGemm::~LtGemm() {
 }
 
 // Row-major y[M, N] = x[M, K] w[N, K]^T is column-major y^T[N, M] = (w_cm[K, N])^T x_cm[K, M].
-const LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool y_f32) {
-  const Key key{M, N, K, y_f32};
+const LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
+  const Key key{M, N, K, in_f32, y_f32};
+  const cudaDataType_t in = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
   lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-  lt_check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, K, N, K), "layout a");
-  lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, K, M, K), "layout b");
-  lt_check(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, N), "layout c");
+  lt_check(cublasLtMatrixLayoutCreate(&p.a, in, K, N, K), "layout a");
+  lt_check(cublasLtMatrixLayoutCreate(&p.b, in, K, M, K), "layout b");
+  lt_check(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : in, N, M, N), "layout c");
 
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -52,17 +53,17 @@ const LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool y_f32) {
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
     cublasLtMatmulDescDestroy(p.op);
-    fail("cuBLASLt found no algorithm for a bf16 matmul of M={} N={} K={} (status {})", M, N, K,
-         int(st));
+    fail("cuBLASLt found no algorithm for a {} matmul of M={} N={} K={} (status {})",
+         in_f32 ? "f32" : "bf16", M, N, K, int(st));
   }
   p.algo = res.algo;
   return plans_.emplace(key, p).first->second;
 }
 
-void LtGemm::matmul(const void* x, const void* w, void* y, bool y_f32, int M, int N, int K,
-                    cudaStream_t s) {
+void LtGemm::matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N,
+                    int K, cudaStream_t s) {
   if (M == 0 || N == 0) return;
-  const Plan& p = plan(M, N, K, y_f32);
+  const Plan& p = plan(M, N, K, in_f32, y_f32);
   const float alpha = 1.0f, beta = 0.0f;
   lt_check(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo,
                           workspace_.data(), kWorkspaceBytes, s),

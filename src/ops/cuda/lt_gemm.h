@@ -1,4 +1,5 @@
-// LtGemm: y[M, N] = x[M, K] w[N, K]^T through cuBLASLt, bf16 inputs, fp32 accumulation.
+// LtGemm: y[M, N] = x[M, K] w[N, K]^T through cuBLASLt, bf16 or f32 inputs, fp32 accumulation
+// (f32 inputs use full fp32 arithmetic, no TF32: the f32 backend is the accurate mode).
 //
 // The workspace is allocated once at construction (so a captured matmul never allocates), and
 // the descriptors and the heuristic's algorithm are cached per (M, N, K, output dtype): the
@@ -24,8 +25,8 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // x, w bf16 device pointers; y bf16 or f32 (y_f32).
-  void matmul(const void* x, const void* w, void* y, bool y_f32, int M, int N, int K,
+  // x, w device pointers, both f32 (in_f32) or both bf16; y f32 (y_f32) or the inputs' type.
+  void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
               cudaStream_t s);
 
  private:
@@ -34,8 +35,8 @@ class LtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int, int, int, bool>;
-  const Plan& plan(int M, int N, int K, bool y_f32);
+  using Key = std::tuple<int, int, int, bool, bool>;
+  const Plan& plan(int M, int N, int K, bool in_f32, bool y_f32);
 
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;

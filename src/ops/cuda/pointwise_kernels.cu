@@ -1,4 +1,4 @@
-// Row-wise and element-wise kernels: embedding, rope, silu_mul, gather, argmax, bias, convert.
+// Row-wise and element-wise kernels: embedding, silu_mul, gather, argmax, bias.
 #include <cfloat>
 
 #include "ops/cuda/device_util.cuh"
@@ -15,45 +15,26 @@ int blocks_for(int64_t n, int threads = kThreads) {
   return int(b < 65535 * 32 ? b : 65535 * 32);
 }
 
-__global__ void embedding_kernel(const int32_t* ids, const uint16_t* table, uint16_t* out, int V,
-                                 int H) {
+template <typename T>
+__global__ void embedding_kernel(const int32_t* ids, const T* table, T* out, int V, int H) {
   const int64_t t = blockIdx.x;
   const int id = ids[t];
-  uint16_t* o = out + t * H;
+  T* o = out + t * H;
   const bool ok = id >= 0 && id < V;
-  const uint16_t* row = table + int64_t(ok ? id : 0) * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = ok ? row[i] : uint16_t(0);
+  const T* row = table + int64_t(ok ? id : 0) * H;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = ok ? row[i] : T(0);
 }
 
-// One thread per rotary pair (i, i + D/2) of one head of one token.
-__global__ void rope_kernel(uint16_t* q, uint16_t* k, const int32_t* positions, const float* inv_freq,
-                            int T, int hq, int hkv, int D) {
-  const int half = D / 2;
-  const int64_t per_token = int64_t(hq + hkv) * half;
-  const int64_t total = per_token * T;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = e / per_token;
-    const int r = int(e % per_token);
-    const int head = r / half, i = r % half;
-    uint16_t* base = head < hq ? q + (t * hq + head) * D : k + (t * hkv + (head - hq)) * D;
-    float sn, cs;
-    sincosf(float(positions[t]) * inv_freq[i], &sn, &cs);
-    const float x1 = bf2f(base[i]), x2 = bf2f(base[i + half]);
-    base[i] = f2bf(x1 * cs - x2 * sn);
-    base[i + half] = f2bf(x2 * cs + x1 * sn);
-  }
-}
-
-__global__ void silu_mul_kernel(const uint16_t* gate_up, uint16_t* out, int64_t T, int I) {
-  const int64_t total = T * I;
+template <typename T>
+__global__ void silu_mul_kernel(const T* gate_up, T* out, int64_t T_, int I) {
+  const int64_t total = T_ * I;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / I;
     const int i = int(e % I);
-    const float g = bf2f(gate_up[t * 2 * I + i]);
-    const float u = bf2f(gate_up[t * 2 * I + I + i]);
-    out[e] = f2bf(g / (1.0f + __expf(-g)) * u);
+    const float g = to_f(gate_up[t * 2 * I + i]);
+    const float u = to_f(gate_up[t * 2 * I + I + i]);
+    out[e] = from_f<T>(g / (1.0f + expf(-g)) * u);
   }
 }
 
@@ -107,45 +88,26 @@ __global__ void argmax_kernel(const void* xv, int32_t* out, int V) {
   }
 }
 
-template <bool F32>
-__global__ void add_bias_kernel(void* y, const uint16_t* bias, int64_t T, int N) {
-  const int64_t total = T * N;
+template <typename T, typename Y>
+__global__ void add_bias_kernel(Y* y, const T* bias, int64_t T_, int N) {
+  const int64_t total = T_ * N;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const float b = bf2f(bias[e % N]);
-    if (F32) {
-      static_cast<float*>(y)[e] += b;
-    } else {
-      uint16_t* p = static_cast<uint16_t*>(y) + e;
-      *p = f2bf(bf2f(*p) + b);
-    }
-  }
-}
-
-__global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x)
-    y[e] = f2bf(x[e]);
+    y[e] = from_f<Y>(to_f(y[e]) + to_f(bias[e % N]));
 }
 
 }  // namespace
 
-cudaError_t embedding(const int32_t* ids, const bf16_t* table, bf16_t* out, int T, int V, int H,
-                      cudaStream_t s) {
-  if (T > 0) embedding_kernel<<<T, kThreads, 0, s>>>(ids, table, out, V, H);
+template <typename T>
+cudaError_t embedding(const int32_t* ids, const T* table, T* out, int T_, int V, int H, cudaStream_t s) {
+  if (T_ > 0) embedding_kernel<T><<<T_, kThreads, 0, s>>>(ids, table, out, V, H);
   return cudaGetLastError();
 }
 
-cudaError_t rope(bf16_t* q, bf16_t* k, const int32_t* positions, const float* inv_freq, int T,
-                 int hq, int hkv, int D, cudaStream_t s) {
-  const int64_t n = int64_t(T) * (hq + hkv) * (D / 2);
-  if (n > 0) rope_kernel<<<blocks_for(n), kThreads, 0, s>>>(q, k, positions, inv_freq, T, hq, hkv, D);
-  return cudaGetLastError();
-}
-
-cudaError_t silu_mul(const bf16_t* gate_up, bf16_t* out, int T, int I, cudaStream_t s) {
-  const int64_t n = int64_t(T) * I;
-  if (n > 0) silu_mul_kernel<<<blocks_for(n), kThreads, 0, s>>>(gate_up, out, T, I);
+template <typename T>
+cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s) {
+  const int64_t n = int64_t(T_) * I;
+  if (n > 0) silu_mul_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(gate_up, out, T_, I);
   return cudaGetLastError();
 }
 
@@ -167,20 +129,24 @@ cudaError_t argmax(const void* x, bool x_f32, int32_t* out, int n, int V, cudaSt
   return cudaGetLastError();
 }
 
-cudaError_t add_bias(void* y, bool y_f32, const bf16_t* bias, int T, int N, cudaStream_t s) {
-  const int64_t n = int64_t(T) * N;
+template <typename T>
+cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStream_t s) {
+  const int64_t n = int64_t(T_) * N;
   if (n > 0) {
     if (y_f32)
-      add_bias_kernel<true><<<blocks_for(n), kThreads, 0, s>>>(y, bias, T, N);
+      add_bias_kernel<T, float><<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(y), bias, T_, N);
     else
-      add_bias_kernel<false><<<blocks_for(n), kThreads, 0, s>>>(y, bias, T, N);
+      add_bias_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(y), bias, T_, N);
   }
   return cudaGetLastError();
 }
 
-cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
-  if (n > 0) f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
-  return cudaGetLastError();
-}
+#define GS_INSTANTIATE(T)                                                                       \
+  template cudaError_t embedding<T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t); \
+  template cudaError_t silu_mul<T>(const T*, T*, int, int, cudaStream_t);                       \
+  template cudaError_t add_bias<T>(void*, bool, const T*, int, int, cudaStream_t);
+GS_INSTANTIATE(bf16_t)
+GS_INSTANTIATE(float)
+#undef GS_INSTANTIATE
 
 }  // namespace gs::cuda
