@@ -183,8 +183,10 @@ TEST_P(CudaOps, BadShapesAreErrors) {
   Tensor w = Tensor::empty({32, 48}, DType::BF16, gpu->allocator());
   Tensor y = Tensor::empty({2, 32}, DType::BF16, gpu->allocator());
   EXPECT_THROW(gpu->linear(x, w, Tensor(), y), Error);
-  Tensor xf = Tensor::empty({2, 64}, DType::F32, gpu->allocator());
-  EXPECT_THROW(gpu->rms_norm(xf, Tensor::empty({64}, DType::BF16, gpu->allocator()), 1e-5f, x), Error);
+  // x may be an f32 residual whatever the compute dtype; the weight must be in the compute dtype.
+  const DType other = dt() == DType::F32 ? DType::BF16 : DType::F32;
+  Tensor xd = Tensor::empty({2, 64}, dt(), gpu->allocator());
+  EXPECT_THROW(gpu->rms_norm(xd, Tensor::empty({64}, other, gpu->allocator()), 1e-5f, xd), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::BF16, DType::F32),

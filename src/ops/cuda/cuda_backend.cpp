@@ -80,33 +80,44 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
     need(ids, DType::I32, "embedding", "ids");
     need(table, dtype_, "embedding", "table");
-    need(out, dtype_, "embedding", "out");
+    need(out, residual_dtype(out), "embedding", "out");
     const int64_t T = ids.numel(), H = table.row_elems();
     need_rows(out, T, H, "embedding", "out");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::embedding<E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T),
-                                       int(table.dim(0)), int(H), s()));
+      if (out.dtype() == DType::F32)
+        GS_CUDA_CHECK((cuda::embedding<E, float>(ptr<int32_t>(ids), ptr<E>(table), ptr<float>(out), int(T),
+                                                int(table.dim(0)), int(H), s())));
+      else
+        GS_CUDA_CHECK((cuda::embedding<E, E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T),
+                                            int(table.dim(0)), int(H), s())));
     });
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
-    const int64_t H = check_norm(x, w, out, "rms_norm");
+    const int64_t H = check_norm(x, w, out, "rms_norm", true);
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::rms_norm<E>(ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s()));
+      if (x.dtype() == DType::F32)
+        GS_CUDA_CHECK((cuda::rms_norm<E, float>(ptr<float>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s())));
+      else
+        GS_CUDA_CHECK((cuda::rms_norm<E, E>(ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s())));
     });
   }
 
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                     const Tensor& out) override {
     const int64_t H = check_norm(x, w, out, "add_rms_norm");
-    need(residual, dtype_, "add_rms_norm", "residual");
+    need(residual, residual_dtype(residual), "add_rms_norm", "residual");
     need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::add_rms_norm<E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
-                                          int(x.dim(0)), int(H), s()));
+      if (residual.dtype() == DType::F32)
+        GS_CUDA_CHECK((cuda::add_rms_norm<E, float>(ptr<float>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
+                                                   int(x.dim(0)), int(H), s())));
+      else
+        GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
+                                               int(x.dim(0)), int(H), s())));
     });
   }
 
@@ -244,8 +255,14 @@ class CudaBackend final : public Backend {
       f(bf16_t{});
   }
 
-  int64_t check_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op) {
-    need(x, dtype_, op, "x");
+  // The residual stream may be f32 whatever the compute dtype (see Backend::add_rms_norm).
+  DType residual_dtype(const Tensor& t) const {
+    return t.defined() && t.dtype() == DType::F32 ? DType::F32 : dtype_;
+  }
+
+  int64_t check_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op,
+                     bool x_may_be_residual = false) {
+    need(x, x_may_be_residual ? residual_dtype(x) : dtype_, op, "x");
     need(w, dtype_, op, "w");
     need(out, dtype_, op, "out");
     GS_CHECK(x.ndim() >= 1, "{}: x must be [T, H], got {}", op, x.str());

@@ -13,15 +13,16 @@ namespace gs::cuda {
 
 using bf16_t = uint16_t;
 
-// out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed.
-template <typename T>
-cudaError_t embedding(const int32_t* ids, const T* table, T* out, int T_, int V, int H, cudaStream_t s);
-// out = x / rms(x) * w per row of H elements.
-template <typename T>
-cudaError_t rms_norm(const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
-// residual += x; out = rms_norm(residual). x may alias out.
-template <typename T>
-cudaError_t add_rms_norm(T* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
+// out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed. O is T or float (an
+// fp32 residual stream).
+template <typename T, typename O>
+cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V, int H, cudaStream_t s);
+// out = x / rms(x) * w per row of H elements; x is T or float (the fp32 residual).
+template <typename T, typename X>
+cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
+// residual += x; out = rms_norm(residual). x may alias out; residual is T or float.
+template <typename T, typename R>
+cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
                          cudaStream_t s);
 // In place over every head of D elements: x [T, n_heads * D].
 template <typename T>

@@ -8,27 +8,30 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
-// When `residual` is set: residual += x first (stored rounded to T, as the model keeps it),
-// then the norm of the new residual. out may alias x: x is fully read before the barrier.
-template <typename T>
-__global__ void rms_norm_kernel(T* residual, const T* x, const T* w, float eps, T* out, int H) {
+// When `residual` is set: residual += x first (stored in R: f32 for an fp32 residual stream, or
+// rounded to T), then the norm of the new residual. out may alias x: x is fully read before the
+// barrier. x is X (T, or f32 when it is the residual itself).
+template <typename T, typename X, typename R>
+__global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * H;
-  T* rr = residual ? residual + row * H : nullptr;
+  const X* xr = x + row * H;
+  R* rr = residual ? residual + row * H : nullptr;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
     float v = to_f(xr[i]);
     if (rr) {
-      const T r = from_f<T>(to_f(rr[i]) + v);
+      const R r = from_f<R>(to_f(rr[i]) + v);
       rr[i] = r;
       v = to_f(r);
     }
     ss += v * v;
   }
   const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
-  const T* src = rr ? rr : xr;
   T* o = out + row * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f<T>(to_f(src[i]) * inv * to_f(w[i]));
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    const float v = rr ? to_f(rr[i]) : to_f(xr[i]);
+    o[i] = from_f<T>(v * inv * to_f(w[i]));
+  }
 }
 
 template <typename T>
@@ -48,16 +51,16 @@ __global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, in
 
 }  // namespace
 
-template <typename T>
-cudaError_t rms_norm(const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
-  if (T_ > 0) rms_norm_kernel<T><<<T_, kNormThreads, 0, s>>>(nullptr, x, w, eps, out, H);
+template <typename T, typename X>
+cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
+  if (T_ > 0) rms_norm_kernel<T, X, float><<<T_, kNormThreads, 0, s>>>(nullptr, x, w, eps, out, H);
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t add_rms_norm(T* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
+template <typename T, typename R>
+cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
                          cudaStream_t s) {
-  if (T_ > 0) rms_norm_kernel<T><<<T_, kNormThreads, 0, s>>>(residual, x, w, eps, out, H);
+  if (T_ > 0) rms_norm_kernel<T, T, R><<<T_, kNormThreads, 0, s>>>(residual, x, w, eps, out, H);
   return cudaGetLastError();
 }
 
@@ -70,12 +73,14 @@ cudaError_t head_rms_norm(T* x, const T* w, float eps, int T_, int n_heads, int 
   return cudaGetLastError();
 }
 
-#define GS_INSTANTIATE(T)                                                                          \
-  template cudaError_t rms_norm<T>(const T*, const T*, float, T*, int, int, cudaStream_t);         \
-  template cudaError_t add_rms_norm<T>(T*, const T*, const T*, float, T*, int, int, cudaStream_t); \
-  template cudaError_t head_rms_norm<T>(T*, const T*, float, int, int, int, cudaStream_t);
-GS_INSTANTIATE(bf16_t)
-GS_INSTANTIATE(float)
+#define GS_INSTANTIATE(T, R)                                                                           \
+  template cudaError_t rms_norm<T, R>(const R*, const T*, float, T*, int, int, cudaStream_t);          \
+  template cudaError_t add_rms_norm<T, R>(R*, const T*, const T*, float, T*, int, int, cudaStream_t);
+GS_INSTANTIATE(bf16_t, bf16_t)
+GS_INSTANTIATE(bf16_t, float)
+GS_INSTANTIATE(float, float)
 #undef GS_INSTANTIATE
+template cudaError_t head_rms_norm<bf16_t>(bf16_t*, const bf16_t*, float, int, int, int, cudaStream_t);
+template cudaError_t head_rms_norm<float>(float*, const float*, float, int, int, int, cudaStream_t);
 
 }  // namespace gs::cuda

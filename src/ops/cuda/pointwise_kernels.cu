@@ -15,14 +15,14 @@ int blocks_for(int64_t n, int threads = kThreads) {
   return int(b < 65535 * 32 ? b : 65535 * 32);
 }
 
-template <typename T>
-__global__ void embedding_kernel(const int32_t* ids, const T* table, T* out, int V, int H) {
+template <typename T, typename O>
+__global__ void embedding_kernel(const int32_t* ids, const T* table, O* out, int V, int H) {
   const int64_t t = blockIdx.x;
   const int id = ids[t];
-  T* o = out + t * H;
+  O* o = out + t * H;
   const bool ok = id >= 0 && id < V;
   const T* row = table + int64_t(ok ? id : 0) * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = ok ? row[i] : T(0);
+  for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f<O>(ok ? to_f(row[i]) : 0.0f);
 }
 
 template <typename T>
@@ -98,9 +98,9 @@ __global__ void add_bias_kernel(Y* y, const T* bias, int64_t T_, int N) {
 
 }  // namespace
 
-template <typename T>
-cudaError_t embedding(const int32_t* ids, const T* table, T* out, int T_, int V, int H, cudaStream_t s) {
-  if (T_ > 0) embedding_kernel<T><<<T_, kThreads, 0, s>>>(ids, table, out, V, H);
+template <typename T, typename O>
+cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V, int H, cudaStream_t s) {
+  if (T_ > 0) embedding_kernel<T, O><<<T_, kThreads, 0, s>>>(ids, table, out, V, H);
   return cudaGetLastError();
 }
 
@@ -142,11 +142,12 @@ cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStre
 }
 
 #define GS_INSTANTIATE(T)                                                                       \
-  template cudaError_t embedding<T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t); \
+  template cudaError_t embedding<T, T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t); \
   template cudaError_t silu_mul<T>(const T*, T*, int, int, cudaStream_t);                       \
   template cudaError_t add_bias<T>(void*, bool, const T*, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE
+template cudaError_t embedding<bf16_t, float>(const int32_t*, const bf16_t*, float*, int, int, int, cudaStream_t);
 
 }  // namespace gs::cuda
