@@ -1,0 +1,84 @@
+// The graphserve command line, as a user meets it: real runs on stories260K, and bad input that
+// must end in one clear error line and exit code 1 (never a crash, a hang or a signal).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_paths.h"
+
+namespace gs {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out;     // stdout and stderr together
+};
+
+CliRun graphserve(const std::string& args) {
+  const std::string cmd = "timeout 120 " + test::graphserve_exe().string() + " " + args + " 2>&1";
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+std::string stories() { return "--model " + test::stories260k_dir().string() + " --device cpu"; }
+
+TEST(Cli, GenerateOnStories260KPrintsTheGoldenGreedyText) {
+  std::ifstream in(test::golden_dir() / "stories260K" / "short.json");
+  const auto golden = nlohmann::json::parse(in);
+  const CliRun r = graphserve("--log-level warn generate " + stories() +
+                           " --prompt 'Once upon a time' --temperature 0 --max-tokens 64 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(golden["output_text"].get<std::string>()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+}
+
+TEST(Cli, InfoListsThePresets) {
+  const CliRun r = graphserve("info --presets");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* p : {"smollm2-135m", "qwen2.5-0.5b", "llama3.2-1b", "llama3.1-8b"})
+    EXPECT_NE(r.out.find(p), std::string::npos) << p << "\n" << r.out;
+}
+
+// Each bad input: exit code 1 and a message naming the problem.
+struct BadInput {
+  const char* name;
+  std::string args;
+  const char* expected;  // a fragment the error must contain
+};
+
+TEST(Cli, BadInputGivesAClearErrorAndExitCodeOne) {
+  const std::string long_prompt(4000, 'a');  // > 512 tokens of context once tokenized byte by byte
+  const BadInput cases[] = {
+      {"empty prompt", "generate " + stories() + " --prompt ''", "empty"},
+      {"prompt longer than the context", "generate " + stories() + " --prompt '" + long_prompt + "'", "max_model_len"},
+      {"bad model path", "generate --model /nonexistent/model --prompt hi", "/nonexistent/model"},
+      {"bad temperature", "generate " + stories() + " --prompt hi --temperature -1", "temperature"},
+      {"bad top_p", "generate " + stories() + " --prompt hi --top-p 1.5", "top_p"},
+      {"bad max_tokens", "generate " + stories() + " --prompt hi --max-tokens 0", "max_tokens"},
+      {"unknown preset", "generate --load-format dummy --preset nope --prompt hi", "nope"},
+      {"unknown graph mode", "generate " + stories() + " --prompt hi -cc.cudagraph_mode=FAST", "FULL_AND_PIECEWISE"},
+      {"unknown compilation key", "generate " + stories() + " --prompt hi --compilation-config '{\"nope\": 1}'", "nope"},
+  };
+  for (const BadInput& c : cases) {
+    SCOPED_TRACE(c.name);
+    const CliRun r = graphserve(c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.expected), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace gs
