@@ -1,6 +1,8 @@
 #include "server/api_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <fmt/format.h>
@@ -50,6 +52,9 @@ ApiServer::ApiServer(EngineClient& client, ServerConfig cfg)
   http_->set_socket_options([this](int fd) {
     int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    // Streamed tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds them back
+    // and clients see tokens in bursts. Accepted sockets inherit it from the listening socket.
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     listen_fd_ = fd;
   });
   routes();
