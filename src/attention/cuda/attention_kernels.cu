@@ -3,12 +3,16 @@
 // per lane for q.k, lanes split the head dim for p.v), merged at the end with the
 // online-softmax rule. With one split the CTA writes the output; with several (flash-decoding,
 // for small batches whose few CTAs would leave the GPU idle) each writes its normalised partial
-// output and (max, sum) and a combine kernel merges them. Prefill, decode and mixed batches run
-// the same kernels; they read every per-batch value from device buffers.
+// output and (max, sum), and the last of them to finish (an atomic counter) merges them. The
+// same kernel writes the new tokens' k, v into the paged cache and reads those positions from
+// k, v directly: one graph node per layer instead of three (cache write, attention, combine),
+// each of which cost ~3-4 us of node latency at bs 1. Prefill, decode and mixed batches run the
+// same kernel; it reads every per-batch value from device buffers.
 #include <cfloat>
 
 #include "attention/cuda/attention_kernels.h"
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -18,17 +22,6 @@ constexpr int kWarps = 4;
 constexpr int kGroup = 8;        // query heads per CTA (GQA group, split when larger)
 constexpr int kMaxSplits = 16;   // CTAs per context at most
 constexpr int kSplitTarget = 256;  // CTAs to aim for (about two per SM of an H100/H200)
-
-__global__ void reshape_and_cache_kernel(const uint16_t* k, const uint16_t* v, uint16_t* kc,
-                                         uint16_t* vc, const int32_t* slots, int row, int64_t num_slots) {
-  const int64_t t = blockIdx.x;
-  const int64_t slot = slots[t];
-  if (slot < 0 || slot >= num_slots) return;
-  for (int i = threadIdx.x; i < row; i += blockDim.x) {
-    kc[slot * row + i] = k[t * row + i];
-    vc[slot * row + i] = v[t * row + i];
-  }
-}
 
 // Largest r in [0, n] with qsl[r] <= t (qsl is non-decreasing, qsl[0] = 0).
 __device__ int find_request(const int32_t* qsl, int n, int t) {
@@ -64,6 +57,55 @@ __device__ __forceinline__ float dot_row(const T* kp, const float* qs, int D) {
   return s;
 }
 
+// Head g of token t's new k, v -> its cache slot (one CTA per (token, kv head) does this).
+template <typename T>
+__device__ __forceinline__ void write_cache(const PagedAttentionParams& p, int t, int g, int64_t row) {
+  const int64_t slot = p.slot_mapping[t];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int64_t src = int64_t(t) * row + int64_t(g) * p.D, dst = slot * row + int64_t(g) * p.D;
+  for (int i = threadIdx.x; i < p.D; i += blockDim.x) {
+    static_cast<T*>(p.k_cache)[dst + i] = static_cast<const T*>(p.k)[src + i];
+    static_cast<T*>(p.v_cache)[dst + i] = static_cast<const T*>(p.v)[src + i];
+  }
+}
+
+// Called by every CTA of a split launch after it wrote its partial states (block-uniform). The
+// last CTA of its (token, head group) to arrive merges the S partials of each of its nh heads:
+// out = sum_s w_s o_s / sum_s w_s with w_s = l_s exp(m_s - max m) (splits with l_s = 0 are
+// empty), and resets the counter for the next launch.
+template <typename T>
+__device__ void finish_split(const PagedAttentionParams& p, const float* ml, const float* pacc,
+                             T* out, int t, int h0, int nh, int S) {
+  __shared__ bool last;
+  __threadfence();  // this CTA's partials are visible before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* c = p.split_counters + int64_t(t) * gridDim.y + blockIdx.y;
+    last = atomicAdd(c, 1u) == unsigned(S - 1);
+    if (last) *c = 0u;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int D = p.D;
+  for (int e = threadIdx.x; e < nh * D; e += blockDim.x) {
+    const int h = e / D, d = e % D;
+    const int64_t base = (int64_t(t) * p.hq + h0 + h) * S;  // partial (t, h0 + h, split 0)
+    float mx = -FLT_MAX;
+    for (int s = 0; s < S; ++s)
+      if (__ldcg(ml + 2 * (base + s) + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ml + 2 * (base + s)));
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < S; ++s) {
+      const float l = __ldcg(ml + 2 * (base + s) + 1);
+      if (l <= 0.0f) continue;
+      const float w = l * __expf(__ldcg(ml + 2 * (base + s)) - mx);
+      den += w;
+      num += w * __ldcg(pacc + (base + s) * D + d);
+    }
+    out[e] = from_f<T>(den > 0.0f ? num / den : 0.0f);
+  }
+}
+
 // Keys of the p.v step whose V elements are loaded together (64 loads in flight per lane).
 template <int DPL>
 constexpr int kVBatch = DPL <= 2 ? 32 : 64 / DPL;
@@ -77,6 +119,8 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
   __shared__ float q_s[kGroup][MAXD];
   __shared__ float m_s[kWarps][kGroup], l_s[kWarps][kGroup];
   __shared__ float acc_s[kWarps][kGroup][MAXD];
+  pdl_wait();
+  pdl_trigger();
 
   const int t = blockIdx.x, D = p.D;
   const int G = p.hq / p.hkv, chunks = (G + kGroup - 1) / kGroup;
@@ -91,12 +135,17 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
   float* ml = p.split_workspace;
   float* pacc = p.split_workspace + 2 * int64_t(gridDim.x) * p.hq * S;
 
+  const int64_t row = int64_t(p.hkv) * D;
+  if (blockIdx.y % chunks == 0 && z == 0) write_cache<T>(p, t, g, row);
+
   const int r = find_request(p.query_start_loc, p.num_reqs_padded, t);
-  int limit = 0;
+  int limit = 0, new0 = 0, tok0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v
   if (r < p.num_reqs_padded && t < p.query_start_loc[r + 1]) {
     const int qlen = p.query_start_loc[r + 1] - p.query_start_loc[r];
     const int ctx = min(p.seq_lens[r], p.max_blocks_per_req * p.block_size);
-    limit = min(ctx, p.seq_lens[r] - qlen + (t - p.query_start_loc[r]) + 1);
+    new0 = p.seq_lens[r] - qlen;
+    tok0 = p.query_start_loc[r];
+    limit = min(ctx, new0 + (t - tok0) + 1);
   }
   int begin = 0, end = max(limit, 0);
   if (SPLIT) {  // even parts of whole 32-key chunks; trailing splits may be empty
@@ -107,6 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
   if (end <= begin) {
     if (SPLIT) {
       for (int h = threadIdx.x; h < nh; h += blockDim.x) ml[2 * (part0 + int64_t(h) * S) + 1] = 0.0f;
+      finish_split<T>(p, ml, pacc, out, t, h0, nh, S);
     } else {
       for (int i = threadIdx.x; i < nh * D; i += blockDim.x) out[i] = from_f<T>(0.0f);
     }
@@ -117,9 +167,10 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
   __syncthreads();
 
   const int32_t* bt = p.block_table + int64_t(r) * p.max_blocks_per_req;
-  const int64_t row = int64_t(p.hkv) * D;
-  const T* kc = static_cast<const T*>(p.k_cache);
-  const T* vc = static_cast<const T*>(p.v_cache);
+  const T* kc = static_cast<const T*>(p.k_cache) + int64_t(g) * D;
+  const T* vc = static_cast<const T*>(p.v_cache) + int64_t(g) * D;
+  const T* kn = static_cast<const T*>(p.k) + int64_t(g) * D;
+  const T* vn = static_cast<const T*>(p.v) + int64_t(g) * D;
   float m[kGroup], l[kGroup], acc[kGroup][DPL];
 #pragma unroll
   for (int h = 0; h < kGroup; ++h) {
@@ -132,12 +183,16 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
   for (int base = begin + warp * 32; base < end; base += kWarps * 32) {
     const int j = base + lane;
     const bool valid = j < end;
-    int64_t slot = 0;
-    if (valid) {
+    int64_t off = 0;  // row offset of key j in the cache, or in k, v for a new position
+    const bool fresh = valid && j >= new0;
+    if (fresh) {
+      off = int64_t(tok0 + (j - new0)) * row;
+    } else if (valid) {
       const int blk = min(max(bt[j / p.block_size], 0), p.num_blocks - 1);
-      slot = int64_t(blk) * p.block_size + j % p.block_size;
+      off = (int64_t(blk) * p.block_size + j % p.block_size) * row;
     }
-    const T* kp = kc + slot * row + int64_t(g) * D;
+    const T* kp = (fresh ? kn : kc) + off;
+    const unsigned long long vrow = reinterpret_cast<unsigned long long>((fresh ? vn : vc) + off);
     float pr[kGroup];
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
@@ -157,8 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
       float vv[VB][DPL];
 #pragma unroll
       for (int b = 0; b < VB; ++b) {
-        const int64_t sj = __shfl_sync(0xffffffffu, slot, (j0 + b) & 31);
-        const T* vp = vc + sj * row + int64_t(g) * D;
+        const T* vp = reinterpret_cast<const T*>(__shfl_sync(0xffffffffu, vrow, (j0 + b) & 31));
 #pragma unroll
         for (int i = 0; i < DPL; ++i)
           vv[b][i] = (j0 + b < n && lane + 32 * i < D) ? to_f(vp[lane + 32 * i]) : 0.0f;
@@ -206,56 +260,23 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
       out[e] = from_f<T>(o);
     }
   }
-}
-
-// Merges the S partial states of each (token, head): out = sum_s w_s o_s / sum_s w_s with
-// w_s = l_s exp(m_s - max m). One CTA per (token, head); splits with l_s = 0 are empty.
-template <typename T>
-__global__ void combine_splits_kernel(const float* ws, T* out, int hq, int D, int S) {
-  const int64_t th = int64_t(blockIdx.x) * hq + blockIdx.y;  // (token, head)
-  const float* ml = ws + 2 * th * S;
-  const float* pacc = ws + 2 * int64_t(gridDim.x) * hq * S + th * S * D;
-  float mx = -FLT_MAX;
-  for (int s = 0; s < S; ++s)
-    if (ml[2 * s + 1] > 0.0f) mx = fmaxf(mx, ml[2 * s]);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      const float l = ml[2 * s + 1];
-      if (l <= 0.0f) continue;
-      const float w = l * __expf(ml[2 * s] - mx);
-      den += w;
-      num += w * pacc[int64_t(s) * D + d];
-    }
-    out[th * D + d] = from_f<T>(den > 0.0f ? num / den : 0.0f);
-  }
+  if (SPLIT) finish_split<T>(p, ml, pacc, out, t, h0, nh, S);
 }
 
 template <typename T, int DPL>
-void launch(const PagedAttentionParams& p, int T_, int S, cudaStream_t s) {
+cudaError_t launch(const PagedAttentionParams& p, int T_, int S, cudaStream_t s) {
   const int G = p.hq / p.hkv;
   const dim3 grid(unsigned(T_), unsigned(p.hkv * ((G + kGroup - 1) / kGroup)), unsigned(S));
-  if (S == 1) {
-    paged_attention_kernel<T, DPL, false><<<grid, kWarps * 32, 0, s>>>(p);
-    return;
-  }
-  paged_attention_kernel<T, DPL, true><<<grid, kWarps * 32, 0, s>>>(p);
-  const int threads = p.D <= 64 ? 64 : 128;
-  combine_splits_kernel<T><<<dim3(unsigned(T_), unsigned(p.hq)), threads, 0, s>>>(
-      p.split_workspace, static_cast<T*>(p.out), p.hq, p.D, S);
+  return launch_pdl(S == 1 ? paged_attention_kernel<T, DPL, false> : paged_attention_kernel<T, DPL, true>, grid,
+                    kWarps * 32, 0, s, p);
 }
 
 template <typename T>
 cudaError_t dispatch(const PagedAttentionParams& p, int T_, int S, cudaStream_t s) {
-  if (p.D <= 64)
-    launch<T, 2>(p, T_, S, s);
-  else if (p.D <= 128)
-    launch<T, 4>(p, T_, S, s);
-  else if (p.D <= kMaxAttentionHeadDim)
-    launch<T, 8>(p, T_, S, s);
-  else
-    return cudaErrorInvalidValue;
-  return cudaGetLastError();
+  if (p.D <= 64) return launch<T, 2>(p, T_, S, s);
+  if (p.D <= 128) return launch<T, 4>(p, T_, S, s);
+  if (p.D <= kMaxAttentionHeadDim) return launch<T, 8>(p, T_, S, s);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -277,20 +298,9 @@ int attention_splits(int T, int hq, int hkv, int max_context) {
   return S > 1 ? S : 1;
 }
 
-cudaError_t reshape_and_cache(const void* k, const void* v, void* k_cache, void* v_cache,
-                              const int32_t* slot_mapping, int T, int hkv, int D, int elem_bytes,
-                              int64_t num_slots, cudaStream_t s) {
-  const int units = hkv * D * elem_bytes / 2;  // rows copied in 2-byte units
-  if (T > 0)
-    reshape_and_cache_kernel<<<T, 128, 0, s>>>(
-        static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(k_cache),
-        static_cast<uint16_t*>(v_cache), slot_mapping, units, num_slots);
-  return cudaGetLastError();
-}
-
 cudaError_t paged_attention(const PagedAttentionParams& p, int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
-  const int S = p.split_workspace
+  const int S = p.split_workspace && p.split_counters
                     ? attention_splits(T, p.hq, p.hkv, p.max_blocks_per_req * p.block_size)
                     : 1;
   return p.f32 ? dispatch<float>(p, T, S, s) : dispatch<uint16_t>(p, T, S, s);

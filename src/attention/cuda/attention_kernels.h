@@ -14,9 +14,13 @@ namespace gs::cuda {
 
 struct PagedAttentionParams {
   const void* q = nullptr;        // [T, hq * D]
+  const void* k = nullptr;        // [T, hkv * D]: the new tokens' keys, written to the cache
+  const void* v = nullptr;        // [T, hkv * D]
   void* out = nullptr;            // [T, hq * D]
-  const void* k_cache = nullptr;  // [num_blocks, block_size, hkv, D]
-  const void* v_cache = nullptr;
+  void* k_cache = nullptr;        // [num_blocks, block_size, hkv, D]
+  void* v_cache = nullptr;
+  const int32_t* slot_mapping = nullptr;     // [T]; slots < 0 or >= num_slots are not written
+  int64_t num_slots = 0;
   const int32_t* query_start_loc = nullptr;  // [num_reqs_padded + 1]
   const int32_t* seq_lens = nullptr;         // [num_reqs_padded]
   const int32_t* block_table = nullptr;      // [*, max_blocks_per_req]
@@ -27,9 +31,14 @@ struct PagedAttentionParams {
   int num_blocks = 0;
   int hq = 0, hkv = 0, D = 0;
   float scale = 1.0f;
-  // Flash-decoding workspace (split_workspace_floats(D) floats); null disables splitting.
+  // Flash-decoding workspace (split_workspace_floats(D) floats, then kSplitCounters zeroed
+  // counters that the kernel leaves zeroed again); null disables splitting.
   float* split_workspace = nullptr;
+  unsigned* split_counters = nullptr;
 };
+
+// Counters the split path needs (one per (token, kv-head group) of a split launch).
+constexpr int kSplitCounters = 512;
 
 // Largest head_dim the attention kernel handles.
 constexpr int kMaxAttentionHeadDim = 256;
@@ -42,16 +51,13 @@ size_t split_workspace_floats(int D);
 // longest context the block table can address.
 int attention_splits(int T, int hq, int hkv, int max_context);
 
-// cache[slot_mapping[t]] = k[t], v[t] for t < T; slots < 0 or >= num_slots are skipped.
-// elem_bytes: 2 (bf16) or 4 (f32).
-cudaError_t reshape_and_cache(const void* k, const void* v, void* k_cache, void* v_cache,
-                              const int32_t* slot_mapping, int T, int hkv, int D, int elem_bytes,
-                              int64_t num_slots, cudaStream_t s);
-
-// Causal paged attention of each of the T query tokens over its request's context; tokens of no
-// request, and requests with an empty context, get zero output rows. Splits each context over
-// attention_splits(...) CTAs (partial softmax states, then a combine kernel) when p has a
-// workspace.
+// One kernel: writes cache[slot_mapping[t]] = k[t], v[t] for t < T (slots < 0 or >= num_slots
+// skipped), and computes causal paged attention of each of the T query tokens over its
+// request's context (the new positions read straight from k and v, so no CTA waits on another's
+// cache write); tokens of no request, and requests with an empty context, get zero output rows.
+// Splits each context over attention_splits(...) CTAs when p has a workspace; the last CTA of
+// each (token, head group) to finish merges the partial softmax states (an atomic counter that
+// it resets), so the split path is one kernel too.
 cudaError_t paged_attention(const PagedAttentionParams& p, int T, cudaStream_t s);
 
 }  // namespace gs::cuda

@@ -35,6 +35,9 @@ class CudaAttention final : public AttentionBackend {
     // Fixed-size flash-decoding workspace: its size does not depend on the batch.
     split_ws_ = Tensor::empty({int64_t(cuda::split_workspace_floats(shape_.head_dim))}, DType::F32,
                               backend.allocator());
+    // The split path's arrival counters start at zero; each launch leaves them zero again.
+    split_counters_ = Tensor::empty({cuda::kSplitCounters}, DType::I32, backend.allocator());
+    GS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream_));
   }
 
   std::string name() const override { return "cuda_paged"; }
@@ -45,17 +48,18 @@ class CudaAttention final : public AttentionBackend {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
     const int64_t T = q.ndim() >= 1 ? q.dim(0) : 0;
     check_inputs(q, k, v, cache, md, out, T);
-    const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
-    GS_CUDA_CHECK(cuda::reshape_and_cache(k.data(), v.data(), cache.k.data(), cache.v.data(),
-                                          md.slot_mapping.data_as<int32_t>(), int(T), hkv, D,
-                                          int(dtype_size(dtype_)), num_slots, stream_));
     cuda::PagedAttentionParams p;
     p.q = q.data();
+    p.k = k.data();
+    p.v = v.data();
     p.out = out.data();
+    p.slot_mapping = md.slot_mapping.data_as<int32_t>();
+    p.num_slots = cache.k.dim(0) * cache.k.dim(1);
     p.k_cache = cache.k.data();
     p.v_cache = cache.v.data();
     p.f32 = dtype_ == DType::F32;
     p.split_workspace = split_ws_.data_as<float>();
+    p.split_counters = static_cast<unsigned*>(split_counters_.data());
     p.query_start_loc = md.query_start_loc.data_as<int32_t>();
     p.seq_lens = md.seq_lens.data_as<int32_t>();
     p.block_table = md.block_table.data_as<int32_t>();
@@ -107,6 +111,7 @@ class CudaAttention final : public AttentionBackend {
   cudaStream_t stream_ = nullptr;
   DType dtype_ = DType::BF16;
   Tensor split_ws_;
+  Tensor split_counters_;
 };
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Bandwidth-bound GEMV for small M (decode): one warp per output column n streams the weight
 // row w[n, :] once with 16-byte loads (4 in flight per lane) and reuses it for all M rows of
-// x, which stay in L1/L2. cuBLAS is launch/ramp bound at M = 1 (SPEC §11).
+// x, which stay in L1/L2. cuBLAS is launch/ramp bound at M = 1 (SPEC §11). Launched with PDL:
+// the first batch of weight loads (constant data) is issued before pdl_wait(), so it overlaps
+// the previous kernel's tail.
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -32,22 +35,30 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                 void* __restrict__ y, bool y_f32, int N, int K) {
   const int n = int(blockIdx.x) * kWarpsPerBlock + int(threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  if (n >= N) return;
-  const uint4* wrow = reinterpret_cast<const uint4*>(w + int64_t(n) * K);
+  const uint4* wrow = reinterpret_cast<const uint4*>(w + int64_t(n < N ? n : 0) * K);
   const int KV = K / kVecElems<T>;
+  int kv = lane;
+  uint4 wv[kUnroll];
+  const auto load = [&] {  // the next kUnroll vectors of this lane (streamed, used once)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (kv + 32 * u < KV) wv[u] = __ldcs(wrow + kv + 32 * u);
+  };
+  if (n < N) load();
+  pdl_wait();
+  pdl_trigger();
+  if (n >= N) return;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-
-  int kv = lane;
-  for (; kv + 32 * (kUnroll - 1) < KV; kv += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  while (true) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wrow + kv + 32 * u);  // streamed, used once
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv[u], x, K, kv + 32 * u, acc);
+    for (int u = 0; u < kUnroll; ++u)
+      if (kv + 32 * u < KV) fma_chunk<T, M>(wv[u], x, K, kv + 32 * u, acc);
+    kv += 32 * kUnroll;
+    if (kv >= KV) break;
+    load();
   }
-  for (; kv < KV; kv += 32) fma_chunk<T, M>(__ldcs(wrow + kv), x, K, kv, acc);
 
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -76,10 +87,9 @@ cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int
   if (N <= 0) return cudaGetLastError();
   const int blocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
   switch (M) {
-    case 1: gemv_kernel<T, 1><<<blocks, kWarpsPerBlock * 32, 0, s>>>(x, w, bias, y, y_f32, N, K); break;
+    case 1: return launch_pdl(gemv_kernel<T, 1>, blocks, kWarpsPerBlock * 32, 0, s, x, w, bias, y, y_f32, N, K);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 template cudaError_t gemv<bf16_t>(const bf16_t*, const bf16_t*, const bf16_t*, void*, bool, int, int, int,

@@ -1,6 +1,7 @@
 // RMSNorm kernels: one block per row (fp32 sums), and one warp per head for head_rms_norm.
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -13,6 +14,8 @@ constexpr int kNormThreads = 256;
 // barrier. x is X (T, or f32 when it is the residual itself).
 template <typename T, typename X, typename R>
 __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const X* xr = x + row * H;
   R* rr = residual ? residual + row * H : nullptr;
@@ -53,15 +56,16 @@ __global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, in
 
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
-  if (T_ > 0) rms_norm_kernel<T, X, float><<<T_, kNormThreads, 0, s>>>(nullptr, x, w, eps, out, H);
-  return cudaGetLastError();
+  if (T_ <= 0) return cudaGetLastError();
+  return launch_pdl(rms_norm_kernel<T, X, float>, T_, kNormThreads, 0, s, static_cast<float*>(nullptr), x, w, eps,
+                    out, H);
 }
 
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
                          cudaStream_t s) {
-  if (T_ > 0) rms_norm_kernel<T, T, R><<<T_, kNormThreads, 0, s>>>(residual, x, w, eps, out, H);
-  return cudaGetLastError();
+  if (T_ <= 0) return cudaGetLastError();
+  return launch_pdl(rms_norm_kernel<T, T, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
 }
 
 template <typename T>

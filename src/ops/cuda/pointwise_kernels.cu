@@ -3,6 +3,7 @@
 
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -17,6 +18,8 @@ int blocks_for(int64_t n, int threads = kThreads) {
 
 template <typename T, typename O>
 __global__ void embedding_kernel(const int32_t* ids, const T* table, O* out, int V, int H) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x;
   const int id = ids[t];
   O* o = out + t * H;
@@ -27,6 +30,8 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, O* out, int
 
 template <typename T>
 __global__ void silu_mul_kernel(const T* gate_up, T* out, int64_t T_, int I) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t total = T_ * I;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -41,6 +46,8 @@ __global__ void silu_mul_kernel(const T* gate_up, T* out, int64_t T_, int I) {
 // Copies rows in 2-byte units (every dtype here is at least 2 bytes wide).
 __global__ void gather_kernel(const uint16_t* x, const int32_t* idx, uint16_t* out, int T,
                               int64_t row_units) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t i = blockIdx.x;
   const int src = idx[i];
   const bool ok = src >= 0 && src < T;
@@ -50,6 +57,8 @@ __global__ void gather_kernel(const uint16_t* x, const int32_t* idx, uint16_t* o
 
 template <bool F32>
 __global__ void argmax_kernel(const void* xv, int32_t* out, int V) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   float best = -FLT_MAX;
   int best_i = 0x7fffffff;
@@ -100,33 +109,27 @@ __global__ void add_bias_kernel(Y* y, const T* bias, int64_t T_, int N) {
 
 template <typename T, typename O>
 cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V, int H, cudaStream_t s) {
-  if (T_ > 0) embedding_kernel<T, O><<<T_, kThreads, 0, s>>>(ids, table, out, V, H);
-  return cudaGetLastError();
+  if (T_ <= 0) return cudaGetLastError();
+  return launch_pdl(embedding_kernel<T, O>, T_, kThreads, 0, s, ids, table, out, V, H);
 }
 
 template <typename T>
 cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s) {
   const int64_t n = int64_t(T_) * I;
-  if (n > 0) silu_mul_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(gate_up, out, T_, I);
-  return cudaGetLastError();
+  if (n <= 0) return cudaGetLastError();
+  return launch_pdl(silu_mul_kernel<T>, blocks_for(n), kThreads, 0, s, gate_up, out, T_, I);
 }
 
 cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T,
                         int64_t row_bytes, cudaStream_t s) {
-  if (n > 0)
-    gather_kernel<<<n, kThreads, 0, s>>>(static_cast<const uint16_t*>(x), idx,
-                                         static_cast<uint16_t*>(out), T, row_bytes / 2);
-  return cudaGetLastError();
+  if (n <= 0) return cudaGetLastError();
+  return launch_pdl(gather_kernel, n, kThreads, 0, s, static_cast<const uint16_t*>(x), idx,
+                    static_cast<uint16_t*>(out), T, row_bytes / 2);
 }
 
 cudaError_t argmax(const void* x, bool x_f32, int32_t* out, int n, int V, cudaStream_t s) {
-  if (n > 0) {
-    if (x_f32)
-      argmax_kernel<true><<<n, 1024, 0, s>>>(x, out, V);
-    else
-      argmax_kernel<false><<<n, 1024, 0, s>>>(x, out, V);
-  }
-  return cudaGetLastError();
+  if (n <= 0) return cudaGetLastError();
+  return launch_pdl(x_f32 ? argmax_kernel<true> : argmax_kernel<false>, n, 1024, 0, s, x, out, V);
 }
 
 template <typename T>

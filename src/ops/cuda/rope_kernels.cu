@@ -3,6 +3,7 @@
 // position * inv_freq with accurate sincosf (as HF computes them), never the fast intrinsics.
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -44,6 +45,8 @@ template <typename T>
 __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, const float* inv_freq,
                                       const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v,
                                       int T_, int hq, int hkv, int D) {
+  pdl_wait();
+  pdl_trigger();
   const int heads = hq + 2 * hkv;
   const int64_t item = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -105,10 +108,9 @@ cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* 
   if (D > 64 * kMaxPairsPerLane || D % 2 != 0) return cudaErrorInvalidValue;
   const int64_t warps = int64_t(T_) * (hq + 2 * hkv);
   constexpr int kWarps = kThreads / 32;
-  if (warps > 0)
-    split_qkv_rope_kernel<T><<<unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s>>>(
-        qkv, positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D);
-  return cudaGetLastError();
+  if (warps <= 0) return cudaGetLastError();
+  return launch_pdl(split_qkv_rope_kernel<T>, unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s, qkv,
+                    positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D);
 }
 
 #define GS_INSTANTIATE(T)                                                                              \
