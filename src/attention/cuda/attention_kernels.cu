@@ -87,22 +87,41 @@ __device__ void finish_split(const PagedAttentionParams& p, const float* ml, con
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // Weights of every (head, split) first, in parallel (nh * S <= 128 = blockDim), so each output
+  // element is one pass of independent loads (a serial chain of L2 loads per element cost
+  // ~3 us per layer at bs 1).
+  __shared__ float m_w[kGroup][kMaxSplits], l_w[kGroup][kMaxSplits], den_w[kGroup];
   const int D = p.D;
+  const int64_t base0 = (int64_t(t) * p.hq + h0) * S;  // partial (t, h0, split 0)
+  for (int i = threadIdx.x; i < nh * S; i += blockDim.x) {
+    const int h = i / S, sp = i % S;
+    m_w[h][sp] = __ldcg(ml + 2 * (base0 + int64_t(h) * S + sp));
+    l_w[h][sp] = __ldcg(ml + 2 * (base0 + int64_t(h) * S + sp) + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < nh) {
+    const int h = threadIdx.x;
+    float mx = -FLT_MAX, den = 0.0f;
+    for (int sp = 0; sp < S; ++sp)
+      if (l_w[h][sp] > 0.0f) mx = fmaxf(mx, m_w[h][sp]);
+    for (int sp = 0; sp < S; ++sp) {
+      const float w = l_w[h][sp] > 0.0f ? l_w[h][sp] * __expf(m_w[h][sp] - mx) : 0.0f;
+      l_w[h][sp] = w;  // now the split's weight; 0 for empty splits
+      den += w;
+    }
+    den_w[h] = den;
+  }
+  __syncthreads();
   for (int e = threadIdx.x; e < nh * D; e += blockDim.x) {
     const int h = e / D, d = e % D;
-    const int64_t base = (int64_t(t) * p.hq + h0 + h) * S;  // partial (t, h0 + h, split 0)
-    float mx = -FLT_MAX;
-    for (int s = 0; s < S; ++s)
-      if (__ldcg(ml + 2 * (base + s) + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ml + 2 * (base + s)));
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      const float l = __ldcg(ml + 2 * (base + s) + 1);
-      if (l <= 0.0f) continue;
-      const float w = l * __expf(__ldcg(ml + 2 * (base + s)) - mx);
-      den += w;
-      num += w * __ldcg(pacc + (base + s) * D + d);
+    const float* pa = pacc + (base0 + int64_t(h) * S) * D + d;
+    float num = 0.0f;
+#pragma unroll 4
+    for (int sp = 0; sp < S; ++sp) {
+      const float v = __ldcg(pa + int64_t(sp) * D);  // unwritten (empty) splits weigh 0
+      num += l_w[h][sp] > 0.0f ? l_w[h][sp] * v : 0.0f;
     }
-    out[e] = from_f<T>(den > 0.0f ? num / den : 0.0f);
+    out[e] = from_f<T>(den_w[h] > 0.0f ? num / den_w[h] : 0.0f);
   }
 }
 

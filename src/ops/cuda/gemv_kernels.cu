@@ -1,8 +1,7 @@
 // Bandwidth-bound GEMV for small M (decode): one warp per output column n streams the weight
 // row w[n, :] once with 16-byte loads (4 in flight per lane) and reuses it for all M rows of
-// x, which stay in L1/L2. cuBLAS is launch/ramp bound at M = 1 (SPEC §11). Launched with PDL:
-// the first batch of weight loads (constant data) is issued before pdl_wait(), so it overlaps
-// the previous kernel's tail.
+// x, which stay in L1/L2. cuBLAS is launch/ramp bound at M = 1 (SPEC §11). Launched with PDL
+// (ops/cuda/launch.cuh).
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
@@ -38,27 +37,33 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const uint4* wrow = reinterpret_cast<const uint4*>(w + int64_t(n < N ? n : 0) * K);
   const int KV = K / kVecElems<T>;
   int kv = lane;
-  uint4 wv[kUnroll];
-  const auto load = [&] {  // the next kUnroll vectors of this lane (streamed, used once)
+  // The first batch of weight loads (constant data) before pdl_wait(): it overlaps the previous
+  // kernel's tail. Then the plain loop (a guarded loop body measured 4-12% slower).
+  uint4 wv0[kUnroll];
+  const bool first = n < N && kv + 32 * (kUnroll - 1) < KV;
+  if (first) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (kv + 32 * u < KV) wv[u] = __ldcs(wrow + kv + 32 * u);
-  };
-  if (n < N) load();
+    for (int u = 0; u < kUnroll; ++u) wv0[u] = __ldcs(wrow + kv + 32 * u);
+  }
   pdl_wait();
   pdl_trigger();
   if (n >= N) return;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  while (true) {
+  if (first) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (kv + 32 * u < KV) fma_chunk<T, M>(wv[u], x, K, kv + 32 * u, acc);
+    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv0[u], x, K, kv + 32 * u, acc);
     kv += 32 * kUnroll;
-    if (kv >= KV) break;
-    load();
   }
+  for (; kv + 32 * (kUnroll - 1) < KV; kv += 32 * kUnroll) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wrow + kv + 32 * u);  // streamed, used once
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv[u], x, K, kv + 32 * u, acc);
+  }
+  for (; kv < KV; kv += 32) fma_chunk<T, M>(__ldcs(wrow + kv), x, K, kv, acc);
 
 #pragma unroll
   for (int m = 0; m < M; ++m) {

@@ -1,0 +1,49 @@
+// Programmatic dependent launch (PDL, Hopper): kernels of the decode chain are launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization, so a kernel's CTAs may start while the
+// previous kernel's tail still runs (its launch and prologue, e.g. a GEMV's first weight loads,
+// overlap that tail); stream capture keeps these as programmatic graph edges. The contract, for
+// every kernel launched through launch_pdl:
+//   - it calls pdl_wait() in every thread before it reads anything an earlier kernel wrote or
+//     writes anything (only reads of constant data, such as weights, may come before);
+//   - it may call pdl_trigger() (after its own pdl_wait()) to let the next kernel start early:
+//     correctness never depends on where, since pdl_wait() waits for the whole previous grid to
+//     finish and its memory to be visible.
+// GS_CUDA_PDL=0 in the environment launches everything without the attribute (A/B timing).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace gs::cuda {
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GS_CUDA_PDL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute; returns the launch's error.
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                       Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace gs::cuda
