@@ -9,6 +9,7 @@ namespace gs {
 
 struct CompilationConfig {
   CUDAGraphMode cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  bool cudagraph_mode_explicit = false;      // set by apply_json/apply_setting (a user's choice)
   std::vector<int> cudagraph_capture_sizes;  // empty: defaults up to max_cudagraph_capture_size
   int max_cudagraph_capture_size = 0;        // 0: min(max_num_seqs * 2, 256)
   std::vector<int> compile_sizes;            // token counts to autotune GEMMs for

@@ -11,8 +11,7 @@
 
 namespace gs {
 
-namespace {
-bool want_cuda(const std::string& device) {
+bool uses_cuda(const std::string& device) {
   if (device == "cpu") return false;
   if (device == "cuda") return true;
   GS_CHECK(device == "auto", "unknown device '{}': valid devices are auto, cpu, cuda", device);
@@ -22,6 +21,8 @@ bool want_cuda(const std::string& device) {
   return false;
 #endif
 }
+
+namespace {
 
 #ifdef GS_HAVE_CUDA
 // The CUDA compute dtype for EngineConfig.dtype and the checkpoint's torch_dtype.
@@ -39,7 +40,7 @@ DType cuda_dtype(const std::string& dtype, DType checkpoint) {
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype, DType checkpoint_dtype) {
-  if (!want_cuda(device)) return make_cpu_backend();
+  if (!uses_cuda(device)) return make_cpu_backend();
 #ifdef GS_HAVE_CUDA
   GS_CHECK(cuda_device_count() > 0, "device 'cuda' was requested but no CUDA GPU is present");
   const DType dt = cuda_dtype(dtype, checkpoint_dtype);

@@ -9,6 +9,10 @@
 
 namespace gs {
 
+// Whether `device` ("cpu", "cuda" or "auto") means the CUDA backend: "auto" does when this build
+// has CUDA and a GPU is present. Throws gs::Error for an unknown device.
+bool uses_cuda(const std::string& device);
+
 // device "cpu", "cuda" or "auto" (CUDA when this build has it and a GPU is present).
 // dtype (EngineConfig.dtype) picks the CUDA backend's compute dtype: "auto" = the checkpoint's
 // torch_dtype (float16 checkpoints run in bfloat16), "bfloat16", "float32"; "float16" is an
