@@ -114,9 +114,9 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
         res.prompt_tokens = j["usage"].value("prompt_tokens", 0);
         res.output_tokens = j["usage"].value("completion_tokens", 0);
       }
-      if (!j.contains("choices") || j["choices"].empty()) continue;
-      const json& text = j["choices"][0]["text"];
-      if (!text.is_string() || text.get_ref<const std::string&>().empty()) continue;
+      // Every chunk with a choice carries a step's tokens, even when their text is empty (a
+      // token that ends inside a UTF-8 character, or decodes to nothing): time them all.
+      if (!j.contains("choices") || j["choices"].empty() || !j["choices"][0].contains("text")) continue;
       const double now = std::chrono::duration<double>(Clock::now() - begin).count();
       if (chunks++ == 0) res.ttft = now;
       else res.itl.push_back(now - last);
