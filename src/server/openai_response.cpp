@@ -144,7 +144,10 @@ std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
     c.stop_reason = out.stop_reason;
   }
   bool has_logprobs = !lp.is_null() && !out.logprobs.empty();
-  if (out.new_text.empty() && !has_logprobs && !out.finished) return {};
+  // A step that produced tokens is streamed even when their text is empty (a token ending
+  // inside a UTF-8 character, or one that decodes to nothing), as vLLM does: clients see every
+  // step, and time-to-first-token means the first token.
+  if (out.new_text.empty() && out.new_token_ids.empty() && !has_logprobs && !out.finished) return {};
   return {choice_chunk(item.choice, out.new_text, lp, c)};
 }
 

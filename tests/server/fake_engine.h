@@ -1,6 +1,8 @@
 // FakeEngine: an EngineClient with a byte tokenizer and a thread that emits one letter per
 // request every millisecond, so HTTP behaviour is tested without a model.
 // A prompt starting with 'S' ends with finish_reason "stop" after 3 tokens (unless ignore_eos).
+// A prompt starting with 'E' gets tokens whose text is empty (as a token that ends inside a
+// UTF-8 character, or decodes to nothing).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -86,7 +88,7 @@ class FakeEngine : public EngineClient {
         o.id = it->first;
         int32_t tok = 'a' + r.produced % 26;
         o.new_token_ids = {tok};
-        o.new_text = std::string(1, char(tok));
+        o.new_text = r.prompt[0] == 'E' ? std::string() : std::string(1, char(tok));
         o.num_prompt_tokens = static_cast<int>(r.prompt.size());
         o.num_output_tokens = ++r.produced;
         if (r.params.logprobs >= 0) o.logprobs.push_back({tok, -0.5f, {{tok, -0.5f}}});

@@ -82,6 +82,16 @@ TEST_F(HttpFake, CompletionStreamingWithUsage) {
   EXPECT_EQ(s.raw.substr(s.raw.size() - 14), "data: [DONE]\n\n");
 }
 
+// Every step that produced a token is streamed, even when its text is empty, so a client's
+// time to first token and inter-token latency see every step.
+TEST_F(HttpFake, TokensWithoutTextAreStreamedToo) {
+  auto s = post_stream(port, "/v1/completions", R"({"prompt":"Empty","max_tokens":3,"stream":true})");
+  ASSERT_EQ(s.status, 200);
+  ASSERT_EQ(s.events.size(), 3u) << s.raw;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s.events[i]["choices"][0]["text"], "") << s.raw;
+  EXPECT_EQ(s.events[2]["choices"][0]["finish_reason"], "length");
+}
+
 TEST_F(HttpFake, CompletionLogprobs) {
   auto r = post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":2,"logprobs":1})");
   ASSERT_EQ(r.status, 200) << r.body;
