@@ -67,7 +67,7 @@ void run(ThroughputArgs& a) {
                       {"output_tokens_per_second", out_tokens / s},
                       {"total_num_tokens", total},
                       {"num_preemptions", st.num_preemptions},
-                      {"steps", {{"NONE", st.steps_none}, {"PIECEWISE", st.steps_piecewise}, {"FULL", st.steps_full}}}};
+                      {"steps", {{"NONE", st.graphs.steps_none}, {"PIECEWISE", st.graphs.steps_piecewise}, {"FULL", st.graphs.steps_full}}}};
   std::ofstream out(a.output_json);
   GS_CHECK(out.good(), "--output-json: cannot write '{}'", a.output_json);
   out << j.dump(2) << "\n";

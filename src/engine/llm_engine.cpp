@@ -166,15 +166,7 @@ EngineStats LLMEngine::stats() const {
   s.kv_blocks_free = i.pool.num_free();
   s.prompt_tokens = i.prompt_tokens;
   s.generation_tokens = i.generation_tokens;
-  RunnerStats r = i.exec->stats();
-  s.steps_none = r.steps_none;
-  s.steps_piecewise = r.steps_piecewise;
-  s.steps_full = r.steps_full;
-  s.padded_tokens = r.padded_tokens;
-  s.graph_captures_after_startup = r.graph_captures_after_startup;
-  s.num_graphs = r.num_graphs;
-  s.capture_seconds = r.capture_seconds;
-  s.graph_memory_bytes = r.graph_memory_bytes;
+  s.graphs = i.exec->stats();
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine_config.h"
+#include "runner/model_runner.h"
 #include "runner/scheduler_output.h"
 
 namespace gs {
@@ -50,12 +51,7 @@ struct EngineStats {
   int kv_blocks_free = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
-  uint64_t steps_none = 0, steps_piecewise = 0, steps_full = 0;  // forward steps per runtime mode
-  uint64_t padded_tokens = 0;                                   // padding waste
-  uint64_t graph_captures_after_startup = 0;                    // must stay 0
-  int num_graphs = 0;
-  double capture_seconds = 0.0;
-  size_t graph_memory_bytes = 0;
+  RunnerStats graphs;  // forward steps per runtime mode, padding, captures (from the runner)
 };
 
 class LLMEngine {

@@ -99,15 +99,15 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight) const {
   counter(out, "graphserve_num_preemptions_total", "Preempted requests.", e.num_preemptions);
   out += "# HELP graphserve_forward_steps_total Forward steps by CUDA-graph runtime mode.\n"
          "# TYPE graphserve_forward_steps_total counter\n";
-  out += fmt::format("graphserve_forward_steps_total{{mode=\"NONE\"}} {}\n", e.steps_none);
-  out += fmt::format("graphserve_forward_steps_total{{mode=\"PIECEWISE\"}} {}\n", e.steps_piecewise);
-  out += fmt::format("graphserve_forward_steps_total{{mode=\"FULL\"}} {}\n", e.steps_full);
-  counter(out, "graphserve_padded_tokens_total", "Padding tokens added to reach a graph size.", e.padded_tokens);
+  out += fmt::format("graphserve_forward_steps_total{{mode=\"NONE\"}} {}\n", e.graphs.steps_none);
+  out += fmt::format("graphserve_forward_steps_total{{mode=\"PIECEWISE\"}} {}\n", e.graphs.steps_piecewise);
+  out += fmt::format("graphserve_forward_steps_total{{mode=\"FULL\"}} {}\n", e.graphs.steps_full);
+  counter(out, "graphserve_padded_tokens_total", "Padding tokens added to reach a graph size.", e.graphs.padded_tokens);
   counter(out, "graphserve_graph_captures_after_startup_total", "CUDA graphs captured after start-up (should stay 0).",
-          e.graph_captures_after_startup);
-  gauge(out, "graphserve_cuda_graphs", "Captured CUDA graphs.", e.num_graphs);
-  gauge(out, "graphserve_graph_capture_seconds", "Time spent capturing graphs at start-up.", e.capture_seconds);
-  gauge(out, "graphserve_graph_memory_bytes", "Memory held by captured graphs.", static_cast<double>(e.graph_memory_bytes));
+          e.graphs.graph_captures_after_startup);
+  gauge(out, "graphserve_cuda_graphs", "Captured CUDA graphs.", e.graphs.num_graphs);
+  gauge(out, "graphserve_graph_capture_seconds", "Time spent capturing graphs at start-up.", e.graphs.capture_seconds);
+  gauge(out, "graphserve_graph_memory_bytes", "Memory held by captured graphs.", static_cast<double>(e.graphs.graph_memory_bytes));
   return out;
 }
 
