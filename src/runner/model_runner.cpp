@@ -17,6 +17,10 @@ namespace {
 Tensor host_view(std::vector<int32_t>& v, int64_t n) {
   return Tensor::wrap(v.data(), {n}, DType::I32, Device::cpu());
 }
+// A read-only source of a copy (Tensor has no const view; copy() only reads it).
+Tensor host_view(const std::vector<int32_t>& v, int64_t n) {
+  return host_view(const_cast<std::vector<int32_t>&>(v), n);
+}
 
 // Greedy without logprobs, penalties or a min_tokens mask: the argmax can run on the device.
 bool plain_greedy(const ScheduledRequest& r) {
@@ -43,19 +47,9 @@ ModelRunner::Impl::~Impl() {
                stats.steps_full, stats.padded_tokens, stats.graph_captures_after_startup);
 }
 
-void ModelRunner::Impl::stage(const HostBatch& real, int num_tokens) {
-  HostBatch hb = real;
+void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens) {
   pad_host_batch(hb, num_tokens, max_reqs);
-  std::copy(hb.input_ids.begin(), hb.input_ids.end(), staging.input_ids.begin());
-  std::copy(hb.positions.begin(), hb.positions.end(), staging.positions.begin());
-  std::copy(hb.slot_mapping.begin(), hb.slot_mapping.end(), staging.slot_mapping.begin());
-  std::copy(hb.query_start_loc.begin(), hb.query_start_loc.end(), staging.query_start_loc.begin());
-  std::copy(hb.seq_lens.begin(), hb.seq_lens.end(), staging.seq_lens.begin());
-  std::copy(hb.block_table.begin(), hb.block_table.end(), staging.block_table.begin());
-  upload(num_tokens);
-  backend->copy(buf.block_table.rows(0, hb.num_reqs).reshape({-1}),
-                host_view(staging.block_table, int64_t(hb.num_reqs) * max_blocks_per_req));
-
+  upload(hb, num_tokens);
   inputs.num_tokens = num_tokens;
   inputs.input_ids = buf.input_ids.prefix({num_tokens});
   inputs.positions = buf.positions.prefix({num_tokens});
@@ -64,12 +58,15 @@ void ModelRunner::Impl::stage(const HostBatch& real, int num_tokens) {
   md.num_reqs = hb.num_reqs;
 }
 
-void ModelRunner::Impl::upload(int num_tokens) {
-  backend->copy(buf.input_ids.prefix({num_tokens}), host_view(staging.input_ids, num_tokens));
-  backend->copy(buf.positions.prefix({num_tokens}), host_view(staging.positions, num_tokens));
-  backend->copy(buf.slot_mapping.prefix({num_tokens}), host_view(staging.slot_mapping, num_tokens));
-  backend->copy(buf.query_start_loc, host_view(staging.query_start_loc, max_reqs + 1));
-  backend->copy(buf.seq_lens, host_view(staging.seq_lens, max_reqs));
+// The padded batch -> persistent buffers: every token row of the graph's shape, every request row.
+void ModelRunner::Impl::upload(const HostBatch& hb, int num_tokens) {
+  backend->copy(buf.input_ids.prefix({num_tokens}), host_view(hb.input_ids, num_tokens));
+  backend->copy(buf.positions.prefix({num_tokens}), host_view(hb.positions, num_tokens));
+  backend->copy(buf.slot_mapping.prefix({num_tokens}), host_view(hb.slot_mapping, num_tokens));
+  backend->copy(buf.query_start_loc, host_view(hb.query_start_loc, max_reqs + 1));
+  backend->copy(buf.seq_lens, host_view(hb.seq_lens, max_reqs));
+  backend->copy(buf.block_table.rows(0, hb.num_reqs).reshape({-1}),
+                host_view(hb.block_table, int64_t(hb.num_reqs) * max_blocks_per_req));
 }
 
 void ModelRunner::Impl::set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& d) {
@@ -109,8 +106,7 @@ RunnerOutput ModelRunner::Impl::sample(const HostBatch& hb) {
   const int n = static_cast<int>(hb.sampled.size());
   RunnerOutput out;
   if (n == 0) return out;
-  std::vector<int32_t> rows = hb.logits_rows;
-  backend->copy(buf.logits_rows.prefix({n}), host_view(rows, n));
+  backend->copy(buf.logits_rows.prefix({n}), host_view(hb.logits_rows, n));
   const Tensor logits = buf.logits.prefix({n, mcfg.vocab_size});
   model->compute_logits(buf.logits_rows.prefix({n}), logits);
   if (std::all_of(hb.sampled.begin(), hb.sampled.end(), [](auto* r) { return plain_greedy(*r); })) {
@@ -129,7 +125,7 @@ RunnerOutput ModelRunner::Impl::sample(const HostBatch& hb) {
 }
 
 RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
-  const HostBatch hb = build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens,
+  HostBatch hb = build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens,
                                                 max_reqs, num_blocks});
   if (hb.num_reqs == 0) return {};
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)

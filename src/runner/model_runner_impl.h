@@ -23,11 +23,6 @@ struct PersistentBuffers {
   Tensor sampled_ids;                         // i32 [max_reqs]
 };
 
-// Host staging of one step, sized like the device buffers (the padded region included).
-struct StagingBuffers {
-  std::vector<int32_t> input_ids, positions, slot_mapping, query_start_loc, seq_lens, block_table;
-};
-
 struct ModelRunner::Impl {
   EngineConfig cfg;
   ModelConfig mcfg;
@@ -43,7 +38,6 @@ struct ModelRunner::Impl {
   int uniform_query_len = 1;  // 1 + num_speculative_tokens
 
   PersistentBuffers buf;
-  StagingBuffers staging;
   AttentionMetadata md;
   ForwardInputs inputs;
 
@@ -66,8 +60,11 @@ struct ModelRunner::Impl {
   void build_wrappers();
 
   // Forward (model_runner.cpp).
-  void upload(int num_tokens);  // staging -> persistent buffers, the padded region included
-  void stage(const HostBatch& hb, int num_tokens);
+  // Pads hb to the graph's shape and copies it into the persistent buffers. The copies read hb
+  // before they return (CPU copies run at once; CUDA copies from pageable memory are staged), and
+  // hb stays alive through the forward anyway.
+  void stage(HostBatch& hb, int num_tokens);
+  void upload(const HostBatch& hb, int num_tokens);
   void set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);
   RunnerOutput execute(const SchedulerOutput& batch);
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);

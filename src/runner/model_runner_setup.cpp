@@ -94,13 +94,6 @@ void ModelRunner::Impl::allocate_buffers() {
     backend->fill_zero(*t);
   backend->stream().synchronize();
 
-  staging.input_ids.assign(max_tokens, 0);
-  staging.positions.assign(max_tokens, 0);
-  staging.slot_mapping.assign(max_tokens, -1);
-  staging.query_start_loc.assign(max_reqs + 1, 0);
-  staging.seq_lens.assign(max_reqs, 0);
-  staging.block_table.assign(size_t(max_reqs) * max_blocks_per_req, 0);
-
   md.query_start_loc = buf.query_start_loc;
   md.seq_lens = buf.seq_lens;
   md.block_table = buf.block_table;

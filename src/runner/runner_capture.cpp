@@ -56,7 +56,8 @@ void ModelRunner::Impl::warm_up() {
   const auto& sizes = dispatcher.capture_sizes();
   const int n = sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back();
   const BatchDescriptor key{n, 0, false, false, 0};
-  set_metadata(stage_dummy(key), CUDAGraphMode::NONE, key);
+  const HostBatch hb = stage_dummy(key);
+  set_metadata(hb, CUDAGraphMode::NONE, key);
   forward(CUDAGraphMode::NONE, key);
   backend->stream().synchronize();
 }
@@ -68,7 +69,8 @@ void ModelRunner::Impl::capture_all() {
   for (CUDAGraphMode runtime : {CUDAGraphMode::PIECEWISE, CUDAGraphMode::FULL}) {
     if (!dispatcher.initialized()) break;
     for (const BatchDescriptor& key : dispatcher.keys(runtime)) {
-      set_metadata(stage_dummy(key), runtime, key);
+      const HostBatch hb = stage_dummy(key);
+      set_metadata(hb, runtime, key);
       forward(runtime, key);
       ++keys;
     }
