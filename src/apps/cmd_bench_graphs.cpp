@@ -4,10 +4,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/sampling_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "runner/latency_bench.h"
@@ -20,7 +22,8 @@ struct GraphsArgs {
   EngineConfig cfg;
   std::vector<std::string> modes{"NONE", "PIECEWISE", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE", "FULL"};
   std::vector<int> batch_sizes{1, 8, 32, 128};
-  LatencyBenchOptions bench{1, 32, 32, 2, 1, 2048};
+  LatencyBenchOptions bench{.batch_size = 1, .input_len = 32, .output_len = 32, .num_iters = 2};
+  SamplingFlags sampling;
   std::string output_json = "bench_graphs.json";
   std::string output_png = "bench_graphs.png";
 };
@@ -71,6 +74,8 @@ void run(GraphsArgs& a) {
   for (const auto& m : a.modes) parse_cudagraph_mode(m);  // fail early on a typo
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
+  a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
+  a.bench.sampling.validate(std::numeric_limits<int>::max());
   std::vector<Cell> cells;
   std::vector<ModeRun> runs;
   std::string device;
@@ -92,8 +97,9 @@ void run(GraphsArgs& a) {
   for (const auto& c : cells)
     if (c.mode == "NONE") none_ms[c.batch_size] = c.r.decode_ms_median;
 
-  fmt::print("device {}, model {}, input {}, output {}\n", device, a.cfg.model.empty() ? a.cfg.preset : a.cfg.model,
-             a.bench.input_len, a.bench.output_len);
+  fmt::print("device {}, model {}, input {}, output {}, sampling: {}\n", device,
+             a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, a.bench.input_len, a.bench.output_len,
+             describe_sampling(a.bench.sampling));
   fmt::print("{:<20} {:>6} {:>12} {:>10} {:>10} {:>12} {:>8}\n", "mode", "batch", "decode ms", "p90 ms",
              "vs NONE", "capture s", "graphs");
   nlohmann::json rows = nlohmann::json::array();
@@ -114,6 +120,7 @@ void run(GraphsArgs& a) {
   if (!a.output_json.empty()) {
     nlohmann::json j = {{"device", device},
                         {"model", a.cfg.model.empty() ? a.cfg.preset : a.cfg.model},
+                        {"sampling", describe_sampling(a.bench.sampling)},
                         {"input_len", a.bench.input_len},
                         {"output_len", a.bench.output_len},
                         {"results", rows}};
@@ -135,6 +142,7 @@ void add_bench_graphs(CLI::App& bench) {
   cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters", args->bench.num_iters, "Measured iterations")->check(CLI::PositiveNumber);
+  add_sampling_flags(*cmd, args->sampling, "greedy");
   cmd->add_option("--output-json", args->output_json, "JSON results file ('' to skip)");
   cmd->add_option("--output-png", args->output_png, "PNG plot file ('' to skip)");
   cmd->callback([args] { run(*args); });

@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/sampling_flags.h"
 #include "core/logging.h"
 #include "runner/latency_bench.h"
 
@@ -15,21 +17,25 @@ namespace {
 struct LatencyArgs {
   EngineConfig cfg;
   LatencyBenchOptions bench;
+  SamplingFlags sampling;
   std::string output_json;
 };
 
 void run(LatencyArgs& a) {
   finish_engine_options(a.cfg);
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
+  a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
+  a.bench.sampling.validate(std::numeric_limits<int>::max());
   ModelRunner runner(a.cfg);
   const RunnerStats st = runner.stats();
   const LatencyResult r = run_latency_bench(runner, a.bench);
   fmt::print("device {}, model {}, cudagraph mode {}\n", runner.device_name(),
              a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(st.resolved_mode));
-  fmt::print("batch {}, input {}, output {}, {} iterations\n", a.bench.batch_size, a.bench.input_len,
-             a.bench.output_len, a.bench.num_iters);
+  fmt::print("batch {}, input {}, output {}, {} iterations, sampling: {}\n", a.bench.batch_size, a.bench.input_len,
+             a.bench.output_len, a.bench.num_iters, describe_sampling(a.bench.sampling));
   fmt::print("prefill:        {:10.3f} ms\n", r.prefill_ms);
   fmt::print("decode / step:  {:10.3f} ms median, {:.3f} ms p90\n", r.decode_ms_median, r.decode_ms_p90);
+  fmt::print("device-to-host: {:10.0f} bytes per decode step\n", r.d2h_bytes_per_step);
   fmt::print("graphs: {} captured in {:.2f} s, {:.1f} MiB\n", st.num_graphs, st.capture_seconds,
              double(st.graph_memory_bytes) / (1 << 20));
   if (a.output_json.empty()) return;
@@ -42,6 +48,8 @@ void run(LatencyArgs& a) {
       {"input_len", a.bench.input_len},
       {"output_len", a.bench.output_len},
       {"num_iters", a.bench.num_iters},
+      {"sampling", describe_sampling(a.bench.sampling)},
+      {"d2h_bytes_per_step", r.d2h_bytes_per_step},
       {"prefill_ms", r.prefill_ms},
       {"decode_ms_median", r.decode_ms_median},
       {"decode_ms_p90", r.decode_ms_p90},
@@ -70,6 +78,7 @@ void add_bench_latency(CLI::App& bench) {
   cmd->add_option("--num-iters", args->bench.num_iters, "Measured iterations")->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters-warmup", args->bench.num_warmup_iters, "Unmeasured iterations first")
       ->check(CLI::NonNegativeNumber);
+  add_sampling_flags(*cmd, args->sampling, "greedy");
   cmd->add_option("--output-json", args->output_json, "Write the results as JSON to this file");
   cmd->callback([args] { run(*args); });
 }

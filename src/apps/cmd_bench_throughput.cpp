@@ -9,6 +9,7 @@
 #include <random>
 
 #include "apps/commands.h"
+#include "apps/sampling_flags.h"
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "model/model_config.h"
@@ -21,7 +22,7 @@ struct ThroughputArgs {
   int num_prompts = 64;
   int input_len = 128;
   int output_len = 128;
-  float temperature = 1.0f;
+  SamplingFlags sampling;
   std::string output_json;
 };
 
@@ -35,8 +36,7 @@ void run(ThroughputArgs& a) {
            engine.max_model_len());
   std::mt19937_64 rng(a.cfg.seed);
   const int vocab = engine.model_config().vocab_size;
-  SamplingParams p;
-  p.temperature = a.temperature;
+  SamplingParams p = a.sampling.over(SamplingParams{});
   p.max_tokens = a.output_len;
   p.ignore_eos = true;
   const auto t0 = std::chrono::steady_clock::now();
@@ -51,8 +51,8 @@ void run(ThroughputArgs& a) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t total = out_tokens + uint64_t(a.num_prompts) * a.input_len;
   const EngineStats st = engine.stats();
-  fmt::print("model {}, {} prompts, input {}, output {}\n", engine.model_name(), a.num_prompts,
-             a.input_len, a.output_len);
+  fmt::print("model {}, {} prompts, input {}, output {}, sampling: {}\n", engine.model_name(), a.num_prompts,
+             a.input_len, a.output_len, describe_sampling(p));
   fmt::print("elapsed {:.3f} s: {:.2f} requests/s, {:.1f} total tokens/s, {:.1f} output tokens/s, "
              "{} preemptions\n",
              s, a.num_prompts / s, total / s, out_tokens / s, st.num_preemptions);
@@ -61,6 +61,7 @@ void run(ThroughputArgs& a) {
                       {"num_prompts", a.num_prompts},
                       {"input_len", a.input_len},
                       {"output_len", a.output_len},
+                      {"sampling", describe_sampling(p)},
                       {"elapsed_time", s},
                       {"requests_per_second", a.num_prompts / s},
                       {"tokens_per_second", total / s},
@@ -83,7 +84,7 @@ void add_bench_throughput(CLI::App& bench) {
   cmd->add_option("--num-prompts", args->num_prompts, "requests")->capture_default_str();
   cmd->add_option("--input-len", args->input_len, "prompt tokens per request")->capture_default_str();
   cmd->add_option("--output-len", args->output_len, "generated tokens per request")->capture_default_str();
-  cmd->add_option("--temperature", args->temperature, "sampling temperature")->capture_default_str();
+  add_sampling_flags(*cmd, args->sampling, "temperature 1, no truncation");
   cmd->add_option("--output-json", args->output_json, "write the results here");
   cmd->callback([args] { run(*args); });
 }

@@ -10,7 +10,9 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/sampling_flags.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "engine/llm_engine.h"
 
 namespace gs {
@@ -18,7 +20,8 @@ namespace {
 
 struct GenerateArgs {
   EngineConfig cfg;
-  SamplingParams params;
+  SamplingParams params;  // what no sampling flag sets (max_tokens, stop, ...)
+  SamplingFlags flags;    // sampling flags given; the rest from the model's defaults
   std::vector<std::string> prompts;
   std::string prompts_file;
   std::vector<int> stop_token_ids;
@@ -45,10 +48,18 @@ void run(GenerateArgs& a) {
   const auto prompts = read_prompts(a);
   a.params.stop_token_ids = a.stop_token_ids;
   for (const auto& p : prompts) GS_CHECK(!p.empty(), "the prompt is empty: give some text");
-  a.params.validate(std::numeric_limits<int>::max());  // fail fast, before loading the model
+  a.flags.over(a.params).validate(std::numeric_limits<int>::max());  // fail fast, before loading the model
   LLMEngine engine(a.cfg);
+  SamplingParams params = a.flags.over(engine.default_sampling_params());
+  params.max_tokens = a.params.max_tokens;
+  params.min_tokens = a.params.min_tokens;
+  params.stop = a.params.stop;
+  params.stop_token_ids = a.params.stop_token_ids;
+  params.ignore_eos = a.params.ignore_eos;
+  params.seed = a.params.seed;
+  spdlog::info("sampling: {}", describe_sampling(params));
   std::vector<RequestId> ids;
-  for (const auto& p : prompts) ids.push_back(engine.add_request(p, a.params));
+  for (const auto& p : prompts) ids.push_back(engine.add_request(p, params));
   const bool stream = prompts.size() == 1;
 
   std::map<RequestId, std::string> texts;
@@ -90,13 +101,7 @@ void run(GenerateArgs& a) {
 
 void add_sampling_options(CLI::App& cmd, GenerateArgs& a) {
   SamplingParams& p = a.params;
-  cmd.add_option("--temperature", p.temperature, "0 = greedy")->capture_default_str();
-  cmd.add_option("--top-p", p.top_p, "nucleus sampling, (0, 1]")->capture_default_str();
-  cmd.add_option("--top-k", p.top_k, "0 = off")->capture_default_str();
-  cmd.add_option("--min-p", p.min_p, "[0, 1]")->capture_default_str();
-  cmd.add_option("--repetition-penalty", p.repetition_penalty, "> 0, 1 = off")->capture_default_str();
-  cmd.add_option("--presence-penalty", p.presence_penalty, "[-2, 2]")->capture_default_str();
-  cmd.add_option("--frequency-penalty", p.frequency_penalty, "[-2, 2]")->capture_default_str();
+  add_sampling_flags(cmd, a.flags, "the model's generation_config.json, else temperature 1 and no truncation");
   cmd.add_option("--max-tokens", p.max_tokens, "tokens to generate at most")->capture_default_str();
   cmd.add_option("--min-tokens", p.min_tokens, "tokens to generate before eos may end")
       ->capture_default_str();

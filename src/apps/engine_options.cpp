@@ -47,6 +47,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg) {
   cmd.add_option("--dtype", cfg.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   cmd.add_option("--seed", cfg.seed, "seed of dummy weights and of requests without their own seed")
       ->capture_default_str();
+  cmd.add_option("--generation-config", cfg.generation_config,
+                 "default sampling parameters: auto (the model's generation_config.json), vllm (none), or a "
+                 "directory holding a generation_config.json")
+      ->capture_default_str();
   cmd.add_option("--max-num-seqs", cfg.max_num_seqs, "most requests in one step")->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens, "most tokens in one step")
       ->capture_default_str();

@@ -1,5 +1,7 @@
 #include "core/logging.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+
 #include "core/error.h"
 
 namespace gs {
@@ -7,6 +9,8 @@ void set_log_level(std::string_view level) {
   const auto l = spdlog::level::from_str(std::string(level));
   GS_CHECK(l != spdlog::level::off || level == "off",
            "unknown log level '{}' (valid: trace, debug, info, warn, error, off)", level);
+  // Logs go to stderr: stdout carries only what a command produces (text, tables, JSON).
+  if (spdlog::default_logger()->name() != "stderr") spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
   spdlog::set_level(l);
 }
 }  // namespace gs

@@ -5,6 +5,6 @@
 #include <string_view>
 
 namespace gs {
-// Sets the default logger's level ("trace", "debug", "info", "warn", "error", "off").
+// Makes the default logger write to stderr and sets its level ("trace", "debug", "info", "warn", "error", "off").
 void set_log_level(std::string_view level);
 }  // namespace gs

@@ -17,6 +17,9 @@ struct EngineConfig {
   std::string device = "auto";       // auto (cuda if present) | cpu | cuda
   std::string dtype = "auto";        // auto | float32 | bfloat16 | float16
   uint64_t seed = 0;                 // dummy weights and unseeded sampling
+  // Default sampling parameters: "auto" (the model's generation_config.json), "vllm" (none) or
+  // a directory with a generation_config.json.
+  std::string generation_config = "auto";
 
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;

@@ -143,6 +143,7 @@ std::vector<RequestOutput> LLMEngine::step() { return impl_->step(); }
 const Tokenizer& LLMEngine::tokenizer() const { return impl_->tok; }
 const ModelConfig& LLMEngine::model_config() const { return impl_->exec->model_config(); }
 const EngineConfig& LLMEngine::config() const { return impl_->cfg; }
+const SamplingParams& LLMEngine::default_sampling_params() const { return impl_->sampling_defaults; }
 int LLMEngine::max_model_len() const { return impl_->max_model_len; }
 
 std::string LLMEngine::model_name() const {

@@ -82,6 +82,9 @@ class LLMEngine {
   const Tokenizer& tokenizer() const;
   const ModelConfig& model_config() const;
   const EngineConfig& config() const;
+  // What requests leave out takes these (EngineConfig::generation_config); add_request takes
+  // complete parameters, so callers start from a copy of these.
+  const SamplingParams& default_sampling_params() const;
   std::string model_name() const;
   // The context length: the runner's, lowered to what the KV cache can hold for one request.
   int max_model_len() const;

@@ -29,6 +29,7 @@ struct LLMEngine::Impl {
   int max_model_len = 0;
   bool max_model_len_from_kv = false;  // lowered to what the KV cache holds
   std::vector<int> eos_ids;
+  SamplingParams sampling_defaults;  // from cfg.generation_config (loaded with the real runner)
   uint64_t request_counter = 0;
   std::unordered_map<RequestId, std::unique_ptr<EngineRequest>> requests;
   std::vector<RequestOutput> pending;  // aborted requests' outputs, returned by the next step

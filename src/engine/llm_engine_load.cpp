@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "engine/generation_config.h"
 #include "engine/llm_engine_impl.h"
 
 namespace gs {
@@ -20,9 +21,11 @@ Tokenizer load_tokenizer(const EngineConfig& cfg, const ModelConfig& model) {
 
 LLMEngine::LLMEngine(const EngineConfig& cfg) {
   cfg.validate();
+  const SamplingParams defaults = load_sampling_defaults(cfg.generation_config, cfg.model);
   auto exec = make_runner_executor(cfg);
   Tokenizer tok = load_tokenizer(cfg, exec->model_config());
   impl_ = std::make_unique<Impl>(cfg, std::move(exec), tok);
+  impl_->sampling_defaults = defaults;
 }
 
 }  // namespace gs

@@ -7,6 +7,7 @@
 #include "attention/cuda/cuda_attention.h"
 #include "core/cuda/cuda_device.h"
 #include "ops/cuda/cuda_backend.h"
+#include "sampling/cuda/cuda_sampling.h"
 #endif
 
 namespace gs {
@@ -56,6 +57,13 @@ std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const Attenti
   if (backend.device().is_cuda()) return make_cuda_attention(backend, shape);
 #endif
   return make_cpu_attention(backend, shape);
+}
+
+std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend) {
+#ifdef GS_HAVE_CUDA
+  if (backend.device().is_cuda()) return make_cuda_sampling_kernels(backend);
+#endif
+  return make_cpu_sampling_kernels(backend);
 }
 
 std::string describe_device(const Backend& backend) {

@@ -6,6 +6,7 @@
 
 #include "attention/attention_backend.h"
 #include "ops/backend.h"
+#include "sampling/sampling_kernels.h"
 
 namespace gs {
 
@@ -21,6 +22,7 @@ bool uses_cuda(const std::string& device);
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype = "auto",
                                       DType checkpoint_dtype = DType::BF16);
 std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape);
+std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend);
 
 // "cpu" or "cuda:0 (NVIDIA H200)".
 std::string describe_device(const Backend& backend);

@@ -43,9 +43,8 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
            "size or raise the KV cache size", o.batch_size, total_len, blocks_per_req * o.batch_size,
            runner.num_kv_blocks());
   const int vocab = runner.model_config().vocab_size;
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  greedy.max_tokens = o.output_len;
+  SamplingParams params = o.sampling;
+  params.max_tokens = o.output_len;
 
   LatencyResult res;
   std::vector<double> prefills;
@@ -65,7 +64,7 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
         if (n == 0) continue;
         budget -= n;
         so.requests.push_back({r, &s.tokens, o.input_len, s.computed, n, &s.blocks,
-                               s.computed + n == int(s.tokens.size()), &greedy, 0,
+                               s.computed + n == int(s.tokens.size()), &params, r,
                                int(s.tokens.size()) - o.input_len});
       }
       const RunnerOutput out = runner.execute(so);
@@ -78,11 +77,14 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
     };
     while (prefilling()) step(o.max_num_batched_tokens, true);
     if (measured) prefills.push_back(ms_since(t0));
+    const uint64_t d2h0 = runner.stats().d2h_bytes;
     for (int d = 1; d < o.output_len; ++d) {
       const auto t1 = Clock::now();
       step(o.batch_size, false);
       if (measured) res.decode_ms.push_back(ms_since(t1));
     }
+    if (o.output_len > 1)
+      res.d2h_bytes_per_step = double(runner.stats().d2h_bytes - d2h0) / double(o.output_len - 1);
   }
   res.prefill_ms = quantile(prefills, 0.5);
   res.decode_ms_median = quantile(res.decode_ms, 0.5);

@@ -1,7 +1,8 @@
 // Latency benchmark of the model runner alone: synthetic batches, no engine, no tokenizer.
 //
 // One iteration prefills `batch_size` prompts of `input_len` tokens (in chunks of at most
-// max_num_batched_tokens), then decodes `output_len` steps of the whole batch, greedily.
+// max_num_batched_tokens), then decodes `output_len` steps of the whole batch with `sampling`
+// (greedy by default; every request seeded by its index).
 #pragma once
 #include <vector>
 
@@ -16,6 +17,13 @@ struct LatencyBenchOptions {
   int num_iters = 3;
   int num_warmup_iters = 1;
   int max_num_batched_tokens = 2048;  // the runner's token budget per step (prefill chunks)
+  SamplingParams sampling = greedy();
+
+  static SamplingParams greedy() {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }
 };
 
 struct LatencyResult {
@@ -23,6 +31,7 @@ struct LatencyResult {
   double decode_ms_median = 0;      // per decode step, over all iterations
   double decode_ms_p90 = 0;
   std::vector<double> decode_ms;    // every measured decode step
+  double d2h_bytes_per_step = 0;    // device-to-host bytes of a decode step (sampled ids, logprobs)
 };
 
 // Throws gs::Error when the runner's limits cannot hold the batch (naming the limit).

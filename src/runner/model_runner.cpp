@@ -8,7 +8,6 @@
 #include "cudagraph/forward_context.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner_impl.h"
-#include "runner/sampler.h"
 
 namespace gs {
 
@@ -22,16 +21,9 @@ Tensor host_view(const std::vector<int32_t>& v, int64_t n) {
   return host_view(const_cast<std::vector<int32_t>&>(v), n);
 }
 
-// Greedy without logprobs, penalties or a min_tokens mask: the argmax can run on the device.
-bool plain_greedy(const ScheduledRequest& r) {
-  const SamplingParams& p = *r.params;
-  return p.greedy() && p.logprobs < 0 && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && r.num_output_tokens >= p.min_tokens;
-}
-
 }  // namespace
 
-ModelRunner::Impl::Impl(const EngineConfig& c) : cfg(c) {
+ModelRunner::Impl::Impl(const EngineConfig& c) : cfg(c), sampling_inputs(std::max(1, c.max_num_seqs)) {
   build_model();
   allocate_buffers();
   plan_kv_cache();
@@ -47,9 +39,10 @@ ModelRunner::Impl::~Impl() {
                stats.steps_full, stats.padded_tokens, stats.graph_captures_after_startup);
 }
 
-void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens) {
+void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens, int sample_rows) {
   pad_host_batch(hb, num_tokens, max_reqs);
   upload(hb, num_tokens);
+  stage_sampling(hb, sample_rows);
   inputs.num_tokens = num_tokens;
   inputs.input_ids = buf.input_ids.prefix({num_tokens});
   inputs.positions = buf.positions.prefix({num_tokens});
@@ -74,7 +67,7 @@ void ModelRunner::Impl::set_metadata(const HostBatch& hb, CUDAGraphMode runtime,
     // Exactly what the graph of `d` was captured with (runner_capture.cpp), so a capture and
     // every replay launch the same kernels: uniform decode covers d.num_reqs rows of q queries;
     // a mixed graph covers up to min(T, max_num_seqs) requests of up to T queries.
-    md.num_reqs_padded = d.uniform ? d.num_reqs : std::min(d.num_tokens, max_reqs);
+    md.num_reqs_padded = graph_sample_rows(d);
     md.max_query_len = d.uniform ? d.uniform_query_len : d.num_tokens;
     md.max_seq_len = max_model_len;
   } else {
@@ -83,6 +76,12 @@ void ModelRunner::Impl::set_metadata(const HostBatch& hb, CUDAGraphMode runtime,
     md.max_seq_len = hb.max_seq_len;
   }
   md.uniform_query_len = d.uniform ? d.uniform_query_len : 0;
+}
+
+// The request rows a FULL graph of `d` covers: uniform decode has d.num_reqs rows of q queries;
+// a mixed graph up to min(T, max_num_seqs) requests.
+int ModelRunner::Impl::graph_sample_rows(const BatchDescriptor& d) const {
+  return d.uniform ? d.num_reqs : std::min(d.num_tokens, max_reqs);
 }
 
 void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& desc) {
@@ -102,25 +101,33 @@ size_t ModelRunner::Impl::total_graphs() const {
   return n;
 }
 
-RunnerOutput ModelRunner::Impl::sample(const HostBatch& hb) {
+// The sampled requests' rows, then inert rows (row 0's logits, greedy) up to `rows`; penalty
+// slots new to a request are rebuilt from its tokens first.
+void ModelRunner::Impl::stage_sampling(const HostBatch& hb, int rows) {
+  tail_rows = rows;
+  if (rows == 0) return;
+  sampling_inputs.stage(*sampler, hb.sampled, rows);
+  std::vector<int32_t> logits_rows = hb.logits_rows;
+  logits_rows.resize(size_t(rows), 0);
+  backend->copy(buf.logits_rows.prefix({rows}), host_view(logits_rows, rows));
+}
+
+// Logits of the tail rows, then their tokens: inside the FULL graph, eager otherwise.
+void ModelRunner::Impl::run_tail() {
+  if (tail_rows == 0) return;
+  const Tensor logits = buf.logits.prefix({tail_rows, mcfg.vocab_size});
+  model->compute_logits(buf.logits_rows.prefix({tail_rows}), logits);
+  sampler->sample(logits, tail_rows);
+}
+
+RunnerOutput ModelRunner::Impl::collect(const HostBatch& hb) {
   const int n = static_cast<int>(hb.sampled.size());
   RunnerOutput out;
   if (n == 0) return out;
-  backend->copy(buf.logits_rows.prefix({n}), host_view(hb.logits_rows, n));
-  const Tensor logits = buf.logits.prefix({n, mcfg.vocab_size});
-  model->compute_logits(buf.logits_rows.prefix({n}), logits);
-  if (std::all_of(hb.sampled.begin(), hb.sampled.end(), [](auto* r) { return plain_greedy(*r); })) {
-    std::vector<int32_t> ids(n);
-    backend->argmax(logits, buf.sampled_ids.prefix({n}));
-    backend->copy(host_view(ids, n), buf.sampled_ids.prefix({n}));
-    backend->stream().synchronize();
-    for (int i = 0; i < n; ++i) out.sampled.push_back(SampledToken{hb.sampled[i]->id, ids[i], 0.0f, {}});
-    return out;
-  }
-  std::vector<float> host(size_t(n) * mcfg.vocab_size);
-  backend->copy(Tensor::wrap(host.data(), {n, mcfg.vocab_size}, DType::F32, Device::cpu()), logits);
-  backend->stream().synchronize();
-  out.sampled = sample_tokens(host.data(), mcfg.vocab_size, hb.sampled);
+  std::vector<SampledRow> rows = sampler->fetch(n);
+  stats.d2h_bytes = sampler->fetched_bytes();
+  for (int i = 0; i < n; ++i)
+    out.sampled.push_back(SampledToken{hb.sampled[i]->id, rows[i].token, rows[i].logprob, std::move(rows[i].top)});
   return out;
 }
 
@@ -132,7 +139,10 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
                                    ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len)
                                    : BatchDescriptor{hb.num_actual_tokens, hb.num_reqs, false, false, 0};
   const auto [runtime, final_desc] = dispatcher.dispatch(desc);
-  stage(hb, final_desc.num_tokens);
+  // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
+  const int sample_rows = runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc)
+                                                         : static_cast<int>(hb.sampled.size());
+  stage(hb, final_desc.num_tokens, sample_rows);
   set_metadata(hb, runtime, final_desc);
   forward(runtime, final_desc);
 
@@ -146,7 +156,7 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
                  "dispatcher disagree", late, final_desc.str());
     stats.graph_captures_after_startup = uint64_t(late);
   }
-  return sample(hb);
+  return collect(hb);
 }
 
 ModelRunner::ModelRunner(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}

@@ -9,6 +9,8 @@
 #include "model/model_factory.h"
 #include "runner/host_batch.h"
 #include "runner/model_runner.h"
+#include "runner/sampling_inputs.h"
+#include "sampling/sampler.h"
 
 namespace gs {
 
@@ -20,7 +22,6 @@ struct PersistentBuffers {
   Tensor block_table;                         // i32 [max_reqs, max_blocks_per_req]
   Tensor logits_rows;                         // i32 [max_reqs]
   Tensor logits;                              // f32 [max_reqs, vocab]
-  Tensor sampled_ids;                         // i32 [max_reqs]
 };
 
 struct ModelRunner::Impl {
@@ -40,6 +41,11 @@ struct ModelRunner::Impl {
   PersistentBuffers buf;
   AttentionMetadata md;
   ForwardInputs inputs;
+  std::unique_ptr<Sampler> sampler;
+  SamplingInputs sampling_inputs;
+  // Rows the sampling tail (logits, then sampler) runs on in the next forward: the sampled
+  // requests (eager and piecewise), or every request row of the FULL graph's shape.
+  int tail_rows = 0;
 
   CudagraphDispatcher dispatcher;
   std::vector<std::unique_ptr<CUDAGraphWrapper>> piece_graphs;  // PIECEWISE, one per piece
@@ -63,17 +69,20 @@ struct ModelRunner::Impl {
   // Pads hb to the graph's shape and copies it into the persistent buffers. The copies read hb
   // before they return (CPU copies run at once; CUDA copies from pageable memory are staged), and
   // hb stays alive through the forward anyway.
-  void stage(HostBatch& hb, int num_tokens);
+  void stage(HostBatch& hb, int num_tokens, int sample_rows);
   void upload(const HostBatch& hb, int num_tokens);
+  void stage_sampling(const HostBatch& hb, int rows);
+  void run_tail();
   void set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);
   RunnerOutput execute(const SchedulerOutput& batch);
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
-  RunnerOutput sample(const HostBatch& hb);
+  int graph_sample_rows(const BatchDescriptor& d) const;
+  RunnerOutput collect(const HostBatch& hb);
   int total_captures() const;
   size_t total_graphs() const;
 
   // Start-up (runner_capture.cpp).
-  HostBatch stage_dummy(const BatchDescriptor& key);  // returns what it staged
+  HostBatch stage_dummy(const BatchDescriptor& key, int sample_rows);  // returns what it staged
   void warm_up();
   void capture_all();
 };

@@ -88,7 +88,9 @@ void ModelRunner::Impl::allocate_buffers() {
   buf.block_table = i32({max_reqs, max_blocks_per_req});
   buf.logits_rows = i32({max_reqs});
   buf.logits = Tensor::empty({max_reqs, mcfg.vocab_size}, DType::F32, a);
-  buf.sampled_ids = i32({max_reqs});
+  sampler = std::make_unique<Sampler>(*backend, make_sampling_kernels(*backend),
+                                      SamplerLimits{.max_rows = max_reqs, .vocab = mcfg.vocab_size,
+                                                    .num_slots = max_reqs, .max_tokens = max_model_len});
   for (const Tensor* t : {&buf.input_ids, &buf.positions, &buf.slot_mapping, &buf.query_start_loc, &buf.seq_lens,
                           &buf.block_table})
     backend->fill_zero(*t);
@@ -123,8 +125,8 @@ void ModelRunner::Impl::build_wrappers() {
         [this, i] { model->run_piece(i, inputs); }, CUDAGraphMode::PIECEWISE, s,
         CUDAGraphWrapper::Options{.name = fmt::format("piece {}", i)}));
   }
-  // SPEC §5: the FULL wrapper holds the whole forward; in PIECEWISE runtime mode it passes
-  // through and attention runs eagerly between the piece graphs.
+  // SPEC §5: the FULL wrapper holds the whole forward, ending in sampled ids; in PIECEWISE
+  // runtime mode it passes through, attention and the sampling tail run eagerly.
   full_graph = std::make_unique<CUDAGraphWrapper>(
       [this] {
         const int n = model->num_pieces();
@@ -132,6 +134,7 @@ void ModelRunner::Impl::build_wrappers() {
           (*piece_graphs[i])(input_addresses);
           if (i + 1 < n) model->run_attention(i, inputs);
         }
+        run_tail();
       },
       CUDAGraphMode::FULL, s, CUDAGraphWrapper::Options{.name = "full model"});
 }

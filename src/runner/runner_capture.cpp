@@ -38,7 +38,7 @@ HostBatch dummy_batch(const std::vector<int>& query_lens, int max_blocks_per_req
 
 // Uniform decode keys: num_reqs requests of q tokens. Mixed keys: the tokens spread over
 // min(T, max_num_seqs) requests (as vLLM's dummy run), metadata saying max_query_len = T.
-HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key) {
+HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key, int sample_rows) {
   std::vector<int> lens;
   if (key.uniform) {
     lens.assign(key.num_reqs, key.uniform_query_len);
@@ -48,7 +48,7 @@ HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key) {
     lens.back() += key.num_tokens % reqs;
   }
   HostBatch hb = dummy_batch(lens, max_blocks_per_req);
-  stage(hb, key.num_tokens);
+  stage(hb, key.num_tokens, sample_rows);
   return hb;
 }
 
@@ -56,7 +56,7 @@ void ModelRunner::Impl::warm_up() {
   const auto& sizes = dispatcher.capture_sizes();
   const int n = sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back();
   const BatchDescriptor key{n, 0, false, false, 0};
-  const HostBatch hb = stage_dummy(key);
+  const HostBatch hb = stage_dummy(key, std::min(n, max_reqs));  // the sampling tail too
   set_metadata(hb, CUDAGraphMode::NONE, key);
   forward(CUDAGraphMode::NONE, key);
   backend->stream().synchronize();
@@ -69,7 +69,8 @@ void ModelRunner::Impl::capture_all() {
   for (CUDAGraphMode runtime : {CUDAGraphMode::PIECEWISE, CUDAGraphMode::FULL}) {
     if (!dispatcher.initialized()) break;
     for (const BatchDescriptor& key : dispatcher.keys(runtime)) {
-      const HostBatch hb = stage_dummy(key);
+      // FULL graphs end in the sampler (inert rows); piecewise ones never hold it.
+      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? graph_sample_rows(key) : 0);
       set_metadata(hb, runtime, key);
       forward(runtime, key);
       ++keys;

@@ -18,6 +18,16 @@ void SamplingParams::validate(int vocab_size) const {
            "presence_penalty must be in [-2, 2], got {}", presence_penalty);
   GS_CHECK(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f,
            "frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  GS_CHECK(logit_bias.size() <= kMaxLogitBias, "logit_bias: at most {} tokens may be biased, got {}", kMaxLogitBias,
+           logit_bias.size());
+  for (const auto& [token, bias] : logit_bias) {
+    GS_CHECK(token >= 0 && token < vocab_size, "logit_bias: {} is not a token id (valid: 0..{})", token,
+             vocab_size - 1);
+    GS_CHECK(std::isfinite(bias) && bias >= -100.0f && bias <= 100.0f,
+             "logit_bias: the bias of token {} must be in [-100, 100], got {}", token, bias);
+  }
+  GS_CHECK(stop_token_ids.size() <= kMaxStopTokenIds, "stop_token_ids: at most {} ids, got {}", kMaxStopTokenIds,
+           stop_token_ids.size());
   GS_CHECK(max_tokens >= 1, "max_tokens must be >= 1, got {}", max_tokens);
   GS_CHECK(min_tokens >= 0 && min_tokens <= max_tokens,
            "min_tokens must be in [0, max_tokens = {}], got {}", max_tokens, min_tokens);

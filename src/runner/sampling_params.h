@@ -3,9 +3,18 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "sampling/sampling_row.h"
+
 namespace gs {
+
+// Each request's logit adjustments (bias entries + stop ids masked below min_tokens, + a few eos
+// ids) must fit one device row of kMaxAdjustmentsPerRow.
+constexpr size_t kMaxLogitBias = 768;
+constexpr size_t kMaxStopTokenIds = 128;
+static_assert(kMaxLogitBias + kMaxStopTokenIds + 64 <= size_t(kMaxAdjustmentsPerRow));
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy
@@ -16,6 +25,8 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // > 0; 1 = off (HF-style, over prompt and output)
   float presence_penalty = 0.0f;    // [-2, 2]
   float frequency_penalty = 0.0f;   // [-2, 2]
+  // Added to the logits of these tokens before sampling (OpenAI's logit_bias), each in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
   int max_tokens = 16;              // >= 1
   int min_tokens = 0;               // eos/stop ids are not sampled before this many tokens
   std::vector<int> stop_token_ids;
@@ -24,7 +35,8 @@ struct SamplingParams {
   int logprobs = -1;                // -1 = none; 0..20 = the sampled token's + this many top ones
   bool skip_special_tokens = true;
 
-  bool greedy() const { return temperature == 0.0f; }
+  // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.
+  bool greedy() const { return temperature < kGreedyTemperature; }
   // Throws gs::Error naming the parameter and its valid range.
   void validate(int vocab_size) const;
 };

@@ -20,6 +20,7 @@ struct ServedModel {
   int vocab_size = 0;
   std::string chat_template;  // "" when the model has none
   std::string bos_token, eos_token, unk_token, pad_token;
+  SamplingParams sampling_defaults;  // what requests leave out (the model's generation_config.json)
 };
 
 class EngineClient {
@@ -28,7 +29,8 @@ class EngineClient {
   virtual const ServedModel& model() const = 0;
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
-  virtual std::string token_text(int32_t id) const = 0;  // one token's text, for logprobs
+  // The bytes one token adds to a text (leading space included; may be part of a character).
+  virtual std::string token_text(int32_t id) const = 0;
 
   // Queues a request whose outputs go to `sink` tagged with `choice`. Throws gs::Error when
   // the engine refuses it (the message says why). Returns the engine's request id.

@@ -11,6 +11,7 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
   model_.name = engine_->model_name();
   model_.max_model_len = engine_->max_model_len();
   model_.vocab_size = tokenizer_.size();
+  model_.sampling_defaults = engine_->default_sampling_params();
   model_.chat_template = chat_template.empty() ? tokenizer_.chat_template() : chat_template;
   model_.bos_token = tokenizer_.bos_token();
   model_.eos_token = tokenizer_.eos_token();
@@ -32,7 +33,7 @@ std::vector<int32_t> EngineLoop::encode(std::string_view text, bool add_special_
 }
 std::string EngineLoop::decode(std::span<const int32_t> ids) const { return tokenizer_.decode(ids); }
 std::string EngineLoop::token_text(int32_t id) const {
-  return tokenizer_.decode(std::span<const int32_t>(&id, 1));
+  return tokenizer_.token_bytes(id);
 }
 
 RequestId EngineLoop::submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,

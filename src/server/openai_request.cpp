@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <limits>
 
 #include "server/api_error.h"
@@ -26,23 +27,49 @@ void check_model(const json& body, const EngineClient& client) {
                    "model", "invalid_request_error", "model_not_found");
 }
 
+// OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, int vocab_size) {
+  if (!f::present(body, "logit_bias")) return {};
+  const json& lb = body["logit_bias"];
+  if (!lb.is_object())
+    bad_param("logit_bias", "'logit_bias' must be an object mapping token ids (as strings) to biases in [-100, 100]");
+  if (lb.size() > kMaxLogitBias)
+    bad_param("logit_bias", fmt::format("'logit_bias' names {} tokens; at most {} are allowed", lb.size(),
+                                        kMaxLogitBias));
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : lb.items()) {
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id >= vocab_size)
+      bad_param("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key, vocab_size));
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+      bad_param("logit_bias", fmt::format("'logit_bias' value for token {} must be a number in [-100, 100]", id));
+    out.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return out;
+}
+
 // Fields shared by both endpoints. max_tokens is resolved later, once the prompt is known.
-void parse_common(const json& body, GenerationRequest& r, const RequestLimits& limits) {
+// Sampling fields a request leaves out take the model's defaults (generation_config.json).
+void parse_common(const json& body, GenerationRequest& r, const RequestLimits& limits, const EngineClient& client) {
   SamplingParams& p = r.params;
-  p.temperature = static_cast<float>(f::get_number(body, "temperature", 1.0, 0.0, 2.0));
-  p.top_p = static_cast<float>(f::get_number(body, "top_p", 1.0, 0.0, 1.0));
+  const SamplingParams& d = client.model().sampling_defaults;
+  p.temperature = static_cast<float>(f::get_number(body, "temperature", d.temperature, 0.0, 2.0));
+  p.top_p = static_cast<float>(f::get_number(body, "top_p", d.top_p, 0.0, 1.0));
   if (p.top_p <= 0.0f) bad_param("top_p", "'top_p' must be in (0, 1]");
-  p.top_k = static_cast<int>(f::get_int(body, "top_k", 0, -1, kIntMax));
-  p.min_p = static_cast<float>(f::get_number(body, "min_p", 0.0, 0.0, 1.0));
+  p.top_k = static_cast<int>(f::get_int(body, "top_k", d.top_k, -1, kIntMax));
+  p.min_p = static_cast<float>(f::get_number(body, "min_p", d.min_p, 0.0, 1.0));
   p.presence_penalty = static_cast<float>(f::get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
   p.frequency_penalty = static_cast<float>(f::get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  p.repetition_penalty = static_cast<float>(f::get_number(body, "repetition_penalty", 1.0, 0.0, 10.0));
+  p.repetition_penalty =
+      static_cast<float>(f::get_number(body, "repetition_penalty", d.repetition_penalty, 0.0, 10.0));
+  p.logit_bias = parse_logit_bias(body, client.model().vocab_size);
   if (p.repetition_penalty <= 0.0f) bad_param("repetition_penalty", "'repetition_penalty' must be > 0");
   if (auto seed = f::get_optional_int(body, "seed", std::numeric_limits<int64_t>::min(),
                                       std::numeric_limits<int64_t>::max()))
     p.seed = static_cast<uint64_t>(*seed);
   p.stop = f::get_string_or_list(body, "stop", 16);
-  p.stop_token_ids = f::get_int_list(body, "stop_token_ids", 0, kIntMax, 64);
+  p.stop_token_ids = f::get_int_list(body, "stop_token_ids", 0, kIntMax, kMaxStopTokenIds);
   p.ignore_eos = f::get_bool(body, "ignore_eos", false);
   p.min_tokens = static_cast<int>(f::get_int(body, "min_tokens", 0, 0, kIntMax));
   p.skip_special_tokens = f::get_bool(body, "skip_special_tokens", true);
@@ -142,7 +169,7 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Completion;
-  parse_common(body, r, limits);
+  parse_common(body, r, limits, client);
   if (f::present(body, "logprobs")) r.top_logprobs = static_cast<int>(f::get_int(body, "logprobs", 0, 0, 20));
   if (f::present(body, "suffix")) bad_param("suffix", "'suffix' is not supported");
   r.prompts = parse_prompts(body, client, limits);
@@ -158,7 +185,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Chat;
-  parse_common(body, r, limits);
+  parse_common(body, r, limits, client);
   if (f::get_bool(body, "logprobs", false))
     r.top_logprobs = static_cast<int>(f::get_int(body, "top_logprobs", 0, 0, 20));
   else if (f::present(body, "top_logprobs"))

@@ -1,9 +1,11 @@
 #include "server/openai_response.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <random>
 
-#include <fmt/format.h>
+#include "tokenizer/utf8.h"
 
 namespace gs {
 
@@ -35,6 +37,15 @@ json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
   return b;
+}
+
+// A token's bytes as a JSON string: themselves when they are UTF-8, else "bytes:\xNN..." as
+// OpenAI writes a token that is part of a character (its "bytes" field has the real values).
+std::string token_string(const std::string& bytes) {
+  if (utf8::lossy(bytes) == bytes) return bytes;
+  std::string s = "bytes:";
+  for (unsigned char c : bytes) s += fmt::format("\\x{:02x}", c);
+  return s;
 }
 
 }  // namespace
@@ -81,13 +92,13 @@ json ResponseBuilder::logprobs_delta(Choice& c, const RequestOutput& out) const 
   if (kind_ == ApiKind::Chat) {
     json content = json::array();
     for (const TokenLogprob& lp : out.logprobs) {
-      std::string tok = client_->token_text(lp.token);
+      const std::string tok = client_->token_text(lp.token);
       json top = json::array();
       for (const auto& [id, p] : lp.top) {
-        std::string t = client_->token_text(id);
-        top.push_back({{"token", t}, {"logprob", p}, {"bytes", bytes_of(t)}});
+        const std::string t = client_->token_text(id);
+        top.push_back({{"token", token_string(t)}, {"logprob", p}, {"bytes", bytes_of(t)}});
       }
-      content.push_back({{"token", tok}, {"logprob", lp.logprob}, {"bytes", bytes_of(tok)},
+      content.push_back({{"token", token_string(tok)}, {"logprob", lp.logprob}, {"bytes", bytes_of(tok)},
                          {"top_logprobs", top}});
     }
     return {{"content", content}};
@@ -95,10 +106,10 @@ json ResponseBuilder::logprobs_delta(Choice& c, const RequestOutput& out) const 
   json d = {{"tokens", json::array()}, {"token_logprobs", json::array()},
             {"top_logprobs", json::array()}, {"text_offset", json::array()}};
   for (const TokenLogprob& lp : out.logprobs) {
-    std::string tok = client_->token_text(lp.token);
+    const std::string tok = client_->token_text(lp.token);
     json top = json::object();
-    for (const auto& [id, p] : lp.top) top[client_->token_text(id)] = p;
-    d["tokens"].push_back(tok);
+    for (const auto& [id, p] : lp.top) top[token_string(client_->token_text(id))] = p;
+    d["tokens"].push_back(token_string(tok));
     d["token_logprobs"].push_back(lp.logprob);
     d["top_logprobs"].push_back(top);
     d["text_offset"].push_back(c.text_offset);

@@ -14,8 +14,9 @@ namespace {
 using Tokens = std::vector<std::string>;
 
 // All tokens become one string of their bytes; a token with a character outside the byte map
-// (an added token such as "  ") contributes its own UTF-8 bytes.
-Tokens decode_byte_level(const Tokens& tokens) {
+// (an added token such as "  ") contributes its own UTF-8 bytes. Invalid UTF-8 becomes U+FFFD
+// unless `raw`.
+Tokens decode_byte_level(const Tokens& tokens, bool raw = false) {
   std::string bytes;
   for (const auto& t : tokens) {
     std::string mapped;
@@ -27,7 +28,7 @@ Tokens decode_byte_level(const Tokens& tokens) {
     }
     bytes += ok ? mapped : t;
   }
-  return {utf8::lossy(bytes)};
+  return {raw ? bytes : utf8::lossy(bytes)};
 }
 
 std::optional<unsigned char> byte_token(const std::string& t) {
@@ -44,14 +45,14 @@ std::optional<unsigned char> byte_token(const std::string& t) {
   return static_cast<unsigned char>(v);
 }
 
-// Runs of <0xNN> tokens become their text when valid UTF-8, else one U+FFFD per byte.
-Tokens byte_fallback(const Tokens& tokens) {
+// Runs of <0xNN> tokens become their text when valid UTF-8 (or `raw`), else one U+FFFD per byte.
+Tokens byte_fallback(const Tokens& tokens, bool raw = false) {
   Tokens out;
   std::string run;
   size_t run_len = 0;
   const auto flush = [&] {
     if (run_len == 0) return;
-    if (utf8::lossy(run) == run) {
+    if (raw || utf8::lossy(run) == run) {
       out.push_back(run);
     } else {
       for (size_t k = 0; k < run_len; ++k) out.emplace_back("\xEF\xBF\xBD");
@@ -130,12 +131,17 @@ void Decoder::add(const nlohmann::json& j, const std::string& file) {
   }
 }
 
-std::string Decoder::decode(Tokens tokens) const {
+std::string Decoder::decode(Tokens tokens) const { return run(std::move(tokens), false); }
+
+std::string Decoder::token_bytes(const std::string& token) const { return run({token}, true); }
+
+// `in_text`: one token as it stands inside a text (token_bytes), else a whole text.
+std::string Decoder::run(Tokens tokens, bool in_text) const {
   for (const auto& step : steps_) {
     if (std::holds_alternative<ByteLevel>(step)) {
-      tokens = decode_byte_level(tokens);
+      tokens = decode_byte_level(tokens, in_text);
     } else if (std::holds_alternative<ByteFallback>(step)) {
-      tokens = byte_fallback(tokens);
+      tokens = byte_fallback(tokens, in_text);
     } else if (std::holds_alternative<Fuse>(step)) {
       std::string all;
       for (const auto& t : tokens) all += t;
@@ -143,13 +149,14 @@ std::string Decoder::decode(Tokens tokens) const {
     } else if (const auto* r = std::get_if<Replace>(&step)) {
       for (auto& t : tokens) t = replace_all(t, r->regex, r->pattern, r->content);
     } else if (const auto* s = std::get_if<Strip>(&step)) {
-      for (auto& t : tokens) t = strip(t, s->content, s->start, s->stop);
+      if (!in_text)  // it trims the text's ends, never a token inside it
+        for (auto& t : tokens) t = strip(t, s->content, s->start, s->stop);
     } else if (const auto* m = std::get_if<Metaspace>(&step)) {
       // As tokenizers: every replacement becomes a space, except in the first token, where
       // (when a prefix was prepended on encode) they are dropped.
       for (size_t i = 0; i < tokens.size(); ++i)
         tokens[i] = replace_all(tokens[i], std::nullopt, m->replacement,
-                                i == 0 && m->strip_first ? "" : " ");
+                                i == 0 && m->strip_first && !in_text ? "" : " ");
     }
   }
   std::string out;

@@ -21,6 +21,10 @@ class Decoder {
   static Decoder byte_level();
 
   std::string decode(std::vector<std::string> tokens) const;
+  // The bytes one token adds inside a text (logprobs report these): the steps on this token
+  // alone, keeping byte tokens' raw bytes even when they are not UTF-8 by themselves, with
+  // Metaspace giving its space and Strip (which trims the text's ends) left out.
+  std::string token_bytes(const std::string& token) const;
 
   struct ByteLevel {};
   struct Replace { std::optional<Regex> regex; std::string pattern, content; };
@@ -32,6 +36,7 @@ class Decoder {
 
  private:
   void add(const nlohmann::json& j, const std::string& file);
+  std::string run(std::vector<std::string> tokens, bool in_text) const;
   std::vector<Step> steps_;
   bool join_with_space_ = false;
 };

@@ -83,6 +83,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return impl_->decode(ids, skip_special_tokens);
 }
 int Tokenizer::size() const { return impl_->size; }
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const std::string* t = impl_->token(id);
+  return t ? impl_->decoder.token_bytes(*t) : std::string();
+}
 std::string Tokenizer::id_to_token(int32_t id) const {
   const std::string* t = impl_->token(id);
   return t ? *t : std::string();

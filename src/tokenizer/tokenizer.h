@@ -30,6 +30,8 @@ class Tokenizer {
 
   int size() const;  // base vocabulary plus added tokens (len(tokenizer) in HF)
   std::string id_to_token(int32_t id) const;
+  // The bytes token `id` adds inside a text (see Decoder::token_bytes); may be partial UTF-8.
+  std::string token_bytes(int32_t id) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;
   bool is_special(int32_t id) const;
 

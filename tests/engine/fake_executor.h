@@ -4,7 +4,8 @@
 // every scheduled request it checks that the cached prefix [0, num_computed_tokens) is exactly
 // the request's tokens, as written by earlier steps through its block table, then writes the
 // new tokens. Its logits are a pseudo-random function of the whole token history read back
-// from the cache, so any scheduling or block-table bug changes the output.
+// from the cache, so any scheduling or block-table bug changes the output. It samples them with
+// the real sampler on the CPU backend (penalty slots included).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "engine/executor.h"
-#include "runner/sampler.h"
+#include "runner/sampling_inputs.h"
 
 namespace gs::test {
 
@@ -23,14 +24,16 @@ class FakeExecutor final : public Executor {
   FakeExecutor(int vocab, int num_blocks, int block_size, int max_model_len,
                std::vector<int> eos = {})
       : num_blocks_(num_blocks), block_size_(block_size), max_model_len_(max_model_len),
-        slots_(static_cast<size_t>(num_blocks) * block_size) {
+        slots_(static_cast<size_t>(num_blocks) * block_size),
+        sampler_(*cpu_, make_cpu_sampling_kernels(*cpu_), SamplerLimits{kMaxRows, vocab, kMaxRows, max_model_len}),
+        logits_(Tensor::empty({kMaxRows, vocab}, DType::F32, cpu_->allocator())) {
     cfg_.vocab_size = vocab;
     cfg_.eos_token_ids = std::move(eos);
   }
 
   RunnerOutput execute(const SchedulerOutput& batch) override {
     ++steps;
-    std::vector<float> logits;
+    float* logits = logits_.data_as<float>();
     std::vector<const ScheduledRequest*> to_sample;
     for (const auto& r : batch.requests) {
       const auto& toks = *r.all_token_ids;
@@ -53,13 +56,19 @@ class FakeExecutor final : public Executor {
         }
       }
       if (!r.sample) continue;
+      EXPECT_LT(to_sample.size(), size_t(kMaxRows));
       for (int v = 0; v < cfg_.vocab_size; ++v)
-        logits.push_back(static_cast<float>(mix(h + v) % 1000) / 100.0f +  // [0, 10)
-                         (v == favored ? 100.0f : 0.0f));
+        *logits++ = static_cast<float>(mix(h + v) % 1000) / 100.0f +  // [0, 10)
+                    (v == favored ? 100.0f : 0.0f);
       to_sample.push_back(&r);
     }
     RunnerOutput out;
-    out.sampled = sample_tokens(logits.data(), cfg_.vocab_size, to_sample);
+    const int n = static_cast<int>(to_sample.size());
+    inputs_.stage(sampler_, to_sample, n);
+    sampler_.sample(logits_, n);
+    const std::vector<SampledRow> rows = sampler_.fetch(n);
+    for (int i = 0; i < n; ++i)
+      out.sampled.push_back(SampledToken{to_sample[i]->id, rows[i].token, rows[i].logprob, rows[i].top});
     for (size_t i = 0; i < out.sampled.size(); ++i) {
       auto it = script.find(out.sampled[i].id);
       if (it != script.end() && to_sample[i]->num_output_tokens < static_cast<int>(it->second.size()))
@@ -94,9 +103,14 @@ class FakeExecutor final : public Executor {
     return x ^ (x >> 31);
   }
 
+  static constexpr int kMaxRows = 256;
   ModelConfig cfg_;
   int num_blocks_, block_size_, max_model_len_;
   std::vector<Slot> slots_;
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  Sampler sampler_;
+  SamplingInputs inputs_{kMaxRows};
+  Tensor logits_;
 };
 
 }  // namespace gs::test

@@ -1,0 +1,60 @@
+// SamplingInputs: one step's sampling rows and logit adjustments for the device sampler, built
+// from the scheduled requests, and the penalty slots that hold per-request token counts on the
+// device across steps.
+//
+// A request with a repetition, presence or frequency penalty owns a penalty slot while it is
+// being sampled; a slot is rebuilt from the request's tokens only when the request gets it
+// (first sampled, or back after its slot was lent to another request), and the device keeps
+// it current with every token it samples. Slots are lent least recently used first, never to
+// two requests of one step.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runner/scheduler_output.h"
+#include "sampling/sampler.h"
+
+namespace gs {
+
+class SamplingInputs {
+ public:
+  explicit SamplingInputs(int num_slots);
+
+  // A slot the device must rebuild from this request's tokens before sampling.
+  struct SlotReset {
+    int slot;
+    const ScheduledRequest* request;
+  };
+
+  // Rows for `reqs` in order, then inert (greedy, nothing else) rows up to `num_rows`.
+  void build(std::span<const ScheduledRequest* const> reqs, int num_rows);
+  // build(), then the new slots rebuilt and the rows staged in `sampler` (outside capture).
+  void stage(Sampler& sampler, std::span<const ScheduledRequest* const> reqs, int num_rows);
+
+  const std::vector<SamplingRow>& rows() const { return rows_; }
+  const std::vector<LogitAdjustment>& adjustments() const { return adjustments_; }
+  const std::vector<SlotReset>& resets() const { return resets_; }
+
+ private:
+  struct Slot {
+    int index;
+    bool fresh;  // just lent to this request: to be rebuilt
+  };
+  SamplingRow row_for(const ScheduledRequest& r);
+  Slot slot_for(RequestId id);
+
+  std::vector<SamplingRow> rows_;
+  std::vector<LogitAdjustment> adjustments_;
+  std::vector<SlotReset> resets_;
+  std::vector<RequestId> slot_owner_;     // 0: free
+  std::vector<uint64_t> slot_last_step_;  // step that last used the slot
+  std::unordered_map<RequestId, int> slot_of_;
+  uint64_t step_ = 0;
+};
+
+// Whether a request's sampling needs a penalty slot.
+bool needs_penalty_slot(const SamplingParams& p);
+
+}  // namespace gs

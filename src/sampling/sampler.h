@@ -1,0 +1,67 @@
+// Sampler: turns a batch's logits into token ids on the logits' device, inside the graphs.
+//
+// It owns persistent buffers: one SamplingRow and a range of LogitAdjustments per row (written
+// before every forward by stage()), the penalty state (per slot: output-token counts and a
+// bit per prompt token, updated by each sampled token on the device and rebuilt from the host
+// only when a request gets a slot), and the outputs (ids, logprobs). sample() enqueues one
+// kernel and is capturable; per step only the ids (and logprobs a request asked for) cross to
+// the host. The rule it samples by is in sampling_rule.h.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/backend.h"
+#include "sampling/sampling_kernels.h"
+#include "sampling/sampling_row.h"
+
+namespace gs {
+
+struct SamplerLimits {
+  int max_rows = 0;       // rows one sample() handles (max_num_seqs)
+  int vocab = 0;
+  int num_slots = 0;      // penalty slots (requests with penalties sampled in one step at most)
+  int max_tokens = 0;     // most tokens one reset_slot() receives (max_model_len)
+};
+
+struct SampledRow {
+  int32_t token = 0;
+  float logprob = 0.0f;                          // raw logprob of token, when asked
+  std::vector<std::pair<int32_t, float>> top;    // best first, when asked
+};
+
+class Sampler {
+ public:
+  Sampler(Backend& backend, std::unique_ptr<SamplingKernels> kernels, const SamplerLimits& limits);
+
+  // Copies the rows' parameters and adjustments into the persistent buffers (outside capture).
+  // rows.size() <= max_rows; each row's adjustments lie in [adjust_begin, adjust_end) of
+  // `adjustments`, at most kMaxAdjustmentsPerRow of them.
+  void stage(std::span<const SamplingRow> rows, std::span<const LogitAdjustment> adjustments);
+  // Rebuilds penalty slot `slot` from a request's prompt and output tokens (outside capture).
+  void reset_slot(int slot, std::span<const int32_t> prompt, std::span<const int32_t> output);
+  // Samples rows [0, n) of logits (f32 [>= n, vocab], a persistent buffer) with the staged rows.
+  void sample(const Tensor& logits, int n);
+  // Waits for the stream, then returns the results of the first `n` staged rows.
+  std::vector<SampledRow> fetch(int n);
+
+  // Device memory of the penalty state (reported at start-up).
+  size_t state_bytes() const;
+  // Bytes fetch() has copied device-to-host so far.
+  uint64_t fetched_bytes() const { return fetched_bytes_; }
+
+ private:
+  Backend& backend_;
+  std::unique_ptr<SamplingKernels> kernels_;
+  SamplerLimits limits_;
+  int mask_words_ = 0;
+  std::vector<SamplingRow> staged_;  // host copy of the rows last staged
+  uint64_t fetched_bytes_ = 0;
+  Tensor rows_, adjustments_, counts_, prompt_mask_, slot_tokens_;
+  Tensor sampled_, logprob_, top_ids_, top_logprobs_;
+};
+
+}  // namespace gs

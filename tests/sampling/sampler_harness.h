@@ -1,0 +1,129 @@
+// A Sampler over any backend's kernels, fed from host vectors, and a straightforward
+// (sort-based, double precision) reference of the distribution it must draw from.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace gs::test {
+
+inline SamplingRow sampling_row(float temperature, int top_k = 0, float top_p = 1.0f, float min_p = 0.0f,
+                                uint64_t seed = 1, int step = 0) {
+  SamplingRow r;
+  r.temperature = temperature;
+  r.top_k = top_k;
+  r.top_p = top_p;
+  r.min_p = min_p;
+  r.seed_lo = uint32_t(seed);
+  r.seed_hi = uint32_t(seed >> 32);
+  r.step = step;
+  return r;
+}
+
+class SamplerHarness {
+ public:
+  SamplerHarness(Backend& backend, std::unique_ptr<SamplingKernels> kernels, int rows, int vocab, int slots = 4)
+      : be_(backend),
+        sampler_(backend, std::move(kernels), SamplerLimits{rows, vocab, slots, 4096}),
+        logits_(Tensor::empty({rows, vocab}, DType::F32, backend.allocator())),
+        vocab_(vocab) {}
+
+  Sampler& sampler() { return sampler_; }
+
+  // Samples rows[i] from logits x[i] (x may hold one row for all).
+  std::vector<SampledRow> run(const std::vector<std::vector<float>>& x, const std::vector<SamplingRow>& rows,
+                              const std::vector<LogitAdjustment>& adj = {}) {
+    const int n = int(rows.size());
+    std::vector<float> flat;
+    for (int i = 0; i < n; ++i) {
+      const auto& row = x[x.size() == 1 ? 0 : size_t(i)];
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
+    be_.copy(logits_.prefix({n, vocab_}), Tensor::wrap(flat.data(), {n, vocab_}, DType::F32, Device::cpu()));
+    sampler_.stage(rows, adj);
+    sampler_.sample(logits_, n);
+    return sampler_.fetch(n);
+  }
+
+  // The logits of row i after the last run (penalties and adjustments applied in place).
+  std::vector<float> logits_row(int i) {
+    std::vector<float> out(static_cast<size_t>(vocab_));
+    be_.copy(Tensor::wrap(out.data(), {vocab_}, DType::F32, Device::cpu()), logits_.rows(i, 1).reshape({vocab_}));
+    be_.stream().synchronize();
+    return out;
+  }
+
+ private:
+  Backend& be_;
+  Sampler sampler_;
+  Tensor logits_;
+  int vocab_;
+};
+
+// The distribution of sampling_rule.h computed the plain way: sort, cumulate, normalise.
+// `margin` (out) is how close the top-p cut came to deciding otherwise (relative mass).
+inline std::vector<double> reference_probs(const std::vector<float>& x, float temperature, int top_k, float top_p,
+                                           float min_p, double* margin = nullptr) {
+  const int V = int(x.size());
+  std::vector<double> s(V);
+  for (int t = 0; t < V; ++t) s[t] = double(x[t]) / temperature;
+  const double m = *std::max_element(s.begin(), s.end());
+  std::vector<int> kept;
+  for (int t = 0; t < V; ++t)
+    if (min_p <= 0.0f || s[t] >= m + std::log(double(min_p))) kept.push_back(t);
+  std::sort(kept.begin(), kept.end(), [&](int a, int b) { return s[a] > s[b]; });
+  if (top_k > 0 && top_k < int(kept.size())) {
+    const double kth = s[kept[size_t(top_k - 1)]];
+    while (s[kept.back()] < kth) kept.pop_back();
+  }
+  double z = 0.0;
+  for (int t : kept) z += std::exp(s[t] - m);
+  if (margin) *margin = 1.0;
+  if (top_p < 1.0f) {  // token i stays while the tokens above it hold less than top_p of z
+    double above = 0.0, closest = 1.0;
+    size_t keep = 0;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      closest = std::min(closest, std::abs(above - top_p * z) / z);
+      if (above < top_p * z) keep = i + 1;
+      above += std::exp(s[kept[i]] - m);
+    }
+    if (margin) *margin = closest;
+    kept.resize(keep);
+  }
+  std::vector<double> p(V, 0.0);
+  double total = 0.0;
+  for (int t : kept) total += p[t] = std::exp(s[t] - m);
+  for (double& v : p) v /= total;
+  return p;
+}
+
+// Pearson's chi-square statistic of observed counts against probabilities (bins with p > 0;
+// bins expecting fewer than 5 draws pooled into one), and the 1e-4 upper critical value for
+// its degrees of freedom (Wilson-Hilferty).
+struct ChiSquare {
+  double statistic = 0.0, critical = 0.0;
+  int df = 0;
+};
+inline ChiSquare chi_square(const std::vector<int>& counts, const std::vector<double>& p, int n) {
+  ChiSquare c;
+  double pooled_e = 0.0, pooled_o = 0.0;
+  auto add = [&c](double o, double e) {
+    c.statistic += (o - e) * (o - e) / e;
+    ++c.df;
+  };
+  for (size_t t = 0; t < p.size(); ++t) {
+    if (p[t] <= 0.0) continue;
+    if (n * p[t] < 5.0) pooled_e += n * p[t], pooled_o += counts[t];
+    else add(counts[t], n * p[t]);
+  }
+  if (pooled_e > 0.0) add(pooled_o, pooled_e);
+  c.df -= 1;
+  const double k = std::max(1, c.df), z = 3.719;  // upper 1e-4 quantile of N(0, 1)
+  c.critical = k * std::pow(1.0 - 2.0 / (9.0 * k) + z * std::sqrt(2.0 / (9.0 * k)), 3.0);
+  return c;
+}
+
+}  // namespace gs::test
