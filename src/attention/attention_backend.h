@@ -14,7 +14,8 @@ struct AttentionShape {
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_dim)
+  float scale = 0.0f;    // softmax scale, usually 1/sqrt(head_dim)
+  float softcap = 0.0f;  // > 0: scores are soft-capped, softcap * tanh(score / softcap) (Gemma 2)
 };
 
 class AttentionBackend {
@@ -26,9 +27,12 @@ class AttentionBackend {
   // Writes k, v of every token t < num_actual_tokens into the cache at slot_mapping[t], then
   // computes causal attention of each request's new queries over its whole context
   // (seq_lens[r] tokens, the last query_len of them new). Enqueued on backend.stream().
+  // With window > 0 (sliding-window layers), a query at position p attends only to positions
+  // (p - window, p], as HF's sliding-window mask; the window is a launch argument, fixed per
+  // layer, so captured graphs stay valid.
   //   q [T, Hq * D], k, v [T, Hkv * D], out [T, Hq * D]
   virtual void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
-                       const AttentionMetadata& md, const Tensor& out) = 0;
+                       const AttentionMetadata& md, const Tensor& out, int window = -1) = 0;
 };
 
 // The CPU reference backend. `declared` overrides the support it reports (tests use it to

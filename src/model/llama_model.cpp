@@ -1,4 +1,7 @@
+// LlamaModel's forward pieces; Phi-3 and Gemma 2 are flags of the same structure (see the header).
 #include "model/llama_model.h"
+
+#include <cmath>
 
 #include "core/error.h"
 
@@ -37,6 +40,7 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
   const Tensor& next_norm = i < L ? w_.layers[size_t(i)].input_norm : w_.final_norm;
   if (i == 0) {
     be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
+    if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
     be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
   } else {
     finish_layer(i - 1, n, next_norm);
@@ -50,10 +54,15 @@ void LlamaModel::finish_layer(int layer, int n, const Tensor& next_norm) {
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
   be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+  if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
   be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n));
-  be_.silu_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  if (cfg_.activation == Activation::GeluTanh)
+    be_.gelu_tanh_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  else
+    be_.silu_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+  if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, next_norm, eps, hid);
 }
 
@@ -74,7 +83,7 @@ void LlamaModel::run_attention(int i, const ForwardInputs& in) {
   GS_CHECK(in.attn, "run_attention: ForwardInputs has no attention metadata");
   const int n = check_tokens(in);
   attn_.forward(buf_.q.rows(0, n), buf_.k.rows(0, n), buf_.v.rows(0, n), kv_[size_t(i)], *in.attn,
-                buf_.attn_out.rows(0, n));
+                buf_.attn_out.rows(0, n), cfg_.window(i));
 }
 
 Tensor LlamaModel::hidden_states(int num_tokens) const {
@@ -92,6 +101,7 @@ void LlamaModel::compute_logits(const Tensor& rows, const Tensor& logits) {
   const Tensor g = buf_.gathered.rows(0, n);
   be_.gather_rows(buf_.hidden, rows, g);
   be_.linear(g, w_.lm_head, Tensor(), logits);
+  if (cfg_.final_softcap > 0) be_.softcap(logits, cfg_.final_softcap);
 }
 
 void LlamaModel::bind_kv_cache(std::vector<KVCacheLayer> layers) {

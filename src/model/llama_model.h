@@ -1,5 +1,9 @@
-// LlamaModel: the Llama-family forward pass (Llama, Mistral, Qwen2, Qwen3, SmolLM) as pieces
-// split at attention.
+// LlamaModel: the Llama-family forward pass (Llama, Mistral, Qwen2, Qwen3, SmolLM, Phi-3,
+// Gemma 2) as pieces split at attention.
+//
+// Gemma 2 adds, in the same pieces: the embedding scaled by sqrt(hidden), RMSNorms of the
+// attention and MLP outputs before their residual adds, GeGLU, and soft-capped logits. Each
+// layer's sliding window (or none) is passed to attention as a fixed launch argument.
 //
 // Piece i (0..L): for i > 0, the rest of layer i-1 (o_proj, residual add + post-attention norm,
 // SwiGLU MLP); for i < L, the start of layer i (input norm fused with the residual add, the

@@ -1,5 +1,7 @@
 // LlamaWeights: the tensors of a Llama-family model on the backend, in its compute dtype, with
-// q/k/v fused into one [q + 2 kv, hidden] matrix and gate/up into one [2 I, hidden] matrix.
+// q/k/v fused into one [q + 2 kv, hidden] matrix and gate/up into one [2 I, hidden] matrix
+// (Phi-3's checkpoints hold them fused already). Gemma 2's RMSNorm weights w are stored as
+// 1 + w, so one norm kernel serves every family.
 #pragma once
 #include <vector>
 
@@ -17,7 +19,9 @@ struct LlamaLayerWeights {
   Tensor q_norm;      // [D] (Qwen3) or undefined
   Tensor k_norm;      // [D] (Qwen3) or undefined
   Tensor o_proj;      // [H, q]
-  Tensor post_norm;   // [H]
+  Tensor post_norm;   // [H]: the norm before the MLP (Gemma 2: pre_feedforward_layernorm)
+  Tensor attn_out_norm;  // [H]: Gemma 2's post_attention_layernorm (of the attention output), or undefined
+  Tensor mlp_out_norm;   // [H]: Gemma 2's post_feedforward_layernorm, or undefined
   Tensor gate_up;     // [2 I, H]: rows gate_proj, then up_proj
   Tensor down;        // [H, I]
 };

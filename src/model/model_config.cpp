@@ -17,10 +17,12 @@ struct ArchEntry {
   const char* name;
   Architecture arch;
 };
-constexpr std::array<ArchEntry, 4> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+constexpr std::array<ArchEntry, 6> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
                                                    {"MistralForCausalLM", Architecture::Mistral},
                                                    {"Qwen2ForCausalLM", Architecture::Qwen2},
-                                                   {"Qwen3ForCausalLM", Architecture::Qwen3}}};
+                                                   {"Qwen3ForCausalLM", Architecture::Qwen3},
+                                                   {"Phi3ForCausalLM", Architecture::Phi3},
+                                                   {"Gemma2ForCausalLM", Architecture::Gemma2}}};
 
 void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   auto it = j.find("architectures");
@@ -35,7 +37,7 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
     }
   }
   fail("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-       "Qwen3ForCausalLM)",
+       "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM)",
        file.string(), name);
 }
 
@@ -52,9 +54,21 @@ void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
     GS_CHECK(it->is_object(), "{}: 'rope_scaling' must be an object or null", file.string());
     scaling = &*it;
   }
-  const std::string type = scaling->value("rope_type", scaling->value("type", std::string("default")));
+  std::string type = "default";
+  for (const char* key : {"type", "rope_type"}) {  // rope_type wins when both are given
+    auto t = scaling->find(key);
+    if (t == scaling->end() || t->is_null()) continue;
+    GS_CHECK(t->is_string(), "{}: rope_scaling '{}' must be a string (default, llama3, longrope, su), got {}",
+             file.string(), key, t->dump());
+    type = t->get<std::string>();
+  }
+  const double partial = json_number(*scaling, "partial_rotary_factor", json_number(j, "partial_rotary_factor", 1.0,
+                                                                                      file), file);
+  GS_CHECK(partial == 1.0, "{}: partial_rotary_factor {} is not supported (only 1.0: RoPE over the whole head)",
+           file.string(), partial);
   if (type == "default") return;
-  GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: llama3, default)",
+  if (type == "longrope" || type == "su") return detail::parse_longrope(*scaling, j, file, c);
+  GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su)",
            file.string(), type);
   c.rope.llama3_factor = float(json_number(*scaling, "factor", 8.0, file));
   c.rope.llama3_low_freq_factor = float(json_number(*scaling, "low_freq_factor", 1.0, file));
@@ -104,7 +118,7 @@ void validate(const ModelConfig& c, const fs::path& file) {
 
 int64_t ModelConfig::num_parameters() const {
   const int64_t H = hidden_size, I = intermediate_size, qkv = q_size() + 2 * kv_size();
-  int64_t layer = 2 * H + qkv * H + int64_t(q_size()) * H + 3 * H * I;
+  int64_t layer = (gemma_norms ? 4 : 2) * H + qkv * H + int64_t(q_size()) * H + 3 * H * I;
   if (attention_bias) layer += qkv;
   if (qk_norm) layer += 2 * head_dim;
   int64_t n = int64_t(vocab_size) * H + int64_t(num_layers) * layer + H;
@@ -135,6 +149,7 @@ ModelConfig load_model_config(const fs::path& model_dir) {
   c.qk_norm = c.arch == Architecture::Qwen3;
   c.torch_dtype = parse_torch_dtype(j, file);
   parse_rope(j, file, c);
+  detail::parse_family_fields(j, file, c);
   c.bos_token_id = json_int(j, "bos_token_id", -1, file);
   c.eos_token_ids = parse_eos(j, file);
   validate(c, file);

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,8 @@
 
 namespace gs {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, Gemma2 };
+enum class Activation { Silu, GeluTanh };  // the MLP's gate activation
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;
@@ -31,6 +33,21 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
   DType torch_dtype = DType::F32;  // dtype the checkpoint says it holds
 
+  // Model families (model/family_config.cpp).
+  std::vector<int> layer_windows;    // per layer: sliding window in tokens, or -1 (full attention)
+  Activation activation = Activation::Silu;
+  bool gemma_norms = false;          // Gemma 2: RMSNorm (1 + w), norms after attention and MLP, embedding * sqrt(H)
+  float attn_softcap = 0.0f;         // > 0: attention scores soft-capped (Gemma 2)
+  float final_softcap = 0.0f;        // > 0: logits soft-capped (Gemma 2)
+  float query_pre_attn_scalar = 0.0f;  // > 0: softmax scale is its -1/2 power (Gemma 2), else head_dim's
+  float rope_attention_factor = 1.0f;  // longrope's cos/sin scale, folded into the softmax scale
+
+  int window(int layer) const { return layer_windows.empty() ? -1 : layer_windows[size_t(layer)]; }
+  // True when every layer has a sliding window (KV older than the largest window can be freed).
+  bool all_layers_windowed() const;
+  int max_window() const;            // the largest window, or -1 when some layer attends to all
+  float attention_scale() const;
+
   int q_size() const { return num_heads * head_dim; }
   int kv_size() const { return num_kv_heads * head_dim; }
   int64_t num_parameters() const;
@@ -39,5 +56,14 @@ struct ModelConfig {
 // Parses <dir>/config.json (and generation_config.json for eos/bos when present).
 // Throws gs::Error naming the file and the problem.
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
+
+namespace detail {
+// Sliding windows, activation, Gemma 2 fields and config values graphserve cannot honour
+// (family_config.cpp); called by load_model_config after the common fields.
+void parse_family_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
+// rope_scaling of type longrope / su (Phi-3) into c.rope and c.rope_attention_factor.
+void parse_longrope(const nlohmann::json& scaling, const nlohmann::json& j, const std::filesystem::path& file,
+                    ModelConfig& c);
+}  // namespace detail
 
 }  // namespace gs

@@ -23,7 +23,7 @@ ModelConfig resolve_model_config(const ModelSource& src) {
 }
 
 AttentionShape attention_shape(const ModelConfig& cfg) {
-  return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, 1.0f / std::sqrt(float(cfg.head_dim))};
+  return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.attention_scale(), cfg.attn_softcap};
 }
 
 std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src, Backend& backend,

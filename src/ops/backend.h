@@ -22,10 +22,21 @@ struct RopeConfig {
   float llama3_low_freq_factor = 1.0f;
   float llama3_high_freq_factor = 4.0f;
   int llama3_original_max_position = 8192;
+  // longrope / su scaling (Phi-3): the inverse frequencies are divided by short_factor at
+  // positions < long_from and by long_factor from there on (HF's per-step switch, made per
+  // token); both have head_dim / 2 entries. long_from == 0 means none. Its attention_factor
+  // scales cos and sin, so the model folds its square into the softmax scale.
+  std::vector<float> short_factor, long_factor;
+  int long_from = 0;
 };
 
-// The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied.
+// The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied;
+// with longrope, head_dim entries: the short-factor half, then the long-factor half.
 std::vector<float> rope_inv_freq(const RopeConfig& cfg);
+// Where the rotary table of position `pos` starts in rope_inv_freq's output.
+inline int rope_table_offset(const RopeConfig& cfg, int pos) {
+  return cfg.long_from > 0 && pos >= cfg.long_from ? cfg.head_dim / 2 : 0;
+}
 
 class Backend {
  public:
@@ -71,6 +82,12 @@ class Backend {
                               const Tensor& q, const Tensor& k, const Tensor& v) = 0;
   // out = silu(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out = gelu_tanh(gate) * up (GeGLU, Gemma's gelu_pytorch_tanh), same layout as silu_mul
+  virtual void gelu_tanh_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
+  virtual void scale(const Tensor& x, float alpha) = 0;
+  // In place: x = cap * tanh(x / cap) (logit soft-capping; x f32 or compute dtype)
+  virtual void softcap(const Tensor& x, float cap) = 0;
   // out[i, :] = x[idx[i], :]               idx [n] i32, x [T, H], out [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) = 0;
   // out[i] = argmax(x[i, :])               x [n, V] f32, out [n] i32

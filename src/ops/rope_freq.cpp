@@ -27,12 +27,22 @@ std::vector<float> rope_inv_freq(const RopeConfig& cfg) {
   GS_CHECK(cfg.head_dim > 0 && cfg.head_dim % 2 == 0, "rope: head_dim must be a positive even number, got {}",
            cfg.head_dim);
   GS_CHECK(cfg.theta > 0, "rope: rope_theta must be positive, got {}", cfg.theta);
-  std::vector<float> f(size_t(cfg.head_dim / 2));
-  for (size_t i = 0; i < f.size(); ++i) {
+  const size_t half = size_t(cfg.head_dim / 2);
+  const bool longrope = cfg.long_from > 0;
+  GS_CHECK(!longrope || (cfg.short_factor.size() == half && cfg.long_factor.size() == half),
+           "rope: longrope needs {} short and long factors, got {} and {}", half, cfg.short_factor.size(),
+           cfg.long_factor.size());
+  std::vector<float> f(longrope ? 2 * half : half);
+  for (size_t i = 0; i < half; ++i) {
     // float32 arithmetic as in HF: base ** (arange(0, dim, 2).float() / dim)
     const float expo = float(2 * i) / float(cfg.head_dim);
-    f[i] = 1.0f / std::pow(cfg.theta, expo);
+    const float pw = std::pow(cfg.theta, expo);
+    f[i] = 1.0f / pw;
     if (cfg.llama3_factor > 0) f[i] = llama3_scale(f[i], cfg);
+    if (longrope) {  // HF: 1 / (ext_factors * base ** (arange / dim))
+      f[i] = 1.0f / (cfg.short_factor[i] * pw);
+      f[half + i] = 1.0f / (cfg.long_factor[i] * pw);
+    }
   }
   return f;
 }

@@ -33,6 +33,8 @@ struct Launch {
   int64_t num_tokens, num_reqs, num_blocks, block_size, max_blocks;
   int64_t hq, hkv, d;
   float scale;
+  int64_t window;   // <= 0: none
+  float softcap;    // <= 0: none
 
   int64_t kv_row() const { return hkv * d; }
 
@@ -57,25 +59,29 @@ struct Launch {
     GS_CHECK(q_len >= 0 && qsl[r + 1] <= num_tokens && ctx >= q_len && ctx <= max_blocks * block_size,
              "attention: request {} has {} queries, {} context tokens, {} tokens in the batch (max context {})", r,
              q_len, ctx, num_tokens, max_blocks * block_size);
-    for (int64_t b = 0; b < (ctx + block_size - 1) / block_size; ++b) {
+    // Blocks wholly before the first query's window may have been freed: not checked, not read.
+    const int64_t first = window > 0 ? std::max<int64_t>(0, ctx - q_len - window + 1) : 0;
+    for (int64_t b = first / block_size; b < (ctx + block_size - 1) / block_size; ++b) {
       const int32_t blk = block_table[r * max_blocks + b];
       GS_CHECK(blk >= 0 && blk < num_blocks, "attention: request {} block {} is {} (cache has {} blocks)", r, b, blk,
                num_blocks);
     }
   }
 
-  // One query head of one token over positions [0, last].
+  // One query head of one token over positions [0, last], or its window's part of them.
   void attend(int64_t r, int64_t t, int64_t h, int64_t last) const {
+    const int64_t first = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
     const int64_t kvh = h / (hq / hkv);
     const float* qv = q + (t * hq + h) * d;
     float acc[kMaxHeadDim] = {};
     float m = -INFINITY, l = 0.0f;
-    for (int64_t p = 0; p <= last; ++p) {
+    for (int64_t p = first; p <= last; ++p) {
       const int64_t off = slot_of(r, p) * kv_row() + kvh * d;
       const float* kv = kc + off;
       float s = 0.0f;
       for (int64_t i = 0; i < d; ++i) s += qv[i] * kv[i];
       s *= scale;
+      if (softcap > 0) s = softcap * std::tanh(s / softcap);
       const float m_new = std::max(m, s);
       const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
       const float* vv = vc + off;
@@ -116,10 +122,11 @@ class CpuAttention final : public AttentionBackend {
   AttentionCGSupport cudagraph_support() const override { return declared_; }
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
-               const AttentionMetadata& md, const Tensor& out) override {
+               const AttentionMetadata& md, const Tensor& out, int window) override {
     auto* stream = dynamic_cast<CpuStream*>(&backend_.stream());
     GS_CHECK(stream, "CPU attention needs the CPU backend's stream, got a {} stream", backend_.name());
-    const Launch l = describe(q, k, v, cache, md, out);
+    Launch l = describe(q, k, v, cache, md, out);
+    l.window = window;
     stream->launch([l] { l.run(); });
   }
 
@@ -145,7 +152,7 @@ class CpuAttention final : public AttentionBackend {
                   cache.k.data_as<float>(), cache.v.data_as<float>(), md.query_start_loc.data_as<const int32_t>(),
                   md.seq_lens.data_as<const int32_t>(), md.block_table.data_as<const int32_t>(),
                   md.slot_mapping.data_as<const int32_t>(), T, md.num_reqs_padded, cs[0], md.block_size,
-                  md.max_blocks_per_req, hq, hkv, D, shape_.scale};
+                  md.max_blocks_per_req, hq, hkv, D, shape_.scale, -1, shape_.softcap};
   }
 
   Backend& backend_;

@@ -166,10 +166,12 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
     tok0 = p.query_start_loc[r];
     limit = min(ctx, new0 + (t - tok0) + 1);
   }
-  int begin = 0, end = max(limit, 0);
+  // Sliding window: only the last `window` positions (HF: key > query - window).
+  const int first = p.window > 0 ? max(0, limit - p.window) : 0;
+  int begin = first, end = max(limit, 0);
   if (SPLIT) {  // even parts of whole 32-key chunks; trailing splits may be empty
-    const int per = max(32, ((end + S - 1) / S + 31) / 32 * 32);
-    begin = min(end, z * per);
+    const int per = max(32, ((end - first + S - 1) / S + 31) / 32 * 32);
+    begin = min(end, first + z * per);
     end = min(end, begin + per);
   }
   if (end <= begin) {
@@ -216,7 +218,8 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
       if (h >= nh) break;
-      const float s = valid ? dot_row<T, MAXD>(kp, q_s[h], D) : -FLT_MAX;
+      float s = valid ? dot_row<T, MAXD>(kp, q_s[h], D) : -FLT_MAX;
+      if (p.softcap > 0.0f && valid) s = p.softcap * tanhf(s / p.softcap);
       const float mn = fmaxf(m[h], warp_max(s));
       const float corr = __expf(m[h] - mn);
       pr[h] = valid ? __expf(s - mn) : 0.0f;

@@ -31,6 +31,8 @@ struct PagedAttentionParams {
   int num_blocks = 0;
   int hq = 0, hkv = 0, D = 0;
   float scale = 1.0f;
+  int window = -1;       // sliding window: a query attends to its last `window` positions; <= 0: all
+  float softcap = 0.0f;  // > 0: scores become softcap * tanh(score / softcap) (Gemma 2)
   // Flash-decoding workspace (split_workspace_floats(D) floats, then kSplitCounters zeroed
   // counters that the kernel leaves zeroed again); null disables splitting.
   float* split_workspace = nullptr;

@@ -44,7 +44,7 @@ class CudaAttention final : public AttentionBackend {
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
-               const AttentionMetadata& md, const Tensor& out) override {
+               const AttentionMetadata& md, const Tensor& out, int window) override {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
     const int64_t T = q.ndim() >= 1 ? q.dim(0) : 0;
     check_inputs(q, k, v, cache, md, out, T);
@@ -71,6 +71,8 @@ class CudaAttention final : public AttentionBackend {
     p.hkv = hkv;
     p.D = D;
     p.scale = shape_.scale;
+    p.window = window;
+    p.softcap = shape_.softcap;
     GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));
   }
 

@@ -2,6 +2,7 @@
 //
 // Every op checks shapes when it is enqueued, then launches a closure that captures only raw
 // pointers and sizes, so a captured graph replays against whatever the buffers hold then.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -137,12 +138,13 @@ class CpuBackend final : public Backend {
     GS_CHECK(D > 0 && q.row_elems() % D == 0 && k.row_elems() % D == 0,
              "rope: q {} / k {} rows are not whole heads of {}", q.str(), k.str(), D);
     std::vector<float> inv = rope_inv_freq(cfg);  // owned by the closure, so replay-safe
+    const int lf = cfg.long_from;
     const int64_t hq = q.row_elems() / D, hk = k.row_elems() / D;
     auto *qp = fm(q), *kp = fm(k);
     auto* pp = i32(positions);
     stream_.launch([=, inv = std::move(inv)] {
-      cpu::rope(qp, pp, inv.data(), T, hq, D);
-      cpu::rope(kp, pp, inv.data(), T, hk, D);
+      cpu::rope(qp, pp, inv.data(), T, hq, D, lf);
+      cpu::rope(kp, pp, inv.data(), T, hk, D, lf);
     });
   }
 
@@ -167,6 +169,7 @@ class CpuBackend final : public Backend {
       qn = f(q_norm), kn = f(k_norm);
     }
     std::vector<float> inv = rope_inv_freq(cfg);  // owned by the closure, so replay-safe
+    const int lf = cfg.long_from;
     auto* src = f(qkv);
     auto *qp = fm(q), *kp = fm(k), *vp = fm(v);
     auto* pp = i32(positions);
@@ -181,8 +184,8 @@ class CpuBackend final : public Backend {
         cpu::head_rms_norm(qp, qn, eps, T, QW, D);
         cpu::head_rms_norm(kp, kn, eps, T, KW, D);
       }
-      cpu::rope(qp, pp, inv.data(), T, QW / D, D);
-      cpu::rope(kp, pp, inv.data(), T, KW / D, D);
+      cpu::rope(qp, pp, inv.data(), T, QW / D, D, lf);
+      cpu::rope(kp, pp, inv.data(), T, KW / D, D, lf);
     });
   }
 
@@ -193,6 +196,34 @@ class CpuBackend final : public Backend {
     auto* g = f(gate_up);
     auto* o = fm(out);
     stream_.launch([=] { cpu::silu_mul(g, o, T, I); });
+  }
+
+  void gelu_tanh_mul(const Tensor& gate_up, const Tensor& out) override {
+    check_f32(gate_up, "gelu_tanh_mul", "gate_up"), check_f32(out, "gelu_tanh_mul", "out");
+    const int64_t T = out.dim(0), I = out.dim(1);
+    check_2d(gate_up, T, 2 * I, "gelu_tanh_mul", "gate_up");
+    auto* g = f(gate_up);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::gelu_tanh_mul(g, o, T, I); });
+  }
+
+  void scale(const Tensor& x, float alpha) override {
+    check_f32(x, "scale", "x");
+    float* p = fm(x);
+    const int64_t n = x.numel();
+    stream_.launch([=] {
+      for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
+    });
+  }
+
+  void softcap(const Tensor& x, float cap) override {
+    check_f32(x, "softcap", "x");
+    GS_CHECK(cap > 0, "softcap: cap must be positive, got {}", cap);
+    float* p = fm(x);
+    const int64_t n = x.numel();
+    stream_.launch([=] {
+      for (int64_t i = 0; i < n; ++i) p[i] = cap * std::tanh(p[i] / cap);
+    });
   }
 
   void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) override {

@@ -60,13 +60,14 @@ void head_rms_norm(float* x, const float* w, float eps, int64_t T, int64_t row, 
   }
 }
 
-void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_t heads, int64_t D) {
+void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_t heads, int64_t D, int long_from) {
   const int64_t half = D / 2;
 #pragma omp parallel for if (T * heads * D > kParallelElems)
   for (int64_t t = 0; t < T; ++t) {
     const float p = float(pos[t]);
+    const float* table = inv_freq + (long_from > 0 && pos[t] >= long_from ? half : 0);
     for (int64_t j = 0; j < half; ++j) {
-      const float f = p * inv_freq[j];  // float32 as HF computes it
+      const float f = p * table[j];  // float32 as HF computes it
       const float c = std::cos(f), s = std::sin(f);
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x + (t * heads + h) * D;
@@ -85,6 +86,20 @@ void silu_mul(const float* gate_up, float* out, int64_t T, int64_t I) {
     const float* u = g + I;
     float* o = out + t * I;
     for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void gelu_tanh_mul(const float* gate_up, float* out, int64_t T, int64_t I) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+#pragma omp parallel for if (T * I > kParallelElems)
+  for (int64_t t = 0; t < T; ++t) {
+    const float* g = gate_up + t * 2 * I;
+    const float* u = g + I;
+    float* o = out + t * I;
+    for (int64_t i = 0; i < I; ++i) {
+      const float x = g[i];
+      o[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * u[i];
+    }
   }
 }
 

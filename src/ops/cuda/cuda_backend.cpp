@@ -31,7 +31,7 @@ template <typename T>
 T* ptr(const Tensor& t) { return static_cast<T*>(t.data()); }
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 
-using RopeKey = std::tuple<float, int, float, float, float, int>;
+using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>>;
 
 class CudaBackend final : public Backend {
  public:
@@ -177,7 +177,7 @@ class CudaBackend final : public Backend {
     by_dtype([&](auto e) {
       using E = decltype(e);
       GS_CUDA_CHECK(cuda::rope<E>(ptr<E>(q), ptr<E>(k), ptr<int32_t>(positions), ptr<float>(inv), int(T),
-                                  int(q.row_elems() / D), int(k.row_elems() / D), D, s()));
+                                  int(q.row_elems() / D), int(k.row_elems() / D), D, cfg.long_from, s()));
     });
   }
 
@@ -209,7 +209,7 @@ class CudaBackend final : public Backend {
       const E* kn = k_norm.defined() ? ptr<E>(k_norm) : nullptr;
       GS_CUDA_CHECK(cuda::split_qkv_rope<E>(ptr<E>(qkv), ptr<int32_t>(positions), ptr<float>(inv), qn, kn, eps,
                                             ptr<E>(q), ptr<E>(k), ptr<E>(v), int(T), int(q.row_elems() / D),
-                                            int(k.row_elems() / D), D, s()));
+                                            int(k.row_elems() / D), D, cfg.long_from, s()));
     });
   }
 
@@ -222,6 +222,24 @@ class CudaBackend final : public Backend {
       using E = decltype(e);
       GS_CUDA_CHECK(cuda::silu_mul<E>(ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
     });
+  }
+
+  void gelu_tanh_mul(const Tensor& gate_up, const Tensor& out) override {
+    need(gate_up, dtype_, "gelu_tanh_mul", "gate_up");
+    need(out, dtype_, "gelu_tanh_mul", "out");
+    const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
+    need_rows(gate_up, T, 2 * I, "gelu_tanh_mul", "gate_up");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::gelu_tanh_mul<E>(ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
+    });
+  }
+
+  void scale(const Tensor& x, float alpha) override { scale_softcap(x, alpha, 0.0f, "scale"); }
+
+  void softcap(const Tensor& x, float cap) override {
+    GS_CHECK(cap > 0, "softcap: cap must be positive, got {}", cap);
+    scale_softcap(x, 1.0f, cap, "softcap");
   }
 
   void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) override {
@@ -245,6 +263,14 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t s() const { return stream_.handle(); }
+
+  void scale_softcap(const Tensor& x, float alpha, float cap, const char* op) {
+    need(x, residual_dtype(x), op, "x");
+    if (x.dtype() == DType::F32)
+      GS_CUDA_CHECK(cuda::scale_softcap<float>(ptr<float>(x), x.numel(), alpha, cap, s()));
+    else
+      GS_CUDA_CHECK(cuda::scale_softcap<bf16_t>(ptr<bf16_t>(x), x.numel(), alpha, cap, s()));
+  }
 
   // Calls f with a value of the compute dtype's element type (bf16_t or float).
   template <typename F>
@@ -275,7 +301,8 @@ class CudaBackend final : public Backend {
   // The inverse-frequency table of a rope config, uploaded at its first (eager) use.
   const Tensor& inv_freq(const RopeConfig& c) {
     const RopeKey key{c.theta, c.head_dim, c.llama3_factor, c.llama3_low_freq_factor,
-                      c.llama3_high_freq_factor, c.llama3_original_max_position};
+                      c.llama3_high_freq_factor, c.llama3_original_max_position, c.long_from, c.short_factor,
+                      c.long_factor};
     if (auto it = rope_tables_.find(key); it != rope_tables_.end()) return it->second;
     GS_CHECK(!stream_.capturing(),
              "rope: first use of a rope config (head_dim {}) inside a graph capture; run the "

@@ -27,19 +27,26 @@ cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out,
 // In place over every head of D elements: x [T, n_heads * D].
 template <typename T>
 cudaError_t head_rms_norm(T* x, const T* w, float eps, int T_, int n_heads, int D, cudaStream_t s);
-// Rotate-half rotary embedding, in place. inv_freq [D / 2] f32.
+// Rotate-half rotary embedding, in place. inv_freq [D / 2] f32 (with long_from > 0, [D]:
+// positions >= long_from use the second half, longrope's long factors).
 template <typename T>
 cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq,
-                 int hkv, int D, cudaStream_t s);
+                 int hkv, int D, int long_from, cudaStream_t s);
 // Fused QKV epilogue: qkv [T, (hq + 2 hkv) D] -> q [T, hq D], k, v [T, hkv D]; per-head RMSNorm
 // of q and k when q_norm (and k_norm) are non-null, then rotate-half RoPE of q and k. D <= 256.
 template <typename T>
 cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq,
                            const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v, int T_,
-                           int hq, int hkv, int D, cudaStream_t s);
+                           int hq, int hkv, int D, int long_from, cudaStream_t s);
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i].
 template <typename T>
 cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
+// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i] (GeGLU).
+template <typename T>
+cudaError_t gelu_tanh_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
+// In place over n elements: x *= alpha, or x = cap * tanh(x / cap) when cap > 0.
+template <typename T>
+cudaError_t scale_softcap(T* x, int64_t n, float alpha, float cap, cudaStream_t s);
 // y[t, :] += bias (y f32 when y_f32, else T).
 template <typename T>
 cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStream_t s);

@@ -20,7 +20,7 @@ int blocks_for(int64_t n, int threads = kThreads) {
 // One thread per rotary pair (i, i + D/2) of one head of one token.
 template <typename T>
 __global__ void rope_kernel(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_,
-                            int hq, int hkv, int D) {
+                            int hq, int hkv, int D, int long_from) {
   const int half = D / 2;
   const int64_t per_token = int64_t(hq + hkv) * half;
   const int64_t total = per_token * T_;
@@ -31,7 +31,8 @@ __global__ void rope_kernel(T* q, T* k, const int32_t* positions, const float* i
     const int head = r / half, i = r % half;
     T* base = head < hq ? q + (t * hq + head) * D : k + (t * hkv + (head - hq)) * D;
     float sn, cs;
-    sincosf(float(positions[t]) * inv_freq[i], &sn, &cs);
+    const int pos = positions[t];
+    sincosf(float(pos) * inv_freq[(long_from > 0 && pos >= long_from ? half : 0) + i], &sn, &cs);
     const float x1 = to_f(base[i]), x2 = to_f(base[i + half]);
     base[i] = from_f<T>(x1 * cs - x2 * sn);
     base[i + half] = from_f<T>(x2 * cs + x1 * sn);
@@ -44,7 +45,7 @@ __global__ void rope_kernel(T* q, T* k, const int32_t* positions, const float* i
 template <typename T>
 __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, const float* inv_freq,
                                       const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v,
-                                      int T_, int hq, int hkv, int D) {
+                                      int T_, int hq, int hkv, int D, int long_from) {
   pdl_wait();
   pdl_trigger();
   const int heads = hq + 2 * hkv;
@@ -75,6 +76,7 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
   float inv = 1.0f;
   if (nw) inv = rsqrtf(warp_sum(ss) / float(D) + eps);
   const float pos = float(positions[t]);
+  const float* table = inv_freq + (long_from > 0 && positions[t] >= long_from ? half : 0);
 #pragma unroll
   for (int u = 0; u < kMaxPairsPerLane; ++u) {
     const int i = lane + 32 * u;
@@ -85,7 +87,7 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
       x2 *= inv * to_f(nw[i + half]);
     }
     float sn, cs;
-    sincosf(pos * inv_freq[i], &sn, &cs);
+    sincosf(pos * table[i], &sn, &cs);
     dst[i] = from_f<T>(x1 * cs - x2 * sn);
     dst[i + half] = from_f<T>(x2 * cs + x1 * sn);
   }
@@ -95,28 +97,29 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
 
 template <typename T>
 cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq,
-                 int hkv, int D, cudaStream_t s) {
+                 int hkv, int D, int long_from, cudaStream_t s) {
   const int64_t n = int64_t(T_) * (hq + hkv) * (D / 2);
-  if (n > 0) rope_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(q, k, positions, inv_freq, T_, hq, hkv, D);
+  if (n > 0) rope_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(q, k, positions, inv_freq, T_, hq, hkv, D,
+                                                                     long_from);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq,
                            const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v, int T_,
-                           int hq, int hkv, int D, cudaStream_t s) {
+                           int hq, int hkv, int D, int long_from, cudaStream_t s) {
   if (D > 64 * kMaxPairsPerLane || D % 2 != 0) return cudaErrorInvalidValue;
   const int64_t warps = int64_t(T_) * (hq + 2 * hkv);
   constexpr int kWarps = kThreads / 32;
   if (warps <= 0) return cudaGetLastError();
   return launch_pdl(split_qkv_rope_kernel<T>, unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s, qkv,
-                    positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D);
+                    positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D, long_from);
 }
 
 #define GS_INSTANTIATE(T)                                                                              \
-  template cudaError_t rope<T>(T*, T*, const int32_t*, const float*, int, int, int, int, cudaStream_t); \
-  template cudaError_t split_qkv_rope<T>(const T*, const int32_t*, const float*, const T*, const T*,   \
-                                         float, T*, T*, T*, int, int, int, int, cudaStream_t);
+  template cudaError_t rope<T>(T*, T*, const int32_t*, const float*, int, int, int, int, int, cudaStream_t); \
+  template cudaError_t split_qkv_rope<T>(const T*, const int32_t*, const float*, const T*, const T*,        \
+                                         float, T*, T*, T*, int, int, int, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE

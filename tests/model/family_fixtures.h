@@ -1,0 +1,40 @@
+// The Hugging Face fixtures of tests/data/families (tools/hf_fixtures/make_family_fixtures.py):
+// one small random-weight model per family with HF's greedy tokens and f32 logits.
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace gs::test {
+
+inline const std::vector<std::string>& family_names() {
+  static const std::vector<std::string> names = {"llama",     "llama3", "mistral_swa", "qwen2",
+                                                 "qwen2_swa", "qwen3",  "phi3",        "gemma2"};
+  return names;
+}
+
+inline std::filesystem::path family_dir(const std::string& name) {
+  return std::filesystem::path(GS_SOURCE_DIR) / "tests" / "data" / "families" / name;
+}
+
+struct FamilyFixture {
+  std::vector<std::vector<int32_t>> prompts;  // two: the second longer than the sliding window
+  std::vector<std::vector<int32_t>> tokens;   // HF's greedy tokens per prompt
+  std::vector<int> logit_steps;               // steps whose logits are kept (0: the prompt's last position)
+  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][i][vocab] at logit_steps[i]
+};
+
+inline FamilyFixture load_family_fixture(const std::string& name) {
+  std::ifstream in(family_dir(name) / "hf_greedy.json");
+  const auto j = nlohmann::json::parse(in);
+  FamilyFixture f;
+  f.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
+  f.tokens = j["tokens"].get<std::vector<std::vector<int32_t>>>();
+  f.logit_steps = j["logit_steps"].get<std::vector<int>>();
+  f.logits = j["logits"].get<std::vector<std::vector<std::vector<float>>>>();
+  return f;
+}
+
+}  // namespace gs::test

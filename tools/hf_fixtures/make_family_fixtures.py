@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Small random-weight HF models of each family graphserve serves, with HF's greedy output.
+
+Run where torch + transformers are installed (the GPU machine; no internet needed):
+  make_family_fixtures.py fixtures OUT_DIR --tokenizer DIR   f32 models + hf_greedy.json (CPU)
+  make_family_fixtures.py bf16 FIXTURES_DIR OUT.json          HF bf16 greedy/logits on the GPU
+  make_family_fixtures.py peer OUT.json                        HF decode ms/step, real shapes
+
+Each fixture directory holds config.json, model.safetensors (f32), the tokenizer files, and
+hf_greedy.json: {prompts, steps, tokens, logit_steps, logits}: for both prompts, the 48 tokens
+HF's greedy decoding (with its KV cache, eager attention) picks, and the f32 logits that chose
+the tokens at logit_steps (step 0 = the prompt's last position). tests/model/families_test.cpp
+compares graphserve with them.
+"""
+import json
+import math
+import os
+import shutil
+import sys
+import time
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+STEPS = 48
+LOGIT_STEPS = [0, 1, 2, 4, 8, 16, 32, 47]
+WINDOW = 24  # shorter than the long prompt
+PROMPTS = [
+    "Once upon a time, there was a little girl",
+    "One day, a little boy named Tim went to the park with his mom. He saw a big red ball and a dog. "
+    "The dog was very happy and wanted to play with Tim and the ball",
+]
+
+COMMON = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.1,
+              tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+
+def rope(kind, theta=10000.0, **extra):
+    """rope_parameters (transformers 5) with the legacy keys too."""
+    return dict(rope_type=kind, rope_theta=theta, **extra)
+
+
+def families():
+    hd = 16
+    longrope = dict(short_factor=[1.0 + 0.05 * i for i in range(hd // 2)],
+                    long_factor=[1.5 + 0.5 * i for i in range(hd // 2)], original_max_position_embeddings=64)
+    return {
+        "llama": ("llama", dict(rope_parameters=rope("default"))),
+        "llama3": ("llama", dict(rope_parameters=rope("llama3", 500000.0, factor=8.0, low_freq_factor=1.0,
+                                                      high_freq_factor=4.0, original_max_position_embeddings=32))),
+        "mistral_swa": ("mistral", dict(sliding_window=WINDOW, rope_parameters=rope("default"))),
+        "qwen2": ("qwen2", dict(use_sliding_window=False, rope_parameters=rope("default"))),
+        "qwen2_swa": ("qwen2", dict(use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1,
+                                    num_hidden_layers=3, rope_parameters=rope("default"))),
+        "qwen3": ("qwen3", dict(head_dim=32, tie_word_embeddings=True, rope_parameters=rope("default"))),
+        "phi3": ("phi3", dict(rope_parameters=rope("longrope", **longrope), original_max_position_embeddings=64,
+                              sliding_window=None, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)),
+        "gemma2": ("gemma2", dict(head_dim=hd, query_pre_attn_scalar=24, sliding_window=WINDOW,
+                                  attn_logit_softcapping=3.0, final_logit_softcapping=4.0,
+                                  hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                                  rope_parameters=rope("default"))),
+    }
+
+
+def build(model_type, extra, dtype=torch.float32):
+    kw = dict(COMMON)
+    kw.update(extra)
+    cfg = AutoConfig.for_model(model_type, **kw)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=dtype).to(dtype)
+    with torch.no_grad():  # norms start at 1 (0 for Gemma); perturb them so the norm weights matter
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.2 * torch.randn_like(p))
+    return model.eval()
+
+
+@torch.no_grad()
+def greedy(model, ids, device):
+    """HF greedy decoding with its KV cache: tokens and the logits at LOGIT_STEPS."""
+    x = torch.tensor([ids], device=device)
+    out = model(input_ids=x, use_cache=True)
+    past, tokens, logits = out.past_key_values, [], []
+    last = out.logits[0, -1].float()
+    for step in range(STEPS):
+        if step in LOGIT_STEPS:
+            logits.append(last.cpu())
+        tok = int(torch.argmax(last))
+        tokens.append(tok)
+        if step + 1 == STEPS:
+            break
+        pos = torch.tensor([[len(ids) + step]], device=device)
+        out = model(input_ids=torch.tensor([[tok]], device=device), past_key_values=past, position_ids=pos,
+                    use_cache=True)
+        past, last = out.past_key_values, out.logits[0, -1].float()
+    return tokens, logits
+
+
+def encode_prompts(tok_dir):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    return [[1] + tok.encode(p, add_special_tokens=False).ids for p in PROMPTS]
+
+
+def cmd_fixtures(out_dir, tok_dir):
+    prompts = encode_prompts(tok_dir)
+    assert len(prompts[1]) > WINDOW, f"the long prompt has {len(prompts[1])} tokens, the window is {WINDOW}"
+    report = {}
+    for name, (mt, extra) in families().items():
+        try:
+            model = build(mt, extra)
+            d = os.path.join(out_dir, name)
+            model.save_pretrained(d, safe_serialization=True)
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(tok_dir, f), d)
+            res = dict(prompts=prompts, steps=STEPS, logit_steps=LOGIT_STEPS, tokens=[], logits=[])
+            for p in prompts:
+                t, l = greedy(model, p, "cpu")
+                res["tokens"].append(t)
+                res["logits"].append([[float(f"{v:.7g}") for v in row.tolist()] for row in l])
+            with open(os.path.join(d, "hf_greedy.json"), "w") as f:
+                json.dump(res, f, separators=(",", ":"))
+            report[name] = dict(ok=True, prompt_lens=[len(p) for p in prompts], tokens=res["tokens"])
+            print(name, "ok", res["tokens"][0][:12], flush=True)
+        except Exception as e:  # one family's failure must not hide the others'
+            report[name] = dict(ok=False, error=repr(e))
+            print(name, "FAILED", repr(e), flush=True)
+    return report
+
+
+def cmd_bf16(fix_dir, out_json):
+    """HF in bf16 on the GPU: greedy tokens and logits, to set beside graphserve's bf16 run."""
+    res = {}
+    for name in sorted(os.listdir(fix_dir)):
+        d = os.path.join(fix_dir, name)
+        if not os.path.exists(os.path.join(d, "hf_greedy.json")):
+            continue
+        ref = json.load(open(os.path.join(d, "hf_greedy.json")))
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager").cuda()
+        toks, logits = [], []
+        for p in ref["prompts"]:
+            t, l = greedy(model, p, "cuda")
+            toks.append(t)
+            logits.append([row.tolist() for row in l])
+        res[name] = dict(tokens=toks, logits=logits)
+    json.dump(res, open(out_json, "w"))
+
+
+PEER_SHAPES = {
+    "phi3-mini": ("phi3", dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                               num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
+                               sliding_window=2047, pad_token_id=0)),
+    "gemma2-2b": ("gemma2", dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                                 num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                                 query_pre_attn_scalar=256, sliding_window=4096, attn_logit_softcapping=50.0,
+                                 final_logit_softcapping=30.0, tie_word_embeddings=True, pad_token_id=0)),
+}
+
+
+@torch.no_grad()
+def cmd_peer(out_json, prompt=128, steps=32, warm=4):
+    """HF eager decode ms per step (bf16, DynamicCache) for the real shapes at bs 1 and 32."""
+    res = {}
+    for name, (mt, kw) in PEER_SHAPES.items():
+        cfg = AutoConfig.for_model(mt, **kw)
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+        for bs in (1, 32):
+            x = torch.randint(3, 1000, (bs, prompt), device="cuda")
+            out = model(input_ids=x, use_cache=True)
+            past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            times = []
+            for i in range(warm + steps):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = model(input_ids=tok, past_key_values=past, use_cache=True)
+                past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+                torch.cuda.synchronize()
+                if i >= warm:
+                    times.append(time.perf_counter() - t0)
+            times.sort()
+            res[f"{name}_bs{bs}"] = dict(hf_eager_ms_median=1000 * times[len(times) // 2])
+            print(name, bs, res[f"{name}_bs{bs}"], flush=True)
+        del model
+        torch.cuda.empty_cache()
+    json.dump(res, open(out_json, "w"), indent=1)
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "fixtures":
+        tok = argv[argv.index("--tokenizer") + 1]
+        report = cmd_fixtures(argv[2], tok)
+        json.dump(report, open(os.path.join(argv[2], "report.json"), "w"), indent=1)
+        return 0 if all(r["ok"] for r in report.values()) else 1
+    if len(argv) == 4 and argv[1] == "bf16":
+        cmd_bf16(argv[2], argv[3])
+        return 0
+    if len(argv) == 3 and argv[1] == "peer":
+        cmd_peer(argv[2])
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
