@@ -1,5 +1,6 @@
 #include "model/json_file.h"
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -36,6 +37,10 @@ int json_int(const json& j, std::string_view key, int fallback, const fs::path& 
   const json* v = field(j, key, file);
   if (!v) return fallback;
   GS_CHECK(v->is_number_integer(), "{}: '{}' must be an integer, got {}", file.string(), key, v->dump());
+  // Range-checked: nlohmann's get<int> would narrow 2^32 + 512 to 512 without a word.
+  const bool fits = v->is_number_unsigned() ? v->get<uint64_t>() <= uint64_t(INT32_MAX)
+                                            : v->get<int64_t>() >= INT32_MIN && v->get<int64_t>() <= INT32_MAX;
+  GS_CHECK(fits, "{}: '{}' is {}, outside the 32-bit range graphserve supports", file.string(), key, v->dump());
   return v->get<int>();
 }
 

@@ -42,8 +42,15 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
 }
 
 // rope_theta + rope_scaling (transformers 4), or one rope_parameters object (transformers 5).
+void check_full_rotary(const json& j, const fs::path& file) {
+  const double partial = json_number(j, "partial_rotary_factor", 1.0, file);
+  GS_CHECK(partial == 1.0, "{}: partial_rotary_factor {} is not supported (only 1.0: RoPE over the whole head)",
+           file.string(), partial);
+}
+
 void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
   c.rope.head_dim = c.head_dim;
+  check_full_rotary(j, file);
   auto params = j.find("rope_parameters");
   const bool v5 = params != j.end() && params->is_object();
   c.rope.theta = float(json_number(v5 ? *params : j, "rope_theta", json_number(j, "rope_theta", 10000.0, file), file));
@@ -62,10 +69,7 @@ void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
              file.string(), key, t->dump());
     type = t->get<std::string>();
   }
-  const double partial = json_number(*scaling, "partial_rotary_factor", json_number(j, "partial_rotary_factor", 1.0,
-                                                                                      file), file);
-  GS_CHECK(partial == 1.0, "{}: partial_rotary_factor {} is not supported (only 1.0: RoPE over the whole head)",
-           file.string(), partial);
+  check_full_rotary(*scaling, file);
   if (type == "default") return;
   if (type == "longrope" || type == "su") return detail::parse_longrope(*scaling, j, file, c);
   GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su)",

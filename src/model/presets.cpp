@@ -45,6 +45,27 @@ ModelConfig with_llama3_rope(ModelConfig c, float factor) {
   return c;
 }
 
+// Phi-3-mini-4k: fused checkpoint weights, a 2047-token window on every layer.
+ModelConfig phi3_mini() {
+  ModelConfig c = make({Architecture::Phi3, "Phi3ForCausalLM", 32064, 3072, 8192, 32, 32, 32, 96, 1e-5f, 1e4f, false,
+                        4096, 1, {32000, 32007}});
+  c.layer_windows.assign(size_t(c.num_layers), 2047);
+  return c;
+}
+
+// Gemma-2-2B: 1 + w norms around attention and MLP, GeGLU, soft-capping, windows on even layers.
+ModelConfig gemma2_2b() {
+  ModelConfig c = make({Architecture::Gemma2, "Gemma2ForCausalLM", 256000, 2304, 9216, 26, 8, 4, 256, 1e-6f, 1e4f, true,
+                        8192, 2, {1, 107}});
+  c.activation = Activation::GeluTanh;
+  c.gemma_norms = true;
+  c.attn_softcap = 50.0f;
+  c.final_softcap = 30.0f;
+  c.query_pre_attn_scalar = 256.0f;
+  for (int i = 0; i < c.num_layers; ++i) c.layer_windows.push_back(i % 2 == 0 ? 4096 : -1);
+  return c;
+}
+
 std::string describe(const char* what, const ModelConfig& c) {
   const double n = double(c.num_parameters());
   const std::string params = n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.1f}M", n / 1e6);
@@ -73,6 +94,8 @@ std::vector<Preset> build() {
       {"llama3.1-8b", {"Llama-3.1-8B", with_llama3_rope(make({A::Llama, llama, 128256, 4096, 14336, 32, 32, 8, 128,
                                                               1e-5f, 5e5f, false, 131072, 128000, {128001}}),
                                                         8.0f)}},
+      {"phi3-mini", {"Phi-3-mini-4k", phi3_mini()}},
+      {"gemma2-2b", {"Gemma-2-2B", gemma2_2b()}},
   };
   std::vector<Preset> out;
   for (auto& [name, d] : p) out.push_back({name, describe(d.first, d.second), d.second});

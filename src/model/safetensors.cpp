@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "model/json_file.h"
@@ -108,6 +110,7 @@ void SafetensorsCheckpoint::add_file(const fs::path& path) {
   uint64_t header_len = 0;
   std::memcpy(&header_len, f.data(), 8);
   const uint64_t base = 8 + header_len;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end) of every tensor
   for (const auto& [name, e] : h.items()) {
     if (name == "__metadata__") continue;
     GS_CHECK(e.is_object() && e.contains("dtype") && e["dtype"].is_string() && e.contains("data_offsets"),
@@ -129,10 +132,18 @@ void SafetensorsCheckpoint::add_file(const fs::path& path) {
              shape_str(t.shape), uint64_t(numel) * dtype_size(t.dtype));
     GS_CHECK(end <= f.size() - base, "{} is truncated: tensor '{}' ends at byte {} but the file has {} bytes",
              path.string(), name, base + end, f.size());
+    if (end > b) spans.emplace_back(b, end, name);
     t.data = f.data() + base + b;
     GS_CHECK(tensors_.emplace(name, std::move(t)).second, "tensor '{}' appears twice (again in {})", name,
              path.string());
   }
+  // Two tensors sharing bytes is a corrupt (or hostile) file, never a valid checkpoint.
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    GS_CHECK(std::get<0>(spans[i]) >= std::get<1>(spans[i - 1]),
+             "{}: tensors '{}' (bytes {}..{}) and '{}' (bytes {}..{}) overlap in data_offsets", path.string(),
+             std::get<2>(spans[i - 1]), std::get<0>(spans[i - 1]), std::get<1>(spans[i - 1]), std::get<2>(spans[i]),
+             std::get<0>(spans[i]), std::get<1>(spans[i]));
 }
 
 const TensorRef* SafetensorsCheckpoint::find(const std::string& name) const {

@@ -1,6 +1,7 @@
 // The Hugging Face fixtures of tests/data/families (tools/hf_fixtures/make_family_fixtures.py):
 // one small random-weight model per family with HF's greedy tokens and f32 logits.
 #pragma once
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,9 @@ inline const std::vector<std::string>& family_names() {
   return names;
 }
 
+// $GS_FAMILY_FIXTURES (a packed copy on the GPU machine), else the source tree's.
 inline std::filesystem::path family_dir(const std::string& name) {
+  if (const char* p = std::getenv("GS_FAMILY_FIXTURES")) return std::filesystem::path(p) / name;
   return std::filesystem::path(GS_SOURCE_DIR) / "tests" / "data" / "families" / name;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
+#include <tuple>
 
 #include "checkpoint_writer.h"
 #include "model_harness.h"
@@ -161,6 +163,73 @@ TEST(ModelLoad, UnsupportedRopeScaling) {
   write_model(d.path(), [](auto&) {});
   edit_config(d.path(), "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}});
   EXPECT_ERROR_HAS(load_error(d.path()), "config.json", "yarn");
+}
+
+TEST(ModelLoad, RopeTypeThatIsNotAStringIsLabelled) {
+  TempDir d;
+  write_model(d.path(), [](auto&) {});
+  edit_config(d.path(), "rope_scaling", {{"rope_type", 5}});
+  EXPECT_ERROR_HAS(load_error(d.path()), "config.json", "rope_scaling 'rope_type' must be a string", "5");
+}
+
+TEST(ModelLoad, IntegersOutsideInt32AreErrorsNotNarrowed) {
+  TempDir d;
+  write_model(d.path(), [](auto&) {});
+  edit_config(d.path(), "vocab_size", (uint64_t(1) << 32) + 512);
+  EXPECT_ERROR_HAS(load_error(d.path()), "config.json", "vocab_size", "4294967808", "32-bit");
+  edit_config(d.path(), "vocab_size", 512);
+  edit_config(d.path(), "num_key_value_heads", -(int64_t(1) << 40));
+  EXPECT_ERROR_HAS(load_error(d.path()), "config.json", "num_key_value_heads", "32-bit");
+}
+
+TEST(ModelLoad, ConfigValuesTheEngineCannotHonourAreErrors) {
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> cases = {
+      {"sliding_window", 32, "LlamaForCausalLM has no sliding-window attention"},
+      {"sliding_window", 0, "'sliding_window' must be a positive integer"},
+      {"hidden_act", "gelu", "'hidden_act' is 'gelu'"},
+      {"mlp_bias", true, "mlp_bias"},
+      {"partial_rotary_factor", 0.5, "partial_rotary_factor 0.5"},
+      {"layer_types", {"full_attention", "chunked_attention", "full_attention", "full_attention", "full_attention"},
+       "'layer_types'[1] is 'chunked_attention'"},
+      {"layer_types", {"full_attention"}, "'layer_types' must be a list of 5 entries"},
+      {"attn_logit_softcapping", 50.0, "only supported for Gemma2ForCausalLM"},
+  };
+  for (const auto& [key, value, expect] : cases) {
+    SCOPED_TRACE(key + " = " + value.dump());
+    TempDir d;
+    write_model(d.path(), [](auto&) {});
+    edit_config(d.path(), key, value);
+    EXPECT_ERROR_HAS(load_error(d.path()), "config.json", expect.c_str());
+  }
+}
+
+TEST(ModelLoad, OverlappingSafetensorsOffsetsAreRejected) {
+  TempDir d;
+  write_model(d.path(), [](auto&) {});
+  // Rewrite the header so the second tensor starts inside the first (sizes and data unchanged).
+  const fs::path f = d.path() / "model.safetensors";
+  std::ifstream in(f, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, ' ');
+  in.read(header.data(), std::streamsize(n));
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  nlohmann::json h = nlohmann::json::parse(header);
+  std::vector<std::string> names;
+  for (const auto& [name, e] : h.items())
+    if (name != "__metadata__" && e["data_offsets"][1].get<uint64_t>() - e["data_offsets"][0].get<uint64_t>() == 256)
+      names.push_back(name);  // [64] f32 norm weights
+  ASSERT_GE(names.size(), 2u);
+  const uint64_t b = h[names[0]]["data_offsets"][0].get<uint64_t>() + 4;
+  h[names[1]]["data_offsets"] = {b, b + 256};
+  const std::string out = h.dump();  // offsets are relative to the data, so its length may change
+  const uint64_t n2 = out.size();
+  std::ofstream o(f, std::ios::binary | std::ios::trunc);
+  o.write(reinterpret_cast<const char*>(&n2), 8);
+  o << out << data;
+  o.close();
+  EXPECT_ERROR_HAS(load_error(d.path()), "model.safetensors", "overlap", names[1].c_str());
 }
 
 // Logits of the prompt "Once upon a time" from the model in `dir`.

@@ -129,8 +129,11 @@ def cmd_fixtures(out_dir, tok_dir):
     return report
 
 
+@torch.no_grad()
 def cmd_bf16(fix_dir, out_json):
-    """HF in bf16 on the GPU: greedy tokens and logits, to set beside graphserve's bf16 run."""
+    """HF itself in bf16 on the GPU against its f32 fixtures, measured as graphserve's GPU test
+    (tests/cuda/families_bf16_test.cpp) measures itself: one forward over prompt + HF's f32
+    tokens, teacher-forced greedy agreement, and logits rel-L2 at the kept steps."""
     res = {}
     for name in sorted(os.listdir(fix_dir)):
         d = os.path.join(fix_dir, name)
@@ -138,13 +141,21 @@ def cmd_bf16(fix_dir, out_json):
             continue
         ref = json.load(open(os.path.join(d, "hf_greedy.json")))
         model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager").cuda()
-        toks, logits = [], []
-        for p in ref["prompts"]:
-            t, l = greedy(model, p, "cuda")
-            toks.append(t)
-            logits.append([row.tolist() for row in l])
-        res[name] = dict(tokens=toks, logits=logits)
-    json.dump(res, open(out_json, "w"))
+        agree, total, rels = 0, 0, []
+        for p, toks, kept in zip(ref["prompts"], ref["tokens"], ref["logits"]):
+            seq = torch.tensor([p + toks[:-1]], device="cuda")
+            logits = model(input_ids=seq).logits[0].float()
+            for s_, tok in enumerate(toks):
+                row = logits[len(p) - 1 + s_]
+                agree += int(torch.argmax(row)) == tok
+                total += 1
+                if s_ in ref["logit_steps"]:
+                    r = torch.tensor(kept[ref["logit_steps"].index(s_)], device="cuda")
+                    rels.append(float(torch.linalg.norm(row - r) / torch.linalg.norm(r)))
+        res[name] = dict(agree=agree, total=total, rel_l2_mean=sum(rels) / len(rels), rel_l2_max=max(rels))
+        print(f"[hf-bf16] {name:12s} teacher-forced greedy agreement {agree}/{total}, logits rel-L2 mean "
+              f"{res[name]['rel_l2_mean']:.4f} max {res[name]['rel_l2_max']:.4f}", flush=True)
+    json.dump(res, open(out_json, "w"), indent=1)
 
 
 PEER_SHAPES = {

@@ -1,0 +1,83 @@
+// The model families on the GPU in bf16 against Hugging Face's f32 fixtures (tests/data/families):
+// teacher-forced greedy agreement and logits rel-L2 of one prefill over prompt + HF's tokens
+// (the prefill path, windows spanning the context), then free-running greedy tokens through the
+// ModelRunner in FULL_AND_PIECEWISE (the decode path). Prints one line per family; the bounds
+// are loose because bf16 legitimately flips near-ties of random-weight models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attention/cuda/cuda_attention.h"
+#include "cuda_test_util.h"
+#include "device_model.h"
+#include "model/family_fixtures.h"
+#include "ops/cuda/cuda_backend.h"
+#include "runner/model_runner.h"
+#include "runner/serving_sim.h"
+
+namespace gs {
+namespace {
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) num += double(a[i] - ref[i]) * (a[i] - ref[i]), den += double(ref[i]) * ref[i];
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class FamiliesBf16 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamiliesBf16, CloseToHuggingFaceF32) {
+  GS_REQUIRE_GPU();
+  const test::FamilyFixture fx = test::load_family_fixture(GetParam());
+  ModelSource src;
+  src.dir = test::family_dir(GetParam()).string();
+  int agree = 0, total = 0;
+  double worst = 0, sum = 0;
+  int n_rel = 0;
+  for (size_t r = 0; r < fx.prompts.size(); ++r) {
+    test::DeviceModel m(make_cuda_backend(0, DType::BF16), src, 128, make_cuda_attention);
+    std::vector<int32_t> seq = fx.prompts[r];
+    seq.insert(seq.end(), fx.tokens[r].begin(), fx.tokens[r].end() - 1);
+    const auto logits = m.prefill(seq);
+    for (size_t s = 0; s < fx.tokens[r].size(); ++s) {
+      const auto& row = logits[fx.prompts[r].size() - 1 + s];
+      agree += int(std::max_element(row.begin(), row.end()) - row.begin()) == fx.tokens[r][s];
+      ++total;
+      const auto k = std::find(fx.logit_steps.begin(), fx.logit_steps.end(), int(s));
+      if (k == fx.logit_steps.end()) continue;
+      const double e = rel_l2(row, fx.logits[r][size_t(k - fx.logit_steps.begin())]);
+      worst = std::max(worst, e), sum += e, ++n_rel;
+    }
+  }
+  EngineConfig c;
+  c.device = "cuda";
+  c.dtype = "bfloat16";
+  c.model = src.dir;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 32;
+  c.kv_cache_memory_bytes = size_t(64) << 20;
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  ModelRunner runner(c);
+  std::vector<test::SimRequest> reqs;
+  for (size_t i = 0; i < fx.prompts.size(); ++i)
+    reqs.push_back(test::greedy_request(fx.prompts[i], int(fx.tokens[i].size()), int(i)));
+  const auto res = test::simulate(runner, reqs, 32);
+  int prefix = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    size_t p = 0;
+    while (p < fx.tokens[i].size() && res.outputs[i][p] == fx.tokens[i][p]) ++p;
+    prefix += int(p);
+  }
+  std::printf("[families-bf16] %-12s teacher-forced greedy agreement %d/%d, logits rel-L2 mean %.4f max %.4f, "
+              "free-running FULL_AND_PIECEWISE tokens equal to HF f32 before the first difference: %d/%d\n",
+              GetParam().c_str(), agree, total, sum / std::max(n_rel, 1), worst, prefix, total);
+  EXPECT_GE(agree, total * 9 / 10);
+  EXPECT_LT(worst, 0.05);
+}
+
+INSTANTIATE_TEST_SUITE_P(HuggingFace, FamiliesBf16, ::testing::ValuesIn(test::family_names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gs
