@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
 
@@ -15,6 +18,45 @@ void need(const Tensor& t, DType d, const char* name) {
   GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d,
            "cuda attention: {} must be {} on the GPU, got {}", name, dtype_name(d),
            t.defined() ? t.str() : std::string("undefined"));
+}
+
+// Batches whose longest query (md.max_query_len: the padded shape's value inside FULL graphs, so a
+// capture and its replays take the same path) reaches this many tokens run the tensor-core
+// prefill kernel; shorter ones (decode, speculative verification) the flash-decoding kernel.
+constexpr int kPrefillMinQueryLen = 16;
+
+// GS_PREFILL_ATTENTION=0 keeps every batch on the flash-decoding kernel (A/B timing).
+bool prefill_kernel_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GS_PREFILL_ATTENTION");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+cuda::PrefillAttentionParams prefill_params(const cuda::PagedAttentionParams& p, int window) {
+  cuda::PrefillAttentionParams f;
+  f.q = p.q;
+  f.k = p.k;
+  f.v = p.v;
+  f.out = p.out;
+  f.k_cache = p.k_cache;
+  f.v_cache = p.v_cache;
+  f.slot_mapping = p.slot_mapping;
+  f.num_slots = p.num_slots;
+  f.query_start_loc = p.query_start_loc;
+  f.seq_lens = p.seq_lens;
+  f.block_table = p.block_table;
+  f.num_reqs_padded = p.num_reqs_padded;
+  f.max_blocks_per_req = p.max_blocks_per_req;
+  f.block_size = p.block_size;
+  f.num_blocks = p.num_blocks;
+  f.hq = p.hq;
+  f.hkv = p.hkv;
+  f.D = p.D;
+  f.scale = p.scale;
+  f.window = window;
+  return f;
 }
 
 class CudaAttention final : public AttentionBackend {
@@ -71,6 +113,13 @@ class CudaAttention final : public AttentionBackend {
     p.hkv = hkv;
     p.D = D;
     p.scale = shape_.scale;
+    if (!p.f32 && md.max_query_len >= kPrefillMinQueryLen && prefill_kernel_enabled()) {
+      const cuda::PrefillAttentionParams f = prefill_params(p, -1);
+      if (cuda::prefill_attention_supported(f)) {
+        GS_CUDA_CHECK(cuda::prefill_attention(f, int(T), stream_));
+        return;
+      }
+    }
     GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));
   }
 
