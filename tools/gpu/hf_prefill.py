@@ -1,0 +1,46 @@
+"""HF transformers prefill time (SDPA attention, bf16, random weights) on graphserve's preset shapes,
+as the peer of `graphserve bench latency --batch-size 1 --input-len N`: the median over timed calls
+of model(ids, use_cache=False, logits_to_keep=1), CUDA-event timed after warm-up.
+
+Usage (on the GPU machine, hf_peer.py beside this file or on PYTHONPATH):
+    python3 hf_prefill.py llama3.2-1b 128,512,2048,8192
+Prints one line per length and writes hf_prefill.jsonl into $OUT (or the current folder).
+"""
+import json, os, sys
+import torch
+from transformers import AutoModelForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_peer import SHAPES  # noqa: E402
+
+
+def main():
+    name = sys.argv[1] if len(sys.argv) > 1 else "llama3.2-1b"
+    lens = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "128,512,2048,8192").split(",")]
+    C, kw = SHAPES[name]
+    cfg = C(**kw)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
+    m.eval()
+    out = open(os.path.join(os.environ.get("OUT", "."), "hf_prefill.jsonl"), "a")
+    for n in lens:
+        ids = torch.randint(0, cfg.vocab_size, (1, n), device="cuda")
+        times = []
+        with torch.no_grad():
+            for i in range(13):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                m(ids, use_cache=False, logits_to_keep=1)
+                b.record()
+                torch.cuda.synchronize()
+                if i >= 3:
+                    times.append(a.elapsed_time(b))
+        times.sort()
+        ms = times[len(times) // 2]
+        print(f"hf sdpa {name} prefill {n}: {ms:.3f} ms", flush=True)
+        out.write(json.dumps({"model": name, "input_len": n, "prefill_ms": ms, "attn": m.config._attn_implementation}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
