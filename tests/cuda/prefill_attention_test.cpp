@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <cstdlib>
 
 #include "attention/attention_backend.h"
 #include "attention/cuda/attention_kernels.h"
@@ -222,6 +223,15 @@ TEST_F(PrefillAttention, MixedBatchMatchesReference) {
       SCOPED_TRACE(testing::Message() << "block " << bs << " hq " << hq << " hkv " << hkv << " D " << D);
       check_against_reference(Case{hq, hkv, D, bs, mixed(), 2, 5}, seed++);
     }
+}
+
+// The D = 64 kernel with two m16 tiles per warp (128-row CTAs), as GS_PREFILL_MT=2 selects.
+TEST_F(PrefillAttention, TwoTilesPerWarpMatchesReference) {
+  setenv("GS_PREFILL_MT", "2", 1);
+  uint32_t seed = 1500;
+  for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {8, 1}, {12, 2}})
+    check_against_reference(Case{hq, hkv, 64, 16, mixed(), 2, 5, hq == 8 ? 70 : -1}, seed++);
+  unsetenv("GS_PREFILL_MT");
 }
 
 TEST_F(PrefillAttention, ChunkAtEightThousandMatchesReference) {

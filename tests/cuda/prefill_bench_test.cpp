@@ -75,9 +75,15 @@ TEST(PrefillBench, AttentionLayer) {
       p.block_size = bs, p.num_blocks = blocks, p.hq = hq, p.hkv = hkv, p.D = D, p.scale = f.scale;
       const double flop = 2.0 * double(T) * T * D * hq;  // causal: half of 4 T^2 D per head
       const double tc = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
+      double tc2 = 0.0;
+      if (D == 64) {
+        setenv("GS_PREFILL_MT", "2", 1);
+        tc2 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
+        unsetenv("GS_PREFILL_MT");
+      }
       const double old = D == 64 && T <= 2048 ? median_ms(s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3) : 0.0;
-      printf("[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), decode kernel %.3f ms\n", D, T, tc,
-             flop / tc * 1e-9, old);
+      printf("[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 2 tiles/warp %.3f ms (%.0f), "
+             "decode kernel %.3f ms\n", D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
     }
   }
 }

@@ -3,11 +3,13 @@
 # beside HF SDPA on the same shapes. Runs on the GPU machine from a folder packed by
 # tools/gpu/pack.sh (bin/, lib/, shared/) with this script, hf_prefill.py and hf_peer.py copied in:
 #   device run, kind nvidia-h200, carry [".gpu-prefill"], command: bash .gpu-prefill/prefill_bench.sh
-# Logs go to $OUT; a short table is printed last.
+# Logs go to one archive, $OUT/prefill_logs.tgz (the device tool returns at most 8 files).
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-$pack/logs}
-mkdir -p "$out"
+final=${OUT:-$pack/logs}
+out=$(mktemp -d)
+mkdir -p "$final"
+trap 'tar czf "$final/prefill_logs.tgz" -C "$out" .' EXIT
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=warn PYTHONUNBUFFERED=1
 gs=$pack/bin/graphserve
@@ -15,8 +17,9 @@ lens=${GS_PREFILL_LENS:-128 512 2048 8192}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 
 if command -v cuobjdump >/dev/null; then
-  echo "== SASS of the prefill kernel: $(cuobjdump -sass -fun prefill_attention_kernel "$pack/bin/gs_test_cuda" 2>/dev/null \
-    | grep -oE 'HMMA|LDSM|LDGSTS|LDL|STL' | sort | uniq -c | tr '\n' ' ')"
+  echo "== SASS of the prefill kernels: $(cuobjdump -sass "$pack/bin/gs_test_cuda" 2>/dev/null \
+    | awk '/Function :/{on = /prefill_attention_kernel/} on' | grep -oE 'HMMA[.0-9A-Z]*|LDSM[.0-9A-Z]*|LDGSTS|LDL|STL' \
+    | sort | uniq -c | tr -s ' \n' ' ')"
 fi
 
 echo "== tests (${GS_TEST_FILTER:-*})"
@@ -27,22 +30,24 @@ echo "== kernel and GEMM timings"
 GS_CUDA_BENCH=1 timeout 200 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='PrefillBench.*' 2>&1 \
   | tee "$out/kernels.log" | grep -E '^\[prefill\]|Failure'
 
-echo "== graphserve bench latency (llama3.2-1b dummy, bs 1)"
-for n in $lens; do
-  timeout 200 "$gs" bench latency --load-format dummy --preset llama3.2-1b --batch-size 1 --input-len "$n" \
+# latency LABEL N [VAR=value ...]: graphserve prefill ms at N prompt tokens under those variables.
+latency() {
+  local label=$1 n=$2
+  shift 2
+  env "$@" timeout 200 "$gs" bench latency --load-format dummy --preset llama3.2-1b --batch-size 1 --input-len "$n" \
     --output-len 2 --num-iters 5 --num-iters-warmup 2 --max-num-batched-tokens 8192 --max-model-len 8448 \
-    --output-json "$out/latency_$n.json" >"$out/latency_$n.log" 2>&1
-  echo "graphserve prefill $n: $(grep -oE 'prefill: +[0-9.]+ ms' "$out/latency_$n.log" | tr -s ' ') (exit $?)"
+    --output-json "$out/latency_${label}_$n.json" >"$out/latency_${label}_$n.log" 2>&1
+  echo "graphserve prefill $n ($label${*:+: $*}): $(grep -oE 'prefill: +[0-9.]+ ms' "$out/latency_${label}_$n.log" \
+    | tr -s ' ')"
+}
+echo "== graphserve bench latency (llama3.2-1b dummy, bs 1)"
+for n in $lens; do latency default "$n"; done
+# Variants, e.g. GS_PREFILL_VARIANTS="mt2:GS_PREFILL_MT=2 old:GS_PREFILL_ATTENTION=0" GS_PREFILL_VARIANT_LENS="2048"
+for v in ${GS_PREFILL_VARIANTS:-}; do
+  for n in ${GS_PREFILL_VARIANT_LENS:-2048 8192}; do latency "${v%%:*}" "$n" "${v#*:}"; done
 done
-if [[ -n "${GS_PREFILL_AB:-}" ]]; then
-  for n in $GS_PREFILL_AB; do
-    GS_PREFILL_ATTENTION=0 timeout 200 "$gs" bench latency --load-format dummy --preset llama3.2-1b --batch-size 1 \
-      --input-len "$n" --output-len 2 --num-iters 3 --num-iters-warmup 1 --max-num-batched-tokens 8192 \
-      --max-model-len 8448 >"$out/latency_old_$n.log" 2>&1
-    echo "graphserve prefill $n, decode kernel: $(grep -oE 'prefill: +[0-9.]+ ms' "$out/latency_old_$n.log" | tr -s ' ')"
-  done
-fi
 
 echo "== HF SDPA"
-timeout 300 python3 "$pack/hf_prefill.py" llama3.2-1b "$(echo $lens | tr ' ' ',')" 2>"$out/hf.err" | tee "$out/hf.log"
+OUT=$out timeout 300 python3 "$pack/hf_prefill.py" llama3.2-1b "$(echo $lens | tr ' ' ',')" 2>"$out/hf.err" \
+  | tee "$out/hf.log"
 tail -3 "$out/hf.err"

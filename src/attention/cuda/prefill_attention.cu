@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 
 #include <climits>
+#include <cstdlib>
 
 #include "attention/cuda/prefill_attention.h"
 #include "ops/cuda/launch.cuh"
@@ -27,12 +28,16 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * 32;
-constexpr int kRows = 64;  // query rows (tokens x heads) per CTA
 constexpr int kKeys = 64;  // keys per K/V tile
+constexpr int kDefaultMtD64 = 1;
+// Query rows (tokens x heads) per CTA: each warp owns MT m16 tiles, so every K/V fragment it
+// loads from shared memory feeds MT mma pairs.
+template <int MT>
+constexpr int kRows = 16 * MT * kWarps;
 
-template <int D>
+template <int D, int MT>
 constexpr size_t smem_bytes() {
-  return size_t(kRows + 4 * kKeys) * D * sizeof(uint16_t);  // Q, then K and V x 2 stages
+  return size_t(kRows<MT> + 4 * kKeys) * D * sizeof(uint16_t);  // Q, then K and V x 2 stages
 }
 
 // Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
@@ -153,16 +158,16 @@ __device__ void load_kv(const PrefillAttentionParams& p, const TileInfo& ti, int
   }
 }
 
-// Online-softmax state of one warp's 16 rows: this thread holds rows lane/4 and lane/4 + 8.
+// Online-softmax state of one m16 tile of a warp: this thread holds rows lane/4 and lane/4 + 8.
 template <int D>
-struct WarpState {
+struct RowState {
   float o[D / 8][4];
   float m[2], l[2];
 };
 
 // s (16 x 64 scores of tile kv0) -> probabilities in place; rescales st.o and st.l.
 template <int D>
-__device__ __forceinline__ void softmax_step(float (&s)[8][4], WarpState<D>& st, bool mask, int kv0,
+__device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0,
                                              const int (&lim)[2], const int (&lo)[2], float sl2) {
   const int tq = threadIdx.x & 3;
   if (mask) {
@@ -203,50 +208,65 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], WarpState<D>& st,
   }
 }
 
-// One K/V tile for one warp: S = Q K^T, softmax step, O += P V.
-template <int D>
-__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[D / 16][4], const uint16_t* ks, const uint16_t* vs,
-                                            WarpState<D>& st, bool mask, int kv0, const int (&lim)[2],
-                                            const int (&lo)[2], float sl2) {
+// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
+template <int D, int MT>
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks,
+                                            const uint16_t* vs, RowState<D> (&st)[MT], bool mask, int kv0,
+                                            const int (&lim)[MT][2], const int (&lo)[MT][2], float sl2) {
   const int lane = threadIdx.x & 31;
-  float s[8][4];
+  float s[MT][8][4];
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t b[4];
       ldsm_x4(b, ks + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
-      mma16816(s[2 * np], qf[kk], b[0], b[1]);
-      mma16816(s[2 * np + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
+        mma16816(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+      }
     }
-  softmax_step<D>(s, st, mask, kv0, lim, lo, sl2);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) softmax_step<D>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                           pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
       ldsm_x4_t(b, vs + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
-      mma16816(st.o[2 * dp], a, b[0], b[1]);
-      mma16816(st.o[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(st[mt].o[2 * dp], a[mt], b[0], b[1]);
+        mma16816(st[mt].o[2 * dp + 1], a[mt], b[2], b[3]);
+      }
     }
   }
 }
 
-template <int D>
+template <int D, int MT>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAttentionParams p, int T) {
+  constexpr int ROWS = kRows<MT>, WROWS = 16 * MT;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* q_s = smem;
-  uint16_t* k_s = smem + kRows * D;  // 2 stages of kKeys x D
+  uint16_t* k_s = smem + ROWS * D;  // 2 stages of kKeys x D
   uint16_t* v_s = k_s + 2 * kKeys * D;
   pdl_wait();
   pdl_trigger();
 
-  const int G = p.hq / p.hkv, TPT = kRows / G, rows_used = TPT * G, g = int(blockIdx.y);
+  const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
   TileInfo ti;
   if (!locate_tile(p, T, TPT, ti)) return;
   write_cache<D>(p, ti.tok0 + ti.first, ti.ntok, g);
@@ -264,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
   constexpr int CPR = D / 8;
   const uint16_t* qg = static_cast<const uint16_t*>(p.q);
-  for (int c = threadIdx.x; c < kRows * CPR; c += kThreads) {
+  for (int c = threadIdx.x; c < ROWS * CPR; c += kThreads) {
     const int row = c / CPR, ch = c % CPR, tl = row / G;
     const bool ok = row < rows_used && tl < ti.ntok && n_kv > 0;
     const uint16_t* src =
@@ -275,26 +295,31 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   cp_async_commit();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool active = warp * 16 < min(rows_used, ti.ntok * G);
+  const bool active = warp * WROWS < min(rows_used, ti.ntok * G);
   // Per-row key bounds: keys in [lo, lim) are visible (rows past the tile's tokens reuse the
   // last token's bounds; their output is never written).
-  int lim[2], lo[2];
+  int lim[MT][2], lo[MT][2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int tl = min((warp * 16 + (lane >> 2) + 8 * i) / G, ti.ntok - 1);
-    lim[i] = min(ctx, q_first + tl + 1);
-    lo[i] = p.window > 0 ? q_first + tl - p.window + 1 : INT_MIN;
-  }
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int tl = min((warp * WROWS + mt * 16 + (lane >> 2) + 8 * i) / G, ti.ntok - 1);
+      lim[mt][i] = min(ctx, q_first + tl + 1);
+      lo[mt][i] = p.window > 0 ? q_first + tl - p.window + 1 : INT_MIN;
+    }
   const int tile_min_lim = min(ctx, q_first + 1);
   const int tile_max_lo = p.window > 0 ? q_first + ti.ntok - p.window : INT_MIN;
   const float sl2 = p.scale * 1.4426950408889634f;
 
-  WarpState<D> st;
+  RowState<D> st[MT];
 #pragma unroll
-  for (int nd = 0; nd < D / 8; ++nd) st.o[nd][0] = st.o[nd][1] = st.o[nd][2] = st.o[nd][3] = 0.0f;
-  st.m[0] = st.m[1] = -INFINITY;
-  st.l[0] = st.l[1] = 0.0f;
-  uint32_t qf[D / 16][4];
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) st[mt].o[nd][0] = st[mt].o[nd][1] = st[mt].o[nd][2] = st[mt].o[nd][3] = 0.0f;
+    st[mt].m[0] = st[mt].m[1] = -INFINITY;
+    st[mt].l[0] = st[mt].l[1] = 0.0f;
+  }
+  uint32_t qf[MT][D / 16][4];
 
   for (int it = 0; it < n_kv; ++it) {
     const int kv0 = kv_begin + it * kKeys, stage = it & 1;
@@ -309,10 +334,13 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     if (active) {
       if (it == 0) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(qf[kk], q_s + swz<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk)
+            ldsm_x4(qf[mt][kk], q_s + swz<D>(warp * WROWS + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
       }
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
-      attend_tile<D>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+      attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
     }
     __syncthreads();  // the next iteration's loads overwrite this stage
   }
@@ -321,28 +349,38 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   // O / l -> out; rows with no visible key (l = 0) become zeros.
   uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float l = st.l[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const int row = warp * 16 + (lane >> 2) + 8 * i, tl = row / G;
-    if (row >= rows_used || tl >= ti.ntok) continue;
-    uint16_t* dst = out + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + 2 * (lane & 3);
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd)
-      *reinterpret_cast<uint32_t*>(dst + nd * 8) = pack_bf16(st.o[nd][2 * i] * inv, st.o[nd][2 * i + 1] * inv);
-  }
+    for (int i = 0; i < 2; ++i) {
+      float l = st[mt].l[i];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const int row = warp * WROWS + mt * 16 + (lane >> 2) + 8 * i, tl = row / G;
+      if (row >= rows_used || tl >= ti.ntok) continue;
+      uint16_t* dst = out + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + 2 * (lane & 3);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<uint32_t*>(dst + nd * 8) =
+            pack_bf16(st[mt].o[nd][2 * i] * inv, st[mt].o[nd][2 * i + 1] * inv);
+    }
 }
 
-template <int D>
+template <int D, int MT>
 cudaError_t launch(const PrefillAttentionParams& p, int T, cudaStream_t s) {
   static const cudaError_t attr = cudaFuncSetAttribute(
-      prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D>()));
+      prefill_attention_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>()));
   if (attr != cudaSuccess) return attr;
-  const int tpt = kRows / (p.hq / p.hkv);
+  const int tpt = kRows<MT> / (p.hq / p.hkv);
   const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
-  return launch_pdl(prefill_attention_kernel<D>, grid, kThreads, smem_bytes<D>(), s, p, T);
+  return launch_pdl(prefill_attention_kernel<D, MT>, grid, kThreads, smem_bytes<D, MT>(), s, p, T);
+}
+
+// m16 tiles per warp at D = 64 (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D = 128 keeps 1
+// (2 would need more than 255 registers).
+int tiles_per_warp_d64() {
+  const char* e = std::getenv("GS_PREFILL_MT");
+  return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : kDefaultMtD64;
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
@@ -351,7 +389,7 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 bool prefill_attention_supported(const PrefillAttentionParams& p) {
   if (p.D != 64 && p.D != 128) return false;
-  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > kRows) return false;
+  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > kRows<1>) return false;
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out), static_cast<const void*>(p.k_cache),
                           static_cast<const void*>(p.v_cache)})
     if (!aligned16(ptr)) return false;
@@ -361,7 +399,8 @@ bool prefill_attention_supported(const PrefillAttentionParams& p) {
 cudaError_t prefill_attention(const PrefillAttentionParams& p, int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  return p.D == 64 ? launch<64>(p, T, s) : launch<128>(p, T, s);
+  if (p.D == 128) return launch<128, 1>(p, T, s);
+  return tiles_per_warp_d64() == 2 ? launch<64, 2>(p, T, s) : launch<64, 1>(p, T, s);
 }
 
 }  // namespace gs::cuda
