@@ -2,22 +2,29 @@
 as the peer of `graphserve bench latency --batch-size 1 --input-len N`: the median over timed calls
 of model(ids, use_cache=False, logits_to_keep=1), CUDA-event timed after warm-up.
 
-Usage (on the GPU machine, hf_peer.py beside this file or on PYTHONPATH):
+Usage (on the GPU machine, with ../shared/tools/hf_peer.py copied beside this file: its SHAPES table
+is read without running it):
     python3 hf_prefill.py llama3.2-1b 128,512,2048,8192
 Prints one line per length and writes hf_prefill.jsonl into $OUT (or the current folder).
 """
-import json, os, sys
+import ast, json, os, sys
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_peer import SHAPES  # noqa: E402
+
+def load_shapes():
+    """hf_peer.py's SHAPES dict (the module runs its benchmark when imported, so evaluate just that)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_peer.py")
+    tree = ast.parse(open(path).read())
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SHAPES")
+    return eval(compile(ast.Expression(node.value), path, "eval"),
+                {"LlamaConfig": LlamaConfig, "Qwen2Config": Qwen2Config, "dict": dict})
 
 
 def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "llama3.2-1b"
     lens = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "128,512,2048,8192").split(",")]
-    C, kw = SHAPES[name]
+    C, kw = load_shapes()[name]
     cfg = C(**kw)
     torch.manual_seed(0)
     with torch.device("cuda"):

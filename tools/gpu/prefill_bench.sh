@@ -47,6 +47,17 @@ for v in ${GS_PREFILL_VARIANTS:-}; do
   for n in ${GS_PREFILL_VARIANT_LENS:-2048 8192}; do latency "${v%%:*}" "$n" "${v#*:}"; done
 done
 
+# GS_PREFILL_NCU=N: per-kernel GPU time of one eager N-token prefill (and one decode step) under ncu.
+if [[ -n "${GS_PREFILL_NCU:-}" ]] && command -v ncu >/dev/null; then
+  echo "== ncu: kernels of one eager $GS_PREFILL_NCU-token prefill"
+  timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv" \
+    "$gs" bench latency --load-format dummy --preset llama3.2-1b --batch-size 1 --input-len "$GS_PREFILL_NCU" \
+    --output-len 2 --num-iters 1 --num-iters-warmup 0 --max-num-batched-tokens 8192 --max-model-len 8448 \
+    --enforce-eager >"$out/ncu_run.log" 2>&1
+  echo "ncu exit $?"
+  python3 "$pack/ncu_summary.py" "$out/ncu.csv" 22 2>&1 | tee "$out/ncu_summary.txt"
+fi
+
 echo "== HF SDPA"
 OUT=$out timeout 300 python3 "$pack/hf_prefill.py" llama3.2-1b "$(echo $lens | tr ' ' ',')" 2>"$out/hf.err" \
   | tee "$out/hf.log"

@@ -6,7 +6,7 @@
 // keeps their Q fragments, the S tile (16 x 64 keys) and the O accumulator (16 x D) in
 // registers: S = Q K^T and O += P V run on mma.sync m16n8k16 (bf16 in, fp32 accumulate), and the
 // S accumulators become P's A fragments without a trip through shared memory. K/V tiles of 64
-// keys stream through two shared-memory stages by cp.async (XOR-swizzled 16-byte chunks, so
+// keys stream through three shared-memory stages by cp.async (XOR-swizzled 16-byte chunks, so
 // ldmatrix is conflict-free), each key read from the paged cache through the block table or,
 // for this step's new positions, straight from k, v (so no CTA waits on another's cache write).
 //
@@ -29,15 +29,17 @@ namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kKeys = 64;  // keys per K/V tile
-constexpr int kDefaultMtD64 = 1;
+constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
 // Query rows (tokens x heads) per CTA: each warp owns MT m16 tiles, so every K/V fragment it
 // loads from shared memory feeds MT mma pairs.
 template <int MT>
 constexpr int kRows = 16 * MT * kWarps;
 
+constexpr int kStages = 3;  // K/V tiles in flight: tile it + 2 loads while tile it computes
+
 template <int D, int MT>
 constexpr size_t smem_bytes() {
-  return size_t(kRows<MT> + 4 * kKeys) * D * sizeof(uint16_t);  // Q, then K and V x 2 stages
+  return size_t(kRows<MT> + 2 * kStages * kKeys) * D * sizeof(uint16_t);  // Q, then K and V stages
 }
 
 // Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
@@ -261,8 +263,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   constexpr int ROWS = kRows<MT>, WROWS = 16 * MT;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* q_s = smem;
-  uint16_t* k_s = smem + ROWS * D;  // 2 stages of kKeys x D
-  uint16_t* v_s = k_s + 2 * kKeys * D;
+  uint16_t* k_s = smem + ROWS * D;  // kStages stages of kKeys x D
+  uint16_t* v_s = k_s + kStages * kKeys * D;
   pdl_wait();
   pdl_trigger();
 
@@ -291,7 +293,11 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
         ok ? qg + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + ch * 8 : qg;
     cp_async16(q_s + swz<D>(row, ch), src, ok);
   }
+  // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest
+  // group done" at iteration it means tile it has landed.
   if (n_kv > 0) load_kv<D>(p, ti, new0, g, kv_begin, kv_end, k_s, v_s);
+  cp_async_commit();
+  if (n_kv > 1) load_kv<D>(p, ti, new0, g, kv_begin + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
   cp_async_commit();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -321,16 +327,15 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   }
   uint32_t qf[MT][D / 16][4];
 
-  for (int it = 0; it < n_kv; ++it) {
-    const int kv0 = kv_begin + it * kKeys, stage = it & 1;
-    if (it + 1 < n_kv) {
-      load_kv<D>(p, ti, new0, g, kv0 + kKeys, kv_end, k_s + (stage ^ 1) * kKeys * D, v_s + (stage ^ 1) * kKeys * D);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
+  for (int it = 0, stage = 0; it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    const int kv0 = kv_begin + it * kKeys;
+    cp_async_wait<1>();
+    __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
+    if (it + 2 < n_kv) {
+      const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
+      load_kv<D>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
     }
-    __syncthreads();
+    cp_async_commit();
     if (active) {
       if (it == 0) {
 #pragma unroll
@@ -342,7 +347,6 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
       attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
     }
-    __syncthreads();  // the next iteration's loads overwrite this stage
   }
   cp_async_wait<0>();
 
