@@ -234,6 +234,15 @@ TEST_F(PrefillAttention, TwoTilesPerWarpMatchesReference) {
   unsetenv("GS_PREFILL_MT");
 }
 
+// Softmax exponentials in f16x2 pairs (GS_PREFILL_EXP16=1), both head dims.
+TEST_F(PrefillAttention, HalfPrecisionExpMatchesReference) {
+  setenv("GS_PREFILL_EXP16", "1", 1);
+  uint32_t seed = 1600;
+  for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {32, 4, 128}, {12, 2, 128}})
+    check_against_reference(Case{hq, hkv, D, 32, mixed(), 2, 5, hq == 12 ? 100 : -1}, seed++);
+  unsetenv("GS_PREFILL_EXP16");
+}
+
 TEST_F(PrefillAttention, ChunkAtEightThousandMatchesReference) {
   check_against_reference(Case{8, 1, 64, 16, {{96, 8192}, {1, 8000}, {33, 40}}, 1, 3}, 2000);
   check_against_reference(Case{4, 1, 128, 32, {{64, 8100}}, 0, 0}, 2001);

@@ -77,13 +77,17 @@ TEST(PrefillBench, AttentionLayer) {
       const double tc = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
       double tc2 = 0.0;
       if (D == 64) {
-        setenv("GS_PREFILL_MT", "2", 1);
+        setenv("GS_PREFILL_MT", "1", 1);
         tc2 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
         unsetenv("GS_PREFILL_MT");
       }
+      setenv("GS_PREFILL_EXP16", "1", 1);
+      const double e16 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
+      unsetenv("GS_PREFILL_EXP16");
       const double old = D == 64 && T <= 2048 ? median_ms(s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3) : 0.0;
-      printf("[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 2 tiles/warp %.3f ms (%.0f), "
-             "decode kernel %.3f ms\n", D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
+      printf("[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 1 tile/warp %.3f ms (%.0f), "
+             "f16x2 exp %.3f ms (%.0f), decode kernel %.3f ms\n", D, T, tc, flop / tc * 1e-9, tc2,
+             tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, e16, flop / e16 * 1e-9, old);
     }
   }
 }

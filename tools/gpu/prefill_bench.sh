@@ -30,14 +30,16 @@ echo "== kernel and GEMM timings"
 GS_CUDA_BENCH=1 timeout 200 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='PrefillBench.*' 2>&1 \
   | tee "$out/kernels.log" | grep -E '^\[prefill\]|Failure'
 
-# latency LABEL N [VAR=value ...]: graphserve prefill ms at N prompt tokens under those variables.
+# latency LABEL N [VAR=value ...]: graphserve prefill ms at N prompt tokens under those variables
+# (model: $preset, default llama3.2-1b).
+preset=llama3.2-1b
 latency() {
   local label=$1 n=$2
   shift 2
-  env "$@" timeout 200 "$gs" bench latency --load-format dummy --preset llama3.2-1b --batch-size 1 --input-len "$n" \
+  env "$@" timeout 200 "$gs" bench latency --load-format dummy --preset "$preset" --batch-size 1 --input-len "$n" \
     --output-len 2 --num-iters 5 --num-iters-warmup 2 --max-num-batched-tokens 8192 --max-model-len 8448 \
     --output-json "$out/latency_${label}_$n.json" >"$out/latency_${label}_$n.log" 2>&1
-  echo "graphserve prefill $n ($label${*:+: $*}): $(grep -oE 'prefill: +[0-9.]+ ms' "$out/latency_${label}_$n.log" \
+  echo "graphserve $preset prefill $n ($label${*:+: $*}): $(grep -oE 'prefill: +[0-9.]+ ms' "$out/latency_${label}_$n.log" \
     | tr -s ' ')"
 }
 echo "== graphserve bench latency (llama3.2-1b dummy, bs 1)"
@@ -56,6 +58,20 @@ if [[ -n "${GS_PREFILL_NCU:-}" ]] && command -v ncu >/dev/null; then
     --enforce-eager >"$out/ncu_run.log" 2>&1
   echo "ncu exit $?"
   python3 "$pack/ncu_summary.py" "$out/ncu.csv" 22 2>&1 | tee "$out/ncu_summary.txt"
+fi
+
+# GS_PREFILL_EXTRA=1: llama3.1-8b at 2k and 8k beside HF, and 32 prompts of 1,024 tokens in one
+# bench throughput run (prefill tokens/s).
+if [[ -n "${GS_PREFILL_EXTRA:-}" ]]; then
+  echo "== llama3.1-8b and throughput"
+  preset=llama3.1-8b
+  for n in 2048 8192; do latency default "$n"; done
+  preset=llama3.2-1b
+  timeout 200 "$gs" bench throughput --load-format dummy --preset llama3.2-1b --num-prompts 32 --input-len 1024 \
+    --output-len 2 --max-num-batched-tokens 8192 --max-model-len 8448 --output-json "$out/throughput.json" \
+    >"$out/throughput.log" 2>&1
+  tail -n 6 "$out/throughput.log"
+  OUT=$out timeout 200 python3 "$pack/hf_prefill.py" llama3.1-8b 2048,8192 2>>"$out/hf.err" | tee -a "$out/hf.log"
 fi
 
 echo "== HF SDPA"
