@@ -42,7 +42,10 @@ Tensor random_bf16(Backend& gpu, int64_t n, uint32_t seed) {
   const int64_t chunk = std::min<int64_t>(n, int64_t(1) << 20);
   Tensor src = test::on(gpu, test::randn(size_t(chunk), seed), {chunk}, DType::BF16);
   Tensor t = Tensor::empty({n}, DType::BF16, gpu.allocator());
-  for (int64_t i = 0; i < n; i += chunk) gpu.copy(t.rows(i, std::min(chunk, n - i)), src.prefix({std::min(chunk, n - i)}));
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t c = std::min(chunk, n - i);
+    gpu.copy(t.rows(i, c), src.prefix({c}));
+  }
   return t;
 }
 
@@ -81,13 +84,10 @@ TEST(PrefillBench, AttentionLayer) {
         tc2 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
         unsetenv("GS_PREFILL_MT");
       }
-      setenv("GS_PREFILL_EXP16", "1", 1);
-      const double e16 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
-      unsetenv("GS_PREFILL_EXP16");
-      const double old = D == 64 && T <= 2048 ? median_ms(s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3) : 0.0;
+      const bool run_old = D == 64 && T <= 2048;  // the decode-style kernel takes ~60 ms at 8k
+      const double old = run_old ? median_ms(s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3) : 0.0;
       printf("[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 1 tile/warp %.3f ms (%.0f), "
-             "f16x2 exp %.3f ms (%.0f), decode kernel %.3f ms\n", D, T, tc, flop / tc * 1e-9, tc2,
-             tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, e16, flop / e16 * 1e-9, old);
+             "decode kernel %.3f ms\n", D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
     }
   }
 }
@@ -104,7 +104,8 @@ TEST(PrefillBench, GemmsAtLargeM) {
                             Shape{"down", 2048, 8192}}) {
       Tensor x = random_bf16(*gpu, int64_t(M) * sh.K, 1), w = random_bf16(*gpu, int64_t(sh.N) * sh.K, 2);
       Tensor y = Tensor::empty({int64_t(M) * sh.N}, DType::BF16, gpu->allocator());
-      const double ms = median_ms(s, [&] { lt.matmul(x.data(), w.data(), y.data(), false, false, M, sh.N, sh.K, s); }, 20);
+      auto gemm = [&] { lt.matmul(x.data(), w.data(), y.data(), false, false, M, sh.N, sh.K, s); };
+      const double ms = median_ms(s, gemm, 20);
       printf("[prefill] gemm %-7s M %d N %d K %d: %.3f ms (%.0f TFLOP/s)\n", sh.name, M, sh.N, sh.K, ms,
              2.0 * M * sh.N * sh.K / ms * 1e-9);
     }

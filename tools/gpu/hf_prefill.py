@@ -28,7 +28,7 @@ def main():
     cfg = C(**kw)
     torch.manual_seed(0)
     with torch.device("cuda"):
-        m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
+        m = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
     m.eval()
     out = open(os.path.join(os.environ.get("OUT", "."), "hf_prefill.jsonl"), "a")
     for n in lens:
@@ -46,7 +46,8 @@ def main():
         times.sort()
         ms = times[len(times) // 2]
         print(f"hf sdpa {name} prefill {n}: {ms:.3f} ms", flush=True)
-        out.write(json.dumps({"model": name, "input_len": n, "prefill_ms": ms, "attn": m.config._attn_implementation}) + "\n")
+        row = {"model": name, "input_len": n, "prefill_ms": ms, "attn": m.config._attn_implementation}
+        out.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

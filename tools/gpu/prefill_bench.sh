@@ -38,9 +38,9 @@ latency() {
   shift 2
   env "$@" timeout 200 "$gs" bench latency --load-format dummy --preset "$preset" --batch-size 1 --input-len "$n" \
     --output-len 2 --num-iters 5 --num-iters-warmup 2 --max-num-batched-tokens 8192 --max-model-len 8448 \
-    --output-json "$out/latency_${label}_$n.json" >"$out/latency_${label}_$n.log" 2>&1
-  echo "graphserve $preset prefill $n ($label${*:+: $*}): $(grep -oE 'prefill: +[0-9.]+ ms' "$out/latency_${label}_$n.log" \
-    | tr -s ' ')"
+    --output-json "$out/latency_${preset}_${label}_$n.json" >"$out/latency_${preset}_${label}_$n.log" 2>&1
+  local log=$out/latency_${preset}_${label}_$n.log
+  echo "graphserve $preset prefill $n ($label${*:+: $*}): $(grep -oE 'prefill: +[0-9.]+ ms' "$log" | tr -s ' ')"
 }
 echo "== graphserve bench latency (llama3.2-1b dummy, bs 1)"
 for n in $lens; do latency default "$n"; done

@@ -1,10 +1,11 @@
 // Tensor-core paged attention for prefill and mixed batches (FlashAttention-2 tiling).
 //
-// One CTA of 4 warps per (query tile, kv head). A tile is 64 rows: TPT = 64 / G consecutive
-// query tokens of one request times the G query heads that share kv head g (row = token * G +
-// head), so the K/V tiles a CTA loads serve every head of its group. Each warp owns 16 rows and
-// keeps their Q fragments, the S tile (16 x 64 keys) and the O accumulator (16 x D) in
-// registers: S = Q K^T and O += P V run on mma.sync m16n8k16 (bf16 in, fp32 accumulate), and the
+// One CTA of 4 warps per (query tile, kv head). A tile is ROWS = 64 * MT rows (MT = 2 at D = 64,
+// 1 at D = 128): TPT = ROWS / G consecutive query tokens of one request times the G query heads
+// that share kv head g (row = token * G + head), so the K/V tiles a CTA loads serve every head of
+// its group. Each warp owns 16 * MT rows and keeps their Q fragments, the S tiles (64 keys) and
+// the O accumulators (D wide) in registers, so each K/V fragment it loads feeds MT mma pairs:
+// S = Q K^T and O += P V run on mma.sync m16n8k16 (bf16 in, fp32 accumulate), and the
 // S accumulators become P's A fragments without a trip through shared memory. K/V tiles of 64
 // keys stream through three shared-memory stages by cp.async (XOR-swizzled 16-byte chunks, so
 // ldmatrix is conflict-free), each key read from the paged cache through the block table or,
@@ -16,7 +17,6 @@
 // tokens; the tail tokens [qsl[num_reqs_padded], T) form one more pseudo-request with no context
 // (zero output rows, cache write only). Within a request the last (longest) tile starts first.
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <climits>
 #include <cstdlib>
@@ -30,8 +30,7 @@ namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kKeys = 64;  // keys per K/V tile
-constexpr int kDefaultMtD64 = 2;
-constexpr bool kDefaultExp16 = false;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
+constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
 // Query rows (tokens x heads) per CTA: each warp owns MT m16 tiles, so every K/V fragment it
 // loads from shared memory feeds MT mma pairs.
 template <int MT>
@@ -92,15 +91,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-// 2^a, 2^b through one f16x2 MUFU op (half the special-function work of two f32 ex2; the inputs
-// are <= 0 and the results are rounded to bf16 for P V anyway).
-__device__ __forceinline__ float2 fast_exp2_x2(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  uint32_t out;
-  asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(out) : "r"(*reinterpret_cast<const uint32_t*>(&h)));
-  return __half22float2(*reinterpret_cast<const __half2*>(&out));
 }
 
 // Where a CTA's query tile lies: request r (r == num_reqs_padded: the padded tail), its first
@@ -179,7 +169,7 @@ struct RowState {
 };
 
 // s (16 x 64 scores of tile kv0) -> probabilities in place; rescales st.o and st.l.
-template <int D, bool E16>
+template <int D>
 __device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0,
                                              const int (&lim)[2], const int (&lo)[2], float sl2) {
   const int tq = threadIdx.x & 3;
@@ -205,21 +195,13 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, 
     st.m[i] = mnew;
     float sum = 0.0f;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      if constexpr (E16) {
-        const float2 pv = fast_exp2_x2(fmaf(s[nt][2 * i], sl2, -base), fmaf(s[nt][2 * i + 1], sl2, -base));
-        s[nt][2 * i] = pv.x;
-        s[nt][2 * i + 1] = pv.y;
-        sum += pv.x + pv.y;
-      } else {
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pv = fast_exp2(fmaf(s[nt][2 * i + e], sl2, -base));
-          s[nt][2 * i + e] = pv;
-          sum += pv;
-        }
+      for (int e = 0; e < 2; ++e) {
+        const float pv = fast_exp2(fmaf(s[nt][2 * i + e], sl2, -base));
+        s[nt][2 * i + e] = pv;
+        sum += pv;
       }
-    }
     st.l[i] = st.l[i] * corr + sum;
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
@@ -230,7 +212,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, 
 }
 
 // One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
-template <int D, int MT, bool E16>
+template <int D, int MT>
 __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks,
                                             const uint16_t* vs, RowState<D> (&st)[MT], bool mask, int kv0,
                                             const int (&lim)[MT][2], const int (&lo)[MT][2], float sl2) {
@@ -253,7 +235,7 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
       }
     }
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) softmax_step<D, E16>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
+  for (int mt = 0; mt < MT; ++mt) softmax_step<D>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     uint32_t a[MT][4];
@@ -277,7 +259,7 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
   }
 }
 
-template <int D, int MT, bool E16>
+template <int D, int MT>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAttentionParams p, int T) {
   constexpr int ROWS = kRows<MT>, WROWS = 16 * MT;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem[];
@@ -364,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
             ldsm_x4(qf[mt][kk], q_s + swz<D>(warp * WROWS + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
       }
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
-      attend_tile<D, MT, E16>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+      attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
     }
   }
   cp_async_wait<0>();
@@ -389,25 +371,14 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     }
 }
 
-template <int D, int MT, bool E16>
+template <int D, int MT>
 cudaError_t launch(const PrefillAttentionParams& p, int T, cudaStream_t s) {
   static const cudaError_t attr = cudaFuncSetAttribute(
-      prefill_attention_kernel<D, MT, E16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>()));
+      prefill_attention_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>()));
   if (attr != cudaSuccess) return attr;
   const int tpt = kRows<MT> / (p.hq / p.hkv);
   const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
-  return launch_pdl(prefill_attention_kernel<D, MT, E16>, grid, kThreads, smem_bytes<D, MT>(), s, p, T);
-}
-
-// Softmax exponentials in f16x2 pairs (GS_PREFILL_EXP16=1/0 overrides the default, for A/B timing).
-bool exp16() {
-  const char* e = std::getenv("GS_PREFILL_EXP16");
-  return e && (e[0] == '0' || e[0] == '1') && e[1] == 0 ? e[0] == '1' : kDefaultExp16;
-}
-
-template <int D, int MT>
-cudaError_t launch_exp(const PrefillAttentionParams& p, int T, cudaStream_t s) {
-  return exp16() ? launch<D, MT, true>(p, T, s) : launch<D, MT, false>(p, T, s);
+  return launch_pdl(prefill_attention_kernel<D, MT>, grid, kThreads, smem_bytes<D, MT>(), s, p, T);
 }
 
 // m16 tiles per warp at D = 64 (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D = 128 keeps 1
@@ -433,8 +404,8 @@ bool prefill_attention_supported(const PrefillAttentionParams& p) {
 cudaError_t prefill_attention(const PrefillAttentionParams& p, int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  if (p.D == 128) return launch_exp<128, 1>(p, T, s);
-  return tiles_per_warp_d64() == 2 ? launch_exp<64, 2>(p, T, s) : launch_exp<64, 1>(p, T, s);
+  if (p.D == 128) return launch<128, 1>(p, T, s);
+  return tiles_per_warp_d64() == 2 ? launch<64, 2>(p, T, s) : launch<64, 1>(p, T, s);
 }
 
 }  // namespace gs::cuda
