@@ -154,8 +154,9 @@ struct DeviceBatch {
     bt = on_i32(g, h.bt, {h.nrp, h.max_blocks});
     slots = on_i32(g, h.slots, {h.T});
   }
-  cuda::PrefillAttentionParams params(const Case& c, const HostBatch& h) const {
-    cuda::PrefillAttentionParams p;
+  // The kernels' parameters (no split workspace: the flash-decoding kernel runs unsplit).
+  cuda::PagedAttentionParams params(const Case& c, const HostBatch& h) const {
+    cuda::PagedAttentionParams p;
     p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data();
     p.k_cache = kc.data(), p.v_cache = vc.data();
     p.slot_mapping = slots.data_as<int32_t>();
@@ -167,17 +168,6 @@ struct DeviceBatch {
     p.block_size = c.block_size, p.num_blocks = h.num_blocks;
     p.hq = c.hq, p.hkv = c.hkv, p.D = c.D;
     p.scale = 1.0f / std::sqrt(float(c.D));
-    p.window = c.window;
-    return p;
-  }
-  cuda::PagedAttentionParams paged_params(const Case& c, const HostBatch& h) const {
-    const cuda::PrefillAttentionParams f = params(c, h);
-    cuda::PagedAttentionParams p;
-    p.q = f.q, p.k = f.k, p.v = f.v, p.out = f.out, p.k_cache = f.k_cache, p.v_cache = f.v_cache;
-    p.slot_mapping = f.slot_mapping, p.num_slots = f.num_slots, p.query_start_loc = f.query_start_loc;
-    p.seq_lens = f.seq_lens, p.block_table = f.block_table, p.num_reqs_padded = f.num_reqs_padded;
-    p.max_blocks_per_req = f.max_blocks_per_req, p.block_size = f.block_size, p.num_blocks = f.num_blocks;
-    p.hq = f.hq, p.hkv = f.hkv, p.D = f.D, p.scale = f.scale;
     return p;
   }
 };
@@ -195,7 +185,7 @@ class PrefillAttention : public ::testing::Test {
   void check_against_reference(const Case& c, uint32_t seed) {
     const HostBatch h = make_batch(c, seed);
     DeviceBatch d(*gpu, c, h);
-    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), h.T, stream));
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
     sync();
     EXPECT_LT(rel_l2(read(*gpu, d.out), reference(c, h)), 1e-2);
     std::vector<float> kc = h.kc, vc = h.vc;
@@ -253,8 +243,8 @@ TEST_F(PrefillAttention, EightThousandPrefillEqualsDecodeKernel) {
                         Case{32, 8, 128, 32, {{4000, 4000}, {1, 7000}, {500, 6000}}, 3, 7}}) {
     const HostBatch h = make_batch(c, 4000);
     DeviceBatch d(*gpu, c, h), ref(*gpu, c, h);
-    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), h.T, stream));
-    GS_CUDA_CHECK(cuda::paged_attention(ref.paged_params(c, h), h.T, stream));
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+    GS_CUDA_CHECK(cuda::paged_attention(ref.params(c, h), h.T, stream));
     sync();
     const auto got = read(*gpu, d.out), want = read(*gpu, ref.out);
     EXPECT_LT(rel_l2(got, want), 1e-2);
@@ -284,9 +274,9 @@ TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
   hb.q.resize(ha.q.size()), hb.k.resize(ha.k.size()), hb.v.resize(ha.v.size());
 
   DeviceBatch d(*gpu, a, ha);
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), ha.T, stream));  // eager warm-up
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, stream));  // eager warm-up
   gpu->stream().begin_capture();
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), ha.T, stream));
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, stream));
   auto graph = gpu->stream().end_capture();
 
   DeviceBatch fresh(*gpu, b, hb);
@@ -332,7 +322,7 @@ TEST_F(PrefillAttention, BackendDispatchMatchesCpu) {
   EXPECT_LT(rel_l2(outs[0], outs[1]), 1e-2);
   expect_zero_tail(c, h, outs[0]);
   DeviceBatch d(*gpu, c, h);
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), h.T, stream));
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
   sync();
   EXPECT_TRUE(read(*gpu, d.out) == outs[0]) << "the backend did not run the prefill kernel";
 }

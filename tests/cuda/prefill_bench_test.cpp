@@ -65,23 +65,18 @@ TEST(PrefillBench, AttentionLayer) {
       for (int t = 0; t < T; ++t) slots[size_t(t)] = bt[size_t(t / bs)] * bs + t % bs;
       Tensor dq = test::on_i32(*gpu, qsl, {2}), ds = test::on_i32(*gpu, seq, {1});
       Tensor db = test::on_i32(*gpu, bt, {1, blocks}), dm = test::on_i32(*gpu, slots, {T});
-      cuda::PrefillAttentionParams f;
-      f.q = q.data(), f.k = k.data(), f.v = v.data(), f.out = out.data(), f.k_cache = kc.data(), f.v_cache = vc.data();
-      f.slot_mapping = dm.data_as<int32_t>(), f.num_slots = T, f.query_start_loc = dq.data_as<int32_t>();
-      f.seq_lens = ds.data_as<int32_t>(), f.block_table = db.data_as<int32_t>(), f.num_reqs_padded = 1;
-      f.max_blocks_per_req = blocks, f.block_size = bs, f.num_blocks = blocks, f.hq = hq, f.hkv = hkv, f.D = D;
-      f.scale = 0.125f;
       cuda::PagedAttentionParams p;
-      p.q = f.q, p.k = f.k, p.v = f.v, p.out = f.out, p.k_cache = f.k_cache, p.v_cache = f.v_cache;
-      p.slot_mapping = f.slot_mapping, p.num_slots = f.num_slots, p.query_start_loc = f.query_start_loc;
-      p.seq_lens = f.seq_lens, p.block_table = f.block_table, p.num_reqs_padded = 1, p.max_blocks_per_req = blocks;
-      p.block_size = bs, p.num_blocks = blocks, p.hq = hq, p.hkv = hkv, p.D = D, p.scale = f.scale;
+      p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data(), p.k_cache = kc.data(), p.v_cache = vc.data();
+      p.slot_mapping = dm.data_as<int32_t>(), p.num_slots = T, p.query_start_loc = dq.data_as<int32_t>();
+      p.seq_lens = ds.data_as<int32_t>(), p.block_table = db.data_as<int32_t>(), p.num_reqs_padded = 1;
+      p.max_blocks_per_req = blocks, p.block_size = bs, p.num_blocks = blocks, p.hq = hq, p.hkv = hkv, p.D = D;
+      p.scale = 0.125f;
       const double flop = 2.0 * double(T) * T * D * hq;  // causal: half of 4 T^2 D per head
-      const double tc = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
+      const double tc = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
       double tc2 = 0.0;
       if (D == 64) {
         setenv("GS_PREFILL_MT", "1", 1);
-        tc2 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(f, T, s)); }, 20);
+        tc2 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
         unsetenv("GS_PREFILL_MT");
       }
       const bool run_old = D == 64 && T <= 2048;  // the decode-style kernel takes ~60 ms at 8k

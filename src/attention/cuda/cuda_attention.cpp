@@ -34,31 +34,6 @@ bool prefill_kernel_enabled() {
   return on;
 }
 
-cuda::PrefillAttentionParams prefill_params(const cuda::PagedAttentionParams& p, int window) {
-  cuda::PrefillAttentionParams f;
-  f.q = p.q;
-  f.k = p.k;
-  f.v = p.v;
-  f.out = p.out;
-  f.k_cache = p.k_cache;
-  f.v_cache = p.v_cache;
-  f.slot_mapping = p.slot_mapping;
-  f.num_slots = p.num_slots;
-  f.query_start_loc = p.query_start_loc;
-  f.seq_lens = p.seq_lens;
-  f.block_table = p.block_table;
-  f.num_reqs_padded = p.num_reqs_padded;
-  f.max_blocks_per_req = p.max_blocks_per_req;
-  f.block_size = p.block_size;
-  f.num_blocks = p.num_blocks;
-  f.hq = p.hq;
-  f.hkv = p.hkv;
-  f.D = p.D;
-  f.scale = p.scale;
-  f.window = window;
-  return f;
-}
-
 class CudaAttention final : public AttentionBackend {
  public:
   CudaAttention(Backend& backend, const AttentionShape& shape) : backend_(backend), shape_(shape) {
@@ -113,12 +88,9 @@ class CudaAttention final : public AttentionBackend {
     p.hkv = hkv;
     p.D = D;
     p.scale = shape_.scale;
-    if (!p.f32 && md.max_query_len >= kPrefillMinQueryLen && prefill_kernel_enabled()) {
-      const cuda::PrefillAttentionParams f = prefill_params(p, -1);
-      if (cuda::prefill_attention_supported(f)) {
-        GS_CUDA_CHECK(cuda::prefill_attention(f, int(T), stream_));
-        return;
-      }
+    if (md.max_query_len >= kPrefillMinQueryLen && prefill_kernel_enabled() && cuda::prefill_attention_supported(p)) {
+      GS_CUDA_CHECK(cuda::prefill_attention(p, /*window=*/-1, int(T), stream_));
+      return;
     }
     GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));
   }

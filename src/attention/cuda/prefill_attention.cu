@@ -99,7 +99,7 @@ struct TileInfo {
   int r, tok0, qlen, first, ntok;
 };
 
-__device__ bool locate_tile(const PrefillAttentionParams& p, int T, int TPT, TileInfo& ti) {
+__device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti) {
   const int32_t* qsl = p.query_start_loc;
   const int x = int(blockIdx.x);
   int lo = 0, hi = p.num_reqs_padded;  // largest r with qsl[r] / TPT + r <= x
@@ -120,7 +120,7 @@ __device__ bool locate_tile(const PrefillAttentionParams& p, int T, int TPT, Til
 
 // Head g of tokens [t0, t0 + n) -> their cache slots.
 template <int D>
-__device__ void write_cache(const PrefillAttentionParams& p, int t0, int n, int g) {
+__device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g) {
   constexpr int CPR = D / 8;
   for (int c = threadIdx.x; c < n * CPR; c += kThreads) {
     const int t = t0 + c / CPR, ch = c % CPR;
@@ -136,7 +136,7 @@ __device__ void write_cache(const PrefillAttentionParams& p, int t0, int n, int 
 
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
 template <int D>
-__device__ void load_kv(const PrefillAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
+__device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
                         int kv_end, uint16_t* ks, uint16_t* vs) {
   constexpr int CPR = D / 8, RPP = kThreads / CPR;
   const int ch = threadIdx.x % CPR;
@@ -260,7 +260,7 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
 }
 
 template <int D, int MT>
-__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAttentionParams p, int T) {
+__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionParams p, int window, int T) {
   constexpr int ROWS = kRows<MT>, WROWS = 16 * MT;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* q_s = smem;
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   }
   const int q_first = new0 + ti.first;  // position of the tile's first query token
   const int kv_end = max(0, min(ctx, q_first + ti.ntok));
-  const int kv_begin = p.window > 0 ? max(0, q_first - p.window + 1) / kKeys * kKeys : 0;
+  const int kv_begin = window > 0 ? max(0, q_first - window + 1) / kKeys * kKeys : 0;
   const int n_kv = kv_end > kv_begin ? (kv_end - kv_begin + kKeys - 1) / kKeys : 0;
 
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
@@ -312,10 +312,10 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     for (int i = 0; i < 2; ++i) {
       const int tl = min((warp * WROWS + mt * 16 + (lane >> 2) + 8 * i) / G, ti.ntok - 1);
       lim[mt][i] = min(ctx, q_first + tl + 1);
-      lo[mt][i] = p.window > 0 ? q_first + tl - p.window + 1 : INT_MIN;
+      lo[mt][i] = window > 0 ? q_first + tl - window + 1 : INT_MIN;
     }
   const int tile_min_lim = min(ctx, q_first + 1);
-  const int tile_max_lo = p.window > 0 ? q_first + ti.ntok - p.window : INT_MIN;
+  const int tile_max_lo = window > 0 ? q_first + ti.ntok - window : INT_MIN;
   const float sl2 = p.scale * 1.4426950408889634f;
 
   RowState<D> st[MT];
@@ -372,13 +372,13 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
 }
 
 template <int D, int MT>
-cudaError_t launch(const PrefillAttentionParams& p, int T, cudaStream_t s) {
+cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
   static const cudaError_t attr = cudaFuncSetAttribute(
       prefill_attention_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>()));
   if (attr != cudaSuccess) return attr;
   const int tpt = kRows<MT> / (p.hq / p.hkv);
   const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
-  return launch_pdl(prefill_attention_kernel<D, MT>, grid, kThreads, smem_bytes<D, MT>(), s, p, T);
+  return launch_pdl(prefill_attention_kernel<D, MT>, grid, kThreads, smem_bytes<D, MT>(), s, p, window, T);
 }
 
 // m16 tiles per warp at D = 64 (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D = 128 keeps 1
@@ -392,8 +392,8 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 }  // namespace
 
-bool prefill_attention_supported(const PrefillAttentionParams& p) {
-  if (p.D != 64 && p.D != 128) return false;
+bool prefill_attention_supported(const PagedAttentionParams& p) {
+  if (p.f32 || (p.D != 64 && p.D != 128)) return false;
   if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > kRows<1>) return false;
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out), static_cast<const void*>(p.k_cache),
                           static_cast<const void*>(p.v_cache)})
@@ -401,11 +401,11 @@ bool prefill_attention_supported(const PrefillAttentionParams& p) {
   return true;
 }
 
-cudaError_t prefill_attention(const PrefillAttentionParams& p, int T, cudaStream_t s) {
+cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  if (p.D == 128) return launch<128, 1>(p, T, s);
-  return tiles_per_warp_d64() == 2 ? launch<64, 2>(p, T, s) : launch<64, 1>(p, T, s);
+  if (p.D == 128) return launch<128, 1>(p, window, T, s);
+  return tiles_per_warp_d64() == 2 ? launch<64, 2>(p, window, T, s) : launch<64, 1>(p, window, T, s);
 }
 
 }  // namespace gs::cuda
