@@ -37,7 +37,7 @@ latency() {
   local label=$1 n=$2
   shift 2
   env "$@" timeout 200 "$gs" bench latency --load-format dummy --preset "$preset" --batch-size 1 --input-len "$n" \
-    --output-len 2 --num-iters 5 --num-iters-warmup 2 --max-num-batched-tokens 8192 --max-model-len 8448 \
+    --output-len 2 --num-iters 5 --num-iters-warmup 2 --max-num-batched-tokens "${chunk:-8192}" --max-model-len 8448 \
     --output-json "$out/latency_${preset}_${label}_$n.json" >"$out/latency_${preset}_${label}_$n.log" 2>&1
   local log=$out/latency_${preset}_${label}_$n.log
   echo "graphserve $preset prefill $n ($label${*:+: $*}): $(grep -oE 'prefill: +[0-9.]+ ms' "$log" | tr -s ' ')"
@@ -48,6 +48,11 @@ for n in $lens; do latency default "$n"; done
 for v in ${GS_PREFILL_VARIANTS:-}; do
   for n in ${GS_PREFILL_VARIANT_LENS:-2048 8192}; do latency "${v%%:*}" "$n" "${v#*:}"; done
 done
+
+# GS_PREFILL_CHUNK=C: the 8k prompt again in chunks of C tokens (chunked prefill over the paged cache).
+if [[ -n "${GS_PREFILL_CHUNK:-}" ]]; then
+  chunk=$GS_PREFILL_CHUNK latency "chunk$GS_PREFILL_CHUNK" 8192
+fi
 
 # GS_PREFILL_NCU=N: per-kernel GPU time of one eager N-token prefill (and one decode step) under ncu.
 if [[ -n "${GS_PREFILL_NCU:-}" ]] && command -v ncu >/dev/null; then
