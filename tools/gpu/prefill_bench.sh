@@ -81,5 +81,5 @@ fi
 
 echo "== HF SDPA"
 OUT=$out timeout 300 python3 "$pack/hf_prefill.py" llama3.2-1b "$(echo $lens | tr ' ' ',')" 2>"$out/hf.err" \
-  | tee "$out/hf.log"
+  | tee -a "$out/hf.log"
 tail -3 "$out/hf.err"
