@@ -9,6 +9,8 @@
 #   GS_GPU_NO_BUILD=1                            pack what build_dir already holds
 #   GS_GPU_GOLDEN=1                              also pack ../shared/golden (25 MB)
 #   GS_JOBS=2                                    parallel build jobs
+#   GS_GPU_PACK=dir                              pack into dir instead of .gpu (e.g. a folder
+#                                                of the checkout the device tool sends)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build/gpu}
@@ -21,7 +23,7 @@ if [[ -z "${GS_GPU_NO_BUILD:-}" ]]; then
   cmake --build "$build" --target $targets -j"${GS_JOBS:-2}"
 fi
 
-pack=$root/.gpu
+pack=${GS_GPU_PACK:-$root/.gpu}
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib" "$pack/shared/models"
 for t in $targets; do

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
 
@@ -15,6 +18,20 @@ void need(const Tensor& t, DType d, const char* name) {
   GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d,
            "cuda attention: {} must be {} on the GPU, got {}", name, dtype_name(d),
            t.defined() ? t.str() : std::string("undefined"));
+}
+
+// Batches whose longest query (md.max_query_len: the padded shape's value inside FULL graphs, so a
+// capture and its replays take the same path) reaches this many tokens run the tensor-core
+// prefill kernel; shorter ones (decode, speculative verification) the flash-decoding kernel.
+constexpr int kPrefillMinQueryLen = 16;
+
+// GS_PREFILL_ATTENTION=0 keeps every batch on the flash-decoding kernel (A/B timing).
+bool prefill_kernel_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GS_PREFILL_ATTENTION");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 class CudaAttention final : public AttentionBackend {
@@ -73,6 +90,12 @@ class CudaAttention final : public AttentionBackend {
     p.scale = shape_.scale;
     p.window = window;
     p.softcap = shape_.softcap;
+    // The tensor-core prefill kernel has no logit soft-capping (Gemma 2 stays on the paged kernel).
+    if (md.max_query_len >= kPrefillMinQueryLen && prefill_kernel_enabled() && shape_.softcap == 0.0f &&
+        cuda::prefill_attention_supported(p)) {
+      GS_CUDA_CHECK(cuda::prefill_attention(p, window, int(T), stream_));
+      return;
+    }
     GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));
   }
 

@@ -1,0 +1,411 @@
+// Tensor-core paged attention for prefill and mixed batches (FlashAttention-2 tiling).
+//
+// One CTA of 4 warps per (query tile, kv head). A tile is ROWS = 64 * MT rows (MT = 2 at D = 64,
+// 1 at D = 128): TPT = ROWS / G consecutive query tokens of one request times the G query heads
+// that share kv head g (row = token * G + head), so the K/V tiles a CTA loads serve every head of
+// its group. Each warp owns 16 * MT rows and keeps their Q fragments, the S tiles (64 keys) and
+// the O accumulators (D wide) in registers, so each K/V fragment it loads feeds MT mma pairs:
+// S = Q K^T and O += P V run on mma.sync m16n8k16 (bf16 in, fp32 accumulate), and the
+// S accumulators become P's A fragments without a trip through shared memory. K/V tiles of 64
+// keys stream through three shared-memory stages by cp.async (XOR-swizzled 16-byte chunks, so
+// ldmatrix is conflict-free), each key read from the paged cache through the block table or,
+// for this step's new positions, straight from k, v (so no CTA waits on another's cache write).
+//
+// Tile -> CTA mapping from the padded shape only: request r's tiles start at blockIdx.x =
+// qsl[r] / TPT + r, which is strictly increasing in r and leaves room for ceil(qlen / TPT)
+// tiles, so a grid of T / TPT + num_reqs_padded + 1 CTAs per kv head covers any batch of T
+// tokens; the tail tokens [qsl[num_reqs_padded], T) form one more pseudo-request with no context
+// (zero output rows, cache write only). Within a request the last (longest) tile starts first.
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "attention/cuda/prefill_attention.h"
+#include "ops/cuda/launch.cuh"
+
+namespace gs::cuda {
+
+namespace {
+
+constexpr int kWarps = 4, kThreads = kWarps * 32;
+constexpr int kKeys = 64;  // keys per K/V tile
+constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
+// Query rows (tokens x heads) per CTA: each warp owns MT m16 tiles, so every K/V fragment it
+// loads from shared memory feeds MT mma pairs.
+template <int MT>
+constexpr int kRows = 16 * MT * kWarps;
+
+constexpr int kStages = 3;  // K/V tiles in flight: tile it + 2 loads while tile it computes
+
+template <int D, int MT>
+constexpr size_t smem_bytes() {
+  return size_t(kRows<MT> + 2 * kStages * kKeys) * D * sizeof(uint16_t);  // Q, then K and V stages
+}
+
+// Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
+// (row mod 8), so the 8 rows an ldmatrix phase reads hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int ch) {
+  return row * D + ((ch ^ (row & 7)) << 3);
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// c += a b for one m16n8k16 tile (a: 4 regs of bf16 pairs, b: 2 regs).
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Where a CTA's query tile lies: request r (r == num_reqs_padded: the padded tail), its first
+// token tok0, and the tile's tokens [first, first + ntok) of the request's qlen new tokens.
+struct TileInfo {
+  int r, tok0, qlen, first, ntok;
+};
+
+__device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti) {
+  const int32_t* qsl = p.query_start_loc;
+  const int x = int(blockIdx.x);
+  int lo = 0, hi = p.num_reqs_padded;  // largest r with qsl[r] / TPT + r <= x
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (qsl[mid] / TPT + mid <= x) lo = mid; else hi = mid - 1;
+  }
+  ti.r = lo;
+  ti.tok0 = qsl[lo];
+  ti.qlen = (lo < p.num_reqs_padded ? qsl[lo + 1] : T) - ti.tok0;
+  const int ntiles = (ti.qlen + TPT - 1) / TPT;
+  const int idx = x - (ti.tok0 / TPT + lo);
+  if (ti.qlen <= 0 || idx >= ntiles) return false;
+  ti.first = (ntiles - 1 - idx) * TPT;
+  ti.ntok = min(TPT, ti.qlen - ti.first);
+  return true;
+}
+
+// Head g of tokens [t0, t0 + n) -> their cache slots.
+template <int D>
+__device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g) {
+  constexpr int CPR = D / 8;
+  for (int c = threadIdx.x; c < n * CPR; c += kThreads) {
+    const int t = t0 + c / CPR, ch = c % CPR;
+    const int64_t slot = p.slot_mapping[t];
+    if (slot < 0 || slot >= p.num_slots) continue;
+    const int64_t src = (int64_t(t) * p.hkv + g) * D + ch * 8, dst = (slot * p.hkv + g) * D + ch * 8;
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
+  }
+}
+
+// Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
+template <int D>
+__device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
+                        int kv_end, uint16_t* ks, uint16_t* vs) {
+  constexpr int CPR = D / 8, RPP = kThreads / CPR;
+  const int ch = threadIdx.x % CPR;
+  const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
+  for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
+    const int j = kv0 + row;
+    const bool ok = j < kv_end;
+    const uint16_t* kp = static_cast<const uint16_t*>(p.k);
+    const uint16_t* vp = static_cast<const uint16_t*>(p.v);
+    int64_t off = 0;
+    if (ok && j >= new0) {
+      off = int64_t(ti.tok0 + j - new0) * p.hkv * D;
+    } else if (ok) {
+      const int blk = min(max(bt[j / p.block_size], 0), p.num_blocks - 1);
+      off = (int64_t(blk) * p.block_size + j % p.block_size) * p.hkv * D;
+      kp = static_cast<const uint16_t*>(p.k_cache);
+      vp = static_cast<const uint16_t*>(p.v_cache);
+    }
+    off += int64_t(g) * D + ch * 8;
+    cp_async16(ks + swz<D>(row, ch), kp + off, ok);
+    cp_async16(vs + swz<D>(row, ch), vp + off, ok);
+  }
+}
+
+// Online-softmax state of one m16 tile of a warp: this thread holds rows lane/4 and lane/4 + 8.
+template <int D>
+struct RowState {
+  float o[D / 8][4];
+  float m[2], l[2];
+};
+
+// s (16 x 64 scores of tile kv0) -> probabilities in place; rescales st.o and st.l.
+template <int D>
+__device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0,
+                                             const int (&lim)[2], const int (&lo)[2], float sl2) {
+  const int tq = threadIdx.x & 3;
+  if (mask) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kv0 + nt * 8 + 2 * tq + (e & 1);
+        if (key >= lim[e >> 1] || key < lo[e >> 1]) s[nt][e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(st.m[i], mx * sl2);
+    const float base = mnew == -INFINITY ? 0.0f : mnew;
+    const float corr = fast_exp2(st.m[i] - base);
+    st.m[i] = mnew;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pv = fast_exp2(fmaf(s[nt][2 * i + e], sl2, -base));
+        s[nt][2 * i + e] = pv;
+        sum += pv;
+      }
+    st.l[i] = st.l[i] * corr + sum;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      st.o[nd][2 * i] *= corr;
+      st.o[nd][2 * i + 1] *= corr;
+    }
+  }
+}
+
+// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
+template <int D, int MT>
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks,
+                                            const uint16_t* vs, RowState<D> (&st)[MT], bool mask, int kv0,
+                                            const int (&lim)[MT][2], const int (&lo)[MT][2], float sl2) {
+  const int lane = threadIdx.x & 31;
+  float s[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, ks + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
+        mma16816(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+      }
+    }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) softmax_step<D>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      ldsm_x4_t(b, vs + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(st[mt].o[2 * dp], a[mt], b[0], b[1]);
+        mma16816(st[mt].o[2 * dp + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+template <int D, int MT>
+__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionParams p, int window, int T) {
+  constexpr int ROWS = kRows<MT>, WROWS = 16 * MT;  // rows of the CTA, of one warp
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* q_s = smem;
+  uint16_t* k_s = smem + ROWS * D;  // kStages stages of kKeys x D
+  uint16_t* v_s = k_s + kStages * kKeys * D;
+  pdl_wait();
+  pdl_trigger();
+
+  const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
+  TileInfo ti;
+  if (!locate_tile(p, T, TPT, ti)) return;
+  write_cache<D>(p, ti.tok0 + ti.first, ti.ntok, g);
+
+  int ctx = 0, new0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v
+  if (ti.r < p.num_reqs_padded) {
+    ctx = min(p.seq_lens[ti.r], p.max_blocks_per_req * p.block_size);
+    new0 = p.seq_lens[ti.r] - ti.qlen;
+  }
+  const int q_first = new0 + ti.first;  // position of the tile's first query token
+  const int kv_end = max(0, min(ctx, q_first + ti.ntok));
+  const int kv_begin = window > 0 ? max(0, q_first - window + 1) / kKeys * kKeys : 0;
+  const int n_kv = kv_end > kv_begin ? (kv_end - kv_begin + kKeys - 1) / kKeys : 0;
+
+  // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
+  constexpr int CPR = D / 8;
+  const uint16_t* qg = static_cast<const uint16_t*>(p.q);
+  for (int c = threadIdx.x; c < ROWS * CPR; c += kThreads) {
+    const int row = c / CPR, ch = c % CPR, tl = row / G;
+    const bool ok = row < rows_used && tl < ti.ntok && n_kv > 0;
+    const uint16_t* src =
+        ok ? qg + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + ch * 8 : qg;
+    cp_async16(q_s + swz<D>(row, ch), src, ok);
+  }
+  // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest
+  // group done" at iteration it means tile it has landed.
+  if (n_kv > 0) load_kv<D>(p, ti, new0, g, kv_begin, kv_end, k_s, v_s);
+  cp_async_commit();
+  if (n_kv > 1) load_kv<D>(p, ti, new0, g, kv_begin + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
+  cp_async_commit();
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool active = warp * WROWS < min(rows_used, ti.ntok * G);
+  // Per-row key bounds: keys in [lo, lim) are visible (rows past the tile's tokens reuse the
+  // last token's bounds; their output is never written).
+  int lim[MT][2], lo[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int tl = min((warp * WROWS + mt * 16 + (lane >> 2) + 8 * i) / G, ti.ntok - 1);
+      lim[mt][i] = min(ctx, q_first + tl + 1);
+      lo[mt][i] = window > 0 ? q_first + tl - window + 1 : INT_MIN;
+    }
+  const int tile_min_lim = min(ctx, q_first + 1);
+  const int tile_max_lo = window > 0 ? q_first + ti.ntok - window : INT_MIN;
+  const float sl2 = p.scale * 1.4426950408889634f;
+
+  RowState<D> st[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) st[mt].o[nd][0] = st[mt].o[nd][1] = st[mt].o[nd][2] = st[mt].o[nd][3] = 0.0f;
+    st[mt].m[0] = st[mt].m[1] = -INFINITY;
+    st[mt].l[0] = st[mt].l[1] = 0.0f;
+  }
+  uint32_t qf[MT][D / 16][4];
+
+  for (int it = 0, stage = 0; it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    const int kv0 = kv_begin + it * kKeys;
+    cp_async_wait<1>();
+    __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
+    if (it + 2 < n_kv) {
+      const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
+      load_kv<D>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
+    }
+    cp_async_commit();
+    if (active) {
+      if (it == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk)
+            ldsm_x4(qf[mt][kk], q_s + swz<D>(warp * WROWS + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+      }
+      const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
+      attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+    }
+  }
+  cp_async_wait<0>();
+
+  // O / l -> out; rows with no visible key (l = 0) become zeros.
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float l = st[mt].l[i];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const int row = warp * WROWS + mt * 16 + (lane >> 2) + 8 * i, tl = row / G;
+      if (row >= rows_used || tl >= ti.ntok) continue;
+      uint16_t* dst = out + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + 2 * (lane & 3);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<uint32_t*>(dst + nd * 8) =
+            pack_bf16(st[mt].o[nd][2 * i] * inv, st[mt].o[nd][2 * i + 1] * inv);
+    }
+}
+
+template <int D, int MT>
+cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      prefill_attention_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>()));
+  if (attr != cudaSuccess) return attr;
+  const int tpt = kRows<MT> / (p.hq / p.hkv);
+  const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
+  return launch_pdl(prefill_attention_kernel<D, MT>, grid, kThreads, smem_bytes<D, MT>(), s, p, window, T);
+}
+
+// m16 tiles per warp at D = 64 (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D = 128 keeps 1
+// (2 would need more than 255 registers).
+int tiles_per_warp_d64() {
+  const char* e = std::getenv("GS_PREFILL_MT");
+  return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : kDefaultMtD64;
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+}  // namespace
+
+bool prefill_attention_supported(const PagedAttentionParams& p) {
+  if (p.f32 || (p.D != 64 && p.D != 128)) return false;
+  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > kRows<1>) return false;
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out), static_cast<const void*>(p.k_cache),
+                          static_cast<const void*>(p.v_cache)})
+    if (!aligned16(ptr)) return false;
+  return true;
+}
+
+cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  if (T <= 0) return cudaGetLastError();
+  if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
+  if (p.D == 128) return launch<128, 1>(p, window, T, s);
+  return tiles_per_warp_d64() == 2 ? launch<64, 2>(p, window, T, s) : launch<64, 1>(p, window, T, s);
+}
+
+}  // namespace gs::cuda

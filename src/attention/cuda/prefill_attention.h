@@ -1,0 +1,27 @@
+// Launcher of the tensor-core (mma.sync m16n8k16, bf16 in / fp32 accumulate) paged attention for
+// prefill and mixed batches: FlashAttention-2 tiling with online softmax, variable-length
+// queries per request over the paged KV cache, causal mask, optional sliding window, GQA heads
+// packed into the tile's rows. It takes the flash-decoding kernel's parameters (its split
+// workspace unused) and has the same contract.
+//
+// Like paged_attention, it writes the new tokens' k, v into the cache in the same kernel and
+// reads the new positions straight from k, v; every per-batch value comes from device buffers and
+// the grid depends only on (T, num_reqs_padded, hkv), so it is safe inside a captured graph.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "attention/cuda/attention_kernels.h"
+
+namespace gs::cuda {
+
+// Whether prefill_attention handles these parameters: bf16 (not f32), head_dim 64 or 128,
+// hq / hkv <= 64, 16-byte aligned q, k, v, out and cache.
+bool prefill_attention_supported(const PagedAttentionParams& p);
+
+// Same contract as paged_attention (attention_kernels.h): cache writes of tokens t < T, causal
+// attention of each request's new queries over its context, zero rows for tokens of no request
+// and for queries with an empty context. window > 0: a query at position p sees only keys in
+// (p - window, p]; <= 0: no window.
+cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s);
+
+}  // namespace gs::cuda

@@ -1,0 +1,331 @@
+// The tensor-core prefill attention (attention/cuda/prefill_attention.h) against a float64 host
+// reference and against the flash-decoding kernel: ragged batches of fresh prefills, chunked
+// prefills and decodes, padded requests and tokens, block sizes 16 and 32, GQA ratios 1, 4, 6,
+// 8, head dims 64 and 128, contexts up to 8k, a sliding window, a graph replayed on another
+// batch, and the backend's dispatch of prefill batches to this kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <cstdlib>
+
+#include "attention/attention_backend.h"
+#include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/cuda_attention.h"
+#include "attention/cuda/prefill_attention.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_stream.h"
+#include "cuda_test_util.h"
+#include "ops/cuda/cuda_backend.h"
+
+namespace gs {
+namespace {
+
+using test::on;
+using test::on_i32;
+using test::randn;
+using test::read;
+using test::rel_l2;
+
+struct Req {
+  int q_len, ctx;  // new tokens of this step, context after it
+};
+struct Case {
+  int hq, hkv, D, block_size;
+  std::vector<Req> reqs;
+  int pad_reqs = 0, pad_tokens = 0, window = -1;
+};
+
+// One batch on the host: metadata, bf16-exact q, k, v and cache values.
+struct HostBatch {
+  int T = 0, nrp = 0, max_blocks = 0, num_blocks = 0;
+  std::vector<int32_t> qsl, seq_lens, bt, slots;
+  std::vector<float> q, k, v, kc, vc;
+};
+
+HostBatch make_batch(const Case& c, uint32_t seed) {
+  HostBatch h;
+  const int n = int(c.reqs.size());
+  h.nrp = n + c.pad_reqs;
+  int blocks = 0;
+  for (const Req& r : c.reqs) {
+    const int need = (r.ctx + c.block_size - 1) / c.block_size;
+    h.max_blocks = std::max(h.max_blocks, need);
+    blocks += need;
+  }
+  h.max_blocks += 1;
+  h.num_blocks = blocks + 3;
+  std::vector<int32_t> perm(size_t(h.num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  h.bt.assign(size_t(h.nrp) * h.max_blocks, 0);
+  h.seq_lens.assign(size_t(h.nrp), 0);
+  h.qsl.assign(size_t(h.nrp) + 1, 0);
+  int next = 0;
+  for (int r = 0; r < n; ++r) {
+    const Req& q = c.reqs[size_t(r)];
+    for (int j = 0; j < (q.ctx + c.block_size - 1) / c.block_size; ++j)
+      h.bt[size_t(r) * h.max_blocks + j] = perm[size_t(next++)];
+    h.seq_lens[size_t(r)] = q.ctx;
+    for (int i = 0; i < q.q_len; ++i) {
+      const int p = q.ctx - q.q_len + i;
+      h.slots.push_back(h.bt[size_t(r) * h.max_blocks + p / c.block_size] * c.block_size + p % c.block_size);
+    }
+    h.qsl[size_t(r) + 1] = h.qsl[size_t(r)] + q.q_len;
+  }
+  for (int r = n; r < h.nrp; ++r) h.qsl[size_t(r) + 1] = h.qsl[size_t(r)];
+  h.T = h.qsl[size_t(n)] + c.pad_tokens;
+  h.slots.resize(size_t(h.T), -1);
+  const size_t cache = size_t(h.num_blocks) * c.block_size * c.hkv * c.D;
+  h.q = randn(size_t(h.T) * c.hq * c.D, seed + 1);
+  h.k = randn(size_t(h.T) * c.hkv * c.D, seed + 2);
+  h.v = randn(size_t(h.T) * c.hkv * c.D, seed + 3);
+  h.kc = randn(cache, seed + 4);
+  h.vc = randn(cache, seed + 5);
+  return h;
+}
+
+// The cache after the step: every real token's k, v at its slot.
+void write_slots(const Case& c, const HostBatch& h, std::vector<float>& kc, std::vector<float>& vc) {
+  const size_t row = size_t(c.hkv) * c.D;
+  for (int t = 0; t < h.T; ++t) {
+    if (h.slots[size_t(t)] < 0) continue;
+    std::copy_n(h.k.begin() + t * row, row, kc.begin() + size_t(h.slots[size_t(t)]) * row);
+    std::copy_n(h.v.begin() + t * row, row, vc.begin() + size_t(h.slots[size_t(t)]) * row);
+  }
+}
+
+// Float64 causal (optionally windowed) attention; rows of padded tokens are zeros.
+std::vector<float> reference(const Case& c, const HostBatch& h) {
+  std::vector<float> kc = h.kc, vc = h.vc, out(h.q.size(), 0.0f);
+  write_slots(c, h, kc, vc);
+  const int G = c.hq / c.hkv, D = c.D;
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> s, acc(static_cast<size_t>(D));
+  for (size_t r = 0; r < c.reqs.size(); ++r) {
+    const Req& rq = c.reqs[r];
+    for (int i = 0; i < rq.q_len; ++i) {
+      const int t = h.qsl[r] + i, pos = rq.ctx - rq.q_len + i;
+      const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+      for (int hh = 0; hh < c.hq; ++hh) {
+        const float* qp = &h.q[(size_t(t) * c.hq + hh) * D];
+        s.assign(size_t(pos + 1), 0.0);
+        double mx = -1e300;
+        for (int j = lo; j <= pos; ++j) {
+          const size_t slot = size_t(h.bt[r * h.max_blocks + j / c.block_size]) * c.block_size + j % c.block_size;
+          const float* kp = &kc[(slot * c.hkv + hh / G) * D];
+          double d = 0;
+          for (int e = 0; e < D; ++e) d += double(qp[e]) * kp[e];
+          s[size_t(j)] = d * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double den = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = lo; j <= pos; ++j) {
+          const size_t slot = size_t(h.bt[r * h.max_blocks + j / c.block_size]) * c.block_size + j % c.block_size;
+          const float* vp = &vc[(slot * c.hkv + hh / G) * D];
+          const double w = std::exp(s[size_t(j)] - mx);
+          den += w;
+          for (int e = 0; e < D; ++e) acc[size_t(e)] += w * vp[e];
+        }
+        for (int e = 0; e < D; ++e) out[(size_t(t) * c.hq + hh) * D + e] = float(acc[size_t(e)] / den);
+      }
+    }
+  }
+  return out;
+}
+
+// The batch on the GPU, with a poisoned output.
+struct DeviceBatch {
+  Tensor q, k, v, out, kc, vc, qsl, seq_lens, bt, slots;
+  DeviceBatch(Backend& g, const Case& c, const HostBatch& h) {
+    const int64_t row = int64_t(c.hkv) * c.D;
+    q = on(g, h.q, {h.T, int64_t(c.hq) * c.D}, DType::BF16);
+    k = on(g, h.k, {h.T, row}, DType::BF16);
+    v = on(g, h.v, {h.T, row}, DType::BF16);
+    out = on(g, randn(h.q.size(), 99), q.shape(), DType::BF16);
+    kc = on(g, h.kc, {h.num_blocks, c.block_size, c.hkv, c.D}, DType::BF16);
+    vc = on(g, h.vc, kc.shape(), DType::BF16);
+    qsl = on_i32(g, h.qsl, {int64_t(h.qsl.size())});
+    seq_lens = on_i32(g, h.seq_lens, {int64_t(h.seq_lens.size())});
+    bt = on_i32(g, h.bt, {h.nrp, h.max_blocks});
+    slots = on_i32(g, h.slots, {h.T});
+  }
+  // The kernels' parameters (no split workspace: the flash-decoding kernel runs unsplit).
+  cuda::PagedAttentionParams params(const Case& c, const HostBatch& h) const {
+    cuda::PagedAttentionParams p;
+    p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data();
+    p.k_cache = kc.data(), p.v_cache = vc.data();
+    p.slot_mapping = slots.data_as<int32_t>();
+    p.num_slots = int64_t(h.num_blocks) * c.block_size;
+    p.query_start_loc = qsl.data_as<int32_t>();
+    p.seq_lens = seq_lens.data_as<int32_t>();
+    p.block_table = bt.data_as<int32_t>();
+    p.num_reqs_padded = h.nrp, p.max_blocks_per_req = h.max_blocks;
+    p.block_size = c.block_size, p.num_blocks = h.num_blocks;
+    p.hq = c.hq, p.hkv = c.hkv, p.D = c.D;
+    p.scale = 1.0f / std::sqrt(float(c.D));
+    return p;
+  }
+};
+
+class PrefillAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GS_REQUIRE_GPU();
+    gpu = make_cuda_backend(0, DType::BF16);
+    stream = dynamic_cast<CudaStream&>(gpu->stream()).handle();
+  }
+  void sync() { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
+  // The kernel's output and cache equal the float64 reference on this case.
+  void check_against_reference(const Case& c, uint32_t seed) {
+    const HostBatch h = make_batch(c, seed);
+    DeviceBatch d(*gpu, c, h);
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+    sync();
+    EXPECT_LT(rel_l2(read(*gpu, d.out), reference(c, h)), 1e-2);
+    std::vector<float> kc = h.kc, vc = h.vc;
+    write_slots(c, h, kc, vc);
+    EXPECT_TRUE(read(*gpu, d.kc) == kc) << "k cache differs";
+    EXPECT_TRUE(read(*gpu, d.vc) == vc) << "v cache differs";
+    expect_zero_tail(c, h, read(*gpu, d.out));
+  }
+  static void expect_zero_tail(const Case& c, const HostBatch& h, const std::vector<float>& out) {
+    const size_t row = size_t(c.hq) * c.D;
+    for (size_t i = size_t(h.qsl.back()) * row; i < size_t(h.T) * row; ++i) ASSERT_EQ(out[i], 0.0f) << i;
+  }
+
+  std::unique_ptr<Backend> gpu;
+  cudaStream_t stream = nullptr;
+};
+
+// Fresh prefill, decode at a long context, chunked prefill, short decode, a prefill over one
+// block of cached prefix; two padded requests and five padded tokens.
+std::vector<Req> mixed() { return {{300, 300}, {1, 1000}, {77, 2000}, {1, 17}, {129, 193}}; }
+
+TEST_F(PrefillAttention, MixedBatchMatchesReference) {
+  uint32_t seed = 1000;
+  for (int bs : {16, 32})
+    for (auto [hq, hkv, D] : {std::tuple{8, 8, 64}, {32, 8, 64}, {32, 4, 128}, {12, 2, 128}, {16, 16, 128}}) {
+      SCOPED_TRACE(testing::Message() << "block " << bs << " hq " << hq << " hkv " << hkv << " D " << D);
+      check_against_reference(Case{hq, hkv, D, bs, mixed(), 2, 5}, seed++);
+    }
+}
+
+// The D = 64 kernel with two m16 tiles per warp (128-row CTAs), as GS_PREFILL_MT=2 selects.
+TEST_F(PrefillAttention, TwoTilesPerWarpMatchesReference) {
+  setenv("GS_PREFILL_MT", "2", 1);
+  uint32_t seed = 1500;
+  for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {8, 1}, {12, 2}})
+    check_against_reference(Case{hq, hkv, 64, 16, mixed(), 2, 5, hq == 8 ? 70 : -1}, seed++);
+  unsetenv("GS_PREFILL_MT");
+}
+
+TEST_F(PrefillAttention, ChunkAtEightThousandMatchesReference) {
+  check_against_reference(Case{8, 1, 64, 16, {{96, 8192}, {1, 8000}, {33, 40}}, 1, 3}, 2000);
+  check_against_reference(Case{4, 1, 128, 32, {{64, 8100}}, 0, 0}, 2001);
+}
+
+TEST_F(PrefillAttention, SlidingWindowMatchesReference) {
+  for (int w : {1, 50, 100, 4096}) {
+    SCOPED_TRACE(w);
+    check_against_reference(Case{32, 8, 64, 16, mixed(), 1, 2, w}, 3000 + uint32_t(w));
+  }
+}
+
+// A whole 8k prompt (and a mixed batch) against the flash-decoding kernel on the same inputs.
+TEST_F(PrefillAttention, EightThousandPrefillEqualsDecodeKernel) {
+  for (const Case& c : {Case{32, 8, 64, 16, {{8192, 8192}}, 0, 0},
+                        Case{32, 8, 128, 32, {{4000, 4000}, {1, 7000}, {500, 6000}}, 3, 7}}) {
+    const HostBatch h = make_batch(c, 4000);
+    DeviceBatch d(*gpu, c, h), ref(*gpu, c, h);
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+    GS_CUDA_CHECK(cuda::paged_attention(ref.params(c, h), h.T, stream));
+    sync();
+    const auto got = read(*gpu, d.out), want = read(*gpu, ref.out);
+    EXPECT_LT(rel_l2(got, want), 1e-2);
+    expect_zero_tail(c, h, got);
+    EXPECT_TRUE(read(*gpu, d.kc) == read(*gpu, ref.kc)) << "k cache differs";
+  }
+}
+
+// Captured on one batch, replayed after another batch of the same padded shape (T tokens,
+// num_reqs_padded requests) was written into the same buffers.
+TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
+  const Case a{32, 8, 64, 16, {{100, 100}, {1, 450}, {27, 300}}, 1, 0};
+  const Case b{32, 8, 64, 16, {{1, 400}, {120, 120}, {6, 9}}, 1, 1};
+  const HostBatch ha = make_batch(a, 5000), hb0 = make_batch(b, 5001);
+  ASSERT_EQ(ha.T, 128);
+  // b's arrays sized like a's (T, blocks, block table), so they fit a's buffers.
+  HostBatch hb = hb0;
+  ASSERT_LE(hb.num_blocks, ha.num_blocks);
+  ASSERT_LE(hb.max_blocks, ha.max_blocks);
+  hb.bt.assign(ha.bt.size(), 0);
+  for (int r = 0; r < hb.nrp; ++r)
+    std::copy_n(hb0.bt.begin() + r * hb0.max_blocks, hb0.max_blocks, hb.bt.begin() + r * ha.max_blocks);
+  hb.max_blocks = ha.max_blocks, hb.num_blocks = ha.num_blocks;
+  hb.kc = randn(ha.kc.size(), 5002), hb.vc = randn(ha.vc.size(), 5003);
+  hb.T = ha.T;
+  hb.slots.resize(size_t(hb.T), -1);
+  hb.q.resize(ha.q.size()), hb.k.resize(ha.k.size()), hb.v.resize(ha.v.size());
+
+  DeviceBatch d(*gpu, a, ha);
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, stream));  // eager warm-up
+  gpu->stream().begin_capture();
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, stream));
+  auto graph = gpu->stream().end_capture();
+
+  DeviceBatch fresh(*gpu, b, hb);
+  for (auto [dst, src] : {std::pair{&d.q, &fresh.q}, {&d.k, &fresh.k}, {&d.v, &fresh.v}, {&d.out, &fresh.out},
+                          {&d.kc, &fresh.kc}, {&d.vc, &fresh.vc}, {&d.qsl, &fresh.qsl}, {&d.seq_lens, &fresh.seq_lens},
+                          {&d.bt, &fresh.bt}, {&d.slots, &fresh.slots}})
+    gpu->copy(*dst, *src);
+  graph->replay();
+  sync();
+  EXPECT_LT(rel_l2(read(*gpu, d.out), reference(b, hb)), 1e-2);
+  expect_zero_tail(b, hb, read(*gpu, d.out));
+}
+
+// Through the backend: a batch with a long query goes to this kernel (its output is bit-equal to
+// a direct launch) and equals the CPU backend.
+TEST_F(PrefillAttention, BackendDispatchMatchesCpu) {
+  const Case c{32, 8, 64, 16, {{200, 200}, {1, 70}, {40, 90}}, 2, 4};
+  const HostBatch h = make_batch(c, 6000);
+  auto cpu = make_cpu_backend();
+  const AttentionShape shape{c.hq, c.hkv, c.D, 0.0f};
+  auto ga = make_cuda_attention(*gpu, shape);
+  auto ca = make_cpu_attention(*cpu, shape);
+  std::vector<float> outs[2];
+  int i = 0;
+  for (auto [b, attn] : {std::pair{gpu.get(), ga.get()}, {cpu.get(), ca.get()}}) {
+    const DType dt = b == gpu.get() ? DType::BF16 : DType::F32;
+    const int64_t row = int64_t(c.hkv) * c.D;
+    KVCacheLayer cache{on(*b, h.kc, {h.num_blocks, c.block_size, c.hkv, c.D}, dt), Tensor()};
+    cache.v = on(*b, h.vc, cache.k.shape(), dt);
+    AttentionMetadata md;
+    md.query_start_loc = on_i32(*b, h.qsl, {int64_t(h.qsl.size())});
+    md.seq_lens = on_i32(*b, h.seq_lens, {int64_t(h.seq_lens.size())});
+    md.block_table = on_i32(*b, h.bt, {h.nrp, h.max_blocks});
+    md.slot_mapping = on_i32(*b, h.slots, {h.T});
+    md.num_tokens = h.T, md.num_actual_tokens = h.qsl.back(), md.num_reqs = int(c.reqs.size());
+    md.num_reqs_padded = h.nrp, md.max_query_len = 200, md.max_seq_len = 200;
+    md.block_size = c.block_size, md.max_blocks_per_req = h.max_blocks;
+    const Tensor out = on(*b, randn(h.q.size(), 77), {h.T, int64_t(c.hq) * c.D}, dt);
+    const Tensor q = on(*b, h.q, out.shape(), dt), k = on(*b, h.k, {h.T, row}, dt), v = on(*b, h.v, {h.T, row}, dt);
+    attn->forward(q, k, v, cache, md, out);
+    outs[i++] = read(*b, out);
+  }
+  EXPECT_LT(rel_l2(outs[0], outs[1]), 1e-2);
+  expect_zero_tail(c, h, outs[0]);
+  DeviceBatch d(*gpu, c, h);
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+  sync();
+  EXPECT_TRUE(read(*gpu, d.out) == outs[0]) << "the backend did not run the prefill kernel";
+}
+
+}  // namespace
+}  // namespace gs
