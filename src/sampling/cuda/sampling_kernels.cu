@@ -1,13 +1,20 @@
-// The CUDA sampling kernel: one CTA of 1024 threads per row, sorting-free.
+// The CUDA sampling kernel: one thread-block cluster per row, sorting-free.
 //
-// Every step of sampling_rule.h is a pass over the row (4 consecutive tokens per thread and
-// pass, 16-byte loads, one Philox call per 4 draws) followed by a block reduction:
+// A row is split over the C CTAs of a cluster (C = 8 at small batches, so one row keeps 8 SMs
+// busy; 1 from 64 rows on); every reduction runs in the CTA, then over the cluster through
+// distributed shared memory, in a fixed order, so the result does not depend on C. The steps of
+// sampling_rule.h:
 //   greedy: one argmax pass;  plain temperature: one Gumbel pass (plus the max for min_p);
-//   top-k: 4 radix-select passes (8-bit digits of the order-preserving key, per-digit counts
-//   aggregated across a warp with __match_any_sync) find the k-th largest s exactly;
-//   top-p: Z over the kept set rides on the first Gumbel pass; each rejection round adds one
-//   mass pass (about 1 - top_p of the rounds reject). Masses are 32.32 fixed point, so every
-//   reduction is exact and the kernel draws what the CPU reference draws on the same logits.
+//   top-k (k <= 1024): each CTA takes the k-th largest of its threads' maxima, a lower bound
+//   of the row's k-th largest; one pass gathers the tokens above the bound into shared memory
+//   (a few times k of them), and the exact k-th largest, the Gumbel draw and the top-p checks
+//   run there. Larger k, or a gather that overflows, use radix-select passes over the row;
+//   top-p: the kept set's mass rides on the first Gumbel pass; each rejection round adds one
+//   mass pass (about 1 - top_p of the rounds reject).
+// Masses are 32.32 fixed point and every reduction is exact, so the kernel draws what the CPU
+// reference draws on the same logits.
+#include <cooperative_groups.h>
+
 #include <cfloat>
 #include <climits>
 
@@ -19,22 +26,35 @@
 namespace gs::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
 using namespace sampling;
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+constexpr int kMaxCluster = 8;
+constexpr int kCandidates = 4096;  // per CTA
 constexpr float kNegInf = -INFINITY;
+constexpr uint32_t kNoKey = 0;     // order_key of no valid float
 
 struct Shared {
   uint32_t hist[256];
+  uint32_t hist_total[256];
   float f[kWarps];
   int32_t id[kWarps];
   unsigned long long u[kWarps];
   int scan[kWarps];
-  float f_out;
-  int32_t id_out;
-  unsigned long long u_out;
-  int int_out[2];
+  uint32_t thread_max[kThreads];
+  // What this CTA contributes to a cluster reduction, read by the others.
+  float x_f;
+  int32_t x_id;
+  unsigned long long x_u;
+  uint32_t x_key;
+  int int_out[3];
+  // The gathered candidates (scaled logit, id).
+  int num_candidates;
+  float cand_s[kCandidates];
+  int32_t cand_id[kCandidates];
+  // Top logprobs (rank 0 only).
   int top_n;
   int32_t top_ids[kMaxTopLogprobs];
   float top_vals[kMaxTopLogprobs];
@@ -43,53 +63,57 @@ struct Shared {
 __device__ __forceinline__ int lane() { return threadIdx.x & 31; }
 __device__ __forceinline__ int warp() { return threadIdx.x >> 5; }
 
+// ---- CTA reductions (every thread gets the result) ----
+
+template <typename T, typename Op>
+__device__ T warp_reduce(T v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 __device__ float block_max(float v, Shared& sh) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  auto op = [](float a, float b) { return fmaxf(a, b); };
+  v = warp_reduce(v, op);
   if (lane() == 0) sh.f[warp()] = v;
   __syncthreads();
-  if (warp() == 0) {
-    v = lane() < kWarps ? sh.f[lane()] : kNegInf;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane() == 0) sh.f_out = v;
-  }
-  __syncthreads();
-  v = sh.f_out;
+  v = kNegInf;
+  for (int w = 0; w < kWarps; ++w) v = fmaxf(v, sh.f[w]);
   __syncthreads();
   return v;
 }
 
 __device__ float block_sum(float v, Shared& sh) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  v = warp_reduce(v, [](float a, float b) { return a + b; });
   if (lane() == 0) sh.f[warp()] = v;
   __syncthreads();
-  if (warp() == 0) {
-    v = lane() < kWarps ? sh.f[lane()] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane() == 0) sh.f_out = v;
-  }
-  __syncthreads();
-  v = sh.f_out;
+  v = 0.0f;
+  for (int w = 0; w < kWarps; ++w) v += sh.f[w];
   __syncthreads();
   return v;
 }
 
 __device__ unsigned long long block_sum_u64(unsigned long long v, Shared& sh) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  v = warp_reduce(v, [](unsigned long long a, unsigned long long b) { return a + b; });
   if (lane() == 0) sh.u[warp()] = v;
   __syncthreads();
-  if (warp() == 0) {
-    v = lane() < kWarps ? sh.u[lane()] : 0ull;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane() == 0) sh.u_out = v;
-  }
-  __syncthreads();
-  v = sh.u_out;
+  v = 0;
+  for (int w = 0; w < kWarps; ++w) v += sh.u[w];
   __syncthreads();
   return v;
 }
 
-// The best (score, id) of the block: the higher score, the lower id on ties. INT_MAX: none.
-__device__ int32_t block_argmax(float best, int32_t id, Shared& sh) {
+__device__ uint32_t block_max_u32(uint32_t v, Shared& sh) {
+  v = warp_reduce(v, [](uint32_t a, uint32_t b) { return max(a, b); });
+  if (lane() == 0) sh.u[warp()] = v;
+  __syncthreads();
+  v = 0;
+  for (int w = 0; w < kWarps; ++w) v = max(v, uint32_t(sh.u[w]));
+  __syncthreads();
+  return v;
+}
+
+// The best (score, id): the higher score, the lower id on ties; INT_MAX: none.
+__device__ void block_argmax(float& best, int32_t& id, Shared& sh) {
   for (int o = 16; o > 0; o >>= 1) {
     const float ob = __shfl_xor_sync(0xffffffffu, best, o);
     const int32_t oi = __shfl_xor_sync(0xffffffffu, id, o);
@@ -97,20 +121,10 @@ __device__ int32_t block_argmax(float best, int32_t id, Shared& sh) {
   }
   if (lane() == 0) sh.f[warp()] = best, sh.id[warp()] = id;
   __syncthreads();
-  if (warp() == 0) {
-    best = lane() < kWarps ? sh.f[lane()] : kNegInf;
-    id = lane() < kWarps ? sh.id[lane()] : INT_MAX;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int32_t oi = __shfl_xor_sync(0xffffffffu, id, o);
-      if (beats(ob, oi, best, id)) best = ob, id = oi;
-    }
-    if (lane() == 0) sh.id_out = id;
-  }
+  best = kNegInf, id = INT_MAX;
+  for (int w = 0; w < kWarps; ++w)
+    if (beats(sh.f[w], sh.id[w], best, id)) best = sh.f[w], id = sh.id[w];
   __syncthreads();
-  id = sh.id_out;
-  __syncthreads();
-  return id;
 }
 
 // Exclusive prefix sum of v over the threads in order; *total gets the block's sum.
@@ -122,54 +136,110 @@ __device__ int block_exclusive_scan(int v, int* total, Shared& sh) {
   }
   if (lane() == 31) sh.scan[warp()] = incl;
   __syncthreads();
-  if (warp() == 0) {
-    const int w = lane() < kWarps ? sh.scan[lane()] : 0;
-    int wi = w;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, wi, o);
-      if (lane() >= o) wi += n;
-    }
-    if (lane() < kWarps) sh.scan[lane()] = wi - w;
-    if (lane() == 31) sh.int_out[0] = wi;
+  int before = 0, all = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    if (w < warp()) before += sh.scan[w];
+    all += sh.scan[w];
   }
   __syncthreads();
-  const int out = incl - v + sh.scan[warp()];
-  *total = sh.int_out[0];
-  __syncthreads();
-  return out;
+  *total = all;
+  return incl - v + before;
 }
 
-// Calls f(i0, v) for every group of 4 tokens i0 .. i0 + 3 of the row (NaN past its end), every
-// thread the same number of times (so f may use warp collectives).
-template <typename F>
-__device__ __forceinline__ void for_each4(const float* x, int V, F&& f) {
-  const bool vec = (V & 3) == 0;
-  for (int base = 0; base < V; base += 4 * kThreads) {
-    const int i0 = base + 4 * int(threadIdx.x);
-    float v[4];
-    if (vec && i0 < V) {
-      const float4 q = *reinterpret_cast<const float4*>(x + i0);
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) v[j] = i0 + j < V ? x[i0 + j] : NAN;
-    }
-    f(i0, v);
+// ---- Cluster reductions: the CTAs' values combined in rank order ----
+
+struct Cluster {
+  cg::cluster_group g;
+  int rank, size;
+  __device__ Cluster() : g(cg::this_cluster()), rank(int(g.block_rank())), size(int(g.num_blocks())) {}
+  __device__ void sync() { g.sync(); }
+  template <typename T>
+  __device__ T* at(T* p, int r) {
+    return g.map_shared_rank(p, r);
   }
+};
+
+// One CTA on its own, where a reduction needs no cluster (the logprobs of rank 0).
+struct OneCta {
+  int rank = 0, size = 1;
+  __device__ void sync() { __syncthreads(); }
+  template <typename T>
+  __device__ T* at(T* p, int) {
+    return p;
+  }
+};
+
+__device__ float cluster_max(float v, Shared& sh, Cluster& c) {
+  v = block_max(v, sh);
+  if (threadIdx.x == 0) sh.x_f = v;
+  c.sync();
+  for (int r = 0; r < c.size; ++r) v = fmaxf(v, *c.at(&sh.x_f, r));
+  c.sync();
+  return v;
 }
 
-// argmax of the row (NaN never wins; none: token 0).
-__device__ int32_t argmax_row(const float* x, int V, Shared& sh) {
-  float best = kNegInf;
-  int32_t id = INT_MAX;
-  for_each4(x, V, [&](int i0, const float* v) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (!isnan(v[j]) && beats(v[j], i0 + j, best, id)) best = v[j], id = i0 + j;
-  });
-  id = block_argmax(best, id, sh);
-  return id == INT_MAX ? 0 : id;
+__device__ unsigned long long cluster_sum_u64(unsigned long long v, Shared& sh, Cluster& c) {
+  v = block_sum_u64(v, sh);
+  if (threadIdx.x == 0) sh.x_u = v;
+  c.sync();
+  v = 0;
+  for (int r = 0; r < c.size; ++r) v += *c.at(&sh.x_u, r);
+  c.sync();
+  return v;
 }
+
+__device__ uint32_t cluster_max_u32(uint32_t v, Shared& sh, Cluster& c) {
+  v = block_max_u32(v, sh);
+  if (threadIdx.x == 0) sh.x_key = v;
+  c.sync();
+  for (int r = 0; r < c.size; ++r) v = max(v, *c.at(&sh.x_key, r));
+  c.sync();
+  return v;
+}
+
+__device__ int32_t cluster_argmax(float best, int32_t id, Shared& sh, Cluster& c) {
+  block_argmax(best, id, sh);
+  if (threadIdx.x == 0) sh.x_f = best, sh.x_id = id;
+  c.sync();
+  for (int r = 0; r < c.size; ++r) {
+    const float b = *c.at(&sh.x_f, r);
+    const int32_t i = *c.at(&sh.x_id, r);
+    if (beats(b, i, best, id)) best = b, id = i;
+  }
+  c.sync();
+  return id;
+}
+
+// ---- Passes over this CTA's slice of the row ----
+
+struct Slice {
+  const float* x;  // the row
+  int begin, end;  // this CTA's tokens: multiples of 4, except end = V
+  int V;
+
+  __device__ static Slice of(const float* x, int V, const Cluster& c) {
+    const int chunk = ((V + c.size - 1) / c.size + 3) & ~3;
+    const int b = min(V, c.rank * chunk);
+    return Slice{x, b, min(V, b + chunk), V};
+  }
+  // Calls f(i0, v) for every group of 4 tokens i0 .. i0 + 3 (NaN past the slice's end), the same
+  // number of times in every thread.
+  template <typename F>
+  __device__ __forceinline__ void for_each4(F&& f) const {
+    for (int base = begin; base < end; base += 4 * kThreads) {
+      const int i0 = base + 4 * int(threadIdx.x);
+      float v[4];
+      if (i0 + 3 < end && (reinterpret_cast<uintptr_t>(x + i0) & 15) == 0) {
+        const float4 q = *reinterpret_cast<const float4*>(x + i0);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = i0 + j < end ? x[i0 + j] : NAN;
+      }
+      f(i0, v);
+    }
+  }
+};
 
 // The keys of a pass: raw logits (inv_t = 0) or scaled ones.
 struct Keys {
@@ -177,47 +247,50 @@ struct Keys {
   __device__ float value(float v) const { return inv_t == 0.0f ? v : scaled(v, inv_t); }
 };
 
-// The k-th largest key among valid tokens with key >= lo (radix select, 8-bit digits), or lo
-// when at most k tokens have such keys.
-__device__ uint32_t kth_key(const float* x, int V, Keys keys, uint32_t lo, int k, Shared& sh) {
+// argmax of the row (NaN never wins; none: token 0).
+__device__ int32_t argmax_row(const Slice& sl, Shared& sh, Cluster& c) {
+  float best = kNegInf;
+  int32_t id = INT_MAX;
+  sl.for_each4([&](int i0, const float* v) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (!isnan(v[j]) && beats(v[j], i0 + j, best, id)) best = v[j], id = i0 + j;
+  });
+  id = cluster_argmax(best, id, sh, c);
+  return id == INT_MAX ? 0 : id;
+}
+
+// The k-th largest key that `visit` offers (it calls add(key) for every key >= lo of this
+// CTA's share), or lo when the cluster offers at most k of them. Radix select on 8-bit digits.
+template <typename Visit, typename Scope>
+__device__ uint32_t kth_key(Visit&& visit, uint32_t lo, int k, Shared& sh, Scope& c) {
   uint32_t prefix = 0, mask = 0;
   int remaining = k;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += kThreads) sh.hist[b] = 0;
     __syncthreads();
-    for_each4(x, V, [&](int, const float* v) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t key = order_key(keys.value(v[j]));
-        const bool in = !isnan(v[j]) && key >= lo && (key & mask) == prefix;
-        const int digit = in ? int((key >> shift) & 255u) : 256;
-        const unsigned peers = __match_any_sync(0xffffffffu, digit);
-        if (in && lane() == __ffs(peers) - 1) atomicAdd(&sh.hist[digit], uint32_t(__popc(peers)));
-      }
+    visit([&](uint32_t key) {
+      if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255u], 1u);
     });
-    __syncthreads();
-    if (warp() == 0) {  // lane l scans bins 255 - 8 l down to 248 - 8 l
-      uint32_t c[8];
-      int local = 0;
-#pragma unroll
-      for (int b = 0; b < 8; ++b) local += int(c[b] = sh.hist[255 - 8 * lane() - b]);
-      int incl = local;
-      for (int o = 1; o < 32; o <<= 1) {
-        const int n = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane() >= o) incl += n;
+    c.sync();
+    for (int b = threadIdx.x; b < 256; b += kThreads) {
+      uint32_t t = 0;
+      for (int r = 0; r < c.size; ++r) t += c.at(sh.hist, r)[b];
+      sh.hist_total[b] = t;
+    }
+    c.sync();  // every CTA has read every histogram before any clears its own
+    if (threadIdx.x == 0) {
+      int run = 0, total = 0, digit = 0, above = 0;
+      for (int b = 255; b >= 0; --b) total += int(sh.hist_total[b]);
+      for (int b = 255; b >= 0; --b) {
+        if (run < remaining && run + int(sh.hist_total[b]) >= remaining) digit = b, above = run;
+        run += int(sh.hist_total[b]);
       }
-      const int total = __shfl_sync(0xffffffffu, incl, 31);
-      int run = incl - local;
-      if (lane() == 0) sh.int_out[1] = (shift == 24 && total <= remaining) ? 1 : 0;
-#pragma unroll
-      for (int b = 0; b < 8; ++b) {
-        if (run < remaining && run + int(c[b]) >= remaining) sh.int_out[0] = 255 - 8 * lane() - b, sh.top_n = run;
-        run += int(c[b]);
-      }
+      sh.int_out[0] = digit, sh.int_out[1] = above, sh.int_out[2] = (shift == 24 && total <= remaining);
     }
     __syncthreads();
-    const bool all = sh.int_out[1] != 0;
-    const int digit = sh.int_out[0], above = sh.top_n;
+    const int digit = sh.int_out[0], above = sh.int_out[1];
+    const bool all = sh.int_out[2] != 0;
     __syncthreads();
     if (all) return lo;
     prefix |= uint32_t(digit) << shift;
@@ -227,10 +300,10 @@ __device__ uint32_t kth_key(const float* x, int V, Keys keys, uint32_t lo, int k
   return prefix;
 }
 
-// Raw log-sum-exp of the row.
-__device__ float log_sum_exp(const float* x, int V, Shared& sh) {
+// Raw log-sum-exp of the whole row (one CTA).
+__device__ float log_sum_exp(const Slice& row, Shared& sh) {
   float mx = kNegInf;
-  for_each4(x, V, [&](int, const float* v) {
+  row.for_each4([&](int, const float* v) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       if (!isnan(v[j])) mx = fmaxf(mx, v[j]);
@@ -238,7 +311,7 @@ __device__ float log_sum_exp(const float* x, int V, Shared& sh) {
   mx = block_max(mx, sh);
   if (mx == kNegInf) return kNegInf;
   float sum = 0.0f;
-  for_each4(x, V, [&](int, const float* v) {
+  row.for_each4([&](int, const float* v) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       if (!isnan(v[j])) sum += expf(v[j] - mx);
@@ -246,12 +319,22 @@ __device__ float log_sum_exp(const float* x, int V, Shared& sh) {
   return mx + logf(block_sum(sum, sh));
 }
 
-// The n best raw logits (by value desc, id asc) and their logprobs.
-__device__ void top_logprobs(const float* x, int V, int n, float lse, int32_t* ids, float* lps, Shared& sh) {
-  const uint32_t tau = kth_key(x, V, Keys{0.0f}, 0u, n, sh);
+// The n best raw logits (by value desc, id asc) and their logprobs (one CTA, the whole row).
+__device__ void top_logprobs(const Slice& row, int n, float lse, int32_t* ids, float* lps, Shared& sh) {
+  const float* x = row.x;
+  const int V = row.V;
+  OneCta one;
+  auto visit = [&](auto&& add) {
+    row.for_each4([&](int, const float* v) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (!isnan(v[j])) add(order_key(v[j]));
+    });
+  };
+  const uint32_t tau = kth_key(visit, 1u, n, sh, one);
   if (threadIdx.x == 0) sh.top_n = 0;
   __syncthreads();
-  for_each4(x, V, [&](int i0, const float* v) {  // every key above tau (fewer than n)
+  row.for_each4([&](int i0, const float* v) {  // every key above tau (fewer than n)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       if (!isnan(v[j]) && order_key(v[j]) > tau) {
@@ -264,12 +347,13 @@ __device__ void top_logprobs(const float* x, int V, int n, float lse, int32_t* i
   int taken = 0;
   for (int base = 0; base < V && have + taken < n; base += 4 * kThreads) {  // ties at tau, lowest ids first
     const int i0 = base + 4 * int(threadIdx.x);
+    auto tie = [&](int i) { return i < V && !isnan(x[i]) && order_key(x[i]) == tau; };
     int mine = 0;
-    for (int j = 0; j < 4; ++j) mine += (i0 + j < V && !isnan(x[i0 + j]) && order_key(x[i0 + j]) == tau) ? 1 : 0;
+    for (int j = 0; j < 4; ++j) mine += tie(i0 + j) ? 1 : 0;
     int total = 0;
     int pos = have + taken + block_exclusive_scan(mine, &total, sh);
     for (int j = 0; j < 4; ++j)
-      if (i0 + j < V && !isnan(x[i0 + j]) && order_key(x[i0 + j]) == tau) {
+      if (tie(i0 + j)) {
         if (pos < n) sh.top_ids[pos] = i0 + j, sh.top_vals[pos] = x[i0 + j];
         ++pos;
       }
@@ -295,35 +379,102 @@ __device__ void top_logprobs(const float* x, int V, int n, float lse, int32_t* i
 
 __device__ __forceinline__ bool prompt_bit(const uint32_t* mask, int t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
 
-// Step 2 of the rule, in place: penalties over the row, then the sparse adjustments.
-__device__ void penalise(float* x, int V, const SamplingRow& r, const SampleArgs& a) {
+// Step 2 of the rule, in place: penalties over this CTA's slice; then rank 0 applies the
+// adjustments (anywhere in the row) once every slice is penalised.
+__device__ void penalise(float* x, const Slice& sl, const SamplingRow& r, const SampleArgs& a, Cluster& c) {
   if (r.penalty_slot >= 0) {
-    const int32_t* counts = a.counts + int64_t(r.penalty_slot) * V;
+    const int32_t* counts = a.counts + int64_t(r.penalty_slot) * a.vocab;
     const uint32_t* mask = a.prompt_mask + int64_t(r.penalty_slot) * a.mask_words;
-    for (int t = threadIdx.x; t < V; t += kThreads) x[t] = apply_penalties(x[t], counts[t], prompt_bit(mask, t), r);
+    for (int t = sl.begin + int(threadIdx.x); t < sl.end; t += kThreads)
+      x[t] = apply_penalties(x[t], counts[t], prompt_bit(mask, t), r);
   }
-  __syncthreads();
-  for (int j = r.adjust_begin + int(threadIdx.x); j < r.adjust_end; j += kThreads) {
-    const LogitAdjustment adj = a.adjustments[j];
-    if (adj.token >= 0 && adj.token < V) x[adj.token] = add_rn(x[adj.token], adj.value);
+  c.sync();
+  if (c.rank == 0)
+    for (int j = r.adjust_begin + int(threadIdx.x); j < r.adjust_end; j += kThreads) {
+      const LogitAdjustment adj = a.adjustments[j];
+      if (adj.token >= 0 && adj.token < a.vocab) x[adj.token] = add_rn(x[adj.token], adj.value);
+    }
+  c.sync();
+}
+
+// One CTA's share of the draw: either its slice of the row, or the candidates it gathered.
+struct Share {
+  const Slice& sl;
+  Keys keys;
+  bool gathered;
+
+  // f(id, s) for every valid token of the share (called in divergent code).
+  template <typename F>
+  __device__ void each(const Shared& sh, F&& f) const {
+    if (gathered) {
+      for (int i = threadIdx.x; i < sh.num_candidates; i += kThreads) f(sh.cand_id[i], sh.cand_s[i]);
+    } else {
+      sl.for_each4([&](int i0, const float* v) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (!isnan(v[j])) f(i0 + j, keys.value(v[j]));
+      });
+    }
   }
+};
+
+// Gathers this CTA's tokens with key >= lo into shared memory; false (cluster-wide) on overflow.
+__device__ bool gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Cluster& c) {
+  if (threadIdx.x == 0) sh.num_candidates = 0;
   __syncthreads();
+  sl.for_each4([&](int i0, const float* v) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float s = keys.value(v[j]);
+      if (!isnan(v[j]) && order_key(s) >= lo) {
+        const int p = atomicAdd(&sh.num_candidates, 1);
+        if (p < kCandidates) sh.cand_s[p] = s, sh.cand_id[p] = i0 + j;
+      }
+    }
+  });
+  __syncthreads();
+  const bool overflow = sh.num_candidates > kCandidates;
+  return cluster_max_u32(overflow ? 1u : 0u, sh, c) == 0;
 }
 
 // Steps 4 and 5 of the rule.
-__device__ int32_t draw(const float* x, int V, const SamplingRow& r, Shared& sh) {
+__device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Cluster& c) {
   const Keys keys{1.0f / r.temperature};
-  float m = kNegInf;
-  for_each4(x, V, [&](int, const float* v) {
+  float tmax = kNegInf;
+  sl.for_each4([&](int, const float* v) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (!isnan(v[j])) m = fmaxf(m, keys.value(v[j]));
+      if (!isnan(v[j])) tmax = fmaxf(tmax, keys.value(v[j]));
   });
-  m = block_max(m, sh);
-  if (m == kNegInf) return argmax_row(x, V, sh);
+  const float m = cluster_max(tmax, sh, c);
+  if (m == kNegInf) return argmax_row(sl, sh, c);
   uint32_t lo = order_key(kNegInf) + 1;
   if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
-  if (r.top_k > 0 && r.top_k < V) lo = max(lo, kth_key(x, V, keys, lo, r.top_k, sh));
+  bool gathered = false;
+  if (r.top_k > 0 && r.top_k < sl.V) {
+    if (r.top_k <= kThreads) {
+      // The k-th largest thread maximum of any CTA is at most the row's k-th largest: tokens
+      // below the largest such bound cannot be kept.
+      sh.thread_max[threadIdx.x] = tmax == kNegInf ? kNoKey : order_key(tmax);
+      __syncthreads();
+      auto own = [&](auto&& add) {
+        const uint32_t k = sh.thread_max[threadIdx.x];
+        if (k >= lo) add(k);
+      };
+      OneCta cta;
+      const uint32_t bound = kth_key(own, lo, r.top_k, sh, cta);
+      gathered = gather(sl, keys, max(lo, cluster_max_u32(bound, sh, c)), sh, c);
+    }
+    const Share share{sl, keys, gathered};
+    auto visit = [&](auto&& add) {
+      share.each(sh, [&](int32_t, float s) {
+        const uint32_t k = order_key(s);
+        if (k >= lo) add(k);
+      });
+    };
+    lo = max(lo, kth_key(visit, lo, r.top_k, sh, c));
+  }
+  const Share share{sl, keys, gathered};
   const bool top_p = r.top_p < 1.0f;
   double target = 0.0;
   uint32_t domain = lo;
@@ -332,78 +483,90 @@ __device__ int32_t draw(const float* x, int V, const SamplingRow& r, Shared& sh)
     int32_t id = INT_MAX;
     unsigned long long z = 0;
     const bool want_z = top_p && round == 0;
-    for_each4(x, V, [&](int i0, const float* v) {
-      float s[4];
-      bool in[4], any = false;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        s[j] = keys.value(v[j]);
-        const uint32_t k = order_key(s[j]);
-        const bool valid = !isnan(v[j]);
-        if (want_z && valid && k >= lo) z += mass_of(s[j], m);
-        in[j] = valid && k >= domain;
-        any |= in[j];
-      }
-      if (!any) return;
-      const Philox4 d = draws4(r.seed_lo, r.seed_hi, r.step, i0 >> 2);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float score = add_rn(s[j], gumbel(d.v[j]));
-        if (in[j] && (id == INT_MAX || beats(score, i0 + j, best, id))) best = score, id = i0 + j;
-      }
-    });
-    const int32_t c = block_argmax(best, id, sh);
-    if (want_z) target = double(r.top_p) * double(block_sum_u64(z, sh));
-    if (c == INT_MAX) return argmax_row(x, V, sh);  // cannot happen: the top token is in every domain
-    if (!top_p) return c;
-    const uint32_t kc = order_key(keys.value(x[c]));
-    unsigned long long above = 0;
-    for_each4(x, V, [&](int, const float* v) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float s = keys.value(v[j]);
+    if (gathered) {
+      share.each(sh, [&](int32_t t, float s) {
         const uint32_t k = order_key(s);
-        if (!isnan(v[j]) && k >= lo && k > kc) above += mass_of(s, m);
-      }
+        if (want_z && k >= lo) z += mass_of(s, m);
+        if (k < domain) return;
+        const float score = add_rn(s, gumbel(draws4(r.seed_lo, r.seed_hi, r.step, t >> 2).v[t & 3]));
+        if (id == INT_MAX || beats(score, t, best, id)) best = score, id = t;
+      });
+    } else {
+      sl.for_each4([&](int i0, const float* v) {
+        float s[4];
+        bool in[4], any = false;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          s[j] = keys.value(v[j]);
+          const uint32_t k = order_key(s[j]);
+          const bool valid = !isnan(v[j]);
+          if (want_z && valid && k >= lo) z += mass_of(s[j], m);
+          in[j] = valid && k >= domain;
+          any |= in[j];
+        }
+        if (!any) return;
+        const Philox4 d = draws4(r.seed_lo, r.seed_hi, r.step, i0 >> 2);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float score = add_rn(s[j], gumbel(d.v[j]));
+          if (in[j] && (id == INT_MAX || beats(score, i0 + j, best, id))) best = score, id = i0 + j;
+        }
+      });
+    }
+    const int32_t winner = cluster_argmax(best, id, sh, c);
+    if (want_z) target = double(r.top_p) * double(cluster_sum_u64(z, sh, c));
+    if (winner == INT_MAX) return argmax_row(sl, sh, c);  // cannot happen: the top token is in every domain
+    if (!top_p) return winner;
+    const uint32_t kc = order_key(keys.value(sl.x[winner]));
+    unsigned long long above = 0;
+    share.each(sh, [&](int32_t, float s) {
+      const uint32_t k = order_key(s);
+      if (k >= lo && k > kc) above += mass_of(s, m);
     });
-    if (double(block_sum_u64(above, sh)) < target) return c;
+    if (double(cluster_sum_u64(above, sh, c)) < target) return winner;
     domain = kc + 1;
   }
-  return argmax_row(x, V, sh);
+  return argmax_row(sl, sh, c);
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   pdl_wait();
   pdl_trigger();
   __shared__ Shared sh;
-  const int i = blockIdx.x, V = a.vocab;
+  Cluster c;
+  const int i = int(blockIdx.x) / c.size;
   const SamplingRow r = a.rows[i];
-  float* x = a.logits + int64_t(i) * V;
+  float* x = a.logits + int64_t(i) * a.vocab;
+  const Slice sl = Slice::of(x, a.vocab, c);
   float lse = 0.0f;
-  if (r.num_logprobs >= 0) {
-    lse = log_sum_exp(x, V, sh);
-    if (r.num_logprobs > 0)
-      top_logprobs(x, V, min(r.num_logprobs, kMaxTopLogprobs), lse, a.top_ids + i * kMaxTopLogprobs,
-                   a.top_logprobs + i * kMaxTopLogprobs, sh);
+  if (r.num_logprobs >= 0) {  // of the raw row, by rank 0, before any CTA penalises it
+    if (c.rank == 0) {
+      const Slice row{x, 0, a.vocab, a.vocab};
+      lse = log_sum_exp(row, sh);
+      if (r.num_logprobs > 0)
+        top_logprobs(row, min(r.num_logprobs, kMaxTopLogprobs), lse, a.top_ids + i * kMaxTopLogprobs,
+                     a.top_logprobs + i * kMaxTopLogprobs, sh);
+    }
+    c.sync();
   }
   const bool modified = r.penalty_slot >= 0 || r.adjust_end > r.adjust_begin;
-  if (modified) penalise(x, V, r, a);
-  const int32_t c = r.greedy() ? argmax_row(x, V, sh) : draw(x, V, r, sh);
-  if (threadIdx.x != 0) return;
-  a.sampled[i] = c;
-  int32_t* counts = r.penalty_slot >= 0 ? a.counts + int64_t(r.penalty_slot) * V : nullptr;
+  if (modified) penalise(x, sl, r, a, c);
+  const int32_t tok = r.greedy() ? argmax_row(sl, sh, c) : draw(sl, r, sh, c);
+  if (c.rank != 0 || threadIdx.x != 0) return;
+  a.sampled[i] = tok;
+  int32_t* counts = r.penalty_slot >= 0 ? a.counts + int64_t(r.penalty_slot) * a.vocab : nullptr;
   if (r.num_logprobs >= 0) {
-    float raw = x[c];
+    float raw = x[tok];
     if (modified) {
       float adjustment = 0.0f;
       for (int j = r.adjust_begin; j < r.adjust_end; ++j)
-        if (a.adjustments[j].token == c) adjustment = a.adjustments[j].value;
-      const bool in_prompt = counts && prompt_bit(a.prompt_mask + int64_t(r.penalty_slot) * a.mask_words, c);
-      raw = unapply_penalties(raw, counts ? counts[c] : 0, in_prompt, adjustment, r);
+        if (a.adjustments[j].token == tok) adjustment = a.adjustments[j].value;
+      const bool in_prompt = counts && prompt_bit(a.prompt_mask + int64_t(r.penalty_slot) * a.mask_words, tok);
+      raw = unapply_penalties(raw, counts ? counts[tok] : 0, in_prompt, adjustment, r);
     }
     a.logprob[i] = raw - lse;
   }
-  if (counts) ++counts[c];
+  if (counts) ++counts[tok];
 }
 
 __global__ void __launch_bounds__(kThreads) reset_slot_kernel(SlotArgs a) {
@@ -419,11 +582,28 @@ __global__ void __launch_bounds__(kThreads) reset_slot_kernel(SlotArgs a) {
   }
 }
 
+// CTAs per row: enough rows x CTAs to cover the GPU's ~132 SMs, at most a portable cluster.
+int cluster_size(int rows) { return rows >= 64 ? 1 : rows >= 32 ? 2 : rows >= 16 ? 4 : kMaxCluster; }
+
 }  // namespace
 
 cudaError_t sample(const SampleArgs& a, cudaStream_t s) {
   if (a.n <= 0) return cudaSuccess;
-  return launch_pdl(sample_kernel, dim3(a.n), dim3(kThreads), 0, s, a);
+  const int C = cluster_size(a.n);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(a.n * C));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = unsigned(C);
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  return cudaLaunchKernelEx(&cfg, sample_kernel, a);
 }
 
 cudaError_t reset_slot(const SlotArgs& a, cudaStream_t s) {
