@@ -37,10 +37,18 @@ RequestOutput EngineRequest::base_output() const {
   return o;
 }
 
+void EngineRequest::on_prompt_logprob(const PromptLogprob& p) {
+  if (p.position == static_cast<int>(prompt_logprobs_.size()) + 1 && first_token_time_ == 0.0)
+    prompt_logprobs_.push_back({p.token, p.logprob, p.top});
+}
+
 RequestOutput EngineRequest::on_token(const SampledToken& s, int max_model_len, double now) {
   req_.tokens.push_back(s.token);
-  if (first_token_time_ == 0.0) first_token_time_ = now;
   RequestOutput o = base_output();
+  if (first_token_time_ == 0.0) {
+    first_token_time_ = o.first_token_time = now;
+    o.prompt_logprobs = std::move(prompt_logprobs_);
+  }
   o.new_token_ids = {s.token};
   if (req_.params.logprobs >= 0) o.logprobs.push_back({s.token, s.logprob, s.top_logprobs});
 

@@ -24,6 +24,8 @@ class EngineRequest {
   // text), then stop strings (the text ends before them; min_tokens does not hold them off),
   // then max_tokens or prompt + output reaching `max_model_len` (Length).
   RequestOutput on_token(const SampledToken& s, int max_model_len, double now);
+  // Records a prompt token's logprob (a recomputation after preemption repeats them: ignored).
+  void on_prompt_logprob(const PromptLogprob& p);
   // The output of an aborted request.
   RequestOutput aborted() const;
 
@@ -38,6 +40,7 @@ class EngineRequest {
   StopStringMatcher stop_;
   double arrival_time_ = 0.0;
   double first_token_time_ = 0.0;
+  std::vector<TokenLogprob> prompt_logprobs_;  // handed out with the first token
 };
 
 }  // namespace gs

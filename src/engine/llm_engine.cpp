@@ -99,6 +99,8 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
                                      s.num_computed_tokens);
   RunnerOutput result = exec->execute(batch);
   sched.on_step_executed();
+  for (const PromptLogprob& p : result.prompt_logprobs)
+    if (auto it = requests.find(p.id); it != requests.end()) it->second->on_prompt_logprob(p);
   const double now = now_seconds();
   size_t k = 0;
   for (const auto& s : batch.requests) {

@@ -32,6 +32,8 @@ struct RequestOutput {
   std::vector<int32_t> new_token_ids;   // tokens generated this step (usually one)
   std::string new_text;                 // newly final text (stop strings removed)
   std::vector<TokenLogprob> logprobs;   // per new token, when requested
+  // With the first token, when requested: prompt tokens 1 .. n-1 (the first has no logprob).
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   std::string stop_reason;              // the stop string or token that ended it, if any

@@ -53,7 +53,8 @@ void Scheduler::preempt(Request* r) {
 
 // Takes the cached blocks of the request's longest cached prefix; returns the tokens covered.
 int Scheduler::adopt_cached_prefix(Request* r) {
-  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0) return 0;
+  // Prompt logprobs need every prompt position computed: such requests take no cached prefix.
+  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0 || r->params.prompt_logprobs >= 0) return 0;
   extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
   const int max_hits = (r->num_tokens() - 1) / pool_.block_size();
   int hits = 0;

@@ -156,7 +156,9 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
                  "dispatcher disagree", late, final_desc.str());
     stats.graph_captures_after_startup = uint64_t(late);
   }
-  return collect(hb);
+  RunnerOutput out = collect(hb);
+  out.prompt_logprobs = prompt_logprobs(batch, hb);
+  return out;
 }
 
 ModelRunner::ModelRunner(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}

@@ -78,6 +78,7 @@ struct ModelRunner::Impl {
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
   int graph_sample_rows(const BatchDescriptor& d) const;
   RunnerOutput collect(const HostBatch& hb);
+  std::vector<PromptLogprob> prompt_logprobs(const SchedulerOutput& batch, const HostBatch& hb);
   int total_captures() const;
   size_t total_graphs() const;
 

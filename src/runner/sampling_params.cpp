@@ -37,6 +37,8 @@ void SamplingParams::validate(int vocab_size) const {
   for (const auto& s : stop) GS_CHECK(!s.empty(), "stop: stop strings must not be empty");
   GS_CHECK(logprobs >= -1 && logprobs <= 20,
            "logprobs must be in [0, 20] (or -1 for none), got {}", logprobs);
+  GS_CHECK(prompt_logprobs >= -1 && prompt_logprobs <= 20,
+           "prompt_logprobs must be in [0, 20] (or -1 for none), got {}", prompt_logprobs);
 }
 
 }  // namespace gs

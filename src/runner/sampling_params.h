@@ -33,6 +33,7 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings; not included in the output
   bool ignore_eos = false;
   int logprobs = -1;                // -1 = none; 0..20 = the sampled token's + this many top ones
+  int prompt_logprobs = -1;         // -1 = none; 0..20 = each prompt token's (but the first) + top ones
   bool skip_special_tokens = true;
 
   // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.

@@ -41,8 +41,19 @@ struct SampledToken {
   std::vector<std::pair<int32_t, float>> top_logprobs;  // (token, logprob), best first
 };
 
+// The logprob of the prompt token at `position` (> 0) given the tokens before it.
+struct PromptLogprob {
+  RequestId id = 0;
+  int position = 0;
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
+};
+
 struct RunnerOutput {
   std::vector<SampledToken> sampled;  // one per ScheduledRequest with sample = true, in order
+  // For requests with params->prompt_logprobs >= 0: the prompt positions this step computed.
+  std::vector<PromptLogprob> prompt_logprobs;
 };
 
 }  // namespace gs

@@ -35,7 +35,8 @@ struct SamplingRow {
   float frequency_penalty = 0.0f;   // over output tokens (OpenAI)
   int32_t num_logprobs = -1;        // -1: none; 0..kMaxTopLogprobs: the sampled token's + top ones
   int32_t adjust_begin = 0, adjust_end = 0;  // this row's range of the adjustment list
-  int32_t reserved[2] = {0, 0};
+  int32_t target_token = -1;        // >= 0: report this token's logprob, not the sampled one's (prompt logprobs)
+  int32_t reserved = 0;
 
   GS_HD bool greedy() const { return !(temperature >= kGreedyTemperature); }  // NaN: greedy
   GS_HD bool has_penalties() const { return penalty_slot >= 0; }

@@ -3,7 +3,8 @@
 //
 // For a row with parameters r over logits x[0, V):
 //  1. Logprobs (when asked) are of the raw logits: lse = log sum exp x; the sampled token's
-//     x[c] - lse, and the top r.num_logprobs tokens by (x desc, id asc).
+//     x[c] - lse (or r.target_token's: a prompt token's logprob), and the top r.num_logprobs
+//     tokens by (x desc, id asc).
 //  2. Penalties (a penalty slot) and adjustments (logit_bias, min_tokens masks) change x.
 //  3. Greedy rows take argmax x (ties: the lowest id). NaN logits never win; a row with no
 //     candidate at all yields token 0.

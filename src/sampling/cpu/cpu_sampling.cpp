@@ -141,7 +141,9 @@ void sample_row(const SampleArgs& a, int i) {
   }
   const int32_t c = r.greedy() ? argmax(x, V) : Draw{x, V, r}.run();
   a.sampled[i] = c;
-  if (r.num_logprobs >= 0) {
+  if (r.num_logprobs >= 0 && r.target_token >= 0 && r.target_token < V) {
+    a.logprob[i] = x[r.target_token] - lse;  // (rows with a target have no penalties)
+  } else if (r.num_logprobs >= 0) {
     float raw = x[c];
     if (counts || r.adjust_end > r.adjust_begin) {
       float adjustment = 0.0f;

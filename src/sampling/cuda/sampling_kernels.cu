@@ -555,7 +555,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   if (c.rank != 0 || threadIdx.x != 0) return;
   a.sampled[i] = tok;
   int32_t* counts = r.penalty_slot >= 0 ? a.counts + int64_t(r.penalty_slot) * a.vocab : nullptr;
-  if (r.num_logprobs >= 0) {
+  if (r.num_logprobs >= 0 && r.target_token >= 0 && r.target_token < a.vocab) {
+    a.logprob[i] = x[r.target_token] - lse;  // (rows with a target have no penalties)
+  } else if (r.num_logprobs >= 0) {
     float raw = x[tok];
     if (modified) {
       float adjustment = 0.0f;
