@@ -34,6 +34,12 @@ void ModelRunner::Impl::build_model() {
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
   model = create_model(mcfg, src, *backend, *attention, max_tokens);
+  // Refused before anything is sized from it (block tables, the sampler's token buffer).
+  GS_CHECK(cfg.max_model_len <= 0 || mcfg.max_position_embeddings <= 0 ||
+               cfg.max_model_len <= mcfg.max_position_embeddings,
+           "max_model_len {} exceeds the model's context of {} tokens (max_position_embeddings in config.json); "
+           "use --max-model-len {} or less", cfg.max_model_len, mcfg.max_position_embeddings,
+           mcfg.max_position_embeddings);
   max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len : mcfg.max_position_embeddings;
   GS_CHECK(max_model_len > 0, "max_model_len is unknown: the model config has no max_position_embeddings; "
                               "set --max-model-len");

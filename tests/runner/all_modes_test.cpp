@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "runner/model_runner.h"
 #include "serving_sim.h"
 #include "test_paths.h"
@@ -133,6 +134,19 @@ TEST(RunnerAllModes, EnforceEagerAndDowngrade) {
   EXPECT_EQ(eager.stats().num_graphs, 0);
   EXPECT_EQ(eager.device_name(), "cpu");
   EXPECT_EQ(eager.max_model_len(), 512);
+}
+
+TEST(RunnerAllModes, MaxModelLenBeyondTheModelIsRefusedWithTheNumberThatFits) {
+  for (int len : {513, 268435456, 2147483647}) {
+    EngineConfig c = stories_config(M::NONE);
+    c.max_model_len = len;
+    try {
+      ModelRunner r(c);
+      ADD_FAILURE() << len << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("use --max-model-len 512 or less"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
