@@ -15,10 +15,15 @@ struct BatchDescriptor {
 
   // The key a general (mixed) graph of the same token count is stored under: a uniform batch
   // may replay it (vLLM's relax_for_mixed_batch_cudagraphs).
-  BatchDescriptor non_uniform() const { return {num_tokens, 0, false, has_lora, 0}; }
+  BatchDescriptor non_uniform() const { return mixed(num_tokens, has_lora); }
+  // A mixed (non-uniform) batch of `num_tokens` tokens: prefill, decode or both.
+  static BatchDescriptor mixed(int num_tokens, bool has_lora = false) {
+    return {.num_tokens = num_tokens, .has_lora = has_lora};
+  }
   // A uniform decode batch of `num_tokens` tokens, `q` per request.
-  static BatchDescriptor uniform_decode(int num_tokens, int q) {
-    return {num_tokens, q > 0 ? num_tokens / q : 0, true, false, q};
+  static BatchDescriptor uniform_decode(int num_tokens, int q, bool has_lora = false) {
+    return {.num_tokens = num_tokens, .num_reqs = q > 0 ? num_tokens / q : 0, .uniform = true, .has_lora = has_lora,
+            .uniform_query_len = q};
   }
 
   bool operator==(const BatchDescriptor&) const = default;

@@ -25,7 +25,7 @@ void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode,
   piecewise_keys_.clear();
 
   if (mixed_mode(mode) != CUDAGraphMode::NONE) {
-    for (int s : sizes_) set_of(mixed_mode(mode)).insert(BatchDescriptor{s, 0, false, false, 0});
+    for (int s : sizes_) set_of(mixed_mode(mode)).insert(BatchDescriptor::mixed(s));
   }
   if (decode_mode(mode) == CUDAGraphMode::FULL && separate_routine(mode)) {
     const long long max_tokens = static_cast<long long>(uniform_query_len) * max_num_seqs;

@@ -20,6 +20,12 @@ void CUDAGraphWrapper::operator()(std::span<const void* const> inputs) {
   }
   auto it = graphs_.find(ctx->batch);
   if (it == graphs_.end()) {
+    if (!ctx->capture_allowed) {
+      ++refused_;
+      fail("CUDAGraphWrapper '{}': no {} graph for {}, and capturing is closed once start-up has captured "
+           "every key: the capture sizes and the dispatcher disagree",
+           opts_.name, mode_name(mode_), ctx->batch.str());
+    }
     capture(ctx->batch, inputs);
     it = graphs_.find(ctx->batch);
   } else {

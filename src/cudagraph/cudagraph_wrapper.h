@@ -3,7 +3,8 @@
 // Bound to FULL or PIECEWISE. On each call it reads the forward context: on NONE or another
 // runtime mode it calls the callable directly; otherwise it replays the graph cached for the
 // context's descriptor, capturing it on first use (capture records, so the new graph is then
-// replayed once to produce this call's output). It keeps no policy of its own.
+// replayed once to produce this call's output) while the context allows capture, and refusing
+// with an error naming the descriptor once it does not. It keeps no policy of its own.
 #pragma once
 #include <functional>
 #include <memory>
@@ -44,6 +45,7 @@ class CUDAGraphWrapper {
   CUDAGraphMode runtime_mode() const { return mode_; }
   int num_captures() const { return captures_; }
   int num_replays() const { return replays_; }
+  int num_refused() const { return refused_; }  // captures refused (the context allowed none)
   size_t num_graphs() const { return graphs_.size(); }
   bool has_graph(const BatchDescriptor& d) const { return graphs_.contains(d); }
   size_t num_graph_nodes() const;  // over all cached graphs
@@ -63,6 +65,7 @@ class CUDAGraphWrapper {
   std::unordered_map<BatchDescriptor, Entry, BatchDescriptorHash> graphs_;
   int captures_ = 0;
   int replays_ = 0;
+  int refused_ = 0;
 };
 
 }  // namespace gs

@@ -15,6 +15,10 @@ struct ForwardContext {
   CUDAGraphMode runtime_mode = CUDAGraphMode::NONE;  // NONE, PIECEWISE or FULL
   BatchDescriptor batch;                              // the (padded) dispatch key
   const AttentionMetadata* attn = nullptr;
+  // False once start-up has captured every key: a wrapper asked for a graph it lacks then
+  // refuses with an error instead of capturing while serving (vLLM's
+  // validate_cudagraph_capturing_enabled).
+  bool capture_allowed = true;
 };
 
 // The context of the forward running on this thread, or nullptr outside one.

@@ -36,7 +36,7 @@ ModelRunner::Impl::Impl(const EngineConfig& c) : cfg(c), sampling_inputs(std::ma
 ModelRunner::Impl::~Impl() {
   spdlog::info("runner: {} steps (NONE {}, PIECEWISE {}, FULL {}), {} padded tokens, {} captures after start-up",
                stats.steps_none + stats.steps_piecewise + stats.steps_full, stats.steps_none, stats.steps_piecewise,
-               stats.steps_full, stats.padded_tokens, stats.graph_captures_after_startup);
+               stats.steps_full, stats.padded_tokens, refused_captures());
 }
 
 void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens, int sample_rows) {
@@ -85,13 +85,15 @@ int ModelRunner::Impl::graph_sample_rows(const BatchDescriptor& d) const {
 }
 
 void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& desc) {
-  ForwardContextScope scope(ForwardContext{runtime, desc, &md});
+  // Once start-up has captured every key, the wrappers refuse to capture (graph_captures_after_startup
+  // counts their refusals).
+  ForwardContextScope scope(ForwardContext{runtime, desc, &md, /*capture_allowed=*/!serving});
   (*full_graph)(input_addresses);
 }
 
-int ModelRunner::Impl::total_captures() const {
-  int n = full_graph->num_captures();
-  for (const auto& p : piece_graphs) n += p->num_captures();
+int ModelRunner::Impl::refused_captures() const {
+  int n = full_graph->num_refused();
+  for (const auto& p : piece_graphs) n += p->num_refused();
   return n;
 }
 
@@ -137,7 +139,7 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   if (hb.num_reqs == 0) return {};
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
                                    ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len)
-                                   : BatchDescriptor{hb.num_actual_tokens, hb.num_reqs, false, false, 0};
+                                   : BatchDescriptor::mixed(hb.num_actual_tokens);
   const auto [runtime, final_desc] = dispatcher.dispatch(desc);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
   const int sample_rows = runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc)
@@ -150,12 +152,6 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   if (runtime == CUDAGraphMode::PIECEWISE) ++stats.steps_piecewise;
   if (runtime == CUDAGraphMode::FULL) ++stats.steps_full;
   stats.padded_tokens += uint64_t(final_desc.num_tokens - hb.num_actual_tokens);
-  const int late = total_captures() - startup_captures;
-  if (late > 0 && uint64_t(late) != stats.graph_captures_after_startup) {
-    spdlog::warn("a graph was captured while serving ({} so far, last for {}): the capture sizes and the "
-                 "dispatcher disagree", late, final_desc.str());
-    stats.graph_captures_after_startup = uint64_t(late);
-  }
   RunnerOutput out = collect(hb);
   out.prompt_logprobs = prompt_logprobs(batch, hb);
   return out;
@@ -169,6 +165,10 @@ int ModelRunner::num_kv_blocks() const { return impl_->num_blocks; }
 int ModelRunner::block_size() const { return impl_->cfg.block_size; }
 int ModelRunner::max_model_len() const { return impl_->max_model_len; }
 std::string ModelRunner::device_name() const { return describe_device(*impl_->backend); }
-RunnerStats ModelRunner::stats() const { return impl_->stats; }
+RunnerStats ModelRunner::stats() const {
+  RunnerStats s = impl_->stats;
+  s.graph_captures_after_startup = uint64_t(impl_->refused_captures());
+  return s;
+}
 
 }  // namespace gs

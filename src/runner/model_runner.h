@@ -16,7 +16,7 @@ namespace gs {
 struct RunnerStats {
   uint64_t steps_none = 0, steps_piecewise = 0, steps_full = 0;
   uint64_t padded_tokens = 0;                 // tokens of padding computed (waste)
-  uint64_t graph_captures_after_startup = 0;  // must stay 0
+  uint64_t graph_captures_after_startup = 0;  // captures the graph layer refused while serving (stays 0)
   uint64_t d2h_bytes = 0;                     // device-to-host bytes of sampled results
   int num_graphs = 0;
   double capture_seconds = 0.0;

@@ -53,7 +53,7 @@ struct ModelRunner::Impl {
   std::vector<const void*> input_addresses;
 
   RunnerStats stats;
-  int startup_captures = -1;  // captures when start-up ended; -1 while starting
+  bool serving = false;  // start-up captured every graph: no more captures
 
   explicit Impl(const EngineConfig& c);
   ~Impl();
@@ -79,7 +79,7 @@ struct ModelRunner::Impl {
   int graph_sample_rows(const BatchDescriptor& d) const;
   RunnerOutput collect(const HostBatch& hb);
   std::vector<PromptLogprob> prompt_logprobs(const SchedulerOutput& batch, const HostBatch& hb);
-  int total_captures() const;
+  int refused_captures() const;
   size_t total_graphs() const;
 
   // Start-up (runner_capture.cpp).

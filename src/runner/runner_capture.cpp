@@ -55,7 +55,7 @@ HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key, int sample_
 void ModelRunner::Impl::warm_up() {
   const auto& sizes = dispatcher.capture_sizes();
   const int n = sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back();
-  const BatchDescriptor key{n, 0, false, false, 0};
+  const BatchDescriptor key = BatchDescriptor::mixed(n);
   const HostBatch hb = stage_dummy(key, std::min(n, max_reqs));  // the sampling tail too
   set_metadata(hb, CUDAGraphMode::NONE, key);
   forward(CUDAGraphMode::NONE, key);
@@ -81,7 +81,7 @@ void ModelRunner::Impl::capture_all() {
   stats.capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats.graph_memory_bytes = mem1 > mem0 ? mem1 - mem0 : 0;
   stats.num_graphs = static_cast<int>(total_graphs());
-  startup_captures = total_captures();
+  serving = true;
   spdlog::info("cudagraph mode {}: captured {} graphs for {} batch shapes in {:.3f} s, graph memory {:.1f} MiB",
                mode_name(stats.resolved_mode), stats.num_graphs, keys, stats.capture_seconds,
                double(stats.graph_memory_bytes) / (1024.0 * 1024.0));

@@ -11,7 +11,7 @@ namespace {
 
 using M = CUDAGraphMode;
 
-BatchDescriptor mixed(int n) { return {n, 0, false, false, 0}; }
+BatchDescriptor mixed(int n) { return BatchDescriptor::mixed(n); }
 BatchDescriptor uni(int n, int q = 1) { return BatchDescriptor::uniform_decode(n, q); }
 
 std::vector<BatchDescriptor> sorted_keys(const CudagraphDispatcher& d, M m) { return d.keys(m); }

@@ -66,7 +66,7 @@ struct Nested {
   }
   void step(M runtime, int rows, float base) {
     m.set_input(rows, base);
-    ForwardContextScope scope(ForwardContext{runtime, BatchDescriptor{rows, 0, false, false, 0}, nullptr});
+    ForwardContextScope scope(ForwardContext{runtime, BatchDescriptor::mixed(rows), nullptr});
     (*full)();
   }
   int piece_captures() const { return pieces[0]->num_captures() + pieces[1]->num_captures(); }
@@ -148,7 +148,7 @@ TEST(CUDAGraphWrapper, AddressCheckCatchesAChangedInput) {
   Tensor other = Tensor::empty({16}, DType::F32, m.alloc);
   std::vector<const void*> same{m.x.data()}, moved{other.data()};
   m.set_input(4, 0);
-  ForwardContextScope scope(ForwardContext{M::PIECEWISE, BatchDescriptor{4, 0, false, false, 0}, nullptr});
+  ForwardContextScope scope(ForwardContext{M::PIECEWISE, BatchDescriptor::mixed(4), nullptr});
   w(same);
   w(same);
   try {
@@ -164,7 +164,7 @@ TEST(CUDAGraphWrapper, AllocationDuringCaptureFailsAndLeavesTheStreamUsable) {
   FakeModel m;
   CUDAGraphWrapper w([&] { Tensor::empty({4}, DType::F32, m.alloc); }, M::FULL, m.stream);
   {
-    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor{4, 0, false, false, 0}, nullptr});
+    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(4), nullptr});
     EXPECT_THROW(w(), Error);
   }
   EXPECT_FALSE(m.stream.capturing());
@@ -172,13 +172,35 @@ TEST(CUDAGraphWrapper, AllocationDuringCaptureFailsAndLeavesTheStreamUsable) {
   EXPECT_EQ(w.num_graphs(), 0u);
 }
 
+TEST(CUDAGraphWrapper, CaptureAfterStartUpIsRefusedNamingTheDescriptor) {
+  Nested n;
+  n.step(M::FULL, 4, 0.0f);  // start-up: captured
+  n.m.set_input(4, 3.0f);
+  {
+    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(4), nullptr, false});
+    (*n.full)();  // replays what start-up captured
+  }
+  n.m.expect_output(3.0f);
+  n.m.set_input(8, 0.0f);
+  ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(8), nullptr, false});
+  try {
+    (*n.full)();
+    ADD_FAILURE() << "a graph was captured after start-up";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("capturing is closed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(BatchDescriptor::mixed(8).str()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(n.full->num_refused(), 1);
+  EXPECT_EQ(n.full->num_captures(), 1);
+}
+
 TEST(ForwardContext, ScopesNestAndRestore) {
   EXPECT_EQ(current_forward_context(), nullptr);
   {
-    ForwardContextScope a(ForwardContext{M::FULL, BatchDescriptor{8, 0, false, false, 0}, nullptr});
+    ForwardContextScope a(ForwardContext{M::FULL, BatchDescriptor::mixed(8), nullptr});
     EXPECT_EQ(current_forward_context()->runtime_mode, M::FULL);
     {
-      ForwardContextScope b(ForwardContext{M::NONE, BatchDescriptor{3, 0, false, false, 0}, nullptr});
+      ForwardContextScope b(ForwardContext{M::NONE, BatchDescriptor::mixed(3), nullptr});
       EXPECT_EQ(current_forward_context()->batch.num_tokens, 3);
     }
     EXPECT_EQ(current_forward_context()->batch.num_tokens, 8);
