@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include <pthread.h>
+#include <sys/resource.h>
+
+#include <fmt/format.h>
 
 #include "apps/commands.h"
 #include "core/error.h"
@@ -44,11 +47,28 @@ sigset_t block_stop_signals() {
   return set;
 }
 
+// A duration option given in (fractional) seconds.
+void add_ms_option(CLI::App& cmd, const std::string& name, std::chrono::milliseconds& out, const std::string& help) {
+  cmd.add_option_function<double>(
+         name, [&out](double s) { out = std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }, help)
+      ->default_str(fmt::format("{}", out.count() / 1000.0))
+      ->check(CLI::Range(0.001, 86400.0));
+}
+
+// Each connection is a file descriptor: allow as many as the hard limit permits.
+void raise_fd_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 void run(ServeArgs& a) {
   finish_engine_options(a.cfg);
   GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
   const std::string tmpl = a.chat_template_file.empty() ? "" : read_file(a.chat_template_file);
   const sigset_t stop_signals = block_stop_signals();
+  raise_fd_limit();
   EngineLoop engine(std::make_unique<LLMEngine>(a.cfg), tmpl);
   ApiServer server(engine, a.server);
   server.start();
@@ -78,7 +98,16 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
       ->capture_default_str()->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body (413 above)")->capture_default_str();
-  cmd->add_option("--http-threads", s.http_threads, "connections served at once")->capture_default_str()->check(CLI::Range(4, 4096));
+  cmd->add_option("--http-threads", s.http_threads, "worker threads that parse, tokenize and submit requests")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--io-threads", s.io_threads, "threads running every connection's I/O")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--max-header-bytes", s.http.max_header_bytes, "largest request header block (431 above)")
+      ->capture_default_str();
+  add_ms_option(*cmd, "--keep-alive-timeout", s.http.idle_timeout, "seconds an idle connection is kept open");
+  add_ms_option(*cmd, "--header-timeout", s.http.header_timeout, "seconds to receive all headers of a request");
+  add_ms_option(*cmd, "--body-timeout", s.http.body_timeout, "seconds to receive a request body");
+  add_ms_option(*cmd, "--write-timeout", s.http.write_timeout, "seconds a write may wait on a client that does not read");
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s, "seconds to let in-flight requests finish on SIGTERM")
       ->capture_default_str();
   cmd->callback([args] { run(*args); });

@@ -28,6 +28,7 @@ Generation::Generation(GenerationRequest req, std::string model, EngineClient& c
 }
 
 Generation::~Generation() {
+  queue_->set_listener(nullptr);
   for (size_t c = 0; c < ids_.size(); ++c) {
     if (builder_.finished(static_cast<int>(c))) continue;
     client_->abort(ids_[c]);
@@ -47,6 +48,7 @@ void Generation::record(const ChoiceOutput& item) {
     t.first = false;
     t.last = now;
   }
+  if (!item.out.error.empty() && error_.empty()) error_ = item.out.error;
   if (item.out.finished && !builder_.finished(item.choice)) {
     FinishReason r = item.out.finish_reason == FinishReason::None ? FinishReason::Stop
                                                                   : item.out.finish_reason;

@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/json_fields.h"
+#include "server/request_fields.h"
 
 namespace gs {
 
@@ -139,6 +140,7 @@ void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
 
 GenerationRequest parse_completion_request(const json& body, const EngineClient& client,
                                            const RequestLimits& limits) {
+  check_request_fields(body, ApiKind::Completion);
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Completion;
@@ -155,6 +157,7 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
 GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_json& ordered,
                                      const EngineClient& client, const std::string& chat_template,
                                      const RequestLimits& limits) {
+  check_request_fields(body, ApiKind::Chat);
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Chat;
@@ -165,7 +168,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
     bad_param("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
   if (!body.contains("messages")) bad_param("messages", "'messages' is required");
   nlohmann::ordered_json messages = normalize_chat_messages(ordered["messages"]);
-  nlohmann::ordered_json tools = ordered.value("tools", nlohmann::ordered_json());
+  nlohmann::ordered_json tools = chat_tools(ordered);
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
   std::string prompt =
       render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());
