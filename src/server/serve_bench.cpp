@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "server/run_program.h"
 
 namespace gs {
 
@@ -259,21 +260,32 @@ std::string format_summary(const json& s) {
 void plot_serve_bench(const ServeBenchResult& r, const std::string& png_path) {
   namespace fs = std::filesystem;
   const fs::path data = fs::path(png_path).replace_extension(".dat");
+  const fs::path script = fs::path(png_path).replace_extension(".gp");
   {
     std::ofstream out(data);
     GS_CHECK(out.good(), "--plot: cannot write '{}'", data.string());
     for (const auto& q : r.requests)
       if (q.ok) out << fmt::format("{} {} {}\n", q.start, q.ttft * 1000, q.latency * 1000);
   }
-  const std::string script = fmt::format(
-      "set terminal pngcairo noenhanced size 1000,600; set output '{}'; "
-      "set title 'bench serve: {} ({} prompts, in {}, out {})'; set xlabel 'request start (s)'; "
-      "set ylabel 'ms'; set grid; plot '{}' using 1:2 with points pt 7 ps 0.6 title 'TTFT', "
-      "'' using 1:3 with points pt 7 ps 0.6 title 'end-to-end latency'",
-      png_path, r.model, r.config.num_prompts, r.config.input_len, r.config.output_len, data.string());
-  const std::string cmd = "gnuplot -e \"" + script + "\"";
-  GS_CHECK(std::system(cmd.c_str()) == 0, "--plot: gnuplot failed (is it installed?)");
+  {
+    // Every variable text (paths, the model id, which a server chooses) reaches gnuplot as an
+    // argument (ARG1..ARG3, string values), never as script text.
+    std::ofstream out(script);
+    GS_CHECK(out.good(), "--plot: cannot write '{}'", script.string());
+    out << "set terminal pngcairo noenhanced size 1000,600\n"
+           "set output ARG1\n"
+           "set title ARG2\n"
+           "set xlabel 'request start (s)'\nset ylabel 'ms'\nset grid\n"
+           "plot ARG3 using 1:2 with points pt 7 ps 0.6 title 'TTFT', \\\n"
+           "     ARG3 using 1:3 with points pt 7 ps 0.6 title 'end-to-end latency'\n";
+  }
+  const std::string title = fmt::format("bench serve: {} ({} prompts, in {}, out {})", r.model,
+                                        r.config.num_prompts, r.config.input_len, r.config.output_len);
+  const int rc = run_program({"gnuplot", "-c", script.string(), png_path, title, data.string()});
+  GS_CHECK(rc == 0, "--plot: gnuplot failed with status {} (is it installed?); the data is in {}", rc,
+           data.string());
   fs::remove(data);
+  fs::remove(script);
 }
 
 }  // namespace gs
