@@ -2,6 +2,7 @@
 // dummy preset, so `graphserve serve` alone starts a working server.
 // SIGTERM / SIGINT: stop taking requests, let in-flight ones finish (--shutdown-timeout), exit 0.
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "core/logging.h"
 #include "engine/llm_engine.h"
 #include "server/api_server.h"
+#include "server/chat_prompt.h"
 #include "server/engine_loop.h"
 
 namespace gs {
@@ -24,13 +26,22 @@ namespace {
 struct ServeArgs {
   EngineConfig cfg;
   ServerConfig server;
-  std::string chat_template_file;
+  std::string chat_template;  // a file, or the template itself
+  std::vector<std::string> served_names;
   double shutdown_timeout_s = 30.0;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GS_CHECK(in.good(), "--chat-template: cannot open '{}'", path);
+// --chat-template: a file's contents, or the argument itself when it is an inline template.
+std::string load_chat_template(const std::string& arg) {
+  if (arg.empty()) return "";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(arg, ec)) {
+    GS_CHECK(arg.find("{{") != std::string::npos || arg.find("{%") != std::string::npos,
+             "--chat-template '{}': no such file, and not an inline Jinja template (no '{{{{' or '{{%')", arg);
+    return arg;
+  }
+  std::ifstream in(arg, std::ios::binary);
+  GS_CHECK(in.good(), "--chat-template: cannot open '{}'", arg);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -66,10 +77,11 @@ void raise_fd_limit() {
 void run(ServeArgs& a) {
   finish_engine_options(a.cfg);
   GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
-  const std::string tmpl = a.chat_template_file.empty() ? "" : read_file(a.chat_template_file);
+  const std::string tmpl = load_chat_template(a.chat_template);
+  preparse_chat_template(tmpl);  // a broken template is an error now, before the model loads
   const sigset_t stop_signals = block_stop_signals();
   raise_fd_limit();
-  EngineLoop engine(std::make_unique<LLMEngine>(a.cfg), tmpl);
+  EngineLoop engine(std::make_unique<LLMEngine>(a.cfg), tmpl, a.served_names);
   ApiServer server(engine, a.server);
   server.start();
   spdlog::info("serving '{}' at http://{}:{}/v1 (max_model_len {}, chat template: {})",
@@ -89,12 +101,14 @@ void run(ServeArgs& a) {
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, ...)");
-  add_engine_options(*cmd, args->cfg);
+  add_engine_options(*cmd, args->cfg, &args->served_names);
+  cmd->add_option("model_tag", args->cfg.model, "Hugging Face model directory (the same as --model)");
   ServerConfig& s = args->server;
   cmd->add_option("--host", s.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
   cmd->add_option("--port", s.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1 routes")->envname("GRAPHSERVE_API_KEY");
-  cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the tokenizer's)");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Jinja chat template: a file, or the template itself (default: the tokenizer's)");
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
       ->capture_default_str()->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body (413 above)")->capture_default_str();

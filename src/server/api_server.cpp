@@ -111,9 +111,13 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
     if (p == "/metrics")
       return {200, "text/plain; version=0.0.4", metrics_.render(client_.stats(), in_flight_.load()), {}};
     if (p == "/v1/models") {
-      json model = {{"id", client_.model().name}, {"object", "model"}, {"created", 0},
-                    {"owned_by", "graphserve"}, {"max_model_len", client_.model().max_model_len}};
-      return json_response(200, {{"object", "list"}, {"data", json::array({model})}});
+      json data = json::array();
+      std::vector<std::string> names = {client_.model().name};
+      names.insert(names.end(), client_.model().aliases.begin(), client_.model().aliases.end());
+      for (const std::string& name : names)
+        data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "graphserve"},
+                        {"root", client_.model().name}, {"max_model_len", client_.model().max_model_len}});
+      return json_response(200, {{"object", "list"}, {"data", data}});
     }
   }
   return error(404, fmt::format("no route for {} {}", req.method, p));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "server/api_error.h"
@@ -21,7 +22,8 @@ constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 void check_model(const json& body, const EngineClient& client) {
   if (!f::present(body, "model")) return;  // optional: the one served model
   std::string model = f::get_string(body, "model", "");
-  if (model != client.model().name)
+  const auto& aliases = client.model().aliases;
+  if (model != client.model().name && std::find(aliases.begin(), aliases.end(), model) == aliases.end())
     throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves '{}'",
                                     model, client.model().name),
                    "model", "invalid_request_error", "model_not_found");
