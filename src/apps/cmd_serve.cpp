@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include "engine/llm_engine.h"
 #include "server/api_server.h"
 #include "server/chat_prompt.h"
+#include "server/stats_logger.h"
 #include "server/engine_loop.h"
 
 namespace gs {
@@ -29,6 +31,7 @@ struct ServeArgs {
   std::string chat_template;  // a file, or the template itself
   std::vector<std::string> served_names;
   double shutdown_timeout_s = 30.0;
+  bool disable_log_stats = false;
 };
 
 // --chat-template: a file's contents, or the argument itself when it is an inline template.
@@ -84,6 +87,8 @@ void run(ServeArgs& a) {
   EngineLoop engine(std::make_unique<LLMEngine>(a.cfg), tmpl, a.served_names);
   ApiServer server(engine, a.server);
   server.start();
+  std::optional<StatsLogger> stats_log;
+  if (!a.disable_log_stats) stats_log.emplace(engine, std::chrono::seconds(10));
   spdlog::info("serving '{}' at http://{}:{}/v1 (max_model_len {}, chat template: {})",
                engine.model().name, a.server.host, server.port(), engine.model().max_model_len,
                engine.model().chat_template.empty() ? "none" : "yes");
@@ -122,6 +127,9 @@ void add_serve_command(CLI::App& app) {
   add_ms_option(*cmd, "--header-timeout", s.http.header_timeout, "seconds to receive all headers of a request");
   add_ms_option(*cmd, "--body-timeout", s.http.body_timeout, "seconds to receive a request body");
   add_ms_option(*cmd, "--write-timeout", s.http.write_timeout, "seconds a write may wait on a client that does not read");
+  cmd->add_flag("--disable-log-requests", [&s](int64_t) { s.http.access_log = false; },
+                "no access log line per request");
+  cmd->add_flag("--disable-log-stats", args->disable_log_stats, "no periodic throughput / load log line");
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s, "seconds to let in-flight requests finish on SIGTERM")
       ->capture_default_str();
   cmd->callback([args] { run(*args); });

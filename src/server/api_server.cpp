@@ -108,8 +108,10 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
       if (draining_) throw ApiError(503, "shutting down", "", "service_unavailable");
       return json_response(200, json::object());
     }
-    if (p == "/metrics")
-      return {200, "text/plain; version=0.0.4", metrics_.render(client_.stats(), in_flight_.load()), {}};
+    if (p == "/metrics") {
+      std::string text = metrics_.render(client_.stats(), in_flight_.load(), client_.model().name);
+      return {200, "text/plain; version=0.0.4", std::move(text), {}};
+    }
     if (p == "/v1/models") {
       json data = json::array();
       std::vector<std::string> names = {client_.model().name};

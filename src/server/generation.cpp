@@ -43,8 +43,12 @@ void Generation::record(const ChoiceOutput& item) {
   Timing& t = timing_[item.choice];
   const auto now = Clock::now();
   if (!item.out.new_token_ids.empty()) {
-    if (t.first) metrics_->on_first_token(seconds(now - t.start));
-    else metrics_->on_inter_token(seconds(now - t.last));
+    if (t.first) {
+      metrics_->on_first_token(seconds(now - t.start));
+      t.first_token = now;
+    } else {
+      metrics_->on_inter_token(seconds(now - t.last));
+    }
     t.first = false;
     t.last = now;
   }
@@ -52,6 +56,7 @@ void Generation::record(const ChoiceOutput& item) {
   if (item.out.finished && !builder_.finished(item.choice)) {
     FinishReason r = item.out.finish_reason == FinishReason::None ? FinishReason::Stop
                                                                   : item.out.finish_reason;
+    if (!t.first) metrics_->on_decode_time(seconds(now - t.first_token));
     metrics_->on_finished(finish_reason_string(r), item.out.num_prompt_tokens,
                           item.out.num_output_tokens, seconds(now - t.start));
   }

@@ -39,7 +39,7 @@ class Generation {
 
  private:
   struct Timing {
-    Clock::time_point start, last;
+    Clock::time_point start, last, first_token;
     bool first = true;
   };
   void record(const ChoiceOutput& item);

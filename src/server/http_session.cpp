@@ -40,7 +40,11 @@ HttpSession::HttpSession(Socket socket, HttpHandler& handler, net::thread_pool& 
                          std::function<void(HttpSession*)> on_destroy)
     : socket_(std::move(socket)), ex_(socket_.get_executor()), deadline_(ex_), handler_(handler),
       workers_(workers), limits_(limits), buffer_(limits.max_header_bytes + kPipelineSlack),
-      on_destroy_(std::move(on_destroy)) {}
+      on_destroy_(std::move(on_destroy)) {
+  error_code ec;
+  const auto ep = socket_.remote_endpoint(ec);
+  if (!ec) peer_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
 
 HttpSession::~HttpSession() {
   gen_.reset();  // aborts what is unfinished
@@ -129,6 +133,8 @@ void HttpSession::dispatch() {
   req.path = target.substr(0, target.find('?'));
   req.authorization = std::string(msg[http::field::authorization]);
   req.body = std::move(msg.body());
+  method_ = req.method;
+  path_ = req.path;
   parser_.reset();
   busy_ = true;
   if (handler_.is_fast(req)) return respond(handler_.handle(req));
@@ -152,8 +158,13 @@ void HttpSession::respond(HttpResponse res) {
   start_generation(std::move(res.generation));
 }
 
+void HttpSession::log_access(int status) const {
+  if (limits_.access_log) spdlog::info("{} \"{} {} HTTP/1.{}\" {}", peer_, method_, path_, http10_ ? 0 : 1, status);
+}
+
 void HttpSession::write_whole(int status, const std::string& content_type, std::string body, bool close_after) {
   if (close_after) keep_alive_ = false;
+  log_access(status);
   auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status),
                                                                  http10_ ? 10 : 11);
   msg->set(http::field::server, "graphserve");
@@ -189,6 +200,7 @@ void HttpSession::start_generation(std::shared_ptr<Generation> gen) {
   streaming_ = gen_->request().stream;
   stream_done_ = false;
   if (streaming_) {
+    log_access(200);
     if (http10_) keep_alive_ = false;  // no chunked encoding: the end of the body is the close
     out_ = fmt::format("HTTP/1.{} 200 OK\r\nServer: graphserve\r\nContent-Type: text/event-stream\r\n"
                        "Cache-Control: no-cache\r\n{}{}\r\n",
@@ -338,6 +350,7 @@ void HttpSession::on_deadline() { close(); }
 
 void HttpSession::refuse(int status, const std::string& message) {
   busy_ = true;
+  method_ = path_ = "-";
   HttpResponse r = handler_.error(status, message);
   write_whole(r.status, r.content_type, std::move(r.body), true);
 }

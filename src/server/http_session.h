@@ -34,6 +34,7 @@ struct HttpLimits {
   std::chrono::milliseconds write_timeout{60000};   // one write to a client that does not read
   size_t max_header_bytes = 64u << 10;
   size_t max_body_bytes = 16u << 20;
+  bool access_log = true;  // one info line per answered request (off: --disable-log-requests)
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -76,6 +77,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void disarm();
   void on_deadline();
   void refuse(int status, const std::string& message);
+  void log_access(int status) const;
   void close();
   void linger_close();
   void drain();
@@ -100,6 +102,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool writing_ = false;
   bool stopping_ = false;
   bool peer_eof_ = false;      // the client shut its side while we were answering
+  std::string peer_;                 // "address:port" of the client, for the access log
+  std::string method_ = "-", path_ = "-";  // of the request being answered
   std::shared_ptr<Generation> gen_;
   bool streaming_ = false;
   bool stream_done_ = false;   // the last bytes of the stream are queued

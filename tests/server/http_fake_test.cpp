@@ -223,6 +223,22 @@ TEST_F(HttpFake, MetricsExposition) {
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
 }
 
+TEST_F(HttpFake, MetricsUnderVllmNamesWithModelName) {
+  ASSERT_EQ(post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":3})").status, 200);
+  std::string m = get(port, "/metrics").body;
+  for (const char* want : {"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"fake\"} 0",
+                           "vllm:num_requests_waiting{model_name=\"fake\"} 0",
+                           "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0",
+                           "# TYPE vllm:time_to_first_token_seconds histogram",
+                           "vllm:time_to_first_token_seconds_count{model_name=\"fake\"} 1",
+                           "vllm:inter_token_latency_seconds_count{model_name=\"fake\"} 2",
+                           "vllm:e2e_request_latency_seconds_bucket{model_name=\"fake\",le=\"+Inf\"} 1",
+                           "vllm:request_decode_time_seconds_count{model_name=\"fake\"} 1",
+                           "vllm:request_success_total{model_name=\"fake\",finished_reason=\"length\"} 1",
+                           "# TYPE vllm:prompt_tokens_total counter", "vllm:prefix_cache_hits_total{model_name=\"fake\"}"})
+    EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
+}
+
 }  // namespace
 }  // namespace gs
 
