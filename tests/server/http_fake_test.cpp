@@ -259,10 +259,33 @@ TEST_F(HttpFake, BenchServeMeasuresEveryRequest) {
   EXPECT_EQ(s["model"], "fake");
   EXPECT_EQ(s["completed"], 12) << s.dump();
   EXPECT_EQ(s["total_output_tokens"], 12 * 5);
-  EXPECT_GT(s["total_input_tokens"].get<int>(), 12 * 4);  // fake tokens are bytes
+  EXPECT_EQ(s["total_input_tokens"].get<int>(), 12 * 4);  // prompts of exactly 4 tokens (from /tokenize)
+  EXPECT_EQ(s["mean_ttft_ms"], s["ttft_ms"]["mean"]);     // vLLM's flat keys
+  EXPECT_EQ(s["p99_itl_ms"], s["itl_ms"]["p99"]);
   for (const auto& q : r.requests) EXPECT_EQ(q.itl.size(), 4u);
   EXPECT_GT(s["ttft_ms"]["p99"].get<double>(), 0.0);
   EXPECT_GE(s["tpot_ms"]["p90"].get<double>(), s["tpot_ms"]["median"].get<double>());
+}
+
+TEST_F(HttpFake, BenchServeChatEndpointAndServerErrors) {
+  server.reset();
+  ServerConfig scfg;
+  scfg.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  start(scfg);
+  ServeBenchConfig cfg;
+  cfg.base_url = "http://127.0.0.1:" + std::to_string(port);
+  cfg.endpoint = "/v1/chat/completions";
+  cfg.num_prompts = 4;
+  cfg.input_len = 3;
+  cfg.output_len = 5;
+  json s = run_serve_bench(cfg).summary();
+  EXPECT_EQ(s["completed"], 4) << s.dump();
+  EXPECT_EQ(s["total_output_tokens"], 4 * 5);
+  cfg.output_len = 1000;  // longer than the context: the server's 400 is kept in the report
+  s = run_serve_bench(cfg).summary();
+  EXPECT_EQ(s["failed"], 4);
+  ASSERT_TRUE(s.contains("errors")) << s.dump();
+  EXPECT_NE(s["errors"][0].get<std::string>().find("context length"), std::string::npos) << s.dump();
 }
 
 }  // namespace
