@@ -26,9 +26,12 @@ void add_bench_serve(CLI::App& bench) {
                   "prompts file: JSONL with \"prompt\" or plain lines (default: random)");
   cmd->add_option_function<std::string>(
       "--dataset-name",
-      [](const std::string& v) { GS_CHECK(v == "random" || v == "custom", "--dataset-name: random or custom, got '{}'", v); },
+      [](const std::string& v) {
+        GS_CHECK(v == "random" || v == "custom", "--dataset-name: random or custom, got '{}'", v);
+      },
       "random (the default), or custom with --dataset-path");
-  cmd->add_option("--input-len,--random-input-len", cfg->input_len, "random prompt length in tokens")->capture_default_str();
+  cmd->add_option("--input-len,--random-input-len", cfg->input_len, "random prompt length in tokens")
+      ->capture_default_str();
   cmd->add_option("--output-len,--random-output-len", cfg->output_len, "tokens to generate per request (ignore_eos)")
       ->capture_default_str();
   cmd->add_option("--num-prompts", cfg->num_prompts, "requests to send")->capture_default_str();

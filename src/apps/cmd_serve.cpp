@@ -126,7 +126,8 @@ void add_serve_command(CLI::App& app) {
   add_ms_option(*cmd, "--keep-alive-timeout", s.http.idle_timeout, "seconds an idle connection is kept open");
   add_ms_option(*cmd, "--header-timeout", s.http.header_timeout, "seconds to receive all headers of a request");
   add_ms_option(*cmd, "--body-timeout", s.http.body_timeout, "seconds to receive a request body");
-  add_ms_option(*cmd, "--write-timeout", s.http.write_timeout, "seconds a write may wait on a client that does not read");
+  add_ms_option(*cmd, "--write-timeout", s.http.write_timeout,
+                "seconds a write may wait on a client that does not read");
   cmd->add_flag("--disable-log-requests", [&s](int64_t) { s.http.access_log = false; },
                 "no access log line per request");
   cmd->add_flag("--disable-log-stats", args->disable_log_stats, "no periodic throughput / load log line");

@@ -18,7 +18,9 @@ namespace {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-HttpResponse json_response(int status, const json& body) { return HttpResponse{status, "application/json", dump(body), {}}; }
+HttpResponse json_response(int status, const json& body) {
+  return HttpResponse{status, "application/json", dump(body), {}};
+}
 
 HttpResponse error_response(const ApiError& e) { return json_response(e.status(), e.to_json()); }
 

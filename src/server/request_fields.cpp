@@ -68,7 +68,8 @@ void check_request_fields(const json& body, ApiKind kind) {
   if (!body.is_object()) return;
   std::string unknown;
   for (const auto& [key, value] : body.items()) {
-    auto u = std::find_if(kUnsupported.begin(), kUnsupported.end(), [&](const Unsupported& x) { return x.name == key; });
+    auto u = std::find_if(kUnsupported.begin(), kUnsupported.end(),
+                          [&](const Unsupported& x) { return x.name == key; });
     if (u != kUnsupported.end()) {
       if (!is_default(value)) bad_param(key, fmt::format("'{}': {}", key, u->why));
       continue;

@@ -66,7 +66,8 @@ TEST(EngineIsolation, AFailingRequestIsAbortedAloneAndTheOthersFinish) {
   for (int i = 0; i < 2500 && engine.stats().num_running < kStreams / 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   auto bad = test::post(port, "/v1/completions", R"({"prompt":"Once","max_tokens":5,"seed":666})");
-  auto bad_stream = test::post_stream(port, "/v1/completions", R"({"prompt":"Once","max_tokens":5,"seed":666,"stream":true})");
+  auto bad_stream =
+      test::post_stream(port, "/v1/completions", R"({"prompt":"Once","max_tokens":5,"seed":666,"stream":true})");
   for (auto& t : streams) t.join();
 
   EXPECT_EQ(good.load(), kStreams);
