@@ -8,8 +8,12 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
-find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
-find_library(HTTPLIB_LIBRARY cpp-httplib REQUIRED)
+# Boost.Beast and Boost.Asio (header-only, libboost-dev): the HTTP server.
+find_package(Boost 1.74 REQUIRED)
+# cpp-httplib: the HTTP client of `bench serve` and of the tests. Debian builds the library with
+# OpenSSL, zlib and Brotli support; its users must compile with the same macros (from its .pc),
+# or httplib's classes have another layout in their code than in the library.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 if(GS_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

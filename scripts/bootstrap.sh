@@ -9,7 +9,7 @@ jobs=$(nproc)
 
 install_deps() {
   local pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
-              nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+              nlohmann-json3-dev libboost-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
               libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
               libxxhash-dev gnuplot-nox)
   local missing=()

@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "server/serve_bench.h"
 
@@ -13,12 +15,25 @@ void add_bench_serve(CLI::App& bench) {
   auto cfg = std::make_shared<ServeBenchConfig>();
   auto out = std::make_shared<std::pair<std::string, std::string>>();  // json, png
   auto* cmd = bench.add_subcommand("serve", "online serving benchmark against an OpenAI-compatible server");
+  auto host_port = std::make_shared<std::pair<std::string, int>>("", 0);
   cmd->add_option("--base-url", cfg->base_url, "server URL")->capture_default_str();
+  cmd->add_option("--host", host_port->first, "server host (with --port: instead of --base-url)");
+  cmd->add_option("--port", host_port->second, "server port")->check(CLI::Range(1, 65535));
+  cmd->add_option("--endpoint", cfg->endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   cmd->add_option("--model", cfg->model, "model name (default: the first of /v1/models)");
   cmd->add_option("--api-key", cfg->api_key, "bearer token")->envname("OPENAI_API_KEY");
-  cmd->add_option("--dataset", cfg->dataset, "prompts file: JSONL with \"prompt\" or plain lines (default: random)");
-  cmd->add_option("--input-len", cfg->input_len, "random prompt length in words (~tokens)")->capture_default_str();
-  cmd->add_option("--output-len", cfg->output_len, "tokens to generate per request (ignore_eos)")->capture_default_str();
+  cmd->add_option("--dataset,--dataset-path", cfg->dataset,
+                  "prompts file: JSONL with \"prompt\" or plain lines (default: random)");
+  cmd->add_option_function<std::string>(
+      "--dataset-name",
+      [](const std::string& v) {
+        GS_CHECK(v == "random" || v == "custom", "--dataset-name: random or custom, got '{}'", v);
+      },
+      "random (the default), or custom with --dataset-path");
+  cmd->add_option("--input-len,--random-input-len", cfg->input_len, "random prompt length in tokens")
+      ->capture_default_str();
+  cmd->add_option("--output-len,--random-output-len", cfg->output_len, "tokens to generate per request (ignore_eos)")
+      ->capture_default_str();
   cmd->add_option("--num-prompts", cfg->num_prompts, "requests to send")->capture_default_str();
   cmd->add_option("--request-rate", cfg->request_rate, "Poisson arrival rate, requests/s (inf: all at once)")
       ->capture_default_str();
@@ -27,7 +42,10 @@ void add_bench_serve(CLI::App& bench) {
   cmd->add_option("--timeout", cfg->timeout_s, "seconds per request")->capture_default_str();
   cmd->add_option("--output-json", out->first, "write the results here");
   cmd->add_option("--plot", out->second, "write a PNG of TTFT and latency per request (gnuplot)");
-  cmd->callback([cfg, out] {
+  cmd->callback([cfg, out, host_port] {
+    if (!host_port->first.empty() || host_port->second > 0)
+      cfg->base_url = fmt::format("http://{}:{}", host_port->first.empty() ? "127.0.0.1" : host_port->first,
+                                  host_port->second > 0 ? host_port->second : 8000);
     ServeBenchResult r = run_serve_bench(*cfg);
     nlohmann::json s = r.summary();
     std::fputs(format_summary(s).c_str(), stdout);

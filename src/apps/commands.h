@@ -2,13 +2,18 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "engine/engine_config.h"
 
 namespace gs {
 
 // Adds the engine flags (--model, --load-format, --preset, --max-num-seqs, ...,
 // --compilation-config, -cc.KEY=VALUE, --enforce-eager) to `cmd`, writing into `cfg`.
-void add_engine_options(CLI::App& cmd, EngineConfig& cfg);
+// With `served_names`, --served-model-name takes several names (all go there, the first also
+// to cfg.served_model_name).
+void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::string>* served_names = nullptr);
 // Applies what add_engine_options cannot express as plain flags (-cc.* settings) and validates.
 void finish_engine_options(EngineConfig& cfg);
 

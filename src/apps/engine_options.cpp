@@ -1,6 +1,7 @@
 // The engine flags shared by generate, serve and the benchmarks.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "core/error.h"
@@ -36,13 +37,26 @@ void apply_cc_extras(CLI::App& cmd, CompilationConfig& cc) {
 
 }  // namespace
 
-void add_engine_options(CLI::App& cmd, EngineConfig& cfg) {
+void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::string>* served_names) {
   cmd.add_option("--model", cfg.model, "Hugging Face model directory (default: the dummy --preset)");
   cmd.add_option("--load-format", cfg.load_format, "auto | safetensors | dummy")->capture_default_str();
   cmd.add_option("--preset", cfg.preset, "model shape for dummy weights (graphserve info --presets)")
       ->capture_default_str();
   cmd.add_option("--tokenizer", cfg.tokenizer, "tokenizer directory (default: the model's)");
-  cmd.add_option("--served-model-name", cfg.served_model_name, "model name clients use");
+  cmd.add_flag("--skip-tokenizer-init", cfg.skip_tokenizer_init,
+               "serve a model without tokenizer.json with the byte-level tokenizer (token-id prompts)");
+  if (served_names) {
+    cmd.add_option_function<std::vector<std::string>>(
+           "--served-model-name",
+           [&cfg, served_names](const std::vector<std::string>& v) {
+             *served_names = v;
+             cfg.served_model_name = v.front();
+           },
+           "model names clients may use; the first is the one responses carry")
+        ->expected(1, -1);
+  } else {
+    cmd.add_option("--served-model-name", cfg.served_model_name, "model name clients use");
+  }
   cmd.add_option("--device", cfg.device, "auto | cpu | cuda")->capture_default_str();
   cmd.add_option("--dtype", cfg.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   cmd.add_option("--seed", cfg.seed, "seed of dummy weights and of requests without their own seed")
@@ -66,7 +80,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg) {
       "KV cache size in bytes; suffixes K, M, G (powers of 1024), e.g. 512MiB");
   cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "GPUs to shard the model over")
       ->capture_default_str();
-  cmd.add_flag("--enable-prefix-caching", cfg.enable_prefix_caching,
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", cfg.enable_prefix_caching,
                "reuse the KV cache of common prompt prefixes");
   cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
   cmd.add_option_function<int>(

@@ -13,6 +13,7 @@ struct EngineConfig {
   std::string load_format = "auto";  // auto | safetensors | dummy
   std::string preset = "smollm2-135m";  // shape for --load-format dummy (graphserve info --presets)
   std::string tokenizer;             // tokenizer directory (default: the model's)
+  bool skip_tokenizer_init = false;  // a model without tokenizer.json: byte-level (token-id prompts)
   std::string served_model_name;     // name clients use (default: model dir name or preset)
   std::string device = "auto";       // auto (cuda if present) | cpu | cuda
   std::string dtype = "auto";        // auto | float32 | bfloat16 | float16

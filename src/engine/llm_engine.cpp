@@ -97,7 +97,13 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
   for (const auto& s : batch.requests)
     prompt_tokens += std::max(0, std::min(s.num_computed_tokens + s.num_new_tokens, s.num_prompt_tokens) -
                                      s.num_computed_tokens);
-  RunnerOutput result = exec->execute(batch);
+  RunnerOutput result;
+  try {
+    result = exec->execute(batch);
+  } catch (const std::exception& e) {  // one request's fault must not end every other one
+    run_alone(batch, e.what(), outs);
+    return outs;
+  }
   sched.on_step_executed();
   for (const PromptLogprob& p : result.prompt_logprobs)
     if (auto it = requests.find(p.id); it != requests.end()) it->second->on_prompt_logprob(p);
@@ -107,16 +113,21 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
     if (!s.sample) continue;
     GS_CHECK(k < result.sampled.size() && result.sampled[k].id == s.id,
              "internal error: the runner returned no token for request {}", s.id);
-    EngineRequest& er = *requests.at(s.id);
-    RequestOutput o = er.on_token(result.sampled[k++], max_model_len, now);
-    ++generation_tokens;
-    if (o.finished) {
-      sched.finish(&er.request());
-      requests.erase(s.id);
-    }
-    outs.push_back(std::move(o));
+    take_token(s, result.sampled[k++], now, outs);
   }
   return outs;
+}
+
+void LLMEngine::Impl::take_token(const ScheduledRequest& s, const SampledToken& t, double now,
+                                 std::vector<RequestOutput>& outs) {
+  EngineRequest& er = *requests.at(s.id);
+  RequestOutput o = er.on_token(t, max_model_len, now);
+  ++generation_tokens;
+  if (o.finished) {
+    sched.finish(&er.request());
+    requests.erase(s.id);
+  }
+  outs.push_back(std::move(o));
 }
 
 LLMEngine::LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor,

@@ -37,6 +37,7 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   std::string stop_reason;              // the stop string or token that ended it, if any
+  std::string error;                    // why an aborted request failed (its step threw)
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   double arrival_time = 0.0;            // seconds (steady clock)

@@ -20,6 +20,11 @@ struct LLMEngine::Impl {
   RequestId add(std::vector<int32_t> prompt, const SamplingParams& params);
   std::vector<RequestOutput> step();
   void abort(RequestId id);
+  // Records one sampled token of `s`; finishes the request when that ends it.
+  void take_token(const ScheduledRequest& s, const SampledToken& t, double now, std::vector<RequestOutput>& outs);
+  // After the executor threw on `batch`: runs each request alone. Those that fail again are
+  // aborted with the error (RequestOutput::error); the others take their step (step_isolation.cpp).
+  void run_alone(const SchedulerOutput& batch, const std::string& error, std::vector<RequestOutput>& outs);
 
   EngineConfig cfg;
   std::unique_ptr<Executor> exec;

@@ -1,6 +1,7 @@
 // LLMEngine over the real ModelRunner, with the tokenizer that goes with the model.
 #include <filesystem>
 
+#include "core/error.h"
 #include "core/logging.h"
 #include "engine/generation_config.h"
 #include "engine/llm_engine_impl.h"
@@ -13,6 +14,11 @@ Tokenizer load_tokenizer(const EngineConfig& cfg, const ModelConfig& model) {
   if (!cfg.tokenizer.empty()) return Tokenizer::from_dir(cfg.tokenizer);
   if (!cfg.model.empty() && fs::exists(fs::path(cfg.model) / "tokenizer.json"))
     return Tokenizer::from_dir(cfg.model);
+  // A real checkpoint without its tokenizer would silently produce garbage text.
+  GS_CHECK(cfg.model.empty() || cfg.load_format == "dummy" || cfg.skip_tokenizer_init,
+           "{}: no tokenizer.json; give --tokenizer DIR, or --skip-tokenizer-init to use the byte-level "
+           "tokenizer (for token-id prompts)",
+           cfg.model);
   spdlog::info("no tokenizer.json: using the built-in byte-level tokenizer");
   return Tokenizer::byte_level(model.vocab_size);
 }

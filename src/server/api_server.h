@@ -2,7 +2,8 @@
 //   POST /v1/completions, /v1/chat/completions (JSON or Server-Sent Events)
 //   GET  /v1/models, /health, /metrics;  POST /tokenize, /detokenize
 // Errors are OpenAI error objects; limits (body size, JSON depth, waiting queue, API key)
-// are enforced before any work is queued.
+// are enforced before any work is queued. Connections are served by HttpListener (Boost.Beast
+// on a few Asio threads); this class is the routing and the OpenAI semantics.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -11,17 +12,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "server/engine_client.h"
+#include "server/http_listener.h"
+#include "server/http_message.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
-
-namespace httplib {
-class Server;
-class Request;
-class Response;
-}  // namespace httplib
 
 namespace gs {
 
@@ -30,49 +26,53 @@ struct ServerConfig {
   int port = 8000;                      // 0: any free port (see ApiServer::port())
   std::string api_key;                  // "": no authentication
   int max_waiting_requests = 1024;      // queued engine requests beyond which we answer 503
-  size_t max_body_bytes = 16u << 20;    // larger bodies get 413
+  size_t max_body_bytes = 16u << 20;    // larger bodies get 413 (however they are sent)
   int max_json_depth = 64;
-  int http_threads = 256;               // concurrent connections served
+  int io_threads = 2;                   // threads running every connection's I/O
+  int http_threads = 32;                // workers that parse, tokenize and submit requests
+  HttpLimits http;                      // deadlines and the header size limit
   std::string chat_template;            // overrides the model's template when not empty
   RequestLimits limits;
 };
 
-class ApiServer {
+class ApiServer : private HttpHandler {
  public:
   ApiServer(EngineClient& client, ServerConfig cfg);
-  ~ApiServer();  // stops at once (no draining)
+  ~ApiServer() override;  // stops at once (no draining)
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
 
   // Binds the socket and serves on a background thread. Throws gs::Error if it cannot bind.
   void start();
   int port() const { return port_; }
-  // Graceful stop: new generation requests get 503, in-flight ones finish (up to `timeout`),
-  // then the listener closes. Returns false when some had to be cut off.
+  // Graceful stop: stop accepting; new generation requests get 503, in-flight ones finish (up
+  // to `timeout`); what remains is aborted (open streams get a final error event and [DONE]),
+  // then every connection closes. Returns false when some had to be cut off.
   bool shutdown(std::chrono::milliseconds timeout);
   int in_flight() const { return in_flight_.load(); }
   const Metrics& metrics() const { return metrics_; }
+  size_t connections() const { return listener_->connections(); }
 
  private:
-  void routes();
-  void handle_generate(const httplib::Request& req, httplib::Response& res, ApiKind kind);
-  void stream(std::shared_ptr<class Generation> gen, httplib::Response& res);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
-  bool authorized(const httplib::Request& req) const;
+  bool is_fast(const HttpRequest& req) const override;
+  HttpResponse handle(const HttpRequest& req) override;
+  HttpResponse error(int status, const std::string& message) const override;
+  HttpResponse route(const HttpRequest& req);
+  HttpResponse handle_generate(const HttpRequest& req, ApiKind kind);
+  HttpResponse handle_tokenize(const HttpRequest& req);
+  HttpResponse handle_detokenize(const HttpRequest& req);
+  bool authorized(const HttpRequest& req) const;
   void finish_one();
 
   EngineClient& client_;
   ServerConfig cfg_;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
   int port_ = 0;
-  int listen_fd_ = -1;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
   std::mutex mu_;
   std::condition_variable idle_cv_;
+  std::unique_ptr<HttpListener> listener_;  // last: destroyed first, while the rest is alive
 };
 
 }  // namespace gs

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "core/error.h"
 #include "server/api_error.h"
 
@@ -33,7 +37,35 @@ std::string content_text(const json& content, size_t i) {
   return text;
 }
 
+#ifdef GS_HAVE_CHAT_TEMPLATE
+// Templates parsed once per source text (a server has one or two); rendering is const.
+std::shared_ptr<const ChatTemplate> parsed(const std::string& source) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const ChatTemplate>> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(source);
+  if (it != cache.end()) return it->second;
+  auto t = std::make_shared<const ChatTemplate>(source);
+  if (cache.size() >= 8) cache.clear();
+  cache.emplace(source, t);
+  return t;
+}
+#endif
+
 }  // namespace
+
+void preparse_chat_template(const std::string& chat_template) {
+#ifdef GS_HAVE_CHAT_TEMPLATE
+  if (chat_template.empty()) return;
+  try {
+    parsed(chat_template);
+  } catch (const Error& e) {
+    throw Error(std::string("the chat template does not parse: ") + e.what());
+  }
+#else
+  (void)chat_template;
+#endif
+}
 
 json normalize_chat_messages(const json& messages) {
   if (!messages.is_array() || messages.empty())
@@ -43,11 +75,24 @@ json normalize_chat_messages(const json& messages) {
     const json& m = messages[i];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       bad_param("messages", fmt::format("messages[{}] must be an object with a string 'role'", i));
+    const std::string& role = m["role"].get_ref<const std::string&>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+      bad_param("messages", fmt::format("messages[{}].role is '{}'; it must be one of system, user, assistant, "
+                                        "tool, developer", i, role));
     json msg = m;  // keep extra keys (name, tool_calls, tool_call_id) for templates that use them
     msg["content"] = content_text(m.value("content", json()), i);
     out.push_back(std::move(msg));
   }
   return out;
+}
+
+json chat_tools(const json& body) {
+  if (!body.is_object() || !body.contains("tools") || body["tools"].is_null()) return json();
+  const json& tools = body["tools"];
+  if (!tools.is_array()) bad_param("tools", "'tools' must be a list of tool objects");
+  for (size_t i = 0; i < tools.size(); ++i)
+    if (!tools[i].is_object()) bad_param("tools", fmt::format("tools[{}] must be an object", i));
+  return tools;
 }
 
 std::string render_chat_prompt(const std::string& chat_template, const json& messages,
@@ -64,8 +109,7 @@ std::string render_chat_prompt(const std::string& chat_template, const json& mes
   nlohmann::ordered_json special = {{"bos_token", model.bos_token}, {"eos_token", model.eos_token},
                   {"unk_token", model.unk_token}, {"pad_token", model.pad_token}};
   try {
-    ChatTemplate tmpl(chat_template);
-    return tmpl.render(messages, tools, add_generation_prompt, special);
+    return parsed(chat_template)->render(messages, tools, add_generation_prompt, special);
   } catch (const Error& e) {
     throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
   }

@@ -10,7 +10,15 @@ namespace gs {
 
 // Checks `messages` (a non-empty list of {role, content} with string content or text parts)
 // and returns them normalised to string content. Throws ApiError(400) naming the problem.
+// Roles must be system, user, assistant, tool or developer.
 nlohmann::ordered_json normalize_chat_messages(const nlohmann::ordered_json& messages);
+
+// The request's "tools": null when absent, else a list of objects (ApiError(400) otherwise).
+nlohmann::ordered_json chat_tools(const nlohmann::ordered_json& body);
+
+// Parses `chat_template` now (start-up), so a broken template is an error there and not on every
+// chat request; parsed templates are cached. Throws gs::Error naming the line and column.
+void preparse_chat_template(const std::string& chat_template);
 
 // Renders normalised messages with `chat_template`; throws ApiError(400) when the model has no
 // template or rendering fails (the template's own message, e.g. from raise_exception).

@@ -15,7 +15,8 @@
 namespace gs {
 
 struct ServedModel {
-  std::string name;           // what clients put in "model"
+  std::string name;           // what clients put in "model" (and what responses carry)
+  std::vector<std::string> aliases;  // other names clients may use (--served-model-name a b)
   int max_model_len = 0;      // prompt + output tokens
   int vocab_size = 0;
   std::string chat_template;  // "" when the model has none

@@ -6,9 +6,12 @@
 
 namespace gs {
 
-EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_template)
+EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_template,
+                       const std::vector<std::string>& names)
     : engine_(std::move(engine)), tokenizer_(engine_->tokenizer()) {
   model_.name = engine_->model_name();
+  for (const std::string& n : names)
+    if (n != model_.name) model_.aliases.push_back(n);
   model_.max_model_len = engine_->max_model_len();
   model_.vocab_size = tokenizer_.size();
   model_.sampling_defaults = engine_->default_sampling_params();

@@ -19,8 +19,10 @@ namespace gs {
 
 class EngineLoop : public EngineClient {
  public:
-  // Takes over `engine`; `chat_template` (if not empty) replaces the tokenizer's.
-  explicit EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_template = "");
+  // Takes over `engine`; `chat_template` (if not empty) replaces the tokenizer's; `names`
+  // (if given) are every name clients may use for the model.
+  explicit EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_template = "",
+                      const std::vector<std::string>& names = {});
   ~EngineLoop() override;  // aborts what is left and joins the thread
 
   const ServedModel& model() const override { return model_; }

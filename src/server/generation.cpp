@@ -28,6 +28,7 @@ Generation::Generation(GenerationRequest req, std::string model, EngineClient& c
 }
 
 Generation::~Generation() {
+  queue_->set_listener(nullptr);
   for (size_t c = 0; c < ids_.size(); ++c) {
     if (builder_.finished(static_cast<int>(c))) continue;
     client_->abort(ids_[c]);
@@ -42,14 +43,20 @@ void Generation::record(const ChoiceOutput& item) {
   Timing& t = timing_[item.choice];
   const auto now = Clock::now();
   if (!item.out.new_token_ids.empty()) {
-    if (t.first) metrics_->on_first_token(seconds(now - t.start));
-    else metrics_->on_inter_token(seconds(now - t.last));
+    if (t.first) {
+      metrics_->on_first_token(seconds(now - t.start));
+      t.first_token = now;
+    } else {
+      metrics_->on_inter_token(seconds(now - t.last));
+    }
     t.first = false;
     t.last = now;
   }
+  if (!item.out.error.empty() && error_.empty()) error_ = item.out.error;
   if (item.out.finished && !builder_.finished(item.choice)) {
     FinishReason r = item.out.finish_reason == FinishReason::None ? FinishReason::Stop
                                                                   : item.out.finish_reason;
+    if (!t.first) metrics_->on_decode_time(seconds(now - t.first_token));
     metrics_->on_finished(finish_reason_string(r), item.out.num_prompt_tokens,
                           item.out.num_output_tokens, seconds(now - t.start));
   }

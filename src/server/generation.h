@@ -32,10 +32,14 @@ class Generation {
   // (nullopt on timeout).
   std::optional<std::vector<nlohmann::json>> next(std::chrono::milliseconds timeout);
   bool finished() const { return builder_.all_finished(); }
+  // Why the engine aborted a choice ("" when none failed): its step threw on it alone.
+  const std::string& error() const { return error_; }
+  // Called (on the engine's thread, must not block) whenever an output arrives.
+  void set_listener(std::function<void()> listener) { queue_->set_listener(std::move(listener)); }
 
  private:
   struct Timing {
-    Clock::time_point start, last;
+    Clock::time_point start, last, first_token;
     bool first = true;
   };
   void record(const ChoiceOutput& item);
@@ -48,6 +52,7 @@ class Generation {
   ResponseBuilder builder_;
   std::vector<RequestId> ids_;
   std::vector<Timing> timing_;
+  std::string error_;
 };
 
 }  // namespace gs

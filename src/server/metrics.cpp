@@ -16,15 +16,18 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
   out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  const std::string pre = labels.empty() ? "" : labels + ",";
+  const std::string only = labels.empty() ? "" : "{" + labels + "}";
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cum += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, pre, bounds_[i], cum);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, count_);
-  out += fmt::format("{}_sum {}\n{}_count {}\n", name, sum_, name, count_);
+  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n", name, pre, count_);
+  out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, only, sum_, name, only, count_);
 }
 
 namespace {
@@ -46,7 +49,7 @@ void counter(std::string& out, const char* name, const char* help, uint64_t v) {
 
 }  // namespace
 
-Metrics::Metrics() : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds) {
+Metrics::Metrics() : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds), decode_(kE2eBounds) {
   for (const char* r : {"stop", "length", "abort"}) finished_[r] = 0;
 }
 
@@ -66,12 +69,16 @@ void Metrics::on_finished(const std::string& reason, int prompt_tokens, int outp
   generation_tokens_ += output_tokens;
   e2e_.observe(e2e_s);
 }
+void Metrics::on_decode_time(double s) {
+  std::lock_guard lock(mu_);
+  decode_.observe(s);
+}
 void Metrics::on_rejected(int status) {
   std::lock_guard lock(mu_);
   ++rejected_[status];
 }
 
-std::string Metrics::render(const EngineStats& e, int http_in_flight) const {
+std::string Metrics::render(const EngineStats& e, int http_in_flight, const std::string& model_name) const {
   std::lock_guard lock(mu_);
   std::string out;
   gauge(out, "graphserve_num_requests_running", "Requests in the engine's running batch.", e.num_running);
@@ -108,6 +115,7 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight) const {
   gauge(out, "graphserve_cuda_graphs", "Captured CUDA graphs.", e.graphs.num_graphs);
   gauge(out, "graphserve_graph_capture_seconds", "Time spent capturing graphs at start-up.", e.graphs.capture_seconds);
   gauge(out, "graphserve_graph_memory_bytes", "Memory held by captured graphs.", static_cast<double>(e.graphs.graph_memory_bytes));
+  render_vllm(out, e, model_name);
   return out;
 }
 

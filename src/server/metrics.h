@@ -1,5 +1,7 @@
 // Metrics: the server's Prometheus counters and histograms (text exposition format 0.0.4),
-// plus the engine's own counters (EngineStats) rendered at scrape time. Thread-safe.
+// plus the engine's own counters (EngineStats) rendered at scrape time, under graphserve_*
+// names and again under vLLM's vllm:* names with a model_name label (so dashboards made for
+// vLLM work). Thread-safe.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -17,8 +19,10 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double v);
-  // Appends "_bucket{le=..}", "_sum" and "_count" lines for `name`.
-  void render(std::string& out, const std::string& name, const std::string& help) const;
+  // Appends "_bucket{le=..}", "_sum" and "_count" lines for `name`; `labels` (e.g.
+  // model_name="x") go on every line.
+  void render(std::string& out, const std::string& name, const std::string& help,
+              const std::string& labels = "") const;
 
  private:
   std::vector<double> bounds_;
@@ -36,11 +40,15 @@ class Metrics {
   void on_finished(const std::string& reason, int prompt_tokens, int output_tokens, double e2e_s);
   void on_rejected(int http_status);  // 4xx/5xx answers to generation requests
 
-  std::string render(const EngineStats& engine, int http_in_flight) const;
+  // A finished choice's decode time (first token to finish), for vllm:request_decode_time_seconds.
+  void on_decode_time(double s);
+
+  std::string render(const EngineStats& engine, int http_in_flight, const std::string& model_name = "") const;
 
  private:
+  void render_vllm(std::string& out, const EngineStats& e, const std::string& model_name) const;
   mutable std::mutex mu_;
-  Histogram ttft_, itl_, e2e_;
+  Histogram ttft_, itl_, e2e_, decode_;
   std::map<std::string, uint64_t> finished_;
   std::map<int, uint64_t> rejected_;
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;

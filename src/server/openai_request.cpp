@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/json_fields.h"
+#include "server/request_fields.h"
 
 namespace gs {
 
@@ -21,7 +23,8 @@ constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 void check_model(const json& body, const EngineClient& client) {
   if (!f::present(body, "model")) return;  // optional: the one served model
   std::string model = f::get_string(body, "model", "");
-  if (model != client.model().name)
+  const auto& aliases = client.model().aliases;
+  if (model != client.model().name && std::find(aliases.begin(), aliases.end(), model) == aliases.end())
     throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves '{}'",
                                     model, client.model().name),
                    "model", "invalid_request_error", "model_not_found");
@@ -166,6 +169,7 @@ void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
 
 GenerationRequest parse_completion_request(const json& body, const EngineClient& client,
                                            const RequestLimits& limits) {
+  check_request_fields(body, ApiKind::Completion);
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Completion;
@@ -182,6 +186,7 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
 GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_json& ordered,
                                      const EngineClient& client, const std::string& chat_template,
                                      const RequestLimits& limits) {
+  check_request_fields(body, ApiKind::Chat);
   check_model(body, client);
   GenerationRequest r;
   r.kind = ApiKind::Chat;
@@ -192,7 +197,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
     bad_param("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
   if (!body.contains("messages")) bad_param("messages", "'messages' is required");
   nlohmann::ordered_json messages = normalize_chat_messages(ordered["messages"]);
-  nlohmann::ordered_json tools = ordered.value("tools", nlohmann::ordered_json());
+  nlohmann::ordered_json tools = chat_tools(ordered);
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
   std::string prompt =
       render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());

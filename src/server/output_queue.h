@@ -1,9 +1,11 @@
 // OutputQueue: where the engine thread delivers one HTTP request's outputs and the HTTP
 // thread reads them. One queue may carry several choices (n > 1, several prompts).
+// A listener, when set, is called after each push (on the pushing thread: it must not block).
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -19,11 +21,18 @@ struct ChoiceOutput {
 class OutputQueue {
  public:
   void push(ChoiceOutput item) {
+    std::function<void()> listener;
     {
       std::lock_guard lock(mu_);
       items_.push_back(std::move(item));
+      listener = listener_;
     }
     cv_.notify_one();
+    if (listener) listener();
+  }
+  void set_listener(std::function<void()> listener) {
+    std::lock_guard lock(mu_);
+    listener_ = std::move(listener);
   }
   // The next output, or nullopt after `timeout` with none.
   std::optional<ChoiceOutput> pop(std::chrono::milliseconds timeout) {
@@ -38,6 +47,7 @@ class OutputQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ChoiceOutput> items_;
+  std::function<void()> listener_;
 };
 
 }  // namespace gs

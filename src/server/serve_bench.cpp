@@ -12,11 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "server/run_program.h"
 
 namespace gs {
 
@@ -47,8 +49,46 @@ std::string served_model(const ServeBenchConfig& cfg) {
   return j["data"][0]["id"].get<std::string>();
 }
 
-std::vector<std::string> load_prompts(const ServeBenchConfig& cfg) {
-  std::vector<std::string> prompts;
+std::string random_words(std::mt19937_64& rng, int n) {
+  static const char* kWords[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to",
+                                 "house", "little", "girl", "big", "tree", "sun", "day", "play",
+                                 "happy", "friend", "water", "red", "ball", "went", "saw"};
+  std::string p;
+  for (int w = 0; w < n; ++w) {
+    if (w) p += ' ';
+    p += kWords[rng() % std::size(kWords)];
+  }
+  return p;
+}
+
+// The token ids of `text` from the server's /tokenize, or nullopt when it has none.
+std::optional<std::vector<int>> tokenize(httplib::Client& cli, const std::string& model, const std::string& text) {
+  auto r = cli.Post("/tokenize", json({{"model", model}, {"prompt", text}}).dump(), "application/json");
+  if (!r || r->status != 200) return std::nullopt;
+  json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) return std::nullopt;
+  return j["tokens"].get<std::vector<int>>();
+}
+
+// A random completion prompt of exactly `n` tokens (as token ids), or words when the server
+// cannot tokenize.
+json random_prompt(httplib::Client& cli, const std::string& model, std::mt19937_64& rng, int n, bool& can_tokenize) {
+  std::string text = random_words(rng, n);
+  while (can_tokenize) {
+    auto ids = tokenize(cli, model, text);
+    if (!ids) {
+      spdlog::warn("the server has no /tokenize: random prompts are {} words, not tokens", n);
+      can_tokenize = false;
+      break;
+    }
+    if (static_cast<int>(ids->size()) >= n) return json(std::vector<int>(ids->begin(), ids->begin() + n));
+    text += ' ' + random_words(rng, n);
+  }
+  return text;
+}
+
+std::vector<json> load_prompts(const ServeBenchConfig& cfg, const std::string& model) {
+  std::vector<json> prompts;
   if (!cfg.dataset.empty()) {
     std::ifstream in(cfg.dataset);
     GS_CHECK(in.good(), "--dataset: cannot open '{}'", cfg.dataset);
@@ -60,37 +100,34 @@ std::vector<std::string> load_prompts(const ServeBenchConfig& cfg) {
       else prompts.push_back(line);
     }
     GS_CHECK(!prompts.empty(), "--dataset '{}' has no prompts", cfg.dataset);
-    std::vector<std::string> out;
+    std::vector<json> out;
     for (int i = 0; i < cfg.num_prompts; ++i) out.push_back(prompts[i % prompts.size()]);
     return out;
   }
-  static const char* kWords[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to",
-                                 "house", "little", "girl", "big", "tree", "sun", "day", "play",
-                                 "happy", "friend", "water", "red", "ball", "went", "saw"};
   std::mt19937_64 rng(cfg.seed);
-  for (int i = 0; i < cfg.num_prompts; ++i) {
-    std::string p;
-    for (int w = 0; w < cfg.input_len; ++w) {
-      if (w) p += ' ';
-      p += kWords[rng() % std::size(kWords)];
-    }
-    prompts.push_back(std::move(p));
-  }
+  auto cli = make_client(cfg);
+  bool can_tokenize = cfg.endpoint == "/v1/completions";  // chat messages are text
+  for (int i = 0; i < cfg.num_prompts; ++i)
+    prompts.push_back(can_tokenize ? random_prompt(cli, model, rng, cfg.input_len, can_tokenize)
+                                   : json(random_words(rng, cfg.input_len)));
   return prompts;
 }
 
-RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, const std::string& prompt,
+RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, const json& prompt,
                        Clock::time_point t0) {
   RequestResult res;
   res.start = since(t0);
   const auto begin = Clock::now();
   auto cli = make_client(cfg);
-  json body = {{"model", model}, {"prompt", prompt}, {"max_tokens", cfg.output_len},
+  const bool chat = cfg.endpoint == "/v1/chat/completions";
+  json body = {{"model", model}, {"max_tokens", cfg.output_len},
                {"ignore_eos", true}, {"stream", true}, {"temperature", 0},
                {"stream_options", {{"include_usage", true}}}};
+  if (chat) body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+  else body["prompt"] = prompt;
   httplib::Request req;
   req.method = "POST";
-  req.path = "/v1/completions";
+  req.path = cfg.endpoint;
   req.body = body.dump();
   req.set_header("Content-Type", "application/json");
   if (!cfg.api_key.empty()) req.set_header("Authorization", "Bearer " + cfg.api_key);
@@ -98,7 +135,9 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
   double last = 0;
   int chunks = 0;
   bool done = false;
+  std::string head;  // the first bytes of the body: an error answer's text
   req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    if (head.size() < 2000) head.append(data, std::min(len, 2000 - head.size()));
     pending.append(data, len);
     for (size_t pos; (pos = pending.find("\n\n")) != std::string::npos;) {
       std::string ev = pending.substr(0, pos);
@@ -116,7 +155,10 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
       }
       // Every chunk with a choice carries a step's tokens, even when their text is empty (a
       // token that ends inside a UTF-8 character, or decodes to nothing): time them all.
-      if (!j.contains("choices") || j["choices"].empty() || !j["choices"][0].contains("text")) continue;
+      if (!j.contains("choices") || j["choices"].empty()) continue;
+      const json& c = j["choices"][0];
+      const bool token = chat ? c.contains("delta") && !c["delta"].contains("role") : c.contains("text");
+      if (!token) continue;  // chat's opening chunk carries the role, not a token
       const double now = std::chrono::duration<double>(Clock::now() - begin).count();
       if (chunks++ == 0) res.ttft = now;
       else res.itl.push_back(now - last);
@@ -127,7 +169,7 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
   auto r = cli.send(req);
   res.latency = std::chrono::duration<double>(Clock::now() - begin).count();
   if (!r) res.error = httplib::to_string(r.error());
-  else if (r->status != 200) res.error = fmt::format("HTTP {}: {}", r->status, r->body.substr(0, 200));
+  else if (r->status != 200) res.error = fmt::format("HTTP {}: {}", r->status, r->body.empty() ? head : r->body);
   else if (!done) res.error = "the stream ended without [DONE]";
   res.ok = res.error.empty();
   if (res.output_tokens == 0) res.output_tokens = chunks;
@@ -177,8 +219,10 @@ ServeBenchResult run_serve_bench(const ServeBenchConfig& cfg) {
   GS_CHECK(cfg.max_concurrency >= 0, "--max-concurrency must be >= 0, got {}", cfg.max_concurrency);
   ServeBenchResult out;
   out.config = cfg;
+  GS_CHECK(cfg.endpoint == "/v1/completions" || cfg.endpoint == "/v1/chat/completions",
+           "--endpoint must be /v1/completions or /v1/chat/completions, got '{}'", cfg.endpoint);
   out.model = served_model(cfg);
-  const auto prompts = load_prompts(cfg);
+  const auto prompts = load_prompts(cfg, out.model);
   out.requests.resize(prompts.size());
   Slots slots(cfg.max_concurrency > 0 ? cfg.max_concurrency : static_cast<int>(prompts.size()));
   std::mt19937_64 rng(cfg.seed);
@@ -208,9 +252,12 @@ json ServeBenchResult::summary() const {
   long in_tok = 0, out_tok = 0;
   std::vector<double> ttft, tpot, itl, e2e;
   std::string first_error;
+  std::vector<std::string> errors;
   for (const auto& r : requests) {
     if (!r.ok) {
       if (first_error.empty()) first_error = r.error;
+      if (errors.size() < 10 && std::find(errors.begin(), errors.end(), r.error) == errors.end())
+        errors.push_back(r.error);  // the server's own error text, as it answered
       continue;
     }
     ++ok;
@@ -223,7 +270,7 @@ json ServeBenchResult::summary() const {
   }
   const double d = std::max(duration_s, 1e-9);
   json s = {{"base_url", config.base_url}, {"model", model}, {"num_prompts", config.num_prompts},
-            {"input_len", config.input_len}, {"output_len", config.output_len},
+            {"endpoint", config.endpoint}, {"input_len", config.input_len}, {"output_len", config.output_len},
             {"request_rate", std::isinf(config.request_rate) ? json("inf") : json(config.request_rate)},
             {"max_concurrency", config.max_concurrency},
             {"duration_s", duration_s}, {"completed", ok}, {"failed", static_cast<int>(requests.size()) - ok},
@@ -232,7 +279,12 @@ json ServeBenchResult::summary() const {
             {"total_token_throughput", (in_tok + out_tok) / d},
             {"ttft_ms", stats_ms(ttft)}, {"tpot_ms", stats_ms(tpot)}, {"itl_ms", stats_ms(itl)},
             {"e2el_ms", stats_ms(e2e)}};
+  // vLLM's flat keys (mean_ttft_ms, p99_itl_ms, ...), beside the nested objects above.
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"})
+    for (const char* k : {"mean", "median", "p90", "p99"})
+      s[fmt::format("{}_{}_ms", k, m)] = s[std::string(m) + "_ms"][k];
   if (!first_error.empty()) s["first_error"] = first_error;
+  if (!errors.empty()) s["errors"] = errors;
   return s;
 }
 
@@ -259,21 +311,32 @@ std::string format_summary(const json& s) {
 void plot_serve_bench(const ServeBenchResult& r, const std::string& png_path) {
   namespace fs = std::filesystem;
   const fs::path data = fs::path(png_path).replace_extension(".dat");
+  const fs::path script = fs::path(png_path).replace_extension(".gp");
   {
     std::ofstream out(data);
     GS_CHECK(out.good(), "--plot: cannot write '{}'", data.string());
     for (const auto& q : r.requests)
       if (q.ok) out << fmt::format("{} {} {}\n", q.start, q.ttft * 1000, q.latency * 1000);
   }
-  const std::string script = fmt::format(
-      "set terminal pngcairo noenhanced size 1000,600; set output '{}'; "
-      "set title 'bench serve: {} ({} prompts, in {}, out {})'; set xlabel 'request start (s)'; "
-      "set ylabel 'ms'; set grid; plot '{}' using 1:2 with points pt 7 ps 0.6 title 'TTFT', "
-      "'' using 1:3 with points pt 7 ps 0.6 title 'end-to-end latency'",
-      png_path, r.model, r.config.num_prompts, r.config.input_len, r.config.output_len, data.string());
-  const std::string cmd = "gnuplot -e \"" + script + "\"";
-  GS_CHECK(std::system(cmd.c_str()) == 0, "--plot: gnuplot failed (is it installed?)");
+  {
+    // Every variable text (paths, the model id, which a server chooses) reaches gnuplot as an
+    // argument (ARG1..ARG3, string values), never as script text.
+    std::ofstream out(script);
+    GS_CHECK(out.good(), "--plot: cannot write '{}'", script.string());
+    out << "set terminal pngcairo noenhanced size 1000,600\n"
+           "set output ARG1\n"
+           "set title ARG2\n"
+           "set xlabel 'request start (s)'\nset ylabel 'ms'\nset grid\n"
+           "plot ARG3 using 1:2 with points pt 7 ps 0.6 title 'TTFT', \\\n"
+           "     ARG3 using 1:3 with points pt 7 ps 0.6 title 'end-to-end latency'\n";
+  }
+  const std::string title = fmt::format("bench serve: {} ({} prompts, in {}, out {})", r.model,
+                                        r.config.num_prompts, r.config.input_len, r.config.output_len);
+  const int rc = run_program({"gnuplot", "-c", script.string(), png_path, title, data.string()});
+  GS_CHECK(rc == 0, "--plot: gnuplot failed with status {} (is it installed?); the data is in {}", rc,
+           data.string());
   fs::remove(data);
+  fs::remove(script);
 }
 
 }  // namespace gs

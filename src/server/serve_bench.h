@@ -1,6 +1,8 @@
 // The online-serving benchmark behind `graphserve bench serve`: sends streaming
-// /v1/completions requests to any OpenAI-compatible server (Poisson arrivals at a rate, or
-// a fixed concurrency) and measures throughput, TTFT, TPOT and ITL as vLLM's benchmark does.
+// /v1/completions or /v1/chat/completions requests to any OpenAI-compatible server (Poisson
+// arrivals at a rate, or a fixed concurrency) and measures throughput, TTFT, TPOT and ITL as
+// vLLM's benchmark does. Random completion prompts are exactly input_len tokens long (token
+// ids from the server's /tokenize; words when it has none).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -16,7 +18,8 @@ struct ServeBenchConfig {
   std::string model;        // "": the first model of GET /v1/models
   std::string api_key;
   std::string dataset;      // JSONL ({"prompt": ...} per line) or plain text lines; "": random
-  int input_len = 128;      // random prompts: words (about one token each)
+  std::string endpoint = "/v1/completions";  // or /v1/chat/completions
+  int input_len = 128;      // random prompts: tokens (words for chat, or without /tokenize)
   int output_len = 128;     // max_tokens, with ignore_eos
   int num_prompts = 100;
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s; inf: all at once

@@ -1,5 +1,5 @@
 // FakeEngine: an EngineClient with a byte tokenizer and a thread that emits one letter per
-// request every millisecond, so HTTP behaviour is tested without a model.
+// request every `tick_ms` milliseconds (1 by default), so HTTP behaviour is tested without a model.
 // A prompt starting with 'S' ends with finish_reason "stop" after 3 tokens (unless ignore_eos).
 // A prompt starting with 'E' gets tokens whose text is empty (as a token that ends inside a
 // UTF-8 character, or decodes to nothing).
@@ -68,7 +68,7 @@ class FakeEngine : public EngineClient {
     return static_cast<int>(live_.size());
   }
 
-  std::atomic<int> submitted{0}, aborted{0}, waiting{0};
+  std::atomic<int> submitted{0}, aborted{0}, waiting{0}, tick_ms{1};
 
  private:
   struct Live {
@@ -81,7 +81,7 @@ class FakeEngine : public EngineClient {
   void run() {
     std::unique_lock l(mu_);
     while (!stop_) {
-      cv_.wait_for(l, std::chrono::milliseconds(1));
+      cv_.wait_for(l, std::chrono::milliseconds(tick_ms.load()));
       for (auto it = live_.begin(); it != live_.end();) {
         Live& r = it->second;
         RequestOutput o;

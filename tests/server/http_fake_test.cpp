@@ -223,6 +223,22 @@ TEST_F(HttpFake, MetricsExposition) {
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
 }
 
+TEST_F(HttpFake, MetricsUnderVllmNamesWithModelName) {
+  ASSERT_EQ(post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":3})").status, 200);
+  std::string m = get(port, "/metrics").body;
+  for (const char* want : {"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"fake\"} 0",
+                           "vllm:num_requests_waiting{model_name=\"fake\"} 0",
+                           "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0",
+                           "# TYPE vllm:time_to_first_token_seconds histogram",
+                           "vllm:time_to_first_token_seconds_count{model_name=\"fake\"} 1",
+                           "vllm:inter_token_latency_seconds_count{model_name=\"fake\"} 2",
+                           "vllm:e2e_request_latency_seconds_bucket{model_name=\"fake\",le=\"+Inf\"} 1",
+                           "vllm:request_decode_time_seconds_count{model_name=\"fake\"} 1",
+                           "vllm:request_success_total{model_name=\"fake\",finished_reason=\"length\"} 1",
+                           "# TYPE vllm:prompt_tokens_total counter", "vllm:prefix_cache_hits_total{model_name=\"fake\"}"})
+    EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
+}
+
 }  // namespace
 }  // namespace gs
 
@@ -243,10 +259,33 @@ TEST_F(HttpFake, BenchServeMeasuresEveryRequest) {
   EXPECT_EQ(s["model"], "fake");
   EXPECT_EQ(s["completed"], 12) << s.dump();
   EXPECT_EQ(s["total_output_tokens"], 12 * 5);
-  EXPECT_GT(s["total_input_tokens"].get<int>(), 12 * 4);  // fake tokens are bytes
+  EXPECT_EQ(s["total_input_tokens"].get<int>(), 12 * 4);  // prompts of exactly 4 tokens (from /tokenize)
+  EXPECT_EQ(s["mean_ttft_ms"], s["ttft_ms"]["mean"]);     // vLLM's flat keys
+  EXPECT_EQ(s["p99_itl_ms"], s["itl_ms"]["p99"]);
   for (const auto& q : r.requests) EXPECT_EQ(q.itl.size(), 4u);
   EXPECT_GT(s["ttft_ms"]["p99"].get<double>(), 0.0);
   EXPECT_GE(s["tpot_ms"]["p90"].get<double>(), s["tpot_ms"]["median"].get<double>());
+}
+
+TEST_F(HttpFake, BenchServeChatEndpointAndServerErrors) {
+  server.reset();
+  ServerConfig scfg;
+  scfg.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  start(scfg);
+  ServeBenchConfig cfg;
+  cfg.base_url = "http://127.0.0.1:" + std::to_string(port);
+  cfg.endpoint = "/v1/chat/completions";
+  cfg.num_prompts = 4;
+  cfg.input_len = 3;
+  cfg.output_len = 5;
+  json s = run_serve_bench(cfg).summary();
+  EXPECT_EQ(s["completed"], 4) << s.dump();
+  EXPECT_EQ(s["total_output_tokens"], 4 * 5);
+  cfg.output_len = 1000;  // longer than the context: the server's 400 is kept in the report
+  s = run_serve_bench(cfg).summary();
+  EXPECT_EQ(s["failed"], 4);
+  ASSERT_TRUE(s.contains("errors")) << s.dump();
+  EXPECT_NE(s["errors"][0].get<std::string>().find("context length"), std::string::npos) << s.dump();
 }
 
 }  // namespace

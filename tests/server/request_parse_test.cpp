@@ -105,5 +105,47 @@ TEST(RequestParse, ChatRendersTheTemplate) {
   EXPECT_EQ(r.params.max_tokens, 5);
 }
 
+// The param a chat body is refused for ("ok" when accepted).
+std::string chat_param_of(json body) {
+  static test::FakeEngine engine;
+  if (!body.contains("messages")) body["messages"] = {{{"role", "user"}, {"content", "hi"}}};
+  try {
+    parse_chat_request(body, nlohmann::ordered_json::parse(body.dump()), engine, "{{ messages[0].content }}");
+    return "ok";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find(e.param()), std::string::npos) << "the message names " << e.param();
+    return e.param();
+  }
+}
+
+TEST(RequestParse, KnownUnsupportedFieldsAre400NamingThem) {
+  for (const char* key : {"response_format", "guided_json", "tool_choice", "chat_template_kwargs"}) {
+    json v = std::string(key) == "tool_choice" ? json("auto") : json({{"type", "json_object"}});
+    EXPECT_EQ(chat_param_of({{key, v}}), key);
+    EXPECT_EQ(param_of({{"prompt", "x"}, {key, v}}), key);
+  }
+  for (const char* key : {"include_stop_str_in_output", "continue_final_message"}) {
+    EXPECT_EQ(chat_param_of({{key, true}}), key);
+    EXPECT_EQ(chat_param_of({{key, false}}), "ok") << key << ": false is what we do";
+  }
+  EXPECT_EQ(chat_param_of({{"tool_choice", "none"}}), "ok");
+  EXPECT_EQ(chat_param_of({{"response_format", nullptr}}), "ok");
+  // Unknown fields are ignored (with a debug log line), as vLLM does.
+  EXPECT_EQ(chat_param_of({{"some_future_field", 1}}), "ok");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"some_future_field", 1}}), "ok");
+}
+
+TEST(RequestParse, ChatRolesAndToolsAreValidated) {
+  for (const char* role : {"system", "user", "assistant", "tool", "developer"})
+    EXPECT_EQ(chat_param_of({{"messages", {{{"role", role}, {"content", "x"}}}}}), "ok") << role;
+  for (const char* role : {"wizard", "", "USER"})
+    EXPECT_EQ(chat_param_of({{"messages", {{{"role", role}, {"content", "x"}}}}}), "messages") << role;
+  EXPECT_EQ(chat_param_of({{"tools", "search"}}), "tools");
+  EXPECT_EQ(chat_param_of({{"tools", {{"type", "function"}}}}), "tools");  // an object, not a list
+  EXPECT_EQ(chat_param_of({{"tools", {1}}}), "tools");
+  EXPECT_EQ(chat_param_of({{"tools", json::array({{{"type", "function"}}})}}), "ok");
+}
+
 }  // namespace
 }  // namespace gs

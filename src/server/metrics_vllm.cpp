@@ -1,0 +1,54 @@
+// The vllm:* metric names and types with a model_name label (vLLM's Prometheus exposition), so
+// Grafana dashboards made for vLLM work against graphserve.
+#include <fmt/format.h>
+
+#include "server/metrics.h"
+
+namespace gs {
+
+namespace {
+
+std::string escaped(const std::string& v) {
+  std::string o;
+  for (char c : v) {
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    if (c == '\\' || c == '"') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+void metric(std::string& out, const char* type, const char* name, const char* help, const std::string& labels,
+            double v) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name, labels, v);
+}
+
+}  // namespace
+
+void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::string& model_name) const {
+  const std::string l = fmt::format("model_name=\"{}\"", escaped(model_name));
+  metric(out, "gauge", "vllm:num_requests_running", "Requests in the running batch.", l, e.num_running);
+  metric(out, "gauge", "vllm:num_requests_waiting", "Requests waiting to be scheduled.", l, e.num_waiting);
+  const double usage = e.kv_blocks_total > 0 ? 1.0 - double(e.kv_blocks_free) / e.kv_blocks_total : 0.0;
+  metric(out, "gauge", "vllm:kv_cache_usage_perc", "KV cache usage (1 means 100 percent).", l, usage);
+  metric(out, "counter", "vllm:prompt_tokens_total", "Prompt tokens processed.", l, double(e.prompt_tokens));
+  metric(out, "counter", "vllm:generation_tokens_total", "Generated tokens.", l, double(e.generation_tokens));
+  metric(out, "counter", "vllm:num_preemptions_total", "Preemptions.", l, e.num_preemptions);
+  metric(out, "counter", "vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", l,
+         double(e.prompt_tokens));
+  metric(out, "counter", "vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", l,
+         double(e.prefix_cache_hit_tokens));
+  out += "# HELP vllm:request_success_total Finished requests by finish reason.\n"
+         "# TYPE vllm:request_success_total counter\n";
+  for (const auto& [reason, n] : finished_)
+    out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", l, reason, n);
+  ttft_.render(out, "vllm:time_to_first_token_seconds", "Time to first token.", l);
+  itl_.render(out, "vllm:inter_token_latency_seconds", "Time between consecutive outputs of a request.", l);
+  e2e_.render(out, "vllm:e2e_request_latency_seconds", "Request latency from arrival to finish.", l);
+  decode_.render(out, "vllm:request_decode_time_seconds", "Time from the first token to the finish.", l);
+}
+
+}  // namespace gs

@@ -1,0 +1,92 @@
+// Engine isolation: a request that makes a step fail is aborted alone, with an error naming the
+// cause, while the other requests of that step go on. The fault is injected by wrapping the real
+// executor (stories260K on the CPU) in one that throws on any batch holding a marked request.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/executor.h"
+#include "http_client.h"
+#include "real_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gs {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kPoisonSeed = 666;  // requests with this seed make every step they are in fail
+
+class FaultInjectingExecutor final : public Executor {
+ public:
+  explicit FaultInjectingExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
+  RunnerOutput execute(const SchedulerOutput& batch) override {
+    for (const auto& r : batch.requests)
+      if (r.params && r.params->seed == kPoisonSeed) {
+        largest_failed_batch = std::max(largest_failed_batch.load(), static_cast<int>(batch.requests.size()));
+        throw Error("injected fault: request seed 666");
+      }
+    return inner_->execute(batch);
+  }
+  const ModelConfig& model_config() const override { return inner_->model_config(); }
+  int num_kv_blocks() const override { return inner_->num_kv_blocks(); }
+  int block_size() const override { return inner_->block_size(); }
+  int max_model_len() const override { return inner_->max_model_len(); }
+  std::atomic<int> largest_failed_batch{0};
+
+ private:
+  std::unique_ptr<Executor> inner_;
+};
+
+TEST(EngineIsolation, AFailingRequestIsAbortedAloneAndTheOthersFinish) {
+  const EngineConfig cfg = test::stories_config();
+  auto exec = std::make_unique<FaultInjectingExecutor>(make_runner_executor(cfg));
+  FaultInjectingExecutor* faults = exec.get();
+  EngineLoop engine(std::make_unique<LLMEngine>(cfg, std::move(exec), Tokenizer::from_dir(cfg.model)));
+  ServerConfig scfg;
+  scfg.port = 0;
+  ApiServer server(engine, scfg);
+  server.start();
+  const int port = server.port();
+
+  constexpr int kStreams = 16, kTokens = 120;
+  std::atomic<int> good{0};
+  std::vector<std::thread> streams;
+  for (int i = 0; i < kStreams; ++i)
+    streams.emplace_back([&, i] {
+      json body = {{"prompt", "Once upon a time"}, {"max_tokens", kTokens}, {"ignore_eos", true},
+                   {"stream", true}, {"seed", i}, {"stream_options", {{"include_usage", true}}}};
+      auto s = test::post_stream(port, "/v1/completions", body.dump());
+      if (s.done && s.events.size() >= 2 && s.events.back()["usage"]["completion_tokens"] == kTokens) ++good;
+      else ADD_FAILURE() << "stream " << i << ": " << s.raw.substr(0, 500);
+    });
+  // Poison while the streams are decoding, once non-streaming and once streaming.
+  for (int i = 0; i < 2500 && engine.stats().num_running < kStreams / 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto bad = test::post(port, "/v1/completions", R"({"prompt":"Once","max_tokens":5,"seed":666})");
+  auto bad_stream =
+      test::post_stream(port, "/v1/completions", R"({"prompt":"Once","max_tokens":5,"seed":666,"stream":true})");
+  for (auto& t : streams) t.join();
+
+  EXPECT_EQ(good.load(), kStreams);
+  EXPECT_GT(faults->largest_failed_batch.load(), 1) << "the fault never shared a step with other requests";
+  EXPECT_EQ(bad.status, 500) << bad.body;
+  EXPECT_NE(bad.body.find("injected fault"), std::string::npos) << bad.body;
+  EXPECT_TRUE(bad_stream.done);
+  ASSERT_FALSE(bad_stream.events.empty());
+  EXPECT_NE(bad_stream.events.back()["error"]["message"].get<std::string>().find("injected fault"), std::string::npos)
+      << bad_stream.raw;
+  // Every KV block comes back.
+  EngineStats st;
+  for (int i = 0; i < 300; ++i) {
+    st = engine.stats();
+    if (st.num_running == 0 && st.kv_blocks_free == st.kv_blocks_total) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+}
+
+}  // namespace
+}  // namespace gs
