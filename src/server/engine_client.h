@@ -29,7 +29,7 @@ class EngineClient {
   virtual ~EngineClient() = default;
   virtual const ServedModel& model() const = 0;
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
-  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  virtual std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const = 0;
   // The bytes one token adds to a text (leading space included; may be part of a character).
   virtual std::string token_text(int32_t id) const = 0;
 

@@ -34,7 +34,9 @@ EngineLoop::~EngineLoop() {
 std::vector<int32_t> EngineLoop::encode(std::string_view text, bool add_special_tokens) const {
   return tokenizer_.encode(text, add_special_tokens);
 }
-std::string EngineLoop::decode(std::span<const int32_t> ids) const { return tokenizer_.decode(ids); }
+std::string EngineLoop::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return tokenizer_.decode(ids, skip_special_tokens);
+}
 std::string EngineLoop::token_text(int32_t id) const {
   return tokenizer_.token_bytes(id);
 }

@@ -84,7 +84,8 @@ void parse_common(const json& body, GenerationRequest& r, const RequestLimits& l
     if (!r.stream) bad_param("stream_options", "'stream_options' is only allowed with \"stream\": true");
     r.include_usage = f::get_bool(so, "include_usage", false);
   }
-  if (f::get_bool(body, "echo", false)) bad_param("echo", "'echo': true is not supported");
+  if (f::present(body, "prompt_logprobs"))
+    r.params.prompt_logprobs = static_cast<int>(f::get_int(body, "prompt_logprobs", 0, 0, 20));
   if (f::present(body, "best_of") && f::get_int(body, "best_of", 1, 1, kIntMax) != r.n)
     bad_param("best_of", "'best_of' other than n is not supported");
 }
@@ -176,10 +177,13 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
   parse_common(body, r, limits, client);
   if (f::present(body, "logprobs")) r.top_logprobs = static_cast<int>(f::get_int(body, "logprobs", 0, 0, 20));
   if (f::present(body, "suffix")) bad_param("suffix", "'suffix' is not supported");
+  r.echo = f::get_bool(body, "echo", false);
   r.prompts = parse_prompts(body, client, limits);
   check_choices(r, limits);
   resolve_max_tokens(body, "max_tokens", 16, r, client);
   r.params.logprobs = r.top_logprobs;
+  // echo with logprobs reports the prompt's tokens too (the first has none).
+  if (r.echo && r.top_logprobs >= 0) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
   return r;
 }
 
@@ -191,6 +195,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   GenerationRequest r;
   r.kind = ApiKind::Chat;
   parse_common(body, r, limits, client);
+  if (f::get_bool(body, "echo", false)) bad_param("echo", "'echo' is a /v1/completions field");
   if (f::get_bool(body, "logprobs", false))
     r.top_logprobs = static_cast<int>(f::get_int(body, "top_logprobs", 0, 0, 20));
   else if (f::present(body, "top_logprobs"))

@@ -55,7 +55,8 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& req, std::string model
     : kind_(req.kind), id_(new_response_id(req.kind)), model_(std::move(model)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch()).count()),
-      top_logprobs_(req.top_logprobs), client_(&client), choices_(req.num_choices()) {
+      top_logprobs_(req.top_logprobs), echo_(req.echo), prompt_logprobs_(req.params.prompt_logprobs >= 0),
+      prompts_(req.prompts), n_(req.n), client_(&client), choices_(req.num_choices()) {
   for (const auto& p : req.prompts) prompt_tokens_ += static_cast<int>(p.size());
   for (auto& c : choices_) {
     if (top_logprobs_ < 0) c.logprobs = nullptr;
@@ -118,6 +119,47 @@ json ResponseBuilder::logprobs_delta(Choice& c, const RequestOutput& out) const 
   return d;
 }
 
+json ResponseBuilder::echo_logprobs(Choice& c, const std::vector<int32_t>& prompt, const RequestOutput& out) const {
+  json d = {{"tokens", json::array()}, {"token_logprobs", json::array()},
+            {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string tok = client_->token_text(prompt[i]);
+    const TokenLogprob* lp = i > 0 && i - 1 < out.prompt_logprobs.size() ? &out.prompt_logprobs[i - 1] : nullptr;
+    json top = nullptr;
+    if (lp) {
+      top = json::object();
+      for (size_t k = 0; k < lp->top.size() && int(k) < top_logprobs_; ++k)
+        top[token_string(client_->token_text(lp->top[k].first))] = lp->top[k].second;
+    }
+    d["tokens"].push_back(token_string(tok));
+    d["token_logprobs"].push_back(lp ? json(lp->logprob) : json(nullptr));
+    d["top_logprobs"].push_back(top);
+    d["text_offset"].push_back(c.text_offset);
+    c.text_offset += tok.size();
+  }
+  return d;
+}
+
+json ResponseBuilder::vllm_prompt_logprobs(const std::vector<int32_t>& prompt, const RequestOutput& out) const {
+  json list = json::array({nullptr});
+  for (const TokenLogprob& lp : out.prompt_logprobs) {
+    json entry = json::object();
+    auto add = [&](int32_t id, float logprob, json rank) {
+      entry[std::to_string(id)] = {{"logprob", logprob}, {"rank", rank},
+                                   {"decoded_token", token_string(client_->token_text(id))}};
+    };
+    json own_rank = nullptr;
+    for (size_t k = 0; k < lp.top.size(); ++k) {
+      add(lp.top[k].first, lp.top[k].second, int(k) + 1);
+      if (lp.top[k].first == lp.token) own_rank = int(k) + 1;
+    }
+    add(lp.token, lp.logprob, own_rank);
+    list.push_back(std::move(entry));
+  }
+  while (list.size() < prompt.size()) list.push_back(nullptr);  // positions not computed (none expected)
+  return list;
+}
+
 void ResponseBuilder::append_logprobs(json& acc, const json& delta) {
   if (acc.is_null() || delta.is_null()) return;
   for (auto& [key, list] : delta.items())
@@ -145,9 +187,24 @@ std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
   Choice& c = choices_[item.choice];
   if (c.finished) return {};
   const RequestOutput& out = item.out;
-  c.text += out.new_text;
+  std::string text;
+  json lp = nullptr;
+  const bool first = !c.started;
+  if (first) {  // the prompt's part: echoed text and logprobs, vLLM's prompt_logprobs
+    c.started = true;
+    const std::vector<int32_t>& prompt = prompts_[size_t(item.choice / n_)];
+    if (echo_) {
+      text = client_->decode(prompt, /*skip_special_tokens=*/true);
+      if (top_logprobs_ >= 0) lp = echo_logprobs(c, prompt, out);
+    }
+    if (prompt_logprobs_) c.prompt_logprobs = vllm_prompt_logprobs(prompt, out);
+  }
+  text += out.new_text;
+  c.text += text;
   c.output_tokens = std::max(c.output_tokens, out.num_output_tokens);
-  json lp = logprobs_delta(c, out);
+  const json generated = logprobs_delta(c, out);
+  if (lp.is_null()) lp = generated;
+  else append_logprobs(lp, generated);
   append_logprobs(c.logprobs, lp);
   if (out.finished) {
     c.finished = true;
@@ -158,8 +215,10 @@ std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
   // A step that produced tokens is streamed even when their text is empty (a token ending
   // inside a UTF-8 character, or one that decodes to nothing), as vLLM does: clients see every
   // step, and time-to-first-token means the first token.
-  if (out.new_text.empty() && out.new_token_ids.empty() && !has_logprobs && !out.finished) return {};
-  return {choice_chunk(item.choice, out.new_text, lp, c)};
+  if (text.empty() && out.new_token_ids.empty() && !has_logprobs && !out.finished) return {};
+  json chunk = choice_chunk(item.choice, text, lp, c);
+  if (first && prompt_logprobs_) chunk["choices"][0]["prompt_logprobs"] = c.prompt_logprobs;
+  return {chunk};
 }
 
 bool ResponseBuilder::all_finished() const {
@@ -194,6 +253,7 @@ json ResponseBuilder::response() const {
       choice["text"] = c.text;
       choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
     }
+    if (prompt_logprobs_) choice["prompt_logprobs"] = c.prompt_logprobs;
     choices.push_back(std::move(choice));
   }
   return {{"id", id_},

@@ -39,6 +39,8 @@ class ResponseBuilder {
   struct Choice {
     std::string text;
     nlohmann::json logprobs;  // accumulated, in the endpoint's shape; null when not requested
+    nlohmann::json prompt_logprobs;  // vLLM's [null, {id: {logprob, rank, decoded_token}}, ...]
+    bool started = false;     // the first output (which carries the prompt's logprobs) arrived
     size_t text_offset = 0;   // completions logprobs: where the next token's text starts
     int output_tokens = 0;
     bool finished = false;
@@ -47,6 +49,9 @@ class ResponseBuilder {
   };
   nlohmann::json chunk_base() const;
   nlohmann::json logprobs_delta(Choice& c, const RequestOutput& out) const;
+  // echo: the prompt's tokens as the first logprobs entries (the first token has none).
+  nlohmann::json echo_logprobs(Choice& c, const std::vector<int32_t>& prompt, const RequestOutput& out) const;
+  nlohmann::json vllm_prompt_logprobs(const std::vector<int32_t>& prompt, const RequestOutput& out) const;
   static void append_logprobs(nlohmann::json& acc, const nlohmann::json& delta);
   nlohmann::json choice_chunk(int index, const std::string& text, const nlohmann::json& logprobs,
                               const Choice& c) const;
@@ -55,6 +60,10 @@ class ResponseBuilder {
   std::string id_, model_;
   int64_t created_;
   int top_logprobs_;
+  bool echo_ = false;
+  bool prompt_logprobs_ = false;
+  std::vector<std::vector<int32_t>> prompts_;
+  int n_ = 1;
   int prompt_tokens_ = 0;
   const EngineClient* client_;
   std::vector<Choice> choices_;

@@ -16,11 +16,12 @@ using nlohmann::json;
 namespace {
 
 // Read by parse_common / parse_*_request, or harmless metadata.
-constexpr std::array<std::string_view, 27> kCommon = {
+constexpr std::array<std::string_view, 28> kCommon = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "stop", "stop_token_ids", "ignore_eos", "min_tokens",
     "skip_special_tokens", "n", "stream", "stream_options", "echo", "best_of", "max_tokens",
-    "logprobs", "logit_bias", "user", "metadata", "store", "service_tier", "spaces_between_special_tokens"};
+    "logprobs", "logit_bias", "user", "metadata", "store", "service_tier", "spaces_between_special_tokens",
+    "prompt_logprobs"};
 constexpr std::array<std::string_view, 2> kCompletion = {"prompt", "suffix"};
 constexpr std::array<std::string_view, 6> kChat = {"messages", "max_completion_tokens", "top_logprobs",
                                                    "add_generation_prompt", "tools", "parallel_tool_calls"};
@@ -38,7 +39,7 @@ struct Unsupported {
   std::string_view name;
   std::string_view why;
 };
-constexpr std::array<Unsupported, 16> kUnsupported = {{
+constexpr std::array<Unsupported, 15> kUnsupported = {{
     {"response_format", "structured output is not supported"},
     {"guided_json", "guided decoding is not supported"},
     {"guided_regex", "guided decoding is not supported"},
@@ -53,7 +54,6 @@ constexpr std::array<Unsupported, 16> kUnsupported = {{
     {"chat_template", "a per-request chat template is not supported; start the server with --chat-template"},
     {"include_stop_str_in_output", "'include_stop_str_in_output': true is not supported"},
     {"continue_final_message", "'continue_final_message': true is not supported"},
-    {"prompt_logprobs", "prompt logprobs are not supported"},
     {"audio", "audio output is not supported"},
 }};
 

@@ -55,6 +55,55 @@ TEST_F(E2E, GreedyAndSeededOutputsEqualOffline) {
   EXPECT_EQ(text, test::offline_text("The cat", seeded));
 }
 
+// logprobs token strings and bytes rebuild the returned text exactly (leading spaces, byte
+// tokens of a character split over several tokens); echo puts the prompt first, with its
+// tokens' logprobs; prompt_logprobs gives vLLM's list; logit_bias steers the draw.
+TEST_F(E2E, LogprobsEchoPromptLogprobsAndLogitBias) {
+  auto r = test::post(srv->port(), "/v1/completions",
+                      R"({"prompt":"Once upon a time","max_tokens":40,"temperature":1.0,"seed":3,"logprobs":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = r.json()["choices"][0];
+  const std::string text = choice["text"];
+  std::string rebuilt;  // token strings, with "bytes:\xNN..." turned back into their bytes
+  for (const json& t : choice["logprobs"]["tokens"]) {
+    const std::string s = t;
+    if (s.rfind("bytes:", 0) != 0) {
+      rebuilt += s;
+      continue;
+    }
+    for (size_t i = 6; i + 3 < s.size() + 1; i += 4) rebuilt += char(std::stoi(s.substr(i + 2, 2), nullptr, 16));
+  }
+  EXPECT_EQ(rebuilt, text);
+  const json& offsets = choice["logprobs"]["text_offset"];
+  ASSERT_EQ(offsets.size(), choice["logprobs"]["tokens"].size());
+  EXPECT_EQ(offsets[0], 0);
+
+  auto e = test::post(srv->port(), "/v1/completions",
+                      R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0,"echo":true,"logprobs":1,"prompt_logprobs":2})");
+  ASSERT_EQ(e.status, 200) << e.body;
+  const json ec = e.json()["choices"][0];
+  EXPECT_EQ(ec["text"].get<std::string>().rfind("Once upon a time", 0), 0u) << ec["text"];
+  const json& lp = ec["logprobs"];
+  const size_t prompt_len = ec["prompt_logprobs"].size();
+  ASSERT_GT(prompt_len, 1u);
+  EXPECT_TRUE(ec["prompt_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  ASSERT_EQ(lp["tokens"].size(), prompt_len + 4);
+  for (size_t i = 1; i < prompt_len; ++i) EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+
+  // A bias of +100 on one token makes it every sampled token.
+  auto b = test::post(srv->port(), "/v1/completions",
+                      R"({"prompt":[1, 403],"max_tokens":5,"temperature":1.0,"seed":9,"logit_bias":{"300":100}})");
+  ASSERT_EQ(b.status, 200) << b.body;
+  auto d = test::post(srv->port(), "/detokenize", R"({"tokens":[300, 300, 300, 300, 300]})");
+  ASSERT_EQ(d.status, 200) << d.body;
+  auto trim = [](std::string t) { return t.erase(0, t.find_first_not_of(' ')); };  // the first token's space
+  EXPECT_EQ(trim(b.json()["choices"][0]["text"]), trim(d.json()["prompt"]));
+  auto bad = test::post(srv->port(), "/v1/completions", R"({"prompt":"x","logit_bias":{"300":"a lot"}})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("logit_bias"), std::string::npos) << bad.body;
+}
+
 TEST_F(E2E, ChatThroughTheTemplateEqualsOfflinePrompt) {
   auto r = test::post(srv->port(), "/v1/chat/completions",
                       R"({"model":"stories260K","messages":[{"role":"user","content":"Tell a story"}],"max_tokens":16,"temperature":0})");

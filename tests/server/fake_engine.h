@@ -36,7 +36,7 @@ class FakeEngine : public EngineClient {
   std::vector<int32_t> encode(std::string_view text, bool) const override {
     return std::vector<int32_t>(text.begin(), text.end());
   }
-  std::string decode(std::span<const int32_t> ids) const override {
+  std::string decode(std::span<const int32_t> ids, bool = false) const override {
     return std::string(ids.begin(), ids.end());
   }
   std::string token_text(int32_t id) const override { return std::string(1, char(id)); }

@@ -71,7 +71,12 @@ TEST(RequestParse, NamesTheBadField) {
   EXPECT_EQ(param_of({{"prompt", "x"}, {"presence_penalty", 2.5}}), "presence_penalty");
   EXPECT_EQ(param_of({{"prompt", "x"}, {"ignore_eos", "yes"}}), "ignore_eos");
   EXPECT_EQ(param_of({{"prompt", "x"}, {"model", "gpt-4"}}), "model");
-  EXPECT_EQ(param_of({{"prompt", "x"}, {"echo", true}}), "echo");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"echo", "yes"}}), "echo");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"logit_bias", 5}}), "logit_bias");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}), "logit_bias");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"logit_bias", {{"5", 101}}}}), "logit_bias");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"logit_bias", {{"-1", 1}}}}), "logit_bias");
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"prompt_logprobs", 21}}), "prompt_logprobs");
   EXPECT_EQ(param_of({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}), "stream_options");
   EXPECT_EQ(param_of({{"prompt", ""}}), "prompt");
   EXPECT_EQ(param_of({{"prompt", json::array()}}), "prompt");
