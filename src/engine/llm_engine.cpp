@@ -21,8 +21,9 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-SchedulerConfig scheduler_config(const EngineConfig& cfg) {
-  return {cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching};
+SchedulerConfig scheduler_config(const EngineConfig& cfg, const ModelConfig& model) {
+  const int window = model.all_layers_windowed() ? model.max_window() : 0;
+  return {cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching, std::max(window, 0)};
 }
 
 }  // namespace
@@ -42,7 +43,7 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
       exec(std::move(e)),
       tok(t),
       pool(exec->num_kv_blocks(), exec->block_size()),
-      sched(scheduler_config(c), pool) {
+      sched(scheduler_config(c, exec->model_config()), pool) {
   max_model_len = exec->max_model_len();
   const int kv_tokens = pool.num_blocks() * pool.block_size();
   if (kv_tokens < max_model_len) {

@@ -66,13 +66,20 @@ int Scheduler::adopt_cached_prefix(Request* r) {
   return hits * pool_.block_size();
 }
 
+// The next query is at position num_computed_tokens and reads (p - window, p]: every block
+// wholly before that goes back to the pool (registered prefix blocks stay cached there).
+void Scheduler::free_outside_window(Request* r) {
+  if (cfg_.sliding_window <= 0) return;
+  r->blocks.free_before(pool_, r->num_computed_tokens - cfg_.sliding_window + 1);
+}
+
 void Scheduler::on_step_executed() {
   if (cfg_.enable_prefix_caching)
     for (Request* r : last_scheduled_) {
       if (r->status != RequestStatus::Running) continue;
       extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
       const int full = r->num_computed_tokens / pool_.block_size();
-      for (int j = r->num_registered_blocks; j < full; ++j)
+      for (int j = std::max(r->num_registered_blocks, r->blocks.num_freed()); j < full; ++j)
         pool_.register_hash(r->blocks.ids()[j], r->block_hashes[j]);
       r->num_registered_blocks = std::max(r->num_registered_blocks, full);
     }
@@ -93,6 +100,7 @@ SchedulerOutput Scheduler::schedule() {
       ++i;
       continue;
     }
+    free_outside_window(r);
     bool self_preempted = false;
     while (!r->blocks.reserve(pool_, r->num_computed_tokens + num_new)) {
       Request* victim = running_.back();
