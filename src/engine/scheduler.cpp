@@ -37,6 +37,7 @@ ScheduledRequest Scheduler::make_scheduled(Request* r, int num_new) {
   s.params = &r->params;
   s.seed = r->seed;
   s.num_output_tokens = r->num_output_tokens();
+  s.lora_id = r->lora_id;
   r->num_computed_tokens += num_new;
   return s;
 }
@@ -53,7 +54,8 @@ void Scheduler::preempt(Request* r) {
 
 // Takes the cached blocks of the request's longest cached prefix; returns the tokens covered.
 int Scheduler::adopt_cached_prefix(Request* r) {
-  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0) return 0;
+  // Adapter requests neither take nor offer cached blocks: their KV differs from the base model's.
+  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0 || r->lora_id != 0) return 0;
   extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
   const int max_hits = (r->num_tokens() - 1) / pool_.block_size();
   int hits = 0;
@@ -73,10 +75,19 @@ void Scheduler::free_outside_window(Request* r) {
   r->blocks.free_before(pool_, r->num_computed_tokens - cfg_.sliding_window + 1);
 }
 
+// Whether admitting r keeps the running requests within max_loras distinct adapters.
+bool Scheduler::lora_fits(const Request* r) const {
+  if (cfg_.max_loras <= 0 || r->lora_id == 0) return true;
+  std::vector<int> ids;
+  for (const Request* x : running_)
+    if (x->lora_id != 0 && std::find(ids.begin(), ids.end(), x->lora_id) == ids.end()) ids.push_back(x->lora_id);
+  return std::find(ids.begin(), ids.end(), r->lora_id) != ids.end() || int(ids.size()) < cfg_.max_loras;
+}
+
 void Scheduler::on_step_executed() {
   if (cfg_.enable_prefix_caching)
     for (Request* r : last_scheduled_) {
-      if (r->status != RequestStatus::Running) continue;
+      if (r->status != RequestStatus::Running || r->lora_id != 0) continue;
       extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
       const int full = r->num_computed_tokens / pool_.block_size();
       for (int j = std::max(r->num_registered_blocks, r->blocks.num_freed()); j < full; ++j)
@@ -124,6 +135,7 @@ SchedulerOutput Scheduler::schedule() {
   while (!preempted && budget > 0 && !waiting_.empty() &&
          num_running() < cfg_.max_num_seqs) {
     Request* r = waiting_.front();
+    if (!lora_fits(r)) break;
     const int cached = adopt_cached_prefix(r);
     int num_new = std::min(r->num_tokens() - cached, budget);
     if (!r->blocks.reserve(pool_, cached + num_new)) {

@@ -29,6 +29,9 @@ struct SchedulerConfig {
   // given back before each step, so a window-only model's KV use stays bounded (as vLLM's
   // sliding-window manager). 0: full attention somewhere, every block is kept.
   int sliding_window = 0;
+  // > 0 with LoRA: at most this many distinct adapters among running requests (device slots);
+  // a waiting request of another adapter waits (first come, first served).
+  int max_loras = 0;
 };
 
 class Scheduler {
@@ -57,6 +60,7 @@ class Scheduler {
   static ScheduledRequest make_scheduled(Request* r, int num_new);
   int adopt_cached_prefix(Request* r);
   void free_outside_window(Request* r);
+  bool lora_fits(const Request* r) const;
 
   SchedulerConfig cfg_;
   BlockPool& pool_;

@@ -86,6 +86,7 @@ int ModelRunner::Impl::graph_sample_rows(const BatchDescriptor& d) const {
 
 void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& desc) {
   ForwardContextScope scope(ForwardContext{runtime, desc, &md});
+  inputs.has_lora = desc.has_lora;
   (*full_graph)(input_addresses);
 }
 
@@ -135,10 +136,12 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   HostBatch hb = build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens,
                                                 max_reqs, num_blocks});
   if (hb.num_reqs == 0) return {};
-  const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
-                                   ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len)
-                                   : BatchDescriptor{hb.num_actual_tokens, hb.num_reqs, false, false, 0};
+  BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
+                             ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len)
+                             : BatchDescriptor{hb.num_actual_tokens, hb.num_reqs, false, false, 0};
+  desc.has_lora = lora && LoraInputs::any_adapter(batch);  // has_lora graphs; plain batches pay nothing
   const auto [runtime, final_desc] = dispatcher.dispatch(desc);
+  if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
   const int sample_rows = runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc)
                                                          : static_cast<int>(hb.sampled.size());
