@@ -25,6 +25,12 @@ LoraInputs::LoraInputs(const EngineConfig& cfg, const ModelConfig& mcfg, Backend
                cfg.max_loras, cfg.max_lora_rank);
 }
 
+LoraInputs::~LoraInputs() {
+  if (num_slot_loads_ > 0)
+    spdlog::info("LoRA: {} slot loads (host -> device), {:.3f} ms each on average", num_slot_loads_,
+                 1e3 * slot_load_seconds_ / num_slot_loads_);
+}
+
 bool LoraInputs::any_adapter(const SchedulerOutput& batch) {
   return std::any_of(batch.requests.begin(), batch.requests.end(), [](const auto& r) { return r.lora_id != 0; });
 }
@@ -42,7 +48,10 @@ int LoraInputs::slot_for(int lora_id, const std::vector<int>& needed) {
     if (slot_owner_[s] == 0) break;
   }
   GS_CHECK(victim >= 0, "a batch needs more than --max-loras {} adapters", slot_owner_.size());
+  const auto t0 = std::chrono::steady_clock::now();
   slots_->load(victim, adapters_[size_t(lora_id - 1)]);
+  slot_load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++num_slot_loads_;
   slot_owner_[size_t(victim)] = lora_id;
   return victim;
 }

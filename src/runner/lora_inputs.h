@@ -16,6 +16,7 @@ namespace gs {
 class LoraInputs {
  public:
   LoraInputs(const EngineConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens);
+  ~LoraInputs();  // logs the slot loads (host -> device swaps) and their mean time
 
   LoraSlots& slots() { return *slots_; }
   // The persistent i32 [max_num_tokens] buffer of per-token slots (graphs bake its address).
@@ -39,6 +40,8 @@ class LoraInputs {
   Tensor token_slots_;
   std::vector<int32_t> host_slots_;
   double load_seconds_ = 0.0;
+  int num_slot_loads_ = 0;
+  double slot_load_seconds_ = 0.0;
 };
 
 }  // namespace gs

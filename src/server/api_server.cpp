@@ -136,7 +136,11 @@ void ApiServer::routes() {
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
     json model = {{"id", client_.model().name}, {"object", "model"}, {"created", 0},
                   {"owned_by", "graphserve"}, {"max_model_len", client_.model().max_model_len}};
-    send_json(r, 200, {{"object", "list"}, {"data", json::array({model})}});
+    json data = json::array({model});
+    for (const std::string& lora : client_.model().lora_names)  // adapters, with their base as parent (vLLM)
+      data.push_back({{"id", lora}, {"object", "model"}, {"created", 0}, {"owned_by", "graphserve"},
+                      {"root", lora}, {"parent", client_.model().name}, {"max_model_len", client_.model().max_model_len}});
+    send_json(r, 200, {{"object", "list"}, {"data", data}});
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
     if (draining_) send_error(r, ApiError(503, "shutting down", "", "service_unavailable"));

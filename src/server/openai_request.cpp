@@ -18,13 +18,17 @@ namespace {
 
 constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 
-void check_model(const json& body, const EngineClient& client) {
-  if (!f::present(body, "model")) return;  // optional: the one served model
+// The LoRA adapter the request names in "model" ("" for the base model, or no "model").
+std::string check_model(const json& body, const EngineClient& client) {
+  if (!f::present(body, "model")) return "";  // optional: the one served model
   std::string model = f::get_string(body, "model", "");
-  if (model != client.model().name)
-    throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                    model, client.model().name),
-                   "model", "invalid_request_error", "model_not_found");
+  if (model == client.model().name) return "";
+  for (const std::string& lora : client.model().lora_names)
+    if (model == lora) return lora;
+  std::string served = "'" + client.model().name + "'";
+  for (const std::string& lora : client.model().lora_names) served += ", '" + lora + "'";
+  throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves {}", model, served), "model",
+                 "invalid_request_error", "model_not_found");
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
@@ -166,8 +170,8 @@ void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
 
 GenerationRequest parse_completion_request(const json& body, const EngineClient& client,
                                            const RequestLimits& limits) {
-  check_model(body, client);
   GenerationRequest r;
+  r.lora = check_model(body, client);
   r.kind = ApiKind::Completion;
   parse_common(body, r, limits, client);
   if (f::present(body, "logprobs")) r.top_logprobs = static_cast<int>(f::get_int(body, "logprobs", 0, 0, 20));
@@ -182,8 +186,8 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
 GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_json& ordered,
                                      const EngineClient& client, const std::string& chat_template,
                                      const RequestLimits& limits) {
-  check_model(body, client);
   GenerationRequest r;
+  r.lora = check_model(body, client);
   r.kind = ApiKind::Chat;
   parse_common(body, r, limits, client);
   if (f::get_bool(body, "logprobs", false))

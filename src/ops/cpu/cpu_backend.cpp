@@ -11,6 +11,7 @@
 #include "ops/backend.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/cpu_lora.h"
+#include "ops/lora_shape.h"
 
 namespace gs {
 
@@ -134,29 +135,21 @@ class CpuBackend final : public Backend {
   void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
     check_f32(x, "lora_shrink", "x"), check_f32(a, "lora_shrink", "a"), check_f32(tmp, "lora_shrink", "tmp");
     check_i32(slots, "lora_shrink", "slots");
-    GS_CHECK(a.ndim() == 3 && x.ndim() == 2 && a.dim(2) == x.dim(1), "lora_shrink: a {} must be [S, R, {}]", a.str(),
-             x.dim(1));
-    const int64_t T = x.dim(0), K = x.dim(1), S = a.dim(0), R = a.dim(1);
-    check_2d(tmp, T, R, "lora_shrink", "tmp");
-    GS_CHECK(slots.numel() >= T, "lora_shrink: slots {} has fewer than {} rows", slots.str(), T);
+    const LoraShape l = check_lora_shape(x, a, slots, tmp, "lora_shrink");
     auto *xp = f(x), *ap = f(a);
     auto* tp = fm(tmp);
     auto* sp = i32(slots);
-    if (T) stream_.launch([=] { cpu::lora_shrink(xp, ap, sp, tp, T, K, R, S); });
+    if (l.T) stream_.launch([=] { cpu::lora_shrink(xp, ap, sp, tp, l.T, l.C, l.R, l.S); });
   }
 
   void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
     check_f32(tmp, "lora_expand", "tmp"), check_f32(bt, "lora_expand", "bt"), check_f32(y, "lora_expand", "y");
     check_i32(slots, "lora_expand", "slots");
-    GS_CHECK(bt.ndim() == 3 && y.ndim() == 2 && bt.dim(2) == y.dim(1), "lora_expand: bt {} must be [S, R, {}]",
-             bt.str(), y.dim(1));
-    const int64_t T = y.dim(0), N = y.dim(1), S = bt.dim(0), R = bt.dim(1);
-    check_2d(tmp, T, R, "lora_expand", "tmp");
-    GS_CHECK(slots.numel() >= T, "lora_expand: slots {} has fewer than {} rows", slots.str(), T);
+    const LoraShape l = check_lora_shape(y, bt, slots, tmp, "lora_expand");
     auto *tp = f(tmp), *bp = f(bt);
     auto* yp = fm(y);
     auto* sp = i32(slots);
-    if (T) stream_.launch([=] { cpu::lora_expand(tp, bp, sp, yp, T, R, N, S); });
+    if (l.T) stream_.launch([=] { cpu::lora_expand(tp, bp, sp, yp, l.T, l.R, l.C, l.S); });
   }
 
   void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {

@@ -11,6 +11,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lora_kernels.h"
+#include "ops/lora_shape.h"
 #include "ops/cuda/lt_gemm.h"
 
 namespace gs {
@@ -256,33 +257,25 @@ class CudaBackend final : public Backend {
   void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
     need(x, dtype_, "lora_shrink", "x"), need(a, dtype_, "lora_shrink", "a");
     need(slots, DType::I32, "lora_shrink", "slots"), need(tmp, DType::F32, "lora_shrink", "tmp");
-    const int64_t T = x.dim(0), K = x.row_elems();
-    GS_CHECK(a.ndim() == 3 && a.dim(2) == K, "lora_shrink: a {} must be [S, R, {}]", a.str(), K);
-    const int64_t S = a.dim(0), R = a.dim(1);
-    need_rows(tmp, T, R, "lora_shrink", "tmp");
-    GS_CHECK(slots.numel() >= T, "lora_shrink: slots {} has fewer than {} rows", slots.str(), T);
-    if (dtype_ == DType::BF16)
-      GS_CUDA_CHECK(cuda::lora_shrink(ptr<bf16_t>(x), ptr<bf16_t>(a), ptr<int32_t>(slots), ptr<float>(tmp), int(T),
-                                      int(K), int(R), int(S), s()));
-    else
-      GS_CUDA_CHECK(cuda::lora_shrink(ptr<float>(x), ptr<float>(a), ptr<int32_t>(slots), ptr<float>(tmp), int(T),
-                                      int(K), int(R), int(S), s()));
+    const LoraShape l = check_lora_shape(x, a, slots, tmp, "lora_shrink");
+    auto run = [&](auto* xp, auto* ap) {
+      GS_CUDA_CHECK(cuda::lora_shrink(xp, ap, ptr<int32_t>(slots), ptr<float>(tmp), int(l.T), int(l.C), int(l.R),
+                                      int(l.S), s()));
+    };
+    if (dtype_ == DType::BF16) run(ptr<bf16_t>(x), ptr<bf16_t>(a));
+    else run(ptr<float>(x), ptr<float>(a));
   }
 
   void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
     need(tmp, DType::F32, "lora_expand", "tmp"), need(bt, dtype_, "lora_expand", "bt");
     need(slots, DType::I32, "lora_expand", "slots"), need(y, dtype_, "lora_expand", "y");
-    const int64_t T = y.dim(0), N = y.row_elems();
-    GS_CHECK(bt.ndim() == 3 && bt.dim(2) == N, "lora_expand: bt {} must be [S, R, {}]", bt.str(), N);
-    const int64_t S = bt.dim(0), R = bt.dim(1);
-    need_rows(tmp, T, R, "lora_expand", "tmp");
-    GS_CHECK(slots.numel() >= T, "lora_expand: slots {} has fewer than {} rows", slots.str(), T);
-    if (dtype_ == DType::BF16)
-      GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), ptr<bf16_t>(bt), ptr<int32_t>(slots), ptr<bf16_t>(y), int(T),
-                                      int(R), int(N), int(S), s()));
-    else
-      GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), ptr<float>(bt), ptr<int32_t>(slots), ptr<float>(y), int(T),
-                                      int(R), int(N), int(S), s()));
+    const LoraShape l = check_lora_shape(y, bt, slots, tmp, "lora_expand");
+    auto run = [&](auto* bp, auto* yp) {
+      GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), bp, ptr<int32_t>(slots), yp, int(l.T), int(l.R), int(l.C),
+                                      int(l.S), s()));
+    };
+    if (dtype_ == DType::BF16) run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
+    else run(ptr<float>(bt), ptr<float>(y));
   }
 
   void argmax(const Tensor& x, const Tensor& out) override {
