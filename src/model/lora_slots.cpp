@@ -45,13 +45,13 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
   be_.stream().synchronize();
 }
 
-void LoraSlots::load(int slot, const LoraAdapter& ad) {
-  GS_CHECK(slot >= 0 && slot < max_loras_, "LoRA slot {} out of range [0, {})", slot, max_loras_);
+LoraSlotImage LoraSlots::prepare(const LoraAdapter& ad) const {
   GS_CHECK(ad.rank <= max_rank_ && int(ad.layers.size()) == cfg_.num_layers,
            "LoRA adapter '{}' (rank {}, {} layers) does not fit the slots (max rank {}, {} layers)", ad.name, ad.rank,
            ad.layers.size(), max_rank_, cfg_.num_layers);
   const DType dt = be_.compute_dtype();
-  std::vector<std::vector<uint8_t>> keep;  // host sources, alive until the synchronize below
+  LoraSlotImage img;
+  img.name = ad.name;
   for (int l = 0; l < cfg_.num_layers; ++l)
     for (int p = 0; p < kNumLoraProjs; ++p) {
       const Proj& dst = layers_[size_t(l)][size_t(p)];
@@ -65,18 +65,35 @@ void LoraSlots::load(int slot, const LoraAdapter& ad) {
           const int64_t r0 = int64_t(c) * max_rank_;
           for (int64_t r = 0; r < ad.rank; ++r) {
             std::copy_n(m->a.begin() + r * K, K, a.begin() + (r0 + r) * K);
-            for (int64_t o = 0; o < out; ++o) bt[size_t((r0 + r) * N + col0 + o)] = ad.scale * m->b[size_t(o * ad.rank + r)];
+            for (int64_t o = 0; o < out; ++o)
+              bt[size_t((r0 + r) * N + col0 + o)] = ad.scale * m->b[size_t(o * ad.rank + r)];
           }
         }
         col0 += out;
       }
-      for (auto [host, t] : {std::pair{&a, dst.a}, std::pair{&bt, dst.bt}}) {
-        keep.emplace_back(size_t(host->size()) * dtype_size(dt));
-        convert_host(host->data(), DType::F32, keep.back().data(), dt, host->size());
-        const Tensor view = t.rows(slot, 1);
-        be_.copy(view, Tensor::wrap(keep.back().data(), view.shape(), dt, Device::cpu()));
+      for (const std::vector<float>* host : {&a, &bt}) {
+        img.parts.emplace_back(host->size() * dtype_size(dt));
+        convert_host(host->data(), DType::F32, img.parts.back().data(), dt, host->size());
       }
     }
+  return img;
+}
+
+void LoraSlots::load(int slot, const LoraSlotImage& img) {
+  GS_CHECK(slot >= 0 && slot < max_loras_, "LoRA slot {} out of range [0, {})", slot, max_loras_);
+  GS_CHECK(img.parts.size() == layers_.size() * kNumLoraProjs * 2, "LoRA image '{}' has {} parts, the slots {}",
+           img.name, img.parts.size(), layers_.size() * kNumLoraProjs * 2);
+  const DType dt = be_.compute_dtype();
+  size_t i = 0;
+  for (const auto& layer : layers_)
+    for (const Proj& dst : layer)
+      for (const Tensor* t : {&dst.a, &dst.bt}) {
+        const Tensor view = t->rows(slot, 1);
+        const std::vector<uint8_t>& src = img.parts[i++];
+        GS_CHECK(src.size() == view.nbytes(), "LoRA image '{}': part {} has {} bytes, the slot {}", img.name, i - 1,
+                 src.size(), view.nbytes());
+        be_.copy(view, Tensor::wrap(const_cast<uint8_t*>(src.data()), view.shape(), dt, Device::cpu()));
+      }
   be_.stream().synchronize();
 }
 

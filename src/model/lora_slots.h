@@ -9,6 +9,8 @@
 // contents, never an address, so captured graphs stay valid.
 #pragma once
 #include <array>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -21,14 +23,24 @@ namespace gs {
 enum class LoraProj { Qkv, O, GateUp, Down };
 inline constexpr int kNumLoraProjs = 4;
 
+// An adapter laid out as one slot's contents, in the compute dtype, in host memory: what a
+// swap copies to the device (prepared once, when the adapter is read).
+struct LoraSlotImage {
+  std::string name;
+  std::vector<std::vector<uint8_t>> parts;  // per layer, per projection: a, then bt
+};
+
 class LoraSlots {
  public:
   LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, int max_rank, int max_num_tokens);
 
   int num_slots() const { return max_loras_; }
   int max_rank() const { return max_rank_; }
-  // Writes `adapter` into `slot` (host -> device; returns once the copies are done).
-  void load(int slot, const LoraAdapter& adapter);
+  // The slot contents of `adapter` (fused, zero-padded, scale folded into B, compute dtype).
+  LoraSlotImage prepare(const LoraAdapter& adapter) const;
+  // Copies an image into `slot` (host -> device; returns once the copies are done).
+  void load(int slot, const LoraSlotImage& image);
+  void load(int slot, const LoraAdapter& adapter) { load(slot, prepare(adapter)); }
   // y[:n] += LoRA(x[:n]) for the tokens whose slots[t] >= 0 (slots: i32 [>= n]).
   void apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n);
 

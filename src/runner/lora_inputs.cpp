@@ -11,17 +11,17 @@ namespace gs {
 LoraInputs::LoraInputs(const EngineConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens)
     : be_(backend) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (const auto& [name, path] : cfg.lora_modules)
-    adapters_.push_back(load_lora_adapter(name, path, mcfg, cfg.max_lora_rank));
-  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   slots_ = std::make_unique<LoraSlots>(mcfg, backend, cfg.max_loras, cfg.max_lora_rank, max_num_tokens);
+  for (const auto& [name, path] : cfg.lora_modules)
+    images_.push_back(slots_->prepare(load_lora_adapter(name, path, mcfg, cfg.max_lora_rank)));
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   slot_owner_.assign(size_t(cfg.max_loras), 0);
   slot_used_.assign(size_t(cfg.max_loras), 0);
   token_slots_ = Tensor::empty({max_num_tokens}, DType::I32, backend.allocator());
   host_slots_.assign(size_t(max_num_tokens), -1);
   be_.copy(token_slots_, Tensor::wrap(host_slots_.data(), {max_num_tokens}, DType::I32, Device::cpu()));
   be_.stream().synchronize();
-  spdlog::info("LoRA: {} adapters read in {:.3f} s, {} device slots of rank {}", adapters_.size(), load_seconds_,
+  spdlog::info("LoRA: {} adapters read and prepared in {:.3f} s, {} device slots of rank {}", images_.size(), load_seconds_,
                cfg.max_loras, cfg.max_lora_rank);
 }
 
@@ -36,8 +36,8 @@ bool LoraInputs::any_adapter(const SchedulerOutput& batch) {
 }
 
 int LoraInputs::slot_for(int lora_id, const std::vector<int>& needed) {
-  GS_CHECK(lora_id >= 1 && lora_id <= int(adapters_.size()), "LoRA adapter id {} is not loaded ({} adapters)",
-           lora_id, adapters_.size());
+  GS_CHECK(lora_id >= 1 && lora_id <= int(images_.size()), "LoRA adapter id {} is not loaded ({} adapters)",
+           lora_id, images_.size());
   for (size_t s = 0; s < slot_owner_.size(); ++s)
     if (slot_owner_[s] == lora_id) return int(s);
   int victim = -1;  // an empty slot, else the least recently used one this batch does not need
@@ -49,7 +49,7 @@ int LoraInputs::slot_for(int lora_id, const std::vector<int>& needed) {
   }
   GS_CHECK(victim >= 0, "a batch needs more than --max-loras {} adapters", slot_owner_.size());
   const auto t0 = std::chrono::steady_clock::now();
-  slots_->load(victim, adapters_[size_t(lora_id - 1)]);
+  slots_->load(victim, images_[size_t(lora_id - 1)]);
   slot_load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++num_slot_loads_;
   slot_owner_[size_t(victim)] = lora_id;

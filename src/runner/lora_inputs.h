@@ -26,13 +26,13 @@ class LoraInputs {
   // the batch does not need), then writes each token's slot into token_slots for num_tokens
   // rows (padding: -1). The scheduler keeps a batch within --max-loras adapters.
   void stage(const SchedulerOutput& batch, int num_tokens);
-  double last_load_seconds() const { return load_seconds_; }  // reading the adapters at start-up
+  double read_seconds() const { return load_seconds_; }  // reading and preparing the adapters at start-up
 
  private:
   int slot_for(int lora_id, const std::vector<int>& needed);
 
   Backend& be_;
-  std::vector<LoraAdapter> adapters_;  // index = lora_id - 1
+  std::vector<LoraSlotImage> images_;  // index = lora_id - 1: the adapters in host memory
   std::unique_ptr<LoraSlots> slots_;
   std::vector<int> slot_owner_;        // lora_id held by each slot, 0: empty
   std::vector<uint64_t> slot_used_;    // last step that used each slot (LRU)
