@@ -30,6 +30,11 @@ void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* op, const
   GS_CHECK(t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{}: {} is {}, expected [{}, {}]", op, name,
            t.str(), rows, cols);
 }
+// A LoRA op's operands: rows (x or y), weights, tmp in f32, slots in i32; returns the shape.
+LoraShape check_cpu_lora(const char* op, const Tensor& rows, const Tensor& w, const Tensor& slots, const Tensor& tmp) {
+  check_f32(rows, op, "x/y"), check_f32(w, op, "weights"), check_f32(tmp, op, "tmp"), check_i32(slots, op, "slots");
+  return check_lora_shape(rows, w, slots, tmp, op);
+}
 const float* f(const Tensor& t) { return t.data_as<const float>(); }
 float* fm(const Tensor& t) { return t.data_as<float>(); }
 const int32_t* i32(const Tensor& t) { return t.data_as<const int32_t>(); }
@@ -133,9 +138,7 @@ class CpuBackend final : public Backend {
   }
 
   void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
-    check_f32(x, "lora_shrink", "x"), check_f32(a, "lora_shrink", "a"), check_f32(tmp, "lora_shrink", "tmp");
-    check_i32(slots, "lora_shrink", "slots");
-    const LoraShape l = check_lora_shape(x, a, slots, tmp, "lora_shrink");
+    const LoraShape l = check_cpu_lora("lora_shrink", x, a, slots, tmp);
     auto *xp = f(x), *ap = f(a);
     auto* tp = fm(tmp);
     auto* sp = i32(slots);
@@ -143,9 +146,7 @@ class CpuBackend final : public Backend {
   }
 
   void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
-    check_f32(tmp, "lora_expand", "tmp"), check_f32(bt, "lora_expand", "bt"), check_f32(y, "lora_expand", "y");
-    check_i32(slots, "lora_expand", "slots");
-    const LoraShape l = check_lora_shape(y, bt, slots, tmp, "lora_expand");
+    const LoraShape l = check_cpu_lora("lora_expand", y, bt, slots, tmp);
     auto *tp = f(tmp), *bp = f(bt);
     auto* yp = fm(y);
     auto* sp = i32(slots);
