@@ -112,6 +112,22 @@ INSTANTIATE_TEST_SUITE_P(Modes, LoraMixModes,
                                            CUDAGraphMode::FULL_DECODE_ONLY, CUDAGraphMode::FULL_AND_PIECEWISE),
                          [](const auto& info) { return std::string(mode_name(info.param)); });
 
+TEST_F(LoraEngine, PrefixCacheIsNotSharedAcrossAdapters) {
+  EngineConfig cfg = base_config(stories);
+  cfg.enable_prefix_caching = true;
+  cfg.block_size = 4;
+  cfg.enable_lora = true;
+  test::write_adapter(tmp.path() / "x", AdapterSpec{.seed = 5});
+  cfg.lora_modules = {{"x", (tmp.path() / "x").string()}};
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421};
+  LLMEngine fresh(cfg);
+  const auto alone = generate(fresh, {prompt}, {"x"})[0];
+  LLMEngine cached(cfg);
+  generate(cached, {prompt}, {""});  // the base model's blocks of this prompt are cached now
+  EXPECT_EQ(generate(cached, {prompt}, {"x"})[0], alone);
+  EXPECT_EQ(cached.stats().prefix_cache_hit_tokens, 0u);
+}
+
 TEST_F(LoraEngine, UnknownAdapterNameIsRefused) {
   EngineConfig cfg = base_config(stories);
   cfg.enable_lora = true;
