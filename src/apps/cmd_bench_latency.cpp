@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
+#include "core/error.h"
 #include "core/logging.h"
 #include "runner/latency_bench.h"
 
@@ -19,7 +20,23 @@ struct LatencyArgs {
   LatencyBenchOptions bench;
   SamplingFlags sampling;
   std::string output_json;
+  std::vector<int> lora_spreads;  // one measurement per value (adapters per batch; 0: none)
 };
+
+// One latency line per --lora-spread value, in the same process (the same graphs).
+void run_lora_spreads(LatencyArgs& a, ModelRunner& runner) {
+  for (int n : a.lora_spreads) {
+    GS_CHECK(n >= 0 && n <= int(a.cfg.lora_modules.size()), "--lora-spread {}: {} adapters are loaded", n,
+             a.cfg.lora_modules.size());
+    a.bench.num_loras = n;
+    const LatencyResult r = run_latency_bench(runner, a.bench);
+    fmt::print("lora spread {} (batch {}): decode / step {:.3f} ms median, {:.3f} ms p90, prefill {:.3f} ms\n", n,
+               a.bench.batch_size, r.decode_ms_median, r.decode_ms_p90, r.prefill_ms);
+  }
+  const RunnerStats end = runner.stats();
+  fmt::print("steps NONE {} PIECEWISE {} FULL {}, captures after start-up {}\n", end.steps_none, end.steps_piecewise,
+             end.steps_full, end.graph_captures_after_startup);
+}
 
 void run(LatencyArgs& a) {
   finish_engine_options(a.cfg);
@@ -28,6 +45,7 @@ void run(LatencyArgs& a) {
   a.bench.sampling.validate(std::numeric_limits<int>::max());
   ModelRunner runner(a.cfg);
   const RunnerStats st = runner.stats();
+  if (!a.lora_spreads.empty()) return run_lora_spreads(a, runner);
   const LatencyResult r = run_latency_bench(runner, a.bench);
   fmt::print("device {}, model {}, cudagraph mode {}\n", runner.device_name(),
              a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(st.resolved_mode));
@@ -79,6 +97,9 @@ void add_bench_latency(CLI::App& bench) {
   cmd->add_option("--num-iters-warmup", args->bench.num_warmup_iters, "Unmeasured iterations first")
       ->check(CLI::NonNegativeNumber);
   add_sampling_flags(*cmd, args->sampling, "greedy");
+  cmd->add_option("--lora-spread", args->lora_spreads,
+                  "with --enable-lora: measure with requests spread over the first N adapters (0: base model); "
+                  "several values measure in turn");
   cmd->add_option("--output-json", args->output_json, "Write the results as JSON to this file");
   cmd->callback([args] { run(*args); });
 }

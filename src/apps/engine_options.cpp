@@ -83,6 +83,23 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", cfg.enable_prefix_caching,
                "reuse the KV cache of common prompt prefixes");
   cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
+  cmd.add_flag("--enable-lora", cfg.enable_lora, "serve LoRA adapters (--lora-modules), chosen per request by 'model'");
+  cmd.add_option_function<std::vector<std::string>>(
+         "--lora-modules",
+         [&cfg](const std::vector<std::string>& v) {
+           for (const std::string& m : v) {
+             const auto eq = m.find('=');
+             GS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < m.size(),
+                      "--lora-modules: '{}' must be name=path (a PEFT adapter directory)", m);
+             cfg.lora_modules.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+           }
+         },
+         "LoRA adapters as name=path ... (PEFT directories)")
+      ->expected(1, -1);
+  cmd.add_option("--max-loras", cfg.max_loras, "most adapters in one batch (device slots)")->capture_default_str();
+  cmd.add_option("--max-lora-rank", cfg.max_lora_rank, "largest adapter rank")->capture_default_str();
+  cmd.add_option("--max-cpu-loras", cfg.max_cpu_loras, "adapters held in host memory (0: --max-loras)")
+      ->capture_default_str();
   cmd.add_option_function<int>(
       "-O", [&cfg](int level) { apply_level(cfg.compilation, level); },
       "graph preset: 0 NONE, 1 PIECEWISE, 2 and 3 FULL_AND_PIECEWISE");

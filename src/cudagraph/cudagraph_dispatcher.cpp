@@ -14,7 +14,7 @@ CudagraphDispatcher::KeySet& CudagraphDispatcher::set_of(CUDAGraphMode runtime_m
 
 void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode,
                                                     const std::vector<int>& capture_sizes,
-                                                    int uniform_query_len, int max_num_seqs) {
+                                                    int uniform_query_len, int max_num_seqs, bool enable_lora) {
   GS_CHECK(uniform_query_len >= 1, "uniform_query_len must be >= 1, got {}", uniform_query_len);
   for (int s : capture_sizes) GS_CHECK(s >= 1, "capture sizes must be >= 1, got {}", s);
   mode_ = mode;
@@ -34,6 +34,14 @@ void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode,
         full_keys_.insert(BatchDescriptor::uniform_decode(s, uniform_query_len));
     }
   }
+  if (enable_lora)
+    for (KeySet* set : {&full_keys_, &piecewise_keys_}) {
+      const std::vector<BatchDescriptor> plain(set->begin(), set->end());
+      for (BatchDescriptor k : plain) {
+        k.has_lora = true;
+        set->insert(k);
+      }
+    }
   initialized_ = true;
 }
 
@@ -69,7 +77,8 @@ std::vector<BatchDescriptor> CudagraphDispatcher::keys(CUDAGraphMode runtime_mod
   std::vector<BatchDescriptor> out(set.begin(), set.end());
   std::sort(out.begin(), out.end(), [](const BatchDescriptor& a, const BatchDescriptor& b) {
     if (a.num_tokens != b.num_tokens) return a.num_tokens > b.num_tokens;
-    return a.uniform < b.uniform;
+    if (a.uniform != b.uniform) return a.uniform < b.uniform;
+    return a.has_lora < b.has_lora;
   });
   return out;
 }

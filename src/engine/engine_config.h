@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cudagraph/compilation_config.h"
 
@@ -30,6 +32,14 @@ struct EngineConfig {
   size_t kv_cache_memory_bytes = 0;  // 0: from gpu_memory_utilization (CUDA) or 512 MiB (CPU)
   int tensor_parallel_size = 1;
   bool enable_prefix_caching = false;  // reuse the KV blocks of prompts' common prefixes
+
+  // Multi-LoRA serving (vLLM's flags): PEFT adapters loaded at start-up, selected per request
+  // by name; at most max_loras distinct adapters per batch (device slots).
+  bool enable_lora = false;
+  std::vector<std::pair<std::string, std::string>> lora_modules;  // (name, PEFT directory)
+  int max_loras = 1;
+  int max_lora_rank = 16;
+  int max_cpu_loras = 0;  // adapters held in host memory; 0: max_loras
 
   bool enforce_eager = false;        // same as cudagraph_mode NONE
   CompilationConfig compilation;

@@ -21,8 +21,10 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-SchedulerConfig scheduler_config(const EngineConfig& cfg) {
-  return {cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching};
+SchedulerConfig scheduler_config(const EngineConfig& cfg, const ModelConfig& model) {
+  const int window = model.all_layers_windowed() ? model.max_window() : 0;
+  return {cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching, std::max(window, 0),
+          cfg.enable_lora ? cfg.max_loras : 0};
 }
 
 }  // namespace
@@ -42,7 +44,7 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
       exec(std::move(e)),
       tok(t),
       pool(exec->num_kv_blocks(), exec->block_size()),
-      sched(scheduler_config(c), pool) {
+      sched(scheduler_config(c, exec->model_config()), pool) {
   max_model_len = exec->max_model_len();
   const int kv_tokens = pool.num_blocks() * pool.block_size();
   if (kv_tokens < max_model_len) {
@@ -56,7 +58,16 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
   if (eos_ids.empty() && tok.eos_id()) eos_ids.push_back(*tok.eos_id());
 }
 
-RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params) {
+int LLMEngine::Impl::lora_id(const std::string& name) const {
+  if (name.empty()) return 0;
+  for (size_t i = 0; i < cfg.lora_modules.size(); ++i)
+    if (cfg.lora_modules[i].first == name) return int(i) + 1;
+  std::string known;
+  for (const auto& [n, path] : cfg.lora_modules) known += (known.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("unknown LoRA adapter '{}' (loaded: {})", name, known.empty() ? "none" : known));
+}
+
+RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params, int lora) {
   const int vocab = exec->model_config().vocab_size;
   GS_CHECK(!prompt.empty(), "the prompt is empty: give at least one token");
   for (int32_t t : prompt)
@@ -74,6 +85,7 @@ RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams
   const uint64_t seed = params.seed ? *params.seed : splitmix64(cfg.seed ^ splitmix64(id));
   auto r = std::make_unique<EngineRequest>(id, id, std::move(prompt), params, seed, tok, eos_ids,
                                            now_seconds());
+  r->request().lora_id = lora;
   sched.add(&r->request());
   requests.emplace(id, std::move(r));
   return id;
@@ -137,12 +149,23 @@ LLMEngine::LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor
 LLMEngine::~LLMEngine() = default;
 
 RequestId LLMEngine::add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params) {
-  return impl_->add(std::move(prompt_ids), params);
+  return impl_->add(std::move(prompt_ids), params, 0);
+}
+
+RequestId LLMEngine::add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params,
+                                 const std::string& lora_name) {
+  return impl_->add(std::move(prompt_ids), params, impl_->lora_id(lora_name));
+}
+
+std::vector<std::string> LLMEngine::lora_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, path] : impl_->cfg.lora_modules) out.push_back(name);
+  return out;
 }
 
 RequestId LLMEngine::add_request(const std::string& prompt, const SamplingParams& params) {
   GS_CHECK(!prompt.empty(), "the prompt is empty: give some text");
-  return impl_->add(impl_->tok.encode(prompt, /*add_special_tokens=*/true), params);
+  return impl_->add(impl_->tok.encode(prompt, /*add_special_tokens=*/true), params, 0);
 }
 
 void LLMEngine::abort_request(RequestId id) { impl_->abort(id); }

@@ -75,6 +75,11 @@ class LLMEngine {
   // max_model_len, whichever comes first (max_tokens is not an error when it does not fit).
   RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params);
   RequestId add_request(const std::string& prompt, const SamplingParams& params);
+  // The same, generated with a LoRA adapter of --lora-modules (by name; "" is the base model).
+  // Throws gs::Error for a name that is not loaded.
+  RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params, const std::string& lora_name);
+  // Adapter names (--lora-modules order), served beside the base model.
+  std::vector<std::string> lora_names() const;
   // Finishes a request now (finish_reason Abort) and frees its KV blocks. Unknown ids are ignored.
   void abort_request(RequestId id);
 

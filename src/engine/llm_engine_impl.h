@@ -17,7 +17,8 @@ namespace gs {
 struct LLMEngine::Impl {
   Impl(const EngineConfig& cfg, std::unique_ptr<Executor> exec, const Tokenizer& tok);
 
-  RequestId add(std::vector<int32_t> prompt, const SamplingParams& params);
+  RequestId add(std::vector<int32_t> prompt, const SamplingParams& params, int lora_id);
+  int lora_id(const std::string& name) const;  // 0 for "", else 1 + index; throws for unknown names
   std::vector<RequestOutput> step();
   void abort(RequestId id);
   // Records one sampled token of `s`; finishes the request when that ends it.

@@ -26,6 +26,7 @@ struct Request {
   int num_registered_blocks = 0;       // leading blocks already offered to the prefix cache
   RequestStatus status = RequestStatus::Waiting;
   int num_preemptions = 0;
+  int lora_id = 0;  // 0: the base model, else 1 + the adapter's index in --lora-modules
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -37,6 +37,7 @@ ScheduledRequest Scheduler::make_scheduled(Request* r, int num_new) {
   s.params = &r->params;
   s.seed = r->seed;
   s.num_output_tokens = r->num_output_tokens();
+  s.lora_id = r->lora_id;
   r->num_computed_tokens += num_new;
   return s;
 }
@@ -53,8 +54,10 @@ void Scheduler::preempt(Request* r) {
 
 // Takes the cached blocks of the request's longest cached prefix; returns the tokens covered.
 int Scheduler::adopt_cached_prefix(Request* r) {
-  // Prompt logprobs need every prompt position computed: such requests take no cached prefix.
-  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0 || r->params.prompt_logprobs >= 0) return 0;
+  // Prompt logprobs need every prompt position computed, and adapter requests' KV differs from
+  // the base model's: neither takes a cached prefix.
+  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0 || r->params.prompt_logprobs >= 0 || r->lora_id != 0)
+    return 0;
   extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
   const int max_hits = (r->num_tokens() - 1) / pool_.block_size();
   int hits = 0;
@@ -67,13 +70,29 @@ int Scheduler::adopt_cached_prefix(Request* r) {
   return hits * pool_.block_size();
 }
 
+// The next query is at position num_computed_tokens and reads (p - window, p]: every block
+// wholly before that goes back to the pool (registered prefix blocks stay cached there).
+void Scheduler::free_outside_window(Request* r) {
+  if (cfg_.sliding_window <= 0) return;
+  r->blocks.free_before(pool_, r->num_computed_tokens - cfg_.sliding_window + 1);
+}
+
+// Whether admitting r keeps the running requests within max_loras distinct adapters.
+bool Scheduler::lora_fits(const Request* r) const {
+  if (cfg_.max_loras <= 0 || r->lora_id == 0) return true;
+  std::vector<int> ids;
+  for (const Request* x : running_)
+    if (x->lora_id != 0 && std::find(ids.begin(), ids.end(), x->lora_id) == ids.end()) ids.push_back(x->lora_id);
+  return std::find(ids.begin(), ids.end(), r->lora_id) != ids.end() || int(ids.size()) < cfg_.max_loras;
+}
+
 void Scheduler::on_step_executed() {
   if (cfg_.enable_prefix_caching)
     for (Request* r : last_scheduled_) {
-      if (r->status != RequestStatus::Running) continue;
+      if (r->status != RequestStatus::Running || r->lora_id != 0) continue;
       extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
       const int full = r->num_computed_tokens / pool_.block_size();
-      for (int j = r->num_registered_blocks; j < full; ++j)
+      for (int j = std::max(r->num_registered_blocks, r->blocks.num_freed()); j < full; ++j)
         pool_.register_hash(r->blocks.ids()[j], r->block_hashes[j]);
       r->num_registered_blocks = std::max(r->num_registered_blocks, full);
     }
@@ -94,6 +113,7 @@ SchedulerOutput Scheduler::schedule() {
       ++i;
       continue;
     }
+    free_outside_window(r);
     bool self_preempted = false;
     while (!r->blocks.reserve(pool_, r->num_computed_tokens + num_new)) {
       Request* victim = running_.back();
@@ -117,6 +137,7 @@ SchedulerOutput Scheduler::schedule() {
   while (!preempted && budget > 0 && !waiting_.empty() &&
          num_running() < cfg_.max_num_seqs) {
     Request* r = waiting_.front();
+    if (!lora_fits(r)) break;
     const int cached = adopt_cached_prefix(r);
     int num_new = std::min(r->num_tokens() - cached, budget);
     if (!r->blocks.reserve(pool_, cached + num_new)) {

@@ -24,6 +24,14 @@ struct SchedulerConfig {
   // Admitted requests start from the longest cached prefix of full blocks (at least one
   // token is always computed, so the request still samples).
   bool enable_prefix_caching = false;
+  // > 0 when every layer attends only to its last `sliding_window` positions (the largest
+  // window over the layers): blocks wholly before the window of a request's next query are
+  // given back before each step, so a window-only model's KV use stays bounded (as vLLM's
+  // sliding-window manager). 0: full attention somewhere, every block is kept.
+  int sliding_window = 0;
+  // > 0 with LoRA: at most this many distinct adapters among running requests (device slots);
+  // a waiting request of another adapter waits (first come, first served).
+  int max_loras = 0;
 };
 
 class Scheduler {
@@ -51,6 +59,8 @@ class Scheduler {
   static void insert_by_arrival(std::deque<Request*>& q, Request* r);
   static ScheduledRequest make_scheduled(Request* r, int num_new);
   int adopt_cached_prefix(Request* r);
+  void free_outside_window(Request* r);
+  bool lora_fits(const Request* r) const;
 
   SchedulerConfig cfg_;
   BlockPool& pool_;

@@ -1,5 +1,7 @@
 #include "kv/block_table.h"
 
+#include <algorithm>
+
 namespace gs {
 
 bool BlockTable::reserve(BlockPool& pool, int num_tokens) {
@@ -17,8 +19,21 @@ void BlockTable::append_cached(BlockPool& pool, BlockId id) {
 }
 
 void BlockTable::release_all(BlockPool& pool) {
-  for (BlockId id : ids_) pool.release(id);
+  for (BlockId id : ids_)
+    if (id != kFreedBlock) pool.release(id);
   ids_.clear();
+  num_freed_ = 0;
+}
+
+int BlockTable::free_before(BlockPool& pool, int first_needed) {
+  const int end = std::min(num_blocks(), std::max(0, first_needed) / pool.block_size());
+  int released = 0;
+  for (; num_freed_ < end; ++num_freed_) {
+    pool.release(ids_[size_t(num_freed_)]);
+    ids_[size_t(num_freed_)] = kFreedBlock;
+    ++released;
+  }
+  return released;
 }
 
 }  // namespace gs

@@ -1,12 +1,17 @@
 // BlockTable: the KV blocks of one request, in token order (token t lives in block
 // ids()[t / block_size] at offset t % block_size). Grows as tokens are computed; gives every
-// block back on finish, abort or preemption.
+// block back on finish, abort or preemption. With sliding-window attention, leading blocks that
+// no query reads any more are given back early and their entries become kFreedBlock.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "kv/block_pool.h"
 
 namespace gs {
+
+// A table entry whose block was given back (it lay wholly outside every layer's window).
+inline constexpr int32_t kFreedBlock = -1;
 
 class BlockTable {
  public:
@@ -25,6 +30,11 @@ class BlockTable {
   void append_cached(BlockPool& pool, BlockId id);
   // Releases every block to `pool`; the table is empty afterwards.
   void release_all(BlockPool& pool);
+  // Gives back the blocks that hold only positions < `first_needed` (sliding windows: no query
+  // reads them any more); their entries become kFreedBlock, so indexing stays by position.
+  // Returns how many blocks were released.
+  int free_before(BlockPool& pool, int first_needed);
+  int num_freed() const { return num_freed_; }  // leading entries that are kFreedBlock
 
   const std::vector<int32_t>& ids() const { return ids_; }
   int num_blocks() const { return static_cast<int>(ids_.size()); }
@@ -32,6 +42,7 @@ class BlockTable {
 
  private:
   std::vector<int32_t> ids_;
+  int num_freed_ = 0;
 };
 
 }  // namespace gs

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/lora_slots.h"
 
 namespace gs {
 
@@ -43,25 +44,34 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
     if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
     be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
   } else {
-    finish_layer(i - 1, n, next_norm);
+    finish_layer(i - 1, in, n, next_norm);
   }
   if (i < L) start_layer(i, in, n);
 }
 
 // o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
-void LlamaModel::finish_layer(int layer, int n, const Tensor& next_norm) {
+void LlamaModel::lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n) {
+  if (!in.has_lora) return;
+  GS_CHECK(lora_ != nullptr && in.lora_slots.defined(), "a forward with LoRA, but no LoRA slots are bound");
+  lora_->apply(layer, LoraProj(p), x, y, in.lora_slots, n);
+}
+
+void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
   be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+  lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
   be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n));
+  lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n);
   if (cfg_.activation == Activation::GeluTanh)
     be_.gelu_tanh_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   else
     be_.silu_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+  lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, next_norm, eps, hid);
 }
@@ -72,6 +82,7 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const Tensor qkv = buf_.qkv.rows(0, n);
   be_.linear(buf_.hidden.rows(0, n), w.qkv, w.qkv_bias, qkv);
+  lora(layer, int(LoraProj::Qkv), in, buf_.hidden.rows(0, n), qkv, n);
   const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
   be_.split_qkv_rope(qkv, in.positions.rows(0, n), cfg_.rope, qn, kn, cfg_.rms_norm_eps, buf_.q.rows(0, n),
                      buf_.k.rows(0, n), buf_.v.rows(0, n));

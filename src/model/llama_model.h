@@ -33,6 +33,7 @@ class LlamaModel final : public PiecewiseModel {
   Tensor hidden_states(int num_tokens) const override;
   void compute_logits(const Tensor& rows, const Tensor& logits) override;
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override;
+  void bind_lora(LoraSlots* slots) override { lora_ = slots; }
 
   int max_num_tokens() const { return max_tokens_; }
 
@@ -43,8 +44,10 @@ class LlamaModel final : public PiecewiseModel {
   };
 
   int check_tokens(const ForwardInputs& in) const;
-  void finish_layer(int layer, int n, const Tensor& next_norm);
+  void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
   void start_layer(int layer, const ForwardInputs& in, int n);
+  // y += the batch's LoRA deltas of projection p (a no-op in forwards without adapters).
+  void lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n);
 
   ModelConfig cfg_;
   LlamaWeights w_;
@@ -53,6 +56,7 @@ class LlamaModel final : public PiecewiseModel {
   int max_tokens_;
   Buffers buf_;
   std::vector<KVCacheLayer> kv_;
+  LoraSlots* lora_ = nullptr;
 };
 
 }  // namespace gs

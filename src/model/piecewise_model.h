@@ -13,6 +13,8 @@
 
 namespace gs {
 
+class LoraSlots;
+
 class PiecewiseModel {
  public:
   virtual ~PiecewiseModel() = default;
@@ -28,6 +30,8 @@ class PiecewiseModel {
 
   // Binds the KV cache (one layer per attention op); called once before the first forward.
   virtual void bind_kv_cache(std::vector<KVCacheLayer> layers) = 0;
+  // Binds the LoRA adapter slots, applied after each projection in forwards with has_lora.
+  virtual void bind_lora(LoraSlots* slots) = 0;
 
   // The eager forward pass (what NONE runs): pieces and attention in order.
   void forward(const ForwardInputs& in) {

@@ -102,6 +102,12 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const fs::path& dir) {
   }
 }
 
+SafetensorsCheckpoint SafetensorsCheckpoint::from_file(const fs::path& file) {
+  SafetensorsCheckpoint c;
+  c.add_file(file);
+  return c;
+}
+
 void SafetensorsCheckpoint::add_file(const fs::path& path) {
   GS_CHECK(fs::is_regular_file(path), "{} not found", path.string());
   files_.push_back(std::make_unique<MappedFile>(path));

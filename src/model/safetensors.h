@@ -45,10 +45,14 @@ class SafetensorsCheckpoint {
   // Throws gs::Error naming the file and problem (missing, bad header, truncated, bad dtype).
   explicit SafetensorsCheckpoint(const std::filesystem::path& model_dir);
 
+  // One safetensors file by itself (a PEFT adapter's adapter_model.safetensors).
+  static SafetensorsCheckpoint from_file(const std::filesystem::path& file);
+
   const TensorRef* find(const std::string& name) const;
   const std::map<std::string, TensorRef>& tensors() const { return tensors_; }
 
  private:
+  SafetensorsCheckpoint() = default;
   void add_file(const std::filesystem::path& path);
 
   std::vector<std::unique_ptr<MappedFile>> files_;

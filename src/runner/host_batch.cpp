@@ -22,9 +22,12 @@ void check_request(const ScheduledRequest& r, const HostBatchLimits& lim) {
   GS_CHECK(static_cast<long long>(r.block_ids->size()) >= blocks_needed,
            "request {}: {} tokens need {} KV blocks but its block table has {}", r.id, end, blocks_needed,
            r.block_ids->size());
+  // Leading entries may be -1: blocks given back because they lie wholly outside every layer's
+  // sliding window (attention never reads them); the blocks receiving new tokens must be real.
+  const long long first_new = r.num_computed_tokens / lim.block_size;
   for (long long b = 0; b < blocks_needed; ++b) {
     const int32_t id = (*r.block_ids)[b];
-    GS_CHECK(id >= 0 && id < lim.num_blocks, "request {}: block {} of its table is {} (the cache has {} blocks)",
+    GS_CHECK((id >= 0 || (id == -1 && b < first_new)) && id < lim.num_blocks, "request {}: block {} of its table is {} (the cache has {} blocks)",
              r.id, b, id, lim.num_blocks);
   }
   GS_CHECK(!r.sample || r.params != nullptr, "request {}: sampling parameters are missing", r.id);

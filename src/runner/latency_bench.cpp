@@ -65,7 +65,7 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
         budget -= n;
         so.requests.push_back({r, &s.tokens, o.input_len, s.computed, n, &s.blocks,
                                s.computed + n == int(s.tokens.size()), &params, r,
-                               int(s.tokens.size()) - o.input_len});
+                               int(s.tokens.size()) - o.input_len, o.num_loras > 0 ? 1 + int(r) % o.num_loras : 0});
       }
       const RunnerOutput out = runner.execute(so);
       for (const auto& sr : so.requests) reqs[sr.id].computed += sr.num_new_tokens;

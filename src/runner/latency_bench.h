@@ -17,6 +17,7 @@ struct LatencyBenchOptions {
   int num_iters = 3;
   int num_warmup_iters = 1;
   int max_num_batched_tokens = 2048;  // the runner's token budget per step (prefill chunks)
+  int num_loras = 0;  // > 0: request r uses LoRA adapter 1 + r % num_loras (--lora-modules order)
   SamplingParams sampling = greedy();
 
   static SamplingParams greedy() {

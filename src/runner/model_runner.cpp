@@ -88,6 +88,7 @@ void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& de
   // Once start-up has captured every key, the wrappers refuse to capture (graph_captures_after_startup
   // counts their refusals).
   ForwardContextScope scope(ForwardContext{runtime, desc, &md, /*capture_allowed=*/!serving});
+  inputs.has_lora = desc.has_lora;
   (*full_graph)(input_addresses);
 }
 
@@ -137,10 +138,12 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   HostBatch hb = build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens,
                                                 max_reqs, num_blocks});
   if (hb.num_reqs == 0) return {};
+  const bool has_lora = lora && LoraInputs::any_adapter(batch);  // has_lora graphs; plain batches pay nothing
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
-                                   ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len)
-                                   : BatchDescriptor::mixed(hb.num_actual_tokens);
+                                   ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len, has_lora)
+                                   : BatchDescriptor::mixed(hb.num_actual_tokens, has_lora);
   const auto [runtime, final_desc] = dispatcher.dispatch(desc);
+  if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
   const int sample_rows = runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc)
                                                          : static_cast<int>(hb.sampled.size());

@@ -8,6 +8,7 @@
 #include "cudagraph/cudagraph_wrapper.h"
 #include "model/model_factory.h"
 #include "runner/host_batch.h"
+#include "runner/lora_inputs.h"
 #include "runner/model_runner.h"
 #include "runner/sampling_inputs.h"
 #include "sampling/sampler.h"
@@ -41,6 +42,7 @@ struct ModelRunner::Impl {
   PersistentBuffers buf;
   AttentionMetadata md;
   ForwardInputs inputs;
+  std::unique_ptr<LoraInputs> lora;  // with --enable-lora
   std::unique_ptr<Sampler> sampler;
   SamplingInputs sampling_inputs;
   // Rows the sampling tail (logits, then sampler) runs on in the next forward: the sampled

@@ -34,6 +34,11 @@ void ModelRunner::Impl::build_model() {
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
   model = create_model(mcfg, src, *backend, *attention, max_tokens);
+  if (cfg.enable_lora) {
+    lora = std::make_unique<LoraInputs>(cfg, mcfg, *backend, max_tokens);
+    model->bind_lora(&lora->slots());
+    inputs.lora_slots = lora->token_slots();
+  }
   // Refused before anything is sized from it (block tables, the sampler's token buffer).
   GS_CHECK(cfg.max_model_len <= 0 || mcfg.max_position_embeddings <= 0 ||
                cfg.max_model_len <= mcfg.max_position_embeddings,
@@ -111,6 +116,7 @@ void ModelRunner::Impl::allocate_buffers() {
   inputs.attn = &md;
   input_addresses = {buf.input_ids.data(), buf.positions.data(),    buf.slot_mapping.data(),
                      buf.query_start_loc.data(), buf.seq_lens.data(), buf.block_table.data()};
+  if (lora) input_addresses.push_back(lora->token_slots().data());
 }
 
 void ModelRunner::Impl::resolve_mode_and_keys() {
@@ -121,7 +127,7 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
   ModeResolution res = resolve_cudagraph_mode(cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
-  dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs);
+  dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora);
 }
 
 void ModelRunner::Impl::build_wrappers() {

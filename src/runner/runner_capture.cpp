@@ -59,6 +59,10 @@ void ModelRunner::Impl::warm_up() {
   const HostBatch hb = stage_dummy(key, std::min(n, max_reqs));  // the sampling tail too
   set_metadata(hb, CUDAGraphMode::NONE, key);
   forward(CUDAGraphMode::NONE, key);
+  if (lora) {  // the LoRA kernels too (every slot -1), so none is first launched inside a capture
+    const BatchDescriptor lora_key{n, 0, false, true, 0};
+    forward(CUDAGraphMode::NONE, lora_key);
+  }
   backend->stream().synchronize();
 }
 

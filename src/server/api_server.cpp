@@ -121,6 +121,10 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
       for (const std::string& name : names)
         data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "graphserve"},
                         {"root", client_.model().name}, {"max_model_len", client_.model().max_model_len}});
+      for (const std::string& lora : client_.model().lora_names)  // adapters, with their base as parent (vLLM)
+        data.push_back({{"id", lora}, {"object", "model"}, {"created", 0}, {"owned_by", "graphserve"},
+                        {"root", lora}, {"parent", client_.model().name},
+                        {"max_model_len", client_.model().max_model_len}});
       return json_response(200, {{"object", "list"}, {"data", data}});
     }
   }

@@ -22,6 +22,7 @@ struct ServedModel {
   std::string chat_template;  // "" when the model has none
   std::string bos_token, eos_token, unk_token, pad_token;
   SamplingParams sampling_defaults;  // what requests leave out (the model's generation_config.json)
+  std::vector<std::string> lora_names;  // LoRA adapters served beside it (--lora-modules)
 };
 
 class EngineClient {
@@ -33,10 +34,11 @@ class EngineClient {
   // The bytes one token adds to a text (leading space included; may be part of a character).
   virtual std::string token_text(int32_t id) const = 0;
 
-  // Queues a request whose outputs go to `sink` tagged with `choice`. Throws gs::Error when
-  // the engine refuses it (the message says why). Returns the engine's request id.
+  // Queues a request whose outputs go to `sink` tagged with `choice`, generated with the LoRA
+  // adapter `lora` ("" for the base model). Throws gs::Error when the engine refuses it (the
+  // message says why). Returns the engine's request id.
   virtual RequestId submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
-                           std::shared_ptr<OutputQueue> sink, int choice) = 0;
+                           std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) = 0;
   // Stops a request and frees its KV blocks; its sink receives nothing more.
   virtual void abort(RequestId id) = 0;
   // Requests queued but not yet running (for the --max-waiting-requests bound).

@@ -13,6 +13,7 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
   for (const std::string& n : names)
     if (n != model_.name) model_.aliases.push_back(n);
   model_.max_model_len = engine_->max_model_len();
+  model_.lora_names = engine_->lora_names();
   model_.vocab_size = tokenizer_.size();
   model_.sampling_defaults = engine_->default_sampling_params();
   model_.chat_template = chat_template.empty() ? tokenizer_.chat_template() : chat_template;
@@ -42,12 +43,12 @@ std::string EngineLoop::token_text(int32_t id) const {
 }
 
 RequestId EngineLoop::submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
-                             std::shared_ptr<OutputQueue> sink, int choice) {
+                             std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) {
   std::future<RequestId> accepted;
   {
     std::lock_guard lock(mu_);
     GS_CHECK(!stop_, "the engine is shutting down");
-    Pending p{std::move(prompt_ids), params, std::move(sink), choice, {}};
+    Pending p{std::move(prompt_ids), params, std::move(sink), choice, {}, lora};
     accepted = p.accepted.get_future();
     pending_.push_back(std::move(p));
   }
@@ -80,7 +81,7 @@ void EngineLoop::admit(std::deque<Pending>& batch, std::vector<RequestId>& abort
   }
   for (Pending& p : batch) {
     try {
-      RequestId id = engine_->add_request(std::move(p.prompt), p.params);
+      RequestId id = engine_->add_request(std::move(p.prompt), p.params, p.lora);
       routes_[id] = Route{std::move(p.sink), p.choice};
       p.accepted.set_value(id);
     } catch (...) {

@@ -30,7 +30,7 @@ class EngineLoop : public EngineClient {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const override;
   std::string token_text(int32_t id) const override;
   RequestId submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
-                   std::shared_ptr<OutputQueue> sink, int choice) override;
+                   std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) override;
   void abort(RequestId id) override;
   int num_waiting() const override;
   EngineStats stats() const override;
@@ -42,6 +42,7 @@ class EngineLoop : public EngineClient {
     std::shared_ptr<OutputQueue> sink;
     int choice = 0;
     std::promise<RequestId> accepted;  // or the engine's error
+    std::string lora;
   };
   struct Route {
     std::shared_ptr<OutputQueue> sink;

@@ -18,7 +18,7 @@ Generation::Generation(GenerationRequest req, std::string model, EngineClient& c
       // n samples of one prompt must differ, yet stay reproducible under a seed.
       if (p.seed && req_.n > 1) p.seed = *p.seed + static_cast<uint64_t>(c % req_.n);
       timing_[c].start = timing_[c].last = Clock::now();
-      ids_.push_back(client.submit(req_.prompt_of(c), p, queue_, c));
+      ids_.push_back(client.submit(req_.prompt_of(c), p, queue_, c, req_.lora));
     }
   } catch (...) {
     for (RequestId id : ids_) client.abort(id);

@@ -20,14 +20,19 @@ namespace {
 
 constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 
-void check_model(const json& body, const EngineClient& client) {
-  if (!f::present(body, "model")) return;  // optional: the one served model
+// The LoRA adapter the request names in "model" ("" for the base model, or no "model").
+std::string check_model(const json& body, const EngineClient& client) {
+  if (!f::present(body, "model")) return "";  // optional: the one served model
   std::string model = f::get_string(body, "model", "");
   const auto& aliases = client.model().aliases;
-  if (model != client.model().name && std::find(aliases.begin(), aliases.end(), model) == aliases.end())
-    throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                    model, client.model().name),
-                   "model", "invalid_request_error", "model_not_found");
+  if (model == client.model().name || std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return "";
+  for (const std::string& lora : client.model().lora_names)
+    if (model == lora) return lora;
+  std::string served = "'" + client.model().name + "'";
+  for (const std::string& name : aliases) served += ", '" + name + "'";
+  for (const std::string& lora : client.model().lora_names) served += ", '" + lora + "'";
+  throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves {}", model, served), "model",
+                 "invalid_request_error", "model_not_found");
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
@@ -171,8 +176,8 @@ void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
 GenerationRequest parse_completion_request(const json& body, const EngineClient& client,
                                            const RequestLimits& limits) {
   check_request_fields(body, ApiKind::Completion);
-  check_model(body, client);
   GenerationRequest r;
+  r.lora = check_model(body, client);
   r.kind = ApiKind::Completion;
   parse_common(body, r, limits, client);
   if (f::present(body, "logprobs")) r.top_logprobs = static_cast<int>(f::get_int(body, "logprobs", 0, 0, 20));
@@ -191,8 +196,8 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
                                      const EngineClient& client, const std::string& chat_template,
                                      const RequestLimits& limits) {
   check_request_fields(body, ApiKind::Chat);
-  check_model(body, client);
   GenerationRequest r;
+  r.lora = check_model(body, client);
   r.kind = ApiKind::Chat;
   parse_common(body, r, limits, client);
   if (f::get_bool(body, "echo", false)) bad_param("echo", "'echo' is a /v1/completions field");

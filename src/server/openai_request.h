@@ -21,6 +21,7 @@ struct GenerationRequest {
   bool include_usage = false;                 // stream_options.include_usage
   int top_logprobs = -1;                      // -1: no logprobs; else top alternatives per token
   bool echo = false;                          // completions: the prompt leads the text (and logprobs)
+  std::string lora;                           // the LoRA adapter named in "model"; "": the base model
   int num_choices() const { return static_cast<int>(prompts.size()) * n; }
   // Choice c samples prompt c / n.
   const std::vector<int32_t>& prompt_of(int choice) const { return prompts[choice / n]; }

@@ -68,7 +68,7 @@ class ModelHarness {
     qsl[batch.size()] = t;
     md_.num_tokens = md_.num_actual_tokens = t;
     md_.num_reqs = md_.num_reqs_padded = int(batch.size());
-    return ForwardInputs{t, ids_.rows(0, t), pos_.rows(0, t), &md_};
+    return ForwardInputs{t, ids_.rows(0, t), pos_.rows(0, t), &md_, false, Tensor()};
   }
 
   // Enqueues the forward and the logits of every token (eager, or recorded while capturing).

@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "ops/backend.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/cpu_lora.h"
+#include "ops/lora_shape.h"
 
 namespace gs {
 
@@ -27,6 +29,11 @@ void check_i32(const Tensor& t, const char* op, const char* name) {
 void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
   GS_CHECK(t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{}: {} is {}, expected [{}, {}]", op, name,
            t.str(), rows, cols);
+}
+// A LoRA op's operands: rows (x or y), weights, tmp in f32, slots in i32; returns the shape.
+LoraShape check_cpu_lora(const char* op, const Tensor& rows, const Tensor& w, const Tensor& slots, const Tensor& tmp) {
+  check_f32(rows, op, "x/y"), check_f32(w, op, "weights"), check_f32(tmp, op, "tmp"), check_i32(slots, op, "slots");
+  return check_lora_shape(rows, w, slots, tmp, op);
 }
 const float* f(const Tensor& t) { return t.data_as<const float>(); }
 float* fm(const Tensor& t) { return t.data_as<float>(); }
@@ -128,6 +135,22 @@ class CpuBackend final : public Backend {
     auto* yp = fm(y);
     if (T == 0) return;
     stream_.launch([=] { cpu::linear(xp, wp, bp, yp, T, N, K); });
+  }
+
+  void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
+    const LoraShape l = check_cpu_lora("lora_shrink", x, a, slots, tmp);
+    auto *xp = f(x), *ap = f(a);
+    auto* tp = fm(tmp);
+    auto* sp = i32(slots);
+    if (l.T) stream_.launch([=] { cpu::lora_shrink(xp, ap, sp, tp, l.T, l.C, l.R, l.S); });
+  }
+
+  void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
+    const LoraShape l = check_cpu_lora("lora_expand", y, bt, slots, tmp);
+    auto *tp = f(tmp), *bp = f(bt);
+    auto* yp = fm(y);
+    auto* sp = i32(slots);
+    if (l.T) stream_.launch([=] { cpu::lora_expand(tp, bp, sp, yp, l.T, l.R, l.C, l.S); });
   }
 
   void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {

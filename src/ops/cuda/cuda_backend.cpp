@@ -10,6 +10,8 @@
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_stream.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/lora_kernels.h"
+#include "ops/lora_shape.h"
 #include "ops/cuda/lt_gemm.h"
 
 namespace gs {
@@ -250,6 +252,30 @@ class CudaBackend final : public Backend {
     need_rows(out, idx.numel(), x.row_elems(), "gather_rows", "out");
     GS_CUDA_CHECK(cuda::gather_rows(x.data(), ptr<int32_t>(idx), out.data(), int(idx.numel()),
                                     int(x.dim(0)), x.row_elems() * int64_t(dtype_size(x.dtype())), s()));
+  }
+
+  void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
+    need(x, dtype_, "lora_shrink", "x"), need(a, dtype_, "lora_shrink", "a");
+    need(slots, DType::I32, "lora_shrink", "slots"), need(tmp, DType::F32, "lora_shrink", "tmp");
+    const LoraShape l = check_lora_shape(x, a, slots, tmp, "lora_shrink");
+    auto run = [&](auto* xp, auto* ap) {
+      GS_CUDA_CHECK(cuda::lora_shrink(xp, ap, ptr<int32_t>(slots), ptr<float>(tmp), int(l.T), int(l.C), int(l.R),
+                                      int(l.S), s()));
+    };
+    if (dtype_ == DType::BF16) run(ptr<bf16_t>(x), ptr<bf16_t>(a));
+    else run(ptr<float>(x), ptr<float>(a));
+  }
+
+  void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
+    need(tmp, DType::F32, "lora_expand", "tmp"), need(bt, dtype_, "lora_expand", "bt");
+    need(slots, DType::I32, "lora_expand", "slots"), need(y, dtype_, "lora_expand", "y");
+    const LoraShape l = check_lora_shape(y, bt, slots, tmp, "lora_expand");
+    auto run = [&](auto* bp, auto* yp) {
+      GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), bp, ptr<int32_t>(slots), yp, int(l.T), int(l.R), int(l.C),
+                                      int(l.S), s()));
+    };
+    if (dtype_ == DType::BF16) run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
+    else run(ptr<float>(bt), ptr<float>(y));
   }
 
   void argmax(const Tensor& x, const Tensor& out) override {

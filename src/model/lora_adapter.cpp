@@ -1,0 +1,132 @@
+// PEFT adapter loading: adapter_config.json fields, then every tensor of adapter_model.safetensors
+// named base_model.model.model.layers.<i>.<self_attn|mlp>.<proj>.lora_<A|B>.weight.
+#include "model/lora_adapter.h"
+
+#include <cmath>
+#include <fmt/ranges.h>
+
+#include <regex>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "model/json_file.h"
+#include "model/safetensors.h"
+
+namespace gs {
+
+namespace fs = std::filesystem;
+
+const char* lora_target_module(LoraTarget t) {
+  static const char* names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return names[int(t)];
+}
+
+std::pair<int, int> lora_target_shape(const ModelConfig& c, LoraTarget t) {
+  const int H = c.hidden_size, I = c.intermediate_size;
+  switch (t) {
+    case LoraTarget::Q: return {c.q_size(), H};
+    case LoraTarget::K:
+    case LoraTarget::V: return {c.kv_size(), H};
+    case LoraTarget::O: return {H, c.q_size()};
+    case LoraTarget::Gate:
+    case LoraTarget::Up: return {I, H};
+    case LoraTarget::Down: return {H, I};
+  }
+  return {0, 0};
+}
+
+namespace {
+
+std::optional<LoraTarget> target_of(const std::string& module) {
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (module == lora_target_module(LoraTarget(t))) return LoraTarget(t);
+  return std::nullopt;
+}
+
+// target_modules: a list of projection names (PEFT also allows a regex string: refused).
+std::array<bool, kNumLoraTargets> parse_targets(const nlohmann::json& j, const fs::path& file) {
+  auto it = j.find("target_modules");
+  GS_CHECK(it != j.end() && it->is_array() && !it->empty(),
+           "{}: 'target_modules' must be a non-empty list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+           "down_proj", file.string());
+  std::array<bool, kNumLoraTargets> on{};
+  for (const auto& m : *it) {
+    GS_CHECK(m.is_string(), "{}: 'target_modules' holds a non-string entry {}", file.string(), m.dump());
+    auto t = target_of(m.get<std::string>());
+    GS_CHECK(t.has_value(), "{}: 'target_modules' entry '{}' is not supported (supported: q_proj, k_proj, v_proj, "
+             "o_proj, gate_proj, up_proj, down_proj)", file.string(), m.get<std::string>());
+    on[size_t(*t)] = true;
+  }
+  return on;
+}
+
+std::vector<float> to_f32(const TensorRef& t) {
+  size_t n = 1;
+  for (int64_t d : t.shape) n *= size_t(d);
+  std::vector<float> out(n);
+  convert_host(t.data, t.dtype, out.data(), DType::F32, n);
+  return out;
+}
+
+void check_shape(const TensorRef& t, int64_t rows, int64_t cols, const fs::path& file) {
+  GS_CHECK(t.shape.size() == 2 && t.shape[0] == rows && t.shape[1] == cols,
+           "{}: tensor '{}' has shape [{}], expected [{}, {}] for the base model and rank", file.string(), t.name,
+           fmt::join(t.shape, ", "), rows, cols);
+}
+
+}  // namespace
+
+LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, const ModelConfig& cfg, int max_rank) {
+  const fs::path cfg_file = dir / "adapter_config.json";
+  const nlohmann::json j = read_json_file(cfg_file);
+  LoraAdapter ad;
+  ad.name = name;
+  ad.dir = dir;
+  ad.rank = json_required_int(j, "r", cfg_file);
+  GS_CHECK(ad.rank <= max_rank, "{}: 'r' is {}, above --max-lora-rank {}", cfg_file.string(), ad.rank, max_rank);
+  const double alpha = json_number(j, "lora_alpha", ad.rank, cfg_file);
+  const bool rslora = json_bool(j, "use_rslora", false, cfg_file);
+  ad.scale = float(rslora ? alpha / std::sqrt(double(ad.rank)) : alpha / ad.rank);
+  const auto targets = parse_targets(j, cfg_file);
+  if (auto b = j.find("bias"); b != j.end() && b->is_string())
+    GS_CHECK(*b == "none", "{}: 'bias' is '{}': only 'none' is supported", cfg_file.string(), b->get<std::string>());
+
+  const fs::path st_file = dir / "adapter_model.safetensors";
+  const SafetensorsCheckpoint st = SafetensorsCheckpoint::from_file(st_file);
+  ad.layers.resize(size_t(cfg.num_layers));
+  static const std::regex re(R"(^(?:base_model\.model\.)?model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$)");
+  int found = 0;
+  for (const auto& [tname, ref] : st.tensors()) {
+    std::smatch m;
+    GS_CHECK(std::regex_match(tname, m, re), "{}: tensor '{}' is not a lora_A / lora_B weight of a decoder layer "
+             "projection", st_file.string(), tname);
+    const int layer = std::stoi(m[1].str());
+    const auto t = target_of(m[2].str());
+    GS_CHECK(layer < cfg.num_layers, "{}: tensor '{}' names layer {}, the model has {}", st_file.string(), tname,
+             layer, cfg.num_layers);
+    GS_CHECK(t && targets[size_t(*t)], "{}: tensor '{}' adapts '{}', which 'target_modules' of {} does not list",
+             st_file.string(), tname, m[2].str(), cfg_file.string());
+    const auto [out, in] = lora_target_shape(cfg, *t);
+    auto& slot = ad.layers[size_t(layer)][size_t(*t)];
+    if (!slot) slot.emplace();
+    if (m[3] == "A") {
+      check_shape(ref, ad.rank, in, st_file);
+      slot->a = to_f32(ref);
+    } else {
+      check_shape(ref, out, ad.rank, st_file);
+      slot->b = to_f32(ref);
+    }
+    ++found;
+  }
+  GS_CHECK(found > 0, "{}: no lora_A / lora_B tensors", st_file.string());
+  for (int l = 0; l < cfg.num_layers; ++l)
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const auto& s = ad.layers[size_t(l)][size_t(t)];
+      GS_CHECK(!s || (!s->a.empty() && !s->b.empty()), "{}: layer {} {} has lora_{} but no lora_{}",
+               st_file.string(), l, lora_target_module(LoraTarget(t)), s && s->a.empty() ? "B" : "A",
+               s && s->a.empty() ? "A" : "B");
+    }
+  return ad;
+}
+
+}  // namespace gs

@@ -1,0 +1,107 @@
+// LoraSlots: fused, zero-padded slot layout of PEFT adapters on the device (see the header).
+#include "model/lora_slots.h"
+
+#include <algorithm>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace gs {
+
+namespace {
+
+// The PEFT targets fused into a projection, in the fused weight's row order.
+std::vector<LoraTarget> parts_of(LoraProj p) {
+  switch (p) {
+    case LoraProj::Qkv: return {LoraTarget::Q, LoraTarget::K, LoraTarget::V};
+    case LoraProj::O: return {LoraTarget::O};
+    case LoraProj::GateUp: return {LoraTarget::Gate, LoraTarget::Up};
+    case LoraProj::Down: return {LoraTarget::Down};
+  }
+  return {};
+}
+
+}  // namespace
+
+LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, int max_rank, int max_num_tokens)
+    : cfg_(cfg), be_(backend), max_loras_(max_loras), max_rank_(max_rank) {
+  GS_CHECK(max_loras >= 1 && max_rank >= 1, "LoRA needs --max-loras >= 1 and --max-lora-rank >= 1, got {} and {}",
+           max_loras, max_rank);
+  const DType dt = be_.compute_dtype();
+  layers_.resize(size_t(cfg.num_layers));
+  for (auto& layer : layers_)
+    for (int p = 0; p < kNumLoraProjs; ++p) {
+      const auto parts = parts_of(LoraProj(p));
+      const int64_t R = int64_t(parts.size()) * max_rank;
+      const int64_t K = lora_target_shape(cfg, parts[0]).second;
+      int64_t N = 0;
+      for (LoraTarget t : parts) N += lora_target_shape(cfg, t).first;
+      layer[size_t(p)].a = Tensor::empty({max_loras, R, K}, dt, be_.allocator());
+      layer[size_t(p)].bt = Tensor::empty({max_loras, R, N}, dt, be_.allocator());
+      be_.fill_zero(layer[size_t(p)].a);
+      be_.fill_zero(layer[size_t(p)].bt);
+    }
+  scratch_ = Tensor::empty({max_num_tokens * 3 * int64_t(max_rank)}, DType::F32, be_.allocator());
+  be_.stream().synchronize();
+}
+
+LoraSlotImage LoraSlots::prepare(const LoraAdapter& ad) const {
+  GS_CHECK(ad.rank <= max_rank_ && int(ad.layers.size()) == cfg_.num_layers,
+           "LoRA adapter '{}' (rank {}, {} layers) does not fit the slots (max rank {}, {} layers)", ad.name, ad.rank,
+           ad.layers.size(), max_rank_, cfg_.num_layers);
+  const DType dt = be_.compute_dtype();
+  LoraSlotImage img;
+  img.name = ad.name;
+  for (int l = 0; l < cfg_.num_layers; ++l)
+    for (int p = 0; p < kNumLoraProjs; ++p) {
+      const Proj& dst = layers_[size_t(l)][size_t(p)];
+      const int64_t R = dst.a.dim(1), K = dst.a.dim(2), N = dst.bt.dim(2);
+      std::vector<float> a(size_t(R * K), 0.0f), bt(size_t(R * N), 0.0f);
+      int64_t col0 = 0;
+      const auto parts = parts_of(LoraProj(p));
+      for (size_t c = 0; c < parts.size(); ++c) {
+        const int64_t out = lora_target_shape(cfg_, parts[c]).first;
+        if (const auto& m = ad.layers[size_t(l)][size_t(parts[c])]) {
+          const int64_t r0 = int64_t(c) * max_rank_;
+          for (int64_t r = 0; r < ad.rank; ++r) {
+            std::copy_n(m->a.begin() + r * K, K, a.begin() + (r0 + r) * K);
+            for (int64_t o = 0; o < out; ++o)
+              bt[size_t((r0 + r) * N + col0 + o)] = ad.scale * m->b[size_t(o * ad.rank + r)];
+          }
+        }
+        col0 += out;
+      }
+      for (const std::vector<float>* host : {&a, &bt}) {
+        img.parts.emplace_back(host->size() * dtype_size(dt));
+        convert_host(host->data(), DType::F32, img.parts.back().data(), dt, host->size());
+      }
+    }
+  return img;
+}
+
+void LoraSlots::load(int slot, const LoraSlotImage& img) {
+  GS_CHECK(slot >= 0 && slot < max_loras_, "LoRA slot {} out of range [0, {})", slot, max_loras_);
+  GS_CHECK(img.parts.size() == layers_.size() * kNumLoraProjs * 2, "LoRA image '{}' has {} parts, the slots {}",
+           img.name, img.parts.size(), layers_.size() * kNumLoraProjs * 2);
+  const DType dt = be_.compute_dtype();
+  size_t i = 0;
+  for (const auto& layer : layers_)
+    for (const Proj& dst : layer)
+      for (const Tensor* t : {&dst.a, &dst.bt}) {
+        const Tensor view = t->rows(slot, 1);
+        const std::vector<uint8_t>& src = img.parts[i++];
+        GS_CHECK(src.size() == view.nbytes(), "LoRA image '{}': part {} has {} bytes, the slot {}", img.name, i - 1,
+                 src.size(), view.nbytes());
+        be_.copy(view, Tensor::wrap(const_cast<uint8_t*>(src.data()), view.shape(), dt, Device::cpu()));
+      }
+  be_.stream().synchronize();
+}
+
+void LoraSlots::apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n) {
+  const Proj& w = layers_[size_t(layer)][size_t(p)];
+  const Tensor tmp = scratch_.prefix({n, w.a.dim(1)});
+  be_.lora_shrink(x, w.a, slots.rows(0, n), tmp);
+  be_.lora_expand(tmp, w.bt, slots.rows(0, n), y);
+}
+
+}  // namespace gs

@@ -1,0 +1,58 @@
+// LoraSlots: the adapter weights on the device, in --max-loras fixed slots per fused projection
+// (qkv, o, gate_up, down), and their application after the base projection.
+//
+// Each fused projection p of layer l holds a [S, R_p, K] (lora_A rows) and bt [S, R_p, N] (lora_B
+// transposed, the adapter's scale folded in), R_p = max_rank times the number of PEFT targets
+// fused into p (3 for qkv, 2 for gate_up): target c's rank rows sit at [c * max_rank, ...) and
+// its B columns at its output rows, so one shrink and one expand compute every fused part.
+// Unused rows are zero. Tensors are allocated once; loading an adapter overwrites a slot's
+// contents, never an address, so captured graphs stay valid.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/lora_adapter.h"
+#include "model/model_config.h"
+#include "ops/backend.h"
+
+namespace gs {
+
+enum class LoraProj { Qkv, O, GateUp, Down };
+inline constexpr int kNumLoraProjs = 4;
+
+// An adapter laid out as one slot's contents, in the compute dtype, in host memory: what a
+// swap copies to the device (prepared once, when the adapter is read).
+struct LoraSlotImage {
+  std::string name;
+  std::vector<std::vector<uint8_t>> parts;  // per layer, per projection: a, then bt
+};
+
+class LoraSlots {
+ public:
+  LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, int max_rank, int max_num_tokens);
+
+  int num_slots() const { return max_loras_; }
+  int max_rank() const { return max_rank_; }
+  // The slot contents of `adapter` (fused, zero-padded, scale folded into B, compute dtype).
+  LoraSlotImage prepare(const LoraAdapter& adapter) const;
+  // Copies an image into `slot` (host -> device; returns once the copies are done).
+  void load(int slot, const LoraSlotImage& image);
+  void load(int slot, const LoraAdapter& adapter) { load(slot, prepare(adapter)); }
+  // y[:n] += LoRA(x[:n]) for the tokens whose slots[t] >= 0 (slots: i32 [>= n]).
+  void apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n);
+
+ private:
+  struct Proj {
+    Tensor a, bt;  // [S, R, K], [S, R, N]
+  };
+  ModelConfig cfg_;
+  Backend& be_;
+  int max_loras_, max_rank_;
+  std::vector<std::array<Proj, kNumLoraProjs>> layers_;
+  Tensor scratch_;  // f32, max_num_tokens * 3 * max_rank: shrink's output, viewed [n, R]
+};
+
+}  // namespace gs
