@@ -11,7 +11,7 @@ install_deps() {
   local pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
               nlohmann-json3-dev libboost-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
               libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-              libxxhash-dev gnuplot-nox)
+              libxxhash-dev gnuplot-nox ccache)
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   # Node.js + npm run the OpenAI Node SDK test; a Node that bundles npm (nodesource) is fine.
@@ -27,7 +27,10 @@ install_deps() {
 
 build() {  # build <dir> [cmake args...]
   local dir=$1; shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  # ccache keyed on paths relative to the checkout, so a fresh clone reuses an earlier build's objects.
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
 }
 
