@@ -1,7 +1,6 @@
 // graphserve bench graphs: decode latency per cudagraph mode x batch size, with capture cost.
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +12,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "runner/latency_bench.h"
+#include "server/run_program.h"
 
 namespace gs {
 
@@ -39,11 +39,8 @@ struct ModeRun {
   RunnerStats stats;
 };
 
+// gnuplot runs with an argument vector (no shell); the paths reach it as ARG1 (PNG) and ARG2 (data).
 void plot(const GraphsArgs& a, const std::vector<Cell>& cells) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    spdlog::warn("gnuplot not found: skipping the plot {}", a.output_png);
-    return;
-  }
   const std::string data = a.output_png + ".dat", script = a.output_png + ".gp";
   {
     std::ofstream d(data);
@@ -55,17 +52,18 @@ void plot(const GraphsArgs& a, const std::vector<Cell>& cells) {
     }
   }
   std::ofstream g(script);
-  g << "set terminal pngcairo noenhanced size 900,600\nset output '" << a.output_png << "'\n"
+  g << "set terminal pngcairo noenhanced size 900,600\nset output ARG1\n"
     << "set title 'decode latency per step by cudagraph mode'\nset xlabel 'batch size'\n"
     << "set ylabel 'ms / decode step'\nset logscale x 2\nset key top left\nset grid\nplot ";
-  for (size_t i = 0; i < a.modes.size(); ++i)
-    g << (i ? ", " : "") << "'" << data << "' index " << i << " with linespoints title '" << a.modes[i] << "'";
+  for (size_t i = 0; i < a.modes.size(); ++i)  // modes are validated names
+    g << (i ? ", " : "") << "ARG2 index " << i << " with linespoints title '" << a.modes[i] << "'";
   g << "\n";
   g.close();
-  if (std::system(fmt::format("gnuplot '{}'", script).c_str()) != 0)
-    spdlog::warn("gnuplot failed; the data is in {}", data);
+  const int rc = run_program({"gnuplot", "-c", script, a.output_png, data});
+  if (rc != 0)
+    spdlog::warn("gnuplot failed with status {} (is it installed?); the data is in {}", rc, data);
   else
-    fmt::print("wrote {}\n", a.output_png);
+    fmt::print(stderr, "wrote {}\n", a.output_png);
 }
 
 void run(GraphsArgs& a) {
@@ -124,8 +122,7 @@ void run(GraphsArgs& a) {
                         {"input_len", a.bench.input_len},
                         {"output_len", a.bench.output_len},
                         {"results", rows}};
-    std::ofstream(a.output_json) << j.dump(2) << "\n";
-    fmt::print("wrote {}\n", a.output_json);
+    write_output_json(a.output_json, j);
   }
   if (!a.output_png.empty()) plot(a, cells);
 }

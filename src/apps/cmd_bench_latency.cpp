@@ -79,8 +79,7 @@ void run(LatencyArgs& a) {
       {"padded_tokens", end.padded_tokens},
       {"graph_captures_after_startup", end.graph_captures_after_startup},
   };
-  std::ofstream(a.output_json) << j.dump(2) << "\n";
-  fmt::print("wrote {}\n", a.output_json);
+  write_output_json(a.output_json, j);
 }
 
 }  // namespace

@@ -49,11 +49,7 @@ void add_bench_serve(CLI::App& bench) {
     ServeBenchResult r = run_serve_bench(*cfg);
     nlohmann::json s = r.summary();
     std::fputs(format_summary(s).c_str(), stdout);
-    if (!out->first.empty()) {
-      std::ofstream f(out->first);
-      GS_CHECK(f.good(), "--output-json: cannot write '{}'", out->first);
-      f << s.dump(2) << "\n";
-    }
+    if (!out->first.empty()) write_output_json(out->first, s);
     if (!out->second.empty()) plot_serve_bench(r, out->second);
     GS_CHECK(s["completed"].get<int>() > 0, "every request failed: {}", s.value("first_error", std::string()));
   });

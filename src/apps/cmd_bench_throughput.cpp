@@ -69,10 +69,7 @@ void run(ThroughputArgs& a) {
                       {"total_num_tokens", total},
                       {"num_preemptions", st.num_preemptions},
                       {"steps", {{"NONE", st.graphs.steps_none}, {"PIECEWISE", st.graphs.steps_piecewise}, {"FULL", st.graphs.steps_full}}}};
-  std::ofstream out(a.output_json);
-  GS_CHECK(out.good(), "--output-json: cannot write '{}'", a.output_json);
-  out << j.dump(2) << "\n";
-  fmt::print("wrote {}\n", a.output_json);
+  write_output_json(a.output_json, j);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The graphserve subcommands; each lives in its own file and registers itself on the CLI.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include <string>
 #include <vector>
@@ -16,6 +18,9 @@ namespace gs {
 void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::string>* served_names = nullptr);
 // Applies what add_engine_options cannot express as plain flags (-cc.* settings) and validates.
 void finish_engine_options(EngineConfig& cfg);
+
+// Writes a bench command's --output-json file; throws gs::Error naming the file when it cannot.
+void write_output_json(const std::string& path, const nlohmann::json& j);
 
 void add_generate_command(CLI::App& app);  // graphserve generate
 void add_info_command(CLI::App& app);      // graphserve info

@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/byte_size.h"
-#include "runner/device_setup.h"
 
 namespace gs {
 namespace {
@@ -112,16 +111,6 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.parse_complete_callback([&cmd, &cfg] { apply_cc_extras(cmd, cfg.compilation); });
 }
 
-void finish_engine_options(EngineConfig& cfg) {
-  if (cfg.enforce_eager) cfg.compilation.cudagraph_mode = CUDAGraphMode::NONE;
-  // On the CPU a "graph" replays the same closures an eager step runs, so it saves nothing and
-  // capturing every size costs minutes at start-up: run eagerly unless graphs were asked for.
-  if (!cfg.compilation.cudagraph_mode_explicit && !cfg.enforce_eager && !uses_cuda(cfg.device)) {
-    cfg.compilation.cudagraph_mode = CUDAGraphMode::NONE;
-    spdlog::info("CPU backend: cudagraph_mode NONE (graphs give no speed on the CPU; set "
-                 "-cc.cudagraph_mode=... to run the graph paths here)");
-  }
-  cfg.validate();
-}
+void finish_engine_options(EngineConfig& cfg) { cfg.validate(); }
 
 }  // namespace gs

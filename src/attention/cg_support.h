@@ -1,4 +1,4 @@
-// AttentionCGSupport: how much CUDA-graph capture an attention backend supports (SPEC §7).
+// AttentionCGSupport: how much CUDA-graph capture an attention backend supports (docs/CUDA_GRAPHS.md §7).
 #pragma once
 #include <string_view>
 

@@ -1,4 +1,4 @@
-// BatchDescriptor: the dispatch key of one (padded) batch, selecting at most one graph (SPEC §3).
+// BatchDescriptor: the dispatch key of one (padded) batch, selecting at most one graph (docs/CUDA_GRAPHS.md §3).
 #pragma once
 #include <cstddef>
 #include <functional>

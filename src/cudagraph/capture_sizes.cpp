@@ -20,7 +20,7 @@ std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num
   GS_CHECK(max_num_seqs >= 1, "max_num_seqs must be >= 1, got {}", max_num_seqs);
   GS_CHECK(max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got {}",
            max_num_batched_tokens);
-  if (cfg.cudagraph_mode == CUDAGraphMode::NONE) return {};
+  if (cfg.cudagraph_mode == CUDAGraphMode::NONE) return {};  // (unset: the caller resolved no NONE)
   std::vector<int> sizes;
   if (!cfg.cudagraph_capture_sizes.empty()) {
     sizes = cfg.cudagraph_capture_sizes;

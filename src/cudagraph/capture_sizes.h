@@ -1,4 +1,4 @@
-// The capture sizes (padded token counts that get graphs) of a configuration (SPEC §6).
+// The capture sizes (padded token counts that get graphs) of a configuration (docs/CUDA_GRAPHS.md §6).
 #pragma once
 #include <vector>
 

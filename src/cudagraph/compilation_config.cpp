@@ -31,7 +31,6 @@ void apply_key(CompilationConfig& cfg, const std::string& key, const json& v) {
     GS_CHECK(v.is_string(), "compilation config 'cudagraph_mode' must be a string (NONE, PIECEWISE, FULL, "
                             "FULL_DECODE_ONLY, FULL_AND_PIECEWISE), got {}", v.dump());
     cfg.cudagraph_mode = parse_cudagraph_mode(v.get<std::string>());
-    cfg.cudagraph_mode_explicit = true;
   } else if (key == "cudagraph_capture_sizes") {
     cfg.cudagraph_capture_sizes = positive_int_list(key, v);
   } else if (key == "max_cudagraph_capture_size") {

@@ -1,5 +1,6 @@
 // CompilationConfig: the graph and tuning settings (`--compilation-config`, `-cc.KEY=VALUE`).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,8 +9,9 @@
 namespace gs {
 
 struct CompilationConfig {
-  CUDAGraphMode cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
-  bool cudagraph_mode_explicit = false;      // set by apply_json/apply_setting (a user's choice)
+  // Unset: the device's default (mode_for). On the CPU a graph replays the closures an eager
+  // step runs, so it saves nothing and capturing every size costs start-up time: NONE there.
+  std::optional<CUDAGraphMode> cudagraph_mode;
   std::vector<int> cudagraph_capture_sizes;  // empty: defaults up to max_cudagraph_capture_size
   int max_cudagraph_capture_size = 0;        // 0: min(max_num_seqs * 2, 256)
   std::vector<int> compile_sizes;            // token counts to autotune GEMMs for
@@ -19,6 +21,13 @@ struct CompilationConfig {
   void apply_json(const std::string& json_text);
   // Applies one `-cc.KEY=VALUE` setting (VALUE as JSON, or a bare upper-case mode name).
   void apply_setting(const std::string& key, const std::string& value);
+
+  // The mode to run: NONE with enforce_eager; else the one set; else FULL_AND_PIECEWISE on a GPU
+  // and NONE on the CPU. The one place these defaults are decided.
+  CUDAGraphMode mode_for(bool on_gpu, bool enforce_eager) const {
+    if (enforce_eager) return CUDAGraphMode::NONE;
+    return cudagraph_mode.value_or(on_gpu ? CUDAGraphMode::FULL_AND_PIECEWISE : CUDAGraphMode::NONE);
+  }
 };
 
 }  // namespace gs

@@ -1,7 +1,7 @@
-// CudagraphDispatcher: the single source of truth for which graph (if any) runs a batch (SPEC §4).
+// CudagraphDispatcher: the single source of truth for which graph (if any) runs a batch (docs/CUDA_GRAPHS.md §4).
 //
 // Holds the keys valid for FULL graphs and those valid for PIECEWISE graphs; dispatch() pads a
-// batch to a capture size and picks FULL > PIECEWISE > NONE exactly as SPEC §4a says.
+// batch to a capture size and picks FULL > PIECEWISE > NONE exactly as docs/CUDA_GRAPHS.md §4 says.
 #pragma once
 #include <unordered_set>
 #include <utility>

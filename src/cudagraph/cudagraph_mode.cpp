@@ -32,7 +32,7 @@ CUDAGraphMode parse_cudagraph_mode(std::string_view s) {
        s);
 }
 
-// SPEC §4a: each mode's member for mixed batches and for uniform decode batches.
+// docs/CUDA_GRAPHS.md §4: each mode's member for mixed batches and for uniform decode batches.
 CUDAGraphMode mixed_mode(CUDAGraphMode m) {
   switch (m) {
     case CUDAGraphMode::FULL_DECODE_ONLY: return CUDAGraphMode::NONE;

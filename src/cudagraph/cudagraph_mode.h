@@ -1,4 +1,4 @@
-// CUDAGraphMode: the five graph modes (SPEC §2); NONE, PIECEWISE and FULL are also runtime modes.
+// CUDAGraphMode: the five graph modes (docs/CUDA_GRAPHS.md §2); NONE, PIECEWISE and FULL are also runtime modes.
 #pragma once
 #include <string_view>
 
@@ -9,7 +9,7 @@ enum class CUDAGraphMode { NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIE
 std::string_view mode_name(CUDAGraphMode m);      // upper case, e.g. "FULL_AND_PIECEWISE"
 CUDAGraphMode parse_cudagraph_mode(std::string_view s);  // upper case only; error lists valid ones
 
-// The member used for non-uniform (mixed) batches and for uniform decode batches (SPEC §4a).
+// The member used for non-uniform (mixed) batches and for uniform decode batches (docs/CUDA_GRAPHS.md §4).
 CUDAGraphMode mixed_mode(CUDAGraphMode m);
 CUDAGraphMode decode_mode(CUDAGraphMode m);
 bool separate_routine(CUDAGraphMode m);

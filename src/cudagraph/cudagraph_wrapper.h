@@ -1,4 +1,4 @@
-// CUDAGraphWrapper: runs a callable through graphs of one runtime mode (SPEC §5).
+// CUDAGraphWrapper: runs a callable through graphs of one runtime mode (docs/CUDA_GRAPHS.md §5).
 //
 // Bound to FULL or PIECEWISE. On each call it reads the forward context: on NONE or another
 // runtime mode it calls the callable directly; otherwise it replays the graph cached for the

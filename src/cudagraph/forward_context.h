@@ -1,4 +1,4 @@
-// ForwardContext: the dispatch decision of the forward pass now running (SPEC §4).
+// ForwardContext: the dispatch decision of the forward pass now running (docs/CUDA_GRAPHS.md §4).
 //
 // The runner publishes it for the duration of one forward with a ForwardContextScope; the graph
 // wrappers read it and obey it. It is the one piece of global mutable state the design allows:

@@ -65,7 +65,8 @@ ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSu
   Resolver r{min_support, piecewise, requested, {}};
   const S min = min_support.support;
 
-  // 0. No piecewise split: the piecewise members cannot exist (vLLM, empty splitting ops).
+  // docs/CUDA_GRAPHS.md §7, rules 1-5 in order.
+  // 1. No piecewise split: the piecewise members cannot exist (vLLM, empty splitting ops).
   if (!piecewise && r.mode == M::PIECEWISE) r.change(M::NONE, "the model has no piecewise split");
   if (!piecewise && r.mode == M::FULL_AND_PIECEWISE) r.change(M::FULL, "the model has no piecewise split");
   // 2. Full graphs of mixed batches need ALWAYS. (vLLM raises on NEVER; we downgrade and let 3 apply.)
@@ -84,7 +85,7 @@ ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSu
   out.mode = r.mode;
   std::sort(capture_sizes.begin(), capture_sizes.end());
   capture_sizes.erase(std::unique(capture_sizes.begin(), capture_sizes.end()), capture_sizes.end());
-  // 6. Separate decode graphs of q > 1 tokens per request: sizes must be multiples of q.
+  // 5. Separate decode graphs of q > 1 tokens per request: sizes must be multiples of q.
   if (separate_routine(out.mode) && decode_mode(out.mode) == M::FULL && uniform_query_len > 1)
     capture_sizes = round_to_multiples(capture_sizes, uniform_query_len);
   out.capture_sizes = std::move(capture_sizes);

@@ -1,4 +1,4 @@
-// Resolving the requested cudagraph mode to what the attention backends support (SPEC §7, §7a).
+// Resolving the requested cudagraph mode to what the attention backends support (docs/CUDA_GRAPHS.md §7).
 #pragma once
 #include <string>
 #include <vector>
@@ -22,7 +22,7 @@ struct ModeResolution {
   std::vector<std::string> warnings;  // one per change, already logged
 };
 
-// SPEC §7a, in order. `piecewise` means attention is a splitting op (the piecewise split exists);
+// docs/CUDA_GRAPHS.md §7, in order. `piecewise` means attention is a splitting op (the piecewise split exists);
 // without it PIECEWISE becomes NONE and FULL_AND_PIECEWISE becomes FULL first, as vLLM does with
 // empty splitting ops. Every change is logged as a warning (and returned).
 ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSupport& min_support,

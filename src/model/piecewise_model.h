@@ -1,4 +1,4 @@
-// PiecewiseModel: a model's forward pass as pieces split at its attention ops (SPEC §2).
+// PiecewiseModel: a model's forward pass as pieces split at its attention ops (docs/CUDA_GRAPHS.md §2).
 //
 // forward = piece 0, attention 0, piece 1, attention 1, ..., attention L-1, piece L.
 // Pieces hold everything but attention (norms, projections, RoPE, MLP); the attention ops are

@@ -26,7 +26,7 @@ bool uses_cuda(const std::string& device) {
 namespace {
 
 #ifdef GS_HAVE_CUDA
-// The CUDA compute dtype for EngineConfig.dtype and the checkpoint's torch_dtype.
+// The CUDA compute dtype for RunnerConfig::dtype and the checkpoint's torch_dtype.
 DType cuda_dtype(const std::string& dtype, DType checkpoint) {
   if (dtype == "float32") return DType::F32;
   if (dtype == "bfloat16") return DType::BF16;

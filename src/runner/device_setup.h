@@ -1,4 +1,4 @@
-// The runner's device: which backend and attention backend an EngineConfig asks for, and the
+// The runner's device: which backend and attention backend a RunnerConfig asks for, and the
 // memory queries the memory plan needs.
 #pragma once
 #include <memory>
@@ -15,7 +15,7 @@ namespace gs {
 bool uses_cuda(const std::string& device);
 
 // device "cpu", "cuda" or "auto" (CUDA when this build has it and a GPU is present).
-// dtype (EngineConfig.dtype) picks the CUDA backend's compute dtype: "auto" = the checkpoint's
+// dtype (RunnerConfig::dtype) picks the CUDA backend's compute dtype: "auto" = the checkpoint's
 // torch_dtype (float16 checkpoints run in bfloat16), "bfloat16", "float32"; "float16" is an
 // error there. The CPU backend always computes in float32 (the reference).
 // Throws gs::Error for an unknown device or dtype and gs::Unsupported for CUDA without CUDA.

@@ -63,9 +63,17 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
         const int n = std::min<int>(int(s.tokens.size()) - s.computed, budget);
         if (n == 0) continue;
         budget -= n;
-        so.requests.push_back({r, &s.tokens, o.input_len, s.computed, n, &s.blocks,
-                               s.computed + n == int(s.tokens.size()), &params, r,
-                               int(s.tokens.size()) - o.input_len, o.num_loras > 0 ? 1 + int(r) % o.num_loras : 0});
+        so.requests.push_back({.id = r,
+                               .all_token_ids = &s.tokens,
+                               .num_prompt_tokens = o.input_len,
+                               .num_computed_tokens = s.computed,
+                               .num_new_tokens = n,
+                               .block_ids = &s.blocks,
+                               .sample = s.computed + n == int(s.tokens.size()),
+                               .params = &params,
+                               .seed = r,
+                               .num_output_tokens = int(s.tokens.size()) - o.input_len,
+                               .lora_id = o.num_loras > 0 ? 1 + int(r) % o.num_loras : 0});
       }
       const RunnerOutput out = runner.execute(so);
       for (const auto& sr : so.requests) reqs[sr.id].computed += sr.num_new_tokens;

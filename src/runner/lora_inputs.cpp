@@ -8,7 +8,7 @@
 
 namespace gs {
 
-LoraInputs::LoraInputs(const EngineConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens)
+LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens)
     : be_(backend) {
   const auto t0 = std::chrono::steady_clock::now();
   slots_ = std::make_unique<LoraSlots>(mcfg, backend, cfg.max_loras, cfg.max_lora_rank, max_num_tokens);

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/engine_config.h"
+#include "runner/runner_config.h"
 #include "model/lora_adapter.h"
 #include "model/lora_slots.h"
 #include "runner/scheduler_output.h"
@@ -15,7 +15,7 @@ namespace gs {
 
 class LoraInputs {
  public:
-  LoraInputs(const EngineConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens);
+  LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens);
   ~LoraInputs();  // logs the slot loads (host -> device swaps) and their mean time
 
   LoraSlots& slots() { return *slots_; }

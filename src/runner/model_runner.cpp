@@ -23,7 +23,7 @@ Tensor host_view(const std::vector<int32_t>& v, int64_t n) {
 
 }  // namespace
 
-ModelRunner::Impl::Impl(const EngineConfig& c) : cfg(c), sampling_inputs(std::max(1, c.max_num_seqs)) {
+ModelRunner::Impl::Impl(const RunnerConfig& c) : cfg(c), sampling_inputs(std::max(1, c.max_num_seqs)) {
   build_model();
   allocate_buffers();
   plan_kv_cache();
@@ -160,7 +160,7 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   return out;
 }
 
-ModelRunner::ModelRunner(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
+ModelRunner::ModelRunner(const RunnerConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
 ModelRunner::~ModelRunner() = default;
 RunnerOutput ModelRunner::execute(const SchedulerOutput& batch) { return impl_->execute(batch); }
 const ModelConfig& ModelRunner::model_config() const { return impl_->mcfg; }

@@ -7,7 +7,7 @@
 #pragma once
 #include <memory>
 
-#include "engine/engine_config.h"
+#include "runner/runner_config.h"
 #include "model/model_config.h"
 #include "runner/scheduler_output.h"
 
@@ -26,7 +26,7 @@ struct RunnerStats {
 
 class ModelRunner {
  public:
-  explicit ModelRunner(const EngineConfig& cfg);
+  explicit ModelRunner(const RunnerConfig& cfg);
   ~ModelRunner();
 
   RunnerOutput execute(const SchedulerOutput& batch);

@@ -26,7 +26,7 @@ struct PersistentBuffers {
 };
 
 struct ModelRunner::Impl {
-  EngineConfig cfg;
+  RunnerConfig cfg;
   ModelConfig mcfg;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<AttentionBackend> attention;
@@ -57,7 +57,7 @@ struct ModelRunner::Impl {
   RunnerStats stats;
   bool serving = false;  // start-up captured every graph: no more captures
 
-  explicit Impl(const EngineConfig& c);
+  explicit Impl(const RunnerConfig& c);
   ~Impl();
 
   // Setup (model_runner_setup.cpp).

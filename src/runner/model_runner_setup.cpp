@@ -121,11 +121,14 @@ void ModelRunner::Impl::allocate_buffers() {
 
 void ModelRunner::Impl::resolve_mode_and_keys() {
   CompilationConfig cc = cfg.compilation;
-  if (cfg.enforce_eager) cc.cudagraph_mode = CUDAGraphMode::NONE;
+  cc.cudagraph_mode = cfg.compilation.mode_for(backend->device().is_cuda(), cfg.enforce_eager);
+  if (!cfg.compilation.cudagraph_mode && !cfg.enforce_eager && !backend->device().is_cuda())
+    spdlog::info("CPU backend: cudagraph_mode NONE (graphs give no speed on the CPU; set -cc.cudagraph_mode=... to "
+                 "run the graph paths here)");
   const std::vector<int> sizes = resolve_capture_sizes(cc, max_reqs, max_tokens);
   const BackendCGSupport support = min_cg_support({{attention->name(), attention->cudagraph_support()}});
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
-  ModeResolution res = resolve_cudagraph_mode(cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
+  ModeResolution res = resolve_cudagraph_mode(*cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
   dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora);
 }
@@ -137,7 +140,7 @@ void ModelRunner::Impl::build_wrappers() {
         [this, i] { model->run_piece(i, inputs); }, CUDAGraphMode::PIECEWISE, s,
         CUDAGraphWrapper::Options{.name = fmt::format("piece {}", i)}));
   }
-  // SPEC §5: the FULL wrapper holds the whole forward, ending in sampled ids; in PIECEWISE
+  // docs/CUDA_GRAPHS.md §5: the FULL wrapper holds the whole forward, ending in sampled ids; in PIECEWISE
   // runtime mode it passes through, attention and the sampling tail run eagerly.
   full_graph = std::make_unique<CUDAGraphWrapper>(
       [this] {

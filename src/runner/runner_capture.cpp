@@ -1,5 +1,5 @@
 // ModelRunner start-up graphs: an eager warm-up, then every key of both sets captured, largest
-// first (SPEC §6), with dummy batches whose metadata makes attention launch the same kernels as
+// first (docs/CUDA_GRAPHS.md §6), with dummy batches whose metadata makes attention launch the same kernels as
 // real batches of that kind.
 #include <algorithm>
 #include <chrono>

@@ -67,8 +67,8 @@ TEST(CudaModel, DummyPresetsMatchTheCpuReference) {
   }
 }
 
-EngineConfig gpu_config(CUDAGraphMode mode, const std::string& dtype = "auto") {
-  EngineConfig c;
+RunnerConfig gpu_config(CUDAGraphMode mode, const std::string& dtype = "auto") {
+  RunnerConfig c;
   c.dtype = dtype;
   c.model = test::stories260k_dir().string();
   c.device = "cuda";

@@ -50,7 +50,7 @@ TEST_P(FamiliesBf16, CloseToHuggingFaceF32) {
       worst = std::max(worst, e), sum += e, ++n_rel;
     }
   }
-  EngineConfig c;
+  RunnerConfig c;
   c.device = "cuda";
   c.dtype = "bfloat16";
   c.model = src.dir;

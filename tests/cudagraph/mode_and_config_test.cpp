@@ -48,7 +48,9 @@ TEST(CUDAGraphMode, MembersFollowTheSpecTable) {
 
 TEST(CompilationConfig, AppliesJson) {
   CompilationConfig c;
-  EXPECT_EQ(c.cudagraph_mode, M::FULL_AND_PIECEWISE);
+  EXPECT_FALSE(c.cudagraph_mode.has_value());  // the device decides
+  EXPECT_EQ(c.mode_for(/*on_gpu=*/true, false), M::FULL_AND_PIECEWISE);
+  EXPECT_EQ(c.mode_for(/*on_gpu=*/false, false), M::NONE);
   c.apply_json(R"({"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": [1, 2, 4],
                    "max_cudagraph_capture_size": 4, "compile_sizes": [8]})");
   EXPECT_EQ(c.cudagraph_mode, M::PIECEWISE);
@@ -95,7 +97,7 @@ TEST(CompilationConfig, BadInputIsAnErrorThatListsTheValidOnes) {
   expect_error([&] { c.apply_json("[1]"); }, {"JSON object"});
   // A failed apply_json changes nothing.
   EXPECT_THROW(c.apply_json(R"({"cudagraph_mode": "NONE", "x": 1})"), Error);
-  EXPECT_EQ(c.cudagraph_mode, M::FULL_AND_PIECEWISE);
+  EXPECT_FALSE(c.cudagraph_mode.has_value());
 }
 
 TEST(CaptureSizes, DefaultsAre124ThenStepsOf8) {

@@ -16,8 +16,8 @@ namespace {
 using M = CUDAGraphMode;
 const M kAllModes[] = {M::NONE, M::PIECEWISE, M::FULL, M::FULL_DECODE_ONLY, M::FULL_AND_PIECEWISE};
 
-EngineConfig small_config(M mode) {
-  EngineConfig c;
+RunnerConfig small_config(M mode) {
+  RunnerConfig c;
   c.device = "cpu";
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 32;
@@ -27,8 +27,8 @@ EngineConfig small_config(M mode) {
   return c;
 }
 
-EngineConfig stories_config(M mode) {
-  EngineConfig c = small_config(mode);
+RunnerConfig stories_config(M mode) {
+  RunnerConfig c = small_config(mode);
   c.model = test::stories260k_dir().string();
   return c;
 }
@@ -99,7 +99,7 @@ TEST(RunnerAllModes, DummyPresetGreedyEqualsNone) {
   std::vector<std::vector<int32_t>> reference;
   for (M mode : kAllModes) {
     SCOPED_TRACE(mode_name(mode));
-    EngineConfig c = small_config(mode);
+    RunnerConfig c = small_config(mode);
     c.load_format = "dummy";
     c.preset = "tiny-qwen3";
     c.seed = 7;
@@ -127,7 +127,7 @@ TEST(RunnerAllModes, SeededSamplingEqualsNone) {
 }
 
 TEST(RunnerAllModes, EnforceEagerAndDowngrade) {
-  EngineConfig c = stories_config(M::FULL);
+  RunnerConfig c = stories_config(M::FULL);
   c.enforce_eager = true;
   ModelRunner eager(c);
   EXPECT_EQ(eager.stats().resolved_mode, M::NONE);
@@ -138,7 +138,7 @@ TEST(RunnerAllModes, EnforceEagerAndDowngrade) {
 
 TEST(RunnerAllModes, MaxModelLenBeyondTheModelIsRefusedWithTheNumberThatFits) {
   for (int len : {513, 268435456, 2147483647}) {
-    EngineConfig c = stories_config(M::NONE);
+    RunnerConfig c = stories_config(M::NONE);
     c.max_model_len = len;
     try {
       ModelRunner r(c);

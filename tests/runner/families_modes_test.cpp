@@ -21,7 +21,7 @@ TEST_P(FamiliesModes, GreedyEqualsHuggingFaceInNoneAndFullAndPiecewise) {
     reqs.push_back(test::greedy_request(fx.prompts[i], int(fx.tokens[i].size()), int(i)));
   for (M mode : {M::NONE, M::FULL_AND_PIECEWISE}) {
     SCOPED_TRACE(mode_name(mode));
-    EngineConfig c;
+    RunnerConfig c;
     c.device = "cpu";
     c.model = test::family_dir(GetParam()).string();
     c.max_num_seqs = 4;

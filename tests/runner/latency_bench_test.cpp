@@ -8,15 +8,17 @@ namespace gs {
 namespace {
 
 TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
-  EngineConfig c;
+  RunnerConfig c;
   c.device = "cpu";
   c.model = test::stories260k_dir().string();
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 16;
   c.kv_cache_memory_bytes = size_t(4) << 20;
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;  // (the CPU default is NONE)
   c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
   ModelRunner runner(c);
-  LatencyBenchOptions o{3, 10, 5, 2, 1, 8};  // prefill in chunks of 8 tokens
+  LatencyBenchOptions o{.batch_size = 3, .input_len = 10, .output_len = 5, .num_iters = 2, .num_warmup_iters = 1,
+                        .max_num_batched_tokens = 8};  // prefill in chunks of 8 tokens
   const LatencyResult r = run_latency_bench(runner, o);
   EXPECT_EQ(r.decode_ms.size(), size_t(2 * 4));  // (output_len - 1) steps per measured iteration
   EXPECT_GT(r.prefill_ms, 0.0);

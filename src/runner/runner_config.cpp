@@ -1,10 +1,10 @@
-#include "engine/engine_config.h"
+#include "runner/runner_config.h"
 
 #include "core/error.h"
 
 namespace gs {
 
-void EngineConfig::validate() const {
+void RunnerConfig::validate() const {
   GS_CHECK(load_format == "auto" || load_format == "safetensors" || load_format == "dummy",
            "--load-format must be one of auto, safetensors, dummy; got '{}'", load_format);
   GS_CHECK(device == "auto" || device == "cpu" || device == "cuda" || device.rfind("cuda:", 0) == 0,
