@@ -169,32 +169,28 @@ struct OneCta {
   }
 };
 
-__device__ float cluster_max(float v, Shared& sh, Cluster& c) {
-  v = block_max(v, sh);
-  if (threadIdx.x == 0) sh.x_f = v;
+// Each CTA's `v`, through `slot` in its shared memory, combined over the cluster in rank order.
+template <typename T, typename Op>
+__device__ T cluster_combine(T v, T* slot, Cluster& c, Op op) {
+  if (threadIdx.x == 0) *slot = v;
   c.sync();
-  for (int r = 0; r < c.size; ++r) v = fmaxf(v, *c.at(&sh.x_f, r));
-  c.sync();
+  v = *c.at(slot, 0);
+  for (int r = 1; r < c.size; ++r) v = op(v, *c.at(slot, r));
+  c.sync();  // every CTA has read every slot before any writes its own again
   return v;
+}
+
+__device__ float cluster_max(float v, Shared& sh, Cluster& c) {
+  return cluster_combine(block_max(v, sh), &sh.x_f, c, [](float a, float b) { return fmaxf(a, b); });
 }
 
 __device__ unsigned long long cluster_sum_u64(unsigned long long v, Shared& sh, Cluster& c) {
-  v = block_sum_u64(v, sh);
-  if (threadIdx.x == 0) sh.x_u = v;
-  c.sync();
-  v = 0;
-  for (int r = 0; r < c.size; ++r) v += *c.at(&sh.x_u, r);
-  c.sync();
-  return v;
+  return cluster_combine(block_sum_u64(v, sh), &sh.x_u, c,
+                         [](unsigned long long a, unsigned long long b) { return a + b; });
 }
 
 __device__ uint32_t cluster_max_u32(uint32_t v, Shared& sh, Cluster& c) {
-  v = block_max_u32(v, sh);
-  if (threadIdx.x == 0) sh.x_key = v;
-  c.sync();
-  for (int r = 0; r < c.size; ++r) v = max(v, *c.at(&sh.x_key, r));
-  c.sync();
-  return v;
+  return cluster_combine(block_max_u32(v, sh), &sh.x_key, c, [](uint32_t a, uint32_t b) { return max(a, b); });
 }
 
 __device__ int32_t cluster_argmax(float best, int32_t id, Shared& sh, Cluster& c) {
