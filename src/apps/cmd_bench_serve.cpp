@@ -1,10 +1,13 @@
 // graphserve bench serve: the online-serving benchmark against any OpenAI-compatible server.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
-#include "apps/commands.h"
 #include <fmt/format.h>
+
+#include <optional>
+
+#include "apps/commands.h"
+#include "apps/sampling_flags.h"
 
 #include "core/error.h"
 #include "server/serve_bench.h"
@@ -40,12 +43,20 @@ void add_bench_serve(CLI::App& bench) {
   cmd->add_option("--max-concurrency", cfg->max_concurrency, "most requests in flight (0: no bound)")->capture_default_str();
   cmd->add_option("--seed", cfg->seed, "seed of prompts and arrivals")->capture_default_str();
   cmd->add_option("--timeout", cfg->timeout_s, "seconds per request")->capture_default_str();
+  auto sampling = std::make_shared<SamplingFlags>();
+  add_sampling_flags(*cmd, *sampling, "greedy: temperature 0");
   cmd->add_option("--output-json", out->first, "write the results here");
   cmd->add_option("--plot", out->second, "write a PNG of TTFT and latency per request (gnuplot)");
-  cmd->callback([cfg, out, host_port] {
+  cmd->callback([cfg, out, host_port, sampling] {
     if (!host_port->first.empty() || host_port->second > 0)
       cfg->base_url = fmt::format("http://{}:{}", host_port->first.empty() ? "127.0.0.1" : host_port->first,
                                   host_port->second > 0 ? host_port->second : 8000);
+    for (const auto& [key, value] : std::initializer_list<std::pair<const char*, std::optional<double>>>{
+             {"temperature", sampling->temperature}, {"top_p", sampling->top_p},
+             {"min_p", sampling->min_p}, {"repetition_penalty", sampling->repetition_penalty},
+             {"presence_penalty", sampling->presence_penalty}, {"frequency_penalty", sampling->frequency_penalty}})
+      if (value) cfg->sampling[key] = *value;
+    if (sampling->top_k) cfg->sampling["top_k"] = *sampling->top_k;
     ServeBenchResult r = run_serve_bench(*cfg);
     nlohmann::json s = r.summary();
     std::fputs(format_summary(s).c_str(), stdout);

@@ -121,8 +121,9 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
   auto cli = make_client(cfg);
   const bool chat = cfg.endpoint == "/v1/chat/completions";
   json body = {{"model", model}, {"max_tokens", cfg.output_len},
-               {"ignore_eos", true}, {"stream", true}, {"temperature", 0},
+               {"ignore_eos", true}, {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
+  for (const auto& [key, value] : cfg.sampling.items()) body[key] = value;
   if (chat) body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
   else body["prompt"] = prompt;
   httplib::Request req;
@@ -272,7 +273,7 @@ json ServeBenchResult::summary() const {
   json s = {{"base_url", config.base_url}, {"model", model}, {"num_prompts", config.num_prompts},
             {"endpoint", config.endpoint}, {"input_len", config.input_len}, {"output_len", config.output_len},
             {"request_rate", std::isinf(config.request_rate) ? json("inf") : json(config.request_rate)},
-            {"max_concurrency", config.max_concurrency},
+            {"max_concurrency", config.max_concurrency}, {"sampling", config.sampling},
             {"duration_s", duration_s}, {"completed", ok}, {"failed", static_cast<int>(requests.size()) - ok},
             {"total_input_tokens", in_tok}, {"total_output_tokens", out_tok},
             {"request_throughput", ok / d}, {"output_throughput", out_tok / d},
@@ -293,6 +294,7 @@ std::string format_summary(const json& s) {
   auto row = [&](const std::string& k, const std::string& v) { o += fmt::format("{:<40}{:>10}\n", k, v); };
   row("Successful requests:", std::to_string(s["completed"].get<int>()));
   row("Failed requests:", std::to_string(s["failed"].get<int>()));
+  if (s.contains("sampling")) o += fmt::format("{:<40}{:>10}\n", "Sampling:", s["sampling"].dump());
   row("Benchmark duration (s):", fmt::format("{:.2f}", s["duration_s"].get<double>()));
   row("Total input tokens:", std::to_string(s["total_input_tokens"].get<long>()));
   row("Total generated tokens:", std::to_string(s["total_output_tokens"].get<long>()));

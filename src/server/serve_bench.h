@@ -26,6 +26,8 @@ struct ServeBenchConfig {
   int max_concurrency = 0;  // 0: unbounded
   uint64_t seed = 0;
   double timeout_s = 600;   // per request
+  // Sampling fields every request sends (temperature, top_p, top_k, min_p); greedy by default.
+  nlohmann::json sampling = {{"temperature", 0}};
 };
 
 struct RequestResult {

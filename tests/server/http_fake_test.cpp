@@ -265,6 +265,14 @@ TEST_F(HttpFake, BenchServeMeasuresEveryRequest) {
   for (const auto& q : r.requests) EXPECT_EQ(q.itl.size(), 4u);
   EXPECT_GT(s["ttft_ms"]["p99"].get<double>(), 0.0);
   EXPECT_GE(s["tpot_ms"]["p90"].get<double>(), s["tpot_ms"]["median"].get<double>());
+  EXPECT_EQ(s["sampling"], (json{{"temperature", 0}}));
+  // The sampling fields reach the server in every request (the fake refuses temperature 1.5).
+  cfg.num_prompts = 3;
+  cfg.sampling = {{"temperature", 1.5}, {"top_p", 0.9}};
+  s = run_serve_bench(cfg).summary();
+  EXPECT_EQ(s["failed"], 3) << s.dump();
+  EXPECT_NE(s.value("first_error", std::string()).find("temperature 1.5"), std::string::npos) << s.dump();
+  EXPECT_EQ(s["sampling"]["top_p"], 0.9);
 }
 
 TEST_F(HttpFake, BenchServeChatEndpointAndServerErrors) {
