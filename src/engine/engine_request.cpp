@@ -34,6 +34,7 @@ RequestOutput EngineRequest::base_output() const {
   o.num_output_tokens = req_.num_output_tokens();
   o.arrival_time = arrival_time_;
   o.first_token_time = first_token_time_;
+  o.scheduled_time = scheduled_time_;
   return o;
 }
 

@@ -28,6 +28,10 @@ class EngineRequest {
   void on_prompt_logprob(const PromptLogprob& p);
   // The output of an aborted request.
   RequestOutput aborted() const;
+  // Records the first time the scheduler ran the request (queue time ends, prefill begins).
+  void on_scheduled(double now) {
+    if (scheduled_time_ == 0.0) scheduled_time_ = now;
+  }
 
  private:
   RequestOutput base_output() const;
@@ -40,6 +44,7 @@ class EngineRequest {
   StopStringMatcher stop_;
   double arrival_time_ = 0.0;
   double first_token_time_ = 0.0;
+  double scheduled_time_ = 0.0;
   std::vector<TokenLogprob> prompt_logprobs_;  // handed out with the first token
 };
 

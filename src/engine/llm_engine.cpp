@@ -106,9 +106,12 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
   SchedulerOutput batch = sched.schedule();
   GS_CHECK(!batch.requests.empty(), "internal error: the scheduler found no work for {} requests",
            requests.size());
-  for (const auto& s : batch.requests)
+  const double scheduled_at = now_seconds();
+  for (const auto& s : batch.requests) {
     prompt_tokens += std::max(0, std::min(s.num_computed_tokens + s.num_new_tokens, s.num_prompt_tokens) -
                                      s.num_computed_tokens);
+    if (auto it = requests.find(s.id); it != requests.end()) it->second->on_scheduled(scheduled_at);
+  }
   RunnerOutput result;
   try {
     result = exec->execute(batch);

@@ -41,6 +41,7 @@ struct RequestOutput {
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   double arrival_time = 0.0;            // seconds (steady clock)
+  double scheduled_time = 0.0;          // when first scheduled (0 until then): arrival..this is queueing
   double first_token_time = 0.0;        // 0 until the first token
 };
 

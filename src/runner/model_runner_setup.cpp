@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -33,7 +34,13 @@ void ModelRunner::Impl::build_model() {
   attention = make_attention(*backend, attention_shape(mcfg));
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t before = backend->allocator().bytes_in_use();
   model = create_model(mcfg, src, *backend, *attention, max_tokens);
+  spdlog::info("model weights and activations: {:.2f} GiB, loaded in {:.2f} s ({})",
+               double(backend->allocator().bytes_in_use() - before) / (kMiB * 1024.0),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               src.dummy ? "dummy weights, preset " + src.preset : src.dir);
   if (cfg.enable_lora) {
     lora = std::make_unique<LoraInputs>(cfg, mcfg, *backend, max_tokens);
     model->bind_lora(&lora->slots());

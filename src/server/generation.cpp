@@ -45,6 +45,9 @@ void Generation::record(const ChoiceOutput& item) {
   if (!item.out.new_token_ids.empty()) {
     if (t.first) {
       metrics_->on_first_token(seconds(now - t.start));
+      const RequestOutput& o = item.out;  // engine clock
+      if (o.scheduled_time > 0.0 && o.first_token_time >= o.scheduled_time)
+        metrics_->on_first_token_phases(o.scheduled_time - o.arrival_time, o.first_token_time - o.scheduled_time);
       t.first_token = now;
     } else {
       metrics_->on_inter_token(seconds(now - t.last));

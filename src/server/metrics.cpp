@@ -49,7 +49,9 @@ void counter(std::string& out, const char* name, const char* help, uint64_t v) {
 
 }  // namespace
 
-Metrics::Metrics() : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds), decode_(kE2eBounds) {
+Metrics::Metrics()
+    : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds), decode_(kE2eBounds), queue_(kE2eBounds),
+      prefill_(kE2eBounds) {
   for (const char* r : {"stop", "length", "abort"}) finished_[r] = 0;
 }
 
@@ -72,6 +74,11 @@ void Metrics::on_finished(const std::string& reason, int prompt_tokens, int outp
 void Metrics::on_decode_time(double s) {
   std::lock_guard lock(mu_);
   decode_.observe(s);
+}
+void Metrics::on_first_token_phases(double queue_s, double prefill_s) {
+  std::lock_guard lock(mu_);
+  queue_.observe(queue_s);
+  prefill_.observe(prefill_s);
 }
 void Metrics::on_rejected(int status) {
   std::lock_guard lock(mu_);

@@ -42,13 +42,16 @@ class Metrics {
 
   // A finished choice's decode time (first token to finish), for vllm:request_decode_time_seconds.
   void on_decode_time(double s);
+  // A choice's first token: its queue time (arrival to first scheduled) and prefill time (first
+  // scheduled to first token), for vllm:request_queue_time_seconds / request_prefill_time_seconds.
+  void on_first_token_phases(double queue_s, double prefill_s);
 
   std::string render(const EngineStats& engine, int http_in_flight, const std::string& model_name = "") const;
 
  private:
   void render_vllm(std::string& out, const EngineStats& e, const std::string& model_name) const;
   mutable std::mutex mu_;
-  Histogram ttft_, itl_, e2e_, decode_;
+  Histogram ttft_, itl_, e2e_, decode_, queue_, prefill_;
   std::map<std::string, uint64_t> finished_;
   std::map<int, uint64_t> rejected_;
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;

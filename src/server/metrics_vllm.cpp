@@ -49,6 +49,8 @@ void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::str
   itl_.render(out, "vllm:inter_token_latency_seconds", "Time between consecutive outputs of a request.", l);
   e2e_.render(out, "vllm:e2e_request_latency_seconds", "Request latency from arrival to finish.", l);
   decode_.render(out, "vllm:request_decode_time_seconds", "Time from the first token to the finish.", l);
+  queue_.render(out, "vllm:request_queue_time_seconds", "Time from arrival to the first scheduling.", l);
+  prefill_.render(out, "vllm:request_prefill_time_seconds", "Time from the first scheduling to the first token.", l);
 }
 
 }  // namespace gs

@@ -92,6 +92,7 @@ class FakeEngine : public EngineClient {
         o.new_text = r.prompt[0] == 'E' ? std::string() : std::string(1, char(tok));
         o.num_prompt_tokens = static_cast<int>(r.prompt.size());
         o.num_output_tokens = ++r.produced;
+        o.arrival_time = 1.0, o.scheduled_time = 1.25, o.first_token_time = 1.75;  // queue 0.25 s, prefill 0.5 s
         if (r.params.logprobs >= 0) o.logprobs.push_back({tok, -0.5f, {{tok, -0.5f}}});
         bool stop = r.prompt[0] == 'S' && !r.params.ignore_eos && r.produced == 3;
         if (stop || r.produced >= r.params.max_tokens) {

@@ -234,6 +234,8 @@ TEST_F(HttpFake, MetricsUnderVllmNamesWithModelName) {
                            "vllm:inter_token_latency_seconds_count{model_name=\"fake\"} 2",
                            "vllm:e2e_request_latency_seconds_bucket{model_name=\"fake\",le=\"+Inf\"} 1",
                            "vllm:request_decode_time_seconds_count{model_name=\"fake\"} 1",
+                           "vllm:request_queue_time_seconds_sum{model_name=\"fake\"} 0.25",
+                           "vllm:request_prefill_time_seconds_sum{model_name=\"fake\"} 0.5",
                            "vllm:request_success_total{model_name=\"fake\",finished_reason=\"length\"} 1",
                            "# TYPE vllm:prompt_tokens_total counter", "vllm:prefix_cache_hits_total{model_name=\"fake\"}"})
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
