@@ -11,7 +11,7 @@ install_deps() {
   local pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
               nlohmann-json3-dev libboost-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
               libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-              libxxhash-dev gnuplot-nox ccache)
+              libxxhash-dev gnuplot-nox ccache clang-format)
   local missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   # Node.js + npm run the OpenAI Node SDK test; a Node that bundles npm (nodesource) is fine.
@@ -42,6 +42,8 @@ case "$what" in
     exec build/release/graphserve serve "$@"
     ;;
   test)
+    # Style first: .clang-format is the rule for src/ and tests/.
+    bash scripts/check_format.sh
     # The OpenAI Node SDK for the server's client-compatibility test (pinned by package-lock.json).
     (cd tests/server/node && npm ci --no-audit --no-fund --loglevel=error)
     build build/release

@@ -98,18 +98,23 @@ void run(GraphsArgs& a) {
   fmt::print("device {}, model {}, input {}, output {}, sampling: {}\n", device,
              a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, a.bench.input_len, a.bench.output_len,
              describe_sampling(a.bench.sampling));
-  fmt::print("{:<20} {:>6} {:>12} {:>10} {:>10} {:>12} {:>8}\n", "mode", "batch", "decode ms", "p90 ms",
-             "vs NONE", "capture s", "graphs");
+  fmt::print("{:<20} {:>6} {:>12} {:>10} {:>10} {:>12} {:>8}\n", "mode", "batch", "decode ms", "p90 ms", "vs NONE",
+             "capture s", "graphs");
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& c : cells) {
     const RunnerStats& st = std::find_if(runs.begin(), runs.end(), [&](auto& r) { return r.mode == c.mode; })->stats;
     const double speedup = none_ms.count(c.batch_size) ? none_ms[c.batch_size] / c.r.decode_ms_median : 0.0;
     fmt::print("{:<20} {:>6} {:>12.3f} {:>10.3f} {:>9.2f}x {:>12.2f} {:>8}\n", c.mode, c.batch_size,
                c.r.decode_ms_median, c.r.decode_ms_p90, speedup, st.capture_seconds, st.num_graphs);
-    rows.push_back({{"mode", c.mode}, {"resolved_mode", mode_name(st.resolved_mode)}, {"batch_size", c.batch_size},
-                    {"decode_ms_median", c.r.decode_ms_median}, {"decode_ms_p90", c.r.decode_ms_p90},
-                    {"prefill_ms", c.r.prefill_ms}, {"speedup_vs_none", speedup},
-                    {"capture_seconds", st.capture_seconds}, {"graph_memory_bytes", st.graph_memory_bytes},
+    rows.push_back({{"mode", c.mode},
+                    {"resolved_mode", mode_name(st.resolved_mode)},
+                    {"batch_size", c.batch_size},
+                    {"decode_ms_median", c.r.decode_ms_median},
+                    {"decode_ms_p90", c.r.decode_ms_p90},
+                    {"prefill_ms", c.r.prefill_ms},
+                    {"speedup_vs_none", speedup},
+                    {"capture_seconds", st.capture_seconds},
+                    {"graph_memory_bytes", st.graph_memory_bytes},
                     {"num_graphs", st.num_graphs}});
   }
   for (const auto& r : runs)
@@ -136,8 +141,7 @@ void add_bench_graphs(CLI::App& bench) {
   cmd->add_option("--modes", args->modes, "Modes to sweep (NONE first gives the speed-up column)")->delimiter(',');
   cmd->add_option("--batch-sizes", args->batch_sizes, "Batch sizes to sweep")->delimiter(',');
   cmd->add_option("--input-len", args->bench.input_len, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
-  cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters", args->bench.num_iters, "Measured iterations")->check(CLI::PositiveNumber);
   add_sampling_flags(*cmd, args->sampling, "greedy");
   cmd->add_option("--output-json", args->output_json, "JSON results file ('' to skip)");

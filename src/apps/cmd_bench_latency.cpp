@@ -90,8 +90,7 @@ void add_bench_latency(CLI::App& bench) {
   add_engine_options(*cmd, args->cfg);
   cmd->add_option("--batch-size", args->bench.batch_size, "Sequences per batch")->check(CLI::PositiveNumber);
   cmd->add_option("--input-len", args->bench.input_len, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
-  cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters", args->bench.num_iters, "Measured iterations")->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters-warmup", args->bench.num_warmup_iters, "Unmeasured iterations first")
       ->check(CLI::NonNegativeNumber);

@@ -40,7 +40,8 @@ void add_bench_serve(CLI::App& bench) {
   cmd->add_option("--num-prompts", cfg->num_prompts, "requests to send")->capture_default_str();
   cmd->add_option("--request-rate", cfg->request_rate, "Poisson arrival rate, requests/s (inf: all at once)")
       ->capture_default_str();
-  cmd->add_option("--max-concurrency", cfg->max_concurrency, "most requests in flight (0: no bound)")->capture_default_str();
+  cmd->add_option("--max-concurrency", cfg->max_concurrency, "most requests in flight (0: no bound)")
+      ->capture_default_str();
   cmd->add_option("--seed", cfg->seed, "seed of prompts and arrivals")->capture_default_str();
   cmd->add_option("--timeout", cfg->timeout_s, "seconds per request")->capture_default_str();
   auto sampling = std::make_shared<SamplingFlags>();
@@ -52,9 +53,12 @@ void add_bench_serve(CLI::App& bench) {
       cfg->base_url = fmt::format("http://{}:{}", host_port->first.empty() ? "127.0.0.1" : host_port->first,
                                   host_port->second > 0 ? host_port->second : 8000);
     for (const auto& [key, value] : std::initializer_list<std::pair<const char*, std::optional<double>>>{
-             {"temperature", sampling->temperature}, {"top_p", sampling->top_p},
-             {"min_p", sampling->min_p}, {"repetition_penalty", sampling->repetition_penalty},
-             {"presence_penalty", sampling->presence_penalty}, {"frequency_penalty", sampling->frequency_penalty}})
+             {"temperature", sampling->temperature},
+             {"top_p", sampling->top_p},
+             {"min_p", sampling->min_p},
+             {"repetition_penalty", sampling->repetition_penalty},
+             {"presence_penalty", sampling->presence_penalty},
+             {"frequency_penalty", sampling->frequency_penalty}})
       if (value) cfg->sampling[key] = *value;
     if (sampling->top_k) cfg->sampling["top_k"] = *sampling->top_k;
     ServeBenchResult r = run_serve_bench(*cfg);

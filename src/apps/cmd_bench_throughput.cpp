@@ -53,22 +53,25 @@ void run(ThroughputArgs& a) {
   const EngineStats st = engine.stats();
   fmt::print("model {}, {} prompts, input {}, output {}, sampling: {}\n", engine.model_name(), a.num_prompts,
              a.input_len, a.output_len, describe_sampling(p));
-  fmt::print("elapsed {:.3f} s: {:.2f} requests/s, {:.1f} total tokens/s, {:.1f} output tokens/s, "
-             "{} preemptions\n",
-             s, a.num_prompts / s, total / s, out_tokens / s, st.num_preemptions);
+  fmt::print(
+      "elapsed {:.3f} s: {:.2f} requests/s, {:.1f} total tokens/s, {:.1f} output tokens/s, "
+      "{} preemptions\n",
+      s, a.num_prompts / s, total / s, out_tokens / s, st.num_preemptions);
   if (a.output_json.empty()) return;
-  nlohmann::json j = {{"model", engine.model_name()},
-                      {"num_prompts", a.num_prompts},
-                      {"input_len", a.input_len},
-                      {"output_len", a.output_len},
-                      {"sampling", describe_sampling(p)},
-                      {"elapsed_time", s},
-                      {"requests_per_second", a.num_prompts / s},
-                      {"tokens_per_second", total / s},
-                      {"output_tokens_per_second", out_tokens / s},
-                      {"total_num_tokens", total},
-                      {"num_preemptions", st.num_preemptions},
-                      {"steps", {{"NONE", st.graphs.steps_none}, {"PIECEWISE", st.graphs.steps_piecewise}, {"FULL", st.graphs.steps_full}}}};
+  nlohmann::json j = {
+      {"model", engine.model_name()},
+      {"num_prompts", a.num_prompts},
+      {"input_len", a.input_len},
+      {"output_len", a.output_len},
+      {"sampling", describe_sampling(p)},
+      {"elapsed_time", s},
+      {"requests_per_second", a.num_prompts / s},
+      {"tokens_per_second", total / s},
+      {"output_tokens_per_second", out_tokens / s},
+      {"total_num_tokens", total},
+      {"num_preemptions", st.num_preemptions},
+      {"steps",
+       {{"NONE", st.graphs.steps_none}, {"PIECEWISE", st.graphs.steps_piecewise}, {"FULL", st.graphs.steps_full}}}};
   write_output_json(a.output_json, j);
 }
 

@@ -27,9 +27,7 @@ struct GenerateArgs {
   std::vector<int> stop_token_ids;
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::vector<std::string> read_prompts(const GenerateArgs& a) {
   std::vector<std::string> prompts = a.prompts;
@@ -93,18 +91,18 @@ void run(GenerateArgs& a) {
   if (first_token_done == 0.0) first_token_done = t1;
   const double prefill_s = first_token_done - t0, decode_s = t1 - first_token_done;
   const uint64_t decode_tokens = generated - with_first_token;
-  fmt::print(stderr, "prefill: {} tokens in {:.3f} s ({:.1f} tokens/s); decode: {} tokens in {:.3f} s "
-                     "({:.1f} tokens/s); {} requests, {} tokens generated in {:.3f} s\n",
-             prompt_tokens, prefill_s, prefill_s > 0 ? prompt_tokens / prefill_s : 0.0, decode_tokens,
-             decode_s, decode_s > 0 ? decode_tokens / decode_s : 0.0, prompts.size(), generated, t1 - t0);
+  fmt::print(stderr,
+             "prefill: {} tokens in {:.3f} s ({:.1f} tokens/s); decode: {} tokens in {:.3f} s "
+             "({:.1f} tokens/s); {} requests, {} tokens generated in {:.3f} s\n",
+             prompt_tokens, prefill_s, prefill_s > 0 ? prompt_tokens / prefill_s : 0.0, decode_tokens, decode_s,
+             decode_s > 0 ? decode_tokens / decode_s : 0.0, prompts.size(), generated, t1 - t0);
 }
 
 void add_sampling_options(CLI::App& cmd, GenerateArgs& a) {
   SamplingParams& p = a.params;
   add_sampling_flags(cmd, a.flags, "the model's generation_config.json, else temperature 1 and no truncation");
   cmd.add_option("--max-tokens", p.max_tokens, "tokens to generate at most")->capture_default_str();
-  cmd.add_option("--min-tokens", p.min_tokens, "tokens to generate before eos may end")
-      ->capture_default_str();
+  cmd.add_option("--min-tokens", p.min_tokens, "tokens to generate before eos may end")->capture_default_str();
   cmd.add_option("--stop", p.stop, "stop string (repeatable; not printed)");
   cmd.add_option("--stop-token-id", a.stop_token_ids, "stop token id (repeatable)");
   cmd.add_flag("--ignore-eos", p.ignore_eos, "keep generating after eos");

@@ -19,8 +19,8 @@
 #include "engine/llm_engine.h"
 #include "server/api_server.h"
 #include "server/chat_prompt.h"
-#include "server/stats_logger.h"
 #include "server/engine_loop.h"
+#include "server/stats_logger.h"
 
 namespace gs {
 namespace {
@@ -89,13 +89,13 @@ void run(ServeArgs& a) {
   server.start();
   std::optional<StatsLogger> stats_log;
   if (!a.disable_log_stats) stats_log.emplace(engine, std::chrono::seconds(10));
-  spdlog::info("serving '{}' at http://{}:{}/v1 (max_model_len {}, chat template: {})",
-               engine.model().name, a.server.host, server.port(), engine.model().max_model_len,
+  spdlog::info("serving '{}' at http://{}:{}/v1 (max_model_len {}, chat template: {})", engine.model().name,
+               a.server.host, server.port(), engine.model().max_model_len,
                engine.model().chat_template.empty() ? "none" : "yes");
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  spdlog::info("{}: finishing {} in-flight requests (up to {} s), then exiting",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT", server.in_flight(), a.shutdown_timeout_s);
+  spdlog::info("{}: finishing {} in-flight requests (up to {} s), then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               server.in_flight(), a.shutdown_timeout_s);
   const bool drained = server.shutdown(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
   if (!drained) spdlog::warn("shutdown timeout: unfinished requests were aborted");
   spdlog::info("server stopped");
@@ -110,17 +110,23 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("model_tag", args->cfg.model, "Hugging Face model directory (the same as --model)");
   ServerConfig& s = args->server;
   cmd->add_option("--host", s.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
-  cmd->add_option("--port", s.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1 routes")->envname("GRAPHSERVE_API_KEY");
+  cmd->add_option("--port", s.port, "port to listen on (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1 routes")
+      ->envname("GRAPHSERVE_API_KEY");
   cmd->add_option("--chat-template", args->chat_template,
                   "Jinja chat template: a file, or the template itself (default: the tokenizer's)");
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body (413 above)")->capture_default_str();
   cmd->add_option("--http-threads", s.http_threads, "worker threads that parse, tokenize and submit requests")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--io-threads", s.io_threads, "threads running every connection's I/O")
-      ->capture_default_str()->check(CLI::Range(1, 256));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--max-header-bytes", s.http.max_header_bytes, "largest request header block (431 above)")
       ->capture_default_str();
   add_ms_option(*cmd, "--keep-alive-timeout", s.http.idle_timeout, "seconds an idle connection is kept open");
@@ -128,8 +134,8 @@ void add_serve_command(CLI::App& app) {
   add_ms_option(*cmd, "--body-timeout", s.http.body_timeout, "seconds to receive a request body");
   add_ms_option(*cmd, "--write-timeout", s.http.write_timeout,
                 "seconds a write may wait on a client that does not read");
-  cmd->add_flag("--disable-log-requests", [&s](int64_t) { s.http.access_log = false; },
-                "no access log line per request");
+  cmd->add_flag(
+      "--disable-log-requests", [&s](int64_t) { s.http.access_log = false; }, "no access log line per request");
   cmd->add_flag("--disable-log-stats", args->disable_log_stats, "no periodic throughput / load log line");
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s, "seconds to let in-flight requests finish on SIGTERM")
       ->capture_default_str();

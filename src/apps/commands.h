@@ -22,12 +22,12 @@ void finish_engine_options(EngineConfig& cfg);
 // Writes a bench command's --output-json file; throws gs::Error naming the file when it cannot.
 void write_output_json(const std::string& path, const nlohmann::json& j);
 
-void add_generate_command(CLI::App& app);  // graphserve generate
-void add_info_command(CLI::App& app);      // graphserve info
-void add_serve_command(CLI::App& app);     // graphserve serve
-void add_bench_latency(CLI::App& bench);   // graphserve bench latency
-void add_bench_graphs(CLI::App& bench);    // graphserve bench graphs
+void add_generate_command(CLI::App& app);    // graphserve generate
+void add_info_command(CLI::App& app);        // graphserve info
+void add_serve_command(CLI::App& app);       // graphserve serve
+void add_bench_latency(CLI::App& bench);     // graphserve bench latency
+void add_bench_graphs(CLI::App& bench);      // graphserve bench graphs
 void add_bench_throughput(CLI::App& bench);  // graphserve bench throughput
-void add_bench_serve(CLI::App& bench);     // graphserve bench serve
+void add_bench_serve(CLI::App& bench);       // graphserve bench serve
 
 }  // namespace gs

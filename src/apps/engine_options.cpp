@@ -14,8 +14,7 @@ namespace {
 // -O levels as presets of the graph mode (vLLM's -O0..-O3).
 void apply_level(CompilationConfig& cc, int level) {
   GS_CHECK(level >= 0 && level <= 3, "-O must be 0, 1, 2 or 3, got {}", level);
-  static constexpr const char* kModes[] = {"NONE", "PIECEWISE", "FULL_AND_PIECEWISE",
-                                           "FULL_AND_PIECEWISE"};
+  static constexpr const char* kModes[] = {"NONE", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE"};
   cc.apply_setting("cudagraph_mode", kModes[level]);
 }
 
@@ -28,8 +27,7 @@ void apply_cc_extras(CLI::App& cmd, CompilationConfig& cc) {
     GS_CHECK(s.rfind("-cc.", 0) == 0, "unknown argument '{}' (see {} --help)", arg, cmd.get_name());
     s.erase(0, 4);
     const auto eq = s.find('=');
-    GS_CHECK(eq != std::string::npos && eq > 0, "'{}': write -cc.KEY=VALUE, e.g. -cc.cudagraph_mode=FULL",
-             arg);
+    GS_CHECK(eq != std::string::npos && eq > 0, "'{}': write -cc.KEY=VALUE, e.g. -cc.cudagraph_mode=FULL", arg);
     cc.apply_setting(s.substr(0, eq), s.substr(eq + 1));
   }
 }
@@ -67,8 +65,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_option("--max-num-seqs", cfg.max_num_seqs, "most requests in one step")->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens, "most tokens in one step")
       ->capture_default_str();
-  cmd.add_option("--max-model-len", cfg.max_model_len, "context length (0: the model's)")
-      ->capture_default_str();
+  cmd.add_option("--max-model-len", cfg.max_model_len, "context length (0: the model's)")->capture_default_str();
   cmd.add_option("--block-size", cfg.block_size, "tokens per KV cache block")->capture_default_str();
   cmd.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization,
                  "fraction of GPU memory to use (weights, activations, KV cache)")

@@ -71,9 +71,9 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&x, &f, 4);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000);
   const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return sign | 0x7e00;         // NaN
-  if (absx >= 0x477ff000u) return sign | 0x7c00;        // overflow -> inf
-  if (absx < 0x38800000u) {                             // subnormal or zero
+  if (absx > 0x7f800000u) return sign | 0x7e00;   // NaN
+  if (absx >= 0x477ff000u) return sign | 0x7c00;  // overflow -> inf
+  if (absx < 0x38800000u) {                       // subnormal or zero
     const float a = std::fabs(f);
     return sign | uint16_t(std::nearbyint(a * 16777216.0f));  // a / 2^-24
   }

@@ -59,8 +59,8 @@ int64_t Tensor::row_elems() const {
 }
 
 Tensor Tensor::rows(int64_t begin, int64_t n) const {
-  GS_CHECK(ndim() >= 1 && begin >= 0 && n >= 0 && begin + n <= shape_[0],
-           "rows [{}, {}) out of range for tensor {}", begin, begin + n, str());
+  GS_CHECK(ndim() >= 1 && begin >= 0 && n >= 0 && begin + n <= shape_[0], "rows [{}, {}) out of range for tensor {}",
+           begin, begin + n, str());
   Tensor t = *this;
   t.data_ = static_cast<char*>(data_) + size_t(begin * row_elems()) * dtype_size(dtype_);
   t.shape_[0] = n;

@@ -7,9 +7,9 @@
 namespace gs {
 
 struct BatchDescriptor {
-  int num_tokens = 0;         // padded token count
-  int num_reqs = 0;           // 0: any (the non-uniform form leaves it unspecified)
-  bool uniform = false;       // a uniform decode batch: every request has uniform_query_len tokens
+  int num_tokens = 0;    // padded token count
+  int num_reqs = 0;      // 0: any (the non-uniform form leaves it unspecified)
+  bool uniform = false;  // a uniform decode batch: every request has uniform_query_len tokens
   bool has_lora = false;
   int uniform_query_len = 0;  // q of a uniform batch; 0 when not uniform
 
@@ -22,7 +22,10 @@ struct BatchDescriptor {
   }
   // A uniform decode batch of `num_tokens` tokens, `q` per request.
   static BatchDescriptor uniform_decode(int num_tokens, int q, bool has_lora = false) {
-    return {.num_tokens = num_tokens, .num_reqs = q > 0 ? num_tokens / q : 0, .uniform = true, .has_lora = has_lora,
+    return {.num_tokens = num_tokens,
+            .num_reqs = q > 0 ? num_tokens / q : 0,
+            .uniform = true,
+            .has_lora = has_lora,
             .uniform_query_len = q};
   }
 

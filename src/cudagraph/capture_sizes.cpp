@@ -15,11 +15,9 @@ std::vector<int> default_capture_sizes(int max_size) {
   return out;
 }
 
-std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num_seqs,
-                                       int max_num_batched_tokens) {
+std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num_seqs, int max_num_batched_tokens) {
   GS_CHECK(max_num_seqs >= 1, "max_num_seqs must be >= 1, got {}", max_num_seqs);
-  GS_CHECK(max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got {}",
-           max_num_batched_tokens);
+  GS_CHECK(max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
   if (cfg.cudagraph_mode == CUDAGraphMode::NONE) return {};  // (unset: the caller resolved no NONE)
   std::vector<int> sizes;
   if (!cfg.cudagraph_capture_sizes.empty()) {
@@ -27,8 +25,8 @@ std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num
     if (cfg.max_cudagraph_capture_size > 0)
       std::erase_if(sizes, [&](int s) { return s > cfg.max_cudagraph_capture_size; });
   } else {
-    const int max_size = cfg.max_cudagraph_capture_size > 0 ? cfg.max_cudagraph_capture_size
-                                                            : std::min(max_num_seqs * 2, 256);
+    const int max_size =
+        cfg.max_cudagraph_capture_size > 0 ? cfg.max_cudagraph_capture_size : std::min(max_num_seqs * 2, 256);
     sizes = default_capture_sizes(max_size);
   }
   std::sort(sizes.begin(), sizes.end());

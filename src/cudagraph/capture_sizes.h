@@ -12,7 +12,6 @@ std::vector<int> default_capture_sizes(int max_size);
 // The sizes to capture, ascending: cfg.cudagraph_capture_sizes, or the defaults up to
 // cfg.max_cudagraph_capture_size (0: min(max_num_seqs * 2, 256)); never above
 // max_num_batched_tokens (a forward never runs more tokens). Empty when the mode is NONE.
-std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num_seqs,
-                                       int max_num_batched_tokens);
+std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num_seqs, int max_num_batched_tokens);
 
 }  // namespace gs

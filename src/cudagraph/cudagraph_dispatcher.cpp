@@ -12,8 +12,7 @@ CudagraphDispatcher::KeySet& CudagraphDispatcher::set_of(CUDAGraphMode runtime_m
   return runtime_mode == CUDAGraphMode::FULL ? full_keys_ : piecewise_keys_;
 }
 
-void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode,
-                                                    const std::vector<int>& capture_sizes,
+void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode, const std::vector<int>& capture_sizes,
                                                     int uniform_query_len, int max_num_seqs, bool enable_lora) {
   GS_CHECK(uniform_query_len >= 1, "uniform_query_len must be >= 1, got {}", uniform_query_len);
   for (int s : capture_sizes) GS_CHECK(s >= 1, "capture sizes must be >= 1, got {}", s);

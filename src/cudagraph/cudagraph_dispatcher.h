@@ -17,13 +17,12 @@ class CudagraphDispatcher {
   // Fills both key sets from the (resolved) mode; called once, after the attention backends
   // exist and the mode is resolved. `capture_sizes` need not be sorted.
   // With enable_lora every key also exists with has_lora = true (captured beside the plain one).
-  void initialize_cudagraph_keys(CUDAGraphMode mode, const std::vector<int>& capture_sizes,
-                                 int uniform_query_len, int max_num_seqs, bool enable_lora = false);
+  void initialize_cudagraph_keys(CUDAGraphMode mode, const std::vector<int>& capture_sizes, int uniform_query_len,
+                                 int max_num_seqs, bool enable_lora = false);
 
   // (runtime mode, final descriptor). `desc.num_tokens` is padded to the smallest capture size
   // >= it first (a no-op when already padded); NONE returns `desc` unpadded.
-  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc,
-                                                     bool use_cascade_attn = false) const;
+  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc, bool use_cascade_attn = false) const;
 
   // The smallest capture size >= num_tokens, or num_tokens when none is that large.
   int padded_num_tokens(int num_tokens) const;

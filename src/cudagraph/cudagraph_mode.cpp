@@ -27,9 +27,10 @@ std::string_view mode_name(CUDAGraphMode m) {
 CUDAGraphMode parse_cudagraph_mode(std::string_view s) {
   for (const auto& [mode, name] : kNames)
     if (name == s) return mode;
-  fail("invalid cudagraph_mode '{}': valid modes (upper case) are NONE, PIECEWISE, FULL, "
-       "FULL_DECODE_ONLY, FULL_AND_PIECEWISE",
-       s);
+  fail(
+      "invalid cudagraph_mode '{}': valid modes (upper case) are NONE, PIECEWISE, FULL, "
+      "FULL_DECODE_ONLY, FULL_AND_PIECEWISE",
+      s);
 }
 
 // docs/CUDA_GRAPHS.md §4: each mode's member for mixed batches and for uniform decode batches.

@@ -6,7 +6,7 @@ namespace gs {
 
 enum class CUDAGraphMode { NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE };
 
-std::string_view mode_name(CUDAGraphMode m);      // upper case, e.g. "FULL_AND_PIECEWISE"
+std::string_view mode_name(CUDAGraphMode m);             // upper case, e.g. "FULL_AND_PIECEWISE"
 CUDAGraphMode parse_cudagraph_mode(std::string_view s);  // upper case only; error lists valid ones
 
 // The member used for non-uniform (mixed) batches and for uniform decode batches (docs/CUDA_GRAPHS.md §4).

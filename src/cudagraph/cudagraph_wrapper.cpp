@@ -22,9 +22,10 @@ void CUDAGraphWrapper::operator()(std::span<const void* const> inputs) {
   if (it == graphs_.end()) {
     if (!ctx->capture_allowed) {
       ++refused_;
-      fail("CUDAGraphWrapper '{}': no {} graph for {}, and capturing is closed once start-up has captured "
-           "every key: the capture sizes and the dispatcher disagree",
-           opts_.name, mode_name(mode_), ctx->batch.str());
+      fail(
+          "CUDAGraphWrapper '{}': no {} graph for {}, and capturing is closed once start-up has captured "
+          "every key: the capture sizes and the dispatcher disagree",
+          opts_.name, mode_name(mode_), ctx->batch.str());
     }
     capture(ctx->batch, inputs);
     it = graphs_.find(ctx->batch);
@@ -50,9 +51,8 @@ void CUDAGraphWrapper::capture(const BatchDescriptor& key, std::span<const void*
 
 void CUDAGraphWrapper::check_inputs(const BatchDescriptor& key, const Entry& e,
                                     std::span<const void* const> inputs) const {
-  GS_CHECK(inputs.size() == e.inputs.size(),
-           "CUDAGraphWrapper '{}': {} inputs at replay of {} but {} at capture", opts_.name,
-           inputs.size(), key.str(), e.inputs.size());
+  GS_CHECK(inputs.size() == e.inputs.size(), "CUDAGraphWrapper '{}': {} inputs at replay of {} but {} at capture",
+           opts_.name, inputs.size(), key.str(), e.inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     GS_CHECK(inputs[i] == e.inputs[i],
              "CUDAGraphWrapper '{}': input {} is at {} but the graph for {} was captured reading {}; "

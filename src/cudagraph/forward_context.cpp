@@ -13,8 +13,7 @@ const ForwardContext* current_forward_context() { return g_current; }
 ForwardContextScope::ForwardContextScope(const ForwardContext& ctx) : ctx_(ctx), previous_(g_current) {
   GS_CHECK(ctx.runtime_mode == CUDAGraphMode::NONE || ctx.runtime_mode == CUDAGraphMode::PIECEWISE ||
                ctx.runtime_mode == CUDAGraphMode::FULL,
-           "a forward context's runtime mode must be NONE, PIECEWISE or FULL, not {}",
-           mode_name(ctx.runtime_mode));
+           "a forward context's runtime mode must be NONE, PIECEWISE or FULL, not {}", mode_name(ctx.runtime_mode));
   g_current = &ctx_;
 }
 

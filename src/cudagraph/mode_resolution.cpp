@@ -41,24 +41,21 @@ struct Resolver {
   std::vector<std::string> warnings;
 
   void change(CUDAGraphMode to, std::string_view why) {
-    std::string msg = fmt::format(
-        "cudagraph_mode {} -> {}: attention backend '{}' declares cudagraph support {} ({}){}",
-        mode_name(mode), mode_name(to), min.backend, cg_support_name(min.support), why,
-        piecewise ? "" : "; no piecewise split available");
+    std::string msg =
+        fmt::format("cudagraph_mode {} -> {}: attention backend '{}' declares cudagraph support {} ({}){}",
+                    mode_name(mode), mode_name(to), min.backend, cg_support_name(min.support), why,
+                    piecewise ? "" : "; no piecewise split available");
     spdlog::warn("{}", msg);
     warnings.push_back(std::move(msg));
     mode = to;
   }
-  CUDAGraphMode pw_or(CUDAGraphMode fallback) const {
-    return piecewise ? CUDAGraphMode::PIECEWISE : fallback;
-  }
+  CUDAGraphMode pw_or(CUDAGraphMode fallback) const { return piecewise ? CUDAGraphMode::PIECEWISE : fallback; }
 };
 
 }  // namespace
 
-ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSupport& min_support,
-                                      bool piecewise, int uniform_query_len,
-                                      std::vector<int> capture_sizes) {
+ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSupport& min_support, bool piecewise,
+                                      int uniform_query_len, std::vector<int> capture_sizes) {
   GS_CHECK(uniform_query_len >= 1, "uniform_query_len must be >= 1, got {}", uniform_query_len);
   using M = CUDAGraphMode;
   using S = AttentionCGSupport;
@@ -74,8 +71,7 @@ ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSu
     r.change(piecewise ? M::FULL_AND_PIECEWISE : M::FULL_DECODE_ONLY,
              "full graphs of mixed prefill/decode batches need ALWAYS");
   // 3. No full graphs at all.
-  if (decode_mode(r.mode) == M::FULL && min == S::NEVER)
-    r.change(r.pw_or(M::NONE), "no full graphs are supported");
+  if (decode_mode(r.mode) == M::FULL && min == S::NEVER) r.change(r.pw_or(M::NONE), "no full graphs are supported");
   // 4. Speculative decoding: uniform batches of q > 1 need UNIFORM_BATCH.
   if (decode_mode(r.mode) == M::FULL && uniform_query_len > 1 && int(min) < int(S::UNIFORM_BATCH))
     r.change(r.pw_or(M::NONE),

@@ -25,8 +25,7 @@ struct ModeResolution {
 // docs/CUDA_GRAPHS.md §7, in order. `piecewise` means attention is a splitting op (the piecewise split exists);
 // without it PIECEWISE becomes NONE and FULL_AND_PIECEWISE becomes FULL first, as vLLM does with
 // empty splitting ops. Every change is logged as a warning (and returned).
-ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSupport& min_support,
-                                      bool piecewise, int uniform_query_len,
-                                      std::vector<int> capture_sizes);
+ModeResolution resolve_cudagraph_mode(CUDAGraphMode requested, const BackendCGSupport& min_support, bool piecewise,
+                                      int uniform_query_len, std::vector<int> capture_sizes);
 
 }  // namespace gs

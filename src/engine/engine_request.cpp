@@ -8,9 +8,8 @@ namespace {
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
 
-EngineRequest::EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t> prompt,
-                             const SamplingParams& params, uint64_t seed, const Tokenizer& tok,
-                             const std::vector<int>& eos_ids, double arrival_time)
+EngineRequest::EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t> prompt, const SamplingParams& params,
+                             uint64_t seed, const Tokenizer& tok, const std::vector<int>& eos_ids, double arrival_time)
     : user_stop_ids_(params.stop_token_ids),
       eos_ids_(params.ignore_eos ? std::vector<int>{} : eos_ids),
       detok_(tok, prompt, params.skip_special_tokens),

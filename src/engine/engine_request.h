@@ -14,9 +14,8 @@ namespace gs {
 class EngineRequest {
  public:
   // `params` as the user gave them; `eos_ids` the model's (ignored when params.ignore_eos).
-  EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t> prompt,
-                const SamplingParams& params, uint64_t seed, const Tokenizer& tok,
-                const std::vector<int>& eos_ids, double arrival_time);
+  EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t> prompt, const SamplingParams& params,
+                uint64_t seed, const Tokenizer& tok, const std::vector<int>& eos_ids, double arrival_time);
 
   Request& request() { return req_; }
   // Appends a sampled token and decides whether the request is done, in vLLM's order: eos

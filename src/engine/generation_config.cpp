@@ -16,8 +16,10 @@ SamplingParams load_sampling_defaults(const std::string& source, const std::stri
   const fs::path dir = source == "auto" ? fs::path(model_dir) : fs::path(source);
   const fs::path file = dir / "generation_config.json";
   if (source == "auto" && (model_dir.empty() || !fs::exists(file))) return p;
-  GS_CHECK(fs::exists(file), "--generation-config {}: no generation_config.json there (use auto, vllm or a "
-           "directory that has one)", source);
+  GS_CHECK(fs::exists(file),
+           "--generation-config {}: no generation_config.json there (use auto, vllm or a "
+           "directory that has one)",
+           source);
   const nlohmann::json j = read_json_file(file);
   p.temperature = float(json_number(j, "temperature", p.temperature, file));
   p.top_p = float(json_number(j, "top_p", p.top_p, file));

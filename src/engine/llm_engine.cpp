@@ -48,9 +48,10 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
   max_model_len = exec->max_model_len();
   const int kv_tokens = pool.num_blocks() * pool.block_size();
   if (kv_tokens < max_model_len) {
-    spdlog::warn("the KV cache holds {} tokens ({} blocks of {}), less than max_model_len {}: "
-                 "lowering max_model_len to {} (raise --kv-cache-memory to keep it)",
-                 kv_tokens, pool.num_blocks(), pool.block_size(), max_model_len, kv_tokens);
+    spdlog::warn(
+        "the KV cache holds {} tokens ({} blocks of {}), less than max_model_len {}: "
+        "lowering max_model_len to {} (raise --kv-cache-memory to keep it)",
+        kv_tokens, pool.num_blocks(), pool.block_size(), max_model_len, kv_tokens);
     max_model_len = kv_tokens;
     max_model_len_from_kv = true;
   }
@@ -70,21 +71,18 @@ int LLMEngine::Impl::lora_id(const std::string& name) const {
 RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params, int lora) {
   const int vocab = exec->model_config().vocab_size;
   GS_CHECK(!prompt.empty(), "the prompt is empty: give at least one token");
-  for (int32_t t : prompt)
-    GS_CHECK(t >= 0 && t < vocab, "prompt token id {} is out of range [0, {})", t, vocab);
+  for (int32_t t : prompt) GS_CHECK(t >= 0 && t < vocab, "prompt token id {} is out of range [0, {})", t, vocab);
   const int n = static_cast<int>(prompt.size());
   GS_CHECK(n < max_model_len,
            "the prompt has {} tokens, but the context is {} tokens{}: a prompt may have at most {} "
            "tokens (one more is generated)",
            n, max_model_len,
-           max_model_len_from_kv ? " (limited by the KV cache; raise --kv-cache-memory)"
-                                 : " (max_model_len)",
+           max_model_len_from_kv ? " (limited by the KV cache; raise --kv-cache-memory)" : " (max_model_len)",
            max_model_len - 1);
   params.validate(vocab);
   const RequestId id = ++request_counter;
   const uint64_t seed = params.seed ? *params.seed : splitmix64(cfg.seed ^ splitmix64(id));
-  auto r = std::make_unique<EngineRequest>(id, id, std::move(prompt), params, seed, tok, eos_ids,
-                                           now_seconds());
+  auto r = std::make_unique<EngineRequest>(id, id, std::move(prompt), params, seed, tok, eos_ids, now_seconds());
   r->request().lora_id = lora;
   sched.add(&r->request());
   requests.emplace(id, std::move(r));
@@ -104,12 +102,11 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
   pending.clear();
   if (sched.empty()) return outs;
   SchedulerOutput batch = sched.schedule();
-  GS_CHECK(!batch.requests.empty(), "internal error: the scheduler found no work for {} requests",
-           requests.size());
+  GS_CHECK(!batch.requests.empty(), "internal error: the scheduler found no work for {} requests", requests.size());
   const double scheduled_at = now_seconds();
   for (const auto& s : batch.requests) {
-    prompt_tokens += std::max(0, std::min(s.num_computed_tokens + s.num_new_tokens, s.num_prompt_tokens) -
-                                     s.num_computed_tokens);
+    prompt_tokens +=
+        std::max(0, std::min(s.num_computed_tokens + s.num_new_tokens, s.num_prompt_tokens) - s.num_computed_tokens);
     if (auto it = requests.find(s.id); it != requests.end()) it->second->on_scheduled(scheduled_at);
   }
   RunnerOutput result;
@@ -145,8 +142,7 @@ void LLMEngine::Impl::take_token(const ScheduledRequest& s, const SampledToken& 
   outs.push_back(std::move(o));
 }
 
-LLMEngine::LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor,
-                     const Tokenizer& tok)
+LLMEngine::LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor, const Tokenizer& tok)
     : impl_(std::make_unique<Impl>(cfg, std::move(executor), tok)) {}
 
 LLMEngine::~LLMEngine() = default;
@@ -173,9 +169,7 @@ RequestId LLMEngine::add_request(const std::string& prompt, const SamplingParams
 
 void LLMEngine::abort_request(RequestId id) { impl_->abort(id); }
 
-bool LLMEngine::has_unfinished_requests() const {
-  return !impl_->requests.empty() || !impl_->pending.empty();
-}
+bool LLMEngine::has_unfinished_requests() const { return !impl_->requests.empty() || !impl_->pending.empty(); }
 
 std::vector<RequestOutput> LLMEngine::step() { return impl_->step(); }
 

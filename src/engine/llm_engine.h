@@ -29,20 +29,20 @@ struct TokenLogprob {
 // What one step produced for one request.
 struct RequestOutput {
   RequestId id = 0;
-  std::vector<int32_t> new_token_ids;   // tokens generated this step (usually one)
-  std::string new_text;                 // newly final text (stop strings removed)
-  std::vector<TokenLogprob> logprobs;   // per new token, when requested
+  std::vector<int32_t> new_token_ids;  // tokens generated this step (usually one)
+  std::string new_text;                // newly final text (stop strings removed)
+  std::vector<TokenLogprob> logprobs;  // per new token, when requested
   // With the first token, when requested: prompt tokens 1 .. n-1 (the first has no logprob).
   std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
-  std::string stop_reason;              // the stop string or token that ended it, if any
-  std::string error;                    // why an aborted request failed (its step threw)
+  std::string stop_reason;  // the stop string or token that ended it, if any
+  std::string error;        // why an aborted request failed (its step threw)
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
-  double arrival_time = 0.0;            // seconds (steady clock)
-  double scheduled_time = 0.0;          // when first scheduled (0 until then): arrival..this is queueing
-  double first_token_time = 0.0;        // 0 until the first token
+  double arrival_time = 0.0;      // seconds (steady clock)
+  double scheduled_time = 0.0;    // when first scheduled (0 until then): arrival..this is queueing
+  double first_token_time = 0.0;  // 0 until the first token
 };
 
 // Counters for logs and metrics.

@@ -39,7 +39,7 @@ struct LLMEngine::Impl {
   uint64_t request_counter = 0;
   std::unordered_map<RequestId, std::unique_ptr<EngineRequest>> requests;
   std::vector<RequestOutput> pending;  // aborted requests' outputs, returned by the next step
-  uint64_t prompt_tokens = 0;  // prompt tokens computed, recomputation after preemption included
+  uint64_t prompt_tokens = 0;          // prompt tokens computed, recomputation after preemption included
   uint64_t generation_tokens = 0;
 };
 

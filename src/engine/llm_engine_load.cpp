@@ -12,8 +12,7 @@ namespace {
 Tokenizer load_tokenizer(const EngineConfig& cfg, const ModelConfig& model) {
   namespace fs = std::filesystem;
   if (!cfg.tokenizer.empty()) return Tokenizer::from_dir(cfg.tokenizer);
-  if (!cfg.model.empty() && fs::exists(fs::path(cfg.model) / "tokenizer.json"))
-    return Tokenizer::from_dir(cfg.model);
+  if (!cfg.model.empty() && fs::exists(fs::path(cfg.model) / "tokenizer.json")) return Tokenizer::from_dir(cfg.model);
   // A real checkpoint without its tokenizer would silently produce garbage text.
   GS_CHECK(cfg.model.empty() || cfg.load_format == "dummy" || cfg.skip_tokenizer_init,
            "{}: no tokenizer.json; give --tokenizer DIR, or --skip-tokenizer-init to use the byte-level "

@@ -13,10 +13,10 @@ enum class RequestStatus { Waiting, Running, Finished };
 
 struct Request {
   RequestId id = 0;
-  uint64_t arrival = 0;           // FCFS order (the engine's request counter)
-  std::vector<int32_t> tokens;    // prompt, then generated tokens
+  uint64_t arrival = 0;         // FCFS order (the engine's request counter)
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
   int num_prompt_tokens = 0;
-  int num_computed_tokens = 0;    // tokens whose KV is in the cache
+  int num_computed_tokens = 0;  // tokens whose KV is in the cache
   // Resolved parameters: the model's eos ids are added to stop_token_ids unless ignore_eos,
   // so the sampler's min_tokens masking covers them.
   SamplingParams params;

@@ -9,8 +9,7 @@ namespace gs {
 
 Scheduler::Scheduler(const SchedulerConfig& cfg, BlockPool& pool) : cfg_(cfg), pool_(pool) {
   GS_CHECK(cfg.max_num_seqs >= 1, "max_num_seqs must be >= 1, got {}", cfg.max_num_seqs);
-  GS_CHECK(cfg.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got {}",
-           cfg.max_num_batched_tokens);
+  GS_CHECK(cfg.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got {}", cfg.max_num_batched_tokens);
 }
 
 void Scheduler::add(Request* r) {
@@ -134,8 +133,7 @@ SchedulerOutput Scheduler::schedule() {
 
   // Waiting requests, first come first served; none after a preemption this step (the freed
   // blocks are for the running requests).
-  while (!preempted && budget > 0 && !waiting_.empty() &&
-         num_running() < cfg_.max_num_seqs) {
+  while (!preempted && budget > 0 && !waiting_.empty() && num_running() < cfg_.max_num_seqs) {
     Request* r = waiting_.front();
     if (!lora_fits(r)) break;
     const int cached = adopt_cached_prefix(r);
@@ -161,8 +159,7 @@ void Scheduler::finish(Request* r) {
   auto drop = [r](std::deque<Request*>& q) { q.erase(std::remove(q.begin(), q.end(), r), q.end()); };
   drop(running_);
   drop(waiting_);
-  last_scheduled_.erase(std::remove(last_scheduled_.begin(), last_scheduled_.end(), r),
-                        last_scheduled_.end());
+  last_scheduled_.erase(std::remove(last_scheduled_.begin(), last_scheduled_.end(), r), last_scheduled_.end());
   r->blocks.release_all(pool_);
   r->num_registered_blocks = 0;
   r->status = RequestStatus::Finished;

@@ -13,8 +13,8 @@ namespace gs {
 void LLMEngine::Impl::run_alone(const SchedulerOutput& batch, const std::string& error,
                                 std::vector<RequestOutput>& outs) {
   if (batch.requests.size() > 1)
-    spdlog::warn("a step of {} requests failed ({}); running each alone to find the cause",
-                 batch.requests.size(), error);
+    spdlog::warn("a step of {} requests failed ({}); running each alone to find the cause", batch.requests.size(),
+                 error);
   std::vector<std::pair<RequestId, std::string>> failed;
   std::vector<std::pair<const ScheduledRequest*, SampledToken>> sampled;
   for (const ScheduledRequest& s : batch.requests) {

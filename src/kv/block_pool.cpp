@@ -5,8 +5,7 @@
 namespace gs {
 
 BlockPool::BlockPool(int num_blocks, int block_size) : block_size_(block_size) {
-  GS_CHECK(num_blocks >= 1, "the KV cache needs at least 1 block, got {} (raise --kv-cache-memory)",
-           num_blocks);
+  GS_CHECK(num_blocks >= 1, "the KV cache needs at least 1 block, got {} (raise --kv-cache-memory)", num_blocks);
   GS_CHECK(block_size >= 1, "block size must be >= 1, got {}", block_size);
   blocks_.resize(num_blocks);
   for (BlockId i = 0; i < num_blocks; ++i) blocks_[i].free_pos = free_.insert(free_.end(), i);

@@ -9,7 +9,6 @@
 namespace gs {
 
 // Extends `hashes` (the chain so far) with the hash of every further full block of `tokens`.
-void extend_prefix_hashes(std::span<const int32_t> tokens, int block_size,
-                          std::vector<uint64_t>& hashes);
+void extend_prefix_hashes(std::span<const int32_t> tokens, int block_size, std::vector<uint64_t>& hashes);
 
 }  // namespace gs

@@ -37,8 +37,8 @@ std::vector<int> windows_from_layer_types(const json& types, int window, const f
     if (t == "full_attention") {
       w.push_back(-1);
     } else if (t == "sliding_attention") {
-      GS_CHECK(window > 0, "{}: 'layer_types'[{}] is sliding_attention but 'sliding_window' is not set",
-               file.string(), i);
+      GS_CHECK(window > 0, "{}: 'layer_types'[{}] is sliding_attention but 'sliding_window' is not set", file.string(),
+               i);
       w.push_back(window);
     } else {
       fail("{}: 'layer_types'[{}] is '{}' (supported: full_attention, sliding_attention)", file.string(), i, t);
@@ -64,9 +64,10 @@ std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const 
       case Architecture::Qwen3: w[size_t(i)] = i >= first_sliding ? window : -1; break;
       case Architecture::Gemma2: w[size_t(i)] = i % 2 == 0 ? window : -1; break;  // HF: (i + 1) % 2
       case Architecture::Llama:
-        fail("{}: 'sliding_window' {} is set, but LlamaForCausalLM has no sliding-window attention; remove it or "
-             "use MistralForCausalLM",
-             file.string(), window);
+        fail(
+            "{}: 'sliding_window' {} is set, but LlamaForCausalLM has no sliding-window attention; remove it or "
+            "use MistralForCausalLM",
+            file.string(), window);
     }
   }
   return w;

@@ -8,9 +8,9 @@
 // Piece i (0..L): for i > 0, the rest of layer i-1 (o_proj, residual add + post-attention norm,
 // SwiGLU MLP); for i < L, the start of layer i (input norm fused with the residual add, the
 // fused q/k/v projection, its split into q, k, v with Qwen3 q/k norm and RoPE); piece L ends
-// with the final norm. Attention i runs between pieces i and i+1. All activations live in buffers allocated at construction for
-// max_num_tokens rows; a forward of n tokens uses their first n rows, so views (and the
-// addresses graphs bake in) are the same for every n.
+// with the final norm. Attention i runs between pieces i and i+1. All activations live in buffers allocated at
+// construction for max_num_tokens rows; a forward of n tokens uses their first n rows, so views (and the addresses
+// graphs bake in) are the same for every n.
 #pragma once
 #include <memory>
 #include <vector>

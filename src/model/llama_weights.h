@@ -13,17 +13,17 @@
 namespace gs {
 
 struct LlamaLayerWeights {
-  Tensor input_norm;  // [H]
-  Tensor qkv;         // [q + 2 kv, H]: rows q_proj, then k_proj, then v_proj
-  Tensor qkv_bias;    // [q + 2 kv] (Qwen2) or undefined
-  Tensor q_norm;      // [D] (Qwen3) or undefined
-  Tensor k_norm;      // [D] (Qwen3) or undefined
-  Tensor o_proj;      // [H, q]
-  Tensor post_norm;   // [H]: the norm before the MLP (Gemma 2: pre_feedforward_layernorm)
+  Tensor input_norm;     // [H]
+  Tensor qkv;            // [q + 2 kv, H]: rows q_proj, then k_proj, then v_proj
+  Tensor qkv_bias;       // [q + 2 kv] (Qwen2) or undefined
+  Tensor q_norm;         // [D] (Qwen3) or undefined
+  Tensor k_norm;         // [D] (Qwen3) or undefined
+  Tensor o_proj;         // [H, q]
+  Tensor post_norm;      // [H]: the norm before the MLP (Gemma 2: pre_feedforward_layernorm)
   Tensor attn_out_norm;  // [H]: Gemma 2's post_attention_layernorm (of the attention output), or undefined
   Tensor mlp_out_norm;   // [H]: Gemma 2's post_feedforward_layernorm, or undefined
-  Tensor gate_up;     // [2 I, H]: rows gate_proj, then up_proj
-  Tensor down;        // [H, I]
+  Tensor gate_up;        // [2 I, H]: rows gate_proj, then up_proj
+  Tensor down;           // [H, I]
 };
 
 struct LlamaWeights {

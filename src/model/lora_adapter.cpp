@@ -2,8 +2,8 @@
 // named base_model.model.model.layers.<i>.<self_attn|mlp>.<proj>.lora_<A|B>.weight.
 #include "model/lora_adapter.h"
 
-#include <cmath>
 #include <fmt/ranges.h>
+#include <cmath>
 
 #include <regex>
 
@@ -48,13 +48,16 @@ std::array<bool, kNumLoraTargets> parse_targets(const nlohmann::json& j, const f
   auto it = j.find("target_modules");
   GS_CHECK(it != j.end() && it->is_array() && !it->empty(),
            "{}: 'target_modules' must be a non-empty list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-           "down_proj", file.string());
+           "down_proj",
+           file.string());
   std::array<bool, kNumLoraTargets> on{};
   for (const auto& m : *it) {
     GS_CHECK(m.is_string(), "{}: 'target_modules' holds a non-string entry {}", file.string(), m.dump());
     auto t = target_of(m.get<std::string>());
-    GS_CHECK(t.has_value(), "{}: 'target_modules' entry '{}' is not supported (supported: q_proj, k_proj, v_proj, "
-             "o_proj, gate_proj, up_proj, down_proj)", file.string(), m.get<std::string>());
+    GS_CHECK(t.has_value(),
+             "{}: 'target_modules' entry '{}' is not supported (supported: q_proj, k_proj, v_proj, "
+             "o_proj, gate_proj, up_proj, down_proj)",
+             file.string(), m.get<std::string>());
     on[size_t(*t)] = true;
   }
   return on;
@@ -94,16 +97,19 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
   const fs::path st_file = dir / "adapter_model.safetensors";
   const SafetensorsCheckpoint st = SafetensorsCheckpoint::from_file(st_file);
   ad.layers.resize(size_t(cfg.num_layers));
-  static const std::regex re(R"(^(?:base_model\.model\.)?model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$)");
+  static const std::regex re(
+      R"(^(?:base_model\.model\.)?model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$)");
   int found = 0;
   for (const auto& [tname, ref] : st.tensors()) {
     std::smatch m;
-    GS_CHECK(std::regex_match(tname, m, re), "{}: tensor '{}' is not a lora_A / lora_B weight of a decoder layer "
-             "projection", st_file.string(), tname);
+    GS_CHECK(std::regex_match(tname, m, re),
+             "{}: tensor '{}' is not a lora_A / lora_B weight of a decoder layer "
+             "projection",
+             st_file.string(), tname);
     const int layer = std::stoi(m[1].str());
     const auto t = target_of(m[2].str());
-    GS_CHECK(layer < cfg.num_layers, "{}: tensor '{}' names layer {}, the model has {}", st_file.string(), tname,
-             layer, cfg.num_layers);
+    GS_CHECK(layer < cfg.num_layers, "{}: tensor '{}' names layer {}, the model has {}", st_file.string(), tname, layer,
+             cfg.num_layers);
     GS_CHECK(t && targets[size_t(*t)], "{}: tensor '{}' adapts '{}', which 'target_modules' of {} does not list",
              st_file.string(), tname, m[2].str(), cfg_file.string());
     const auto [out, in] = lora_target_shape(cfg, *t);
@@ -122,9 +128,8 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
   for (int l = 0; l < cfg.num_layers; ++l)
     for (int t = 0; t < kNumLoraTargets; ++t) {
       const auto& s = ad.layers[size_t(l)][size_t(t)];
-      GS_CHECK(!s || (!s->a.empty() && !s->b.empty()), "{}: layer {} {} has lora_{} but no lora_{}",
-               st_file.string(), l, lora_target_module(LoraTarget(t)), s && s->a.empty() ? "B" : "A",
-               s && s->a.empty() ? "A" : "B");
+      GS_CHECK(!s || (!s->a.empty() && !s->b.empty()), "{}: layer {} {} has lora_{} but no lora_{}", st_file.string(),
+               l, lora_target_module(LoraTarget(t)), s && s->a.empty() ? "B" : "A", s && s->a.empty() ? "A" : "B");
     }
   return ad;
 }

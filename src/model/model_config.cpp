@@ -36,9 +36,10 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
       return;
     }
   }
-  fail("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-       "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM)",
-       file.string(), name);
+  fail(
+      "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+      "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM)",
+      file.string(), name);
 }
 
 // rope_theta + rope_scaling (transformers 4), or one rope_parameters object (transformers 5).
@@ -113,8 +114,8 @@ DType parse_torch_dtype(const json& j, const fs::path& file) {
 void validate(const ModelConfig& c, const fs::path& file) {
   GS_CHECK(c.num_heads % c.num_kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
            file.string(), c.num_heads, c.num_kv_heads);
-  GS_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim must be a positive even number, got {}",
-           file.string(), c.head_dim);
+  GS_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim must be a positive even number, got {}", file.string(),
+           c.head_dim);
   GS_CHECK(c.rms_norm_eps > 0, "{}: rms_norm_eps must be positive", file.string());
 }
 

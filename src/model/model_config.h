@@ -34,18 +34,18 @@ struct ModelConfig {
   DType torch_dtype = DType::F32;  // dtype the checkpoint says it holds
 
   // Model families (model/family_config.cpp).
-  std::vector<int> layer_windows;    // per layer: sliding window in tokens, or -1 (full attention)
+  std::vector<int> layer_windows;  // per layer: sliding window in tokens, or -1 (full attention)
   Activation activation = Activation::Silu;
-  bool gemma_norms = false;          // Gemma 2: RMSNorm (1 + w), norms after attention and MLP, embedding * sqrt(H)
-  float attn_softcap = 0.0f;         // > 0: attention scores soft-capped (Gemma 2)
-  float final_softcap = 0.0f;        // > 0: logits soft-capped (Gemma 2)
+  bool gemma_norms = false;            // Gemma 2: RMSNorm (1 + w), norms after attention and MLP, embedding * sqrt(H)
+  float attn_softcap = 0.0f;           // > 0: attention scores soft-capped (Gemma 2)
+  float final_softcap = 0.0f;          // > 0: logits soft-capped (Gemma 2)
   float query_pre_attn_scalar = 0.0f;  // > 0: softmax scale is its -1/2 power (Gemma 2), else head_dim's
   float rope_attention_factor = 1.0f;  // longrope's cos/sin scale, folded into the softmax scale
 
   int window(int layer) const { return layer_windows.empty() ? -1 : layer_windows[size_t(layer)]; }
   // True when every layer has a sliding window (KV older than the largest window can be freed).
   bool all_layers_windowed() const;
-  int max_window() const;            // the largest window, or -1 when some layer attends to all
+  int max_window() const;  // the largest window, or -1 when some layer attends to all
   float attention_scale() const;
 
   int q_size() const { return num_heads * head_dim; }

@@ -13,10 +13,10 @@
 namespace gs {
 
 struct ModelSource {
-  std::string dir;                  // HF model directory (load_format auto/safetensors)
-  bool dummy = false;               // random weights of `preset`'s shape (or of dir's config.json)
-  std::string preset;               // dummy preset name (graphserve info --presets)
-  uint64_t seed = 0;                // dummy weights are deterministic by seed
+  std::string dir;     // HF model directory (load_format auto/safetensors)
+  bool dummy = false;  // random weights of `preset`'s shape (or of dir's config.json)
+  std::string preset;  // dummy preset name (graphserve info --presets)
+  uint64_t seed = 0;   // dummy weights are deterministic by seed
 };
 
 struct PresetInfo {
@@ -33,8 +33,7 @@ AttentionShape attention_shape(const ModelConfig& cfg);
 
 // Loads weights onto `backend` (converted to its compute dtype; q/k/v and gate/up fused) and
 // allocates activation buffers for up to `max_num_tokens` tokens per forward.
-std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src,
-                                             Backend& backend, AttentionBackend& attention,
-                                             int max_num_tokens);
+std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src, Backend& backend,
+                                             AttentionBackend& attention, int max_num_tokens);
 
 }  // namespace gs

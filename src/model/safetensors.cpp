@@ -55,8 +55,8 @@ Shape parse_shape(const json& j, const std::string& tensor, const fs::path& file
   GS_CHECK(j.is_array(), "{}: tensor '{}' has no valid 'shape'", file.string(), tensor);
   Shape s;
   for (const auto& d : j) {
-    GS_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, "{}: tensor '{}' has an invalid shape {}",
-             file.string(), tensor, j.dump());
+    GS_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, "{}: tensor '{}' has an invalid shape {}", file.string(),
+             tensor, j.dump());
     s.push_back(d.get<int64_t>());
   }
   return s;
@@ -121,8 +121,8 @@ void SafetensorsCheckpoint::add_file(const fs::path& path) {
     if (name == "__metadata__") continue;
     GS_CHECK(e.is_object() && e.contains("dtype") && e["dtype"].is_string() && e.contains("data_offsets"),
              "{}: tensor '{}' has a malformed header entry", path.string(), name);
-    TensorRef t{name, parse_st_dtype(e["dtype"].get<std::string>(), name, path), parse_shape(e.value("shape", json()), name, path),
-                nullptr, &f};
+    TensorRef t{name, parse_st_dtype(e["dtype"].get<std::string>(), name, path),
+                parse_shape(e.value("shape", json()), name, path), nullptr, &f};
     const json& off = e["data_offsets"];
     GS_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
              "{}: tensor '{}' has malformed data_offsets", path.string(), name);

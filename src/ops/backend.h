@@ -16,7 +16,7 @@ namespace gs {
 
 struct RopeConfig {
   float theta = 10000.0f;
-  int head_dim = 0;         // rotary dims = head_dim (rotate-half layout, as HF Llama)
+  int head_dim = 0;  // rotary dims = head_dim (rotate-half layout, as HF Llama)
   // llama3 scaling (rope_scaling.rope_type == "llama3"); factor <= 0 means none.
   float llama3_factor = 0.0f;
   float llama3_low_freq_factor = 1.0f;
@@ -62,24 +62,21 @@ class Backend {
   // out = x / rms(x) * w (per row)         x, out [T, H], w [H]
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // residual += x; out = rms_norm(residual) (fused residual add + norm; x may alias out)
-  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                            const Tensor& out) = 0;
+  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // In-place RMSNorm of each head: x [T, n_heads * head_dim], w [head_dim] (Qwen3 q/k norm).
   virtual void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) = 0;
   // y = x w^T (+ bias)                     x [T, K], w [N, K], bias [N] or undefined, y [T, N]
   // y may be F32 while x, w are compute_dtype (logits).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) = 0;
   // In-place rotary embedding (rotate-half) of q [T, Hq*D] and k [T, Hkv*D] at positions [T].
-  virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions,
-                    const RopeConfig& cfg) = 0;
+  virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) = 0;
   // Fused QKV epilogue: splits qkv [T, (Hq + 2 Hkv) * D] (one fused projection's output, heads
   // in q, k, v order) into contiguous q [T, Hq * D], k, v [T, Hkv * D]; when q_norm and k_norm
   // are defined ([D] each, Qwen3) applies per-head RMSNorm (eps) to q and k; then RoPE to q and
   // k at positions [T]. Equals copying the slices, head_rms_norm, then rope (but one kernel).
   // D = cfg.head_dim; Hq and Hkv are q's and k's widths over D.
-  virtual void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
-                              const Tensor& q_norm, const Tensor& k_norm, float eps,
-                              const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+  virtual void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
+                              const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
   // out = silu(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
   // out = gelu_tanh(gate) * up (GeGLU, Gemma's gelu_pytorch_tanh), same layout as silu_mul

@@ -17,8 +17,8 @@ float llama3_scale(float inv_freq, const RopeConfig& c) {
   const double wavelen = two_pi / inv_freq;
   if (wavelen > low_wavelen) return float(inv_freq / c.llama3_factor);
   if (wavelen < high_wavelen) return inv_freq;
-  const double smooth = (old_len / wavelen - c.llama3_low_freq_factor) /
-                        (c.llama3_high_freq_factor - c.llama3_low_freq_factor);
+  const double smooth =
+      (old_len / wavelen - c.llama3_low_freq_factor) / (c.llama3_high_freq_factor - c.llama3_low_freq_factor);
   return float((1.0 - smooth) * inv_freq / c.llama3_factor + smooth * inv_freq);
 }
 }  // namespace

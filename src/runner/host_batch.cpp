@@ -9,15 +9,14 @@ namespace gs {
 namespace {
 
 void check_request(const ScheduledRequest& r, const HostBatchLimits& lim) {
-  GS_CHECK(r.all_token_ids != nullptr && r.block_ids != nullptr,
-           "request {}: token ids and block ids must be set", r.id);
+  GS_CHECK(r.all_token_ids != nullptr && r.block_ids != nullptr, "request {}: token ids and block ids must be set",
+           r.id);
   GS_CHECK(r.num_new_tokens >= 1, "request {}: num_new_tokens must be >= 1, got {}", r.id, r.num_new_tokens);
   const long long end = static_cast<long long>(r.num_computed_tokens) + r.num_new_tokens;
   GS_CHECK(r.num_computed_tokens >= 0 && end <= static_cast<long long>(r.all_token_ids->size()),
            "request {}: tokens [{}, {}) are outside its {} known tokens", r.id, r.num_computed_tokens, end,
            r.all_token_ids->size());
-  GS_CHECK(end <= lim.max_model_len, "request {}: {} tokens exceed max_model_len = {}", r.id, end,
-           lim.max_model_len);
+  GS_CHECK(end <= lim.max_model_len, "request {}: {} tokens exceed max_model_len = {}", r.id, end, lim.max_model_len);
   const long long blocks_needed = (end + lim.block_size - 1) / lim.block_size;
   GS_CHECK(static_cast<long long>(r.block_ids->size()) >= blocks_needed,
            "request {}: {} tokens need {} KV blocks but its block table has {}", r.id, end, blocks_needed,
@@ -27,8 +26,8 @@ void check_request(const ScheduledRequest& r, const HostBatchLimits& lim) {
   const long long first_new = r.num_computed_tokens / lim.block_size;
   for (long long b = 0; b < blocks_needed; ++b) {
     const int32_t id = (*r.block_ids)[b];
-    GS_CHECK((id >= 0 || (id == -1 && b < first_new)) && id < lim.num_blocks, "request {}: block {} of its table is {} (the cache has {} blocks)",
-             r.id, b, id, lim.num_blocks);
+    GS_CHECK((id >= 0 || (id == -1 && b < first_new)) && id < lim.num_blocks,
+             "request {}: block {} of its table is {} (the cache has {} blocks)", r.id, b, id, lim.num_blocks);
   }
   GS_CHECK(!r.sample || r.params != nullptr, "request {}: sampling parameters are missing", r.id);
 }
@@ -76,8 +75,8 @@ HostBatch build_host_batch(const SchedulerOutput& batch, const HostBatchLimits& 
 
 void pad_host_batch(HostBatch& hb, int num_tokens, int num_req_rows) {
   GS_CHECK(num_tokens >= hb.num_actual_tokens && num_req_rows >= hb.num_reqs,
-           "cannot pad a batch of {} tokens, {} requests to {} tokens, {} requests", hb.num_actual_tokens,
-           hb.num_reqs, num_tokens, num_req_rows);
+           "cannot pad a batch of {} tokens, {} requests to {} tokens, {} requests", hb.num_actual_tokens, hb.num_reqs,
+           num_tokens, num_req_rows);
   hb.input_ids.resize(num_tokens, 0);
   hb.positions.resize(num_tokens, 0);
   hb.slot_mapping.resize(num_tokens, -1);

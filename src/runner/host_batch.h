@@ -32,9 +32,7 @@ struct HostBatch {
   int max_seq_len = 0;
 
   // vLLM's uniform decode: every request has exactly q new tokens (q = 1 without speculation).
-  bool uniform_decode(int q) const {
-    return num_reqs > 0 && max_query_len == q && num_actual_tokens == num_reqs * q;
-  }
+  bool uniform_decode(int q) const { return num_reqs > 0 && max_query_len == q && num_actual_tokens == num_reqs * q; }
 };
 
 // Throws gs::Error naming the request and the field when the batch is inconsistent or too big.

@@ -11,9 +11,7 @@ namespace gs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 struct SyntheticRequest {
   std::vector<int32_t> tokens, blocks;
@@ -40,8 +38,8 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
   const int blocks_per_req = (total_len + bs - 1) / bs;
   GS_CHECK(static_cast<long long>(blocks_per_req) * o.batch_size <= runner.num_kv_blocks(),
            "bench latency: {} sequences of {} tokens need {} KV blocks but the cache has {}; lower the batch "
-           "size or raise the KV cache size", o.batch_size, total_len, blocks_per_req * o.batch_size,
-           runner.num_kv_blocks());
+           "size or raise the KV cache size",
+           o.batch_size, total_len, blocks_per_req * o.batch_size, runner.num_kv_blocks());
   const int vocab = runner.model_config().vocab_size;
   SamplingParams params = o.sampling;
   params.max_tokens = o.output_len;
@@ -91,8 +89,7 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
       step(o.batch_size, false);
       if (measured) res.decode_ms.push_back(ms_since(t1));
     }
-    if (o.output_len > 1)
-      res.d2h_bytes_per_step = double(runner.stats().d2h_bytes - d2h0) / double(o.output_len - 1);
+    if (o.output_len > 1) res.d2h_bytes_per_step = double(runner.stats().d2h_bytes - d2h0) / double(o.output_len - 1);
   }
   res.prefill_ms = quantile(prefills, 0.5);
   res.decode_ms_median = quantile(res.decode_ms, 0.5);

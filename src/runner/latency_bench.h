@@ -17,7 +17,7 @@ struct LatencyBenchOptions {
   int num_iters = 3;
   int num_warmup_iters = 1;
   int max_num_batched_tokens = 2048;  // the runner's token budget per step (prefill chunks)
-  int num_loras = 0;  // > 0: request r uses LoRA adapter 1 + r % num_loras (--lora-modules order)
+  int num_loras = 0;                  // > 0: request r uses LoRA adapter 1 + r % num_loras (--lora-modules order)
   SamplingParams sampling = greedy();
 
   static SamplingParams greedy() {
@@ -28,11 +28,11 @@ struct LatencyBenchOptions {
 };
 
 struct LatencyResult {
-  double prefill_ms = 0;            // median over iterations, all chunks of one prefill
-  double decode_ms_median = 0;      // per decode step, over all iterations
+  double prefill_ms = 0;        // median over iterations, all chunks of one prefill
+  double decode_ms_median = 0;  // per decode step, over all iterations
   double decode_ms_p90 = 0;
-  std::vector<double> decode_ms;    // every measured decode step
-  double d2h_bytes_per_step = 0;    // device-to-host bytes of a decode step (sampled ids, logprobs)
+  std::vector<double> decode_ms;  // every measured decode step
+  double d2h_bytes_per_step = 0;  // device-to-host bytes of a decode step (sampled ids, logprobs)
 };
 
 // Throws gs::Error when the runner's limits cannot hold the batch (naming the limit).

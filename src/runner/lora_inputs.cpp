@@ -21,8 +21,8 @@ LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend
   host_slots_.assign(size_t(max_num_tokens), -1);
   be_.copy(token_slots_, Tensor::wrap(host_slots_.data(), {max_num_tokens}, DType::I32, Device::cpu()));
   be_.stream().synchronize();
-  spdlog::info("LoRA: {} adapters read and prepared in {:.3f} s, {} device slots of rank {}", images_.size(), load_seconds_,
-               cfg.max_loras, cfg.max_lora_rank);
+  spdlog::info("LoRA: {} adapters read and prepared in {:.3f} s, {} device slots of rank {}", images_.size(),
+               load_seconds_, cfg.max_loras, cfg.max_lora_rank);
 }
 
 LoraInputs::~LoraInputs() {
@@ -36,14 +36,15 @@ bool LoraInputs::any_adapter(const SchedulerOutput& batch) {
 }
 
 int LoraInputs::slot_for(int lora_id, const std::vector<int>& needed) {
-  GS_CHECK(lora_id >= 1 && lora_id <= int(images_.size()), "LoRA adapter id {} is not loaded ({} adapters)",
-           lora_id, images_.size());
+  GS_CHECK(lora_id >= 1 && lora_id <= int(images_.size()), "LoRA adapter id {} is not loaded ({} adapters)", lora_id,
+           images_.size());
   for (size_t s = 0; s < slot_owner_.size(); ++s)
     if (slot_owner_[s] == lora_id) return int(s);
   int victim = -1;  // an empty slot, else the least recently used one this batch does not need
   for (size_t s = 0; s < slot_owner_.size(); ++s) {
     if (std::find(needed.begin(), needed.end(), slot_owner_[s]) != needed.end()) continue;
-    if (victim < 0 || slot_owner_[s] == 0 || (slot_owner_[size_t(victim)] != 0 && slot_used_[s] < slot_used_[size_t(victim)]))
+    if (victim < 0 || slot_owner_[s] == 0 ||
+        (slot_owner_[size_t(victim)] != 0 && slot_used_[s] < slot_used_[size_t(victim)]))
       victim = int(s);
     if (slot_owner_[s] == 0) break;
   }
@@ -60,7 +61,8 @@ void LoraInputs::stage(const SchedulerOutput& batch, int num_tokens) {
   ++step_;
   std::vector<int> needed;
   for (const auto& r : batch.requests)
-    if (r.lora_id != 0 && std::find(needed.begin(), needed.end(), r.lora_id) == needed.end()) needed.push_back(r.lora_id);
+    if (r.lora_id != 0 && std::find(needed.begin(), needed.end(), r.lora_id) == needed.end())
+      needed.push_back(r.lora_id);
   GS_CHECK(int(host_slots_.size()) >= num_tokens, "LoRA: {} tokens exceed the slot buffer", num_tokens);
   int t = 0;
   for (const auto& r : batch.requests) {
@@ -72,7 +74,8 @@ void LoraInputs::stage(const SchedulerOutput& batch, int num_tokens) {
     for (int i = 0; i < r.num_new_tokens; ++i) host_slots_[size_t(t++)] = slot;
   }
   std::fill(host_slots_.begin() + t, host_slots_.begin() + std::max(t, num_tokens), -1);
-  be_.copy(token_slots_.prefix({num_tokens}), Tensor::wrap(host_slots_.data(), {num_tokens}, DType::I32, Device::cpu()));
+  be_.copy(token_slots_.prefix({num_tokens}),
+           Tensor::wrap(host_slots_.data(), {num_tokens}, DType::I32, Device::cpu()));
 }
 
 }  // namespace gs

@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "runner/runner_config.h"
 #include "model/lora_adapter.h"
 #include "model/lora_slots.h"
+#include "runner/runner_config.h"
 #include "runner/scheduler_output.h"
 
 namespace gs {
@@ -34,8 +34,8 @@ class LoraInputs {
   Backend& be_;
   std::vector<LoraSlotImage> images_;  // index = lora_id - 1: the adapters in host memory
   std::unique_ptr<LoraSlots> slots_;
-  std::vector<int> slot_owner_;        // lora_id held by each slot, 0: empty
-  std::vector<uint64_t> slot_used_;    // last step that used each slot (LRU)
+  std::vector<int> slot_owner_;      // lora_id held by each slot, 0: empty
+  std::vector<uint64_t> slot_used_;  // last step that used each slot (LRU)
   uint64_t step_ = 0;
   Tensor token_slots_;
   std::vector<int32_t> host_slots_;

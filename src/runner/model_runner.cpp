@@ -13,9 +13,7 @@ namespace gs {
 
 namespace {
 
-Tensor host_view(std::vector<int32_t>& v, int64_t n) {
-  return Tensor::wrap(v.data(), {n}, DType::I32, Device::cpu());
-}
+Tensor host_view(std::vector<int32_t>& v, int64_t n) { return Tensor::wrap(v.data(), {n}, DType::I32, Device::cpu()); }
 // A read-only source of a copy (Tensor has no const view; copy() only reads it).
 Tensor host_view(const std::vector<int32_t>& v, int64_t n) {
   return host_view(const_cast<std::vector<int32_t>&>(v), n);
@@ -135,8 +133,8 @@ RunnerOutput ModelRunner::Impl::collect(const HostBatch& hb) {
 }
 
 RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
-  HostBatch hb = build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens,
-                                                max_reqs, num_blocks});
+  HostBatch hb =
+      build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens, max_reqs, num_blocks});
   if (hb.num_reqs == 0) return {};
   const bool has_lora = lora && LoraInputs::any_adapter(batch);  // has_lora graphs; plain batches pay nothing
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
@@ -145,8 +143,8 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   const auto [runtime, final_desc] = dispatcher.dispatch(desc);
   if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
-  const int sample_rows = runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc)
-                                                         : static_cast<int>(hb.sampled.size());
+  const int sample_rows =
+      runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc) : static_cast<int>(hb.sampled.size());
   stage(hb, final_desc.num_tokens, sample_rows);
   set_metadata(hb, runtime, final_desc);
   forward(runtime, final_desc);

@@ -7,8 +7,8 @@
 #pragma once
 #include <memory>
 
-#include "runner/runner_config.h"
 #include "model/model_config.h"
+#include "runner/runner_config.h"
 #include "runner/scheduler_output.h"
 
 namespace gs {

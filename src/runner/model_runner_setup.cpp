@@ -47,14 +47,15 @@ void ModelRunner::Impl::build_model() {
     inputs.lora_slots = lora->token_slots();
   }
   // Refused before anything is sized from it (block tables, the sampler's token buffer).
-  GS_CHECK(cfg.max_model_len <= 0 || mcfg.max_position_embeddings <= 0 ||
-               cfg.max_model_len <= mcfg.max_position_embeddings,
-           "max_model_len {} exceeds the model's context of {} tokens (max_position_embeddings in config.json); "
-           "use --max-model-len {} or less", cfg.max_model_len, mcfg.max_position_embeddings,
-           mcfg.max_position_embeddings);
+  GS_CHECK(
+      cfg.max_model_len <= 0 || mcfg.max_position_embeddings <= 0 || cfg.max_model_len <= mcfg.max_position_embeddings,
+      "max_model_len {} exceeds the model's context of {} tokens (max_position_embeddings in config.json); "
+      "use --max-model-len {} or less",
+      cfg.max_model_len, mcfg.max_position_embeddings, mcfg.max_position_embeddings);
   max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len : mcfg.max_position_embeddings;
-  GS_CHECK(max_model_len > 0, "max_model_len is unknown: the model config has no max_position_embeddings; "
-                              "set --max-model-len");
+  GS_CHECK(max_model_len > 0,
+           "max_model_len is unknown: the model config has no max_position_embeddings; "
+           "set --max-model-len");
   max_blocks_per_req = (max_model_len + cfg.block_size - 1) / cfg.block_size;
 }
 
@@ -67,9 +68,10 @@ void ModelRunner::Impl::plan_kv_cache() {
     // What gpu_memory_utilization leaves after weights and activations (already allocated).
     const DeviceMemory mem = device_memory(*backend);
     const double budget = cfg.gpu_memory_utilization * double(mem.total);
-    GS_CHECK(budget > double(mem.used), "gpu_memory_utilization {} allows {:.0f} MiB but {:.0f} MiB are in use "
-             "after loading the model; raise it or set kv_cache_memory_bytes", cfg.gpu_memory_utilization,
-             budget / kMiB, double(mem.used) / kMiB);
+    GS_CHECK(budget > double(mem.used),
+             "gpu_memory_utilization {} allows {:.0f} MiB but {:.0f} MiB are in use "
+             "after loading the model; raise it or set kv_cache_memory_bytes",
+             cfg.gpu_memory_utilization, budget / kMiB, double(mem.used) / kMiB);
     bytes = size_t(budget - double(mem.used));
   } else if (bytes == 0) {
     bytes = kCpuDefaultKvBytes;
@@ -106,11 +108,12 @@ void ModelRunner::Impl::allocate_buffers() {
   buf.block_table = i32({max_reqs, max_blocks_per_req});
   buf.logits_rows = i32({max_reqs});
   buf.logits = Tensor::empty({max_reqs, mcfg.vocab_size}, DType::F32, a);
-  sampler = std::make_unique<Sampler>(*backend, make_sampling_kernels(*backend),
-                                      SamplerLimits{.max_rows = max_reqs, .vocab = mcfg.vocab_size,
-                                                    .num_slots = max_reqs, .max_tokens = max_model_len});
-  for (const Tensor* t : {&buf.input_ids, &buf.positions, &buf.slot_mapping, &buf.query_start_loc, &buf.seq_lens,
-                          &buf.block_table})
+  sampler = std::make_unique<Sampler>(
+      *backend, make_sampling_kernels(*backend),
+      SamplerLimits{
+          .max_rows = max_reqs, .vocab = mcfg.vocab_size, .num_slots = max_reqs, .max_tokens = max_model_len});
+  for (const Tensor* t :
+       {&buf.input_ids, &buf.positions, &buf.slot_mapping, &buf.query_start_loc, &buf.seq_lens, &buf.block_table})
     backend->fill_zero(*t);
   backend->stream().synchronize();
 
@@ -121,8 +124,8 @@ void ModelRunner::Impl::allocate_buffers() {
   md.block_size = cfg.block_size;
   md.max_blocks_per_req = max_blocks_per_req;
   inputs.attn = &md;
-  input_addresses = {buf.input_ids.data(), buf.positions.data(),    buf.slot_mapping.data(),
-                     buf.query_start_loc.data(), buf.seq_lens.data(), buf.block_table.data()};
+  input_addresses = {buf.input_ids.data(),       buf.positions.data(), buf.slot_mapping.data(),
+                     buf.query_start_loc.data(), buf.seq_lens.data(),  buf.block_table.data()};
   if (lora) input_addresses.push_back(lora->token_slots().data());
 }
 
@@ -130,8 +133,9 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   CompilationConfig cc = cfg.compilation;
   cc.cudagraph_mode = cfg.compilation.mode_for(backend->device().is_cuda(), cfg.enforce_eager);
   if (!cfg.compilation.cudagraph_mode && !cfg.enforce_eager && !backend->device().is_cuda())
-    spdlog::info("CPU backend: cudagraph_mode NONE (graphs give no speed on the CPU; set -cc.cudagraph_mode=... to "
-                 "run the graph paths here)");
+    spdlog::info(
+        "CPU backend: cudagraph_mode NONE (graphs give no speed on the CPU; set -cc.cudagraph_mode=... to "
+        "run the graph paths here)");
   const std::vector<int> sizes = resolve_capture_sizes(cc, max_reqs, max_tokens);
   const BackendCGSupport support = min_cg_support({{attention->name(), attention->cudagraph_support()}});
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
@@ -143,9 +147,9 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
 void ModelRunner::Impl::build_wrappers() {
   Stream& s = backend->stream();
   for (int i = 0; i < model->num_pieces(); ++i) {
-    piece_graphs.push_back(std::make_unique<CUDAGraphWrapper>(
-        [this, i] { model->run_piece(i, inputs); }, CUDAGraphMode::PIECEWISE, s,
-        CUDAGraphWrapper::Options{.name = fmt::format("piece {}", i)}));
+    piece_graphs.push_back(
+        std::make_unique<CUDAGraphWrapper>([this, i] { model->run_piece(i, inputs); }, CUDAGraphMode::PIECEWISE, s,
+                                           CUDAGraphWrapper::Options{.name = fmt::format("piece {}", i)}));
   }
   // docs/CUDA_GRAPHS.md §5: the FULL wrapper holds the whole forward, ending in sampled ids; in PIECEWISE
   // runtime mode it passes through, attention and the sampling tail run eagerly.

@@ -12,8 +12,8 @@ namespace {
 
 struct PromptRow {
   RequestId id;
-  int position;    // of the target token
-  int32_t row;     // hidden-state row of the token before it
+  int position;  // of the target token
+  int32_t row;   // hidden-state row of the token before it
   int32_t target;
   int num_top;
 };

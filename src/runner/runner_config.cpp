@@ -12,12 +12,9 @@ void RunnerConfig::validate() const {
   GS_CHECK(dtype == "auto" || dtype == "float32" || dtype == "bfloat16" || dtype == "float16",
            "--dtype must be one of auto, float32, bfloat16, float16; got '{}'", dtype);
   GS_CHECK(max_num_seqs >= 1, "--max-num-seqs must be >= 1, got {}", max_num_seqs);
-  GS_CHECK(max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}",
-           max_num_batched_tokens);
-  GS_CHECK(max_model_len >= 0, "--max-model-len must be >= 1 (or 0 for the model's), got {}",
-           max_model_len);
-  GS_CHECK(block_size >= 1 && block_size <= 1024, "--block-size must be in [1, 1024], got {}",
-           block_size);
+  GS_CHECK(max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}", max_num_batched_tokens);
+  GS_CHECK(max_model_len >= 0, "--max-model-len must be >= 1 (or 0 for the model's), got {}", max_model_len);
+  GS_CHECK(block_size >= 1 && block_size <= 1024, "--block-size must be in [1, 1024], got {}", block_size);
   GS_CHECK(gpu_memory_utilization > 0.0f && gpu_memory_utilization <= 1.0f,
            "--gpu-memory-utilization must be in (0, 1], got {}", gpu_memory_utilization);
   GS_CHECK(max_loras >= 1, "--max-loras must be >= 1, got {}", max_loras);
@@ -35,8 +32,7 @@ void RunnerConfig::validate() const {
       GS_CHECK(lora_modules[j].first != lora_modules[i].first, "--lora-modules: adapter name '{}' is given twice",
                lora_modules[i].first);
   }
-  GS_CHECK(tensor_parallel_size >= 1, "--tensor-parallel-size must be >= 1, got {}",
-           tensor_parallel_size);
+  GS_CHECK(tensor_parallel_size >= 1, "--tensor-parallel-size must be >= 1, got {}", tensor_parallel_size);
 }
 
 }  // namespace gs

@@ -12,16 +12,16 @@
 namespace gs {
 
 struct RunnerConfig {
-  std::string model;                 // HF model directory; empty: the dummy preset below
-  std::string load_format = "auto";  // auto | safetensors | dummy
+  std::string model;                    // HF model directory; empty: the dummy preset below
+  std::string load_format = "auto";     // auto | safetensors | dummy
   std::string preset = "smollm2-135m";  // shape for --load-format dummy (graphserve info --presets)
-  std::string device = "auto";       // auto (cuda if present) | cpu | cuda
-  std::string dtype = "auto";        // auto | float32 | bfloat16 | float16
-  uint64_t seed = 0;                 // dummy weights and unseeded sampling
+  std::string device = "auto";          // auto (cuda if present) | cpu | cuda
+  std::string dtype = "auto";           // auto | float32 | bfloat16 | float16
+  uint64_t seed = 0;                    // dummy weights and unseeded sampling
 
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
-  int max_model_len = 0;             // 0: the model's max_position_embeddings
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
   int block_size = 16;
   float gpu_memory_utilization = 0.9f;
   size_t kv_cache_memory_bytes = 0;  // 0: from gpu_memory_utilization (CUDA) or 512 MiB (CPU)
@@ -35,7 +35,7 @@ struct RunnerConfig {
   int max_lora_rank = 16;
   int max_cpu_loras = 0;  // adapters held in host memory; 0: max_loras
 
-  bool enforce_eager = false;        // same as cudagraph_mode NONE
+  bool enforce_eager = false;  // same as cudagraph_mode NONE
   CompilationConfig compilation;
 
   // Throws gs::Error naming the first invalid field and its valid range.

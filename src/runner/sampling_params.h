@@ -27,13 +27,13 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]
   // Added to the logits of these tokens before sampling (OpenAI's logit_bias), each in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
-  int max_tokens = 16;              // >= 1
-  int min_tokens = 0;               // eos/stop ids are not sampled before this many tokens
+  int max_tokens = 16;  // >= 1
+  int min_tokens = 0;   // eos/stop ids are not sampled before this many tokens
   std::vector<int> stop_token_ids;
-  std::vector<std::string> stop;    // stop strings; not included in the output
+  std::vector<std::string> stop;  // stop strings; not included in the output
   bool ignore_eos = false;
-  int logprobs = -1;                // -1 = none; 0..20 = the sampled token's + this many top ones
-  int prompt_logprobs = -1;         // -1 = none; 0..20 = each prompt token's (but the first) + top ones
+  int logprobs = -1;         // -1 = none; 0..20 = the sampled token's + this many top ones
+  int prompt_logprobs = -1;  // -1 = none; 0..20 = each prompt token's (but the first) + top ones
   bool skip_special_tokens = true;
 
   // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.

@@ -16,14 +16,14 @@ struct ScheduledRequest {
   RequestId id = 0;
   const std::vector<int32_t>* all_token_ids = nullptr;  // prompt + generated so far
   int num_prompt_tokens = 0;
-  int num_computed_tokens = 0;  // tokens whose KV is already in the cache
-  int num_new_tokens = 0;       // tokens to compute this step (a prefill chunk, or 1 for decode)
+  int num_computed_tokens = 0;                      // tokens whose KV is already in the cache
+  int num_new_tokens = 0;                           // tokens to compute this step (a prefill chunk, or 1 for decode)
   const std::vector<int32_t>* block_ids = nullptr;  // the request's whole block table
-  bool sample = false;          // this step reaches the end of known tokens: sample one
+  bool sample = false;                              // this step reaches the end of known tokens: sample one
   const SamplingParams* params = nullptr;
-  uint64_t seed = 0;            // per-request seed (params.seed or one the engine drew)
-  int num_output_tokens = 0;    // tokens generated so far (the sampling step's index)
-  int lora_id = 0;              // LoRA adapter: 0 the base model, else 1 + its index in --lora-modules
+  uint64_t seed = 0;          // per-request seed (params.seed or one the engine drew)
+  int num_output_tokens = 0;  // tokens generated so far (the sampling step's index)
+  int lora_id = 0;            // LoRA adapter: 0 the base model, else 1 + its index in --lora-modules
 };
 
 struct SchedulerOutput {
@@ -38,7 +38,7 @@ struct SchedulerOutput {
 struct SampledToken {
   RequestId id = 0;
   int32_t token = 0;
-  float logprob = 0.0f;                                // of the sampled token (if asked)
+  float logprob = 0.0f;                                 // of the sampled token (if asked)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // (token, logprob), best first
 };
 

@@ -33,15 +33,14 @@ Sampler::Sampler(Backend& backend, std::unique_ptr<SamplingKernels> kernels, con
   logprob_ = Tensor::empty({R}, DType::F32, a);
   top_ids_ = Tensor::empty({R, kMaxTopLogprobs}, DType::I32, a);
   top_logprobs_ = Tensor::empty({R, kMaxTopLogprobs}, DType::F32, a);
-  for (const Tensor* t : {&rows_, &adjustments_, &counts_, &prompt_mask_, &sampled_, &logprob_, &top_ids_,
-                          &top_logprobs_})
+  for (const Tensor* t :
+       {&rows_, &adjustments_, &counts_, &prompt_mask_, &sampled_, &logprob_, &top_ids_, &top_logprobs_})
     backend.fill_zero(*t);
   backend.stream().synchronize();
 }
 
 void Sampler::stage(std::span<const SamplingRow> rows, std::span<const LogitAdjustment> adjustments) {
-  GS_CHECK(int(rows.size()) <= limits_.max_rows, "sampler: {} rows staged, at most {}", rows.size(),
-           limits_.max_rows);
+  GS_CHECK(int(rows.size()) <= limits_.max_rows, "sampler: {} rows staged, at most {}", rows.size(), limits_.max_rows);
   GS_CHECK(adjustments.size() <= size_t(limits_.max_rows) * kMaxAdjustmentsPerRow,
            "sampler: {} logit adjustments staged, at most {}", adjustments.size(),
            size_t(limits_.max_rows) * kMaxAdjustmentsPerRow);
@@ -49,8 +48,8 @@ void Sampler::stage(std::span<const SamplingRow> rows, std::span<const LogitAdju
     GS_CHECK(r.adjust_begin >= 0 && r.adjust_begin <= r.adjust_end && r.adjust_end <= int(adjustments.size()) &&
                  r.adjust_end - r.adjust_begin <= kMaxAdjustmentsPerRow && r.penalty_slot < limits_.num_slots &&
                  r.num_logprobs <= kMaxTopLogprobs,
-             "sampler: a staged row is inconsistent (adjustments [{}, {}) of {}, slot {}, logprobs {})",
-             r.adjust_begin, r.adjust_end, adjustments.size(), r.penalty_slot, r.num_logprobs);
+             "sampler: a staged row is inconsistent (adjustments [{}, {}) of {}, slot {}, logprobs {})", r.adjust_begin,
+             r.adjust_end, adjustments.size(), r.penalty_slot, r.num_logprobs);
   staged_.assign(rows.begin(), rows.end());
   if (!rows.empty()) backend_.copy(rows_.prefix({int64_t(rows.size()) * kRowWords}), host_i32(rows));
   if (!adjustments.empty())

@@ -21,16 +21,16 @@
 namespace gs {
 
 struct SamplerLimits {
-  int max_rows = 0;       // rows one sample() handles (max_num_seqs)
+  int max_rows = 0;  // rows one sample() handles (max_num_seqs)
   int vocab = 0;
-  int num_slots = 0;      // penalty slots (requests with penalties sampled in one step at most)
-  int max_tokens = 0;     // most tokens one reset_slot() receives (max_model_len)
+  int num_slots = 0;   // penalty slots (requests with penalties sampled in one step at most)
+  int max_tokens = 0;  // most tokens one reset_slot() receives (max_model_len)
 };
 
 struct SampledRow {
   int32_t token = 0;
-  float logprob = 0.0f;                          // raw logprob of token, when asked
-  std::vector<std::pair<int32_t, float>> top;    // best first, when asked
+  float logprob = 0.0f;                        // raw logprob of token, when asked
+  std::vector<std::pair<int32_t, float>> top;  // best first, when asked
 };
 
 class Sampler {

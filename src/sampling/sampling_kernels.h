@@ -14,21 +14,21 @@ struct SampleArgs {
   float* logits = nullptr;  // [n, vocab] f32; rows with penalties or adjustments are changed in place
   int n = 0;
   int vocab = 0;
-  const SamplingRow* rows = nullptr;               // [n]
-  const LogitAdjustment* adjustments = nullptr;    // indexed by rows[i].adjust_begin .. adjust_end
-  int32_t* counts = nullptr;                       // [slots, vocab] output-token counts (updated)
-  const uint32_t* prompt_mask = nullptr;           // [slots, mask_words] prompt-token bits
+  const SamplingRow* rows = nullptr;             // [n]
+  const LogitAdjustment* adjustments = nullptr;  // indexed by rows[i].adjust_begin .. adjust_end
+  int32_t* counts = nullptr;                     // [slots, vocab] output-token counts (updated)
+  const uint32_t* prompt_mask = nullptr;         // [slots, mask_words] prompt-token bits
   int mask_words = 0;
-  int32_t* sampled = nullptr;                      // [n] the tokens
-  float* logprob = nullptr;                        // [n] the sampled tokens' raw logprobs
-  int32_t* top_ids = nullptr;                      // [n, kMaxTopLogprobs]
-  float* top_logprobs = nullptr;                   // [n, kMaxTopLogprobs]
+  int32_t* sampled = nullptr;     // [n] the tokens
+  float* logprob = nullptr;       // [n] the sampled tokens' raw logprobs
+  int32_t* top_ids = nullptr;     // [n, kMaxTopLogprobs]
+  float* top_logprobs = nullptr;  // [n, kMaxTopLogprobs]
 };
 
 // One penalty slot rebuilt from a request's tokens: counts of its output tokens, bits of its
 // prompt tokens. Token ids outside [0, vocab) are ignored.
 struct SlotArgs {
-  int32_t* counts = nullptr;      // the slot's row, [vocab]
+  int32_t* counts = nullptr;        // the slot's row, [vocab]
   uint32_t* prompt_mask = nullptr;  // the slot's row, [mask_words]
   int vocab = 0;
   int mask_words = 0;

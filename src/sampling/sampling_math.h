@@ -112,8 +112,6 @@ GS_HD float unapply_penalties(float y, int32_t count, bool in_prompt, float adju
 }
 
 // Whether token score (s, id) beats the best so far: the higher score, the lower id on ties.
-GS_HD bool beats(float s, int32_t id, float best, int32_t best_id) {
-  return s > best || (s == best && id < best_id);
-}
+GS_HD bool beats(float s, int32_t id, float best, int32_t best_id) { return s > best || (s == best && id < best_id); }
 
 }  // namespace gs::sampling

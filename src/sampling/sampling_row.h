@@ -23,19 +23,19 @@ constexpr int kMaxTopLogprobs = 20;
 constexpr int kMaxAdjustmentsPerRow = 1024;
 
 struct SamplingRow {
-  float temperature = 0.0f;         // < kGreedyTemperature: greedy
-  int32_t top_k = 0;                // <= 0: off
-  float top_p = 1.0f;               // >= 1: off
-  float min_p = 0.0f;               // <= 0: off
-  uint32_t seed_lo = 0, seed_hi = 0;  // the request's seed: draws depend on (seed, step, token)
-  int32_t step = 0;                 // the output index being sampled
-  int32_t penalty_slot = -1;        // row of the penalty state; -1: no penalties
-  float repetition_penalty = 1.0f;  // over prompt and output tokens (HF)
-  float presence_penalty = 0.0f;    // over output tokens (OpenAI)
-  float frequency_penalty = 0.0f;   // over output tokens (OpenAI)
-  int32_t num_logprobs = -1;        // -1: none; 0..kMaxTopLogprobs: the sampled token's + top ones
+  float temperature = 0.0f;                  // < kGreedyTemperature: greedy
+  int32_t top_k = 0;                         // <= 0: off
+  float top_p = 1.0f;                        // >= 1: off
+  float min_p = 0.0f;                        // <= 0: off
+  uint32_t seed_lo = 0, seed_hi = 0;         // the request's seed: draws depend on (seed, step, token)
+  int32_t step = 0;                          // the output index being sampled
+  int32_t penalty_slot = -1;                 // row of the penalty state; -1: no penalties
+  float repetition_penalty = 1.0f;           // over prompt and output tokens (HF)
+  float presence_penalty = 0.0f;             // over output tokens (OpenAI)
+  float frequency_penalty = 0.0f;            // over output tokens (OpenAI)
+  int32_t num_logprobs = -1;                 // -1: none; 0..kMaxTopLogprobs: the sampled token's + top ones
   int32_t adjust_begin = 0, adjust_end = 0;  // this row's range of the adjustment list
-  int32_t target_token = -1;        // >= 0: report this token's logprob, not the sampled one's (prompt logprobs)
+  int32_t target_token = -1;  // >= 0: report this token's logprob, not the sampled one's (prompt logprobs)
   int32_t reserved = 0;
 
   GS_HD bool greedy() const { return !(temperature >= kGreedyTemperature); }  // NaN: greedy

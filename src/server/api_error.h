@@ -10,10 +10,13 @@ namespace gs {
 
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string message, std::string param = "",
-           std::string type = "invalid_request_error", std::string code = "")
-      : std::runtime_error(message), status_(status), param_(std::move(param)),
-        type_(std::move(type)), code_(std::move(code)) {}
+  ApiError(int status, std::string message, std::string param = "", std::string type = "invalid_request_error",
+           std::string code = "")
+      : std::runtime_error(message),
+        status_(status),
+        param_(std::move(param)),
+        type_(std::move(type)),
+        code_(std::move(code)) {}
 
   int status() const { return status_; }
   const std::string& param() const { return param_; }

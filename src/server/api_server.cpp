@@ -28,7 +28,8 @@ const char* status_type(int status) {
   switch (status) {
     case 401: return "authentication_error";
     case 404: return "not_found_error";
-    case 413: case 431: return "invalid_request_error";
+    case 413:
+    case 431: return "invalid_request_error";
     case 503: return "service_unavailable";
     default: return status >= 500 ? "server_error" : "invalid_request_error";
   }
@@ -119,11 +120,19 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
       std::vector<std::string> names = {client_.model().name};
       names.insert(names.end(), client_.model().aliases.begin(), client_.model().aliases.end());
       for (const std::string& name : names)
-        data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "graphserve"},
-                        {"root", client_.model().name}, {"max_model_len", client_.model().max_model_len}});
+        data.push_back({{"id", name},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "graphserve"},
+                        {"root", client_.model().name},
+                        {"max_model_len", client_.model().max_model_len}});
       for (const std::string& lora : client_.model().lora_names)  // adapters, with their base as parent (vLLM)
-        data.push_back({{"id", lora}, {"object", "model"}, {"created", 0}, {"owned_by", "graphserve"},
-                        {"root", lora}, {"parent", client_.model().name},
+        data.push_back({{"id", lora},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "graphserve"},
+                        {"root", lora},
+                        {"parent", client_.model().name},
                         {"max_model_len", client_.model().max_model_len}});
       return json_response(200, {{"object", "list"}, {"data", data}});
     }
@@ -135,14 +144,12 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind) {
   try {
     if (draining_) throw ApiError(503, "the server is shutting down", "", "service_unavailable");
     json body = parse_json_body(req.body, cfg_.max_json_depth);
-    GenerationRequest greq =
-        kind == ApiKind::Chat
-            ? parse_chat_request(body, nlohmann::ordered_json::parse(req.body), client_,
-                                 cfg_.chat_template, cfg_.limits)
-            : parse_completion_request(body, client_, cfg_.limits);
+    GenerationRequest greq = kind == ApiKind::Chat ? parse_chat_request(body, nlohmann::ordered_json::parse(req.body),
+                                                                        client_, cfg_.chat_template, cfg_.limits)
+                                                   : parse_completion_request(body, client_, cfg_.limits);
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
-      throw ApiError(503, fmt::format("the server is overloaded ({} requests waiting); retry later",
-                                      client_.num_waiting()),
+      throw ApiError(503,
+                     fmt::format("the server is overloaded ({} requests waiting); retry later", client_.num_waiting()),
                      "", "service_unavailable");
     ++in_flight_;
     try {
@@ -169,18 +176,16 @@ HttpResponse ApiServer::handle_tokenize(const HttpRequest& req) {
       auto ordered = nlohmann::ordered_json::parse(req.body);
       auto messages = normalize_chat_messages(ordered["messages"]);
       bool gen_prompt = fields::get_bool(body, "add_generation_prompt", true);
-      std::string prompt = render_chat_prompt(cfg_.chat_template, messages,
-                                              chat_tools(ordered),
-                                              gen_prompt, client_.model());
+      std::string prompt =
+          render_chat_prompt(cfg_.chat_template, messages, chat_tools(ordered), gen_prompt, client_.model());
       ids = client_.encode(prompt, fields::get_bool(body, "add_special_tokens", false));
     } else {
       if (!body.contains("prompt") || !body["prompt"].is_string())
         bad_param("prompt", "'prompt' (a string) or 'messages' is required");
-      ids = client_.encode(body["prompt"].get<std::string>(),
-                           fields::get_bool(body, "add_special_tokens", true));
+      ids = client_.encode(body["prompt"].get<std::string>(), fields::get_bool(body, "add_special_tokens", true));
     }
-    return json_response(200, {{"tokens", ids}, {"count", ids.size()},
-                               {"max_model_len", client_.model().max_model_len}});
+    return json_response(200,
+                         {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", client_.model().max_model_len}});
   } catch (const ApiError& e) {
     return error_response(e);
   } catch (const std::exception& e) {
@@ -192,8 +197,7 @@ HttpResponse ApiServer::handle_detokenize(const HttpRequest& req) {
   try {
     json body = parse_json_body(req.body, cfg_.max_json_depth);
     if (!body.contains("tokens")) bad_param("tokens", "'tokens' (a list of token ids) is required");
-    std::vector<int> ids = fields::get_int_list(body, "tokens", 0, client_.model().vocab_size - 1,
-                                                1u << 20);
+    std::vector<int> ids = fields::get_int_list(body, "tokens", 0, client_.model().vocab_size - 1, 1u << 20);
     std::vector<int32_t> ids32(ids.begin(), ids.end());
     return json_response(200, {{"prompt", client_.decode(ids32)}});
   } catch (const ApiError& e) {

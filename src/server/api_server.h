@@ -23,15 +23,15 @@ namespace gs {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8000;                      // 0: any free port (see ApiServer::port())
-  std::string api_key;                  // "": no authentication
-  int max_waiting_requests = 1024;      // queued engine requests beyond which we answer 503
-  size_t max_body_bytes = 16u << 20;    // larger bodies get 413 (however they are sent)
+  int port = 8000;                    // 0: any free port (see ApiServer::port())
+  std::string api_key;                // "": no authentication
+  int max_waiting_requests = 1024;    // queued engine requests beyond which we answer 503
+  size_t max_body_bytes = 16u << 20;  // larger bodies get 413 (however they are sent)
   int max_json_depth = 64;
-  int io_threads = 2;                   // threads running every connection's I/O
-  int http_threads = 32;                // workers that parse, tokenize and submit requests
-  HttpLimits http;                      // deadlines and the header size limit
-  std::string chat_template;            // overrides the model's template when not empty
+  int io_threads = 2;         // threads running every connection's I/O
+  int http_threads = 32;      // workers that parse, tokenize and submit requests
+  HttpLimits http;            // deadlines and the header size limit
+  std::string chat_template;  // overrides the model's template when not empty
   RequestLimits limits;
 };
 

@@ -31,7 +31,8 @@ std::string content_text(const json& content, size_t i) {
     if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
         !part["text"].is_string())
       bad_param("messages", fmt::format("messages[{}].content: only parts of type \"text\" with a "
-                                        "string \"text\" are supported", i));
+                                        "string \"text\" are supported",
+                                        i));
     text += part["text"].get<std::string>();
   }
   return text;
@@ -78,7 +79,8 @@ json normalize_chat_messages(const json& messages) {
     const std::string& role = m["role"].get_ref<const std::string&>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       bad_param("messages", fmt::format("messages[{}].role is '{}'; it must be one of system, user, assistant, "
-                                        "tool, developer", i, role));
+                                        "tool, developer",
+                                        i, role));
     json msg = m;  // keep extra keys (name, tool_calls, tool_call_id) for templates that use them
     msg["content"] = content_text(m.value("content", json()), i);
     out.push_back(std::move(msg));
@@ -95,9 +97,8 @@ json chat_tools(const json& body) {
   return tools;
 }
 
-std::string render_chat_prompt(const std::string& chat_template, const json& messages,
-                               const json& tools, bool add_generation_prompt,
-                               const ServedModel& model) {
+std::string render_chat_prompt(const std::string& chat_template, const json& messages, const json& tools,
+                               bool add_generation_prompt, const ServedModel& model) {
   if (chat_template.empty())
     throw ApiError(400,
                    fmt::format("model '{}' has no chat template (no chat_template in its "
@@ -106,8 +107,10 @@ std::string render_chat_prompt(const std::string& chat_template, const json& mes
                                model.name),
                    "messages", "invalid_request_error", "no_chat_template");
 #ifdef GS_HAVE_CHAT_TEMPLATE
-  nlohmann::ordered_json special = {{"bos_token", model.bos_token}, {"eos_token", model.eos_token},
-                  {"unk_token", model.unk_token}, {"pad_token", model.pad_token}};
+  nlohmann::ordered_json special = {{"bos_token", model.bos_token},
+                                    {"eos_token", model.eos_token},
+                                    {"unk_token", model.unk_token},
+                                    {"pad_token", model.pad_token}};
   try {
     return parsed(chat_template)->render(messages, tools, add_generation_prompt, special);
   } catch (const Error& e) {

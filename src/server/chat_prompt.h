@@ -23,8 +23,7 @@ void preparse_chat_template(const std::string& chat_template);
 // Renders normalised messages with `chat_template`; throws ApiError(400) when the model has no
 // template or rendering fails (the template's own message, e.g. from raise_exception).
 // Ordered JSON keeps the client's key order, which tojson in templates prints.
-std::string render_chat_prompt(const std::string& chat_template,
-                               const nlohmann::ordered_json& messages,
+std::string render_chat_prompt(const std::string& chat_template, const nlohmann::ordered_json& messages,
                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                const ServedModel& model);
 

@@ -15,13 +15,13 @@
 namespace gs {
 
 struct ServedModel {
-  std::string name;           // what clients put in "model" (and what responses carry)
+  std::string name;                  // what clients put in "model" (and what responses carry)
   std::vector<std::string> aliases;  // other names clients may use (--served-model-name a b)
-  int max_model_len = 0;      // prompt + output tokens
+  int max_model_len = 0;             // prompt + output tokens
   int vocab_size = 0;
   std::string chat_template;  // "" when the model has none
   std::string bos_token, eos_token, unk_token, pad_token;
-  SamplingParams sampling_defaults;  // what requests leave out (the model's generation_config.json)
+  SamplingParams sampling_defaults;     // what requests leave out (the model's generation_config.json)
   std::vector<std::string> lora_names;  // LoRA adapters served beside it (--lora-modules)
 };
 

@@ -38,9 +38,7 @@ std::vector<int32_t> EngineLoop::encode(std::string_view text, bool add_special_
 std::string EngineLoop::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   return tokenizer_.decode(ids, skip_special_tokens);
 }
-std::string EngineLoop::token_text(int32_t id) const {
-  return tokenizer_.token_bytes(id);
-}
+std::string EngineLoop::token_text(int32_t id) const { return tokenizer_.token_bytes(id); }
 
 RequestId EngineLoop::submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
                              std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) {
@@ -119,9 +117,8 @@ void EngineLoop::run() {
     std::vector<RequestId> aborts;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
-        return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished_requests();
-      });
+      cv_.wait(lock,
+               [&] { return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished_requests(); });
       if (stop_) break;
       batch.swap(pending_);
       aborts.swap(aborts_);
@@ -141,8 +138,7 @@ void EngineLoop::run() {
   }
   // Shutting down: refuse what is still queued, abort what runs.
   std::lock_guard lock(mu_);
-  for (Pending& p : pending_)
-    p.accepted.set_exception(std::make_exception_ptr(Error("the engine is shutting down")));
+  for (Pending& p : pending_) p.accepted.set_exception(std::make_exception_ptr(Error("the engine is shutting down")));
   pending_.clear();
   for (auto& [id, route] : routes_) engine_->abort_request(id);
 }

@@ -29,8 +29,8 @@ class EngineLoop : public EngineClient {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const override;
   std::string token_text(int32_t id) const override;
-  RequestId submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
-                   std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) override;
+  RequestId submit(std::vector<int32_t> prompt_ids, const SamplingParams& params, std::shared_ptr<OutputQueue> sink,
+                   int choice, const std::string& lora) override;
   void abort(RequestId id) override;
   int num_waiting() const override;
   EngineStats stats() const override;

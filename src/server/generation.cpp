@@ -8,10 +8,14 @@ namespace {
 double seconds(Generation::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-Generation::Generation(GenerationRequest req, std::string model, EngineClient& client,
-                       Metrics& metrics, std::function<void()> on_done)
-    : req_(std::move(req)), client_(&client), metrics_(&metrics), on_done_(std::move(on_done)),
-      builder_(req_, std::move(model), client), timing_(req_.num_choices()) {
+Generation::Generation(GenerationRequest req, std::string model, EngineClient& client, Metrics& metrics,
+                       std::function<void()> on_done)
+    : req_(std::move(req)),
+      client_(&client),
+      metrics_(&metrics),
+      on_done_(std::move(on_done)),
+      builder_(req_, std::move(model), client),
+      timing_(req_.num_choices()) {
   try {
     for (int c = 0; c < req_.num_choices(); ++c) {
       SamplingParams p = req_.params;
@@ -57,11 +61,10 @@ void Generation::record(const ChoiceOutput& item) {
   }
   if (!item.out.error.empty() && error_.empty()) error_ = item.out.error;
   if (item.out.finished && !builder_.finished(item.choice)) {
-    FinishReason r = item.out.finish_reason == FinishReason::None ? FinishReason::Stop
-                                                                  : item.out.finish_reason;
+    FinishReason r = item.out.finish_reason == FinishReason::None ? FinishReason::Stop : item.out.finish_reason;
     if (!t.first) metrics_->on_decode_time(seconds(now - t.first_token));
-    metrics_->on_finished(finish_reason_string(r), item.out.num_prompt_tokens,
-                          item.out.num_output_tokens, seconds(now - t.start));
+    metrics_->on_finished(finish_reason_string(r), item.out.num_prompt_tokens, item.out.num_output_tokens,
+                          seconds(now - t.start));
   }
 }
 

@@ -15,9 +15,14 @@ using boost::system::error_code;
 using tcp = net::ip::tcp;
 
 HttpListener::HttpListener(HttpHandler& handler, HttpLimits limits, int io_threads, int worker_threads)
-    : handler_(handler), limits_(limits), io_threads_(std::max(1, io_threads)), ioc_(io_threads_),
-      work_(net::make_work_guard(ioc_)), workers_(static_cast<size_t>(std::max(1, worker_threads))),
-      acceptor_(net::make_strand(ioc_)), retry_(acceptor_.get_executor()) {}
+    : handler_(handler),
+      limits_(limits),
+      io_threads_(std::max(1, io_threads)),
+      ioc_(io_threads_),
+      work_(net::make_work_guard(ioc_)),
+      workers_(static_cast<size_t>(std::max(1, worker_threads))),
+      acceptor_(net::make_strand(ioc_)),
+      retry_(acceptor_.get_executor()) {}
 
 HttpListener::~HttpListener() {
   stop(std::chrono::milliseconds(0));

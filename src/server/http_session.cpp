@@ -38,8 +38,13 @@ std::string chunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n"
 
 HttpSession::HttpSession(Socket socket, HttpHandler& handler, net::thread_pool& workers, const HttpLimits& limits,
                          std::function<void(HttpSession*)> on_destroy)
-    : socket_(std::move(socket)), ex_(socket_.get_executor()), deadline_(ex_), handler_(handler),
-      workers_(workers), limits_(limits), buffer_(limits.max_header_bytes + kPipelineSlack),
+    : socket_(std::move(socket)),
+      ex_(socket_.get_executor()),
+      deadline_(ex_),
+      handler_(handler),
+      workers_(workers),
+      limits_(limits),
+      buffer_(limits.max_header_bytes + kPipelineSlack),
       on_destroy_(std::move(on_destroy)) {
   error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
@@ -165,8 +170,7 @@ void HttpSession::log_access(int status) const {
 void HttpSession::write_whole(int status, const std::string& content_type, std::string body, bool close_after) {
   if (close_after) keep_alive_ = false;
   log_access(status);
-  auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status),
-                                                                 http10_ ? 10 : 11);
+  auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), http10_ ? 10 : 11);
   msg->set(http::field::server, "graphserve");
   msg->set(http::field::content_type, content_type);
   msg->keep_alive(keep_alive_);
@@ -202,17 +206,16 @@ void HttpSession::start_generation(std::shared_ptr<Generation> gen) {
   if (streaming_) {
     log_access(200);
     if (http10_) keep_alive_ = false;  // no chunked encoding: the end of the body is the close
-    out_ = fmt::format("HTTP/1.{} 200 OK\r\nServer: graphserve\r\nContent-Type: text/event-stream\r\n"
-                       "Cache-Control: no-cache\r\n{}{}\r\n",
-                       http10_ ? 0 : 1, http10_ ? "" : "Transfer-Encoding: chunked\r\n",
-                       keep_alive_ ? "" : "Connection: close\r\n");
+    out_ = fmt::format(
+        "HTTP/1.{} 200 OK\r\nServer: graphserve\r\nContent-Type: text/event-stream\r\n"
+        "Cache-Control: no-cache\r\n{}{}\r\n",
+        http10_ ? 0 : 1, http10_ ? "" : "Transfer-Encoding: chunked\r\n", keep_alive_ ? "" : "Connection: close\r\n");
     for (const nlohmann::json& c : gen_->builder().opening_chunks()) queue_chunk(sse_event(c));
   }
   std::weak_ptr<HttpSession> weak = weak_from_this();
   gen_->set_listener([weak] {
     auto self = weak.lock();
-    if (self && !self->notify_pending_.exchange(true))
-      net::post(self->ex_, [self] { self->on_outputs(); });
+    if (self && !self->notify_pending_.exchange(true)) net::post(self->ex_, [self] { self->on_outputs(); });
   });
   watch_client();
   on_outputs();  // what arrived before the listener was set

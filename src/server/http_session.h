@@ -17,8 +17,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,19 +96,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = true;
   bool http10_ = false;
   bool closed_ = false;
-  bool busy_ = false;          // a request is being answered (no read of the next one)
-  bool watching_ = false;      // an async_wait on the socket is pending
+  bool busy_ = false;      // a request is being answered (no read of the next one)
+  bool watching_ = false;  // an async_wait on the socket is pending
   bool resume_after_watch_ = false;
   bool writing_ = false;
   bool stopping_ = false;
-  bool peer_eof_ = false;      // the client shut its side while we were answering
-  std::string peer_;                 // "address:port" of the client, for the access log
+  bool peer_eof_ = false;                  // the client shut its side while we were answering
+  std::string peer_;                       // "address:port" of the client, for the access log
   std::string method_ = "-", path_ = "-";  // of the request being answered
   std::shared_ptr<Generation> gen_;
   bool streaming_ = false;
-  bool stream_done_ = false;   // the last bytes of the stream are queued
-  std::string out_;            // stream bytes waiting for the current write to finish
-  std::string writing_buf_;    // the bytes of the write in progress
+  bool stream_done_ = false;  // the last bytes of the stream are queued
+  std::string out_;           // stream bytes waiting for the current write to finish
+  std::string writing_buf_;   // the bytes of the write in progress
   std::unique_ptr<std::array<char, 4096>> linger_buf_;
 };
 

@@ -12,16 +12,21 @@ int nesting_depth(std::string_view s, int limit) {
   bool in_string = false, escaped = false;
   for (char c : s) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       deepest = std::max(deepest, ++depth);
       if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') --depth;
+    } else if (c == ']' || c == '}')
+      --depth;
   }
   return deepest;
 }
@@ -31,8 +36,7 @@ int nesting_depth(std::string_view s, int limit) {
 nlohmann::json parse_json_body(std::string_view body, int max_depth) {
   if (body.empty()) throw ApiError(400, "the request body is empty; send a JSON object");
   if (nesting_depth(body, max_depth) > max_depth)
-    throw ApiError(400, "the request body nests deeper than " + std::to_string(max_depth) +
-                            " levels");
+    throw ApiError(400, "the request body nests deeper than " + std::to_string(max_depth) + " levels");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);  // validates UTF-8 and number ranges

@@ -19,11 +19,9 @@ int64_t as_int(const json& v, const char* key, int64_t lo, int64_t hi) {
     return static_cast<int64_t>(u);
   }
   if (!v.is_number_integer())
-    bad_param(key, fmt::format("'{}' must be an integer, got {}", key,
-                               v.is_number() ? v.dump() : type_name(v)));
+    bad_param(key, fmt::format("'{}' must be an integer, got {}", key, v.is_number() ? v.dump() : type_name(v)));
   int64_t i = v.get<int64_t>();
-  if (i < lo || i > hi)
-    bad_param(key, fmt::format("'{}' is {}, outside the valid range [{}, {}]", key, i, lo, hi));
+  if (i < lo || i > hi) bad_param(key, fmt::format("'{}' is {}, outside the valid range [{}, {}]", key, i, lo, hi));
   return i;
 }
 
@@ -86,8 +84,7 @@ std::vector<std::string> get_string_or_list(const json& body, const char* key, s
   return out;
 }
 
-std::vector<int> get_int_list(const json& body, const char* key, int64_t lo, int64_t hi,
-                              size_t max_items) {
+std::vector<int> get_int_list(const json& body, const char* key, int64_t lo, int64_t hi, size_t max_items) {
   if (!present(body, key)) return {};
   const json& v = body.at(key);
   if (!v.is_array()) bad_param(key, fmt::format("'{}' must be a list of integers", key));

@@ -20,7 +20,6 @@ std::optional<int64_t> get_optional_int(const json& body, const char* key, int64
 std::string get_string(const json& body, const char* key, const std::string& def);
 // A string or a list of strings (OpenAI's "stop"); at most `max_items`.
 std::vector<std::string> get_string_or_list(const json& body, const char* key, size_t max_items);
-std::vector<int> get_int_list(const json& body, const char* key, int64_t lo, int64_t hi,
-                              size_t max_items);
+std::vector<int> get_int_list(const json& body, const char* key, int64_t lo, int64_t hi, size_t max_items);
 
 }  // namespace gs::fields

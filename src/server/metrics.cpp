@@ -6,8 +6,7 @@
 
 namespace gs {
 
-Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::observe(double v) {
   size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
@@ -32,13 +31,12 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 
 namespace {
 
-const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,
-                                         0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
-const std::vector<double> kItlBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025,
-                                        0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-                                        0.75, 1.0, 2.5};
-const std::vector<double> kE2eBounds = {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
-                                        10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0};
+const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                         0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kItlBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                                        0.075,  0.1,   0.15,   0.2,   0.3,  0.4,   0.5,  0.75,  1.0,  2.5};
+const std::vector<double> kE2eBounds = {0.01, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,  1.5,  2.0,  2.5,
+                                        5.0,  10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0};
 
 void gauge(std::string& out, const char* name, const char* help, double v) {
   out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
@@ -50,7 +48,11 @@ void counter(std::string& out, const char* name, const char* help, uint64_t v) {
 }  // namespace
 
 Metrics::Metrics()
-    : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds), decode_(kE2eBounds), queue_(kE2eBounds),
+    : ttft_(kTtftBounds),
+      itl_(kItlBounds),
+      e2e_(kE2eBounds),
+      decode_(kE2eBounds),
+      queue_(kE2eBounds),
       prefill_(kE2eBounds) {
   for (const char* r : {"stop", "length", "abort"}) finished_[r] = 0;
 }
@@ -63,8 +65,7 @@ void Metrics::on_inter_token(double s) {
   std::lock_guard lock(mu_);
   itl_.observe(s);
 }
-void Metrics::on_finished(const std::string& reason, int prompt_tokens, int output_tokens,
-                          double e2e_s) {
+void Metrics::on_finished(const std::string& reason, int prompt_tokens, int output_tokens, double e2e_s) {
   std::lock_guard lock(mu_);
   ++finished_[reason];
   prompt_tokens_ += prompt_tokens;
@@ -91,12 +92,14 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight, const std:
   gauge(out, "graphserve_num_requests_running", "Requests in the engine's running batch.", e.num_running);
   gauge(out, "graphserve_num_requests_waiting", "Requests waiting to be scheduled.", e.num_waiting);
   gauge(out, "graphserve_http_requests_in_flight", "Generation HTTP requests being answered.", http_in_flight);
-  out += "# HELP graphserve_request_success_total Finished requests (choices) by finish reason.\n"
-         "# TYPE graphserve_request_success_total counter\n";
+  out +=
+      "# HELP graphserve_request_success_total Finished requests (choices) by finish reason.\n"
+      "# TYPE graphserve_request_success_total counter\n";
   for (const auto& [reason, n] : finished_)
     out += fmt::format("graphserve_request_success_total{{finished_reason=\"{}\"}} {}\n", reason, n);
-  out += "# HELP graphserve_request_rejected_total Generation requests answered with an error, by HTTP status.\n"
-         "# TYPE graphserve_request_rejected_total counter\n";
+  out +=
+      "# HELP graphserve_request_rejected_total Generation requests answered with an error, by HTTP status.\n"
+      "# TYPE graphserve_request_rejected_total counter\n";
   for (const auto& [status, n] : rejected_)
     out += fmt::format("graphserve_request_rejected_total{{status=\"{}\"}} {}\n", status, n);
   counter(out, "graphserve_prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);
@@ -111,8 +114,9 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight, const std:
   gauge(out, "graphserve_kv_cache_blocks_total", "KV cache blocks.", e.kv_blocks_total);
   gauge(out, "graphserve_kv_cache_blocks_free", "Free KV cache blocks.", e.kv_blocks_free);
   counter(out, "graphserve_num_preemptions_total", "Preempted requests.", e.num_preemptions);
-  out += "# HELP graphserve_forward_steps_total Forward steps by CUDA-graph runtime mode.\n"
-         "# TYPE graphserve_forward_steps_total counter\n";
+  out +=
+      "# HELP graphserve_forward_steps_total Forward steps by CUDA-graph runtime mode.\n"
+      "# TYPE graphserve_forward_steps_total counter\n";
   out += fmt::format("graphserve_forward_steps_total{{mode=\"NONE\"}} {}\n", e.graphs.steps_none);
   out += fmt::format("graphserve_forward_steps_total{{mode=\"PIECEWISE\"}} {}\n", e.graphs.steps_piecewise);
   out += fmt::format("graphserve_forward_steps_total{{mode=\"FULL\"}} {}\n", e.graphs.steps_full);
@@ -121,7 +125,8 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight, const std:
           e.graphs.graph_captures_after_startup);
   gauge(out, "graphserve_cuda_graphs", "Captured CUDA graphs.", e.graphs.num_graphs);
   gauge(out, "graphserve_graph_capture_seconds", "Time spent capturing graphs at start-up.", e.graphs.capture_seconds);
-  gauge(out, "graphserve_graph_memory_bytes", "Memory held by captured graphs.", static_cast<double>(e.graphs.graph_memory_bytes));
+  gauge(out, "graphserve_graph_memory_bytes", "Memory held by captured graphs.",
+        static_cast<double>(e.graphs.graph_memory_bytes));
   render_vllm(out, e, model_name);
   return out;
 }

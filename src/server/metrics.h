@@ -21,8 +21,7 @@ class Histogram {
   void observe(double v);
   // Appends "_bucket{le=..}", "_sum" and "_count" lines for `name`; `labels` (e.g.
   // model_name="x") go on every line.
-  void render(std::string& out, const std::string& name, const std::string& help,
-              const std::string& labels = "") const;
+  void render(std::string& out, const std::string& name, const std::string& help, const std::string& labels = "") const;
 
  private:
   std::vector<double> bounds_;

@@ -41,8 +41,9 @@ void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::str
          double(e.prompt_tokens));
   metric(out, "counter", "vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", l,
          double(e.prefix_cache_hit_tokens));
-  out += "# HELP vllm:request_success_total Finished requests by finish reason.\n"
-         "# TYPE vllm:request_success_total counter\n";
+  out +=
+      "# HELP vllm:request_success_total Finished requests by finish reason.\n"
+      "# TYPE vllm:request_success_total counter\n";
   for (const auto& [reason, n] : finished_)
     out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", l, reason, n);
   ttft_.render(out, "vllm:time_to_first_token_seconds", "Time to first token.", l);

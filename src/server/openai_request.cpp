@@ -42,8 +42,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, int vo
   if (!lb.is_object())
     bad_param("logit_bias", "'logit_bias' must be an object mapping token ids (as strings) to biases in [-100, 100]");
   if (lb.size() > kMaxLogitBias)
-    bad_param("logit_bias", fmt::format("'logit_bias' names {} tokens; at most {} are allowed", lb.size(),
-                                        kMaxLogitBias));
+    bad_param("logit_bias",
+              fmt::format("'logit_bias' names {} tokens; at most {} are allowed", lb.size(), kMaxLogitBias));
   std::vector<std::pair<int32_t, float>> out;
   for (const auto& [key, value] : lb.items()) {
     int64_t id = -1;
@@ -69,12 +69,11 @@ void parse_common(const json& body, GenerationRequest& r, const RequestLimits& l
   p.min_p = static_cast<float>(f::get_number(body, "min_p", d.min_p, 0.0, 1.0));
   p.presence_penalty = static_cast<float>(f::get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
   p.frequency_penalty = static_cast<float>(f::get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  p.repetition_penalty =
-      static_cast<float>(f::get_number(body, "repetition_penalty", d.repetition_penalty, 0.0, 10.0));
+  p.repetition_penalty = static_cast<float>(f::get_number(body, "repetition_penalty", d.repetition_penalty, 0.0, 10.0));
   p.logit_bias = parse_logit_bias(body, client.model().vocab_size);
   if (p.repetition_penalty <= 0.0f) bad_param("repetition_penalty", "'repetition_penalty' must be > 0");
-  if (auto seed = f::get_optional_int(body, "seed", std::numeric_limits<int64_t>::min(),
-                                      std::numeric_limits<int64_t>::max()))
+  if (auto seed =
+          f::get_optional_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
     p.seed = static_cast<uint64_t>(*seed);
   p.stop = f::get_string_or_list(body, "stop", 16);
   p.stop_token_ids = f::get_int_list(body, "stop_token_ids", 0, kIntMax, kMaxStopTokenIds);
@@ -98,12 +97,10 @@ void parse_common(const json& body, GenerationRequest& r, const RequestLimits& l
 std::vector<int32_t> token_list(const json& v, const EngineClient& client) {
   std::vector<int32_t> ids;
   for (const json& t : v) {
-    if (!t.is_number_integer())
-      bad_param("prompt", "a token-id prompt must contain only integers");
+    if (!t.is_number_integer()) bad_param("prompt", "a token-id prompt must contain only integers");
     int64_t id = t.get<int64_t>();
     if (id < 0 || id >= client.model().vocab_size)
-      bad_param("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id,
-                                      client.model().vocab_size));
+      bad_param("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id, client.model().vocab_size));
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
@@ -123,18 +120,22 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
     out.push_back(token_list(p, client));
   } else if (p.is_array() && !p.empty()) {
     if (p.size() > static_cast<size_t>(limits.max_prompts))
-      bad_param("prompt", fmt::format("{} prompts in one request; at most {} are allowed",
-                                      p.size(), limits.max_prompts));
+      bad_param("prompt",
+                fmt::format("{} prompts in one request; at most {} are allowed", p.size(), limits.max_prompts));
     for (const json& item : p) {
       if (item.is_string() && item.get_ref<const std::string&>().empty())
         bad_param("prompt", "a prompt in the list is an empty string");
-      else if (item.is_string()) out.push_back(client.encode(item.get<std::string>(), true));
-      else if (item.is_array()) out.push_back(token_list(item, client));
-      else bad_param("prompt", "'prompt' lists must hold strings or lists of token ids");
+      else if (item.is_string())
+        out.push_back(client.encode(item.get<std::string>(), true));
+      else if (item.is_array())
+        out.push_back(token_list(item, client));
+      else
+        bad_param("prompt", "'prompt' lists must hold strings or lists of token ids");
     }
   } else {
-    bad_param("prompt", "'prompt' must be a non-empty string, list of strings, list of token "
-                        "ids, or list of token-id lists");
+    bad_param("prompt",
+              "'prompt' must be a non-empty string, list of strings, list of token "
+              "ids, or list of token-id lists");
   }
   for (const auto& ids : out)
     if (ids.empty()) bad_param("prompt", "a prompt is empty (no tokens)");
@@ -142,39 +143,37 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
 }
 
 // max_tokens: the request's, else `def` (0: what the context leaves). Checks the context length.
-void resolve_max_tokens(const json& body, const char* key, int def, GenerationRequest& r,
-                        const EngineClient& client) {
+void resolve_max_tokens(const json& body, const char* key, int def, GenerationRequest& r, const EngineClient& client) {
   const int ctx = client.model().max_model_len;
   size_t longest = 0;
   for (const auto& ids : r.prompts) longest = std::max(longest, ids.size());
   const int prompt_len = static_cast<int>(longest);
   if (prompt_len >= ctx)
-    throw ApiError(400, fmt::format("this model's maximum context length is {} tokens, but the "
-                                    "prompt has {} tokens; shorten the prompt",
-                                    ctx, prompt_len),
+    throw ApiError(400,
+                   fmt::format("this model's maximum context length is {} tokens, but the "
+                               "prompt has {} tokens; shorten the prompt",
+                               ctx, prompt_len),
                    "prompt", "invalid_request_error", "context_length_exceeded");
   auto req = f::get_optional_int(body, key, 1, kIntMax);
-  int max_tokens = req ? static_cast<int>(*req) : (def > 0 ? std::min(def, ctx - prompt_len)
-                                                           : ctx - prompt_len);
+  int max_tokens = req ? static_cast<int>(*req) : (def > 0 ? std::min(def, ctx - prompt_len) : ctx - prompt_len);
   if (prompt_len + max_tokens > ctx)
-    throw ApiError(400, fmt::format("this model's maximum context length is {} tokens, but {} "
-                                    "tokens were requested ({} in the prompt, {} for the "
-                                    "completion); lower {} or shorten the prompt",
-                                    ctx, prompt_len + max_tokens, prompt_len, max_tokens, key),
+    throw ApiError(400,
+                   fmt::format("this model's maximum context length is {} tokens, but {} "
+                               "tokens were requested ({} in the prompt, {} for the "
+                               "completion); lower {} or shorten the prompt",
+                               ctx, prompt_len + max_tokens, prompt_len, max_tokens, key),
                    key, "invalid_request_error", "context_length_exceeded");
   r.params.max_tokens = max_tokens;
 }
 
 void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
   if (r.num_choices() > limits.max_choices)
-    bad_param("n", fmt::format("prompts x n is {}; at most {} are allowed", r.num_choices(),
-                               limits.max_choices));
+    bad_param("n", fmt::format("prompts x n is {}; at most {} are allowed", r.num_choices(), limits.max_choices));
 }
 
 }  // namespace
 
-GenerationRequest parse_completion_request(const json& body, const EngineClient& client,
-                                           const RequestLimits& limits) {
+GenerationRequest parse_completion_request(const json& body, const EngineClient& client, const RequestLimits& limits) {
   check_request_fields(body, ApiKind::Completion);
   GenerationRequest r;
   r.lora = check_model(body, client);
@@ -209,8 +208,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   nlohmann::ordered_json messages = normalize_chat_messages(ordered["messages"]);
   nlohmann::ordered_json tools = chat_tools(ordered);
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
-  std::string prompt =
-      render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());
+  std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());
   // The template already writes the special tokens it wants (as vLLM: no BOS added here).
   r.prompts.push_back(client.encode(prompt, false));
   if (r.prompts[0].empty()) bad_param("messages", "the chat template rendered an empty prompt");

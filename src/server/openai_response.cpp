@@ -50,19 +50,30 @@ std::string token_string(const std::string& bytes) {
 
 }  // namespace
 
-ResponseBuilder::ResponseBuilder(const GenerationRequest& req, std::string model,
-                                 const EngineClient& client)
-    : kind_(req.kind), id_(new_response_id(req.kind)), model_(std::move(model)),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(
-                   std::chrono::system_clock::now().time_since_epoch()).count()),
-      top_logprobs_(req.top_logprobs), echo_(req.echo), prompt_logprobs_(req.params.prompt_logprobs >= 0),
-      prompts_(req.prompts), n_(req.n), client_(&client), choices_(req.num_choices()) {
+ResponseBuilder::ResponseBuilder(const GenerationRequest& req, std::string model, const EngineClient& client)
+    : kind_(req.kind),
+      id_(new_response_id(req.kind)),
+      model_(std::move(model)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
+      top_logprobs_(req.top_logprobs),
+      echo_(req.echo),
+      prompt_logprobs_(req.params.prompt_logprobs >= 0),
+      prompts_(req.prompts),
+      n_(req.n),
+      client_(&client),
+      choices_(req.num_choices()) {
   for (const auto& p : req.prompts) prompt_tokens_ += static_cast<int>(p.size());
   for (auto& c : choices_) {
-    if (top_logprobs_ < 0) c.logprobs = nullptr;
-    else if (kind_ == ApiKind::Chat) c.logprobs = {{"content", json::array()}};
-    else c.logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()},
-                       {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+    if (top_logprobs_ < 0)
+      c.logprobs = nullptr;
+    else if (kind_ == ApiKind::Chat)
+      c.logprobs = {{"content", json::array()}};
+    else
+      c.logprobs = {{"tokens", json::array()},
+                    {"token_logprobs", json::array()},
+                    {"top_logprobs", json::array()},
+                    {"text_offset", json::array()}};
   }
 }
 
@@ -99,13 +110,15 @@ json ResponseBuilder::logprobs_delta(Choice& c, const RequestOutput& out) const 
         const std::string t = client_->token_text(id);
         top.push_back({{"token", token_string(t)}, {"logprob", p}, {"bytes", bytes_of(t)}});
       }
-      content.push_back({{"token", token_string(tok)}, {"logprob", lp.logprob}, {"bytes", bytes_of(tok)},
-                         {"top_logprobs", top}});
+      content.push_back(
+          {{"token", token_string(tok)}, {"logprob", lp.logprob}, {"bytes", bytes_of(tok)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
-  json d = {{"tokens", json::array()}, {"token_logprobs", json::array()},
-            {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  json d = {{"tokens", json::array()},
+            {"token_logprobs", json::array()},
+            {"top_logprobs", json::array()},
+            {"text_offset", json::array()}};
   for (const TokenLogprob& lp : out.logprobs) {
     const std::string tok = client_->token_text(lp.token);
     json top = json::object();
@@ -120,8 +133,10 @@ json ResponseBuilder::logprobs_delta(Choice& c, const RequestOutput& out) const 
 }
 
 json ResponseBuilder::echo_logprobs(Choice& c, const std::vector<int32_t>& prompt, const RequestOutput& out) const {
-  json d = {{"tokens", json::array()}, {"token_logprobs", json::array()},
-            {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  json d = {{"tokens", json::array()},
+            {"token_logprobs", json::array()},
+            {"top_logprobs", json::array()},
+            {"text_offset", json::array()}};
   for (size_t i = 0; i < prompt.size(); ++i) {
     const std::string tok = client_->token_text(prompt[i]);
     const TokenLogprob* lp = i > 0 && i - 1 < out.prompt_logprobs.size() ? &out.prompt_logprobs[i - 1] : nullptr;
@@ -145,8 +160,8 @@ json ResponseBuilder::vllm_prompt_logprobs(const std::vector<int32_t>& prompt, c
   for (const TokenLogprob& lp : out.prompt_logprobs) {
     json entry = json::object();
     auto add = [&](int32_t id, float logprob, json rank) {
-      entry[std::to_string(id)] = {{"logprob", logprob}, {"rank", rank},
-                                   {"decoded_token", token_string(client_->token_text(id))}};
+      entry[std::to_string(id)] = {
+          {"logprob", logprob}, {"rank", rank}, {"decoded_token", token_string(client_->token_text(id))}};
     };
     json own_rank = nullptr;
     for (size_t k = 0; k < lp.top.size(); ++k) {
@@ -166,8 +181,7 @@ void ResponseBuilder::append_logprobs(json& acc, const json& delta) {
     for (const json& v : list) acc[key].push_back(v);
 }
 
-json ResponseBuilder::choice_chunk(int index, const std::string& text, const json& logprobs,
-                                   const Choice& c) const {
+json ResponseBuilder::choice_chunk(int index, const std::string& text, const json& logprobs, const Choice& c) const {
   json choice = {{"index", index}, {"logprobs", logprobs}};
   if (kind_ == ApiKind::Chat)
     choice["delta"] = text.empty() && c.finished ? json::object() : json{{"content", text}};
@@ -175,8 +189,7 @@ json ResponseBuilder::choice_chunk(int index, const std::string& text, const jso
     choice["text"] = text;
   std::string reason = finish_reason_string(c.reason);
   choice["finish_reason"] = c.finished ? json(reason) : json(nullptr);
-  if (kind_ == ApiKind::Completion)
-    choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
+  if (kind_ == ApiKind::Completion) choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
   json chunk = chunk_base();
   chunk["choices"] = json::array({choice});
   return chunk;
@@ -203,8 +216,10 @@ std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
   c.text += text;
   c.output_tokens = std::max(c.output_tokens, out.num_output_tokens);
   const json generated = logprobs_delta(c, out);
-  if (lp.is_null()) lp = generated;
-  else append_logprobs(lp, generated);
+  if (lp.is_null())
+    lp = generated;
+  else
+    append_logprobs(lp, generated);
   append_logprobs(c.logprobs, lp);
   if (out.finished) {
     c.finished = true;
@@ -230,7 +245,8 @@ bool ResponseBuilder::all_finished() const {
 json ResponseBuilder::usage() const {
   int completion = 0;
   for (const auto& c : choices_) completion += c.output_tokens;
-  return {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion},
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion},
           {"total_tokens", prompt_tokens_ + completion}};
 }
 
@@ -245,8 +261,7 @@ json ResponseBuilder::response() const {
   json choices = json::array();
   for (int i = 0; i < num_choices(); ++i) {
     const Choice& c = choices_[i];
-    json choice = {{"index", i}, {"logprobs", c.logprobs},
-                   {"finish_reason", finish_reason_string(c.reason)}};
+    json choice = {{"index", i}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason_string(c.reason)}};
     if (kind_ == ApiKind::Chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
@@ -256,12 +271,9 @@ json ResponseBuilder::response() const {
     if (prompt_logprobs_) choice["prompt_logprobs"] = c.prompt_logprobs;
     choices.push_back(std::move(choice));
   }
-  return {{"id", id_},
-          {"object", kind_ == ApiKind::Chat ? "chat.completion" : "text_completion"},
-          {"created", created_},
-          {"model", model_},
-          {"choices", choices},
-          {"usage", usage()}};
+  return {{"id", id_},           {"object", kind_ == ApiKind::Chat ? "chat.completion" : "text_completion"},
+          {"created", created_}, {"model", model_},
+          {"choices", choices},  {"usage", usage()}};
 }
 
 }  // namespace gs

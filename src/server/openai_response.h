@@ -14,7 +14,7 @@
 namespace gs {
 
 std::string finish_reason_string(FinishReason r);  // "stop", "length", "abort", "" (none)
-std::string new_response_id(ApiKind kind);          // cmpl-... / chatcmpl-...
+std::string new_response_id(ApiKind kind);         // cmpl-... / chatcmpl-...
 // One Server-Sent Event carrying `chunk` (or the literal [DONE]).
 std::string sse_event(const nlohmann::json& chunk);
 std::string sse_done();
@@ -38,10 +38,10 @@ class ResponseBuilder {
  private:
   struct Choice {
     std::string text;
-    nlohmann::json logprobs;  // accumulated, in the endpoint's shape; null when not requested
+    nlohmann::json logprobs;         // accumulated, in the endpoint's shape; null when not requested
     nlohmann::json prompt_logprobs;  // vLLM's [null, {id: {logprob, rank, decoded_token}}, ...]
-    bool started = false;     // the first output (which carries the prompt's logprobs) arrived
-    size_t text_offset = 0;   // completions logprobs: where the next token's text starts
+    bool started = false;            // the first output (which carries the prompt's logprobs) arrived
+    size_t text_offset = 0;          // completions logprobs: where the next token's text starts
     int output_tokens = 0;
     bool finished = false;
     FinishReason reason = FinishReason::None;

@@ -16,15 +16,37 @@ using nlohmann::json;
 namespace {
 
 // Read by parse_common / parse_*_request, or harmless metadata.
-constexpr std::array<std::string_view, 28> kCommon = {
-    "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-    "repetition_penalty", "seed", "stop", "stop_token_ids", "ignore_eos", "min_tokens",
-    "skip_special_tokens", "n", "stream", "stream_options", "echo", "best_of", "max_tokens",
-    "logprobs", "logit_bias", "user", "metadata", "store", "service_tier", "spaces_between_special_tokens",
-    "prompt_logprobs"};
+constexpr std::array<std::string_view, 28> kCommon = {"model",
+                                                      "temperature",
+                                                      "top_p",
+                                                      "top_k",
+                                                      "min_p",
+                                                      "presence_penalty",
+                                                      "frequency_penalty",
+                                                      "repetition_penalty",
+                                                      "seed",
+                                                      "stop",
+                                                      "stop_token_ids",
+                                                      "ignore_eos",
+                                                      "min_tokens",
+                                                      "skip_special_tokens",
+                                                      "n",
+                                                      "stream",
+                                                      "stream_options",
+                                                      "echo",
+                                                      "best_of",
+                                                      "max_tokens",
+                                                      "logprobs",
+                                                      "logit_bias",
+                                                      "user",
+                                                      "metadata",
+                                                      "store",
+                                                      "service_tier",
+                                                      "spaces_between_special_tokens",
+                                                      "prompt_logprobs"};
 constexpr std::array<std::string_view, 2> kCompletion = {"prompt", "suffix"};
-constexpr std::array<std::string_view, 6> kChat = {"messages", "max_completion_tokens", "top_logprobs",
-                                                   "add_generation_prompt", "tools", "parallel_tool_calls"};
+constexpr std::array<std::string_view, 6> kChat = {
+    "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "parallel_tool_calls"};
 
 // Supported only at their default value (false / "none" / empty), which is our behaviour.
 bool is_default(const json& v) {
@@ -68,8 +90,8 @@ void check_request_fields(const json& body, ApiKind kind) {
   if (!body.is_object()) return;
   std::string unknown;
   for (const auto& [key, value] : body.items()) {
-    auto u = std::find_if(kUnsupported.begin(), kUnsupported.end(),
-                          [&](const Unsupported& x) { return x.name == key; });
+    auto u =
+        std::find_if(kUnsupported.begin(), kUnsupported.end(), [&](const Unsupported& x) { return x.name == key; });
     if (u != kUnsupported.end()) {
       if (!is_default(value)) bad_param(key, fmt::format("'{}': {}", key, u->why));
       continue;

@@ -42,17 +42,17 @@ std::string served_model(const ServeBenchConfig& cfg) {
   if (!cfg.model.empty()) return cfg.model;
   auto cli = make_client(cfg);
   auto r = cli.Get("/v1/models");
-  GS_CHECK(r && r->status == 200, "GET {}/v1/models failed ({}); is the server up? (or give --model)",
-           cfg.base_url, r ? std::to_string(r->status) : httplib::to_string(r.error()));
+  GS_CHECK(r && r->status == 200, "GET {}/v1/models failed ({}); is the server up? (or give --model)", cfg.base_url,
+           r ? std::to_string(r->status) : httplib::to_string(r.error()));
   json j = json::parse(r->body, nullptr, false);
   GS_CHECK(j.is_object() && j.contains("data") && !j["data"].empty(), "GET /v1/models returned no model");
   return j["data"][0]["id"].get<std::string>();
 }
 
 std::string random_words(std::mt19937_64& rng, int n) {
-  static const char* kWords[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to",
-                                 "house", "little", "girl", "big", "tree", "sun", "day", "play",
-                                 "happy", "friend", "water", "red", "ball", "went", "saw"};
+  static const char* kWords[] = {"the",   "cat",    "sat",    "on",   "a",    "mat",  "and", "dog", "ran",
+                                 "to",    "house",  "little", "girl", "big",  "tree", "sun", "day", "play",
+                                 "happy", "friend", "water",  "red",  "ball", "went", "saw"};
   std::string p;
   for (int w = 0; w < n; ++w) {
     if (w) p += ' ';
@@ -95,9 +95,12 @@ std::vector<json> load_prompts(const ServeBenchConfig& cfg, const std::string& m
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
       json j = json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) prompts.push_back(j["prompt"]);
-      else if (!j.is_discarded() && j.is_string()) prompts.push_back(j.get<std::string>());
-      else prompts.push_back(line);
+      if (j.is_object() && j.contains("prompt") && j["prompt"].is_string())
+        prompts.push_back(j["prompt"]);
+      else if (!j.is_discarded() && j.is_string())
+        prompts.push_back(j.get<std::string>());
+      else
+        prompts.push_back(line);
     }
     GS_CHECK(!prompts.empty(), "--dataset '{}' has no prompts", cfg.dataset);
     std::vector<json> out;
@@ -120,12 +123,16 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
   const auto begin = Clock::now();
   auto cli = make_client(cfg);
   const bool chat = cfg.endpoint == "/v1/chat/completions";
-  json body = {{"model", model}, {"max_tokens", cfg.output_len},
-               {"ignore_eos", true}, {"stream", true},
+  json body = {{"model", model},
+               {"max_tokens", cfg.output_len},
+               {"ignore_eos", true},
+               {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   for (const auto& [key, value] : cfg.sampling.items()) body[key] = value;
-  if (chat) body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
-  else body["prompt"] = prompt;
+  if (chat)
+    body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+  else
+    body["prompt"] = prompt;
   httplib::Request req;
   req.method = "POST";
   req.path = cfg.endpoint;
@@ -161,17 +168,22 @@ RequestResult send_one(const ServeBenchConfig& cfg, const std::string& model, co
       const bool token = chat ? c.contains("delta") && !c["delta"].contains("role") : c.contains("text");
       if (!token) continue;  // chat's opening chunk carries the role, not a token
       const double now = std::chrono::duration<double>(Clock::now() - begin).count();
-      if (chunks++ == 0) res.ttft = now;
-      else res.itl.push_back(now - last);
+      if (chunks++ == 0)
+        res.ttft = now;
+      else
+        res.itl.push_back(now - last);
       last = now;
     }
     return true;
   };
   auto r = cli.send(req);
   res.latency = std::chrono::duration<double>(Clock::now() - begin).count();
-  if (!r) res.error = httplib::to_string(r.error());
-  else if (r->status != 200) res.error = fmt::format("HTTP {}: {}", r->status, r->body.empty() ? head : r->body);
-  else if (!done) res.error = "the stream ended without [DONE]";
+  if (!r)
+    res.error = httplib::to_string(r.error());
+  else if (r->status != 200)
+    res.error = fmt::format("HTTP {}: {}", r->status, r->body.empty() ? head : r->body);
+  else if (!done)
+    res.error = "the stream ended without [DONE]";
   res.ok = res.error.empty();
   if (res.output_tokens == 0) res.output_tokens = chunks;
   return res;
@@ -187,7 +199,10 @@ class Slots {
     --free_;
   }
   void release() {
-    { std::lock_guard l(mu_); ++free_; }
+    {
+      std::lock_guard l(mu_);
+      ++free_;
+    }
     cv_.notify_one();
   }
 
@@ -233,8 +248,8 @@ ServeBenchResult run_serve_bench(const ServeBenchConfig& cfg) {
   double arrival = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (!std::isinf(cfg.request_rate)) {
-      std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(arrival)));
+      std::this_thread::sleep_until(
+          t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival)));
       arrival += gap(rng);
     }
     slots.acquire();
@@ -270,15 +285,26 @@ json ServeBenchResult::summary() const {
     itl.insert(itl.end(), r.itl.begin(), r.itl.end());
   }
   const double d = std::max(duration_s, 1e-9);
-  json s = {{"base_url", config.base_url}, {"model", model}, {"num_prompts", config.num_prompts},
-            {"endpoint", config.endpoint}, {"input_len", config.input_len}, {"output_len", config.output_len},
+  json s = {{"base_url", config.base_url},
+            {"model", model},
+            {"num_prompts", config.num_prompts},
+            {"endpoint", config.endpoint},
+            {"input_len", config.input_len},
+            {"output_len", config.output_len},
             {"request_rate", std::isinf(config.request_rate) ? json("inf") : json(config.request_rate)},
-            {"max_concurrency", config.max_concurrency}, {"sampling", config.sampling},
-            {"duration_s", duration_s}, {"completed", ok}, {"failed", static_cast<int>(requests.size()) - ok},
-            {"total_input_tokens", in_tok}, {"total_output_tokens", out_tok},
-            {"request_throughput", ok / d}, {"output_throughput", out_tok / d},
+            {"max_concurrency", config.max_concurrency},
+            {"sampling", config.sampling},
+            {"duration_s", duration_s},
+            {"completed", ok},
+            {"failed", static_cast<int>(requests.size()) - ok},
+            {"total_input_tokens", in_tok},
+            {"total_output_tokens", out_tok},
+            {"request_throughput", ok / d},
+            {"output_throughput", out_tok / d},
             {"total_token_throughput", (in_tok + out_tok) / d},
-            {"ttft_ms", stats_ms(ttft)}, {"tpot_ms", stats_ms(tpot)}, {"itl_ms", stats_ms(itl)},
+            {"ttft_ms", stats_ms(ttft)},
+            {"tpot_ms", stats_ms(tpot)},
+            {"itl_ms", stats_ms(itl)},
             {"e2el_ms", stats_ms(e2e)}};
   // vLLM's flat keys (mean_ttft_ms, p99_itl_ms, ...), beside the nested objects above.
   for (const char* m : {"ttft", "tpot", "itl", "e2el"})
@@ -332,11 +358,10 @@ void plot_serve_bench(const ServeBenchResult& r, const std::string& png_path) {
            "plot ARG3 using 1:2 with points pt 7 ps 0.6 title 'TTFT', \\\n"
            "     ARG3 using 1:3 with points pt 7 ps 0.6 title 'end-to-end latency'\n";
   }
-  const std::string title = fmt::format("bench serve: {} ({} prompts, in {}, out {})", r.model,
-                                        r.config.num_prompts, r.config.input_len, r.config.output_len);
+  const std::string title = fmt::format("bench serve: {} ({} prompts, in {}, out {})", r.model, r.config.num_prompts,
+                                        r.config.input_len, r.config.output_len);
   const int rc = run_program({"gnuplot", "-c", script.string(), png_path, title, data.string()});
-  GS_CHECK(rc == 0, "--plot: gnuplot failed with status {} (is it installed?); the data is in {}", rc,
-           data.string());
+  GS_CHECK(rc == 0, "--plot: gnuplot failed with status {} (is it installed?); the data is in {}", rc, data.string());
   fs::remove(data);
   fs::remove(script);
 }

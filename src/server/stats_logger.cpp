@@ -29,10 +29,11 @@ void StatsLogger::run() {
     const bool busy = prompt > 0 || gen > 0 || s.num_running > 0 || s.num_waiting > 0;
     if (busy && dt > 0) {
       const double kv = s.kv_blocks_total > 0 ? 100.0 * (1.0 - double(s.kv_blocks_free) / s.kv_blocks_total) : 0.0;
-      spdlog::info("Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, Running: {} "
-                   "reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
-                   prompt / dt, gen / dt, s.num_running, s.num_waiting, kv,
-                   prompt > 0 ? 100.0 * double(hits) / double(prompt) : 0.0);
+      spdlog::info(
+          "Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, Running: {} "
+          "reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
+          prompt / dt, gen / dt, s.num_running, s.num_waiting, kv,
+          prompt > 0 ? 100.0 * double(hits) / double(prompt) : 0.0);
     }
     last = s;
     last_time = now;

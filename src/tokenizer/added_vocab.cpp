@@ -52,13 +52,11 @@ AddedVocab::AddedVocab(std::vector<AddedToken> tokens) : tokens_(std::move(token
   }
   for (auto* b : {&raw_, &normalized_})
     for (auto& v : *b)
-      std::stable_sort(v.begin(), v.end(), [&](size_t x, size_t y) {
-        return tokens_[x].content.size() > tokens_[y].content.size();
-      });
+      std::stable_sort(v.begin(), v.end(),
+                       [&](size_t x, size_t y) { return tokens_[x].content.size() > tokens_[y].content.size(); });
 }
 
-std::optional<size_t> AddedVocab::longest_at(std::string_view text, size_t pos,
-                                             const Buckets& b) const {
+std::optional<size_t> AddedVocab::longest_at(std::string_view text, size_t pos, const Buckets& b) const {
   for (size_t i : b[static_cast<unsigned char>(text[pos])])
     if (text.substr(pos).starts_with(tokens_[i].content)) return i;
   return std::nullopt;

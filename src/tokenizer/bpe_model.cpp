@@ -10,8 +10,8 @@
 
 namespace gs {
 
-BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                   Options options, const std::string& file)
+BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges, Options options,
+                   const std::string& file)
     : vocab_(std::move(vocab)), opt_(std::move(options)) {
   int32_t max_id = -1;
   for (const auto& [tok, id] : vocab_) {
@@ -26,12 +26,11 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     const auto ia = token_to_id(a), ib = token_to_id(b);
-    GS_CHECK(ia && ib, "{}: merge {} ('{} {}') uses a token missing from the vocabulary", file,
-             rank, a, b);
+    GS_CHECK(ia && ib, "{}: merge {} ('{} {}') uses a token missing from the vocabulary", file, rank, a, b);
     const std::string merged = a + b.substr(std::min(prefix_len, b.size()));
     const auto im = token_to_id(merged);
-    GS_CHECK(im.has_value(), "{}: merge {} ('{} {}') gives '{}', which is not in the vocabulary",
-             file, rank, a, b, merged);
+    GS_CHECK(im.has_value(), "{}: merge {} ('{} {}') gives '{}', which is not in the vocabulary", file, rank, a, b,
+             merged);
     merges_.try_emplace(pair_key(*ia, *ib), Merge{static_cast<int32_t>(rank), *im});
   }
   if (opt_.unk_token) unk_id_ = token_to_id(*opt_.unk_token);

@@ -33,8 +33,8 @@ class BpeModel {
   };
 
   // `merges` pairs are token strings; throws gs::Error naming `file` if one is not in `vocab`.
-  BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-           Options options, const std::string& file);
+  BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges, Options options,
+           const std::string& file);
   // Reads the "model" object of tokenizer.json (merges as "a b" strings or ["a", "b"] pairs).
   static BpeModel from_json(const nlohmann::json& model, const std::string& file);
 

@@ -23,8 +23,10 @@ Tokens decode_byte_level(const Tokens& tokens, bool raw = false) {
     bool ok = true;
     for (size_t i = 0, n = 0; ok && i < t.size(); i += n) {
       const auto b = char_to_byte(utf8::decode_at(t, i, &n));
-      if (b) mapped += static_cast<char>(*b);
-      else ok = false;
+      if (b)
+        mapped += static_cast<char>(*b);
+      else
+        ok = false;
     }
     bytes += ok ? mapped : t;
   }
@@ -36,9 +38,10 @@ std::optional<unsigned char> byte_token(const std::string& t) {
   int v = 0;
   for (int k = 3; k < 5; ++k) {
     const char c = t[k];
-    const int d = c >= '0' && c <= '9' ? c - '0'
+    const int d = c >= '0' && c <= '9'   ? c - '0'
                   : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                  : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : -1;
     if (d < 0) return std::nullopt;
     v = v * 16 + d;
   }
@@ -76,10 +79,9 @@ Tokens byte_fallback(const Tokens& tokens, bool raw = false) {
 // Removes up to `start` leading and `stop` trailing copies of `content` (one character).
 std::string strip(const std::string& t, const std::string& content, size_t start, size_t stop) {
   size_t b = 0, e = t.size();
-  for (size_t k = 0; k < start && t.compare(b, content.size(), content) == 0 && b < e; ++k)
-    b += content.size();
-  for (size_t k = 0; k < stop && e >= b + content.size() &&
-                     t.compare(e - content.size(), content.size(), content) == 0; ++k)
+  for (size_t k = 0; k < start && t.compare(b, content.size(), content) == 0 && b < e; ++k) b += content.size();
+  for (size_t k = 0; k < stop && e >= b + content.size() && t.compare(e - content.size(), content.size(), content) == 0;
+       ++k)
     e -= content.size();
   return t.substr(b, e - b);
 }
@@ -88,8 +90,10 @@ std::string strip(const std::string& t, const std::string& content, size_t start
 
 Decoder Decoder::from_json(const nlohmann::json& j, const std::string& file) {
   Decoder d;
-  if (j.is_null()) d.join_with_space_ = true;
-  else d.add(j, file);
+  if (j.is_null())
+    d.join_with_space_ = true;
+  else
+    d.add(j, file);
   return d;
 }
 
@@ -110,24 +114,25 @@ void Decoder::add(const nlohmann::json& j, const std::string& file) {
   } else if (type == "Fuse") {
     steps_.emplace_back(Fuse{});
   } else if (type == "Strip") {
-    steps_.emplace_back(Strip{j.at("content").get<std::string>(), j.value("start", size_t{0}),
-                              j.value("stop", size_t{0})});
+    steps_.emplace_back(
+        Strip{j.at("content").get<std::string>(), j.value("start", size_t{0}), j.value("stop", size_t{0})});
   } else if (type == "Replace") {
     const auto& p = j.at("pattern");
     Replace r{std::nullopt, "", j.at("content").get<std::string>()};
-    if (p.contains("Regex")) r.regex.emplace(p.at("Regex").get<std::string>(), file);
-    else r.pattern = p.at("String").get<std::string>();
+    if (p.contains("Regex"))
+      r.regex.emplace(p.at("Regex").get<std::string>(), file);
+    else
+      r.pattern = p.at("String").get<std::string>();
     steps_.emplace_back(std::move(r));
   } else if (type == "Metaspace") {
-    const std::string scheme = j.contains("prepend_scheme")
-                                   ? j.at("prepend_scheme").get<std::string>()
-                                   : (j.value("add_prefix_space", true) ? "always" : "never");
-    steps_.emplace_back(
-        Metaspace{j.value("replacement", std::string("\xE2\x96\x81")), scheme != "never"});
+    const std::string scheme = j.contains("prepend_scheme") ? j.at("prepend_scheme").get<std::string>()
+                                                            : (j.value("add_prefix_space", true) ? "always" : "never");
+    steps_.emplace_back(Metaspace{j.value("replacement", std::string("\xE2\x96\x81")), scheme != "never"});
   } else {
-    throw Unsupported(fmt::format("{}: unsupported decoder type '{}' (supported: Sequence, "
-                                  "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)",
-                                  file, type));
+    throw Unsupported(
+        fmt::format("{}: unsupported decoder type '{}' (supported: Sequence, "
+                    "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)",
+                    file, type));
   }
 }
 
@@ -155,8 +160,8 @@ std::string Decoder::run(Tokens tokens, bool in_text) const {
       // As tokenizers: every replacement becomes a space, except in the first token, where
       // (when a prefix was prepended on encode) they are dropped.
       for (size_t i = 0; i < tokens.size(); ++i)
-        tokens[i] = replace_all(tokens[i], std::nullopt, m->replacement,
-                                i == 0 && m->strip_first && !in_text ? "" : " ");
+        tokens[i] =
+            replace_all(tokens[i], std::nullopt, m->replacement, i == 0 && m->strip_first && !in_text ? "" : " ");
     }
   }
   std::string out;

@@ -27,11 +27,20 @@ class Decoder {
   std::string token_bytes(const std::string& token) const;
 
   struct ByteLevel {};
-  struct Replace { std::optional<Regex> regex; std::string pattern, content; };
+  struct Replace {
+    std::optional<Regex> regex;
+    std::string pattern, content;
+  };
   struct ByteFallback {};
   struct Fuse {};
-  struct Strip { std::string content; size_t start, stop; };
-  struct Metaspace { std::string replacement; bool strip_first; };
+  struct Strip {
+    std::string content;
+    size_t start, stop;
+  };
+  struct Metaspace {
+    std::string replacement;
+    bool strip_first;
+  };
   using Step = std::variant<ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace>;
 
  private:

@@ -25,8 +25,7 @@ bool is_byte_token(const Tokenizer& tok, int32_t id) {
 
 }  // namespace
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok,
-                                               std::span<const int32_t> prompt_ids,
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, std::span<const int32_t> prompt_ids,
                                                bool skip_special_tokens)
     : tok_(&tok), skip_special_(skip_special_tokens) {
   size_t start = prompt_ids.size() > kInitialWindow ? prompt_ids.size() - kInitialWindow : 0;
@@ -40,12 +39,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok,
 std::string IncrementalDetokenizer::push(int32_t id) {
   ids_.push_back(id);
   const std::span<const int32_t> all(ids_);
-  const std::string prefix =
-      tok_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
+  const std::string prefix = tok_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   const std::string full = tok_->decode(all.subspan(prefix_offset_), skip_special_);
-  if (full.size() <= prefix.size() || utf8::ends_with_replacement(full) ||
-      !full.starts_with(prefix))
-    return "";
+  if (full.size() <= prefix.size() || utf8::ends_with_replacement(full) || !full.starts_with(prefix)) return "";
   std::string fresh = full.substr(prefix.size());
   prefix_offset_ = read_offset_;
   read_offset_ = ids_.size();
@@ -55,12 +51,10 @@ std::string IncrementalDetokenizer::push(int32_t id) {
 
 std::string IncrementalDetokenizer::flush() {
   const std::span<const int32_t> all(ids_);
-  const std::string prefix =
-      tok_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
+  const std::string prefix = tok_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   const std::string full = tok_->decode(all.subspan(prefix_offset_), skip_special_);
   size_t common = 0;  // normally all of prefix
-  while (common < prefix.size() && common < full.size() && prefix[common] == full[common])
-    ++common;
+  while (common < prefix.size() && common < full.size() && prefix[common] == full[common]) ++common;
   std::string rest = full.size() > prefix.size() ? full.substr(common) : std::string();
   prefix_offset_ = read_offset_ = ids_.size();
   text_ += rest;

@@ -11,8 +11,8 @@
 
 namespace gs {
 
-std::string replace_all(std::string_view text, const std::optional<Regex>& regex,
-                        const std::string& pattern, const std::string& content) {
+std::string replace_all(std::string_view text, const std::optional<Regex>& regex, const std::string& pattern,
+                        const std::string& content) {
   std::string out;
   size_t pos = 0;
   if (regex) {
@@ -34,9 +34,9 @@ namespace {
 
 std::string apply_utf8proc(std::string_view text, int options) {
   utf8proc_uint8_t* out = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                              static_cast<utf8proc_ssize_t>(text.size()), &out,
-                              static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
+  const auto n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
   GS_CHECK(n >= 0, "Unicode normalization failed: {}", utf8proc_errmsg(n));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> hold(out, &std::free);
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
@@ -92,13 +92,16 @@ void Normalizer::add(const nlohmann::json& j, const std::string& file) {
   } else if (type == "Replace") {
     const auto& p = j.at("pattern");
     Replace r{std::nullopt, "", j.at("content").get<std::string>()};
-    if (p.contains("Regex")) r.regex.emplace(p.at("Regex").get<std::string>(), file);
-    else r.pattern = p.at("String").get<std::string>();
+    if (p.contains("Regex"))
+      r.regex.emplace(p.at("Regex").get<std::string>(), file);
+    else
+      r.pattern = p.at("String").get<std::string>();
     steps_.emplace_back(std::move(r));
   } else {
-    throw Unsupported(fmt::format("{}: unsupported normalizer type '{}' (supported: Sequence, "
-                                  "NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Strip)",
-                                  file, type));
+    throw Unsupported(
+        fmt::format("{}: unsupported normalizer type '{}' (supported: Sequence, "
+                    "NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Strip)",
+                    file, type));
   }
 }
 

@@ -22,11 +22,20 @@ class Normalizer {
   std::string normalize(std::string_view text) const;
   bool empty() const { return steps_.empty(); }
 
-  struct Unicode { int options; };  // utf8proc composition/decomposition flags
+  struct Unicode {
+    int options;
+  };  // utf8proc composition/decomposition flags
   struct Lowercase {};
-  struct Prepend { std::string prefix; };
-  struct Replace { std::optional<Regex> regex; std::string pattern, content; };
-  struct Strip { bool left, right; };
+  struct Prepend {
+    std::string prefix;
+  };
+  struct Replace {
+    std::optional<Regex> regex;
+    std::string pattern, content;
+  };
+  struct Strip {
+    bool left, right;
+  };
   using Step = std::variant<Unicode, Lowercase, Prepend, Replace, Strip>;
 
  private:
@@ -35,7 +44,7 @@ class Normalizer {
 };
 
 // Replaces every match of a String or Regex pattern ({"String": s} / {"Regex": r}) by `content`.
-std::string replace_all(std::string_view text, const std::optional<Regex>& regex,
-                        const std::string& pattern, const std::string& content);
+std::string replace_all(std::string_view text, const std::optional<Regex>& regex, const std::string& pattern,
+                        const std::string& content);
 
 }  // namespace gs

@@ -19,10 +19,11 @@ PostProcessor from_template(const nlohmann::json& j, const std::string& file) {
     }
     const std::string name = item.at("SpecialToken").at("id").get<std::string>();
     const auto& tokens = j.at("special_tokens");
-    GS_CHECK(tokens.contains(name), "{}: TemplateProcessing uses special token '{}' that its "
-             "special_tokens table does not define", file, name);
-    for (const auto& id : tokens.at(name).at("ids"))
-      (seen_sequence ? p.suffix : p.prefix).push_back(id.get<int32_t>());
+    GS_CHECK(tokens.contains(name),
+             "{}: TemplateProcessing uses special token '{}' that its "
+             "special_tokens table does not define",
+             file, name);
+    for (const auto& id : tokens.at(name).at("ids")) (seen_sequence ? p.suffix : p.prefix).push_back(id.get<int32_t>());
   }
   return p;
 }
@@ -49,9 +50,11 @@ PostProcessor PostProcessor::from_json(const nlohmann::json& j, const std::strin
     for (const auto& s : j.at("processors")) p.then(from_json(s, file));
     return p;
   }
-  throw Unsupported(fmt::format("{}: unsupported post_processor type '{}' (supported: "
-                                "TemplateProcessing, ByteLevel, RobertaProcessing, "
-                                "BertProcessing, Sequence)", file, type));
+  throw Unsupported(
+      fmt::format("{}: unsupported post_processor type '{}' (supported: "
+                  "TemplateProcessing, ByteLevel, RobertaProcessing, "
+                  "BertProcessing, Sequence)",
+                  file, type));
 }
 
 }  // namespace gs

@@ -48,22 +48,28 @@ std::vector<Span> apply_behavior(std::vector<Segment> segs, SplitBehavior behavi
       break;
     case SplitBehavior::kContiguous:
       for (const auto& s : segs) {
-        if (s.is_match && prev_match && !out.empty()) out.back().second = s.end;
-        else out.emplace_back(s.begin, s.end);
+        if (s.is_match && prev_match && !out.empty())
+          out.back().second = s.end;
+        else
+          out.emplace_back(s.begin, s.end);
         prev_match = s.is_match;
       }
       break;
     case SplitBehavior::kMergedWithPrevious:
       for (const auto& s : segs) {
-        if (s.is_match && !prev_match && !out.empty()) out.back().second = s.end;
-        else out.emplace_back(s.begin, s.end);
+        if (s.is_match && !prev_match && !out.empty())
+          out.back().second = s.end;
+        else
+          out.emplace_back(s.begin, s.end);
         prev_match = s.is_match;
       }
       break;
     case SplitBehavior::kMergedWithNext:
       for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
-        if (it->is_match && !prev_match && !out.empty()) out.back().first = it->begin;
-        else out.emplace_back(it->begin, it->end);
+        if (it->is_match && !prev_match && !out.empty())
+          out.back().first = it->begin;
+        else
+          out.emplace_back(it->begin, it->end);
         prev_match = it->is_match;
       }
       std::reverse(out.begin(), out.end());
@@ -75,8 +81,7 @@ std::vector<Span> apply_behavior(std::vector<Segment> segs, SplitBehavior behavi
 std::vector<Span> string_matches(const std::string& text, const std::string& pattern) {
   std::vector<Span> out;
   if (pattern.empty()) return out;
-  for (size_t hit = text.find(pattern); hit != std::string::npos;
-       hit = text.find(pattern, hit + pattern.size()))
+  for (size_t hit = text.find(pattern); hit != std::string::npos; hit = text.find(pattern, hit + pattern.size()))
     out.emplace_back(hit, hit + pattern.size());
   return out;
 }
@@ -111,8 +116,10 @@ SplitBehavior parse_behavior(const std::string& s, const std::string& file) {
   if (s == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (s == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (s == "Contiguous") return SplitBehavior::kContiguous;
-  fail("{}: unknown Split behavior '{}' (expected Removed, Isolated, MergedWithPrevious, "
-       "MergedWithNext or Contiguous)", file, s);
+  fail(
+      "{}: unknown Split behavior '{}' (expected Removed, Isolated, MergedWithPrevious, "
+      "MergedWithNext or Contiguous)",
+      file, s);
 }
 
 }  // namespace
@@ -141,10 +148,11 @@ void PreTokenizer::add(const nlohmann::json& j, const std::string& file) {
     for (const auto& s : j.at("pretokenizers")) add(s, file);
   } else if (type == "Split") {
     const auto& pat = j.at("pattern");
-    Split s{std::nullopt, "", parse_behavior(j.at("behavior").get<std::string>(), file),
-            j.value("invert", false)};
-    if (pat.contains("Regex")) s.regex.emplace(pat.at("Regex").get<std::string>(), file);
-    else s.pattern = pat.at("String").get<std::string>();
+    Split s{std::nullopt, "", parse_behavior(j.at("behavior").get<std::string>(), file), j.value("invert", false)};
+    if (pat.contains("Regex"))
+      s.regex.emplace(pat.at("Regex").get<std::string>(), file);
+    else
+      s.pattern = pat.at("String").get<std::string>();
     steps_.emplace_back(std::move(s));
   } else if (type == "ByteLevel") {
     ByteLevel b{j.value("add_prefix_space", false), std::nullopt};
@@ -153,19 +161,24 @@ void PreTokenizer::add(const nlohmann::json& j, const std::string& file) {
   } else if (type == "Digits") {
     steps_.emplace_back(Digits{j.value("individual_digits", false)});
   } else if (type == "Metaspace") {
-    Metaspace m{j.value("replacement", std::string("\xE2\x96\x81")), Prepend::kAlways,
-                j.value("split", true)};
-    const std::string scheme = j.contains("prepend_scheme")
-                                   ? j.at("prepend_scheme").get<std::string>()
-                                   : (j.value("add_prefix_space", true) ? "always" : "never");
-    if (scheme == "first") m.prepend = Prepend::kFirst;
-    else if (scheme == "never") m.prepend = Prepend::kNever;
-    else GS_CHECK(scheme == "always", "{}: unknown Metaspace prepend_scheme '{}' (expected "
-                  "always, first or never)", file, scheme);
+    Metaspace m{j.value("replacement", std::string("\xE2\x96\x81")), Prepend::kAlways, j.value("split", true)};
+    const std::string scheme = j.contains("prepend_scheme") ? j.at("prepend_scheme").get<std::string>()
+                                                            : (j.value("add_prefix_space", true) ? "always" : "never");
+    if (scheme == "first")
+      m.prepend = Prepend::kFirst;
+    else if (scheme == "never")
+      m.prepend = Prepend::kNever;
+    else
+      GS_CHECK(scheme == "always",
+               "{}: unknown Metaspace prepend_scheme '{}' (expected "
+               "always, first or never)",
+               file, scheme);
     steps_.emplace_back(std::move(m));
   } else {
-    throw Unsupported(fmt::format("{}: unsupported pre_tokenizer type '{}' (supported: Sequence, "
-                                  "Split, ByteLevel, Digits, Metaspace)", file, type));
+    throw Unsupported(
+        fmt::format("{}: unsupported pre_tokenizer type '{}' (supported: Sequence, "
+                    "Split, ByteLevel, Digits, Metaspace)",
+                    file, type));
   }
 }
 
@@ -184,13 +197,12 @@ std::vector<Piece> PreTokenizer::split(std::vector<Piece> pieces) const {
                      [&](const std::string& t) { return b->regex->find_all(t); });
       for (auto& p : pieces) p.text = bytes_to_chars(p.text);
     } else if (const auto* d = std::get_if<Digits>(&step)) {
-      split_pieces(pieces, d->individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
-                   false, [](const std::string& t) { return char_matches(t, is_numeric); });
+      split_pieces(pieces, d->individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false,
+                   [](const std::string& t) { return char_matches(t, is_numeric); });
     } else if (const auto* m = std::get_if<Metaspace>(&step)) {
       for (auto& p : pieces) {
         p.text = replace_all(p.text, std::nullopt, " ", m->replacement);
-        const bool prepend = m->prepend == Prepend::kAlways ||
-                             (m->prepend == Prepend::kFirst && p.at_start);
+        const bool prepend = m->prepend == Prepend::kAlways || (m->prepend == Prepend::kFirst && p.at_start);
         if (prepend && !p.text.starts_with(m->replacement)) p.text.insert(0, m->replacement);
       }
       if (m->split)

@@ -35,11 +35,25 @@ class PreTokenizer {
 
   std::vector<Piece> split(std::vector<Piece> pieces) const;
 
-  struct Split { std::optional<Regex> regex; std::string pattern; SplitBehavior behavior; bool invert; };
-  struct ByteLevel { bool add_prefix_space; std::optional<Regex> regex; };
-  struct Digits { bool individual; };
+  struct Split {
+    std::optional<Regex> regex;
+    std::string pattern;
+    SplitBehavior behavior;
+    bool invert;
+  };
+  struct ByteLevel {
+    bool add_prefix_space;
+    std::optional<Regex> regex;
+  };
+  struct Digits {
+    bool individual;
+  };
   enum class Prepend { kNever, kFirst, kAlways };
-  struct Metaspace { std::string replacement; Prepend prepend; bool split; };
+  struct Metaspace {
+    std::string replacement;
+    Prepend prepend;
+    bool split;
+  };
   using Step = std::variant<Split, ByteLevel, Digits, Metaspace>;
 
  private:

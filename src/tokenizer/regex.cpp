@@ -33,8 +33,7 @@ Regex::Regex(const std::string& pattern, const std::string& what) {
   if (code->code == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    fail("{}: invalid regex pattern '{}' at offset {}: {}", what, pattern, off,
-         reinterpret_cast<const char*>(msg));
+    fail("{}: invalid regex pattern '{}' at offset {}: {}", what, pattern, off, reinterpret_cast<const char*>(msg));
   }
   pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if absent
   code_ = std::move(code);
@@ -46,8 +45,7 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start <= text.size()) {
-    const int rc = pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK,
-                               data.md, nullptr);
+    const int rc = pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data.md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     GS_CHECK(rc >= 0, "regex match failed (PCRE2 error {})", rc);
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.md);

@@ -19,17 +19,14 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view input, bool add_sp
       ids.push_back(raw.id);
       continue;
     }
-    const std::string norm =
-        normalizer.normalize(std::string_view(text).substr(raw.begin, raw.end - raw.begin));
+    const std::string norm = normalizer.normalize(std::string_view(text).substr(raw.begin, raw.end - raw.begin));
     for (const auto& sub : added.split(norm, /*normalized=*/true)) {
       if (sub.id >= 0) {
         ids.push_back(sub.id);
         continue;
       }
-      std::vector<Piece> pieces{{norm.substr(sub.begin, sub.end - sub.begin),
-                                 raw.begin == 0 && sub.begin == 0}};
-      for (const auto& word : pre_tokenizer.split(std::move(pieces)))
-        model.encode_word(word.text, ids);
+      std::vector<Piece> pieces{{norm.substr(sub.begin, sub.end - sub.begin), raw.begin == 0 && sub.begin == 0}};
+      for (const auto& word : pre_tokenizer.split(std::move(pieces))) model.encode_word(word.text, ids);
     }
   }
   if (add_special) ids.insert(ids.end(), post.suffix.begin(), post.suffix.end());
@@ -52,25 +49,27 @@ std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_spec
 }
 
 Tokenizer Tokenizer::byte_level(int vocab_size) {
-  GS_CHECK(vocab_size >= 258, "byte-level tokenizer: vocab_size is {} but must be >= 258 (256 "
-           "bytes, <s>, </s>)", vocab_size);
+  GS_CHECK(vocab_size >= 258,
+           "byte-level tokenizer: vocab_size is {} but must be >= 258 (256 "
+           "bytes, <s>, </s>)",
+           vocab_size);
   TokenMap vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace(bytes_to_chars(std::string(1, static_cast<char>(b))), b);
-  auto impl = std::make_shared<Impl>(Impl{
-      .model = BpeModel(std::move(vocab), {}, {}, "byte-level tokenizer"),
-      .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
-                           AddedToken{.id = 257, .content = "</s>", .special = true}}),
-      .normalizer = {},
-      .pre_tokenizer = PreTokenizer::byte_level(),
-      .post = PostProcessor{{256}, {}},
-      .decoder = Decoder::byte_level(),
-      .size = vocab_size,
-      .special = {256, 257},
-      .bos_id = 256,
-      .eos_id = 257,
-      .bos_token = "<s>",
-      .eos_token = "</s>",
-      .chat_template = ""});
+  auto impl =
+      std::make_shared<Impl>(Impl{.model = BpeModel(std::move(vocab), {}, {}, "byte-level tokenizer"),
+                                  .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
+                                                       AddedToken{.id = 257, .content = "</s>", .special = true}}),
+                                  .normalizer = {},
+                                  .pre_tokenizer = PreTokenizer::byte_level(),
+                                  .post = PostProcessor{{256}, {}},
+                                  .decoder = Decoder::byte_level(),
+                                  .size = vocab_size,
+                                  .special = {256, 257},
+                                  .bos_id = 256,
+                                  .eos_id = 257,
+                                  .bos_token = "<s>",
+                                  .eos_token = "</s>",
+                                  .chat_template = ""});
   Tokenizer t;
   t.impl_ = std::move(impl);
   return t;

@@ -51,8 +51,7 @@ class Tokenizer {
 // emitting text that a later token could still change (as vLLM's incremental detokenizer).
 class IncrementalDetokenizer {
  public:
-  IncrementalDetokenizer(const Tokenizer& tok, std::span<const int32_t> prompt_ids,
-                         bool skip_special_tokens);
+  IncrementalDetokenizer(const Tokenizer& tok, std::span<const int32_t> prompt_ids, bool skip_special_tokens);
   // Adds one generated token; returns the newly final text (possibly empty).
   std::string push(int32_t id);
   // The text held back at the end of generation.

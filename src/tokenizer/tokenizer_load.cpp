@@ -57,11 +57,12 @@ std::vector<AddedToken> added_tokens(const json& j) {
 BpeModel load_model(const json& j, const std::string& file) {
   GS_CHECK(j.contains("model"), "{}: no \"model\" section", file);
   const auto& m = j.at("model");
-  const std::string type = m.contains("type") ? m.at("type").get<std::string>()
-                           : m.contains("merges") ? "BPE" : "";
+  const std::string type = m.contains("type") ? m.at("type").get<std::string>() : m.contains("merges") ? "BPE" : "";
   if (type != "BPE")
-    throw Unsupported(fmt::format("{}: unsupported tokenizer model type '{}' (only BPE is "
-                                  "supported)", file, type));
+    throw Unsupported(
+        fmt::format("{}: unsupported tokenizer model type '{}' (only BPE is "
+                    "supported)",
+                    file, type));
   return BpeModel::from_json(m, file);
 }
 
@@ -108,8 +109,8 @@ void apply_config(Tokenizer::Impl& impl, const json& cfg, const fs::path& dir) {
       if (auto id = lookup(impl, s)) impl.special.insert(*id);
     }
   impl.chat_template = chat_template_of(cfg, dir);
-  if (cfg.value("tokenizer_class", "") == "LlamaTokenizer" && cfg.contains("legacy") &&
-      cfg.at("legacy").is_boolean() && !cfg.at("legacy").get<bool>())
+  if (cfg.value("tokenizer_class", "") == "LlamaTokenizer" && cfg.contains("legacy") && cfg.at("legacy").is_boolean() &&
+      !cfg.at("legacy").get<bool>())
     apply_llama_non_legacy(impl, cfg);
 }
 

@@ -22,7 +22,7 @@ size_t valid_char_len(std::string_view s, size_t i) {
   }
   if (c >= 0xF0 && c <= 0xF4) {
     if (left < 4 || !is_cont(b(1)) || !is_cont(b(2)) || !is_cont(b(3))) return 0;
-    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
     if (c == 0xF4 && b(1) >= 0x90) return 0;  // above U+10FFFF
     return 4;
   }
@@ -110,11 +110,21 @@ bool ends_with_replacement(std::string_view s) { return s.ends_with("\xEF\xBF\xB
 
 bool is_whitespace(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
   }
 }
 

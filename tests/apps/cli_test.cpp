@@ -38,7 +38,7 @@ TEST(Cli, GenerateOnStories260KPrintsTheGoldenGreedyText) {
   std::ifstream in(test::golden_dir() / "stories260K" / "short.json");
   const auto golden = nlohmann::json::parse(in);
   const CliRun r = graphserve("--log-level warn generate " + stories() +
-                           " --prompt 'Once upon a time' --temperature 0 --max-tokens 64 --ignore-eos");
+                              " --prompt 'Once upon a time' --temperature 0 --max-tokens 64 --ignore-eos");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find(golden["output_text"].get<std::string>()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
@@ -69,7 +69,8 @@ TEST(Cli, BadInputGivesAClearErrorAndExitCodeOne) {
       {"bad max_tokens", "generate " + stories() + " --prompt hi --max-tokens 0", "max_tokens"},
       {"unknown preset", "generate --load-format dummy --preset nope --prompt hi", "nope"},
       {"unknown graph mode", "generate " + stories() + " --prompt hi -cc.cudagraph_mode=FAST", "FULL_AND_PIECEWISE"},
-      {"unknown compilation key", "generate " + stories() + " --prompt hi --compilation-config '{\"nope\": 1}'", "nope"},
+      {"unknown compilation key", "generate " + stories() + " --prompt hi --compilation-config '{\"nope\": 1}'",
+       "nope"},
   };
   for (const BadInput& c : cases) {
     SCOPED_TRACE(c.name);

@@ -217,11 +217,11 @@ TEST_P(CudaAttentionTest, SingleDecodeGraphReplaysAtOtherContextLengths) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTest,
-                         ::testing::Combine(::testing::Values(AttentionShape{32, 8, 64, 0.125f},      // Llama-3.2-1B
-                                                              AttentionShape{8, 4, 8, 0.0f},          // stories260K
-                                                              AttentionShape{12, 2, 128, 0.0f},       // Qwen2.5-1.5B
-                                                              AttentionShape{20, 1, 96, 0.0f},        // group of 20 > 8
-                                                              AttentionShape{4, 4, 256, 0.0625f}),   // MHA, widest head
+                         ::testing::Combine(::testing::Values(AttentionShape{32, 8, 64, 0.125f},    // Llama-3.2-1B
+                                                              AttentionShape{8, 4, 8, 0.0f},        // stories260K
+                                                              AttentionShape{12, 2, 128, 0.0f},     // Qwen2.5-1.5B
+                                                              AttentionShape{20, 1, 96, 0.0f},      // group of 20 > 8
+                                                              AttentionShape{4, 4, 256, 0.0625f}),  // MHA, widest head
                                             ::testing::Values(DType::BF16, DType::F32)));
 
 }  // namespace

@@ -57,7 +57,8 @@ TEST(CudaBench, CopyBandwidth) {
   const int64_t n = int64_t(1) << 29;  // 1 GiB
   Tensor a = Tensor::empty({n}, DType::U8, gpu->allocator()), b = Tensor::empty({n}, DType::U8, gpu->allocator());
   gpu->fill_zero(a);
-  const double ms = time_graph_ms(*gpu, 2, [&] { gpu->copy(b, a); }, 10);
+  const double ms = time_graph_ms(
+      *gpu, 2, [&] { gpu->copy(b, a); }, 10);
   std::printf("[bench] d2d copy 1 GiB: %.3f ms, %.2f TB/s (read+write)\n", ms, 2.0 * double(n) / ms / 1e9);
 }
 
@@ -67,7 +68,10 @@ TEST(CudaBench, Linear) {
   auto gpu = make_cuda_backend();
   LtGemm lt(gpu->allocator());
   cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
-  struct Shape2 { int N, K; bool f32; };
+  struct Shape2 {
+    int N, K;
+    bool f32;
+  };
   std::printf("[bench] %-16s %4s %10s %9s %10s %9s\n", "linear NxK", "M", "gemv us", "TB/s", "cublasLt us", "TB/s");
   for (const Shape2 sh : {Shape2{2048, 2048, false}, Shape2{3072, 2048, false}, Shape2{8192, 2048, false},
                           Shape2{2048, 8192, false}, Shape2{16384, 2048, false}, Shape2{128256, 2048, true}}) {
@@ -99,7 +103,9 @@ TEST(CudaBench, Llama1BDecodeStep) {
   if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
   auto gpu = make_cuda_backend();
   const int L = 16, H = 2048, I = 8192, hq = 32, hkv = 8, D = 64, V = 128256, ctx = 256, bsz = 16;
-  struct Layer { Tensor n1, qkv, o, n2, gu, down; };
+  struct Layer {
+    Tensor n1, qkv, o, n2, gu, down;
+  };
   std::vector<Layer> layers;
   for (int l = 0; l < L; ++l) {
     auto w = [&](int n, int k, float sd) { return weight(*gpu, n, k, uint32_t(1000 + l * 8 + n % 7), sd); };
@@ -137,7 +143,8 @@ TEST(CudaBench, Llama1BDecodeStep) {
     Tensor tok = test::on_i32(*gpu, ids, {B}), positions = test::on_i32(*gpu, pos, {B});
     auto act = [&](int n) { return Tensor::empty({B, n}, DType::BF16, gpu->allocator()); };
     Tensor res = act(H), h = act(H), qkv = act((hq + 2 * hkv) * D), att = act(hq * D), gu = act(2 * I), a = act(I);
-    Tensor logits = Tensor::empty({B, V}, DType::F32, gpu->allocator()), next = Tensor::empty({B}, DType::I32, gpu->allocator());
+    Tensor logits = Tensor::empty({B, V}, DType::F32, gpu->allocator()),
+           next = Tensor::empty({B}, DType::I32, gpu->allocator());
     gpu->fill_zero(res);
     auto step = [&] {
       gpu->embedding(tok, lm_head, h);

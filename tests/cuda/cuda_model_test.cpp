@@ -16,8 +16,12 @@
 namespace gs {
 namespace {
 
-std::unique_ptr<AttentionBackend> cpu_attention(Backend& b, const AttentionShape& s) { return make_cpu_attention(b, s); }
-std::unique_ptr<AttentionBackend> cuda_attention(Backend& b, const AttentionShape& s) { return make_cuda_attention(b, s); }
+std::unique_ptr<AttentionBackend> cpu_attention(Backend& b, const AttentionShape& s) {
+  return make_cpu_attention(b, s);
+}
+std::unique_ptr<AttentionBackend> cuda_attention(Backend& b, const AttentionShape& s) {
+  return make_cuda_attention(b, s);
+}
 
 test::DeviceModel on_gpu(const ModelSource& src, DType dtype, int max_tokens = 128) {
   return test::DeviceModel(make_cuda_backend(0, dtype), src, max_tokens, cuda_attention);

@@ -33,7 +33,8 @@ class CudaOps : public ::testing::TestWithParam<DType> {
     return {on(*cpu, v, s, DType::F32), on(*gpu, v, s, dt())};
   }
   std::pair<Tensor, Tensor> empty(const Shape& s, std::optional<DType> gpu_dtype = std::nullopt) {
-    return {Tensor::empty(s, DType::F32, cpu->allocator()), Tensor::empty(s, gpu_dtype.value_or(dt()), gpu->allocator())};
+    return {Tensor::empty(s, DType::F32, cpu->allocator()),
+            Tensor::empty(s, gpu_dtype.value_or(dt()), gpu->allocator())};
   }
   void expect_close(const Tensor& c, const Tensor& g) {
     const double e = rel_l2(read(*gpu, g), read(*cpu, c));
@@ -93,10 +94,13 @@ TEST_P(CudaOps, HeadRmsNorm) {
 
 // GEMV for M = 1, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
 TEST_P(CudaOps, LinearAllPaths) {
-  struct Case { int M, N, K; bool bias, f32; };
+  struct Case {
+    int M, N, K;
+    bool bias, f32;
+  };
   for (const Case c : {Case{1, 256, 512, false, false}, Case{3, 130, 256, true, false}, Case{8, 64, 1024, false, true},
-                       Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false}, Case{2, 96, 64, true, true},
-                       Case{1, 1000, 2048, false, true}}) {
+                       Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false},
+                       Case{2, 96, 64, true, true}, Case{1, 1000, 2048, false, true}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K);
     auto [cx, gx] = both(randn(size_t(c.M) * c.K, 10 + c.M), {c.M, c.K});
     auto [cw, gw] = both(randn(size_t(c.N) * c.K, 20 + c.N, 0.05f), {c.N, c.K});
@@ -141,10 +145,10 @@ TEST_P(CudaOps, SplitQkvRope) {
     auto [cq, gq] = empty({T, hq * D});
     auto [ck, gk] = empty({T, hkv * D});
     auto [cv, gv] = empty({T, hkv * D});
-    cpu->split_qkv_rope(cx, on_i32(*cpu, pos, {T}), cfg, qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), 1e-6f,
-                        cq, ck, cv);
-    gpu->split_qkv_rope(gx, on_i32(*gpu, pos, {T}), cfg, qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), 1e-6f,
-                        gq, gk, gv);
+    cpu->split_qkv_rope(cx, on_i32(*cpu, pos, {T}), cfg, qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), 1e-6f, cq,
+                        ck, cv);
+    gpu->split_qkv_rope(gx, on_i32(*gpu, pos, {T}), cfg, qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), 1e-6f, gq,
+                        gk, gv);
     expect_close(cq, gq);
     expect_close(ck, gk);
     EXPECT_EQ(read(*gpu, gv), read(*cpu, cv));  // v is a copy

@@ -115,8 +115,12 @@ TEST(CudaSampler, ChiSquareOf100kDraws) {
   test::SamplerHarness h(*gpu, make_cuda_sampling_kernels(*gpu), kRows, V);
   std::vector<float> x(V);
   for (int t = 0; t < V; ++t) x[t] = 1.5f - 0.13f * float(t) + 0.01f * float(t % 3);
-  struct Case { float t; int k; float p; float min_p; } cases[] = {{0.8f, 0, 1.0f, 0.0f}, {1.0f, 10, 0.9f, 0.0f},
-                                                                  {1.1f, 0, 0.7f, 0.03f}};
+  struct Case {
+    float t;
+    int k;
+    float p;
+    float min_p;
+  } cases[] = {{0.8f, 0, 1.0f, 0.0f}, {1.0f, 10, 0.9f, 0.0f}, {1.1f, 0, 0.7f, 0.03f}};
   for (const auto& c : cases) {
     double margin = 1.0;
     const auto probs = test::reference_probs(x, c.t, c.k, c.p, c.min_p, &margin);

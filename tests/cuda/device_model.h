@@ -69,7 +69,8 @@ class DeviceModel {
     staged_.clear();
     std::vector<std::vector<float>> out(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i)
-      out[size_t(i)].assign(host.begin() + int64_t(i) * cfg_.vocab_size, host.begin() + int64_t(i + 1) * cfg_.vocab_size);
+      out[size_t(i)].assign(host.begin() + int64_t(i) * cfg_.vocab_size,
+                            host.begin() + int64_t(i + 1) * cfg_.vocab_size);
     return out;
   }
 

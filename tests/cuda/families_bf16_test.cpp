@@ -69,9 +69,10 @@ TEST_P(FamiliesBf16, CloseToHuggingFaceF32) {
     while (p < fx.tokens[i].size() && res.outputs[i][p] == fx.tokens[i][p]) ++p;
     prefix += int(p);
   }
-  std::printf("[families-bf16] %-12s teacher-forced greedy agreement %d/%d, logits rel-L2 mean %.4f max %.4f, "
-              "free-running FULL_AND_PIECEWISE tokens equal to HF f32 before the first difference: %d/%d\n",
-              GetParam().c_str(), agree, total, sum / std::max(n_rel, 1), worst, prefix, total);
+  std::printf(
+      "[families-bf16] %-12s teacher-forced greedy agreement %d/%d, logits rel-L2 mean %.4f max %.4f, "
+      "free-running FULL_AND_PIECEWISE tokens equal to HF f32 before the first difference: %d/%d\n",
+      GetParam().c_str(), agree, total, sum / std::max(n_rel, 1), worst, prefix, total);
   EXPECT_GE(agree, total * 9 / 10);
   EXPECT_LT(worst, 0.05);
 }

@@ -37,7 +37,8 @@ class CudaLora : public ::testing::TestWithParam<DType> {
     const auto y0_dev = read(*gpu, on(*gpu, y0, {T, N}, dt));  // y0 rounded to the compute dtype
     for (int64_t t = 0; t < T; ++t)
       if (slots[size_t(t)] < 0)
-        for (int64_t n = 0; n < N; ++n) ASSERT_EQ(got[size_t(t * N + n)], y0_dev[size_t(t * N + n)]) << "base row " << t;
+        for (int64_t n = 0; n < N; ++n)
+          ASSERT_EQ(got[size_t(t * N + n)], y0_dev[size_t(t * N + n)]) << "base row " << t;
   }
 };
 

@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
-#include <cstdlib>
 
 #include "attention/attention_backend.h"
 #include "attention/cuda/attention_kernels.h"
@@ -280,9 +280,16 @@ TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
   auto graph = gpu->stream().end_capture();
 
   DeviceBatch fresh(*gpu, b, hb);
-  for (auto [dst, src] : {std::pair{&d.q, &fresh.q}, {&d.k, &fresh.k}, {&d.v, &fresh.v}, {&d.out, &fresh.out},
-                          {&d.kc, &fresh.kc}, {&d.vc, &fresh.vc}, {&d.qsl, &fresh.qsl}, {&d.seq_lens, &fresh.seq_lens},
-                          {&d.bt, &fresh.bt}, {&d.slots, &fresh.slots}})
+  for (auto [dst, src] : {std::pair{&d.q, &fresh.q},
+                          {&d.k, &fresh.k},
+                          {&d.v, &fresh.v},
+                          {&d.out, &fresh.out},
+                          {&d.kc, &fresh.kc},
+                          {&d.vc, &fresh.vc},
+                          {&d.qsl, &fresh.qsl},
+                          {&d.seq_lens, &fresh.seq_lens},
+                          {&d.bt, &fresh.bt},
+                          {&d.slots, &fresh.slots}})
     gpu->copy(*dst, *src);
   graph->replay();
   sync();

@@ -72,17 +72,23 @@ TEST(PrefillBench, AttentionLayer) {
       p.max_blocks_per_req = blocks, p.block_size = bs, p.num_blocks = blocks, p.hq = hq, p.hkv = hkv, p.D = D;
       p.scale = 0.125f;
       const double flop = 2.0 * double(T) * T * D * hq;  // causal: half of 4 T^2 D per head
-      const double tc = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
+      const double tc = median_ms(
+          s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
       double tc2 = 0.0;
       if (D == 64) {
         setenv("GS_PREFILL_MT", "1", 1);
-        tc2 = median_ms(s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
+        tc2 = median_ms(
+            s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
         unsetenv("GS_PREFILL_MT");
       }
       const bool run_old = D == 64 && T <= 2048;  // the decode-style kernel takes ~60 ms at 8k
-      const double old = run_old ? median_ms(s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3) : 0.0;
-      printf("[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 1 tile/warp %.3f ms (%.0f), "
-             "decode kernel %.3f ms\n", D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
+      const double old = run_old ? median_ms(
+                                       s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3)
+                                 : 0.0;
+      printf(
+          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 1 tile/warp %.3f ms (%.0f), "
+          "decode kernel %.3f ms\n",
+          D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
     }
   }
 }
@@ -93,10 +99,13 @@ TEST(PrefillBench, GemmsAtLargeM) {
   auto gpu = make_cuda_backend(0, DType::BF16);
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
   LtGemm lt(gpu->allocator());
-  struct Shape { const char* name; int N, K; };
+  struct Shape {
+    const char* name;
+    int N, K;
+  };
   for (int M : {2048, 8192}) {
-    for (const Shape& sh : {Shape{"qkv", 3072, 2048}, Shape{"o", 2048, 2048}, Shape{"gate_up", 16384, 2048},
-                            Shape{"down", 2048, 8192}}) {
+    for (const Shape& sh :
+         {Shape{"qkv", 3072, 2048}, Shape{"o", 2048, 2048}, Shape{"gate_up", 16384, 2048}, Shape{"down", 2048, 8192}}) {
       Tensor x = random_bf16(*gpu, int64_t(M) * sh.K, 1), w = random_bf16(*gpu, int64_t(sh.N) * sh.K, 2);
       Tensor y = Tensor::empty({int64_t(M) * sh.N}, DType::BF16, gpu->allocator());
       auto gemm = [&] { lt.matmul(x.data(), w.data(), y.data(), false, false, M, sh.N, sh.K, s); };

@@ -33,7 +33,10 @@ TEST(BatchDescriptor, EqualityHashAndNonUniformForm) {
 
 // SPEC §4a key sets: sizes {1, 2, 4, 8}, q = 1, max_num_seqs = 4.
 TEST(CudagraphDispatcher, KeySetsOfEveryMode) {
-  struct Row { M mode; std::vector<BatchDescriptor> full, piecewise; };
+  struct Row {
+    M mode;
+    std::vector<BatchDescriptor> full, piecewise;
+  };
   const std::vector<BatchDescriptor> all_mixed = {mixed(8), mixed(4), mixed(2), mixed(1)};
   const std::vector<BatchDescriptor> decode = {uni(4), uni(2), uni(1)};  // s <= q * max_num_seqs
   const Row rows[] = {
@@ -76,7 +79,13 @@ TEST(CudagraphDispatcher, PadsToTheSmallestCaptureSize) {
 
 // SPEC §4a dispatch: sizes {1, 2, 4, 8}, q = 1, max_num_seqs = 4.
 TEST(CudagraphDispatcher, DispatchOfEveryMode) {
-  struct Row { M mode; BatchDescriptor in; bool cascade; M runtime; BatchDescriptor out; };
+  struct Row {
+    M mode;
+    BatchDescriptor in;
+    bool cascade;
+    M runtime;
+    BatchDescriptor out;
+  };
   const Row rows[] = {
       {M::NONE, uni(3), false, M::NONE, uni(3)},
       {M::NONE, mixed(3), false, M::NONE, mixed(3)},

@@ -25,7 +25,10 @@ TEST(CUDAGraphMode, ParsesAndPrintsUpperCase) {
 
 // SPEC §4a's member table.
 TEST(CUDAGraphMode, MembersFollowTheSpecTable) {
-  struct Row { M mode, mixed, decode; bool separate; };
+  struct Row {
+    M mode, mixed, decode;
+    bool separate;
+  };
   const Row rows[] = {
       {M::NONE, M::NONE, M::NONE, false},
       {M::PIECEWISE, M::PIECEWISE, M::PIECEWISE, false},

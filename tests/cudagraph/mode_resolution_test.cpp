@@ -20,30 +20,16 @@ struct Row {
   M expected[4];  // by support: NEVER, UNIFORM_SINGLE_TOKEN_DECODE, UNIFORM_BATCH, ALWAYS
 };
 
-constexpr M N = M::NONE, P = M::PIECEWISE, F = M::FULL, FD = M::FULL_DECODE_ONLY,
-            FP = M::FULL_AND_PIECEWISE;
+constexpr M N = M::NONE, P = M::PIECEWISE, F = M::FULL, FD = M::FULL_DECODE_ONLY, FP = M::FULL_AND_PIECEWISE;
 
 const Row kTable[] = {
-    {N, true, 1, {N, N, N, N}},
-    {N, true, 2, {N, N, N, N}},
-    {N, false, 1, {N, N, N, N}},
-    {N, false, 2, {N, N, N, N}},
-    {P, true, 1, {P, P, P, P}},
-    {P, true, 2, {P, P, P, P}},
-    {P, false, 1, {N, N, N, N}},
-    {P, false, 2, {N, N, N, N}},
-    {F, true, 1, {P, FP, FP, F}},
-    {F, true, 2, {P, P, FP, F}},
-    {F, false, 1, {N, FD, FD, F}},
-    {F, false, 2, {N, N, FD, F}},
-    {FD, true, 1, {P, FD, FD, FD}},
-    {FD, true, 2, {P, P, FD, FD}},
-    {FD, false, 1, {N, FD, FD, FD}},
-    {FD, false, 2, {N, N, FD, FD}},
-    {FP, true, 1, {P, FP, FP, FP}},
-    {FP, true, 2, {P, P, FP, FP}},
-    {FP, false, 1, {N, FD, FD, F}},
-    {FP, false, 2, {N, N, FD, F}},
+    {N, true, 1, {N, N, N, N}},     {N, true, 2, {N, N, N, N}},     {N, false, 1, {N, N, N, N}},
+    {N, false, 2, {N, N, N, N}},    {P, true, 1, {P, P, P, P}},     {P, true, 2, {P, P, P, P}},
+    {P, false, 1, {N, N, N, N}},    {P, false, 2, {N, N, N, N}},    {F, true, 1, {P, FP, FP, F}},
+    {F, true, 2, {P, P, FP, F}},    {F, false, 1, {N, FD, FD, F}},  {F, false, 2, {N, N, FD, F}},
+    {FD, true, 1, {P, FD, FD, FD}}, {FD, true, 2, {P, P, FD, FD}},  {FD, false, 1, {N, FD, FD, FD}},
+    {FD, false, 2, {N, N, FD, FD}}, {FP, true, 1, {P, FP, FP, FP}}, {FP, true, 2, {P, P, FP, FP}},
+    {FP, false, 1, {N, FD, FD, F}}, {FP, false, 2, {N, N, FD, F}},
 };
 
 TEST(ModeResolution, EveryModeSupportPiecewiseAndQueryLength) {

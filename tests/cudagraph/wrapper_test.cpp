@@ -23,20 +23,28 @@ struct FakeModel {
   Tensor x = Tensor::empty({16}, DType::F32, alloc);
   Tensor h = Tensor::empty({16}, DType::F32, alloc);
   Tensor y = Tensor::empty({16}, DType::F32, alloc);
-  int n = 0;                 // rows of the current batch (host side)
+  int n = 0;                   // rows of the current batch (host side)
   int attention_launches = 0;  // host-side calls: eager attention is launched every step
 
   void piece(int i) {
     float *px = x.data_as<float>(), *ph = h.data_as<float>(), *py = y.data_as<float>();
     const int rows = n;
-    if (i == 0) stream.launch([=] { for (int r = 0; r < rows; ++r) ph[r] = px[r] + 1; });
-    else stream.launch([=] { for (int r = 0; r < rows; ++r) py[r] = ph[r] + 10; });
+    if (i == 0)
+      stream.launch([=] {
+        for (int r = 0; r < rows; ++r) ph[r] = px[r] + 1;
+      });
+    else
+      stream.launch([=] {
+        for (int r = 0; r < rows; ++r) py[r] = ph[r] + 10;
+      });
   }
   void attention() {
     ++attention_launches;
     float* ph = h.data_as<float>();
     const int rows = n;
-    stream.launch([=] { for (int r = 0; r < rows; ++r) ph[r] *= 2; });
+    stream.launch([=] {
+      for (int r = 0; r < rows; ++r) ph[r] *= 2;
+    });
   }
   void set_input(int rows, float base) {
     n = rows;

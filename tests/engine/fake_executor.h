@@ -21,9 +21,10 @@ namespace gs::test {
 
 class FakeExecutor final : public Executor {
  public:
-  FakeExecutor(int vocab, int num_blocks, int block_size, int max_model_len,
-               std::vector<int> eos = {})
-      : num_blocks_(num_blocks), block_size_(block_size), max_model_len_(max_model_len),
+  FakeExecutor(int vocab, int num_blocks, int block_size, int max_model_len, std::vector<int> eos = {})
+      : num_blocks_(num_blocks),
+        block_size_(block_size),
+        max_model_len_(max_model_len),
         slots_(static_cast<size_t>(num_blocks) * block_size),
         sampler_(*cpu_, make_cpu_sampling_kernels(*cpu_), SamplerLimits{kMaxRows, vocab, kMaxRows, max_model_len}),
         logits_(Tensor::empty({kMaxRows, vocab}, DType::F32, cpu_->allocator())) {
@@ -50,8 +51,8 @@ class FakeExecutor final : public Executor {
         Slot& s = slot(blocks, pos);
         if (pos >= r.num_computed_tokens) s = Slot{h, pos, toks[pos]};
         if (s.prefix != h || s.pos != pos || s.token != toks[pos]) {
-          ADD_FAILURE() << "request " << r.id << ": KV slot for position " << pos
-                        << " holds another prefix (pos " << s.pos << ")";
+          ADD_FAILURE() << "request " << r.id << ": KV slot for position " << pos << " holds another prefix (pos "
+                        << s.pos << ")";
           return {};
         }
       }

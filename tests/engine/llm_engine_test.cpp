@@ -25,8 +25,8 @@ struct Harness {
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
     cfg.seed = 5;
-    auto e = std::make_unique<test::FakeExecutor>(kVocab, num_blocks, block_size, max_model_len,
-                                                  std::vector<int>{kEos});
+    auto e =
+        std::make_unique<test::FakeExecutor>(kVocab, num_blocks, block_size, max_model_len, std::vector<int>{kEos});
     exec = e.get();
     engine = std::make_unique<LLMEngine>(cfg, std::move(e), Tokenizer::byte_level(kVocab));
   }
@@ -189,8 +189,7 @@ TEST(LLMEngine, RejectsBadRequestsWithClearErrors) {
 TEST(LLMEngine, SmallKvCacheLowersMaxModelLen) {
   Harness h(/*num_blocks=*/3, /*block_size=*/4, /*max_model_len=*/100);
   EXPECT_EQ(h.engine->max_model_len(), 12);
-  expect_error([&] { h.engine->add_request(std::vector<int32_t>(12, 1), greedy(1)); },
-               "--kv-cache-memory");
+  expect_error([&] { h.engine->add_request(std::vector<int32_t>(12, 1), greedy(1)); }, "--kv-cache-memory");
 }
 
 TEST(LLMEngine, LogprobsPerToken) {
@@ -217,8 +216,7 @@ TEST(LLMEngine, OutputsIndependentOfBatchingAndPreemption) {
     const int block_size = 1 + static_cast<int>(rng() % 6);
     const int max_len = 40;
     const int blocks = (max_len + block_size - 1) / block_size + static_cast<int>(rng() % 20);
-    Harness h(blocks, block_size, max_len, 1 + static_cast<int>(rng() % 6),
-              1 + static_cast<int>(rng() % 40));
+    Harness h(blocks, block_size, max_len, 1 + static_cast<int>(rng() % 6), 1 + static_cast<int>(rng() % 40));
     struct Job {
       std::vector<int32_t> prompt;
       SamplingParams p;

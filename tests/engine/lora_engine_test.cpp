@@ -97,7 +97,8 @@ TEST_P(LoraMixModes, MixedBatchEqualsEachRequestAlone) {
   LLMEngine engine(cfg);
   const auto together = generate(engine, kPrompts, loras);
   for (size_t i = 0; i < kPrompts.size(); ++i)
-    EXPECT_EQ(together[i], generate(engine, {kPrompts[i]}, {loras[i]})[0]) << "request " << i << " (" << loras[i] << ")";
+    EXPECT_EQ(together[i], generate(engine, {kPrompts[i]}, {loras[i]})[0])
+        << "request " << i << " (" << loras[i] << ")";
   for (size_t i : {0u, 2u, 3u})  // the adapters are applied in this mode's graphs
     EXPECT_NE(together[i], generate(engine, {kPrompts[i]}, {""})[0]) << "request " << i;
   // Twice the same request mix: the second run reuses the slots and graphs.

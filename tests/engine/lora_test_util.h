@@ -48,8 +48,13 @@ using AdapterWeights = std::map<std::string, std::pair<std::vector<float>, std::
 
 inline AdapterWeights write_adapter(const std::filesystem::path& dir, const AdapterSpec& s, int layers = 5) {
   std::filesystem::create_directories(dir);
-  nlohmann::json cfg = {{"peft_type", "LORA"}, {"r", s.rank}, {"lora_alpha", s.alpha}, {"target_modules", s.targets},
-                        {"use_rslora", s.rslora}, {"bias", "none"}, {"base_model_name_or_path", "stories260K"}};
+  nlohmann::json cfg = {{"peft_type", "LORA"},
+                        {"r", s.rank},
+                        {"lora_alpha", s.alpha},
+                        {"target_modules", s.targets},
+                        {"use_rslora", s.rslora},
+                        {"bias", "none"},
+                        {"base_model_name_or_path", "stories260K"}};
   std::ofstream(dir / "adapter_config.json") << cfg.dump(2);
   std::mt19937 rng(s.seed);
   std::uniform_real_distribution<float> ua(-s.a_range, s.a_range), ub(-s.b_range, s.b_range);
@@ -84,7 +89,8 @@ inline void write_merged(const std::filesystem::path& base, const std::filesyste
       for (int64_t o = 0; o < out; ++o)
         for (int64_t i = 0; i < in; ++i) {
           double d = 0;
-          for (int r = 0; r < s.rank; ++r) d += double(ab.second[size_t(o * s.rank + r)]) * ab.first[size_t(r * in + i)];
+          for (int r = 0; r < s.rank; ++r)
+            d += double(ab.second[size_t(o * s.rank + r)]) * ab.first[size_t(r * in + i)];
           W[o * in + i] += float(s.scale() * d);
         }
     }

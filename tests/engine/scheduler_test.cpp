@@ -29,8 +29,8 @@ struct Budget {
 constexpr int kVocab = 97;
 
 // Runs `specs` through a Scheduler + FakeExecutor; returns each request's output tokens.
-std::vector<std::vector<int32_t>> run(const std::vector<Spec>& specs, const Budget& b,
-                                      int* preemptions = nullptr, uint64_t* hits = nullptr) {
+std::vector<std::vector<int32_t>> run(const std::vector<Spec>& specs, const Budget& b, int* preemptions = nullptr,
+                                      uint64_t* hits = nullptr) {
   test::FakeExecutor exec(kVocab, b.num_blocks, b.block_size, b.max_model_len);
   BlockPool pool(b.num_blocks, b.block_size);
   Scheduler sched({b.max_num_seqs, b.max_num_batched_tokens, b.prefix_caching}, pool);
@@ -84,8 +84,7 @@ std::vector<std::vector<int32_t>> run(const std::vector<Spec>& specs, const Budg
   return outputs;
 }
 
-std::vector<Spec> random_specs(std::mt19937& rng, int n, int max_prompt, int max_out,
-                               int max_model_len) {
+std::vector<Spec> random_specs(std::mt19937& rng, int n, int max_prompt, int max_out, int max_model_len) {
   std::vector<Spec> specs(n);
   int t = 0;
   for (auto& s : specs) {

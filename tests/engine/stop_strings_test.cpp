@@ -7,8 +7,7 @@ namespace gs {
 namespace {
 
 // Feeds pieces; returns (emitted text, stop string or "").
-std::pair<std::string, std::string> stream(std::vector<std::string> stops,
-                                           const std::vector<std::string>& pieces) {
+std::pair<std::string, std::string> stream(std::vector<std::string> stops, const std::vector<std::string>& pieces) {
   StopStringMatcher m(std::move(stops));
   std::string out;
   for (const auto& p : pieces) {

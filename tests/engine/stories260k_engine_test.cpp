@@ -21,8 +21,7 @@ struct Golden {
 
 std::vector<Golden> load_goldens() {
   std::vector<Golden> out;
-  for (const char* n : {"short", "long", "bos_only", "digits", "emoji", "non_ascii", "punctuation",
-                        "sentence"}) {
+  for (const char* n : {"short", "long", "bos_only", "digits", "emoji", "non_ascii", "punctuation", "sentence"}) {
     std::ifstream in(test::golden_dir() / "stories260K" / (std::string(n) + ".json"));
     auto j = nlohmann::json::parse(in);
     out.push_back({n, j["prompt"], j["full_text"], j["input_ids"].get<std::vector<int32_t>>(),
@@ -54,8 +53,7 @@ void check_against_goldens(const EngineConfig& cfg, bool expect_preemption) {
   p.ignore_eos = true;
   p.max_tokens = 64;
   std::map<RequestId, size_t> which;
-  for (size_t i = 0; i < goldens.size(); ++i)
-    which[engine.add_request(goldens[i].input_ids, p)] = i;
+  for (size_t i = 0; i < goldens.size(); ++i) which[engine.add_request(goldens[i].input_ids, p)] = i;
   std::map<RequestId, std::vector<int32_t>> ids;
   std::map<RequestId, std::string> text;
   while (engine.has_unfinished_requests())
@@ -67,8 +65,7 @@ void check_against_goldens(const EngineConfig& cfg, bool expect_preemption) {
   for (auto& [id, i] : which) {
     const Golden& g = goldens[i];
     EXPECT_EQ(ids[id], g.output_ids) << g.name;
-    if (g.full_text.rfind(g.prompt, 0) == 0)
-      EXPECT_EQ(text[id], g.full_text.substr(g.prompt.size())) << g.name;
+    if (g.full_text.rfind(g.prompt, 0) == 0) EXPECT_EQ(text[id], g.full_text.substr(g.prompt.size())) << g.name;
   }
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
@@ -132,8 +129,7 @@ TEST(Stories260KEngine, PrefixCachingMatchesGoldens) {
   p.max_tokens = 64;
   for (int wave = 0; wave < 2; ++wave) {
     std::map<RequestId, size_t> which;
-    for (size_t i = 0; i < goldens.size(); ++i)
-      which[engine.add_request(goldens[i].input_ids, p)] = i;
+    for (size_t i = 0; i < goldens.size(); ++i) which[engine.add_request(goldens[i].input_ids, p)] = i;
     std::map<RequestId, std::vector<int32_t>> ids;
     while (engine.has_unfinished_requests())
       for (const auto& o : engine.step())

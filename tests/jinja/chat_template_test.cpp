@@ -17,7 +17,8 @@ TEST(ChatTemplate, SpecialTokensSetAreStringsAndUnsetAreUndefined) {
 }
 
 TEST(ChatTemplate, ToolsAndDocumentsAreNoneWhenNotGiven) {
-  const ChatTemplate t("{{ tools is defined }} {{ tools is none }} {{ documents is none }}{% if tools %} {{ tools|length }}{% endif %}");
+  const ChatTemplate t(
+      "{{ tools is defined }} {{ tools is none }} {{ documents is none }}{% if tools %} {{ tools|length }}{% endif %}");
   EXPECT_EQ(t.render(kUser, nullptr, false, ordered_json::object()), "True True True");
   EXPECT_EQ(t.render(kUser, ordered_json::parse(R"([{"type": "function"}])"), false, ordered_json::object()),
             "True False True 1");

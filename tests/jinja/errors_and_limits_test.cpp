@@ -11,8 +11,8 @@
 namespace gs::jinja {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::ordered_json;
+using ::testing::HasSubstr;
 
 // The message of the gs::Error that `fn` throws ("" and a test failure if none).
 template <typename F>
@@ -103,7 +103,8 @@ TEST(JinjaLimits, DeepExpressionNestingIsASyntaxErrorNotACrash) {
 }
 
 TEST(JinjaLimits, RunawayRenderingStopsWithAnError) {
-  EXPECT_THAT(render_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"), HasSubstr("macro calls nested deeper"));
+  EXPECT_THAT(render_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"),
+              HasSubstr("macro calls nested deeper"));
   EXPECT_THAT(render_error("{% for i in range(1000000) %}{% endfor %}"), HasSubstr("range too big"));
   EXPECT_THAT(render_error("{{ 'x' * 1000000000 }}"), HasSubstr("too large"));
   EXPECT_THAT(render_error("{{ 2 ** 100 }}"), HasSubstr("integer overflow"));
@@ -125,7 +126,8 @@ TEST(JinjaLimits, DeeplyNestedInputsAreRejectedCleanly) {
     deep = std::move(wrap);
   }
   const ChatTemplate t("{{ messages|tojson }}");
-  EXPECT_THAT(error_of([&] { t.render(deep, nullptr, false, ordered_json::object()); }), HasSubstr("nested too deeply"));
+  EXPECT_THAT(error_of([&] { t.render(deep, nullptr, false, ordered_json::object()); }),
+              HasSubstr("nested too deeply"));
   // Structures a template builds itself are bounded when printed.
   EXPECT_THAT(render_error("{% set ns = namespace(x=1) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}"
                            "{{ ns.x|tojson }}"),

@@ -8,7 +8,8 @@
 
 namespace gs::jinja::test {
 
-inline std::string render(const std::string& source, const nlohmann::ordered_json& vars = nlohmann::ordered_json::object()) {
+inline std::string render(const std::string& source,
+                          const nlohmann::ordered_json& vars = nlohmann::ordered_json::object()) {
   Dict d;
   for (const auto& [k, v] : vars.items()) d.emplace_back(k, Value::from_json(v));
   return Template(source).render(d);

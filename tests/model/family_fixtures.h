@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 namespace gs::test {
 
 inline const std::vector<std::string>& family_names() {
@@ -19,13 +21,13 @@ inline const std::vector<std::string>& family_names() {
 // $GS_FAMILY_FIXTURES (a packed copy on the GPU machine), else the source tree's.
 inline std::filesystem::path family_dir(const std::string& name) {
   if (const char* p = std::getenv("GS_FAMILY_FIXTURES")) return std::filesystem::path(p) / name;
-  return std::filesystem::path(GS_SOURCE_DIR) / "tests" / "data" / "families" / name;
+  return gs::test::source_dir() / "tests" / "data" / "families" / name;
 }
 
 struct FamilyFixture {
-  std::vector<std::vector<int32_t>> prompts;  // two: the second longer than the sliding window
-  std::vector<std::vector<int32_t>> tokens;   // HF's greedy tokens per prompt
-  std::vector<int> logit_steps;               // steps whose logits are kept (0: the prompt's last position)
+  std::vector<std::vector<int32_t>> prompts;            // two: the second longer than the sliding window
+  std::vector<std::vector<int32_t>> tokens;             // HF's greedy tokens per prompt
+  std::vector<int> logit_steps;                         // steps whose logits are kept (0: the prompt's last position)
   std::vector<std::vector<std::vector<float>>> logits;  // [prompt][i][vocab] at logit_steps[i]
 };
 

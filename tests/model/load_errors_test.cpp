@@ -56,9 +56,10 @@ void edit_config(const fs::path& dir, const std::string& key, const nlohmann::js
   write_text(dir / "config.json", j.dump());
 }
 
-#define EXPECT_ERROR_HAS(msg, ...)                                                    \
-  do {                                                                                \
-    for (const char* part : {__VA_ARGS__}) EXPECT_NE((msg).find(part), std::string::npos) << "'" << part << "' not in: " << (msg); \
+#define EXPECT_ERROR_HAS(msg, ...)                                                            \
+  do {                                                                                        \
+    for (const char* part : {__VA_ARGS__})                                                    \
+      EXPECT_NE((msg).find(part), std::string::npos) << "'" << part << "' not in: " << (msg); \
   } while (0)
 
 TEST(ModelLoad, UnchangedCopyLoads) {
@@ -109,13 +110,17 @@ TEST(ModelLoad, MissingWeightsFile) {
 
 TEST(ModelLoad, MissingTensor) {
   TempDir d;
-  write_model(d.path(), [](auto& ts) { std::erase_if(ts, [](auto& t) { return t.name == "model.layers.3.mlp.up_proj.weight"; }); });
+  write_model(d.path(), [](auto& ts) {
+    std::erase_if(ts, [](auto& t) { return t.name == "model.layers.3.mlp.up_proj.weight"; });
+  });
   EXPECT_ERROR_HAS(load_error(d.path()), "missing tensor", "model.layers.3.mlp.up_proj.weight");
 }
 
 TEST(ModelLoad, UnexpectedExtraTensor) {
   TempDir d;
-  write_model(d.path(), [](auto& ts) { ts.push_back({"model.layers.9.bogus.weight", "F32", {2}, std::vector<uint8_t>(8)}); });
+  write_model(d.path(), [](auto& ts) {
+    ts.push_back({"model.layers.9.bogus.weight", "F32", {2}, std::vector<uint8_t>(8)});
+  });
   EXPECT_ERROR_HAS(load_error(d.path()), "model.safetensors", "unexpected tensor", "model.layers.9.bogus.weight");
 }
 
@@ -189,7 +194,8 @@ TEST(ModelLoad, ConfigValuesTheEngineCannotHonourAreErrors) {
       {"hidden_act", "gelu", "'hidden_act' is 'gelu'"},
       {"mlp_bias", true, "mlp_bias"},
       {"partial_rotary_factor", 0.5, "partial_rotary_factor 0.5"},
-      {"layer_types", {"full_attention", "chunked_attention", "full_attention", "full_attention", "full_attention"},
+      {"layer_types",
+       {"full_attention", "chunked_attention", "full_attention", "full_attention", "full_attention"},
        "'layer_types'[1] is 'chunked_attention'"},
       {"layer_types", {"full_attention"}, "'layer_types' must be a list of 5 entries"},
       {"attn_logit_softcapping", 50.0, "only supported for Gemma2ForCausalLM"},

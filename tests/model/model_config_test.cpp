@@ -14,9 +14,10 @@ namespace {
 using nlohmann::json;
 
 json base_config(const std::string& arch) {
-  return {{"architectures", {arch}}, {"vocab_size", 1000}, {"hidden_size", 256}, {"intermediate_size", 512},
-          {"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
-          {"rms_norm_eps", 1e-5}, {"max_position_embeddings", 2048}, {"torch_dtype", "bfloat16"}};
+  return {{"architectures", {arch}},  {"vocab_size", 1000},     {"hidden_size", 256},
+          {"intermediate_size", 512}, {"num_hidden_layers", 2}, {"num_attention_heads", 8},
+          {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5},   {"max_position_embeddings", 2048},
+          {"torch_dtype", "bfloat16"}};
 }
 
 ModelConfig load(const json& config, const json& gen = nullptr) {
@@ -55,16 +56,19 @@ TEST(ModelConfig, EosMayBeAListAndGenerationConfigWins) {
 TEST(ModelConfig, Llama3RopeScalingInBothFormats) {
   json c = base_config("LlamaForCausalLM");
   c["rope_theta"] = 500000.0;
-  c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  c["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
   const ModelConfig a = load(c);
   EXPECT_EQ(a.rope.theta, 500000.0f);
   EXPECT_EQ(a.rope.llama3_factor, 32.0f);
   c.erase("rope_scaling");
   c.erase("rope_theta");
-  c["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
-                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                          {"original_max_position_embeddings", 8192}};
+  c["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                          {"factor", 32.0},          {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
   const ModelConfig b = load(c);
   EXPECT_EQ(b.rope.theta, 500000.0f);
   EXPECT_EQ(b.rope.llama3_factor, 32.0f);

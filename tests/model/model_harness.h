@@ -16,8 +16,12 @@ class ModelHarness {
   static constexpr int kBlockSize = 4;  // small, so short prompts span several blocks
 
   ModelHarness(const ModelSource& src, int max_tokens = 256, int max_reqs = 4, int num_blocks = 128)
-      : be_(make_cpu_backend()), cfg_(resolve_model_config(src)), max_tokens_(max_tokens), max_reqs_(max_reqs),
-        num_blocks_(num_blocks), max_blocks_(num_blocks) {
+      : be_(make_cpu_backend()),
+        cfg_(resolve_model_config(src)),
+        max_tokens_(max_tokens),
+        max_reqs_(max_reqs),
+        num_blocks_(num_blocks),
+        max_blocks_(num_blocks) {
     attn_ = make_cpu_attention(*be_, attention_shape(cfg_));
     model_ = create_model(cfg_, src, *be_, *attn_, max_tokens);
     auto i32 = [&](Shape s) { return Tensor::empty(s, DType::I32, be_->allocator()); };
@@ -28,7 +32,8 @@ class ModelHarness {
     std::vector<KVCacheLayer> layers;
     for (int l = 0; l < cfg_.num_layers; ++l) {
       const Shape s{num_blocks, kBlockSize, cfg_.num_kv_heads, cfg_.head_dim};
-      layers.push_back({Tensor::empty(s, DType::F32, be_->allocator()), Tensor::empty(s, DType::F32, be_->allocator())});
+      layers.push_back(
+          {Tensor::empty(s, DType::F32, be_->allocator()), Tensor::empty(s, DType::F32, be_->allocator())});
     }
     model_->bind_kv_cache(std::move(layers));
     logits_ = Tensor::empty({max_tokens, cfg_.vocab_size}, DType::F32, be_->allocator());
@@ -63,7 +68,8 @@ class ModelHarness {
         ++t;
       }
       md_.seq_lens.data_as<int>()[r] = req.len;
-      for (size_t b = 0; b < req.blocks.size(); ++b) md_.block_table.data_as<int>()[r * max_blocks_ + b] = req.blocks[b];
+      for (size_t b = 0; b < req.blocks.size(); ++b)
+        md_.block_table.data_as<int>()[r * max_blocks_ + b] = req.blocks[b];
     }
     qsl[batch.size()] = t;
     md_.num_tokens = md_.num_actual_tokens = t;

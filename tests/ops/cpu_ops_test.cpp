@@ -143,8 +143,7 @@ TEST_F(CpuOps, SplitQkvRopeEqualsSliceNormAndRope) {
     const auto all = vec(qkv);
     auto slice = [&](int from, int width) {
       Tensor t = zeros({T, width});
-      for (int r = 0; r < T; ++r)
-        std::copy_n(all.begin() + r * W + from, width, t.data_as<float>() + r * width);
+      for (int r = 0; r < T; ++r) std::copy_n(all.begin() + r * W + from, width, t.data_as<float>() + r * width);
       return t;
     };
     Tensor rq = slice(0, hq * D), rk = slice(hq * D, hk * D), rv = slice((hq + hk) * D, hk * D);
@@ -174,8 +173,8 @@ TEST_F(CpuOps, Llama3RopeScalingKeepsHighAndSlowsLowFrequencies) {
   scaled.llama3_factor = 32.0f;
   const auto a = rope_inv_freq(base), b = rope_inv_freq(scaled);
   ASSERT_EQ(a.size(), 32u);
-  EXPECT_FLOAT_EQ(b[0], a[0]);             // wavelength 2*pi: untouched
-  EXPECT_FLOAT_EQ(b[31], a[31] / 32.0f);   // longest wavelength: divided by factor
+  EXPECT_FLOAT_EQ(b[0], a[0]);            // wavelength 2*pi: untouched
+  EXPECT_FLOAT_EQ(b[31], a[31] / 32.0f);  // longest wavelength: divided by factor
   for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(b[i], a[i]);
 }
 

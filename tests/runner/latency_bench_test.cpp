@@ -17,15 +17,19 @@ TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
   c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;  // (the CPU default is NONE)
   c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
   ModelRunner runner(c);
-  LatencyBenchOptions o{.batch_size = 3, .input_len = 10, .output_len = 5, .num_iters = 2, .num_warmup_iters = 1,
+  LatencyBenchOptions o{.batch_size = 3,
+                        .input_len = 10,
+                        .output_len = 5,
+                        .num_iters = 2,
+                        .num_warmup_iters = 1,
                         .max_num_batched_tokens = 8};  // prefill in chunks of 8 tokens
   const LatencyResult r = run_latency_bench(runner, o);
   EXPECT_EQ(r.decode_ms.size(), size_t(2 * 4));  // (output_len - 1) steps per measured iteration
   EXPECT_GT(r.prefill_ms, 0.0);
   EXPECT_LE(r.decode_ms_median, r.decode_ms_p90);
   const RunnerStats s = runner.stats();
-  EXPECT_EQ(s.steps_full, uint64_t(3 * 4));   // every decode step of 3 requests: FULL graph of size 4
-  EXPECT_GT(s.steps_piecewise, 0u);           // prefill chunks of <= 8 tokens
+  EXPECT_EQ(s.steps_full, uint64_t(3 * 4));  // every decode step of 3 requests: FULL graph of size 4
+  EXPECT_GT(s.steps_piecewise, 0u);          // prefill chunks of <= 8 tokens
   EXPECT_EQ(s.graph_captures_after_startup, 0u);
   o.input_len = 600;
   EXPECT_THROW(run_latency_bench(runner, o), Error);  // beyond max_model_len

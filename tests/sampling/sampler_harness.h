@@ -116,8 +116,10 @@ inline ChiSquare chi_square(const std::vector<int>& counts, const std::vector<do
   };
   for (size_t t = 0; t < p.size(); ++t) {
     if (p[t] <= 0.0) continue;
-    if (n * p[t] < 5.0) pooled_e += n * p[t], pooled_o += counts[t];
-    else add(counts[t], n * p[t]);
+    if (n * p[t] < 5.0)
+      pooled_e += n * p[t], pooled_o += counts[t];
+    else
+      add(counts[t], n * p[t]);
   }
   if (pooled_e > 0.0) add(pooled_o, pooled_e);
   c.df -= 1;

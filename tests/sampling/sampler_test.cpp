@@ -63,10 +63,14 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"temperature 0.7", 0.7f, 0, 1.0f, 0.0f},  {"temperature 1.5", 1.5f, 0, 1.0f, 0.0f},
-    {"top_k 5", 1.0f, 5, 1.0f, 0.0f},          {"top_p 0.8", 1.0f, 0, 0.8f, 0.0f},
-    {"top_p 0.35 at 0.6", 0.6f, 0, 0.35f, 0.0f}, {"min_p 0.2", 1.0f, 0, 1.0f, 0.2f},
-    {"top_k 12 + top_p 0.9", 1.3f, 12, 0.9f, 0.0f}, {"all three", 0.9f, 20, 0.95f, 0.02f},
+    {"temperature 0.7", 0.7f, 0, 1.0f, 0.0f},
+    {"temperature 1.5", 1.5f, 0, 1.0f, 0.0f},
+    {"top_k 5", 1.0f, 5, 1.0f, 0.0f},
+    {"top_p 0.8", 1.0f, 0, 0.8f, 0.0f},
+    {"top_p 0.35 at 0.6", 0.6f, 0, 0.35f, 0.0f},
+    {"min_p 0.2", 1.0f, 0, 1.0f, 0.2f},
+    {"top_k 12 + top_p 0.9", 1.3f, 12, 0.9f, 0.0f},
+    {"all three", 0.9f, 20, 0.95f, 0.02f},
 };
 
 TEST_F(CpuSampler, SupportIsExactAndDrawsFollowTheDistribution) {
@@ -124,7 +128,8 @@ TEST_F(CpuSampler, SeededDrawsDependOnlyOnSeedAndStep) {
   }
   EXPECT_EQ(h.run(xs, rows)[40].token, alone);
   std::set<int> across_steps;
-  for (int step = 0; step < 64; ++step) across_steps.insert(h.run({x}, {sampling_row(1.0f, 0, 1.0f, 0.0f, 1234, step)})[0].token);
+  for (int step = 0; step < 64; ++step)
+    across_steps.insert(h.run({x}, {sampling_row(1.0f, 0, 1.0f, 0.0f, 1234, step)})[0].token);
   EXPECT_GT(across_steps.size(), 5u) << "different steps must draw differently";
 }
 
@@ -190,7 +195,7 @@ TEST_F(CpuSampler, LogprobsAreRawLogSoftmax) {
 TEST_F(CpuSampler, DegenerateParametersGiveDefinedResults) {
   const auto x = random_logits(31, kV);
   const int best = int(std::max_element(x.begin(), x.end()) - x.begin());
-  EXPECT_EQ(h.run({x}, {sampling_row(1e-40f, 5)})[0].token, best);            // tiny temperature: greedy
+  EXPECT_EQ(h.run({x}, {sampling_row(1e-40f, 5)})[0].token, best);                // tiny temperature: greedy
   EXPECT_EQ(h.run({x}, {sampling_row(1.0f, 0, 1e-9f, 0.0f, 5)})[0].token, best);  // top_p ~ 0: the top token
   EXPECT_EQ(h.run({x}, {sampling_row(1.0f, 0, 1.0f, 1.0f, 5)})[0].token, best);   // min_p 1: the top token
   std::vector<LogitAdjustment> all;

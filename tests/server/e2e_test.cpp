@@ -37,8 +37,8 @@ TEST_F(E2E, GreedyAndSeededOutputsEqualOffline) {
   SamplingParams greedy;
   greedy.temperature = 0;
   greedy.max_tokens = 24;
-  auto r = test::post(srv->port(), "/v1/completions",
-                      R"({"prompt":"Once upon a time","max_tokens":24,"temperature":0})");
+  auto r =
+      test::post(srv->port(), "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":24,"temperature":0})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["choices"][0]["text"], test::offline_text("Once upon a time", greedy));
 
@@ -47,8 +47,9 @@ TEST_F(E2E, GreedyAndSeededOutputsEqualOffline) {
   seeded.top_p = 0.95f;
   seeded.seed = 1234;
   seeded.max_tokens = 30;
-  auto s = test::post_stream(srv->port(), "/v1/completions",
-                             R"({"prompt":"The cat","max_tokens":30,"temperature":0.9,"top_p":0.95,"seed":1234,"stream":true})");
+  auto s = test::post_stream(
+      srv->port(), "/v1/completions",
+      R"({"prompt":"The cat","max_tokens":30,"temperature":0.9,"top_p":0.95,"seed":1234,"stream":true})");
   ASSERT_TRUE(s.done) << s.raw;
   std::string text;
   for (const json& e : s.events) text += e["choices"][0]["text"].get<std::string>();
@@ -78,8 +79,9 @@ TEST_F(E2E, LogprobsEchoPromptLogprobsAndLogitBias) {
   ASSERT_EQ(offsets.size(), choice["logprobs"]["tokens"].size());
   EXPECT_EQ(offsets[0], 0);
 
-  auto e = test::post(srv->port(), "/v1/completions",
-                      R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0,"echo":true,"logprobs":1,"prompt_logprobs":2})");
+  auto e = test::post(
+      srv->port(), "/v1/completions",
+      R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0,"echo":true,"logprobs":1,"prompt_logprobs":2})");
   ASSERT_EQ(e.status, 200) << e.body;
   const json ec = e.json()["choices"][0];
   EXPECT_EQ(ec["text"].get<std::string>().rfind("Once upon a time", 0), 0u) << ec["text"];
@@ -105,8 +107,9 @@ TEST_F(E2E, LogprobsEchoPromptLogprobsAndLogitBias) {
 }
 
 TEST_F(E2E, ChatThroughTheTemplateEqualsOfflinePrompt) {
-  auto r = test::post(srv->port(), "/v1/chat/completions",
-                      R"({"model":"stories260K","messages":[{"role":"user","content":"Tell a story"}],"max_tokens":16,"temperature":0})");
+  auto r = test::post(
+      srv->port(), "/v1/chat/completions",
+      R"({"model":"stories260K","messages":[{"role":"user","content":"Tell a story"}],"max_tokens":16,"temperature":0})");
   ASSERT_EQ(r.status, 200) << r.body;
   json j = r.json();
   EXPECT_EQ(j["object"], "chat.completion");
@@ -136,15 +139,14 @@ TEST_F(E2E, Curl) {
   EXPECT_NE(out.find("\"role\":\"assistant\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"completion_tokens\":4"), std::string::npos) << out;
   EXPECT_EQ(out.substr(out.size() - 14), "data: [DONE]\n\n");
-  out = run_command("curl -sS -m 30 -o /dev/null -w '%{http_code}' " + base +
-                        "/v1/completions -d '{\"prompt\": 5}'",
+  out = run_command("curl -sS -m 30 -o /dev/null -w '%{http_code}' " + base + "/v1/completions -d '{\"prompt\": 5}'",
                     &rc);
   EXPECT_EQ(out, "400");
 }
 
 TEST_F(E2E, OpenAINodeSdk) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(GS_SOURCE_DIR) / "tests" / "server" / "node";
+  const fs::path dir = gs::test::source_dir() / "tests" / "server" / "node";
   if (!fs::exists(dir / "node_modules" / "openai"))
     GTEST_SKIP() << "the openai npm package is not installed: run `npm ci` in " << dir;
   SamplingParams greedy;
@@ -152,9 +154,8 @@ TEST_F(E2E, OpenAINodeSdk) {
   greedy.max_tokens = 12;
   const std::string expected = test::offline_text("Once upon a time", greedy);
   int rc = -1;
-  std::string out = run_command("timeout 60 node " + (dir / "openai_sdk_test.mjs").string() + " " +
-                                    std::to_string(srv->port()) + " 2>&1",
-                                &rc);
+  std::string out = run_command(
+      "timeout 60 node " + (dir / "openai_sdk_test.mjs").string() + " " + std::to_string(srv->port()) + " 2>&1", &rc);
   EXPECT_EQ(rc, 0) << out;
   json j = json::parse(out.substr(out.rfind('\n', out.size() - 2) + 1), nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;

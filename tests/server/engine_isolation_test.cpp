@@ -56,11 +56,17 @@ TEST(EngineIsolation, AFailingRequestIsAbortedAloneAndTheOthersFinish) {
   std::vector<std::thread> streams;
   for (int i = 0; i < kStreams; ++i)
     streams.emplace_back([&, i] {
-      json body = {{"prompt", "Once upon a time"}, {"max_tokens", kTokens}, {"ignore_eos", true},
-                   {"stream", true}, {"seed", i}, {"stream_options", {{"include_usage", true}}}};
+      json body = {{"prompt", "Once upon a time"},
+                   {"max_tokens", kTokens},
+                   {"ignore_eos", true},
+                   {"stream", true},
+                   {"seed", i},
+                   {"stream_options", {{"include_usage", true}}}};
       auto s = test::post_stream(port, "/v1/completions", body.dump());
-      if (s.done && s.events.size() >= 2 && s.events.back()["usage"]["completion_tokens"] == kTokens) ++good;
-      else ADD_FAILURE() << "stream " << i << ": " << s.raw.substr(0, 500);
+      if (s.done && s.events.size() >= 2 && s.events.back()["usage"]["completion_tokens"] == kTokens)
+        ++good;
+      else
+        ADD_FAILURE() << "stream " << i << ": " << s.raw.substr(0, 500);
     });
   // Poison while the streams are decoding, once non-streaming and once streaming.
   for (int i = 0; i < 2500 && engine.stats().num_running < kStreams / 2; ++i)

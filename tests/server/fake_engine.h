@@ -40,8 +40,8 @@ class FakeEngine : public EngineClient {
     return std::string(ids.begin(), ids.end());
   }
   std::string token_text(int32_t id) const override { return std::string(1, char(id)); }
-  RequestId submit(std::vector<int32_t> prompt, const SamplingParams& p,
-                   std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) override {
+  RequestId submit(std::vector<int32_t> prompt, const SamplingParams& p, std::shared_ptr<OutputQueue> sink, int choice,
+                   const std::string& lora) override {
     GS_CHECK(lora.empty(), "fake serves no LoRA adapters");
     GS_CHECK(p.temperature != 1.5f, "fake refuses temperature 1.5");
     std::lock_guard l(mu_);

@@ -46,8 +46,7 @@ struct SseResult {
 
 // Posts `body` and reads the event stream; with `stop_after` >= 0 it hangs up after that many
 // events (a client that goes away).
-inline SseResult post_stream(int port, const std::string& path, const std::string& body,
-                             int stop_after = -1) {
+inline SseResult post_stream(int port, const std::string& path, const std::string& body, int stop_after = -1) {
   SseResult out;
   auto cli = make_client(port);
   httplib::Request req;
@@ -65,14 +64,18 @@ inline SseResult post_stream(int port, const std::string& path, const std::strin
       pending.erase(0, pos + 2);
       if (event.rfind("data: ", 0) != 0) continue;
       std::string payload = event.substr(6);
-      if (payload == "[DONE]") out.done = true;
-      else out.events.push_back(nlohmann::json::parse(payload, nullptr, false));
+      if (payload == "[DONE]")
+        out.done = true;
+      else
+        out.events.push_back(nlohmann::json::parse(payload, nullptr, false));
     }
     return stop_after < 0 || static_cast<int>(out.events.size()) < stop_after;
   };
   auto r = cli.send(req);
-  if (r) out.status = r->status;
-  else out.error = httplib::to_string(r.error());
+  if (r)
+    out.status = r->status;
+  else
+    out.error = httplib::to_string(r.error());
   return out;
 }
 

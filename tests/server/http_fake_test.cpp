@@ -107,8 +107,9 @@ TEST_F(HttpFake, ChatStreamingShapes) {
   ServerConfig cfg;
   cfg.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
   start(cfg);
-  auto s = post_stream(port, "/v1/chat/completions",
-                       R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":2,"stream":true,"logprobs":true,"top_logprobs":1})");
+  auto s = post_stream(
+      port, "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":2,"stream":true,"logprobs":true,"top_logprobs":1})");
   ASSERT_EQ(s.status, 200);
   ASSERT_TRUE(s.done);
   ASSERT_EQ(s.events.size(), 3u) << s.raw;
@@ -203,8 +204,7 @@ TEST_F(HttpFake, GracefulShutdownFinishesInFlightRequests) {
     EXPECT_EQ(r.status, 200);
     EXPECT_EQ(r.json()["choices"][0]["finish_reason"], "length");
   });
-  for (int i = 0; i < 200 && server->in_flight() == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 200 && server->in_flight() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_TRUE(server->shutdown(std::chrono::seconds(20)));
   client.join();
 }
@@ -212,32 +212,30 @@ TEST_F(HttpFake, GracefulShutdownFinishesInFlightRequests) {
 TEST_F(HttpFake, MetricsExposition) {
   ASSERT_EQ(post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":3})").status, 200);
   std::string m = get(port, "/metrics").body;
-  for (const char* want : {"graphserve_request_success_total{finished_reason=\"length\"} 1",
-                           "graphserve_generation_tokens_total 3", "graphserve_prompt_tokens_total 2",
-                           "graphserve_time_to_first_token_seconds_count 1",
-                           "graphserve_inter_token_latency_seconds_count 2",
-                           "graphserve_e2e_request_latency_seconds_count 1",
-                           "graphserve_kv_cache_blocks_free 1000",
-                           "graphserve_forward_steps_total{mode=\"FULL\"} 0",
-                           "graphserve_graph_captures_after_startup_total 0"})
+  for (const char* want :
+       {"graphserve_request_success_total{finished_reason=\"length\"} 1", "graphserve_generation_tokens_total 3",
+        "graphserve_prompt_tokens_total 2", "graphserve_time_to_first_token_seconds_count 1",
+        "graphserve_inter_token_latency_seconds_count 2", "graphserve_e2e_request_latency_seconds_count 1",
+        "graphserve_kv_cache_blocks_free 1000", "graphserve_forward_steps_total{mode=\"FULL\"} 0",
+        "graphserve_graph_captures_after_startup_total 0"})
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
 }
 
 TEST_F(HttpFake, MetricsUnderVllmNamesWithModelName) {
   ASSERT_EQ(post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":3})").status, 200);
   std::string m = get(port, "/metrics").body;
-  for (const char* want : {"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"fake\"} 0",
-                           "vllm:num_requests_waiting{model_name=\"fake\"} 0",
-                           "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0",
-                           "# TYPE vllm:time_to_first_token_seconds histogram",
-                           "vllm:time_to_first_token_seconds_count{model_name=\"fake\"} 1",
-                           "vllm:inter_token_latency_seconds_count{model_name=\"fake\"} 2",
-                           "vllm:e2e_request_latency_seconds_bucket{model_name=\"fake\",le=\"+Inf\"} 1",
-                           "vllm:request_decode_time_seconds_count{model_name=\"fake\"} 1",
-                           "vllm:request_queue_time_seconds_sum{model_name=\"fake\"} 0.25",
-                           "vllm:request_prefill_time_seconds_sum{model_name=\"fake\"} 0.5",
-                           "vllm:request_success_total{model_name=\"fake\",finished_reason=\"length\"} 1",
-                           "# TYPE vllm:prompt_tokens_total counter", "vllm:prefix_cache_hits_total{model_name=\"fake\"}"})
+  for (const char* want :
+       {"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"fake\"} 0",
+        "vllm:num_requests_waiting{model_name=\"fake\"} 0", "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0",
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+        "vllm:time_to_first_token_seconds_count{model_name=\"fake\"} 1",
+        "vllm:inter_token_latency_seconds_count{model_name=\"fake\"} 2",
+        "vllm:e2e_request_latency_seconds_bucket{model_name=\"fake\",le=\"+Inf\"} 1",
+        "vllm:request_decode_time_seconds_count{model_name=\"fake\"} 1",
+        "vllm:request_queue_time_seconds_sum{model_name=\"fake\"} 0.25",
+        "vllm:request_prefill_time_seconds_sum{model_name=\"fake\"} 0.5",
+        "vllm:request_success_total{model_name=\"fake\",finished_reason=\"length\"} 1",
+        "# TYPE vllm:prompt_tokens_total counter", "vllm:prefix_cache_hits_total{model_name=\"fake\"}"})
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
 }
 

@@ -2,8 +2,8 @@
 // slow headers, floods of idle sockets, oversized headers and bodies in every transfer encoding,
 // pipelining, half-closes, hang-ups on non-streaming requests, and shutdown deadlines.
 // Every wait is bounded; deadlines are short so the whole file runs in a few seconds.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <thread>
@@ -104,9 +104,8 @@ TEST_F(HttpRobust, IdleSocketsAndOpenStreamsDoNotDelayHealth) {
   engine.tick_ms = 20;
   std::vector<std::thread> streams;
   for (int i = 0; i < 5; ++i)
-    streams.emplace_back([&] {
-      test::post_stream(port, "/v1/completions", R"({"prompt":"hi","max_tokens":40,"stream":true})");
-    });
+    streams.emplace_back(
+        [&] { test::post_stream(port, "/v1/completions", R"({"prompt":"hi","max_tokens":40,"stream":true})"); });
   std::vector<RawSocket> idle;
   for (int i = 0; i < 2000; ++i) {
     idle.emplace_back(port);

@@ -29,9 +29,9 @@ TEST(JsonBody, RejectsHostileBodies) {
   EXPECT_EQ(status_of("{"), 400);
   EXPECT_EQ(status_of(std::string(100, '[')), 400);
   EXPECT_EQ(status_of(R"({"a":[[[[[[[[[[1]]]]]]]]]]})"), 400);
-  EXPECT_EQ(status_of("{\"a\": \"\xff\xfe\"}"), 400);       // invalid UTF-8
-  EXPECT_EQ(status_of("{\"a\": \"\xed\xa0\x80\"}"), 400);   // a UTF-16 surrogate in UTF-8
-  EXPECT_EQ(status_of(R"({"a": 1e999})"), 400);              // overflows a double
+  EXPECT_EQ(status_of("{\"a\": \"\xff\xfe\"}"), 400);      // invalid UTF-8
+  EXPECT_EQ(status_of("{\"a\": \"\xed\xa0\x80\"}"), 400);  // a UTF-16 surrogate in UTF-8
+  EXPECT_EQ(status_of(R"({"a": 1e999})"), 400);            // overflows a double
   EXPECT_EQ(status_of(R"({"a": 1} trailing)"), 400);
 }
 

@@ -34,8 +34,11 @@ TEST(Load, ManyStreamingClientsSomeHangingUp) {
         const int max_tokens = 1 + static_cast<int>(rng() % 24);
         const bool ignore_eos = i % 2 == 0;
         const bool hang_up = i % 7 == 3;
-        json body = {{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", max_tokens},
-                     {"ignore_eos", ignore_eos}, {"stream", true}, {"seed", i},
+        json body = {{"prompt", "Once upon a time " + std::to_string(i)},
+                     {"max_tokens", max_tokens},
+                     {"ignore_eos", ignore_eos},
+                     {"stream", true},
+                     {"seed", i},
                      {"stream_options", {{"include_usage", true}}}};
         auto s = test::post_stream(srv.port(), "/v1/completions", body.dump(), hang_up ? 2 : -1);
         if (hang_up && !s.done) {
@@ -50,8 +53,10 @@ TEST(Load, ManyStreamingClientsSomeHangingUp) {
           ok = (fin["finish_reason"] == "length" && n == max_tokens) ||
                (fin["finish_reason"] == "stop" && !ignore_eos && n <= max_tokens);
         }
-        if (ok) ++completed;
-        else if (wrong++ < 5) ADD_FAILURE() << "request " << i << ": status " << s.status << " " << s.error << " " << s.raw.substr(0, 2000);
+        if (ok)
+          ++completed;
+        else if (wrong++ < 5)
+          ADD_FAILURE() << "request " << i << ": status " << s.status << " " << s.error << " " << s.raw.substr(0, 2000);
       }
     });
   }
@@ -73,17 +78,32 @@ TEST(Load, ManyStreamingClientsSomeHangingUp) {
 }
 
 std::vector<std::string> hostile_bodies() {
-  std::vector<std::string> b = {
-      "", "{", "}", "[]", "null", "42", "\"str\"", "{\"prompt\":}", "{'prompt': 'x'}",
-      "{\"prompt\":\"x\",}", "{\"prompt\":\"x\"} {}", "\xff\xfe\xfd", "{\"prompt\":\"\xc3\x28\"}",
-      "{\"prompt\":\"\xed\xa0\x80\"}", "{\"prompt\":\"\\ud800\"}", "{\"prompt\":\"x\",\"max_tokens\":1e999}",
-      "{\"prompt\":\"x\",\"max_tokens\":99999999999999999999999}", "{\"prompt\":\"x\",\"temperature\":-1e308}",
-      std::string(100000, '['), "{\"a\":" + std::string(5000, '[') + std::string(5000, ']') + "}",
-      "{\"prompt\":" + std::string(1000, '[') + "1" + std::string(1000, ']') + "}",
-      "{\"prompt\":\"" + std::string(1 << 20, 'x') + "\"}",  // far longer than the context
-      "{\"prompt\":[" + std::string(2000, '1').insert(1, ",") + "]}",
-      "{\"prompt\":\"x\",\"stop\":[" + std::string(100, '1').insert(1, ",") + "]}",
-      "{\"messages\":\"hi\"}", "{\"prompt\":\"x\",\"model\":\"\\u0000\"}"};
+  std::vector<std::string> b = {"",
+                                "{",
+                                "}",
+                                "[]",
+                                "null",
+                                "42",
+                                "\"str\"",
+                                "{\"prompt\":}",
+                                "{'prompt': 'x'}",
+                                "{\"prompt\":\"x\",}",
+                                "{\"prompt\":\"x\"} {}",
+                                "\xff\xfe\xfd",
+                                "{\"prompt\":\"\xc3\x28\"}",
+                                "{\"prompt\":\"\xed\xa0\x80\"}",
+                                "{\"prompt\":\"\\ud800\"}",
+                                "{\"prompt\":\"x\",\"max_tokens\":1e999}",
+                                "{\"prompt\":\"x\",\"max_tokens\":99999999999999999999999}",
+                                "{\"prompt\":\"x\",\"temperature\":-1e308}",
+                                std::string(100000, '['),
+                                "{\"a\":" + std::string(5000, '[') + std::string(5000, ']') + "}",
+                                "{\"prompt\":" + std::string(1000, '[') + "1" + std::string(1000, ']') + "}",
+                                "{\"prompt\":\"" + std::string(1 << 20, 'x') + "\"}",  // far longer than the context
+                                "{\"prompt\":[" + std::string(2000, '1').insert(1, ",") + "]}",
+                                "{\"prompt\":\"x\",\"stop\":[" + std::string(100, '1').insert(1, ",") + "]}",
+                                "{\"messages\":\"hi\"}",
+                                "{\"prompt\":\"x\",\"model\":\"\\u0000\"}"};
   const std::vector<std::pair<std::string, std::vector<std::string>>> fields = {
       {"prompt", {"null", "1", "true", "{}", "[]", "[[]]", "[-1]", "[1.5]", "[100000]", "[\"a\",1]", "\"\""}},
       {"max_tokens", {"0", "-1", "1.5", "\"5\"", "true", "[]", "{}", "1e10", "100000000", "-9223372036854775809"}},
@@ -115,8 +135,12 @@ std::vector<std::string> hostile_bodies() {
       b.push_back("{" + prompt + "\"stream\":true,\"" + key + "\":" + v + "}");
     }
   const std::vector<std::string> chat = {
-      "{}", "{\"messages\":[]}", "{\"messages\":null}", "{\"messages\":[1]}",
-      "{\"messages\":[{\"content\":\"x\"}]}", "{\"messages\":[{\"role\":1,\"content\":\"x\"}]}",
+      "{}",
+      "{\"messages\":[]}",
+      "{\"messages\":null}",
+      "{\"messages\":[1]}",
+      "{\"messages\":[{\"content\":\"x\"}]}",
+      "{\"messages\":[{\"role\":1,\"content\":\"x\"}]}",
       "{\"messages\":[{\"role\":\"user\",\"content\":1}]}",
       "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":\"yes\"}",

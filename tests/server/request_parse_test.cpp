@@ -23,11 +23,23 @@ std::string param_of(const json& body) {
 
 TEST(RequestParse, ReadsSamplingFields) {
   test::FakeEngine engine;
-  json body = {{"model", "fake"}, {"prompt", "hello"}, {"temperature", 0}, {"top_p", 0.5},
-               {"top_k", 7}, {"min_p", 0.1}, {"max_tokens", 9}, {"stop", "x"}, {"seed", 42},
-               {"n", 2}, {"presence_penalty", 0.5}, {"frequency_penalty", -0.5},
-               {"repetition_penalty", 1.2}, {"logprobs", 3}, {"ignore_eos", true},
-               {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  json body = {{"model", "fake"},
+               {"prompt", "hello"},
+               {"temperature", 0},
+               {"top_p", 0.5},
+               {"top_k", 7},
+               {"min_p", 0.1},
+               {"max_tokens", 9},
+               {"stop", "x"},
+               {"seed", 42},
+               {"n", 2},
+               {"presence_penalty", 0.5},
+               {"frequency_penalty", -0.5},
+               {"repetition_penalty", 1.2},
+               {"logprobs", 3},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
   GenerationRequest r = parse_completion_request(body, engine);
   EXPECT_EQ(r.prompts.size(), 1u);
   EXPECT_EQ(r.prompts[0].size(), 5u);
@@ -102,8 +114,9 @@ TEST(RequestParse, ChatWithoutTemplateIsAClearError) {
 TEST(RequestParse, ChatRendersTheTemplate) {
   test::FakeEngine engine;
   json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_completion_tokens", 5}};
-  std::string tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
-                     "{% if add_generation_prompt %}<assistant>{% endif %}";
+  std::string tmpl =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
   auto r = parse_chat_request(body, nlohmann::ordered_json::parse(body.dump()), engine, tmpl);
   std::string prompt(r.prompts[0].begin(), r.prompts[0].end());
   EXPECT_EQ(prompt, "<user>hi<assistant>");

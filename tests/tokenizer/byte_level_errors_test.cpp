@@ -36,9 +36,7 @@ TEST(ByteLevelTokenizer, DecodesAndSkipsUnknownIds) {
   EXPECT_EQ(tok.decode(std::vector<int32_t>{0x80}), "\xEF\xBF\xBD");
 }
 
-TEST(ByteLevelTokenizer, RejectsTooSmallVocab) {
-  EXPECT_THROW(Tokenizer::byte_level(257), Error);
-}
+TEST(ByteLevelTokenizer, RejectsTooSmallVocab) { EXPECT_THROW(Tokenizer::byte_level(257), Error); }
 
 TEST(Tokenizer, InvalidUtf8InputIsReplacedNotFatal) {
   const Tokenizer& tok = test::golden_tokenizer("qwen2.5-instruct");
@@ -54,9 +52,7 @@ class BrokenDir : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-  }
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
   // Loading must fail with a gs::Error whose message names `file` and contains `what`.
   void expect_error(const std::string& file, const std::string& what) {
     try {

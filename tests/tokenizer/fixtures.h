@@ -14,8 +14,7 @@ inline const Tokenizer& golden_tokenizer(const std::string& name) {
   static std::map<std::string, Tokenizer> loaded;
   std::lock_guard lock(mu);
   auto it = loaded.find(name);
-  if (it == loaded.end())
-    it = loaded.emplace(name, Tokenizer::from_dir(golden_dir() / "tokenizers" / name)).first;
+  if (it == loaded.end()) it = loaded.emplace(name, Tokenizer::from_dir(golden_dir() / "tokenizers" / name)).first;
   return it->second;
 }
 

@@ -15,9 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kFixtures[] = {"llama3-8b-instruct", "qwen2.5-instruct",
-                                 "mistral-7b-instruct-v0.3", "phi-3-mini-instruct", "phi-2",
-                                 "smollm-135m"};
+const char* const kFixtures[] = {
+    "llama3-8b-instruct", "qwen2.5-instruct", "mistral-7b-instruct-v0.3", "phi-3-mini-instruct", "phi-2",
+    "smollm-135m"};
 
 std::filesystem::path golden_tokenizers() { return test::golden_dir() / "tokenizers"; }
 
@@ -72,17 +72,15 @@ TEST_P(TokenizerGolden, EveryCaseMatches) {
   EXPECT_EQ(checked, 33);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TokenizerGolden, ::testing::ValuesIn(kFixtures),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, TokenizerGolden, ::testing::ValuesIn(kFixtures), [](const auto& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
 
 TEST(TokenizerConfig, ChatTemplateIsExposed) {
-  EXPECT_NE(fixture("llama3-8b-instruct").chat_template().find("start_header_id"),
-            std::string::npos);
+  EXPECT_NE(fixture("llama3-8b-instruct").chat_template().find("start_header_id"), std::string::npos);
   EXPECT_NE(fixture("qwen2.5-instruct").chat_template().find("im_start"), std::string::npos);
   EXPECT_EQ(fixture("phi-2").chat_template(), "");
 }

@@ -14,8 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kPrompts[] = {"bos_only", "short",  "sentence",  "long",
-                                "punctuation", "digits", "non_ascii", "emoji"};
+const char* const kPrompts[] = {"bos_only", "short", "sentence", "long", "punctuation", "digits", "non_ascii", "emoji"};
 
 const Tokenizer& stories() {
   static const Tokenizer tok = Tokenizer::from_dir(test::stories260k_dir());
@@ -43,8 +42,8 @@ bool valid_utf8_without_replacement(const std::string& s) {
 }
 
 // Streams `output` after `prompt`; checks every chunk and returns the concatenation.
-std::string stream(const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                   const std::vector<int32_t>& output, bool skip_special) {
+std::string stream(const Tokenizer& tok, const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
+                   bool skip_special) {
   IncrementalDetokenizer detok(tok, prompt, skip_special);
   std::string all;
   for (int32_t id : output) {
@@ -71,8 +70,8 @@ std::string expected_suffix(const Tokenizer& tok, const std::vector<int32_t>& pr
 TEST(Stories260KTokenizer, EncodesEveryGoldenPrompt) {
   for (const char* name : kPrompts) {
     const json g = golden(name);
-    EXPECT_EQ(stories().encode(g.at("prompt").get<std::string>()),
-              g.at("input_ids").get<std::vector<int32_t>>()) << name;
+    EXPECT_EQ(stories().encode(g.at("prompt").get<std::string>()), g.at("input_ids").get<std::vector<int32_t>>())
+        << name;
   }
 }
 
@@ -111,8 +110,7 @@ TEST(IncrementalDetokenizer, FirstTokenLeadingSpace) {
   const std::string a = stream(stories(), {1}, bos_only.at("greedy_output_ids"), true);
   EXPECT_TRUE(a.starts_with("Once upon")) << a;
   // Text before the output: the first token keeps its space so prompt + output reads right.
-  const std::string b = stream(stories(), sentence.at("input_ids"),
-                               sentence.at("greedy_output_ids"), true);
+  const std::string b = stream(stories(), sentence.at("input_ids"), sentence.at("greedy_output_ids"), true);
   EXPECT_TRUE(b.starts_with(" The cat was")) << b;
   // Not skipping specials: "<s>" is prompt text, so the space is kept after it.
   const std::string c = stream(stories(), {1}, bos_only.at("greedy_output_ids"), false);

@@ -33,8 +33,8 @@ struct Launch {
   int64_t num_tokens, num_reqs, num_blocks, block_size, max_blocks;
   int64_t hq, hkv, d;
   float scale;
-  int64_t window;   // <= 0: none
-  float softcap;    // <= 0: none
+  int64_t window;  // <= 0: none
+  float softcap;   // <= 0: none
 
   int64_t kv_row() const { return hkv * d; }
 
@@ -136,10 +136,10 @@ class CpuAttention final : public AttentionBackend {
     const int64_t T = q.dim(0), D = shape_.head_dim, hq = shape_.num_heads, hkv = shape_.num_kv_heads;
     for (const Tensor* t : {&q, &k, &v, &out, &cache.k, &cache.v})
       GS_CHECK(t->dtype() == DType::F32 && t->device().is_cpu(), "CPU attention: {} must be host f32", t->str());
-    GS_CHECK(q.numel() == T * hq * D && out.numel() == T * hq * D && k.numel() == T * hkv * D &&
-                 v.numel() == T * hkv * D,
-             "CPU attention: q {}, k {}, v {}, out {} do not match {} heads, {} kv heads of {}", q.str(), k.str(),
-             v.str(), out.str(), hq, hkv, D);
+    GS_CHECK(
+        q.numel() == T * hq * D && out.numel() == T * hq * D && k.numel() == T * hkv * D && v.numel() == T * hkv * D,
+        "CPU attention: q {}, k {}, v {}, out {} do not match {} heads, {} kv heads of {}", q.str(), k.str(), v.str(),
+        out.str(), hq, hkv, D);
     const Shape cs = cache.k.shape();
     GS_CHECK(cs.size() == 4 && cs[2] == hkv && cs[3] == D && cache.v.shape() == cs && cs[1] == md.block_size,
              "CPU attention: cache {} must be [blocks, {}, {}, {}]", cache.k.str(), md.block_size, hkv, D);
@@ -148,11 +148,27 @@ class CpuAttention final : public AttentionBackend {
                  md.block_table.numel() >= int64_t(md.num_reqs_padded) * md.max_blocks_per_req &&
                  md.slot_mapping.numel() >= T,
              "CPU attention: metadata buffers are too small for {} requests, {} tokens", md.num_reqs_padded, T);
-    return Launch{q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(), out.data_as<float>(),
-                  cache.k.data_as<float>(), cache.v.data_as<float>(), md.query_start_loc.data_as<const int32_t>(),
-                  md.seq_lens.data_as<const int32_t>(), md.block_table.data_as<const int32_t>(),
-                  md.slot_mapping.data_as<const int32_t>(), T, md.num_reqs_padded, cs[0], md.block_size,
-                  md.max_blocks_per_req, hq, hkv, D, shape_.scale, -1, shape_.softcap};
+    return Launch{q.data_as<const float>(),
+                  k.data_as<const float>(),
+                  v.data_as<const float>(),
+                  out.data_as<float>(),
+                  cache.k.data_as<float>(),
+                  cache.v.data_as<float>(),
+                  md.query_start_loc.data_as<const int32_t>(),
+                  md.seq_lens.data_as<const int32_t>(),
+                  md.block_table.data_as<const int32_t>(),
+                  md.slot_mapping.data_as<const int32_t>(),
+                  T,
+                  md.num_reqs_padded,
+                  cs[0],
+                  md.block_size,
+                  md.max_blocks_per_req,
+                  hq,
+                  hkv,
+                  D,
+                  shape_.scale,
+                  -1,
+                  shape_.softcap};
   }
 
   Backend& backend_;

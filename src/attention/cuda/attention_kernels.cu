@@ -19,8 +19,8 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kGroup = 8;        // query heads per CTA (GQA group, split when larger)
-constexpr int kMaxSplits = 16;   // CTAs per context at most
+constexpr int kGroup = 8;          // query heads per CTA (GQA group, split when larger)
+constexpr int kMaxSplits = 16;     // CTAs per context at most
 constexpr int kSplitTarget = 256;  // CTAs to aim for (about two per SM of an H100/H200)
 
 // Largest r in [0, n] with qsl[r] <= t (qsl is non-decreasing, qsl[0] = 0).
@@ -28,7 +28,10 @@ __device__ int find_request(const int32_t* qsl, int n, int t) {
   int lo = 0, hi = n;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (qsl[mid] <= t) lo = mid; else hi = mid - 1;
+    if (qsl[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -74,8 +77,8 @@ __device__ __forceinline__ void write_cache(const PagedAttentionParams& p, int t
 // out = sum_s w_s o_s / sum_s w_s with w_s = l_s exp(m_s - max m) (splits with l_s = 0 are
 // empty), and resets the counter for the next launch.
 template <typename T>
-__device__ void finish_split(const PagedAttentionParams& p, const float* ml, const float* pacc,
-                             T* out, int t, int h0, int nh, int S) {
+__device__ void finish_split(const PagedAttentionParams& p, const float* ml, const float* pacc, T* out, int t, int h0,
+                             int nh, int S) {
   __shared__ bool last;
   __threadfence();  // this CTA's partials are visible before its arrival is counted
   __syncthreads();
@@ -236,8 +239,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAtten
       for (int b = 0; b < VB; ++b) {
         const T* vp = reinterpret_cast<const T*>(__shfl_sync(0xffffffffu, vrow, (j0 + b) & 31));
 #pragma unroll
-        for (int i = 0; i < DPL; ++i)
-          vv[b][i] = (j0 + b < n && lane + 32 * i < D) ? to_f(vp[lane + 32 * i]) : 0.0f;
+        for (int i = 0; i < DPL; ++i) vv[b][i] = (j0 + b < n && lane + 32 * i < D) ? to_f(vp[lane + 32 * i]) : 0.0f;
       }
 #pragma unroll
       for (int h = 0; h < kGroup; ++h) {
@@ -322,9 +324,8 @@ int attention_splits(int T, int hq, int hkv, int max_context) {
 
 cudaError_t paged_attention(const PagedAttentionParams& p, int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
-  const int S = p.split_workspace && p.split_counters
-                    ? attention_splits(T, p.hq, p.hkv, p.max_blocks_per_req * p.block_size)
-                    : 1;
+  const int S =
+      p.split_workspace && p.split_counters ? attention_splits(T, p.hq, p.hkv, p.max_blocks_per_req * p.block_size) : 1;
   return p.f32 ? dispatch<float>(p, T, S, s) : dispatch<uint16_t>(p, T, S, s);
 }
 

@@ -13,13 +13,13 @@
 namespace gs::cuda {
 
 struct PagedAttentionParams {
-  const void* q = nullptr;        // [T, hq * D]
-  const void* k = nullptr;        // [T, hkv * D]: the new tokens' keys, written to the cache
-  const void* v = nullptr;        // [T, hkv * D]
-  void* out = nullptr;            // [T, hq * D]
-  void* k_cache = nullptr;        // [num_blocks, block_size, hkv, D]
+  const void* q = nullptr;  // [T, hq * D]
+  const void* k = nullptr;  // [T, hkv * D]: the new tokens' keys, written to the cache
+  const void* v = nullptr;  // [T, hkv * D]
+  void* out = nullptr;      // [T, hq * D]
+  void* k_cache = nullptr;  // [num_blocks, block_size, hkv, D]
   void* v_cache = nullptr;
-  const int32_t* slot_mapping = nullptr;     // [T]; slots < 0 or >= num_slots are not written
+  const int32_t* slot_mapping = nullptr;  // [T]; slots < 0 or >= num_slots are not written
   int64_t num_slots = 0;
   const int32_t* query_start_loc = nullptr;  // [num_reqs_padded + 1]
   const int32_t* seq_lens = nullptr;         // [num_reqs_padded]

@@ -15,9 +15,8 @@ namespace gs {
 namespace {
 
 void need(const Tensor& t, DType d, const char* name) {
-  GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d,
-           "cuda attention: {} must be {} on the GPU, got {}", name, dtype_name(d),
-           t.defined() ? t.str() : std::string("undefined"));
+  GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d, "cuda attention: {} must be {} on the GPU, got {}",
+           name, dtype_name(d), t.defined() ? t.str() : std::string("undefined"));
 }
 
 // Batches whose longest query (md.max_query_len: the padded shape's value inside FULL graphs, so a
@@ -42,16 +41,16 @@ class CudaAttention final : public AttentionBackend {
     GS_CHECK(cs, "cuda attention needs the CUDA backend, got backend '{}'", backend.name());
     stream_ = cs->handle();
     GS_CHECK(shape.num_heads > 0 && shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0,
-             "cuda attention: num_heads {} must be a positive multiple of num_kv_heads {}",
-             shape.num_heads, shape.num_kv_heads);
+             "cuda attention: num_heads {} must be a positive multiple of num_kv_heads {}", shape.num_heads,
+             shape.num_kv_heads);
     GS_CHECK(shape.head_dim > 0 && shape.head_dim <= cuda::kMaxAttentionHeadDim,
              "cuda attention: head_dim {} is not in [1, {}]", shape.head_dim, cuda::kMaxAttentionHeadDim);
     dtype_ = backend.compute_dtype();
     GS_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F32,
              "cuda attention: compute dtype {} is not supported (bf16 or f32)", dtype_name(dtype_));
     // Fixed-size flash-decoding workspace: its size does not depend on the batch.
-    split_ws_ = Tensor::empty({int64_t(cuda::split_workspace_floats(shape_.head_dim))}, DType::F32,
-                              backend.allocator());
+    split_ws_ =
+        Tensor::empty({int64_t(cuda::split_workspace_floats(shape_.head_dim))}, DType::F32, backend.allocator());
     // The split path's arrival counters start at zero; each launch leaves them zero again.
     split_counters_ = Tensor::empty({cuda::kSplitCounters}, DType::I32, backend.allocator());
     GS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream_));
@@ -103,32 +102,30 @@ class CudaAttention final : public AttentionBackend {
   void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                     const AttentionMetadata& md, const Tensor& out, int64_t T) const {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
-    for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&cache.k, "cache.k"},
-                        {&cache.v, "cache.v"}})
+    for (auto [t, n] :
+         {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"}})
       need(*t, dtype_, n);
-    for (auto [t, n] : {std::pair{&md.query_start_loc, "query_start_loc"}, {&md.seq_lens, "seq_lens"},
-                        {&md.block_table, "block_table"}, {&md.slot_mapping, "slot_mapping"}})
+    for (auto [t, n] : {std::pair{&md.query_start_loc, "query_start_loc"},
+                        {&md.seq_lens, "seq_lens"},
+                        {&md.block_table, "block_table"},
+                        {&md.slot_mapping, "slot_mapping"}})
       need(*t, DType::I32, n);
     GS_CHECK(q.row_elems() == int64_t(hq) * D && out.dim(0) == T && out.row_elems() == q.row_elems(),
              "cuda attention: q {} and out {} must be [T, {}]", q.str(), out.str(), hq * D);
-    GS_CHECK(k.dim(0) == T && v.dim(0) == T && k.row_elems() == int64_t(hkv) * D &&
-                 v.row_elems() == k.row_elems(),
+    GS_CHECK(k.dim(0) == T && v.dim(0) == T && k.row_elems() == int64_t(hkv) * D && v.row_elems() == k.row_elems(),
              "cuda attention: k {} and v {} must be [{}, {}]", k.str(), v.str(), T, hkv * D);
-    GS_CHECK(cache.k.ndim() == 4 && cache.k.dim(2) == hkv && cache.k.dim(3) == D &&
-                 cache.v.shape() == cache.k.shape(),
-             "cuda attention: cache {} / {} must be [blocks, block_size, {}, {}]", cache.k.str(),
-             cache.v.str(), hkv, D);
+    GS_CHECK(cache.k.ndim() == 4 && cache.k.dim(2) == hkv && cache.k.dim(3) == D && cache.v.shape() == cache.k.shape(),
+             "cuda attention: cache {} / {} must be [blocks, block_size, {}, {}]", cache.k.str(), cache.v.str(), hkv,
+             D);
     GS_CHECK(md.block_size == 0 || md.block_size == cache.k.dim(1),
-             "cuda attention: metadata block_size {} differs from the cache's {}", md.block_size,
-             cache.k.dim(1));
+             "cuda attention: metadata block_size {} differs from the cache's {}", md.block_size, cache.k.dim(1));
     const int64_t nrp = std::max(md.num_reqs_padded, md.num_reqs);
-    GS_CHECK(md.slot_mapping.numel() >= T && md.query_start_loc.numel() >= nrp + 1 &&
-                 md.seq_lens.numel() >= nrp && md.block_table.ndim() == 2 && md.block_table.dim(0) >= nrp &&
+    GS_CHECK(md.slot_mapping.numel() >= T && md.query_start_loc.numel() >= nrp + 1 && md.seq_lens.numel() >= nrp &&
+                 md.block_table.ndim() == 2 && md.block_table.dim(0) >= nrp &&
                  md.max_blocks_per_req <= md.block_table.row_elems(),
              "cuda attention: metadata buffers too small for {} tokens and {} requests "
              "(slot_mapping {}, query_start_loc {}, seq_lens {}, block_table {})",
-             T, nrp, md.slot_mapping.str(), md.query_start_loc.str(), md.seq_lens.str(),
-             md.block_table.str());
+             T, nrp, md.slot_mapping.str(), md.query_start_loc.str(), md.seq_lens.str(), md.block_table.str());
   }
 
   Backend& backend_;

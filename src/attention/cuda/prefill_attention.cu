@@ -29,12 +29,12 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * 32;
-constexpr int kKeys = 64;  // keys per K/V tile
+constexpr int kKeys = 64;         // keys per K/V tile
 constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
 // Query rows (tokens x heads) per CTA: each warp owns MT m16 tiles, so every K/V fragment it
 // loads from shared memory feeds MT mma pairs.
 template <int MT>
-constexpr int kRows = 16 * MT * kWarps;
+constexpr int kRows = 16 * MT* kWarps;
 
 constexpr int kStages = 3;  // K/V tiles in flight: tile it + 2 loads while tile it computes
 
@@ -105,7 +105,10 @@ __device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileI
   int lo = 0, hi = p.num_reqs_padded;  // largest r with qsl[r] / TPT + r <= x
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (qsl[mid] / TPT + mid <= x) lo = mid; else hi = mid - 1;
+    if (qsl[mid] / TPT + mid <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   ti.r = lo;
   ti.tok0 = qsl[lo];
@@ -136,8 +139,8 @@ __device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g)
 
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
 template <int D>
-__device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
-                        int kv_end, uint16_t* ks, uint16_t* vs) {
+__device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
+                        uint16_t* ks, uint16_t* vs) {
   constexpr int CPR = D / 8, RPP = kThreads / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
@@ -170,8 +173,8 @@ struct RowState {
 
 // s (16 x 64 scores of tile kv0) -> probabilities in place; rescales st.o and st.l.
 template <int D>
-__device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0,
-                                             const int (&lim)[2], const int (&lo)[2], float sl2) {
+__device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0, const int (&lim)[2],
+                                             const int (&lo)[2], float sl2) {
   const int tq = threadIdx.x & 3;
   if (mask) {
 #pragma unroll
@@ -213,9 +216,9 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, 
 
 // One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
 template <int D, int MT>
-__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks,
-                                            const uint16_t* vs, RowState<D> (&st)[MT], bool mask, int kv0,
-                                            const int (&lim)[MT][2], const int (&lo)[MT][2], float sl2) {
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
+                                            RowState<D> (&st)[MT], bool mask, int kv0, const int (&lim)[MT][2],
+                                            const int (&lo)[MT][2], float sl2) {
   const int lane = threadIdx.x & 31;
   float s[MT][8][4];
 #pragma unroll
@@ -290,8 +293,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
   for (int c = threadIdx.x; c < ROWS * CPR; c += kThreads) {
     const int row = c / CPR, ch = c % CPR, tl = row / G;
     const bool ok = row < rows_used && tl < ti.ntok && n_kv > 0;
-    const uint16_t* src =
-        ok ? qg + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + ch * 8 : qg;
+    const uint16_t* src = ok ? qg + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + ch * 8 : qg;
     cp_async16(q_s + swz<D>(row, ch), src, ok);
   }
   // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest

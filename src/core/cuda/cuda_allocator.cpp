@@ -17,9 +17,10 @@ void* CudaAllocator::do_allocate(size_t bytes) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    fail("out of GPU memory on cuda:{}: cannot allocate {} bytes ({} of {} bytes free): {}; lower "
-         "--gpu-memory-utilization, --max-num-seqs or --max-model-len",
-         device_, bytes, free_b, total_b, cudaGetErrorString(e));
+    fail(
+        "out of GPU memory on cuda:{}: cannot allocate {} bytes ({} of {} bytes free): {}; lower "
+        "--gpu-memory-utilization, --max-num-seqs or --max-model-len",
+        device_, bytes, free_b, total_b, cudaGetErrorString(e));
   }
   return p;
 }

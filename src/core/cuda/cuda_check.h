@@ -4,10 +4,9 @@
 
 #include "core/error.h"
 
-#define GS_CUDA_CHECK(expr)                                                               \
-  do {                                                                                    \
-    cudaError_t gs_err_ = (expr);                                                         \
-    if (gs_err_ != cudaSuccess)                                                           \
-      ::gs::fail("CUDA error in {} ({}:{}): {}", #expr, __FILE__, __LINE__,               \
-                 cudaGetErrorString(gs_err_));                                            \
+#define GS_CUDA_CHECK(expr)                                                                               \
+  do {                                                                                                    \
+    cudaError_t gs_err_ = (expr);                                                                         \
+    if (gs_err_ != cudaSuccess)                                                                           \
+      ::gs::fail("CUDA error in {} ({}:{}): {}", #expr, __FILE__, __LINE__, cudaGetErrorString(gs_err_)); \
   } while (0)

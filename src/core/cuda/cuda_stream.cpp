@@ -72,9 +72,10 @@ std::unique_ptr<Graph> CudaStream::end_capture() {
   if (e != cudaSuccess) {
     cudaGetLastError();
     if (g) cudaGraphDestroy(g);
-    fail("CUDA graph capture failed: {} (an operation in the captured region is not capturable, "
-         "e.g. a synchronous copy, an allocation or a sync)",
-         cudaGetErrorString(e));
+    fail(
+        "CUDA graph capture failed: {} (an operation in the captured region is not capturable, "
+        "e.g. a synchronous copy, an allocation or a sync)",
+        cudaGetErrorString(e));
   }
   return std::make_unique<CudaGraph>(g, stream_);
 }

@@ -27,8 +27,8 @@ void check_i32(const Tensor& t, const char* op, const char* name) {
            op, name, t.defined() ? t.str() : "undefined");
 }
 void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
-  GS_CHECK(t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{}: {} is {}, expected [{}, {}]", op, name,
-           t.str(), rows, cols);
+  GS_CHECK(t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{}: {} is {}, expected [{}, {}]", op, name, t.str(),
+           rows, cols);
 }
 // A LoRA op's operands: rows (x or y), weights, tmp in f32, slots in i32; returns the shape.
 LoraShape check_cpu_lora(const char* op, const Tensor& rows, const Tensor& w, const Tensor& slots, const Tensor& tmp) {
@@ -50,8 +50,8 @@ class CpuBackend final : public Backend {
   Stream& stream() override { return stream_; }
 
   void copy(const Tensor& dst, const Tensor& src) override {
-    GS_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: the CPU backend copies host tensors only ({} <- {})",
-             dst.str(), src.str());
+    GS_CHECK(dst.device().is_cpu() && src.device().is_cpu(),
+             "copy: the CPU backend copies host tensors only ({} <- {})", dst.str(), src.str());
     GS_CHECK(dst.dtype() == src.dtype() && dst.nbytes() == src.nbytes(), "copy: {} <- {}: dtype and size must match",
              dst.str(), src.str());
     void* d = dst.data();
@@ -95,8 +95,7 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::rms_norm(xp, wp, eps, o, T, H); });
   }
 
-  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                    const Tensor& out) override {
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
     check_f32(residual, "add_rms_norm", "residual"), check_f32(x, "add_rms_norm", "x");
     check_f32(w, "add_rms_norm", "w"), check_f32(out, "add_rms_norm", "out");
     const int64_t T = residual.dim(0), H = residual.dim(1);
@@ -156,8 +155,8 @@ class CpuBackend final : public Backend {
   void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {
     check_f32(q, "rope", "q"), check_f32(k, "rope", "k"), check_i32(positions, "rope", "positions");
     const int64_t T = q.dim(0), D = cfg.head_dim;
-    GS_CHECK(k.dim(0) == T && positions.numel() >= T, "rope: q {}, k {} and positions {} disagree on tokens",
-             q.str(), k.str(), positions.str());
+    GS_CHECK(k.dim(0) == T && positions.numel() >= T, "rope: q {}, k {} and positions {} disagree on tokens", q.str(),
+             k.str(), positions.str());
     GS_CHECK(D > 0 && q.row_elems() % D == 0 && k.row_elems() % D == 0,
              "rope: q {} / k {} rows are not whole heads of {}", q.str(), k.str(), D);
     std::vector<float> inv = rope_inv_freq(cfg);  // owned by the closure, so replay-safe
@@ -171,9 +170,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
-                      const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
-                      const Tensor& k, const Tensor& v) override {
+  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
+                      const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) override {
     const char* op = "split_qkv_rope";
     check_f32(qkv, op, "qkv"), check_f32(q, op, "q"), check_f32(k, op, "k"), check_f32(v, op, "v");
     check_i32(positions, op, "positions");

@@ -37,8 +37,7 @@ void rms_norm(const float* x, const float* w, float eps, float* out, int64_t T, 
   }
 }
 
-void add_rms_norm(float* residual, const float* x, const float* w, float eps, float* out, int64_t T,
-                  int64_t H) {
+void add_rms_norm(float* residual, const float* x, const float* w, float eps, float* out, int64_t T, int64_t H) {
 #pragma omp parallel for if (T * H > kParallelElems)
   for (int64_t t = 0; t < T; ++t) {
     float* res = residual + t * H;

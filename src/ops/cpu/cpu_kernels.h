@@ -10,16 +10,14 @@ namespace gs::cpu {
 void embedding(const int32_t* ids, const float* table, float* out, int64_t T, int64_t V, int64_t H);
 void rms_norm(const float* x, const float* w, float eps, float* out, int64_t T, int64_t H);
 // residual += x; out = rms_norm(residual). x may alias out.
-void add_rms_norm(float* residual, const float* x, const float* w, float eps, float* out, int64_t T,
-                  int64_t H);
+void add_rms_norm(float* residual, const float* x, const float* w, float eps, float* out, int64_t T, int64_t H);
 // In place, each head of width D in rows of width `row` (row % D == 0).
 void head_rms_norm(float* x, const float* w, float eps, int64_t T, int64_t row, int64_t D);
 // y[T, N] = x[T, K] w[N, K]^T (+ b[N]); b may be null.
 void linear(const float* x, const float* w, const float* b, float* y, int64_t T, int64_t N, int64_t K);
 // Rotate-half RoPE in place on `heads` heads of width D per row; inv_freq has D/2 entries.
 // With long_from > 0, inv_freq has D entries and positions >= long_from use the second half.
-void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_t heads, int64_t D,
-          int long_from = 0);
+void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_t heads, int64_t D, int long_from = 0);
 void silu_mul(const float* gate_up, float* out, int64_t T, int64_t I);
 void gelu_tanh_mul(const float* gate_up, float* out, int64_t T, int64_t I);
 void gather_rows(const float* x, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t H);

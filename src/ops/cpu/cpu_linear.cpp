@@ -7,12 +7,12 @@
 namespace gs::cpu {
 
 namespace {
-constexpr int64_t kTokBlock = 4;   // tokens sharing one pass over a row of w
-constexpr int64_t kRowTile = 32;   // rows of w per tile (32 x 4K floats = 512 KiB at K=4096)
+constexpr int64_t kTokBlock = 4;  // tokens sharing one pass over a row of w
+constexpr int64_t kRowTile = 32;  // rows of w per tile (32 x 4K floats = 512 KiB at K=4096)
 
 // Dot products of one row of w with four rows of x.
-inline void dot4(const float* x0, const float* x1, const float* x2, const float* x3, const float* w,
-                 int64_t K, float out[4]) {
+inline void dot4(const float* x0, const float* x1, const float* x2, const float* x3, const float* w, int64_t K,
+                 float out[4]) {
   float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3)
   for (int64_t k = 0; k < K; ++k) {
@@ -26,8 +26,8 @@ inline void dot4(const float* x0, const float* x1, const float* x2, const float*
 }
 
 // Dot products of two rows of w with four rows of x: 6 loads feed 8 multiply-adds.
-inline void dot4x2(const float* x0, const float* x1, const float* x2, const float* x3, const float* w0,
-                   const float* w1, int64_t K, float out[8]) {
+inline void dot4x2(const float* x0, const float* x1, const float* x2, const float* x3, const float* w0, const float* w1,
+                   int64_t K, float out[8]) {
   float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, b0, b1, b2, b3)
   for (int64_t k = 0; k < K; ++k) {

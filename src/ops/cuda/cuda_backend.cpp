@@ -11,8 +11,8 @@
 #include "core/cuda/cuda_stream.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lora_kernels.h"
-#include "ops/lora_shape.h"
 #include "ops/cuda/lt_gemm.h"
+#include "ops/lora_shape.h"
 
 namespace gs {
 
@@ -26,11 +26,13 @@ void need(const Tensor& t, DType d, const char* op, const char* name) {
   GS_CHECK(t.dtype() == d, "{}: {} must be {}, got {}", op, name, dtype_name(d), t.str());
 }
 void need_rows(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
-  GS_CHECK(t.ndim() >= 1 && t.dim(0) == rows && t.row_elems() == cols,
-           "{}: {} must be [{}, {}], got {}", op, name, rows, cols, t.str());
+  GS_CHECK(t.ndim() >= 1 && t.dim(0) == rows && t.row_elems() == cols, "{}: {} must be [{}, {}], got {}", op, name,
+           rows, cols, t.str());
 }
 template <typename T>
-T* ptr(const Tensor& t) { return static_cast<T*>(t.data()); }
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data());
+}
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 
 using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>>;
@@ -47,8 +49,8 @@ class CudaBackend final : public Backend {
   Stream& stream() override { return stream_; }
 
   void copy(const Tensor& dst, const Tensor& src) override {
-    GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(),
-             "copy: {} and {} differ in dtype or size", dst.str(), src.str());
+    GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: {} and {} differ in dtype or size",
+             dst.str(), src.str());
     const cudaMemcpyKind kind = src.device().is_cpu()
                                     ? (dst.device().is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
                                     : (dst.device().is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
@@ -63,8 +65,7 @@ class CudaBackend final : public Backend {
     if (is_float(host_dtype) && is_float(dtype)) {
       convert_host(host, host_dtype, buf.data(), dtype, n);
     } else {
-      GS_CHECK(host_dtype == dtype, "upload: cannot convert {} to {}", dtype_name(host_dtype),
-               dtype_name(dtype));
+      GS_CHECK(host_dtype == dtype, "upload: cannot convert {} to {}", dtype_name(host_dtype), dtype_name(dtype));
       if (n) std::memcpy(buf.data(), host, buf.size());
     }
     if (!buf.empty()) {
@@ -89,10 +90,10 @@ class CudaBackend final : public Backend {
       using E = decltype(e);
       if (out.dtype() == DType::F32)
         GS_CUDA_CHECK((cuda::embedding<E, float>(ptr<int32_t>(ids), ptr<E>(table), ptr<float>(out), int(T),
-                                                int(table.dim(0)), int(H), s())));
+                                                 int(table.dim(0)), int(H), s())));
       else
-        GS_CUDA_CHECK((cuda::embedding<E, E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T),
-                                            int(table.dim(0)), int(H), s())));
+        GS_CUDA_CHECK((cuda::embedding<E, E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T), int(table.dim(0)),
+                                             int(H), s())));
     });
   }
 
@@ -101,14 +102,14 @@ class CudaBackend final : public Backend {
     by_dtype([&](auto e) {
       using E = decltype(e);
       if (x.dtype() == DType::F32)
-        GS_CUDA_CHECK((cuda::rms_norm<E, float>(ptr<float>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s())));
+        GS_CUDA_CHECK(
+            (cuda::rms_norm<E, float>(ptr<float>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s())));
       else
         GS_CUDA_CHECK((cuda::rms_norm<E, E>(ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)), int(H), s())));
     });
   }
 
-  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                    const Tensor& out) override {
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
     const int64_t H = check_norm(x, w, out, "add_rms_norm");
     need(residual, residual_dtype(residual), "add_rms_norm", "residual");
     need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
@@ -116,10 +117,10 @@ class CudaBackend final : public Backend {
       using E = decltype(e);
       if (residual.dtype() == DType::F32)
         GS_CUDA_CHECK((cuda::add_rms_norm<E, float>(ptr<float>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
-                                                   int(x.dim(0)), int(H), s())));
+                                                    int(x.dim(0)), int(H), s())));
       else
-        GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
-                                               int(x.dim(0)), int(H), s())));
+        GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)),
+                                                int(H), s())));
     });
   }
 
@@ -127,12 +128,11 @@ class CudaBackend final : public Backend {
     need(x, dtype_, "head_rms_norm", "x");
     need(w, dtype_, "head_rms_norm", "w");
     GS_CHECK(head_dim > 0 && w.numel() == head_dim && x.ndim() >= 1 && x.row_elems() % head_dim == 0,
-             "head_rms_norm: x {} must be [T, n_heads * {}] and w {} [{}]", x.str(), head_dim,
-             w.str(), head_dim);
+             "head_rms_norm: x {} must be [T, n_heads * {}] and w {} [{}]", x.str(), head_dim, w.str(), head_dim);
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::head_rms_norm<E>(ptr<E>(x), ptr<E>(w), eps, int(x.dim(0)),
-                                           int(x.row_elems() / head_dim), head_dim, s()));
+      GS_CUDA_CHECK(cuda::head_rms_norm<E>(ptr<E>(x), ptr<E>(w), eps, int(x.dim(0)), int(x.row_elems() / head_dim),
+                                           head_dim, s()));
     });
   }
 
@@ -172,8 +172,8 @@ class CudaBackend final : public Backend {
     const int D = cfg.head_dim;
     const int64_t T = positions.numel();
     GS_CHECK(D > 0 && D % 2 == 0, "rope: head_dim must be even and positive, got {}", D);
-    GS_CHECK(q.ndim() >= 1 && k.ndim() >= 1 && q.dim(0) == T && k.dim(0) == T &&
-                 q.row_elems() % D == 0 && k.row_elems() % D == 0,
+    GS_CHECK(q.ndim() >= 1 && k.ndim() >= 1 && q.dim(0) == T && k.dim(0) == T && q.row_elems() % D == 0 &&
+                 k.row_elems() % D == 0,
              "rope: q {} and k {} must be [{}, heads * {}]", q.str(), k.str(), T, D);
     const Tensor& inv = inv_freq(cfg);
     by_dtype([&](auto e) {
@@ -183,9 +183,8 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
-                      const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
-                      const Tensor& k, const Tensor& v) override {
+  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
+                      const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) override {
     const char* op = "split_qkv_rope";
     for (auto [t, n] : {std::pair{&qkv, "qkv"}, {&q, "q"}, {&k, "k"}, {&v, "v"}}) need(*t, dtype_, op, n);
     need(positions, DType::I32, op, "positions");
@@ -201,8 +200,8 @@ class CudaBackend final : public Backend {
     if (q_norm.defined()) {
       need(q_norm, dtype_, op, "q_norm");
       need(k_norm, dtype_, op, "k_norm");
-      GS_CHECK(q_norm.numel() == D && k_norm.numel() == D, "{}: q_norm {} / k_norm {} must have {} elements",
-               op, q_norm.str(), k_norm.str(), D);
+      GS_CHECK(q_norm.numel() == D && k_norm.numel() == D, "{}: q_norm {} / k_norm {} must have {} elements", op,
+               q_norm.str(), k_norm.str(), D);
     }
     const Tensor& inv = inv_freq(cfg);
     by_dtype([&](auto e) {
@@ -250,8 +249,8 @@ class CudaBackend final : public Backend {
     GS_CHECK(x.device().is_cuda() && dtype_size(x.dtype()) % 2 == 0,
              "gather_rows: x {} must be on the GPU with a dtype of 2 or more bytes", x.str());
     need_rows(out, idx.numel(), x.row_elems(), "gather_rows", "out");
-    GS_CUDA_CHECK(cuda::gather_rows(x.data(), ptr<int32_t>(idx), out.data(), int(idx.numel()),
-                                    int(x.dim(0)), x.row_elems() * int64_t(dtype_size(x.dtype())), s()));
+    GS_CUDA_CHECK(cuda::gather_rows(x.data(), ptr<int32_t>(idx), out.data(), int(idx.numel()), int(x.dim(0)),
+                                    x.row_elems() * int64_t(dtype_size(x.dtype())), s()));
   }
 
   void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
@@ -259,11 +258,13 @@ class CudaBackend final : public Backend {
     need(slots, DType::I32, "lora_shrink", "slots"), need(tmp, DType::F32, "lora_shrink", "tmp");
     const LoraShape l = check_lora_shape(x, a, slots, tmp, "lora_shrink");
     auto run = [&](auto* xp, auto* ap) {
-      GS_CUDA_CHECK(cuda::lora_shrink(xp, ap, ptr<int32_t>(slots), ptr<float>(tmp), int(l.T), int(l.C), int(l.R),
-                                      int(l.S), s()));
+      GS_CUDA_CHECK(
+          cuda::lora_shrink(xp, ap, ptr<int32_t>(slots), ptr<float>(tmp), int(l.T), int(l.C), int(l.R), int(l.S), s()));
     };
-    if (dtype_ == DType::BF16) run(ptr<bf16_t>(x), ptr<bf16_t>(a));
-    else run(ptr<float>(x), ptr<float>(a));
+    if (dtype_ == DType::BF16)
+      run(ptr<bf16_t>(x), ptr<bf16_t>(a));
+    else
+      run(ptr<float>(x), ptr<float>(a));
   }
 
   void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
@@ -271,11 +272,13 @@ class CudaBackend final : public Backend {
     need(slots, DType::I32, "lora_expand", "slots"), need(y, dtype_, "lora_expand", "y");
     const LoraShape l = check_lora_shape(y, bt, slots, tmp, "lora_expand");
     auto run = [&](auto* bp, auto* yp) {
-      GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), bp, ptr<int32_t>(slots), yp, int(l.T), int(l.R), int(l.C),
-                                      int(l.S), s()));
+      GS_CUDA_CHECK(
+          cuda::lora_expand(ptr<float>(tmp), bp, ptr<int32_t>(slots), yp, int(l.T), int(l.R), int(l.C), int(l.S), s()));
     };
-    if (dtype_ == DType::BF16) run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
-    else run(ptr<float>(bt), ptr<float>(y));
+    if (dtype_ == DType::BF16)
+      run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
+    else
+      run(ptr<float>(bt), ptr<float>(y));
   }
 
   void argmax(const Tensor& x, const Tensor& out) override {
@@ -283,8 +286,8 @@ class CudaBackend final : public Backend {
              "argmax: x must be f32 or bf16 [n, V] on the GPU, got {}", x.str());
     need(out, DType::I32, "argmax", "out");
     GS_CHECK(out.numel() == x.dim(0), "argmax: out {} must have {} elements", out.str(), x.dim(0));
-    GS_CUDA_CHECK(cuda::argmax(x.data(), x.dtype() == DType::F32, ptr<int32_t>(out), int(x.dim(0)),
-                               int(x.row_elems()), s()));
+    GS_CUDA_CHECK(
+        cuda::argmax(x.data(), x.dtype() == DType::F32, ptr<int32_t>(out), int(x.dim(0)), int(x.row_elems()), s()));
   }
 
  private:
@@ -308,9 +311,7 @@ class CudaBackend final : public Backend {
   }
 
   // The residual stream may be f32 whatever the compute dtype (see Backend::add_rms_norm).
-  DType residual_dtype(const Tensor& t) const {
-    return t.defined() && t.dtype() == DType::F32 ? DType::F32 : dtype_;
-  }
+  DType residual_dtype(const Tensor& t) const { return t.defined() && t.dtype() == DType::F32 ? DType::F32 : dtype_; }
 
   int64_t check_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op,
                      bool x_may_be_residual = false) {
@@ -326,8 +327,14 @@ class CudaBackend final : public Backend {
 
   // The inverse-frequency table of a rope config, uploaded at its first (eager) use.
   const Tensor& inv_freq(const RopeConfig& c) {
-    const RopeKey key{c.theta, c.head_dim, c.llama3_factor, c.llama3_low_freq_factor,
-                      c.llama3_high_freq_factor, c.llama3_original_max_position, c.long_from, c.short_factor,
+    const RopeKey key{c.theta,
+                      c.head_dim,
+                      c.llama3_factor,
+                      c.llama3_low_freq_factor,
+                      c.llama3_high_freq_factor,
+                      c.llama3_original_max_position,
+                      c.long_from,
+                      c.short_factor,
                       c.long_factor};
     if (auto it = rope_tables_.find(key); it != rope_tables_.end()) return it->second;
     GS_CHECK(!stream_.capturing(),

@@ -8,9 +8,7 @@
 namespace gs::cuda {
 
 __device__ __forceinline__ float bf2f(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }
-__device__ __forceinline__ uint16_t f2bf(float f) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
+__device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 // Element type T of a compute dtype: uint16_t (bf16) or float. Math is always in fp32.
 __device__ __forceinline__ float to_f(uint16_t v) { return bf2f(v); }
@@ -18,9 +16,13 @@ __device__ __forceinline__ float to_f(float v) { return v; }
 template <typename T>
 __device__ __forceinline__ T from_f(float f);
 template <>
-__device__ __forceinline__ uint16_t from_f<uint16_t>(float f) { return f2bf(f); }
+__device__ __forceinline__ uint16_t from_f<uint16_t>(float f) {
+  return f2bf(f);
+}
 template <>
-__device__ __forceinline__ float from_f<float>(float f) { return f; }
+__device__ __forceinline__ float from_f<float>(float f) {
+  return f;
+}
 
 // Elements of T in one 16-byte vector.
 template <typename T>

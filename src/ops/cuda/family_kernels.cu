@@ -20,8 +20,7 @@ __global__ void gelu_tanh_mul_kernel(const T* gate_up, T* out, int64_t T_, int I
   pdl_wait();
   pdl_trigger();
   const int64_t total = T_ * I;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / I;
     const int i = int(e % I);
     const float g = to_f(gate_up[t * 2 * I + i]);

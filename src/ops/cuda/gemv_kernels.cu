@@ -14,8 +14,7 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kUnroll = 4;
 
 template <typename T, int M>
-__device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K, int kv,
-                                          float (&acc)[M]) {
+__device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K, int kv, float (&acc)[M]) {
   constexpr int V = kVecElems<T>;
   float wf[V];
   unpack_vec<T>(wv, wf);
@@ -30,8 +29,8 @@ __device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K
 
 template <typename T, int M>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                void* __restrict__ y, bool y_f32, int N, int K) {
+    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, void* __restrict__ y,
+                bool y_f32, int N, int K) {
   const int n = int(blockIdx.x) * kWarpsPerBlock + int(threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   const uint4* wrow = reinterpret_cast<const uint4*>(w + int64_t(n < N ? n : 0) * K);
@@ -82,13 +81,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return M >= 1 && M <= kGemvMaxM && elem_bytes > 0 && K % (16 / elem_bytes) == 0 && aligned(x) &&
-         aligned(w);
+  return M >= 1 && M <= kGemvMaxM && elem_bytes > 0 && K % (16 / elem_bytes) == 0 && aligned(x) && aligned(w);
 }
 
 template <typename T>
-cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K,
-                 cudaStream_t s) {
+cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
   const int blocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
   switch (M) {
@@ -99,7 +96,6 @@ cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int
 
 template cudaError_t gemv<bf16_t>(const bf16_t*, const bf16_t*, const bf16_t*, void*, bool, int, int, int,
                                   cudaStream_t);
-template cudaError_t gemv<float>(const float*, const float*, const float*, void*, bool, int, int, int,
-                                 cudaStream_t);
+template cudaError_t gemv<float>(const float*, const float*, const float*, void*, bool, int, int, int, cudaStream_t);
 
 }  // namespace gs::cuda

@@ -22,22 +22,21 @@ template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
 // residual += x; out = rms_norm(residual). x may alias out; residual is T or float.
 template <typename T, typename R>
-cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
-                         cudaStream_t s);
+cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
 // In place over every head of D elements: x [T, n_heads * D].
 template <typename T>
 cudaError_t head_rms_norm(T* x, const T* w, float eps, int T_, int n_heads, int D, cudaStream_t s);
 // Rotate-half rotary embedding, in place. inv_freq [D / 2] f32 (with long_from > 0, [D]:
 // positions >= long_from use the second half, longrope's long factors).
 template <typename T>
-cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq,
-                 int hkv, int D, int long_from, cudaStream_t s);
+cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq, int hkv, int D,
+                 int long_from, cudaStream_t s);
 // Fused QKV epilogue: qkv [T, (hq + 2 hkv) D] -> q [T, hq D], k, v [T, hkv D]; per-head RMSNorm
 // of q and k when q_norm (and k_norm) are non-null, then rotate-half RoPE of q and k. D <= 256.
 template <typename T>
-cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq,
-                           const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v, int T_,
-                           int hq, int hkv, int D, int long_from, cudaStream_t s);
+cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
+                           const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
+                           cudaStream_t s);
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i].
 template <typename T>
 cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
@@ -52,8 +51,7 @@ template <typename T>
 cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStream_t s);
 
 // out[i, :] = x[idx[i], :] for rows of row_bytes bytes; idx outside [0, T) gives zeros.
-cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T,
-                        int64_t row_bytes, cudaStream_t s);
+cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T, int64_t row_bytes, cudaStream_t s);
 // out[i] = first index of the maximum of row i (x is f32 when x_f32, else bf16).
 cudaError_t argmax(const void* x, bool x_f32, int32_t* out, int n, int V, cudaStream_t s);
 
@@ -65,7 +63,6 @@ cudaError_t argmax(const void* x, bool x_f32, int32_t* out, int n, int V, cudaSt
 constexpr int kGemvMaxM = 1;
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w);
 template <typename T>
-cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K,
-                 cudaStream_t s);
+cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s);
 
 }  // namespace gs::cuda

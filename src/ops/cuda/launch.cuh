@@ -31,8 +31,7 @@ inline bool pdl_enabled() {
 
 // kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute; returns the launch's error.
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                       Args&&... args) {
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;

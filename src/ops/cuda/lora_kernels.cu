@@ -17,8 +17,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 // One block per (token, rank row): its threads split K (16-byte loads when VEC), then reduce.
 template <typename T, bool VEC>
-__global__ void __launch_bounds__(kShrinkThreads) lora_shrink_kernel(const T* x, const T* a, const int32_t* slots,
-                                                                     float* tmp, int K, int R, int S) {
+__global__ void __launch_bounds__(kShrinkThreads)
+    lora_shrink_kernel(const T* x, const T* a, const int32_t* slots, float* tmp, int K, int R, int S) {
   const int t = blockIdx.x, r = blockIdx.y;
   const int slot = slots[t];
   if (slot < 0 || slot >= S) return;  // uniform over the block
@@ -43,8 +43,8 @@ __global__ void __launch_bounds__(kShrinkThreads) lora_shrink_kernel(const T* x,
 
 // One thread per (token, E consecutive output columns): a sum over the rank of coalesced B^T rows.
 template <typename T, bool VEC>
-__global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(const float* tmp, const T* bt,
-                                                                     const int32_t* slots, T* y, int R, int N, int S) {
+__global__ void __launch_bounds__(kExpandThreads)
+    lora_expand_kernel(const float* tmp, const T* bt, const int32_t* slots, T* y, int R, int N, int S) {
   constexpr int E = VEC ? kVecElems<T> : 1;
   const int t = blockIdx.x;
   const int slot = slots[t];
@@ -108,7 +108,7 @@ cudaError_t lora_expand(const float* tmp, const T* bt, const int32_t* slots, T* 
   return cudaGetLastError();
 }
 
-#define GS_INSTANTIATE_LORA(T)                                                                                    \
+#define GS_INSTANTIATE_LORA(T)                                                                                       \
   template cudaError_t lora_shrink<T>(const T*, const T*, const int32_t*, float*, int, int, int, int, cudaStream_t); \
   template cudaError_t lora_expand<T>(const float*, const T*, const int32_t*, T*, int, int, int, int, cudaStream_t);
 GS_INSTANTIATE_LORA(bf16_t)

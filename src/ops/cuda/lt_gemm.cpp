@@ -45,28 +45,27 @@ const LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
     cublasLtMatmulDescDestroy(p.op);
-    fail("cuBLASLt found no algorithm for a {} matmul of M={} N={} K={} (status {})",
-         in_f32 ? "f32" : "bf16", M, N, K, int(st));
+    fail("cuBLASLt found no algorithm for a {} matmul of M={} N={} K={} (status {})", in_f32 ? "f32" : "bf16", M, N, K,
+         int(st));
   }
   p.algo = res.algo;
   return plans_.emplace(key, p).first->second;
 }
 
-void LtGemm::matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N,
-                    int K, cudaStream_t s) {
+void LtGemm::matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
+                    cudaStream_t s) {
   if (M == 0 || N == 0) return;
   const Plan& p = plan(M, N, K, in_f32, y_f32);
   const float alpha = 1.0f, beta = 0.0f;
-  lt_check(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo,
-                          workspace_.data(), kWorkspaceBytes, s),
+  lt_check(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, workspace_.data(),
+                          kWorkspaceBytes, s),
            "matmul");
 }
 

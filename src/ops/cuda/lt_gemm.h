@@ -26,8 +26,7 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // x, w device pointers, both f32 (in_f32) or both bf16; y f32 (y_f32) or the inputs' type.
-  void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
-              cudaStream_t s);
+  void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K, cudaStream_t s);
 
  private:
   struct Plan {

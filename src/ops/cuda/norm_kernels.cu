@@ -57,13 +57,12 @@ __global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, in
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_pdl(rms_norm_kernel<T, X, float>, T_, kNormThreads, 0, s, static_cast<float*>(nullptr), x, w, eps,
-                    out, H);
+  return launch_pdl(rms_norm_kernel<T, X, float>, T_, kNormThreads, 0, s, static_cast<float*>(nullptr), x, w, eps, out,
+                    H);
 }
 
 template <typename T, typename R>
-cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H,
-                         cudaStream_t s) {
+cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
   return launch_pdl(rms_norm_kernel<T, T, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
 }
@@ -72,13 +71,12 @@ template <typename T>
 cudaError_t head_rms_norm(T* x, const T* w, float eps, int T_, int n_heads, int D, cudaStream_t s) {
   const int rows = T_ * n_heads;
   constexpr int kWarps = 8;
-  if (rows > 0)
-    head_rms_norm_kernel<T><<<(rows + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(x, w, eps, rows, D);
+  if (rows > 0) head_rms_norm_kernel<T><<<(rows + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(x, w, eps, rows, D);
   return cudaGetLastError();
 }
 
-#define GS_INSTANTIATE(T, R)                                                                           \
-  template cudaError_t rms_norm<T, R>(const R*, const T*, float, T*, int, int, cudaStream_t);          \
+#define GS_INSTANTIATE(T, R)                                                                  \
+  template cudaError_t rms_norm<T, R>(const R*, const T*, float, T*, int, int, cudaStream_t); \
   template cudaError_t add_rms_norm<T, R>(R*, const T*, const T*, float, T*, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t, bf16_t)
 GS_INSTANTIATE(bf16_t, float)

@@ -33,8 +33,7 @@ __global__ void silu_mul_kernel(const T* gate_up, T* out, int64_t T_, int I) {
   pdl_wait();
   pdl_trigger();
   const int64_t total = T_ * I;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / I;
     const int i = int(e % I);
     const float g = to_f(gate_up[t * 2 * I + i]);
@@ -44,8 +43,7 @@ __global__ void silu_mul_kernel(const T* gate_up, T* out, int64_t T_, int I) {
 }
 
 // Copies rows in 2-byte units (every dtype here is at least 2 bytes wide).
-__global__ void gather_kernel(const uint16_t* x, const int32_t* idx, uint16_t* out, int T,
-                              int64_t row_units) {
+__global__ void gather_kernel(const uint16_t* x, const int32_t* idx, uint16_t* out, int T, int64_t row_units) {
   pdl_wait();
   pdl_trigger();
   const int64_t i = blockIdx.x;
@@ -63,8 +61,8 @@ __global__ void argmax_kernel(const void* xv, int32_t* out, int V) {
   float best = -FLT_MAX;
   int best_i = 0x7fffffff;
   for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    const float v = F32 ? static_cast<const float*>(xv)[row * V + i]
-                        : bf2f(static_cast<const uint16_t*>(xv)[row * V + i]);
+    const float v =
+        F32 ? static_cast<const float*>(xv)[row * V + i] : bf2f(static_cast<const uint16_t*>(xv)[row * V + i]);
     if (v > best || (v == best && i < best_i)) {
       best = v;
       best_i = i;
@@ -100,8 +98,7 @@ __global__ void argmax_kernel(const void* xv, int32_t* out, int V) {
 template <typename T, typename Y>
 __global__ void add_bias_kernel(Y* y, const T* bias, int64_t T_, int N) {
   const int64_t total = T_ * N;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x)
     y[e] = from_f<Y>(to_f(y[e]) + to_f(bias[e % N]));
 }
 
@@ -120,11 +117,10 @@ cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s) {
   return launch_pdl(silu_mul_kernel<T>, blocks_for(n), kThreads, 0, s, gate_up, out, T_, I);
 }
 
-cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T,
-                        int64_t row_bytes, cudaStream_t s) {
+cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T, int64_t row_bytes, cudaStream_t s) {
   if (n <= 0) return cudaGetLastError();
-  return launch_pdl(gather_kernel, n, kThreads, 0, s, static_cast<const uint16_t*>(x), idx,
-                    static_cast<uint16_t*>(out), T, row_bytes / 2);
+  return launch_pdl(gather_kernel, n, kThreads, 0, s, static_cast<const uint16_t*>(x), idx, static_cast<uint16_t*>(out),
+                    T, row_bytes / 2);
 }
 
 cudaError_t argmax(const void* x, bool x_f32, int32_t* out, int n, int V, cudaStream_t s) {
@@ -144,9 +140,9 @@ cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStre
   return cudaGetLastError();
 }
 
-#define GS_INSTANTIATE(T)                                                                       \
+#define GS_INSTANTIATE(T)                                                                          \
   template cudaError_t embedding<T, T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t); \
-  template cudaError_t silu_mul<T>(const T*, T*, int, int, cudaStream_t);                       \
+  template cudaError_t silu_mul<T>(const T*, T*, int, int, cudaStream_t);                          \
   template cudaError_t add_bias<T>(void*, bool, const T*, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)

@@ -19,13 +19,12 @@ int blocks_for(int64_t n, int threads = kThreads) {
 
 // One thread per rotary pair (i, i + D/2) of one head of one token.
 template <typename T>
-__global__ void rope_kernel(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_,
-                            int hq, int hkv, int D, int long_from) {
+__global__ void rope_kernel(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq, int hkv, int D,
+                            int long_from) {
   const int half = D / 2;
   const int64_t per_token = int64_t(hq + hkv) * half;
   const int64_t total = per_token * T_;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / per_token;
     const int r = int(e % per_token);
     const int head = r / half, i = r % half;
@@ -43,9 +42,9 @@ __global__ void rope_kernel(T* q, T* k, const int32_t* positions, const float* i
 // (i, i + D/2) for i = c, c + 32, ... in registers, so the norm and the rotation need no
 // intermediate store.
 template <typename T>
-__global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, const float* inv_freq,
-                                      const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v,
-                                      int T_, int hq, int hkv, int D, int long_from) {
+__global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
+                                      const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D,
+                                      int long_from) {
   pdl_wait();
   pdl_trigger();
   const int heads = hq + 2 * hkv;
@@ -96,30 +95,29 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
 }  // namespace
 
 template <typename T>
-cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq,
-                 int hkv, int D, int long_from, cudaStream_t s) {
+cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq, int hkv, int D,
+                 int long_from, cudaStream_t s) {
   const int64_t n = int64_t(T_) * (hq + hkv) * (D / 2);
-  if (n > 0) rope_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(q, k, positions, inv_freq, T_, hq, hkv, D,
-                                                                     long_from);
+  if (n > 0) rope_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(q, k, positions, inv_freq, T_, hq, hkv, D, long_from);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq,
-                           const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v, int T_,
-                           int hq, int hkv, int D, int long_from, cudaStream_t s) {
+cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
+                           const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
+                           cudaStream_t s) {
   if (D > 64 * kMaxPairsPerLane || D % 2 != 0) return cudaErrorInvalidValue;
   const int64_t warps = int64_t(T_) * (hq + 2 * hkv);
   constexpr int kWarps = kThreads / 32;
   if (warps <= 0) return cudaGetLastError();
-  return launch_pdl(split_qkv_rope_kernel<T>, unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s, qkv,
-                    positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D, long_from);
+  return launch_pdl(split_qkv_rope_kernel<T>, unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s, qkv, positions,
+                    inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D, long_from);
 }
 
-#define GS_INSTANTIATE(T)                                                                              \
-  template cudaError_t rope<T>(T*, T*, const int32_t*, const float*, int, int, int, int, int, cudaStream_t); \
-  template cudaError_t split_qkv_rope<T>(const T*, const int32_t*, const float*, const T*, const T*,        \
-                                         float, T*, T*, T*, int, int, int, int, int, cudaStream_t);
+#define GS_INSTANTIATE(T)                                                                                           \
+  template cudaError_t rope<T>(T*, T*, const int32_t*, const float*, int, int, int, int, int, cudaStream_t);        \
+  template cudaError_t split_qkv_rope<T>(const T*, const int32_t*, const float*, const T*, const T*, float, T*, T*, \
+                                         T*, int, int, int, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE

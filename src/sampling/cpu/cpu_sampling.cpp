@@ -173,8 +173,10 @@ class CpuSamplingKernels final : public SamplingKernels {
       for (int j = 0; j < a.num_tokens; ++j) {
         const int32_t t = a.tokens[j];
         if (t < 0 || t >= a.vocab) continue;
-        if (j < a.num_prompt) a.prompt_mask[t >> 5] |= 1u << (t & 31);
-        else ++a.counts[t];
+        if (j < a.num_prompt)
+          a.prompt_mask[t >> 5] |= 1u << (t & 31);
+        else
+          ++a.counts[t];
       }
     });
   }

@@ -34,7 +34,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxCluster = 8;
 constexpr int kCandidates = 4096;  // per CTA
 constexpr float kNegInf = -INFINITY;
-constexpr uint32_t kNoKey = 0;     // order_key of no valid float
+constexpr uint32_t kNoKey = 0;  // order_key of no valid float
 
 struct Shared {
   uint32_t hist[256];
@@ -575,8 +575,10 @@ __global__ void __launch_bounds__(kThreads) reset_slot_kernel(SlotArgs a) {
   for (int j = threadIdx.x; j < a.num_tokens; j += kThreads) {
     const int32_t t = a.tokens[j];
     if (t < 0 || t >= a.vocab) continue;
-    if (j < a.num_prompt) atomicOr(&a.prompt_mask[t >> 5], 1u << (t & 31));
-    else atomicAdd(&a.counts[t], 1);
+    if (j < a.num_prompt)
+      atomicOr(&a.prompt_mask[t >> 5], 1u << (t & 31));
+    else
+      atomicAdd(&a.counts[t], 1);
   }
 }
 

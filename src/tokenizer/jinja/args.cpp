@@ -4,18 +4,18 @@
 
 namespace gs::jinja {
 
-ArgBinder::ArgBinder(const CallArgs& args, std::string_view fn,
-                     std::initializer_list<std::string_view> params)
+ArgBinder::ArgBinder(const CallArgs& args, std::string_view fn, std::initializer_list<std::string_view> params)
     : fn_(fn), names_(params), bound_(params.size()) {
   // A last parameter named "*" collects extra positional arguments.
   const bool variadic = !names_.empty() && names_.back() == "*";
   const size_t named = names_.size() - (variadic ? 1 : 0);
   for (size_t i = 0; i < args.args.size(); ++i) {
-    if (i < named) bound_[i] = args.args[i];
-    else rest_.push_back(args.args[i]);
+    if (i < named)
+      bound_[i] = args.args[i];
+    else
+      rest_.push_back(args.args[i]);
   }
-  GS_CHECK(variadic || rest_.empty(), "{}() takes at most {} arguments ({} given)", fn_, named,
-           args.args.size());
+  GS_CHECK(variadic || rest_.empty(), "{}() takes at most {} arguments ({} given)", fn_, named, args.args.size());
   for (const auto& [key, v] : args.kwargs) {
     size_t i = 0;
     while (i < names_.size() && names_[i] != key) ++i;

@@ -72,8 +72,7 @@ std::optional<int64_t> parse_int(std::string s, int base) {
   try {
     const int64_t r = std::stoll(digits, &used, base);
     if (used == digits.size()) return r;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return std::nullopt;
 }
 
@@ -84,8 +83,7 @@ std::optional<double> parse_float(const std::string& s) {
   try {
     const double d = std::stod(t, &used);
     if (used == t.size()) return d;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return std::nullopt;
 }
 
@@ -138,10 +136,14 @@ Value round_filter(const Value& v, const CallArgs& a) {
   const double scale = std::pow(10.0, static_cast<double>(p));
   const double x = v.as_double() * scale;
   double r = 0;
-  if (method == "common") r = std::nearbyint(x);  // Python's round(): halves go to even
-  else if (method == "floor") r = std::floor(x);
-  else if (method == "ceil") r = std::ceil(x);
-  else fail("round(): method must be 'common', 'floor' or 'ceil', got '{}'", method);
+  if (method == "common")
+    r = std::nearbyint(x);  // Python's round(): halves go to even
+  else if (method == "floor")
+    r = std::floor(x);
+  else if (method == "ceil")
+    r = std::ceil(x);
+  else
+    fail("round(): method must be 'common', 'floor' or 'ceil', got '{}'", method);
   return Value(r / scale);
 }
 
@@ -164,8 +166,10 @@ Value escape_filter(const Value& v, const CallArgs& a) {
 Value indent_filter(const Value& v, const CallArgs& a) {
   ArgBinder b(a, "indent", {"width", "first", "blank"});
   const Value width = b.get_or(0, Value(4));
-  const std::string pad = width.is_string() ? width.as_string()
-                                            : std::string(static_cast<size_t>(std::clamp<int64_t>(int_arg(width, "indent", "width"), 0, 1024)), ' ');
+  const std::string pad =
+      width.is_string()
+          ? width.as_string()
+          : std::string(static_cast<size_t>(std::clamp<int64_t>(int_arg(width, "indent", "width"), 0, 1024)), ' ');
   std::vector<std::string> lines;
   const std::string s = to_str(v);
   size_t start = 0;
@@ -176,7 +180,8 @@ Value indent_filter(const Value& v, const CallArgs& a) {
   if (start < s.size()) lines.push_back(s.substr(start));
   if (lines.empty()) lines.emplace_back();
   std::string out = lines[0];
-  for (size_t i = 1; i < lines.size(); ++i) out += "\n" + ((b.get(2).truthy() || !lines[i].empty()) ? pad : "") + lines[i];
+  for (size_t i = 1; i < lines.size(); ++i)
+    out += "\n" + ((b.get(2).truthy() || !lines[i].empty()) ? pad : "") + lines[i];
   if (b.get(1).truthy()) out = pad + out;
   return Value(std::move(out));
 }
@@ -193,7 +198,10 @@ void add_scalar_filters(FilterTable& t) {
   t["title"] = string_filter<to_title>;
   t["capitalize"] = string_filter<capitalize>;
   t["string"] = string_filter<identity>;
-  t["safe"] = [](const Value& v, const CallArgs& a) { ArgBinder b(a, "safe", {}); return v; };
+  t["safe"] = [](const Value& v, const CallArgs& a) {
+    ArgBinder b(a, "safe", {});
+    return v;
+  };
   t["default"] = default_filter;
   t["d"] = default_filter;
   t["int"] = int_filter;

@@ -23,8 +23,10 @@ Value make_namespace(const CallArgs& a) {
   }
   for (const auto& [k, v] : a.kwargs) {
     auto it = std::find_if(ns->attrs.begin(), ns->attrs.end(), [&](const auto& kv) { return kv.first == k; });
-    if (it != ns->attrs.end()) it->second = v;
-    else ns->attrs.emplace_back(k, v);
+    if (it != ns->attrs.end())
+      it->second = v;
+    else
+      ns->attrs.emplace_back(k, v);
   }
   return Value(std::move(ns));
 }

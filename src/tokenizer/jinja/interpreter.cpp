@@ -30,8 +30,10 @@ struct Interpreter::ScopeGuard {
 Interpreter::Interpreter(const Dict& vars, RenderLimits limits) : globals_(builtin_globals()), limits_(limits) {
   for (const auto& [k, v] : vars) {
     auto it = std::find_if(globals_.begin(), globals_.end(), [&](const auto& kv) { return kv.first == k; });
-    if (it != globals_.end()) it->second = v;
-    else globals_.emplace_back(k, v);
+    if (it != globals_.end())
+      it->second = v;
+    else
+      globals_.emplace_back(k, v);
   }
   frames_.emplace_back();
 }
@@ -179,7 +181,8 @@ void Interpreter::run_loop_body(const stmt::For& s, const List& items, std::stri
         {"depth0", Value(0)},
         {"previtem", i > 0 ? items[k - 1] : Value::undefined("there is no previous item")},
         {"nextitem", i + 1 < n ? items[k + 1] : Value::undefined("there is no next item")},
-        {"cycle", Value(Callable{"loop.cycle", [i](const CallArgs& a) {
+        {"cycle", Value(Callable{"loop.cycle",
+                                 [i](const CallArgs& a) {
                                    GS_CHECK(!a.args.empty(), "loop.cycle() needs at least one value");
                                    return a.args[static_cast<size_t>(i) % a.args.size()];
                                  }})},
@@ -197,8 +200,8 @@ void Interpreter::exec_node(const stmt::Set& s) {
     return;
   }
   const Value ns = lookup(s.targets[0]);
-  GS_CHECK(ns.is_namespace(), "cannot assign attribute '{}' on '{}' ({}): only namespace() objects allow it",
-           s.attr, s.targets[0], type_name(ns));
+  GS_CHECK(ns.is_namespace(), "cannot assign attribute '{}' on '{}' ({}): only namespace() objects allow it", s.attr,
+           s.targets[0], type_name(ns));
   Dict& attrs = ns.as_namespace().attrs;
   for (auto& [k, x] : attrs) {
     if (k == s.attr) {
@@ -229,10 +232,14 @@ Value Interpreter::call_macro(const stmt::Macro& m, const CallArgs& a) {
   for (size_t i = 0; i < m.params.size(); ++i) {
     const auto& p = m.params[i];
     const auto kw = std::find_if(a.kwargs.begin(), a.kwargs.end(), [&](const auto& kv) { return kv.first == p.name; });
-    if (i < a.args.size()) assign(p.name, a.args[i]);
-    else if (kw != a.kwargs.end()) assign(p.name, kw->second);
-    else if (p.default_value) assign(p.name, eval(*p.default_value));
-    else assign(p.name, Value::undefined(fmt::format("'{}' is undefined", p.name)));
+    if (i < a.args.size())
+      assign(p.name, a.args[i]);
+    else if (kw != a.kwargs.end())
+      assign(p.name, kw->second);
+    else if (p.default_value)
+      assign(p.name, eval(*p.default_value));
+    else
+      assign(p.name, Value::undefined(fmt::format("'{}' is undefined", p.name)));
   }
   for (const auto& [k, v] : a.kwargs) {
     const bool known = std::any_of(m.params.begin(), m.params.end(), [&](const auto& p) { return p.name == k; });
@@ -310,8 +317,10 @@ Value Interpreter::eval_node(const Expr& e) {
     GS_CHECK(key.is_string(), "dict keys must be strings, got {}", type_name(key));
     Value val = eval(*v);
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& kv) { return kv.first == key.as_string(); });
-    if (it != out.end()) it->second = std::move(val);
-    else out.emplace_back(key.as_string(), std::move(val));
+    if (it != out.end())
+      it->second = std::move(val);
+    else
+      out.emplace_back(key.as_string(), std::move(val));
   }
   return Value(std::move(out));
 }

@@ -17,9 +17,9 @@ class TemplateError : public Error {
 };
 
 struct RenderLimits {
-  int max_call_depth = 32;                    // nested macro calls (recursive schema printers)
-  int64_t max_loop_iterations = 1'000'000;    // all loop iterations of one render
-  size_t max_output_bytes = size_t{64} << 20; // rendered text of one render
+  int max_call_depth = 32;                     // nested macro calls (recursive schema printers)
+  int64_t max_loop_iterations = 1'000'000;     // all loop iterations of one render
+  size_t max_output_bytes = size_t{64} << 20;  // rendered text of one render
 };
 
 class Interpreter {

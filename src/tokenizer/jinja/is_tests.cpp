@@ -35,16 +35,21 @@ const std::map<std::string, TestFn, std::less<>>& table() {
       {"true", [](const Value& v, const CallArgs& a) { return no_args(a, "true") && v.is_bool() && v.as_bool(); }},
       {"false", [](const Value& v, const CallArgs& a) { return no_args(a, "false") && v.is_bool() && !v.as_bool(); }},
       {"mapping", [](const Value& v, const CallArgs& a) { return no_args(a, "mapping") && v.is_dict(); }},
-      {"sequence", [](const Value& v, const CallArgs& a) {
+      {"sequence",
+       [](const Value& v, const CallArgs& a) {
          return no_args(a, "sequence") && (v.is_list() || v.is_string() || v.is_dict());
        }},
-      {"iterable", [](const Value& v, const CallArgs& a) {
+      {"iterable",
+       [](const Value& v, const CallArgs& a) {
          return no_args(a, "iterable") && (v.is_list() || v.is_string() || v.is_dict() || v.is_undefined());
        }},
       {"callable", [](const Value& v, const CallArgs& a) { return no_args(a, "callable") && v.is_callable(); }},
-      {"odd", [](const Value& v, const CallArgs& a) { return no_args(a, "odd") && int_arg(v, "odd", "value") % 2 != 0; }},
-      {"even", [](const Value& v, const CallArgs& a) { return no_args(a, "even") && int_arg(v, "even", "value") % 2 == 0; }},
-      {"divisibleby", [](const Value& v, const CallArgs& a) {
+      {"odd",
+       [](const Value& v, const CallArgs& a) { return no_args(a, "odd") && int_arg(v, "odd", "value") % 2 != 0; }},
+      {"even",
+       [](const Value& v, const CallArgs& a) { return no_args(a, "even") && int_arg(v, "even", "value") % 2 == 0; }},
+      {"divisibleby",
+       [](const Value& v, const CallArgs& a) {
          const int64_t d = int_arg(other(a, "divisibleby"), "divisibleby", "num");
          GS_CHECK(d != 0, "divisibleby(0)");
          return int_arg(v, "divisibleby", "value") % d == 0;
@@ -56,14 +61,17 @@ const std::map<std::string, TestFn, std::less<>>& table() {
       {"gt", [](const Value& v, const CallArgs& a) { return compare(v, other(a, "gt"), ">") > 0; }},
       {"ge", [](const Value& v, const CallArgs& a) { return compare(v, other(a, "ge"), ">=") >= 0; }},
       {"in", [](const Value& v, const CallArgs& a) { return contains(other(a, "in"), v); }},
-      {"sameas", [](const Value& v, const CallArgs& a) {
+      {"sameas",
+       [](const Value& v, const CallArgs& a) {
          const Value& o = other(a, "sameas");  // identity: exact for none/bools, value equality otherwise
          return v.kind() == o.kind() && v.equals(o);
        }},
-      {"lower", [](const Value& v, const CallArgs& a) {
+      {"lower",
+       [](const Value& v, const CallArgs& a) {
          return no_args(a, "lower") && v.is_string() && to_lower(v.as_string()) == v.as_string();
        }},
-      {"upper", [](const Value& v, const CallArgs& a) {
+      {"upper",
+       [](const Value& v, const CallArgs& a) {
          return no_args(a, "upper") && v.is_string() && to_upper(v.as_string()) == v.as_string();
        }},
   };

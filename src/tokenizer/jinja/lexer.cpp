@@ -35,9 +35,9 @@ std::string rstrip_ws(std::string_view s) {
 }
 
 // Operators, longest first so "**" wins over "*".
-constexpr std::array<std::string_view, 29> kOps = {
-    "**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<", ">", "=",
-    ".",  ",",  ":",  "|",  "(",  ")",  "[", "]", "{", "}", "!", ";", "?", "@"};
+constexpr std::array<std::string_view, 29> kOps = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/",
+                                                   "%",  "~",  "<",  ">",  "=",  ".",  ",", ":", "|", "(",
+                                                   ")",  "[",  "]",  "{",  "}",  "!",  ";", "?", "@"};
 
 class Lexer {
  public:
@@ -58,8 +58,10 @@ class Lexer {
       std::string_view text = src_.substr(pos_, open - pos_);
       emit_text(control_before(text, kind, mod), pos_);
       pos_ = open + 2 + ((mod == '-' || mod == '+') ? 1 : 0);
-      if (kind == '#') comment(open);
-      else tag(kind == '{', open);
+      if (kind == '#')
+        comment(open);
+      else
+        tag(kind == '{', open);
     }
     tokens_.push_back({Tok::Eof, "", at(src_.size())});
     return std::move(tokens_);
@@ -102,8 +104,10 @@ class Lexer {
     if (mod == '-') {
       while (pos_ < src_.size() && is_ws(src_[pos_])) ++pos_;
     } else if (mod != '+' && is_block && opts_.trim_blocks && pos_ < src_.size()) {
-      if (src_[pos_] == '\n') ++pos_;
-      else if (src_.compare(pos_, 2, "\r\n") == 0) pos_ += 2;
+      if (src_[pos_] == '\n')
+        ++pos_;
+      else if (src_.compare(pos_, 2, "\r\n") == 0)
+        pos_ += 2;
     }
     line_starting_ = pos_ > 0 && src_[pos_ - 1] == '\n';
   }
@@ -204,7 +208,8 @@ class Lexer {
   }
 
   void digits() {
-    while (pos_ < src_.size() && (is_digit(src_[pos_]) || (src_[pos_] == '_' && pos_ + 1 < src_.size() && is_digit(src_[pos_ + 1]))))
+    while (pos_ < src_.size() &&
+           (is_digit(src_[pos_]) || (src_[pos_] == '_' && pos_ + 1 < src_.size() && is_digit(src_[pos_ + 1]))))
       ++pos_;
   }
 
@@ -298,7 +303,10 @@ class Lexer {
     for (size_t k = 1; k <= n; ++k) {
       if (i + k >= s.size()) error(off, "truncated \\x/\\u escape in string literal");
       const char h = s[i + k];
-      const int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      const int d = is_digit(h)              ? h - '0'
+                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                             : -1;
       if (d < 0) error(off, "invalid \\x/\\u escape in string literal");
       v = v * 16 + static_cast<char32_t>(d);
     }

@@ -19,10 +19,10 @@ enum class Tok {
   BlockBegin,  // {%
   BlockEnd,    // %}
   Name,
-  String,      // value is the decoded literal
+  String,  // value is the decoded literal
   Int,
   Float,
-  Op,          // operator or punctuation: + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { }
+  Op,  // operator or punctuation: + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { }
   Eof,
 };
 

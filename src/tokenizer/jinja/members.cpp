@@ -58,8 +58,7 @@ Value get_item(const Value& obj, const Value& key) {
     const int64_t n = obj.is_list() ? static_cast<int64_t>(obj.as_list().size()) : length(obj);
     int64_t i = key.as_int();
     if (i < 0) i += n;
-    if (i < 0 || i >= n)
-      return Value::undefined(fmt::format("'{}' has no element {}", object_name(obj), key.as_int()));
+    if (i < 0 || i >= n) return Value::undefined(fmt::format("'{}' has no element {}", object_name(obj), key.as_int()));
     if (obj.is_list()) return obj.as_list()[static_cast<size_t>(i)];
     const auto offs = code_point_offsets(obj.as_string());
     const auto k = static_cast<size_t>(i);
@@ -69,7 +68,8 @@ Value get_item(const Value& obj, const Value& key) {
     if (auto m = find_method(obj, key.as_string())) return *m;
     return missing_attr(obj, key.as_string());
   }
-  return Value::undefined(fmt::format("'{}' has no element {}", object_name(obj), key.is_undefined() ? "Undefined" : type_name(key)));
+  return Value::undefined(
+      fmt::format("'{}' has no element {}", object_name(obj), key.is_undefined() ? "Undefined" : type_name(key)));
 }
 
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
@@ -83,7 +83,8 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   const std::string& s = obj.as_string();
   const auto offs = code_point_offsets(s);
   std::string out;
-  for (const size_t i : slice_positions(offs.size() - 1, start, stop, step)) out += s.substr(offs[i], offs[i + 1] - offs[i]);
+  for (const size_t i : slice_positions(offs.size() - 1, start, stop, step))
+    out += s.substr(offs[i], offs[i + 1] - offs[i]);
   return Value(std::move(out));
 }
 

@@ -77,9 +77,20 @@ std::string format(const std::string& f, const CallArgs& a) {
   std::string out;
   size_t auto_index = 0;
   for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '{' && i + 1 < f.size() && f[i + 1] == '{') { out += '{'; ++i; continue; }
-    if (f[i] == '}' && i + 1 < f.size() && f[i + 1] == '}') { out += '}'; ++i; continue; }
-    if (f[i] != '{') { out += f[i]; continue; }
+    if (f[i] == '{' && i + 1 < f.size() && f[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    if (f[i] == '}' && i + 1 < f.size() && f[i + 1] == '}') {
+      out += '}';
+      ++i;
+      continue;
+    }
+    if (f[i] != '{') {
+      out += f[i];
+      continue;
+    }
     const size_t close = f.find('}', i);
     GS_CHECK(close != std::string::npos, "format(): single '{{' in format string");
     const std::string field = f.substr(i + 1, close - i - 1);
@@ -190,8 +201,18 @@ std::optional<Value> string_method(const Value& self, const std::string& name) {
     return method(self, name, [p](const Value& s, A) { return Value(all_chars(s.as_string(), p)); });
   };
   if (name == "isdigit") return predicate([](char32_t c) { return c >= '0' && c <= '9'; });
-  if (name == "isalpha") return predicate([](char32_t c) { const auto k = utf8proc_category(static_cast<utf8proc_int32_t>(c)); return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO; });
-  if (name == "isspace") return predicate([](char32_t c) { std::string t; append_utf8(t, c); size_t l = 0; return is_space_at(t, 0, l); });
+  if (name == "isalpha")
+    return predicate([](char32_t c) {
+      const auto k = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+      return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
+    });
+  if (name == "isspace")
+    return predicate([](char32_t c) {
+      std::string t;
+      append_utf8(t, c);
+      size_t l = 0;
+      return is_space_at(t, 0, l);
+    });
   return std::nullopt;
 }
 
@@ -202,9 +223,12 @@ std::optional<Value> dict_method(const Value& self, const std::string& name) {
       ArgBinder b(a, name, {});
       List out;
       for (const auto& [k, v] : d.as_dict()) {
-        if (name == "items") out.emplace_back(List{Value(k), v});
-        else if (name == "keys") out.emplace_back(k);
-        else out.push_back(v);
+        if (name == "items")
+          out.emplace_back(List{Value(k), v});
+        else if (name == "keys")
+          out.emplace_back(k);
+        else
+          out.push_back(v);
       }
       return Value(std::move(out));
     });

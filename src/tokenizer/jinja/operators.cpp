@@ -114,7 +114,8 @@ int compare(const Value& a, const Value& b, std::string_view op) {
     if (both_int(a, b)) return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
     return a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
   }
-  if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
+  if (a.is_string() && b.is_string())
+    return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
   if (a.is_list() && b.is_list()) {
     const auto &x = a.as_list(), &y = b.as_list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -179,7 +180,8 @@ List iterate(const Value& v) {
   if (v.is_string()) {
     List chars;
     const auto offs = code_point_offsets(v.as_string());
-    for (size_t i = 0; i + 1 < offs.size(); ++i) chars.emplace_back(v.as_string().substr(offs[i], offs[i + 1] - offs[i]));
+    for (size_t i = 0; i + 1 < offs.size(); ++i)
+      chars.emplace_back(v.as_string().substr(offs[i], offs[i + 1] - offs[i]));
     return chars;
   }
   if (v.is_undefined()) return {};

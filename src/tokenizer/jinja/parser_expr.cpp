@@ -28,8 +28,8 @@ ExprPtr Parser::parse_tuple_rest(Pos pos, ExprPtr first, bool with_cond, bool in
   items.items.push_back(std::move(first));
   while (is_op(",")) {
     take();
-    const bool closed = in_parens ? is_op(")")
-                                  : cur().type == Tok::BlockEnd || cur().type == Tok::VarEnd || is_name("in");
+    const bool closed =
+        in_parens ? is_op(")") : cur().type == Tok::BlockEnd || cur().type == Tok::VarEnd || is_name("in");
     if (closed) break;
     items.items.push_back(parse_expression(with_cond));
     d = std::max(d, items.items.back()->depth);

@@ -20,8 +20,10 @@ Value attr_path(const Value& v, const std::string& path) {
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = numeric && part.size() < 18 ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    const bool numeric =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    cur = numeric && part.size() < 18 ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part))))
+                                      : get_item(cur, Value(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
   }
@@ -94,9 +96,12 @@ Value map(const Value& v, const CallArgs& a) {
   std::optional<std::string> attribute;
   Value fallback;
   for (const auto& [k, x] : a.kwargs) {
-    if (k == "attribute") attribute = to_str(x);
-    else if (k == "default") fallback = x;
-    else fail("map() got an unexpected keyword argument '{}'", k);
+    if (k == "attribute")
+      attribute = to_str(x);
+    else if (k == "default")
+      fallback = x;
+    else
+      fail("map() got an unexpected keyword argument '{}'", k);
   }
   List out;
   if (attribute) {

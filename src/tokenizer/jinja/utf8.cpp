@@ -43,9 +43,8 @@ size_t code_point_count(std::string_view s) {
 
 static bool is_space_cp(char32_t c) {
   // Python's str.isspace(): bidirectional class WS/B/S or category Zs.
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 bool is_space_at(std::string_view s, size_t i, size_t& len) { return is_space_cp(decode_at(s, i, len)); }
@@ -60,9 +59,7 @@ static std::string strip_if(std::string_view s, bool left, bool right, Pred pred
   return std::string(s.substr(offs[b], offs[e] - offs[b]));
 }
 
-std::string strip(std::string_view s, bool left, bool right) {
-  return strip_if(s, left, right, is_space_cp);
-}
+std::string strip(std::string_view s, bool left, bool right) { return strip_if(s, left, right, is_space_cp); }
 
 std::string strip_chars(std::string_view s, std::string_view chars, bool left, bool right) {
   std::vector<char32_t> set;

@@ -90,9 +90,8 @@ class Value {
   const Value* find(const std::string& key) const;
 
  private:
-  std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string,
-               std::shared_ptr<const List>, std::shared_ptr<const Dict>, std::shared_ptr<Namespace>,
-               std::shared_ptr<const Callable>>
+  std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string, std::shared_ptr<const List>,
+               std::shared_ptr<const Dict>, std::shared_ptr<Namespace>, std::shared_ptr<const Callable>>
       v_;
 };
 

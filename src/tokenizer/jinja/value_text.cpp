@@ -84,8 +84,10 @@ void json_string(std::string& out, const std::string& s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (u < 0x20) out += fmt::format("\\u{:04x}", u);
-        else out += c;
+        if (u < 0x20)
+          out += fmt::format("\\u{:04x}", u);
+        else
+          out += c;
     }
   }
   out += '"';
