@@ -1,3 +1,4 @@
+// The main() of every test executable: GoogleTest with the log level taken from $GRAPHSERVE_LOG_LEVEL.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

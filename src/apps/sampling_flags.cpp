@@ -1,3 +1,4 @@
+// Implements apps/sampling_flags.h.
 #include "apps/sampling_flags.h"
 
 #include <fmt/format.h>

@@ -18,11 +18,29 @@ struct AttentionShape {
   float softcap = 0.0f;  // > 0: scores are soft-capped, softcap * tanh(score / softcap) (Gemma 2)
 };
 
+// The shape of a FULL graph's batch, from which a backend plans the launches the graph records.
+struct AttentionGraphShape {
+  int num_tokens = 0;         // the graph's padded token count
+  int request_rows = 0;       // request rows the graph covers (real requests plus empty padding rows)
+  int uniform_query_len = 0;  // > 0: every request has exactly this many queries; 0: a mixed batch
+};
+
 class AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
   virtual std::string name() const = 0;
   virtual AttentionCGSupport cudagraph_support() const = 0;
+
+  // Launch planning: fills the host fields of `md` that kernels size their grids and choose their paths by
+  // (num_reqs_padded, max_query_len). md.num_reqs must be set first. (SGLang's
+  // init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph.)
+  //
+  // A FULL graph is planned from its shape alone, identically at capture and at every replay, so each replay
+  // launches the kernels its capture recorded whatever batch it carries. The default covers every request row
+  // and expects queries as long as the shape allows: uniform_query_len, or num_tokens for a mixed batch.
+  virtual void plan_graph(AttentionMetadata& md, const AttentionGraphShape& shape) const;
+  // An eager or piecewise step is planned from its own batch: its requests and its longest query.
+  virtual void plan_eager(AttentionMetadata& md, int max_query_len) const;
 
   // Writes k, v of every token t < num_actual_tokens into the cache at slot_mapping[t], then
   // computes causal attention of each request's new queries over its whole context

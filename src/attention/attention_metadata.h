@@ -19,16 +19,12 @@ struct AttentionMetadata {
   Tensor block_table;      // i32 [max_reqs, max_blocks_per_req]: KV block ids of each request
   Tensor slot_mapping;     // i32 [max_tokens]: block * block_size + offset where token t's K/V go; -1 = none
 
-  // Host-side description of the current step.
-  int num_tokens = 0;         // padded token count (the graph's shape)
-  int num_actual_tokens = 0;  // real tokens
-  int num_reqs = 0;           // real requests
-  int num_reqs_padded = 0;    // request rows kernels must cover: >= num_reqs
-  int max_query_len = 0;      // uniform decode: q; mixed: may be up to num_tokens
-  int max_seq_len = 0;
-  int uniform_query_len = 0;  // > 0 when every request has exactly this many new tokens
+  // Host-side description of the current step (AttentionBackend::plan_graph / plan_eager fill the last two).
   int block_size = 16;
   int max_blocks_per_req = 0;
+  int num_reqs = 0;         // real requests
+  int num_reqs_padded = 0;  // request rows kernels must cover: >= num_reqs
+  int max_query_len = 0;    // the longest query kernels must expect (a graph's: the longest its shape allows)
 };
 
 }  // namespace gs

@@ -1,3 +1,4 @@
+// Implements attention/cg_support.h (AttentionCGSupport).
 #include "attention/cg_support.h"
 
 namespace gs {

@@ -1,3 +1,4 @@
+// Implements core/allocator.h (Allocator).
 #include "core/allocator.h"
 
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// Implements core/cpu_stream.h (CpuStream).
 #include "core/cpu_stream.h"
 
 #include "core/error.h"

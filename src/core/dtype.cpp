@@ -1,3 +1,4 @@
+// Implements core/dtype.h (DType).
 #include "core/dtype.h"
 
 #include <cmath>

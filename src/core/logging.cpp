@@ -1,3 +1,4 @@
+// Implements core/logging.h (Logging).
 #include "core/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>

@@ -1,3 +1,4 @@
+// Implements core/tensor.h (Tensor).
 #include "core/tensor.h"
 
 #include <fmt/format.h>

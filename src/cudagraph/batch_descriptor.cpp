@@ -1,3 +1,4 @@
+// Implements cudagraph/batch_descriptor.h (BatchDescriptor).
 #include "cudagraph/batch_descriptor.h"
 
 #include <fmt/format.h>

@@ -1,5 +1,6 @@
 // BatchDescriptor: the dispatch key of one (padded) batch, selecting at most one graph (docs/CUDA_GRAPHS.md §3).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -28,6 +29,10 @@ struct BatchDescriptor {
             .has_lora = has_lora,
             .uniform_query_len = q};
   }
+
+  // The request rows a batch of this key covers: a uniform batch's num_reqs; a mixed batch of T tokens up to
+  // min(T, max_num_seqs) requests (its graph is captured with that many, as vLLM's dummy run).
+  int request_rows(int max_num_seqs) const { return uniform ? num_reqs : std::min(num_tokens, max_num_seqs); }
 
   bool operator==(const BatchDescriptor&) const = default;
   std::string str() const;

@@ -1,3 +1,4 @@
+// Implements cudagraph/capture_sizes.h.
 #include "cudagraph/capture_sizes.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements cudagraph/compilation_config.h (CompilationConfig).
 #include "cudagraph/compilation_config.h"
 
 #include <nlohmann/json.hpp>

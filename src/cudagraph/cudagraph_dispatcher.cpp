@@ -1,3 +1,4 @@
+// Implements cudagraph/cudagraph_dispatcher.h (CudagraphDispatcher).
 #include "cudagraph/cudagraph_dispatcher.h"
 
 #include <algorithm>
@@ -6,10 +7,11 @@
 
 namespace gs {
 
-CudagraphDispatcher::KeySet& CudagraphDispatcher::set_of(CUDAGraphMode runtime_mode) {
+template <class Self>
+auto& CudagraphDispatcher::set_of(Self& self, CUDAGraphMode runtime_mode) {
   GS_CHECK(runtime_mode == CUDAGraphMode::FULL || runtime_mode == CUDAGraphMode::PIECEWISE,
            "graph keys exist only for runtime modes FULL and PIECEWISE, not {}", mode_name(runtime_mode));
-  return runtime_mode == CUDAGraphMode::FULL ? full_keys_ : piecewise_keys_;
+  return runtime_mode == CUDAGraphMode::FULL ? self.full_keys_ : self.piecewise_keys_;
 }
 
 void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode, const std::vector<int>& capture_sizes,
@@ -24,7 +26,7 @@ void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode, const st
   piecewise_keys_.clear();
 
   if (mixed_mode(mode) != CUDAGraphMode::NONE) {
-    for (int s : sizes_) set_of(mixed_mode(mode)).insert(BatchDescriptor::mixed(s));
+    for (int s : sizes_) set_of(*this, mixed_mode(mode)).insert(BatchDescriptor::mixed(s));
   }
   if (decode_mode(mode) == CUDAGraphMode::FULL && separate_routine(mode)) {
     const long long max_tokens = static_cast<long long>(uniform_query_len) * max_num_seqs;
@@ -56,23 +58,18 @@ BatchDescriptor CudagraphDispatcher::pad(const BatchDescriptor& desc) const {
   return out;
 }
 
-std::pair<CUDAGraphMode, BatchDescriptor> CudagraphDispatcher::dispatch(const BatchDescriptor& desc,
-                                                                        bool use_cascade_attn) const {
+std::pair<CUDAGraphMode, BatchDescriptor> CudagraphDispatcher::dispatch(const BatchDescriptor& desc) const {
   if (!initialized_) return {CUDAGraphMode::NONE, desc};
   const BatchDescriptor padded = pad(desc);
   const BatchDescriptor relaxed = padded.non_uniform();
-  if (!use_cascade_attn) {
-    if (full_keys_.contains(padded)) return {CUDAGraphMode::FULL, padded};
-    if (full_keys_.contains(relaxed)) return {CUDAGraphMode::FULL, relaxed};
-  }
+  if (full_keys_.contains(padded)) return {CUDAGraphMode::FULL, padded};
+  if (full_keys_.contains(relaxed)) return {CUDAGraphMode::FULL, relaxed};
   if (piecewise_keys_.contains(relaxed)) return {CUDAGraphMode::PIECEWISE, relaxed};
   return {CUDAGraphMode::NONE, desc};
 }
 
 std::vector<BatchDescriptor> CudagraphDispatcher::keys(CUDAGraphMode runtime_mode) const {
-  const KeySet& set = runtime_mode == CUDAGraphMode::FULL ? full_keys_ : piecewise_keys_;
-  GS_CHECK(runtime_mode == CUDAGraphMode::FULL || runtime_mode == CUDAGraphMode::PIECEWISE,
-           "graph keys exist only for runtime modes FULL and PIECEWISE, not {}", mode_name(runtime_mode));
+  const KeySet& set = set_of(*this, runtime_mode);
   std::vector<BatchDescriptor> out(set.begin(), set.end());
   std::sort(out.begin(), out.end(), [](const BatchDescriptor& a, const BatchDescriptor& b) {
     if (a.num_tokens != b.num_tokens) return a.num_tokens > b.num_tokens;

@@ -22,7 +22,7 @@ class CudagraphDispatcher {
 
   // (runtime mode, final descriptor). `desc.num_tokens` is padded to the smallest capture size
   // >= it first (a no-op when already padded); NONE returns `desc` unpadded.
-  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc, bool use_cascade_attn = false) const;
+  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc) const;
 
   // The smallest capture size >= num_tokens, or num_tokens when none is that large.
   int padded_num_tokens(int num_tokens) const;
@@ -37,7 +37,9 @@ class CudagraphDispatcher {
 
  private:
   using KeySet = std::unordered_set<BatchDescriptor, BatchDescriptorHash>;
-  KeySet& set_of(CUDAGraphMode runtime_mode);
+  // The key set of a runtime mode (FULL or PIECEWISE; others are an error), const or not as `self` is.
+  template <class Self>
+  static auto& set_of(Self& self, CUDAGraphMode runtime_mode);
 
   bool initialized_ = false;
   CUDAGraphMode mode_ = CUDAGraphMode::NONE;

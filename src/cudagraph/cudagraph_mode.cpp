@@ -1,3 +1,4 @@
+// Implements cudagraph/cudagraph_mode.h (CUDAGraphMode).
 #include "cudagraph/cudagraph_mode.h"
 
 #include <array>

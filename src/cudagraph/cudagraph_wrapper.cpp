@@ -1,3 +1,4 @@
+// Implements cudagraph/cudagraph_wrapper.h (CUDAGraphWrapper).
 #include "cudagraph/cudagraph_wrapper.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements cudagraph/forward_context.h (ForwardContext).
 #include "cudagraph/forward_context.h"
 
 #include "core/error.h"

@@ -9,12 +9,9 @@
 
 namespace gs {
 
-struct AttentionMetadata;
-
 struct ForwardContext {
   CUDAGraphMode runtime_mode = CUDAGraphMode::NONE;  // NONE, PIECEWISE or FULL
   BatchDescriptor batch;                             // the (padded) dispatch key
-  const AttentionMetadata* attn = nullptr;
   // False once start-up has captured every key: a wrapper asked for a graph it lacks then
   // refuses with an error instead of capturing while serving (vLLM's
   // validate_cudagraph_capturing_enabled).

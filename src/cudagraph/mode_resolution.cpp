@@ -1,3 +1,4 @@
+// Implements cudagraph/mode_resolution.h.
 #include "cudagraph/mode_resolution.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Implements engine/byte_size.h.
 #include "engine/byte_size.h"
 
 #include <cctype>

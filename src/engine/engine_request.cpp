@@ -1,3 +1,4 @@
+// Implements engine/engine_request.h (EngineRequest).
 #include "engine/engine_request.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements engine/generation_config.h.
 #include "engine/generation_config.h"
 
 #include <filesystem>

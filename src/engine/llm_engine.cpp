@@ -1,3 +1,4 @@
+// Implements engine/llm_engine.h (LLMEngine).
 #include "engine/llm_engine.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements engine/executor.h with the ModelRunner: the executor the engine uses on a real device.
 #include "engine/executor.h"
 #include "runner/model_runner.h"
 

@@ -1,3 +1,4 @@
+// Implements engine/scheduler.h (Scheduler).
 #include "engine/scheduler.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements engine/stop_strings.h (StopStringMatcher).
 #include "engine/stop_strings.h"
 
 #include <algorithm>

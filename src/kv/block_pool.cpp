@@ -1,3 +1,4 @@
+// Implements kv/block_pool.h (BlockPool).
 #include "kv/block_pool.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements kv/block_table.h (BlockTable).
 #include "kv/block_table.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements kv/prefix_hash.h.
 #include "kv/prefix_hash.h"
 
 #include <xxhash.h>

@@ -1,3 +1,4 @@
+// Implements model/json_file.h.
 #include "model/json_file.h"
 
 #include <cstdint>

@@ -97,11 +97,6 @@ void LlamaModel::run_attention(int i, const ForwardInputs& in) {
                 buf_.attn_out.rows(0, n), cfg_.window(i));
 }
 
-Tensor LlamaModel::hidden_states(int num_tokens) const {
-  GS_CHECK(num_tokens >= 0 && num_tokens <= max_tokens_, "hidden_states({}): outside [0, {}]", num_tokens, max_tokens_);
-  return buf_.hidden.rows(0, num_tokens);
-}
-
 void LlamaModel::compute_logits(const Tensor& rows, const Tensor& logits) {
   const int64_t n = rows.numel();
   GS_CHECK(n <= max_tokens_, "compute_logits of {} rows: at most {}", n, max_tokens_);

@@ -30,7 +30,6 @@ class LlamaModel final : public PiecewiseModel {
   int num_pieces() const override { return cfg_.num_layers + 1; }
   void run_piece(int i, const ForwardInputs& in) override;
   void run_attention(int i, const ForwardInputs& in) override;
-  Tensor hidden_states(int num_tokens) const override;
   void compute_logits(const Tensor& rows, const Tensor& logits) override;
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override;
   void bind_lora(LoraSlots* slots) override { lora_ = slots; }

@@ -1,3 +1,4 @@
+// Implements model/llama_weights.h (LlamaWeights).
 #include "model/llama_weights.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Implements model/model_factory.h.
 #include "model/model_factory.h"
 
 #include <cmath>

@@ -23,8 +23,6 @@ class PiecewiseModel {
   virtual void run_piece(int i, const ForwardInputs& in) = 0;
   virtual void run_attention(int i, const ForwardInputs& in) = 0;
 
-  // The final hidden states (after the last norm): a view [num_tokens, hidden] of a persistent buffer.
-  virtual Tensor hidden_states(int num_tokens) const = 0;
   // logits [n, vocab] (F32) of hidden rows selected by `rows` (i32 [n]). Persistent buffers only.
   virtual void compute_logits(const Tensor& rows, const Tensor& logits) = 0;
 

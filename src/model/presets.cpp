@@ -1,3 +1,4 @@
+// Implements model/presets.h.
 #include "model/presets.h"
 
 #include <fmt/format.h>

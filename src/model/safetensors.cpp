@@ -1,3 +1,4 @@
+// Implements model/safetensors.h (Safetensors).
 #include "model/safetensors.h"
 
 #include <fcntl.h>

@@ -63,17 +63,13 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // residual += x; out = rms_norm(residual) (fused residual add + norm; x may alias out)
   virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
-  // In-place RMSNorm of each head: x [T, n_heads * head_dim], w [head_dim] (Qwen3 q/k norm).
-  virtual void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) = 0;
   // y = x w^T (+ bias)                     x [T, K], w [N, K], bias [N] or undefined, y [T, N]
   // y may be F32 while x, w are compute_dtype (logits).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) = 0;
-  // In-place rotary embedding (rotate-half) of q [T, Hq*D] and k [T, Hkv*D] at positions [T].
-  virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) = 0;
   // Fused QKV epilogue: splits qkv [T, (Hq + 2 Hkv) * D] (one fused projection's output, heads
   // in q, k, v order) into contiguous q [T, Hq * D], k, v [T, Hkv * D]; when q_norm and k_norm
   // are defined ([D] each, Qwen3) applies per-head RMSNorm (eps) to q and k; then RoPE to q and
-  // k at positions [T]. Equals copying the slices, head_rms_norm, then rope (but one kernel).
+  // k at positions [T] (rotate-half RoPE), in one kernel.
   // D = cfg.head_dim; Hq and Hkv are q's and k's widths over D.
   virtual void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
                               const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
@@ -87,8 +83,6 @@ class Backend {
   virtual void softcap(const Tensor& x, float cap) = 0;
   // out[i, :] = x[idx[i], :]               idx [n] i32, x [T, H], out [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) = 0;
-  // out[i] = argmax(x[i, :])               x [n, V] f32, out [n] i32
-  virtual void argmax(const Tensor& x, const Tensor& out) = 0;
 
   // Batched LoRA (punica style), one adapter slot per token; rows whose slot is < 0 (the base
   // model, padding) are left untouched. Slot contents may change between graph replays.

@@ -1,3 +1,4 @@
+// Implements runner/device_setup.h.
 #include "runner/device_setup.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements runner/host_batch.h (HostBatch).
 #include "runner/host_batch.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements runner/latency_bench.h.
 #include "runner/latency_bench.h"
 
 #include <algorithm>

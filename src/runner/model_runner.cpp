@@ -44,8 +44,6 @@ void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens, int sample_rows) {
   inputs.num_tokens = num_tokens;
   inputs.input_ids = buf.input_ids.prefix({num_tokens});
   inputs.positions = buf.positions.prefix({num_tokens});
-  md.num_tokens = num_tokens;
-  md.num_actual_tokens = hb.num_actual_tokens;
   md.num_reqs = hb.num_reqs;
 }
 
@@ -60,34 +58,32 @@ void ModelRunner::Impl::upload(const HostBatch& hb, int num_tokens) {
                 host_view(hb.block_table, int64_t(hb.num_reqs) * max_blocks_per_req));
 }
 
-void ModelRunner::Impl::set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& d) {
-  if (runtime == CUDAGraphMode::FULL) {
-    // Exactly what the graph of `d` was captured with (runner_capture.cpp), so a capture and
-    // every replay launch the same kernels: uniform decode covers d.num_reqs rows of q queries;
-    // a mixed graph covers up to min(T, max_num_seqs) requests of up to T queries.
-    md.num_reqs_padded = graph_sample_rows(d);
-    md.max_query_len = d.uniform ? d.uniform_query_len : d.num_tokens;
-    md.max_seq_len = max_model_len;
-  } else {
-    md.num_reqs_padded = hb.num_reqs;
-    md.max_query_len = hb.max_query_len;
-    md.max_seq_len = hb.max_seq_len;
-  }
-  md.uniform_query_len = d.uniform ? d.uniform_query_len : 0;
-}
-
-// The request rows a FULL graph of `d` covers: uniform decode has d.num_reqs rows of q queries;
-// a mixed graph up to min(T, max_num_seqs) requests.
-int ModelRunner::Impl::graph_sample_rows(const BatchDescriptor& d) const {
-  return d.uniform ? d.num_reqs : std::min(d.num_tokens, max_reqs);
+// The attention backend plans the launches: a FULL graph from its key alone (the same at capture and at every
+// replay), other steps from the batch.
+void ModelRunner::Impl::plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& d) {
+  if (runtime == CUDAGraphMode::FULL)
+    attention->plan_graph(md, {.num_tokens = d.num_tokens,
+                               .request_rows = d.request_rows(max_reqs),
+                               .uniform_query_len = d.uniform ? d.uniform_query_len : 0});
+  else
+    attention->plan_eager(md, hb.max_query_len);
 }
 
 void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& desc) {
   // Once start-up has captured every key, the wrappers refuse to capture (graph_captures_after_startup
   // counts their refusals).
-  ForwardContextScope scope(ForwardContext{runtime, desc, &md, /*capture_allowed=*/!serving});
+  ForwardContextScope scope(ForwardContext{.runtime_mode = runtime, .batch = desc, .capture_allowed = !serving});
   inputs.has_lora = desc.has_lora;
   (*full_graph)(input_addresses);
+}
+
+HostBatchLimits ModelRunner::Impl::host_limits() const {
+  return {.block_size = cfg.block_size,
+          .max_blocks_per_req = max_blocks_per_req,
+          .max_model_len = max_model_len,
+          .max_num_tokens = max_tokens,
+          .max_num_reqs = max_reqs,
+          .num_blocks = num_blocks};
 }
 
 int ModelRunner::Impl::refused_captures() const {
@@ -133,8 +129,7 @@ RunnerOutput ModelRunner::Impl::collect(const HostBatch& hb) {
 }
 
 RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
-  HostBatch hb =
-      build_host_batch(batch, {cfg.block_size, max_blocks_per_req, max_model_len, max_tokens, max_reqs, num_blocks});
+  HostBatch hb = build_host_batch(batch, host_limits());
   if (hb.num_reqs == 0) return {};
   const bool has_lora = lora && LoraInputs::any_adapter(batch);  // has_lora graphs; plain batches pay nothing
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
@@ -144,9 +139,9 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
   const int sample_rows =
-      runtime == CUDAGraphMode::FULL ? graph_sample_rows(final_desc) : static_cast<int>(hb.sampled.size());
+      runtime == CUDAGraphMode::FULL ? final_desc.request_rows(max_reqs) : static_cast<int>(hb.sampled.size());
   stage(hb, final_desc.num_tokens, sample_rows);
-  set_metadata(hb, runtime, final_desc);
+  plan_attention(hb, runtime, final_desc);
   forward(runtime, final_desc);
 
   if (runtime == CUDAGraphMode::NONE) ++stats.steps_none;

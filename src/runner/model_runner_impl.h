@@ -75,10 +75,10 @@ struct ModelRunner::Impl {
   void upload(const HostBatch& hb, int num_tokens);
   void stage_sampling(const HostBatch& hb, int rows);
   void run_tail();
-  void set_metadata(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);
+  void plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);
   RunnerOutput execute(const SchedulerOutput& batch);
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
-  int graph_sample_rows(const BatchDescriptor& d) const;
+  HostBatchLimits host_limits() const;
   RunnerOutput collect(const HostBatch& hb);
   std::vector<PromptLogprob> prompt_logprobs(const SchedulerOutput& batch, const HostBatch& hb);
   int refused_captures() const;

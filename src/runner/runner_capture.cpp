@@ -12,25 +12,19 @@ namespace gs {
 
 namespace {
 
-// A dummy batch of `num_reqs` requests of the given query lengths: fresh sequences (context =
-// the new tokens), token 0 everywhere, KV written nowhere (slot -1), block 0 in every table.
-HostBatch dummy_batch(const std::vector<int>& query_lens, int max_blocks_per_req) {
-  HostBatch hb;
-  hb.num_reqs = static_cast<int>(query_lens.size());
-  hb.query_start_loc.push_back(0);
-  for (int q : query_lens) {
-    for (int p = 0; p < q; ++p) {
-      hb.input_ids.push_back(0);
-      hb.positions.push_back(p);
-      hb.slot_mapping.push_back(-1);
-    }
-    hb.query_start_loc.push_back(static_cast<int32_t>(hb.input_ids.size()));
-    hb.seq_lens.push_back(q);
-    hb.max_query_len = std::max(hb.max_query_len, q);
-    hb.max_seq_len = std::max(hb.max_seq_len, q);
-  }
-  hb.block_table.assign(size_t(hb.num_reqs) * max_blocks_per_req, 0);
-  hb.num_actual_tokens = static_cast<int>(hb.input_ids.size());
+// A dummy batch laid out as real ones are (build_host_batch): fresh requests of the given query lengths, token 0
+// everywhere, block 0 in every table, and KV written nowhere (slot -1).
+HostBatch dummy_batch(const std::vector<int>& query_lens, const HostBatchLimits& limits) {
+  const int longest = *std::max_element(query_lens.begin(), query_lens.end());
+  const std::vector<int32_t> tokens(size_t(longest), 0);
+  const std::vector<int32_t> blocks(size_t((longest + limits.block_size - 1) / limits.block_size), 0);
+  SchedulerOutput batch;
+  for (int q : query_lens)
+    batch.requests.push_back({.all_token_ids = &tokens, .num_new_tokens = q, .block_ids = &blocks});
+  HostBatchLimits any_length = limits;  // a mixed key may be longer than max_model_len when max_num_seqs is small
+  any_length.max_model_len = std::max(limits.max_model_len, longest);
+  HostBatch hb = build_host_batch(batch, any_length);
+  std::fill(hb.slot_mapping.begin(), hb.slot_mapping.end(), -1);
   return hb;
 }
 
@@ -39,15 +33,10 @@ HostBatch dummy_batch(const std::vector<int>& query_lens, int max_blocks_per_req
 // Uniform decode keys: num_reqs requests of q tokens. Mixed keys: the tokens spread over
 // min(T, max_num_seqs) requests (as vLLM's dummy run), metadata saying max_query_len = T.
 HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key, int sample_rows) {
-  std::vector<int> lens;
-  if (key.uniform) {
-    lens.assign(key.num_reqs, key.uniform_query_len);
-  } else {
-    const int reqs = std::min(key.num_tokens, max_reqs);
-    lens.assign(reqs, key.num_tokens / reqs);
-    lens.back() += key.num_tokens % reqs;
-  }
-  HostBatch hb = dummy_batch(lens, max_blocks_per_req);
+  const int reqs = key.request_rows(max_reqs);
+  std::vector<int> lens(size_t(reqs), key.num_tokens / reqs);
+  lens.back() += key.num_tokens % reqs;
+  HostBatch hb = dummy_batch(lens, host_limits());
   stage(hb, key.num_tokens, sample_rows);
   return hb;
 }
@@ -57,11 +46,10 @@ void ModelRunner::Impl::warm_up() {
   const int n = sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back();
   const BatchDescriptor key = BatchDescriptor::mixed(n);
   const HostBatch hb = stage_dummy(key, std::min(n, max_reqs));  // the sampling tail too
-  set_metadata(hb, CUDAGraphMode::NONE, key);
+  plan_attention(hb, CUDAGraphMode::NONE, key);
   forward(CUDAGraphMode::NONE, key);
   if (lora) {  // the LoRA kernels too (every slot -1), so none is first launched inside a capture
-    const BatchDescriptor lora_key{n, 0, false, true, 0};
-    forward(CUDAGraphMode::NONE, lora_key);
+    forward(CUDAGraphMode::NONE, BatchDescriptor::mixed(n, /*has_lora=*/true));
   }
   backend->stream().synchronize();
 }
@@ -74,8 +62,8 @@ void ModelRunner::Impl::capture_all() {
     if (!dispatcher.initialized()) break;
     for (const BatchDescriptor& key : dispatcher.keys(runtime)) {
       // FULL graphs end in the sampler (inert rows); piecewise ones never hold it.
-      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? graph_sample_rows(key) : 0);
-      set_metadata(hb, runtime, key);
+      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? key.request_rows(max_reqs) : 0);
+      plan_attention(hb, runtime, key);
       forward(runtime, key);
       ++keys;
     }

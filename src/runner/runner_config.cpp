@@ -1,3 +1,4 @@
+// Implements runner/runner_config.h (RunnerConfig).
 #include "runner/runner_config.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements runner/sampling_inputs.h (SamplingInputs).
 #include "runner/sampling_inputs.h"
 
 #include <algorithm>

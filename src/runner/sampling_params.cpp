@@ -1,3 +1,4 @@
+// Implements runner/sampling_params.h (SamplingParams).
 #include "runner/sampling_params.h"
 
 #include <cmath>

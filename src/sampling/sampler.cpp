@@ -1,3 +1,4 @@
+// Implements sampling/sampler.h (Sampler).
 #include "sampling/sampler.h"
 
 #include <algorithm>
@@ -71,8 +72,9 @@ void Sampler::reset_slot(int slot, std::span<const int32_t> prompt, std::span<co
   a.tokens = slot_tokens_.data_as<const int32_t>();
   a.num_prompt = int(prompt.size());
   a.num_tokens = int(n);
+  // No synchronisation: a host-to-device copy from pageable memory has read `tokens` when it returns (CUDA
+  // stages it; the CPU copies at once), and the stream orders it before this kernel and before the next reset.
   kernels_->reset_slot(a);
-  backend_.stream().synchronize();  // `tokens` dies here (host copies may still be pending)
 }
 
 void Sampler::sample(const Tensor& logits, int n) {

@@ -1,3 +1,5 @@
+// ApiServer: routes /v1/completions, /v1/chat/completions, /tokenize, /detokenize (POST) and /health, /metrics,
+// /v1/models (GET) to their handlers, behind one error ladder (ApiError: its status; bad input: 400; else 500).
 #include "server/api_server.h"
 
 #include <fmt/format.h>

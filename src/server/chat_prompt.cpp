@@ -1,3 +1,4 @@
+// Implements server/chat_prompt.h.
 #include "server/chat_prompt.h"
 
 #include <fmt/format.h>

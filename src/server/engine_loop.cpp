@@ -1,3 +1,4 @@
+// Implements server/engine_loop.h (EngineLoop).
 #include "server/engine_loop.h"
 
 #include "core/error.h"

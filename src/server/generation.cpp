@@ -1,3 +1,4 @@
+// Implements server/generation.h (Generation).
 #include "server/generation.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements server/http_listener.h (HttpListener).
 #include "server/http_listener.h"
 
 #include <boost/asio/post.hpp>

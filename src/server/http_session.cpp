@@ -1,3 +1,4 @@
+// Implements server/http_session.h (HttpSession).
 #include "server/http_session.h"
 
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// Implements server/json_body.h.
 #include "server/json_body.h"
 
 #include "server/api_error.h"

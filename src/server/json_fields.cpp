@@ -1,3 +1,4 @@
+// Implements server/json_fields.h.
 #include "server/json_fields.h"
 
 #include <cmath>

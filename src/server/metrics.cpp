@@ -1,3 +1,4 @@
+// Implements server/metrics.h (Metrics).
 #include "server/metrics.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Implements server/openai_request.h (GenerationRequest).
 #include "server/openai_request.h"
 
 #include <fmt/format.h>

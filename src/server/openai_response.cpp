@@ -1,3 +1,4 @@
+// Implements server/openai_response.h (ResponseBuilder).
 #include "server/openai_response.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Implements server/request_fields.h.
 #include "server/request_fields.h"
 
 #include <fmt/format.h>

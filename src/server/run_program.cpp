@@ -1,3 +1,4 @@
+// Implements server/run_program.h (run_program).
 #include "server/run_program.h"
 
 #include <spawn.h>

@@ -1,3 +1,4 @@
+// Implements server/serve_bench.h.
 #include "server/serve_bench.h"
 
 #include <httplib.h>

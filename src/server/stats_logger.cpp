@@ -1,3 +1,4 @@
+// Implements server/stats_logger.h (StatsLogger).
 #include "server/stats_logger.h"
 
 #include "core/logging.h"

@@ -1,3 +1,4 @@
+// Implements tokenizer/added_vocab.h.
 #include "tokenizer/added_vocab.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements tokenizer/bpe_model.h.
 #include "tokenizer/bpe_model.h"
 
 #include <fmt/format.h>

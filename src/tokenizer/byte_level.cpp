@@ -1,3 +1,4 @@
+// Implements tokenizer/byte_level.h.
 #include "tokenizer/byte_level.h"
 
 #include <array>

@@ -1,3 +1,4 @@
+// Implements tokenizer/chat_template.h.
 #include "tokenizer/chat_template.h"
 
 #include "core/error.h"

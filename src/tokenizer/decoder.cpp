@@ -1,3 +1,4 @@
+// Implements tokenizer/decoder.h.
 #include "tokenizer/decoder.h"
 
 #include <nlohmann/json.hpp>

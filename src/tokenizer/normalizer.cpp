@@ -1,3 +1,4 @@
+// Implements tokenizer/normalizer.h.
 #include "tokenizer/normalizer.h"
 
 #include <utf8proc.h>

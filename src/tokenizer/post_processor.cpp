@@ -1,3 +1,4 @@
+// Implements tokenizer/post_processor.h.
 #include "tokenizer/post_processor.h"
 
 #include <nlohmann/json.hpp>

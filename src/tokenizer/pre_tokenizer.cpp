@@ -1,3 +1,4 @@
+// Implements tokenizer/pre_tokenizer.h.
 #include "tokenizer/pre_tokenizer.h"
 
 #include <utf8proc.h>

@@ -1,3 +1,4 @@
+// Implements tokenizer/regex.h.
 #include "tokenizer/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8

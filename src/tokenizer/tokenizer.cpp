@@ -1,3 +1,4 @@
+// Implements tokenizer/tokenizer.h (Tokenizer).
 #include "tokenizer/tokenizer.h"
 
 #include "core/error.h"

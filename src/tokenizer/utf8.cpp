@@ -1,3 +1,4 @@
+// Implements tokenizer/utf8.h.
 #include "tokenizer/utf8.h"
 
 #include <utf8proc.h>

@@ -96,7 +96,6 @@ class PagedAttention : public ::testing::Test {
       md.slot_mapping.data_as<int>()[i] = -1;
       for (int j = 0; j < kvw; ++j) k.data_as<float>()[i * kvw + j] = 99.0f;  // must never reach the cache
     }
-    md.num_tokens = b.padded_tokens, md.num_actual_tokens = t;
     md.num_reqs = int(reqs.size()), md.num_reqs_padded = b.padded_reqs;
     md.max_query_len = 0;
     for (auto& rq : reqs) md.max_query_len = std::max(md.max_query_len, rq.q_len);
@@ -193,6 +192,25 @@ TEST_F(PagedAttention, BadMetadataIsAnErrorNotACrash) {
   EXPECT_EQ(make_cpu_attention(*be, {4, 2, 8, 1.0f}, AttentionCGSupport::NEVER)->cudagraph_support(),
             AttentionCGSupport::NEVER);
   EXPECT_EQ(cg_support_name(AttentionCGSupport::UNIFORM_BATCH), "UNIFORM_BATCH");
+}
+
+// A FULL graph is planned from its shape alone: the same launch fields whatever batch it carries; an eager step
+// from its batch.
+TEST_F(PagedAttention, GraphsArePlannedFromTheirShapeEagerStepsFromTheBatch) {
+  for (int reqs : {1, 3}) {
+    md.num_reqs = reqs;
+    attn->plan_graph(md, {.num_tokens = 16, .request_rows = 8});
+    EXPECT_EQ(md.num_reqs_padded, 8);
+    EXPECT_EQ(md.max_query_len, 16);  // a mixed graph may carry one 16-token prefill
+    attn->plan_graph(md, {.num_tokens = 12, .request_rows = 4, .uniform_query_len = 3});
+    EXPECT_EQ(md.num_reqs_padded, 4);
+    EXPECT_EQ(md.max_query_len, 3);
+    attn->plan_eager(md, 5);
+    EXPECT_EQ(md.num_reqs_padded, reqs);
+    EXPECT_EQ(md.max_query_len, 5);
+  }
+  md.num_reqs = 9;
+  EXPECT_THROW(attn->plan_graph(md, {.num_tokens = 16, .request_rows = 8}), Error);  // more requests than rows
 }
 
 }  // namespace

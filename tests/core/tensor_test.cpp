@@ -1,3 +1,4 @@
+// Tensor views and ownership, DType conversions, and CpuStream capture.
 #include <gtest/gtest.h>
 
 #include "core/cpu_stream.h"

@@ -15,10 +15,7 @@
 namespace gs {
 namespace {
 
-using test::on;
-using test::randn;
-using test::read;
-using test::rel_l2;
+using namespace test;  // cuda_test_util.h
 
 constexpr int kBlockSize = 16, kBlocks = 96, kMaxBlocksPerReq = 10, kMaxReqs = 8, kMaxTokens = 64;
 
@@ -78,12 +75,9 @@ struct Metadata {
     put(md.block_table, h.block_table);
     put(md.slot_mapping, h.slots);
     b.stream().synchronize();
-    md.num_tokens = batch.num_tokens;
-    md.num_actual_tokens = h.num_actual;
     md.num_reqs = int(batch.q_len.size());
     md.num_reqs_padded = batch.num_reqs_padded;
     md.max_query_len = *std::max_element(batch.q_len.begin(), batch.q_len.end());
-    md.max_seq_len = *std::max_element(batch.ctx.begin(), batch.ctx.end());
   }
 };
 

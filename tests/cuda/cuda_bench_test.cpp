@@ -135,16 +135,14 @@ TEST(CudaBench, Llama1BDecodeStep) {
     md.seq_lens = test::on_i32(*gpu, lens, {B});
     md.block_table = test::on_i32(*gpu, bt, {B, blocks_per_req});
     md.slot_mapping = test::on_i32(*gpu, slots, {B});
-    md.num_tokens = md.num_actual_tokens = md.num_reqs = md.num_reqs_padded = B;
-    md.max_query_len = md.uniform_query_len = 1;
-    md.max_seq_len = ctx;
+    md.num_reqs = md.num_reqs_padded = B;
+    md.max_query_len = 1;
     md.block_size = bsz;
     md.max_blocks_per_req = blocks_per_req;
     Tensor tok = test::on_i32(*gpu, ids, {B}), positions = test::on_i32(*gpu, pos, {B});
     auto act = [&](int n) { return Tensor::empty({B, n}, DType::BF16, gpu->allocator()); };
     Tensor res = act(H), h = act(H), qkv = act((hq + 2 * hkv) * D), att = act(hq * D), gu = act(2 * I), a = act(I);
-    Tensor logits = Tensor::empty({B, V}, DType::F32, gpu->allocator()),
-           next = Tensor::empty({B}, DType::I32, gpu->allocator());
+    Tensor logits = Tensor::empty({B, V}, DType::F32, gpu->allocator());
     gpu->fill_zero(res);
     auto step = [&] {
       gpu->embedding(tok, lm_head, h);
@@ -159,14 +157,13 @@ TEST(CudaBench, Llama1BDecodeStep) {
       }
       gpu->add_rms_norm(res, h, final_norm, 1e-5f, h);
       gpu->linear(h, lm_head, Tensor(), logits);
-      gpu->argmax(logits, next);
     };
-    // rope and attention on separate q/k/v buffers (the fused qkv output is split by the model)
+    // the fused QKV epilogue (split + rope) and attention
     Tensor q = act(hq * D), k = act(hkv * D), v = act(hkv * D);
     gpu->fill_zero(q), gpu->fill_zero(k), gpu->fill_zero(v);
     auto attention = [&] {
       for (int l = 0; l < L; ++l) {
-        gpu->rope(q, k, positions, rope);
+        gpu->split_qkv_rope(qkv, positions, rope, Tensor(), Tensor(), 1e-6f, q, k, v);
         attn->forward(q, k, v, kv[size_t(l)], md, att);
       }
     };

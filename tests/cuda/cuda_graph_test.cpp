@@ -11,10 +11,7 @@
 namespace gs {
 namespace {
 
-using test::on;
-using test::randn;
-using test::read;
-using test::rel_l2;
+using namespace test;  // cuda_test_util.h
 
 TEST(CudaGraph, AllocationDuringCaptureThrows) {
   GS_REQUIRE_GPU();
@@ -28,7 +25,7 @@ TEST(CudaGraph, AllocationDuringCaptureThrows) {
   EXPECT_NO_THROW(Tensor::empty({16}, DType::F32, alloc));
 }
 
-// norm -> linear (GEMV and cuBLASLt) -> silu_mul -> argmax, captured once, replayed after the
+// norm -> linear (GEMV and cuBLASLt) -> silu_mul -> linear, captured once, replayed after the
 // inputs in the persistent buffers change: equals an eager run on the same inputs.
 TEST(CudaGraph, ReplayEqualsEagerAfterInputsChange) {
   GS_REQUIRE_GPU();
@@ -44,30 +41,26 @@ TEST(CudaGraph, ReplayEqualsEagerAfterInputsChange) {
     Tensor gu = Tensor::empty({T, 2 * I}, DType::BF16, gpu->allocator());
     Tensor a = Tensor::empty({T, I}, DType::BF16, gpu->allocator());
     Tensor y = Tensor::empty({T, H}, DType::F32, gpu->allocator());
-    Tensor id = Tensor::empty({T}, DType::I32, gpu->allocator());
     auto forward = [&] {
       gpu->rms_norm(x, w_norm, 1e-5f, h);
       gpu->linear(h, w_up, Tensor(), gu);
       gpu->silu_mul(gu, a);
       gpu->linear(a, w_out, Tensor(), y);
-      gpu->argmax(y, id);
     };
     gpu->copy(x, on(*gpu, randn(T * H, 10), {T, H}, DType::BF16));
     forward();  // warm-up: cuBLASLt plans are made eagerly
     gpu->stream().begin_capture();
     forward();
     auto graph = gpu->stream().end_capture();
-    EXPECT_GE(graph->num_nodes(), 5u);
+    EXPECT_GE(graph->num_nodes(), 4u);
 
     const auto x2 = randn(T * H, 11);
     gpu->copy(x, on(*gpu, x2, {T, H}, DType::BF16));
     forward();
-    const auto eager_y = read(*gpu, y), eager_id = read(*gpu, id);
+    const auto eager_y = read(*gpu, y);
     gpu->fill_zero(y);
-    gpu->fill_zero(id);
     graph->replay();
     EXPECT_EQ(read(*gpu, y), eager_y);
-    EXPECT_EQ(read(*gpu, id), eager_id);
 
     const auto x3 = randn(T * H, 12);
     gpu->copy(x, on(*gpu, x3, {T, H}, DType::BF16));

@@ -12,11 +12,7 @@
 namespace gs {
 namespace {
 
-using test::on;
-using test::on_i32;
-using test::randn;
-using test::read;
-using test::rel_l2;
+using namespace test;  // cuda_test_util.h
 
 class CudaOps : public ::testing::TestWithParam<DType> {
  protected:
@@ -83,15 +79,6 @@ TEST_P(CudaOps, RmsNormAndFusedAdd) {
   expect_close(cr, gr);
 }
 
-TEST_P(CudaOps, HeadRmsNorm) {
-  const int T = 3, nh = 6, D = 128;
-  auto [cx, gx] = both(randn(T * nh * D, 6), {T, nh * D});
-  auto [cw, gw] = both(randn(D, 7), {D});
-  cpu->head_rms_norm(cx, cw, 1e-6f, D);
-  gpu->head_rms_norm(gx, gw, 1e-6f, D);
-  expect_close(cx, gx);
-}
-
 // GEMV for M = 1, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
 TEST_P(CudaOps, LinearAllPaths) {
   struct Case {
@@ -113,23 +100,6 @@ TEST_P(CudaOps, LinearAllPaths) {
   }
 }
 
-TEST_P(CudaOps, RopeWithAndWithoutLlama3Scaling) {
-  const int T = 7, hq = 4, hkv = 2, D = 64;
-  std::vector<int32_t> pos = {0, 1, 5, 100, 2047, 9000, 3};
-  for (float factor : {0.0f, 32.0f}) {
-    RopeConfig cfg;
-    cfg.theta = 500000.0f;
-    cfg.head_dim = D;
-    cfg.llama3_factor = factor;
-    auto [cq, gq] = both(randn(T * hq * D, 40), {T, hq * D});
-    auto [ck, gk] = both(randn(T * hkv * D, 41), {T, hkv * D});
-    cpu->rope(cq, ck, on_i32(*cpu, pos, {T}), cfg);
-    gpu->rope(gq, gk, on_i32(*gpu, pos, {T}), cfg);
-    expect_close(cq, gq);
-    expect_close(ck, gk);
-  }
-}
-
 // The fused QKV epilogue, with and without Qwen3's q/k norm, against the CPU reference.
 TEST_P(CudaOps, SplitQkvRope) {
   const int T = 5, hq = 6, hkv = 2, D = 128;
@@ -137,8 +107,9 @@ TEST_P(CudaOps, SplitQkvRope) {
   RopeConfig cfg;
   cfg.theta = 1000000.0f;
   cfg.head_dim = D;
-  for (bool qk_norm : {false, true}) {
-    SCOPED_TRACE(qk_norm ? "q/k norm" : "plain");
+  for (const auto [qk_norm, llama3_factor] : {std::pair{false, 0.0f}, {true, 0.0f}, {false, 32.0f}}) {
+    SCOPED_TRACE(testing::Message() << (qk_norm ? "q/k norm" : "plain") << ", llama3 factor " << llama3_factor);
+    cfg.llama3_factor = llama3_factor;
     auto [cx, gx] = both(randn(T * (hq + 2 * hkv) * D, 70), {T, (hq + 2 * hkv) * D});
     auto [cqn, gqn] = both(randn(D, 71), {D});
     auto [ckn, gkn] = both(randn(D, 72), {D});
@@ -164,7 +135,7 @@ TEST_P(CudaOps, SiluMul) {
   expect_close(co, go);
 }
 
-TEST_P(CudaOps, GatherRowsAndArgmax) {
+TEST_P(CudaOps, GatherRows) {
   const int T = 9, V = 5003;
   std::vector<float> logits = randn(T * V, 60);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] += 1e-4f * float(i % 97);  // no ties
@@ -175,11 +146,6 @@ TEST_P(CudaOps, GatherRowsAndArgmax) {
   cpu->gather_rows(cl, on_i32(*cpu, idx, {3}), cs);
   gpu->gather_rows(gl, on_i32(*gpu, idx, {3}), gs);
   EXPECT_EQ(read(*gpu, gs), read(*cpu, cs));
-  Tensor ca = Tensor::empty({3}, DType::I32, cpu->allocator());
-  Tensor ga = Tensor::empty({3}, DType::I32, gpu->allocator());
-  cpu->argmax(cs, ca);
-  gpu->argmax(gs, ga);
-  EXPECT_EQ(read(*gpu, ga), read(*cpu, ca));
 }
 
 TEST_P(CudaOps, BadShapesAreErrors) {

@@ -48,7 +48,7 @@ class DeviceModel {
     for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = int32_t(b);
     put(ids_, prompt), put(pos_, pos), put(rows_, pos), put(md_.slot_mapping, pos);
     put(md_.query_start_loc, {0, n}), put(md_.seq_lens, {n}), put(md_.block_table, blocks);
-    md_.num_tokens = md_.num_actual_tokens = md_.max_query_len = md_.max_seq_len = n;
+    md_.max_query_len = n;
     md_.num_reqs = md_.num_reqs_padded = 1;
     const ForwardInputs in{n, ids_.rows(0, n), pos_.rows(0, n), &md_};
     model_->forward(in);

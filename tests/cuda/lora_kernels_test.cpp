@@ -9,11 +9,7 @@
 namespace gs {
 namespace {
 
-using test::on;
-using test::on_i32;
-using test::randn;
-using test::read;
-using test::rel_l2;
+using namespace test;  // cuda_test_util.h
 
 class CudaLora : public ::testing::TestWithParam<DType> {
  protected:

@@ -23,11 +23,7 @@
 namespace gs {
 namespace {
 
-using test::on;
-using test::on_i32;
-using test::randn;
-using test::read;
-using test::rel_l2;
+using namespace test;  // cuda_test_util.h
 
 struct Req {
   int q_len, ctx;  // new tokens of this step, context after it
@@ -318,8 +314,7 @@ TEST_F(PrefillAttention, BackendDispatchMatchesCpu) {
     md.seq_lens = on_i32(*b, h.seq_lens, {int64_t(h.seq_lens.size())});
     md.block_table = on_i32(*b, h.bt, {h.nrp, h.max_blocks});
     md.slot_mapping = on_i32(*b, h.slots, {h.T});
-    md.num_tokens = h.T, md.num_actual_tokens = h.qsl.back(), md.num_reqs = int(c.reqs.size());
-    md.num_reqs_padded = h.nrp, md.max_query_len = 200, md.max_seq_len = 200;
+    md.num_reqs = int(c.reqs.size()), md.num_reqs_padded = h.nrp, md.max_query_len = 200;
     md.block_size = c.block_size, md.max_blocks_per_req = h.max_blocks;
     const Tensor out = on(*b, randn(h.q.size(), 77), {h.T, int64_t(c.hq) * c.D}, dt);
     const Tensor q = on(*b, h.q, out.shape(), dt), k = on(*b, h.k, {h.T, row}, dt), v = on(*b, h.v, {h.T, row}, dt);

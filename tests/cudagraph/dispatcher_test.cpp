@@ -1,3 +1,4 @@
+// CudagraphDispatcher: the keys each mode gets, padding, and which graph (if any) each batch dispatches to.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -31,7 +32,7 @@ TEST(BatchDescriptor, EqualityHashAndNonUniformForm) {
   EXPECT_TRUE(lora.non_uniform().has_lora);
 }
 
-// SPEC §4a key sets: sizes {1, 2, 4, 8}, q = 1, max_num_seqs = 4.
+// Key sets (docs/CUDA_GRAPHS.md §3): sizes {1, 2, 4, 8}, q = 1, max_num_seqs = 4.
 TEST(CudagraphDispatcher, KeySetsOfEveryMode) {
   struct Row {
     M mode;
@@ -77,44 +78,39 @@ TEST(CudagraphDispatcher, PadsToTheSmallestCaptureSize) {
   EXPECT_EQ(d.pad(uni(3)), uni(4));
 }
 
-// SPEC §4a dispatch: sizes {1, 2, 4, 8}, q = 1, max_num_seqs = 4.
+// Dispatch (docs/CUDA_GRAPHS.md §4): sizes {1, 2, 4, 8}, q = 1, max_num_seqs = 4.
 TEST(CudagraphDispatcher, DispatchOfEveryMode) {
   struct Row {
     M mode;
     BatchDescriptor in;
-    bool cascade;
     M runtime;
     BatchDescriptor out;
   };
   const Row rows[] = {
-      {M::NONE, uni(3), false, M::NONE, uni(3)},
-      {M::NONE, mixed(3), false, M::NONE, mixed(3)},
-      {M::PIECEWISE, mixed(3), false, M::PIECEWISE, mixed(4)},
-      {M::PIECEWISE, uni(3), false, M::PIECEWISE, mixed(4)},
-      {M::PIECEWISE, mixed(3), true, M::PIECEWISE, mixed(4)},
-      {M::PIECEWISE, mixed(9), false, M::NONE, mixed(9)},
-      {M::FULL, mixed(3), false, M::FULL, mixed(4)},
-      {M::FULL, uni(3), false, M::FULL, mixed(4)},  // a uniform batch replays the general graph
-      {M::FULL, mixed(8), false, M::FULL, mixed(8)},
-      {M::FULL, mixed(3), true, M::NONE, mixed(3)},  // cascade: no full graphs, no piecewise set
-      {M::FULL, uni(9), false, M::NONE, uni(9)},
-      {M::FULL_DECODE_ONLY, uni(3), false, M::FULL, uni(4)},
-      {M::FULL_DECODE_ONLY, uni(4), false, M::FULL, uni(4)},
-      {M::FULL_DECODE_ONLY, uni(8), false, M::NONE, uni(8)},  // 8 > q * max_num_seqs
-      {M::FULL_DECODE_ONLY, mixed(3), false, M::NONE, mixed(3)},
-      {M::FULL_DECODE_ONLY, uni(3), true, M::NONE, uni(3)},
-      {M::FULL_AND_PIECEWISE, uni(1), false, M::FULL, uni(1)},
-      {M::FULL_AND_PIECEWISE, uni(3), false, M::FULL, uni(4)},
-      {M::FULL_AND_PIECEWISE, mixed(3), false, M::PIECEWISE, mixed(4)},
-      {M::FULL_AND_PIECEWISE, uni(5), false, M::PIECEWISE, mixed(8)},
-      {M::FULL_AND_PIECEWISE, uni(3), true, M::PIECEWISE, mixed(4)},
-      {M::FULL_AND_PIECEWISE, mixed(9), false, M::NONE, mixed(9)},
+      {M::NONE, uni(3), M::NONE, uni(3)},
+      {M::NONE, mixed(3), M::NONE, mixed(3)},
+      {M::PIECEWISE, mixed(3), M::PIECEWISE, mixed(4)},
+      {M::PIECEWISE, uni(3), M::PIECEWISE, mixed(4)},
+      {M::PIECEWISE, mixed(9), M::NONE, mixed(9)},
+      {M::FULL, mixed(3), M::FULL, mixed(4)},
+      {M::FULL, uni(3), M::FULL, mixed(4)},  // a uniform batch replays the general graph
+      {M::FULL, mixed(8), M::FULL, mixed(8)},
+      {M::FULL, uni(9), M::NONE, uni(9)},
+      {M::FULL_DECODE_ONLY, uni(3), M::FULL, uni(4)},
+      {M::FULL_DECODE_ONLY, uni(4), M::FULL, uni(4)},
+      {M::FULL_DECODE_ONLY, uni(8), M::NONE, uni(8)},  // 8 > q * max_num_seqs
+      {M::FULL_DECODE_ONLY, mixed(3), M::NONE, mixed(3)},
+      {M::FULL_AND_PIECEWISE, uni(1), M::FULL, uni(1)},
+      {M::FULL_AND_PIECEWISE, uni(3), M::FULL, uni(4)},
+      {M::FULL_AND_PIECEWISE, mixed(3), M::PIECEWISE, mixed(4)},
+      {M::FULL_AND_PIECEWISE, uni(5), M::PIECEWISE, mixed(8)},
+      {M::FULL_AND_PIECEWISE, mixed(9), M::NONE, mixed(9)},
   };
   for (const Row& r : rows) {
-    SCOPED_TRACE(fmt::format("{} {} cascade={}", mode_name(r.mode), r.in.str(), r.cascade));
+    SCOPED_TRACE(fmt::format("{} {}", mode_name(r.mode), r.in.str()));
     CudagraphDispatcher d;
     d.initialize_cudagraph_keys(r.mode, {1, 2, 4, 8}, 1, 4);
-    auto [runtime, out] = d.dispatch(r.in, r.cascade);
+    auto [runtime, out] = d.dispatch(r.in);
     EXPECT_EQ(runtime, r.runtime);
     EXPECT_EQ(out, r.out) << out.str();
   }

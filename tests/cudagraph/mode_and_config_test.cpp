@@ -1,3 +1,4 @@
+// CUDAGraphMode names and parsing, CompilationConfig flags, capture sizes and mode resolution.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -23,7 +24,7 @@ TEST(CUDAGraphMode, ParsesAndPrintsUpperCase) {
   }
 }
 
-// SPEC §4a's member table.
+// The member table of docs/CUDA_GRAPHS.md §2.
 TEST(CUDAGraphMode, MembersFollowTheSpecTable) {
   struct Row {
     M mode, mixed, decode;

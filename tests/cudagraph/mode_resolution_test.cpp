@@ -1,4 +1,5 @@
-// SPEC §7a: every requested mode x every support level x piecewise or not x q = 1 and q = 2.
+// Mode resolution (docs/CUDA_GRAPHS.md §7): every requested mode x every support level x piecewise or not x q = 1 and q
+// = 2.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>

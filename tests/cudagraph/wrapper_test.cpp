@@ -56,7 +56,7 @@ struct FakeModel {
   }
 };
 
-// SPEC §5 nesting: one FULL wrapper around the model, a PIECEWISE wrapper around each piece.
+// Nesting (docs/CUDA_GRAPHS.md §5): one FULL wrapper around the model, a PIECEWISE wrapper around each piece.
 struct Nested {
   FakeModel m;
   std::vector<std::unique_ptr<CUDAGraphWrapper>> pieces;
@@ -74,7 +74,7 @@ struct Nested {
   }
   void step(M runtime, int rows, float base) {
     m.set_input(rows, base);
-    ForwardContextScope scope(ForwardContext{runtime, BatchDescriptor::mixed(rows), nullptr});
+    ForwardContextScope scope(ForwardContext{runtime, BatchDescriptor::mixed(rows)});
     (*full)();
   }
   int piece_captures() const { return pieces[0]->num_captures() + pieces[1]->num_captures(); }
@@ -156,7 +156,7 @@ TEST(CUDAGraphWrapper, AddressCheckCatchesAChangedInput) {
   Tensor other = Tensor::empty({16}, DType::F32, m.alloc);
   std::vector<const void*> same{m.x.data()}, moved{other.data()};
   m.set_input(4, 0);
-  ForwardContextScope scope(ForwardContext{M::PIECEWISE, BatchDescriptor::mixed(4), nullptr});
+  ForwardContextScope scope(ForwardContext{M::PIECEWISE, BatchDescriptor::mixed(4)});
   w(same);
   w(same);
   try {
@@ -172,7 +172,7 @@ TEST(CUDAGraphWrapper, AllocationDuringCaptureFailsAndLeavesTheStreamUsable) {
   FakeModel m;
   CUDAGraphWrapper w([&] { Tensor::empty({4}, DType::F32, m.alloc); }, M::FULL, m.stream);
   {
-    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(4), nullptr});
+    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(4)});
     EXPECT_THROW(w(), Error);
   }
   EXPECT_FALSE(m.stream.capturing());
@@ -185,12 +185,12 @@ TEST(CUDAGraphWrapper, CaptureAfterStartUpIsRefusedNamingTheDescriptor) {
   n.step(M::FULL, 4, 0.0f);  // start-up: captured
   n.m.set_input(4, 3.0f);
   {
-    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(4), nullptr, false});
+    ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(4), false});
     (*n.full)();  // replays what start-up captured
   }
   n.m.expect_output(3.0f);
   n.m.set_input(8, 0.0f);
-  ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(8), nullptr, false});
+  ForwardContextScope scope(ForwardContext{M::FULL, BatchDescriptor::mixed(8), false});
   try {
     (*n.full)();
     ADD_FAILURE() << "a graph was captured after start-up";
@@ -205,16 +205,16 @@ TEST(CUDAGraphWrapper, CaptureAfterStartUpIsRefusedNamingTheDescriptor) {
 TEST(ForwardContext, ScopesNestAndRestore) {
   EXPECT_EQ(current_forward_context(), nullptr);
   {
-    ForwardContextScope a(ForwardContext{M::FULL, BatchDescriptor::mixed(8), nullptr});
+    ForwardContextScope a(ForwardContext{M::FULL, BatchDescriptor::mixed(8)});
     EXPECT_EQ(current_forward_context()->runtime_mode, M::FULL);
     {
-      ForwardContextScope b(ForwardContext{M::NONE, BatchDescriptor::mixed(3), nullptr});
+      ForwardContextScope b(ForwardContext{M::NONE, BatchDescriptor::mixed(3)});
       EXPECT_EQ(current_forward_context()->batch.num_tokens, 3);
     }
     EXPECT_EQ(current_forward_context()->batch.num_tokens, 8);
   }
   EXPECT_EQ(current_forward_context(), nullptr);
-  EXPECT_THROW(ForwardContextScope(ForwardContext{M::FULL_AND_PIECEWISE, {}, nullptr}), Error);
+  EXPECT_THROW(ForwardContextScope(ForwardContext{M::FULL_AND_PIECEWISE, {}}), Error);
 }
 
 }  // namespace

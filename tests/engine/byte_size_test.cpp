@@ -1,3 +1,4 @@
+// Byte sizes as users write them ("512MiB", "1.5GiB", ...): parsing and the errors of bad ones.
 #include <gtest/gtest.h>
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// EngineConfig validation: errors name the flag to fix.
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -72,7 +72,6 @@ class ModelHarness {
         md_.block_table.data_as<int>()[r * max_blocks_ + b] = req.blocks[b];
     }
     qsl[batch.size()] = t;
-    md_.num_tokens = md_.num_actual_tokens = t;
     md_.num_reqs = md_.num_reqs_padded = int(batch.size());
     return ForwardInputs{t, ids_.rows(0, t), pos_.rows(0, t), &md_, false, Tensor()};
   }

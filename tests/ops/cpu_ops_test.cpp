@@ -98,67 +98,45 @@ TEST_F(CpuOps, RmsNormAndFusedAddRmsNorm) {
   expect_near(x, ref_rms(sum, vec(w), H, 1e-5f));
 }
 
-TEST_F(CpuOps, HeadRmsNormNormalisesEachHead) {
-  const int64_t T = 3, D = 16, heads = 4;
-  Tensor x = rand({T, heads * D}), w = rand({D});
-  std::vector<float> ww;
-  for (int h = 0; h < heads; ++h) ww.insert(ww.end(), w.data_as<float>(), w.data_as<float>() + D);
-  const auto want_per_head = ref_rms(vec(x), vec(w), D, 1e-6f);
-  be->head_rms_norm(x, w, 1e-6f, int(D));
-  expect_near(x, want_per_head);
+// RoPE as a formula: each head's halves rotated by position * theta^(-2j/D).
+std::vector<float> ref_rope(std::vector<float> v, const std::vector<int>& pos, int heads, int D, double theta) {
+  for (size_t t = 0; t < pos.size(); ++t)
+    for (int h = 0; h < heads; ++h)
+      for (int j = 0; j < D / 2; ++j) {
+        const double f = pos[t] / std::pow(theta, 2.0 * j / D);
+        float* p = v.data() + (int(t) * heads + h) * D;
+        const double a = p[j], b = p[j + D / 2];
+        p[j] = float(a * std::cos(f) - b * std::sin(f));
+        p[j + D / 2] = float(b * std::cos(f) + a * std::sin(f));
+      }
+  return v;
 }
 
-TEST_F(CpuOps, RopeRotatesHalvesByPositionTimesFrequency) {
-  const int D = 8, T = 3, hq = 2, hk = 1;
-  RopeConfig cfg;
-  cfg.theta = 10000.0f, cfg.head_dim = D;
-  Tensor q = rand({T, hq * D}), k = rand({T, hk * D});
-  const auto q0 = vec(q), k0 = vec(k);
-  be->rope(q, k, ints({0, 5, 300}), cfg);
-  auto ref = [&](std::vector<float> v, int heads) {
-    const int pos[] = {0, 5, 300};
-    for (int t = 0; t < T; ++t)
-      for (int h = 0; h < heads; ++h)
-        for (int j = 0; j < D / 2; ++j) {
-          const double f = pos[t] / std::pow(10000.0, 2.0 * j / D);
-          float* p = v.data() + (t * heads + h) * D;
-          const double a = p[j], b = p[j + D / 2];
-          p[j] = float(a * std::cos(f) - b * std::sin(f));
-          p[j + D / 2] = float(b * std::cos(f) + a * std::sin(f));
-        }
-    return v;
-  };
-  expect_near(q, ref(q0, hq), 1e-4f);
-  expect_near(k, ref(k0, hk), 1e-4f);
-}
-
-// The fused epilogue equals slicing the fused projection, head_rms_norm (Qwen3) and rope.
+// The fused epilogue equals slicing the fused projection, RMS-normalising each head (Qwen3's q/k norm) and
+// rotating it (RoPE), computed here by formula.
 TEST_F(CpuOps, SplitQkvRopeEqualsSliceNormAndRope) {
   const int D = 16, T = 4, hq = 4, hk = 2, W = (hq + 2 * hk) * D;
   RopeConfig cfg;
   cfg.theta = 10000.0f, cfg.head_dim = D;
+  const std::vector<int> positions = {0, 7, 300, 65000};
   for (bool qk_norm : {false, true}) {
     SCOPED_TRACE(qk_norm ? "with q/k norm" : "plain");
     Tensor qkv = rand({T, W}), qn = rand({D}), kn = rand({D});
     const auto all = vec(qkv);
     auto slice = [&](int from, int width) {
-      Tensor t = zeros({T, width});
-      for (int r = 0; r < T; ++r) std::copy_n(all.begin() + r * W + from, width, t.data_as<float>() + r * width);
+      std::vector<float> t;
+      for (int r = 0; r < T; ++r) t.insert(t.end(), all.begin() + r * W + from, all.begin() + r * W + from + width);
       return t;
     };
-    Tensor rq = slice(0, hq * D), rk = slice(hq * D, hk * D), rv = slice((hq + hk) * D, hk * D);
+    std::vector<float> rq = slice(0, hq * D), rk = slice(hq * D, hk * D), rv = slice((hq + hk) * D, hk * D);
+    if (qk_norm) rq = ref_rms(rq, vec(qn), D, 1e-6f), rk = ref_rms(rk, vec(kn), D, 1e-6f);
     Tensor q = zeros({T, hq * D}), k = zeros({T, hk * D}), v = zeros({T, hk * D});
-    const Tensor pos = ints({0, 7, 300, 65000});
-    if (qk_norm) {
-      be->head_rms_norm(rq, qn, 1e-6f, D);
-      be->head_rms_norm(rk, kn, 1e-6f, D);
-    }
-    be->rope(rq, rk, pos, cfg);
-    be->split_qkv_rope(qkv, pos, cfg, qk_norm ? qn : Tensor(), qk_norm ? kn : Tensor(), 1e-6f, q, k, v);
+    be->split_qkv_rope(qkv, ints(positions), cfg, qk_norm ? qn : Tensor(), qk_norm ? kn : Tensor(), 1e-6f, q, k, v);
     be->stream().synchronize();
-    EXPECT_EQ(vec(q), vec(rq));
-    EXPECT_EQ(vec(k), vec(rk));
-    EXPECT_EQ(vec(v), vec(rv));
+    // fp32 angles: at position 65000 an angle is off by up to ~65000 * 2^-24 rad
+    expect_near(q, ref_rope(rq, positions, hq, D, cfg.theta), 5e-3f);
+    expect_near(k, ref_rope(rk, positions, hk, D, cfg.theta), 5e-3f);
+    EXPECT_EQ(vec(v), rv);
   }
   Tensor bad = zeros({T, W - D});
   EXPECT_THROW(be->split_qkv_rope(bad, ints({0, 1, 2, 3}), cfg, Tensor(), Tensor(), 1e-6f, zeros({T, hq * D}),
@@ -178,7 +156,7 @@ TEST_F(CpuOps, Llama3RopeScalingKeepsHighAndSlowsLowFrequencies) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(b[i], a[i]);
 }
 
-TEST_F(CpuOps, SiluMulAndArgmax) {
+TEST_F(CpuOps, SiluMul) {
   const int64_t T = 4, I = 9;
   Tensor gu = rand({T, 2 * I}), out = zeros({T, I});
   be->silu_mul(gu, out);
@@ -189,12 +167,6 @@ TEST_F(CpuOps, SiluMulAndArgmax) {
       want.push_back(float(g / (1 + std::exp(-g)) * u));
     }
   expect_near(out, want);
-  Tensor am = zeros({T}, DType::I32);
-  be->argmax(gu, am);
-  for (int64_t t = 0; t < T; ++t) {
-    const float* r = gu.data_as<float>() + t * 2 * I;
-    EXPECT_EQ(am.data_as<int>()[t], int(std::max_element(r, r + 2 * I) - r));
-  }
 }
 
 TEST_F(CpuOps, UploadConvertsAndCopyMovesBytes) {
@@ -215,13 +187,10 @@ TEST_F(CpuOps, CapturedGraphReplaysOnNewInputs) {
   const int64_t T = 3, H = 16, N = 24;
   Tensor ids = ints({1, 2, 3}), table = rand({8, H}), w = rand({N, H}), nw = rand({H});
   Tensor x = zeros({T, H}), h = zeros({T, H}), y = zeros({T, N});
-  RopeConfig rc;
-  rc.head_dim = 8;
-  Tensor pos = ints({0, 1, 2});
   auto ops = [&] {
     be->embedding(ids, table, x);
     be->rms_norm(x, nw, 1e-5f, h);
-    be->rope(h, x, pos, rc);
+    be->scale(h, 0.5f);
     be->linear(h, w, Tensor(), y);
   };
   be->stream().begin_capture();
@@ -231,7 +200,6 @@ TEST_F(CpuOps, CapturedGraphReplaysOnNewInputs) {
   EXPECT_EQ(vec(y), std::vector<float>(size_t(T * N), 0.0f));  // recorded, not run
 
   std::copy_n(std::vector<int>{7, 0, 5}.data(), 3, ids.data_as<int>());
-  std::copy_n(std::vector<int>{40, 2, 9}.data(), 3, pos.data_as<int>());
   graph->replay();
   const auto replayed = vec(y);
   be->fill_zero(y);

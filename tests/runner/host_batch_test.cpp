@@ -1,3 +1,4 @@
+// build_host_batch / pad_host_batch: the step layout (ids, positions, slots, block tables) and its errors.
 #include <gtest/gtest.h>
 
 #include "core/error.h"

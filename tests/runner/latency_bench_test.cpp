@@ -1,3 +1,4 @@
+// The runner latency benchmark on the CPU: decode steps through FULL graphs, and its quantiles.
 #include <gtest/gtest.h>
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements attention/cuda/cuda_attention.h.
 #include "attention/cuda/cuda_attention.h"
 
 #include <algorithm>

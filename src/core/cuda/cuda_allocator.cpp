@@ -1,3 +1,4 @@
+// Implements core/cuda/cuda_allocator.h (CudaAllocator).
 #include "core/cuda/cuda_allocator.h"
 
 #include <cuda_runtime.h>

@@ -1,3 +1,4 @@
+// Implements core/cuda/cuda_device.h.
 #include <cuda_runtime.h>
 
 namespace gs {

@@ -1,3 +1,4 @@
+// CUDA device queries of core/cuda/cuda_device.h: the GPUs present, their names, compute capability and free memory.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 

@@ -1,3 +1,4 @@
+// Implements core/cuda/cuda_stream.h (CudaStream).
 #include "core/cuda/cuda_stream.h"
 
 #include "core/cuda/cuda_check.h"

@@ -108,16 +108,6 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::add_rms_norm(r, xp, wp, eps, o, T, H); });
   }
 
-  void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) override {
-    check_f32(x, "head_rms_norm", "x"), check_f32(w, "head_rms_norm", "w");
-    GS_CHECK(head_dim > 0 && w.numel() == head_dim && x.ndim() == 2 && x.dim(1) % head_dim == 0,
-             "head_rms_norm: x {} and weight {} do not fit head_dim {}", x.str(), w.str(), head_dim);
-    const int64_t T = x.dim(0), row = x.dim(1), D = head_dim;
-    auto* xp = fm(x);
-    auto* wp = f(w);
-    stream_.launch([=] { cpu::head_rms_norm(xp, wp, eps, T, row, D); });
-  }
-
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
     check_f32(x, "linear", "x"), check_f32(w, "linear", "w"), check_f32(y, "linear", "y");
     GS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear: x {} and w {} disagree on K", x.str(),
@@ -150,24 +140,6 @@ class CpuBackend final : public Backend {
     auto* yp = fm(y);
     auto* sp = i32(slots);
     if (l.T) stream_.launch([=] { cpu::lora_expand(tp, bp, sp, yp, l.T, l.R, l.C, l.S); });
-  }
-
-  void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {
-    check_f32(q, "rope", "q"), check_f32(k, "rope", "k"), check_i32(positions, "rope", "positions");
-    const int64_t T = q.dim(0), D = cfg.head_dim;
-    GS_CHECK(k.dim(0) == T && positions.numel() >= T, "rope: q {}, k {} and positions {} disagree on tokens", q.str(),
-             k.str(), positions.str());
-    GS_CHECK(D > 0 && q.row_elems() % D == 0 && k.row_elems() % D == 0,
-             "rope: q {} / k {} rows are not whole heads of {}", q.str(), k.str(), D);
-    std::vector<float> inv = rope_inv_freq(cfg);  // owned by the closure, so replay-safe
-    const int lf = cfg.long_from;
-    const int64_t hq = q.row_elems() / D, hk = k.row_elems() / D;
-    auto *qp = fm(q), *kp = fm(k);
-    auto* pp = i32(positions);
-    stream_.launch([=, inv = std::move(inv)] {
-      cpu::rope(qp, pp, inv.data(), T, hq, D, lf);
-      cpu::rope(kp, pp, inv.data(), T, hk, D, lf);
-    });
   }
 
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
@@ -255,16 +227,6 @@ class CpuBackend final : public Backend {
     auto* ip = i32(idx);
     auto* o = fm(out);
     stream_.launch([=] { cpu::gather_rows(xp, ip, o, n, rows, H); });
-  }
-
-  void argmax(const Tensor& x, const Tensor& out) override {
-    check_f32(x, "argmax", "x");
-    GS_CHECK(out.defined() && out.dtype() == DType::I32 && out.numel() == x.dim(0),
-             "argmax: out must be i32 [{}], got {}", x.dim(0), out.defined() ? out.str() : "undefined");
-    const int64_t n = x.dim(0), V = x.row_elems();
-    auto* xp = f(x);
-    auto* o = out.data_as<int32_t>();
-    stream_.launch([=] { cpu::argmax(xp, o, n, V); });
   }
 
  private:

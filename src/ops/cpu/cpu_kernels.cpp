@@ -1,3 +1,4 @@
+// Implements ops/cpu/cpu_kernels.h.
 #include "ops/cpu/cpu_kernels.h"
 
 #include <cmath>
@@ -107,16 +108,6 @@ void gather_rows(const float* x, const int32_t* idx, float* out, int64_t n, int6
     const int32_t r = idx[i];
     GS_CHECK(r >= 0 && r < rows, "gather_rows: index {} at {} is outside [0, {})", r, i, rows);
     std::memcpy(out + i * H, x + int64_t(r) * H, size_t(H) * sizeof(float));
-  }
-}
-
-void argmax(const float* x, int32_t* out, int64_t n, int64_t V) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* r = x + i * V;
-    int64_t best = 0;
-    for (int64_t j = 1; j < V; ++j)
-      if (r[j] > r[best]) best = j;  // first maximum wins, as torch.argmax
-    out[i] = int32_t(best);
   }
 }
 

@@ -21,6 +21,5 @@ void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_
 void silu_mul(const float* gate_up, float* out, int64_t T, int64_t I);
 void gelu_tanh_mul(const float* gate_up, float* out, int64_t T, int64_t I);
 void gather_rows(const float* x, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t H);
-void argmax(const float* x, int32_t* out, int64_t n, int64_t V);
 
 }  // namespace gs::cpu

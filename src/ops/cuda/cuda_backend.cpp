@@ -1,3 +1,4 @@
+// Implements ops/cuda/cuda_backend.h.
 #include "ops/cuda/cuda_backend.h"
 
 #include <cstring>
@@ -124,18 +125,6 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void head_rms_norm(const Tensor& x, const Tensor& w, float eps, int head_dim) override {
-    need(x, dtype_, "head_rms_norm", "x");
-    need(w, dtype_, "head_rms_norm", "w");
-    GS_CHECK(head_dim > 0 && w.numel() == head_dim && x.ndim() >= 1 && x.row_elems() % head_dim == 0,
-             "head_rms_norm: x {} must be [T, n_heads * {}] and w {} [{}]", x.str(), head_dim, w.str(), head_dim);
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      GS_CUDA_CHECK(cuda::head_rms_norm<E>(ptr<E>(x), ptr<E>(w), eps, int(x.dim(0)), int(x.row_elems() / head_dim),
-                                           head_dim, s()));
-    });
-  }
-
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
     need(x, dtype_, "linear", "x");
     need(w, dtype_, "linear", "w");
@@ -162,24 +151,6 @@ class CudaBackend final : public Backend {
         gemm_.matmul(x.data(), w.data(), y.data(), dtype_ == DType::F32, f32, int(M), int(N), int(K), s());
       }
       if (b) GS_CUDA_CHECK(cuda::add_bias<E>(y.data(), f32, b, int(M), int(N), s()));
-    });
-  }
-
-  void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeConfig& cfg) override {
-    need(q, dtype_, "rope", "q");
-    need(k, dtype_, "rope", "k");
-    need(positions, DType::I32, "rope", "positions");
-    const int D = cfg.head_dim;
-    const int64_t T = positions.numel();
-    GS_CHECK(D > 0 && D % 2 == 0, "rope: head_dim must be even and positive, got {}", D);
-    GS_CHECK(q.ndim() >= 1 && k.ndim() >= 1 && q.dim(0) == T && k.dim(0) == T && q.row_elems() % D == 0 &&
-                 k.row_elems() % D == 0,
-             "rope: q {} and k {} must be [{}, heads * {}]", q.str(), k.str(), T, D);
-    const Tensor& inv = inv_freq(cfg);
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      GS_CUDA_CHECK(cuda::rope<E>(ptr<E>(q), ptr<E>(k), ptr<int32_t>(positions), ptr<float>(inv), int(T),
-                                  int(q.row_elems() / D), int(k.row_elems() / D), D, cfg.long_from, s()));
     });
   }
 
@@ -279,15 +250,6 @@ class CudaBackend final : public Backend {
       run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
     else
       run(ptr<float>(bt), ptr<float>(y));
-  }
-
-  void argmax(const Tensor& x, const Tensor& out) override {
-    GS_CHECK(x.device().is_cuda() && (x.dtype() == DType::F32 || x.dtype() == DType::BF16) && x.ndim() >= 1,
-             "argmax: x must be f32 or bf16 [n, V] on the GPU, got {}", x.str());
-    need(out, DType::I32, "argmax", "out");
-    GS_CHECK(out.numel() == x.dim(0), "argmax: out {} must have {} elements", out.str(), x.dim(0));
-    GS_CUDA_CHECK(
-        cuda::argmax(x.data(), x.dtype() == DType::F32, ptr<int32_t>(out), int(x.dim(0)), int(x.row_elems()), s()));
   }
 
  private:

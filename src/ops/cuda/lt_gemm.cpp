@@ -1,3 +1,4 @@
+// Implements ops/cuda/lt_gemm.h (LtGemm).
 #include "ops/cuda/lt_gemm.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// Implements sampling/cuda/cuda_sampling.h.
 #include "sampling/cuda/cuda_sampling.h"
 
 #include "core/cuda/cuda_check.h"

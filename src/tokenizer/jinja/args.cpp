@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/args.h.
 #include "tokenizer/jinja/args.h"
 
 #include "core/error.h"

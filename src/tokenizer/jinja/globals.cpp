@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/globals.h.
 #include "tokenizer/jinja/globals.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/interpreter.h (Interpreter).
 #include "tokenizer/jinja/interpreter.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/is_tests.h.
 #include "tokenizer/jinja/is_tests.h"
 
 #include <map>

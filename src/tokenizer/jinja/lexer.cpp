@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/lexer.h (Lexer).
 #include "tokenizer/jinja/lexer.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/members.h.
 #include "tokenizer/jinja/members.h"
 
 #include "core/error.h"

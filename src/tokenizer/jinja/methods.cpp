@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/methods.h.
 #include "tokenizer/jinja/methods.h"
 
 #include <utf8proc.h>

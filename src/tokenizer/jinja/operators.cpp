@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/operators.h.
 #include "tokenizer/jinja/operators.h"
 
 #include <cmath>

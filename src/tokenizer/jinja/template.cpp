@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/template.h.
 #include "tokenizer/jinja/template.h"
 
 #include "tokenizer/jinja/filters.h"

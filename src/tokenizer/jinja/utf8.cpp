@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/utf8.h.
 #include "tokenizer/jinja/utf8.h"
 
 #include "tokenizer/utf8.h"

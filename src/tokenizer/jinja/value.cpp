@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/value.h.
 #include "tokenizer/jinja/value.h"
 
 #include "core/error.h"

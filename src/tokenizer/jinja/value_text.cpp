@@ -1,3 +1,4 @@
+// Implements tokenizer/jinja/value_text.h.
 #include "tokenizer/jinja/value_text.h"
 
 #include <algorithm>
