@@ -2,7 +2,9 @@
 // tests): run one scheduled batch and sample, and describe the KV cache it holds.
 #pragma once
 #include <memory>
+#include <string>
 
+#include "core/error.h"
 #include "engine/engine_config.h"
 #include "model/model_config.h"
 #include "runner/model_runner.h"
@@ -20,6 +22,16 @@ class Executor {
   virtual int block_size() const = 0;
   virtual int max_model_len() const = 0;
   virtual RunnerStats stats() const { return {}; }
+  // Run-time LoRA adapters (see ModelRunner::read_lora): read_lora on any thread, add_lora /
+  // remove_lora between steps. An executor without LoRA refuses them.
+  virtual std::shared_ptr<const LoraSlotImage> read_lora(const std::string& name, const std::string& path) const {
+    throw Error(
+        fmt::format("cannot load LoRA adapter '{}' from {}: this executor serves no LoRA adapters", name, path));
+  }
+  virtual void add_lora(int id, std::shared_ptr<const LoraSlotImage>) {
+    throw Error(fmt::format("this executor serves no LoRA adapters (id {})", id));
+  }
+  virtual void remove_lora(int id) { throw Error(fmt::format("this executor serves no LoRA adapters (id {})", id)); }
 };
 
 // The real one: a ModelRunner built from `cfg` (defined in runner_executor.cpp, so code that

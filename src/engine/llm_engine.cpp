@@ -58,15 +58,26 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
   }
   eos_ids = exec->model_config().eos_token_ids;
   if (eos_ids.empty() && tok.eos_id()) eos_ids.push_back(*tok.eos_id());
+  for (const auto& [name, path] : cfg.lora_modules) loras.emplace_back(name, next_lora_id++);  // the executor's ids
 }
 
 int LLMEngine::Impl::lora_id(const std::string& name) const {
   if (name.empty()) return 0;
-  for (size_t i = 0; i < cfg.lora_modules.size(); ++i)
-    if (cfg.lora_modules[i].first == name) return int(i) + 1;
+  for (const auto& [n, id] : loras)
+    if (n == name) return id;
   std::string known;
-  for (const auto& [n, path] : cfg.lora_modules) known += (known.empty() ? "" : ", ") + n;
+  for (const auto& [n, id] : loras) known += (known.empty() ? "" : ", ") + n;
   throw Error(fmt::format("unknown LoRA adapter '{}' (loaded: {})", name, known.empty() ? "none" : known));
+}
+
+void LLMEngine::Impl::free_retired_loras() {
+  if (retired_loras.empty()) return;
+  std::erase_if(retired_loras, [&](int id) {
+    for (const auto& [rid, r] : requests)
+      if (r->request().lora_id == id) return false;
+    exec->remove_lora(id);
+    return true;
+  });
 }
 
 RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params, int lora) {
@@ -159,8 +170,34 @@ RequestId LLMEngine::add_request(std::vector<int32_t> prompt_ids, const Sampling
 
 std::vector<std::string> LLMEngine::lora_names() const {
   std::vector<std::string> out;
-  for (const auto& [name, path] : impl_->cfg.lora_modules) out.push_back(name);
+  for (const auto& [name, id] : impl_->loras) out.push_back(name);
   return out;
+}
+
+std::shared_ptr<const LoraSlotImage> LLMEngine::read_lora_adapter(const std::string& name,
+                                                                  const std::string& path) const {
+  GS_CHECK(impl_->cfg.enable_lora, "cannot load LoRA adapter '{}': LoRA is not enabled (start with --enable-lora)",
+           name);
+  return impl_->exec->read_lora(name, path);
+}
+
+void LLMEngine::add_lora_adapter(const std::string& name, std::shared_ptr<const LoraSlotImage> image) {
+  Impl& i = *impl_;
+  GS_CHECK(i.cfg.enable_lora, "cannot load LoRA adapter '{}': LoRA is not enabled (start with --enable-lora)", name);
+  GS_CHECK(!name.empty() && name != model_name(), "a LoRA adapter cannot be named '{}' (the base model's name)", name);
+  for (const auto& [n, id] : i.loras)
+    GS_CHECK(n != name, "the LoRA adapter '{}' has already been loaded (unload it first)", name);
+  i.exec->add_lora(i.next_lora_id, std::move(image));
+  i.loras.emplace_back(name, i.next_lora_id++);
+}
+
+void LLMEngine::remove_lora_adapter(const std::string& name) {
+  Impl& i = *impl_;
+  GS_CHECK(!name.empty(), "remove_lora_adapter: no adapter name given");
+  const int id = i.lora_id(name);  // throws for an unknown name
+  std::erase_if(i.loras, [&](const auto& l) { return l.second == id; });
+  i.retired_loras.push_back(id);
+  i.free_retired_loras();
 }
 
 RequestId LLMEngine::add_request(const std::string& prompt, const SamplingParams& params) {
@@ -168,11 +205,18 @@ RequestId LLMEngine::add_request(const std::string& prompt, const SamplingParams
   return impl_->add(impl_->tok.encode(prompt, /*add_special_tokens=*/true), params, 0);
 }
 
-void LLMEngine::abort_request(RequestId id) { impl_->abort(id); }
+void LLMEngine::abort_request(RequestId id) {
+  impl_->abort(id);
+  impl_->free_retired_loras();
+}
 
 bool LLMEngine::has_unfinished_requests() const { return !impl_->requests.empty() || !impl_->pending.empty(); }
 
-std::vector<RequestOutput> LLMEngine::step() { return impl_->step(); }
+std::vector<RequestOutput> LLMEngine::step() {
+  std::vector<RequestOutput> outs = impl_->step();
+  impl_->free_retired_loras();  // after the step's finished requests are gone
+  return outs;
+}
 
 const Tokenizer& LLMEngine::tokenizer() const { return impl_->tok; }
 const ModelConfig& LLMEngine::model_config() const { return impl_->exec->model_config(); }

@@ -18,7 +18,9 @@ struct LLMEngine::Impl {
   Impl(const EngineConfig& cfg, std::unique_ptr<Executor> exec, const Tokenizer& tok);
 
   RequestId add(std::vector<int32_t> prompt, const SamplingParams& params, int lora_id);
-  int lora_id(const std::string& name) const;  // 0 for "", else 1 + index; throws for unknown names
+  int lora_id(const std::string& name) const;  // 0 for "", else the served adapter's id; throws for unknown names
+  // Drops the removed adapters that no request uses any more from the executor.
+  void free_retired_loras();
   std::vector<RequestOutput> step();
   void abort(RequestId id);
   // Records one sampled token of `s`; finishes the request when that ends it.
@@ -39,7 +41,12 @@ struct LLMEngine::Impl {
   uint64_t request_counter = 0;
   std::unordered_map<RequestId, std::unique_ptr<EngineRequest>> requests;
   std::vector<RequestOutput> pending;  // aborted requests' outputs, returned by the next step
-  uint64_t prompt_tokens = 0;          // prompt tokens computed, recomputation after preemption included
+  // Served LoRA adapters (name, id) in load order: --lora-modules are ids 1..n, run-time loads
+  // take the next ids (never reused). Removed ones wait in retired_loras while requests use them.
+  std::vector<std::pair<std::string, int>> loras;
+  int next_lora_id = 1;
+  std::vector<int> retired_loras;
+  uint64_t prompt_tokens = 0;  // prompt tokens computed, recomputation after preemption included
   uint64_t generation_tokens = 0;
 };
 

@@ -14,6 +14,11 @@ class RunnerExecutor final : public Executor {
   int block_size() const override { return runner_.block_size(); }
   int max_model_len() const override { return runner_.max_model_len(); }
   RunnerStats stats() const override { return runner_.stats(); }
+  std::shared_ptr<const LoraSlotImage> read_lora(const std::string& name, const std::string& path) const override {
+    return runner_.read_lora(name, path);
+  }
+  void add_lora(int id, std::shared_ptr<const LoraSlotImage> image) override { runner_.add_lora(id, std::move(image)); }
+  void remove_lora(int id) override { runner_.remove_lora(id); }
 
  private:
   ModelRunner runner_;

@@ -100,8 +100,7 @@ void LoraSlots::load(int slot, const LoraSlotImage& img) {
 void LoraSlots::apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n) {
   const Proj& w = layers_[size_t(layer)][size_t(p)];
   const Tensor tmp = scratch_.prefix({n, w.a.dim(1)});
-  be_.lora_shrink(x, w.a, slots.rows(0, n), tmp);
-  be_.lora_expand(tmp, w.bt, slots.rows(0, n), y);
+  be_.lora_apply(x, w.a, w.bt, slots.rows(0, n), tmp, y);
 }
 
 }  // namespace gs

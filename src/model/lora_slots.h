@@ -52,7 +52,7 @@ class LoraSlots {
   Backend& be_;
   int max_loras_, max_rank_;
   std::vector<std::array<Proj, kNumLoraProjs>> layers_;
-  Tensor scratch_;  // f32, max_num_tokens * 3 * max_rank: shrink's output, viewed [n, R]
+  Tensor scratch_;  // f32, max_num_tokens * 3 * max_rank: the rank-R intermediate, viewed [n, R]
 };
 
 }  // namespace gs

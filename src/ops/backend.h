@@ -84,12 +84,13 @@ class Backend {
   // out[i, :] = x[idx[i], :]               idx [n] i32, x [T, H], out [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) = 0;
 
-  // Batched LoRA (punica style), one adapter slot per token; rows whose slot is < 0 (the base
+  // Batched LoRA (punica style: a gathered shrink, then expand, as one op), one adapter slot per
+  // token: y[t, :] += (x[t, :] a[s]^T) bt[s] with s = slots[t]; rows whose slot is < 0 (the base
   // model, padding) are left untouched. Slot contents may change between graph replays.
-  // shrink: tmp[t, :] = x[t, :] a[slots[t]]^T   x [T, K], a [S, R, K], slots [T] i32, tmp [T, R] f32
-  virtual void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) = 0;
-  // expand: y[t, :] += tmp[t, :] bt[slots[t]]  tmp [T, R] f32, bt [S, R, N] (B^T, scale folded in), y [T, N]
-  virtual void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) = 0;
+  // x [T, K], a [S, R, K], bt [S, R, N] (B^T, scale folded in), slots [T] i32, y [T, N];
+  // tmp [T, R] f32 is scratch for the rank-R intermediate.
+  virtual void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
+                          const Tensor& y) = 0;
 };
 
 // The CPU backend (fp32 reference). Always available.

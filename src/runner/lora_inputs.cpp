@@ -1,19 +1,24 @@
-// LoraInputs: adapters in host memory, LRU device slots, the per-token slot buffer.
+// LoraInputs: adapters in host memory, LRU device slots, the per-token slot buffer; and the
+// ModelRunner's run-time adapter calls, which forward to it.
 #include "runner/lora_inputs.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "runner/model_runner_impl.h"
 
 namespace gs {
 
 LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens)
-    : be_(backend) {
+    : mcfg_(mcfg),
+      max_rank_(cfg.max_lora_rank),
+      max_cpu_loras_(cfg.max_cpu_loras > 0 ? cfg.max_cpu_loras : cfg.max_loras),
+      be_(backend) {
   const auto t0 = std::chrono::steady_clock::now();
   slots_ = std::make_unique<LoraSlots>(mcfg, backend, cfg.max_loras, cfg.max_lora_rank, max_num_tokens);
-  for (const auto& [name, path] : cfg.lora_modules)
-    images_.push_back(slots_->prepare(load_lora_adapter(name, path, mcfg, cfg.max_lora_rank)));
+  for (size_t i = 0; i < cfg.lora_modules.size(); ++i)
+    add(int(i) + 1, read(cfg.lora_modules[i].first, cfg.lora_modules[i].second));
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   slot_owner_.assign(size_t(cfg.max_loras), 0);
   slot_used_.assign(size_t(cfg.max_loras), 0);
@@ -31,13 +36,33 @@ LoraInputs::~LoraInputs() {
                  1e3 * slot_load_seconds_ / num_slot_loads_);
 }
 
+std::shared_ptr<const LoraSlotImage> LoraInputs::read(const std::string& name, const std::string& path) const {
+  return std::make_shared<const LoraSlotImage>(slots_->prepare(load_lora_adapter(name, path, mcfg_, max_rank_)));
+}
+
+void LoraInputs::add(int lora_id, std::shared_ptr<const LoraSlotImage> image) {
+  GS_CHECK(lora_id >= 1 && image, "internal error: LoRA adapter id {} without an image", lora_id);
+  GS_CHECK(!images_.contains(lora_id), "internal error: LoRA adapter id {} is in use", lora_id);
+  GS_CHECK(int(images_.size()) < max_cpu_loras_,
+           "cannot load LoRA adapter '{}': {} adapters are in host memory (an unloaded one stays there until its "
+           "last request ends), --max-cpu-loras is {} (unload one, or restart with a larger --max-cpu-loras)",
+           image->name, images_.size(), max_cpu_loras_);
+  images_.emplace(lora_id, std::move(image));
+}
+
+void LoraInputs::remove(int lora_id) {
+  GS_CHECK(images_.erase(lora_id) == 1, "internal error: LoRA adapter id {} is not loaded", lora_id);
+  for (int& owner : slot_owner_)
+    if (owner == lora_id) owner = 0;  // no token points at it any more: the slot is free
+}
+
 bool LoraInputs::any_adapter(const SchedulerOutput& batch) {
   return std::any_of(batch.requests.begin(), batch.requests.end(), [](const auto& r) { return r.lora_id != 0; });
 }
 
 int LoraInputs::slot_for(int lora_id, const std::vector<int>& needed) {
-  GS_CHECK(lora_id >= 1 && lora_id <= int(images_.size()), "LoRA adapter id {} is not loaded ({} adapters)", lora_id,
-           images_.size());
+  const auto image = images_.find(lora_id);
+  GS_CHECK(image != images_.end(), "LoRA adapter id {} is not loaded ({} adapters)", lora_id, images_.size());
   for (size_t s = 0; s < slot_owner_.size(); ++s)
     if (slot_owner_[s] == lora_id) return int(s);
   int victim = -1;  // an empty slot, else the least recently used one this batch does not need
@@ -50,7 +75,7 @@ int LoraInputs::slot_for(int lora_id, const std::vector<int>& needed) {
   }
   GS_CHECK(victim >= 0, "a batch needs more than --max-loras {} adapters", slot_owner_.size());
   const auto t0 = std::chrono::steady_clock::now();
-  slots_->load(victim, images_[size_t(lora_id - 1)]);
+  slots_->load(victim, *image->second);
   slot_load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++num_slot_loads_;
   slot_owner_[size_t(victim)] = lora_id;
@@ -77,5 +102,20 @@ void LoraInputs::stage(const SchedulerOutput& batch, int num_tokens) {
   be_.copy(token_slots_.prefix({num_tokens}),
            Tensor::wrap(host_slots_.data(), {num_tokens}, DType::I32, Device::cpu()));
 }
+
+namespace {
+LoraInputs& lora_of(ModelRunner::Impl& impl) {
+  GS_CHECK(impl.lora != nullptr, "LoRA is not enabled: start with --enable-lora to load adapters");
+  return *impl.lora;
+}
+}  // namespace
+
+std::shared_ptr<const LoraSlotImage> ModelRunner::read_lora(const std::string& name, const std::string& path) const {
+  return lora_of(*impl_).read(name, path);
+}
+void ModelRunner::add_lora(int id, std::shared_ptr<const LoraSlotImage> image) {
+  lora_of(*impl_).add(id, std::move(image));
+}
+void ModelRunner::remove_lora(int id) { lora_of(*impl_).remove(id); }
 
 }  // namespace gs

@@ -1,9 +1,13 @@
-// LoraInputs: the runner's side of multi-LoRA serving. Holds the adapters of --lora-modules in
-// host memory (read at start-up), the device slots (--max-loras, LRU over adapters), and the
-// persistent per-token slot buffer that the LoRA kernels read (-1: the base model).
+// LoraInputs: the runner's side of multi-LoRA serving. Holds the served adapters in host memory
+// (those of --lora-modules, read at start-up, and those added at run time), the device slots
+// (--max-loras, LRU over adapters), and the persistent per-token slot buffer that the LoRA
+// kernel reads (-1: the base model). Adapters are known by id: 1 + their index in
+// --lora-modules for those, then whatever ids the engine gives run-time adapters.
 #pragma once
 #include <chrono>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/lora_adapter.h"
@@ -22,6 +26,17 @@ class LoraInputs {
   // The persistent i32 [max_num_tokens] buffer of per-token slots (graphs bake its address).
   const Tensor& token_slots() const { return token_slots_; }
   static bool any_adapter(const SchedulerOutput& batch);
+
+  // Reads and checks the PEFT directory `path` and lays it out as a slot image. Touches host
+  // memory and immutable state only: safe on any thread while steps run. Throws gs::Error
+  // naming the file and field at fault.
+  std::shared_ptr<const LoraSlotImage> read(const std::string& name, const std::string& path) const;
+  // Between steps: serves `image` as adapter `lora_id` (throws for an id in use, or beyond
+  // --max-cpu-loras adapters in host memory) / drops adapter `lora_id` and frees its slot
+  // (throws for an unknown id). No device memory is allocated or freed: the graphs stay valid.
+  void add(int lora_id, std::shared_ptr<const LoraSlotImage> image);
+  void remove(int lora_id);
+
   // Puts every adapter of the batch into a device slot (evicting the least recently used ones
   // the batch does not need), then writes each token's slot into token_slots for num_tokens
   // rows (padding: -1). The scheduler keeps a batch within --max-loras adapters.
@@ -31,11 +46,14 @@ class LoraInputs {
  private:
   int slot_for(int lora_id, const std::vector<int>& needed);
 
+  ModelConfig mcfg_;
+  int max_rank_ = 0;
+  int max_cpu_loras_ = 0;
   Backend& be_;
-  std::vector<LoraSlotImage> images_;  // index = lora_id - 1: the adapters in host memory
   std::unique_ptr<LoraSlots> slots_;
-  std::vector<int> slot_owner_;      // lora_id held by each slot, 0: empty
-  std::vector<uint64_t> slot_used_;  // last step that used each slot (LRU)
+  std::map<int, std::shared_ptr<const LoraSlotImage>> images_;  // by lora_id: the adapters in host memory
+  std::vector<int> slot_owner_;                                 // lora_id held by each slot, 0: empty
+  std::vector<uint64_t> slot_used_;                             // last step that used each slot (LRU)
   uint64_t step_ = 0;
   Tensor token_slots_;
   std::vector<int32_t> host_slots_;

@@ -13,6 +13,8 @@
 
 namespace gs {
 
+struct LoraSlotImage;
+
 struct RunnerStats {
   uint64_t steps_none = 0, steps_piecewise = 0, steps_full = 0;
   uint64_t padded_tokens = 0;                 // tokens of padding computed (waste)
@@ -37,6 +39,12 @@ class ModelRunner {
   int max_model_len() const;
   std::string device_name() const;  // "cpu", "cuda:0 (NVIDIA H200)"
   RunnerStats stats() const;
+  // Run-time LoRA adapters (--enable-lora; see LoraInputs): read_lora reads and checks a PEFT
+  // directory (any thread, while steps run); add_lora / remove_lora serve or drop it by id
+  // between steps. Throw gs::Error (LoRA not enabled, a malformed adapter, --max-cpu-loras).
+  std::shared_ptr<const LoraSlotImage> read_lora(const std::string& name, const std::string& path) const;
+  void add_lora(int id, std::shared_ptr<const LoraSlotImage> image);
+  void remove_lora(int id);
 
   struct Impl;
 

@@ -23,7 +23,7 @@ struct ScheduledRequest {
   const SamplingParams* params = nullptr;
   uint64_t seed = 0;          // per-request seed (params.seed or one the engine drew)
   int num_output_tokens = 0;  // tokens generated so far (the sampling step's index)
-  int lora_id = 0;            // LoRA adapter: 0 the base model, else 1 + its index in --lora-modules
+  int lora_id = 0;            // LoRA adapter: 0 the base model, else its id (LoraInputs)
 };
 
 struct SchedulerOutput {

@@ -38,7 +38,8 @@ const char* status_type(int status) {
 }
 
 bool is_post_route(const std::string& path) {
-  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize";
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize" ||
+         path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
 }
 
 }  // namespace
@@ -108,6 +109,7 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
     if (p == "/v1/chat/completions") return handle_generate(req, ApiKind::Chat);
     if (p == "/tokenize") return handle_tokenize(req);
     if (p == "/detokenize") return handle_detokenize(req);
+    if (p == "/v1/load_lora_adapter" || p == "/v1/unload_lora_adapter") return handle_lora_adapter(req);
   } else if (req.method == "GET") {
     if (p == "/health") {
       if (draining_) throw ApiError(503, "shutting down", "", "service_unavailable");
@@ -128,7 +130,7 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
                         {"owned_by", "graphserve"},
                         {"root", client_.model().name},
                         {"max_model_len", client_.model().max_model_len}});
-      for (const std::string& lora : client_.model().lora_names)  // adapters, with their base as parent (vLLM)
+      for (const std::string& lora : client_.lora_names())  // adapters, with their base as parent (vLLM)
         data.push_back({{"id", lora},
                         {"object", "model"},
                         {"created", 0},

@@ -1,6 +1,7 @@
 // ApiServer: the OpenAI-compatible HTTP API over an EngineClient.
 //   POST /v1/completions, /v1/chat/completions (JSON or Server-Sent Events)
 //   GET  /v1/models, /health, /metrics;  POST /tokenize, /detokenize
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter (server/lora_routes.cpp)
 // Errors are OpenAI error objects; limits (body size, JSON depth, waiting queue, API key)
 // are enforced before any work is queued. Connections are served by HttpListener (Boost.Beast
 // on a few Asio threads); this class is the routing and the OpenAI semantics.
@@ -61,6 +62,7 @@ class ApiServer : private HttpHandler {
   HttpResponse handle_generate(const HttpRequest& req, ApiKind kind);
   HttpResponse handle_tokenize(const HttpRequest& req);
   HttpResponse handle_detokenize(const HttpRequest& req);
+  HttpResponse handle_lora_adapter(const HttpRequest& req);
   bool authorized(const HttpRequest& req) const;
   void finish_one();
 

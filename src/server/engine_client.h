@@ -21,8 +21,7 @@ struct ServedModel {
   int vocab_size = 0;
   std::string chat_template;  // "" when the model has none
   std::string bos_token, eos_token, unk_token, pad_token;
-  SamplingParams sampling_defaults;     // what requests leave out (the model's generation_config.json)
-  std::vector<std::string> lora_names;  // LoRA adapters served beside it (--lora-modules)
+  SamplingParams sampling_defaults;  // what requests leave out (the model's generation_config.json)
 };
 
 class EngineClient {
@@ -44,6 +43,17 @@ class EngineClient {
   // Requests queued but not yet running (for the --max-waiting-requests bound).
   virtual int num_waiting() const = 0;
   virtual EngineStats stats() const = 0;
+
+  // LoRA adapters served beside the model (--lora-modules, then run-time loads), in load order.
+  virtual std::vector<std::string> lora_names() const = 0;
+  // Run-time adapters (POST /v1/load_lora_adapter, /v1/unload_lora_adapter), as vLLM has them.
+  // load_lora reads and checks the PEFT directory `path` on the calling thread, then the engine
+  // serves it under `name` from its next step; unload_lora stops serving `name` (requests using
+  // it finish with it). Both return once done and throw ApiError: 400 for a name already served,
+  // a malformed adapter (the message names the file and field) or LoRA not enabled; 404 for a
+  // path with no adapter or an unknown name.
+  virtual void load_lora(const std::string& name, const std::string& path) = 0;
+  virtual void unload_lora(const std::string& name) = 0;
 };
 
 }  // namespace gs

@@ -1,9 +1,14 @@
 // Implements server/engine_loop.h (EngineLoop).
 #include "server/engine_loop.h"
 
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
 #include "core/error.h"
 #include "core/logging.h"
 #include "model/model_config.h"
+#include "server/api_error.h"
 
 namespace gs {
 
@@ -14,7 +19,7 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
   for (const std::string& n : names)
     if (n != model_.name) model_.aliases.push_back(n);
   model_.max_model_len = engine_->max_model_len();
-  model_.lora_names = engine_->lora_names();
+  lora_names_ = engine_->lora_names();
   model_.vocab_size = tokenizer_.size();
   model_.sampling_defaults = engine_->default_sampling_params();
   model_.chat_template = chat_template.empty() ? tokenizer_.chat_template() : chat_template;
@@ -73,6 +78,72 @@ EngineStats EngineLoop::stats() const {
   return stats_;
 }
 
+std::vector<std::string> EngineLoop::lora_names() const {
+  std::lock_guard lock(mu_);
+  return lora_names_;
+}
+
+void EngineLoop::run_on_engine(std::function<void()> f) {
+  std::packaged_task<void()> task(std::move(f));
+  std::future<void> done = task.get_future();
+  {
+    std::lock_guard lock(mu_);
+    GS_CHECK(!stop_, "the engine is shutting down");
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+  done.get();
+}
+
+void EngineLoop::load_lora(const std::string& name, const std::string& path) {
+  {
+    std::lock_guard lock(mu_);
+    const auto& al = model_.aliases;
+    if (name == model_.name || std::find(al.begin(), al.end(), name) != al.end())
+      throw ApiError(400, fmt::format("'{}' is the base model's name: give the adapter another lora_name", name),
+                     "lora_name");
+    if (std::find(lora_names_.begin(), lora_names_.end(), name) != lora_names_.end() || lora_loading_.contains(name))
+      throw ApiError(400, fmt::format("The lora adapter '{}' has already been loaded.", name), "lora_name");
+    lora_loading_.insert(name);
+  }
+  struct Unreserve {
+    EngineLoop& loop;
+    const std::string& name;
+    ~Unreserve() {
+      std::lock_guard lock(loop.mu_);
+      loop.lora_loading_.erase(name);
+    }
+  } unreserve{*this, name};
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec))
+    throw ApiError(404, fmt::format("No adapter found at '{}': it is not a directory", path), "lora_path",
+                   "not_found_error");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<const LoraSlotImage> image;
+  try {
+    image = engine_->read_lora_adapter(name, path);  // the slow part, on this thread
+    run_on_engine([&] { engine_->add_lora_adapter(name, image); });
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "lora_path");
+  }
+  spdlog::info("loaded LoRA adapter '{}' from {} in {:.1f} ms", name, path,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  std::lock_guard lock(mu_);
+  lora_names_.push_back(name);
+}
+
+void EngineLoop::unload_lora(const std::string& name) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find(lora_names_.begin(), lora_names_.end(), name);
+    if (it == lora_names_.end())
+      throw ApiError(404, fmt::format("The lora adapter '{}' cannot be found.", name), "lora_name", "not_found_error");
+    lora_names_.erase(it);  // new requests naming it are refused from now on
+  }
+  run_on_engine([&] { engine_->remove_lora_adapter(name); });
+  spdlog::info("unloaded LoRA adapter '{}'", name);
+}
+
 void EngineLoop::admit(std::deque<Pending>& batch, std::vector<RequestId>& aborts) {
   for (RequestId id : aborts) {
     routes_.erase(id);
@@ -116,14 +187,18 @@ void EngineLoop::run() {
   for (;;) {
     std::deque<Pending> batch;
     std::vector<RequestId> aborts;
+    std::deque<std::packaged_task<void()>> tasks;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock,
-               [&] { return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished_requests(); });
+      cv_.wait(lock, [&] {
+        return stop_ || !pending_.empty() || !aborts_.empty() || !tasks_.empty() || engine_->has_unfinished_requests();
+      });
       if (stop_) break;
       batch.swap(pending_);
       aborts.swap(aborts_);
+      tasks.swap(tasks_);
     }
+    for (auto& task : tasks) task();  // adapter changes, between steps (errors go to the caller)
     admit(batch, aborts);
     std::vector<RequestOutput> outs;
     try {

@@ -1,13 +1,16 @@
 // EngineLoop: runs an LLMEngine on its own thread and serves it to HTTP threads as an
-// EngineClient. The thread takes new requests and aborts from a queue, steps while there is
-// work, and delivers each output to its request's OutputQueue.
+// EngineClient. The thread takes new requests, aborts and LoRA adapter changes from a queue
+// (between steps), steps while there is work, and delivers each output to its request's
+// OutputQueue. Adapters are read from disk on the HTTP thread that asks, not on the step loop.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -34,6 +37,9 @@ class EngineLoop : public EngineClient {
   void abort(RequestId id) override;
   int num_waiting() const override;
   EngineStats stats() const override;
+  std::vector<std::string> lora_names() const override;
+  void load_lora(const std::string& name, const std::string& path) override;
+  void unload_lora(const std::string& name) override;
 
  private:
   struct Pending {
@@ -52,6 +58,8 @@ class EngineLoop : public EngineClient {
   void admit(std::deque<Pending>& batch, std::vector<RequestId>& aborts);
   void deliver(std::vector<RequestOutput> outs);
   void fail_all();
+  // Runs f on the engine thread between steps; returns when it has run (rethrows its error).
+  void run_on_engine(std::function<void()> f);
 
   std::unique_ptr<LLMEngine> engine_;
   Tokenizer tokenizer_;  // a copy sharing the immutable tables: safe to use from any thread
@@ -60,6 +68,9 @@ class EngineLoop : public EngineClient {
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   std::vector<RequestId> aborts_;
+  std::deque<std::packaged_task<void()>> tasks_;  // run between steps
+  std::vector<std::string> lora_names_;           // served adapters (what requests may name)
+  std::set<std::string> lora_loading_;            // names of adapters being read
   EngineStats stats_;
   bool stop_ = false;
   std::unordered_map<RequestId, Route> routes_;  // engine thread only

@@ -27,11 +27,11 @@ std::string check_model(const json& body, const EngineClient& client) {
   std::string model = f::get_string(body, "model", "");
   const auto& aliases = client.model().aliases;
   if (model == client.model().name || std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return "";
-  for (const std::string& lora : client.model().lora_names)
-    if (model == lora) return lora;
+  const std::vector<std::string> loras = client.lora_names();
+  if (std::find(loras.begin(), loras.end(), model) != loras.end()) return model;
   std::string served = "'" + client.model().name + "'";
   for (const std::string& name : aliases) served += ", '" + name + "'";
-  for (const std::string& lora : client.model().lora_names) served += ", '" + lora + "'";
+  for (const std::string& lora : loras) served += ", '" + lora + "'";
   throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves {}", model, served), "model",
                  "invalid_request_error", "model_not_found");
 }

@@ -1,5 +1,7 @@
-// The CUDA LoRA shrink and expand (bf16 and f32) against the CPU reference, on a batch mixing
-// adapter slots, base-model rows (slot -1) that must stay untouched, and rank padding.
+// The CUDA LoRA op (bf16 and f32) against the CPU reference, on batches mixing adapter slots and
+// base-model rows (slot -1) that must stay untouched: odd shapes (scalar kernels), the real
+// models' shapes (16-byte kernels: rank rows beyond what a thread holds across pdl_wait, K of
+// 8192, one token over many column blocks, many tokens).
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -13,7 +15,7 @@ using namespace test;  // cuda_test_util.h
 
 class CudaLora : public ::testing::TestWithParam<DType> {
  protected:
-  // Shrink then expand on both backends; base rows (slot -1) must keep y exactly.
+  // lora_apply on both backends; base rows (slot -1) must keep y exactly.
   void check(int64_t T, int64_t K, int64_t N, int64_t S, int64_t R, const std::vector<int32_t>& slots) {
     const DType dt = GetParam();
     auto gpu = make_cuda_backend(0, dt);
@@ -24,10 +26,9 @@ class CudaLora : public ::testing::TestWithParam<DType> {
     Tensor cy = on(*cpu, y0, {T, N}, DType::F32), gy = on(*gpu, y0, {T, N}, dt);
     Tensor ctmp = Tensor::empty({T, R}, DType::F32, cpu->allocator());
     Tensor gtmp = Tensor::empty({T, R}, DType::F32, gpu->allocator());
-    cpu->lora_shrink(on(*cpu, x, {T, K}, DType::F32), on(*cpu, a, {S, R, K}, DType::F32), cs, ctmp);
-    cpu->lora_expand(ctmp, on(*cpu, bt, {S, R, N}, DType::F32), cs, cy);
-    gpu->lora_shrink(on(*gpu, x, {T, K}, dt), on(*gpu, a, {S, R, K}, dt), gs_, gtmp);
-    gpu->lora_expand(gtmp, on(*gpu, bt, {S, R, N}, dt), gs_, gy);
+    cpu->lora_apply(on(*cpu, x, {T, K}, DType::F32), on(*cpu, a, {S, R, K}, DType::F32),
+                    on(*cpu, bt, {S, R, N}, DType::F32), cs, ctmp, cy);
+    gpu->lora_apply(on(*gpu, x, {T, K}, dt), on(*gpu, a, {S, R, K}, dt), on(*gpu, bt, {S, R, N}, dt), gs_, gtmp, gy);
     const auto want = read(*cpu, cy), got = read(*gpu, gy);
     EXPECT_LT(rel_l2(got, want), dt == DType::F32 ? 1e-5 : 1e-2) << "K " << K << " N " << N;
     const auto y0_dev = read(*gpu, on(*gpu, y0, {T, N}, dt));  // y0 rounded to the compute dtype
@@ -46,6 +47,23 @@ TEST_P(CudaLora, ScalarPathsMatchCpuAndSkipBaseRows) {  // K, N not multiples of
 TEST_P(CudaLora, VectorPathsMatchCpuAndSkipBaseRows) {  // the real models' shapes
   GS_REQUIRE_GPU();
   check(5, 2048, 1024, 4, 48, {3, -1, 0, 3, 1});
+}
+
+TEST_P(CudaLora, OneTokenWideRowsAndHighRank) {  // gate_up of llama3.2-1b at bs 1; rank rows past 48
+  GS_REQUIRE_GPU();
+  check(1, 2048, 16384, 2, 32, {1});
+  check(2, 8192, 2048, 2, 64, {1, 0});
+  check(1, 9000, 512, 1, 16, {0});  // K past what the shrink threads hold
+}
+
+TEST_P(CudaLora, ManyTokens) {  // down of llama3.2-1b at bs 300 (every third row the base model)
+  GS_REQUIRE_GPU();
+  std::vector<int32_t> slots(300);
+  for (size_t t = 0; t < slots.size(); ++t) slots[t] = t % 3 == 2 ? -1 : int32_t(t % 4);
+  check(300, 8192, 2048, 4, 16, slots);
+  std::vector<int32_t> mixed(70);  // from 64 tokens on, 4 rank rows a shrink block: 18 is not a multiple
+  for (size_t t = 0; t < mixed.size(); ++t) mixed[t] = t % 5 == 4 ? -1 : int32_t(t % 2);
+  check(70, 2048, 1024, 2, 18, mixed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLora, ::testing::Values(DType::BF16, DType::F32),

@@ -64,6 +64,16 @@ class FakeEngine : public EngineClient {
     s.kv_blocks_free = 1000 - static_cast<int>(live_.size());
     return s;
   }
+  std::vector<std::string> lora_names() const override {
+    std::lock_guard l(mu_);
+    return loras_;
+  }
+  void set_lora_names(std::vector<std::string> names) {
+    std::lock_guard l(mu_);
+    loras_ = std::move(names);
+  }
+  void load_lora(const std::string&, const std::string&) override { GS_CHECK(false, "fake serves no LoRA adapters"); }
+  void unload_lora(const std::string&) override { GS_CHECK(false, "fake serves no LoRA adapters"); }
   int live() const {
     std::lock_guard l(mu_);
     return static_cast<int>(live_.size());
@@ -107,6 +117,7 @@ class FakeEngine : public EngineClient {
   }
 
   ServedModel model_;
+  std::vector<std::string> loras_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<RequestId, Live> live_;

@@ -13,15 +13,10 @@ namespace {
 using nlohmann::json;
 
 std::string offline(const EngineConfig& cfg, const std::string& prompt, const std::string& lora) {
-  LLMEngine engine(cfg);
   SamplingParams p;
   p.temperature = 0;
   p.max_tokens = 12;
-  engine.add_request(engine.tokenizer().encode(prompt, true), p, lora);
-  std::string text;
-  while (engine.has_unfinished_requests())
-    for (const RequestOutput& o : engine.step()) text += o.new_text;
-  return text;
+  return test::offline_text(cfg, prompt, p, lora);
 }
 
 TEST(LoraServer, AdapterByNameInModel) {

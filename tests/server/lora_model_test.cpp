@@ -13,7 +13,7 @@ using nlohmann::json;
 
 TEST(LoraModelParse, AdapterNameSelectsTheAdapter) {
   test::FakeEngine engine;
-  engine.mutable_model().lora_names = {"sql", "poet"};
+  engine.set_lora_names({"sql", "poet"});
   EXPECT_EQ(parse_completion_request({{"model", "fake"}, {"prompt", "hi"}}, engine).lora, "");
   EXPECT_EQ(parse_completion_request({{"model", "poet"}, {"prompt", "hi"}}, engine).lora, "poet");
   EXPECT_EQ(parse_completion_request({{"prompt", "hi"}}, engine).lora, "");

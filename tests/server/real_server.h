@@ -37,14 +37,20 @@ struct RealServer {
   std::unique_ptr<ApiServer> server;
 };
 
-// Runs `prompt` through a fresh engine offline; returns the generated text.
-inline std::string offline_text(const std::string& prompt, const SamplingParams& p) {
-  LLMEngine engine(stories_config());
-  engine.add_request(prompt, p);
+// Runs `prompt` through a fresh engine of `cfg` offline, with the LoRA adapter `lora` ("" the
+// base model); returns the generated text.
+inline std::string offline_text(const EngineConfig& cfg, const std::string& prompt, const SamplingParams& p,
+                                const std::string& lora = "") {
+  LLMEngine engine(cfg);
+  engine.add_request(engine.tokenizer().encode(prompt, true), p, lora);
   std::string text;
   while (engine.has_unfinished_requests())
     for (const RequestOutput& o : engine.step()) text += o.new_text;
   return text;
+}
+
+inline std::string offline_text(const std::string& prompt, const SamplingParams& p) {
+  return offline_text(stories_config(), prompt, p);
 }
 
 }  // namespace gs::test

@@ -30,11 +30,6 @@ void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* op, const
   GS_CHECK(t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{}: {} is {}, expected [{}, {}]", op, name, t.str(),
            rows, cols);
 }
-// A LoRA op's operands: rows (x or y), weights, tmp in f32, slots in i32; returns the shape.
-LoraShape check_cpu_lora(const char* op, const Tensor& rows, const Tensor& w, const Tensor& slots, const Tensor& tmp) {
-  check_f32(rows, op, "x/y"), check_f32(w, op, "weights"), check_f32(tmp, op, "tmp"), check_i32(slots, op, "slots");
-  return check_lora_shape(rows, w, slots, tmp, op);
-}
 const float* f(const Tensor& t) { return t.data_as<const float>(); }
 float* fm(const Tensor& t) { return t.data_as<float>(); }
 const int32_t* i32(const Tensor& t) { return t.data_as<const int32_t>(); }
@@ -126,20 +121,15 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::linear(xp, wp, bp, yp, T, N, K); });
   }
 
-  void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
-    const LoraShape l = check_cpu_lora("lora_shrink", x, a, slots, tmp);
-    auto *xp = f(x), *ap = f(a);
-    auto* tp = fm(tmp);
+  void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
+                  const Tensor& y) override {
+    check_f32(x, "lora_apply", "x"), check_f32(a, "lora_apply", "a"), check_f32(bt, "lora_apply", "bt");
+    check_f32(tmp, "lora_apply", "tmp"), check_f32(y, "lora_apply", "y"), check_i32(slots, "lora_apply", "slots");
+    const LoraShape l = check_lora_shape(x, a, bt, slots, tmp, y);
+    auto *xp = f(x), *ap = f(a), *bp = f(bt);
+    auto *tp = fm(tmp), *yp = fm(y);
     auto* sp = i32(slots);
-    if (l.T) stream_.launch([=] { cpu::lora_shrink(xp, ap, sp, tp, l.T, l.C, l.R, l.S); });
-  }
-
-  void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
-    const LoraShape l = check_cpu_lora("lora_expand", y, bt, slots, tmp);
-    auto *tp = f(tmp), *bp = f(bt);
-    auto* yp = fm(y);
-    auto* sp = i32(slots);
-    if (l.T) stream_.launch([=] { cpu::lora_expand(tp, bp, sp, yp, l.T, l.R, l.C, l.S); });
+    if (l.T) stream_.launch([=] { cpu::lora_apply(xp, ap, bp, sp, tp, yp, l.T, l.K, l.R, l.N, l.S); });
   }
 
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,

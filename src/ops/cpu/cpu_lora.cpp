@@ -1,34 +1,27 @@
-// CPU reference of the batched LoRA shrink and expand (punica's gathered low-rank products).
+// CPU reference of the batched LoRA op: per token, the gathered low-rank shrink (x A^T) into its
+// rank-R row of tmp, then the expand of that row into y (punica's two products, one call).
 #include "ops/cpu/cpu_lora.h"
 
 namespace gs::cpu {
 
-void lora_shrink(const float* x, const float* a, const int32_t* slots, float* tmp, int64_t T, int64_t K, int64_t R,
-                 int64_t S) {
+void lora_apply(const float* x, const float* a, const float* bt, const int32_t* slots, float* tmp, float* y, int64_t T,
+                int64_t K, int64_t R, int64_t N, int64_t S) {
   for (int64_t t = 0; t < T; ++t) {
     const int64_t s = slots[t];
     if (s < 0 || s >= S) continue;
     const float* xr = x + t * K;
+    float* tr = tmp + t * R;
     for (int64_t r = 0; r < R; ++r) {
       const float* ar = a + (s * R + r) * K;
       float acc = 0.0f;
       for (int64_t k = 0; k < K; ++k) acc += xr[k] * ar[k];
-      tmp[t * R + r] = acc;
+      tr[r] = acc;
     }
-  }
-}
-
-void lora_expand(const float* tmp, const float* bt, const int32_t* slots, float* y, int64_t T, int64_t R, int64_t N,
-                 int64_t S) {
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t s = slots[t];
-    if (s < 0 || s >= S) continue;
     float* yr = y + t * N;
     for (int64_t r = 0; r < R; ++r) {
-      const float c = tmp[t * R + r];
-      if (c == 0.0f) continue;
+      if (tr[r] == 0.0f) continue;
       const float* br = bt + (s * R + r) * N;
-      for (int64_t n = 0; n < N; ++n) yr[n] += c * br[n];
+      for (int64_t n = 0; n < N; ++n) yr[n] += tr[r] * br[n];
     }
   }
 }

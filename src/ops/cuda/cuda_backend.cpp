@@ -224,32 +224,20 @@ class CudaBackend final : public Backend {
                                     x.row_elems() * int64_t(dtype_size(x.dtype())), s()));
   }
 
-  void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
-    need(x, dtype_, "lora_shrink", "x"), need(a, dtype_, "lora_shrink", "a");
-    need(slots, DType::I32, "lora_shrink", "slots"), need(tmp, DType::F32, "lora_shrink", "tmp");
-    const LoraShape l = check_lora_shape(x, a, slots, tmp, "lora_shrink");
-    auto run = [&](auto* xp, auto* ap) {
-      GS_CUDA_CHECK(
-          cuda::lora_shrink(xp, ap, ptr<int32_t>(slots), ptr<float>(tmp), int(l.T), int(l.C), int(l.R), int(l.S), s()));
+  void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
+                  const Tensor& y) override {
+    need(x, dtype_, "lora_apply", "x"), need(a, dtype_, "lora_apply", "a"), need(bt, dtype_, "lora_apply", "bt");
+    need(slots, DType::I32, "lora_apply", "slots"), need(tmp, DType::F32, "lora_apply", "tmp");
+    need(y, dtype_, "lora_apply", "y");
+    const LoraShape l = check_lora_shape(x, a, bt, slots, tmp, y);
+    auto run = [&](auto* xp, auto* ap, auto* bp, auto* yp) {
+      GS_CUDA_CHECK(cuda::lora_apply(xp, ap, bp, ptr<int32_t>(slots), ptr<float>(tmp), yp, int(l.T), int(l.K), int(l.R),
+                                     int(l.N), int(l.S), s()));
     };
     if (dtype_ == DType::BF16)
-      run(ptr<bf16_t>(x), ptr<bf16_t>(a));
+      run(ptr<bf16_t>(x), ptr<bf16_t>(a), ptr<bf16_t>(bt), ptr<bf16_t>(y));
     else
-      run(ptr<float>(x), ptr<float>(a));
-  }
-
-  void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y) override {
-    need(tmp, DType::F32, "lora_expand", "tmp"), need(bt, dtype_, "lora_expand", "bt");
-    need(slots, DType::I32, "lora_expand", "slots"), need(y, dtype_, "lora_expand", "y");
-    const LoraShape l = check_lora_shape(y, bt, slots, tmp, "lora_expand");
-    auto run = [&](auto* bp, auto* yp) {
-      GS_CUDA_CHECK(
-          cuda::lora_expand(ptr<float>(tmp), bp, ptr<int32_t>(slots), yp, int(l.T), int(l.R), int(l.C), int(l.S), s()));
-    };
-    if (dtype_ == DType::BF16)
-      run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
-    else
-      run(ptr<float>(bt), ptr<float>(y));
+      run(ptr<float>(x), ptr<float>(a), ptr<float>(bt), ptr<float>(y));
   }
 
  private:
