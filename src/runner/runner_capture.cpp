@@ -74,7 +74,7 @@ void ModelRunner::Impl::capture_all() {
     if (!dispatcher.initialized()) break;
     for (const BatchDescriptor& key : dispatcher.keys(runtime)) {
       // FULL graphs end in the sampler (inert rows); piecewise ones never hold it.
-      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? graph_sample_rows(key) : 0);
+      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? graph_tail_rows(key) : 0);
       set_metadata(hb, runtime, key);
       forward(runtime, key);
       ++keys;
