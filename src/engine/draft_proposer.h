@@ -46,8 +46,8 @@ class DraftProposer {
  private:
   struct State {
     BlockTable blocks;
-    int computed = 0;                    // tokens whose draft KV is valid
-    std::vector<int32_t> tokens;         // the request's tokens, then this step's proposals
+    int computed = 0;             // tokens whose draft KV is valid
+    std::vector<int32_t> tokens;  // the request's tokens, then this step's proposals
   };
   bool reserve(State& s, int num_tokens);
   void catch_up(const std::vector<State*>& states, const std::vector<Request*>& reqs);

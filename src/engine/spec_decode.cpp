@@ -35,7 +35,8 @@ void merge_outputs(std::vector<RequestOutput>& outs, size_t first) {
 std::string SpecDecodeStats::summary() const {
   std::string per_pos;
   for (size_t i = 0; i < accepted_per_pos.size(); ++i)
-    per_pos += fmt::format("{}{:.3f}", i ? ", " : "", num_drafts ? double(accepted_per_pos[i]) / double(num_drafts) : 0.0);
+    per_pos +=
+        fmt::format("{}{:.3f}", i ? ", " : "", num_drafts ? double(accepted_per_pos[i]) / double(num_drafts) : 0.0);
   return fmt::format(
       "speculative decoding: {} drafts, {} draft tokens, {} accepted ({:.1f}%), {} emitted, mean acceptance length "
       "{:.2f}, per-position acceptance [{}], proposing {:.3f} ms per step",

@@ -6,7 +6,7 @@
 namespace gs {
 
 struct SpeculativeConfig {
-  std::string method;  // "" (off), "ngram" or "draft_model"
+  std::string method;              // "" (off), "ngram" or "draft_model"
   int num_speculative_tokens = 0;  // k: tokens proposed per request and step (>= 1 when on)
   int prompt_lookup_max = 0;       // n-gram: longest suffix matched (vLLM's defaults: both 5)
   int prompt_lookup_min = 0;       // n-gram: shortest suffix matched

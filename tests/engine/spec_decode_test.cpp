@@ -19,8 +19,8 @@ namespace gs {
 namespace {
 
 std::string ngram_json(int k) {
-  return fmt::format(R"({{"method": "ngram", "num_speculative_tokens": {}, "prompt_lookup_min": 2, "prompt_lookup_max": 4}})",
-                     k);
+  return fmt::format(
+      R"({{"method": "ngram", "num_speculative_tokens": {}, "prompt_lookup_min": 2, "prompt_lookup_max": 4}})", k);
 }
 
 std::string draft_json(const std::string& model, int k) {
@@ -32,7 +32,8 @@ EngineConfig spec_config(const std::string& mode, int k, const std::string& spec
   cfg.speculative = SpeculativeConfig::parse(spec_json.empty() ? ngram_json(k) : spec_json);
   if (mode != "NONE") {
     cfg.enforce_eager = false;
-    cfg.compilation.apply_json(fmt::format(R"({{"cudagraph_mode": "{}", "cudagraph_capture_sizes": [1, 2, 4, 8, 16]}})", mode));
+    cfg.compilation.apply_json(
+        fmt::format(R"({{"cudagraph_mode": "{}", "cudagraph_capture_sizes": [1, 2, 4, 8, 16]}})", mode));
   }
   return cfg;
 }
