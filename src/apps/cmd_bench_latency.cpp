@@ -41,6 +41,7 @@ void run_lora_spreads(LatencyArgs& a, ModelRunner& runner) {
 void run(LatencyArgs& a) {
   finish_engine_options(a.cfg);
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
+  a.bench.num_speculative_tokens = a.cfg.speculative.enabled() ? a.cfg.speculative.num_speculative_tokens : 0;
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
   ModelRunner runner(a.cfg);
@@ -52,6 +53,9 @@ void run(LatencyArgs& a) {
   fmt::print("batch {}, input {}, output {}, {} iterations, sampling: {}\n", a.bench.batch_size, a.bench.input_len,
              a.bench.output_len, a.bench.num_iters, describe_sampling(a.bench.sampling));
   fmt::print("prefill:        {:10.3f} ms\n", r.prefill_ms);
+  if (a.bench.num_speculative_tokens > 0)
+    fmt::print("decode steps verify k = {} proposals per request (uniform batches of {} tokens)\n",
+               a.bench.num_speculative_tokens, a.bench.batch_size * (1 + a.bench.num_speculative_tokens));
   fmt::print("decode / step:  {:10.3f} ms median, {:.3f} ms p90\n", r.decode_ms_median, r.decode_ms_p90);
   fmt::print("device-to-host: {:10.0f} bytes per decode step\n", r.d2h_bytes_per_step);
   fmt::print("graphs: {} captured in {:.2f} s, {:.1f} MiB\n", st.num_graphs, st.capture_seconds,

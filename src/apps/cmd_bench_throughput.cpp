@@ -57,6 +57,7 @@ void run(ThroughputArgs& a) {
       "elapsed {:.3f} s: {:.2f} requests/s, {:.1f} total tokens/s, {:.1f} output tokens/s, "
       "{} preemptions\n",
       s, a.num_prompts / s, total / s, out_tokens / s, st.num_preemptions);
+  if (a.cfg.speculative.enabled()) fmt::print("{}\n", st.spec.summary());
   if (a.output_json.empty()) return;
   nlohmann::json j = {
       {"model", engine.model_name()},
@@ -70,6 +71,11 @@ void run(ThroughputArgs& a) {
       {"output_tokens_per_second", out_tokens / s},
       {"total_num_tokens", total},
       {"num_preemptions", st.num_preemptions},
+      {"spec_decode",
+       {{"num_drafts", st.spec.num_drafts},
+        {"num_draft_tokens", st.spec.num_draft_tokens},
+        {"num_accepted_tokens", st.spec.num_accepted_tokens},
+        {"mean_acceptance_length", st.spec.mean_accepted_length()}}},
       {"steps",
        {{"NONE", st.graphs.steps_none}, {"PIECEWISE", st.graphs.steps_piecewise}, {"FULL", st.graphs.steps_full}}}};
   write_output_json(a.output_json, j);

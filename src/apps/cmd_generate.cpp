@@ -96,6 +96,7 @@ void run(GenerateArgs& a) {
              "({:.1f} tokens/s); {} requests, {} tokens generated in {:.3f} s\n",
              prompt_tokens, prefill_s, prefill_s > 0 ? prompt_tokens / prefill_s : 0.0, decode_tokens, decode_s,
              decode_s > 0 ? decode_tokens / decode_s : 0.0, prompts.size(), generated, t1 - t0);
+  if (a.cfg.speculative.enabled()) fmt::print(stderr, "{}\n", engine.stats().spec.summary());
 }
 
 void add_sampling_options(CLI::App& cmd, GenerateArgs& a) {

@@ -103,6 +103,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
       "--compilation-config", [&cfg](const std::string& j) { cfg.compilation.apply_json(j); },
       "JSON, e.g. '{\"cudagraph_mode\": \"PIECEWISE\", \"cudagraph_capture_sizes\": [1, 2, 4]}'; "
       "single settings as -cc.KEY=VALUE");
+  cmd.add_option_function<std::string>(
+      "--speculative-config", [&cfg](const std::string& j) { cfg.speculative = SpeculativeConfig::parse(j); },
+      "speculative decoding, JSON as vLLM: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+      "\"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}'");
   cmd.allow_extras();
   // Runs after the option callbacks above, so -cc.* settings override -O and the JSON.
   cmd.parse_complete_callback([&cmd, &cfg] { apply_cc_extras(cmd, cfg.compilation); });

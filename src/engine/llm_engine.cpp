@@ -40,12 +40,14 @@ std::string_view finish_reason_name(FinishReason r) {
   return "";
 }
 
-LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const Tokenizer& t)
+LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const Tokenizer& t,
+                      std::unique_ptr<DraftProposer> d)
     : cfg(c),
       exec(std::move(e)),
       tok(t),
       pool(exec->num_kv_blocks(), exec->block_size()),
-      sched(scheduler_config(c, exec->model_config()), pool) {
+      sched(scheduler_config(c, exec->model_config()), pool),
+      draft(std::move(d)) {
   max_model_len = exec->max_model_len();
   const int kv_tokens = pool.num_blocks() * pool.block_size();
   if (kv_tokens < max_model_len) {
@@ -59,6 +61,7 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
   eos_ids = exec->model_config().eos_token_ids;
   if (eos_ids.empty() && tok.eos_id()) eos_ids.push_back(*tok.eos_id());
   for (const auto& [name, path] : cfg.lora_modules) loras.emplace_back(name, next_lora_id++);  // the executor's ids
+  init_speculation();
 }
 
 int LLMEngine::Impl::lora_id(const std::string& name) const {
@@ -113,6 +116,7 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
   std::vector<RequestOutput> outs = std::move(pending);
   pending.clear();
   if (sched.empty()) return outs;
+  propose();
   SchedulerOutput batch = sched.schedule();
   GS_CHECK(!batch.requests.empty(), "internal error: the scheduler found no work for {} requests", requests.size());
   const double scheduled_at = now_seconds();
@@ -128,7 +132,6 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
     run_alone(batch, e.what(), outs);
     return outs;
   }
-  sched.on_step_executed();
   for (const PromptLogprob& p : result.prompt_logprobs)
     if (auto it = requests.find(p.id); it != requests.end()) it->second->on_prompt_logprob(p);
   const double now = now_seconds();
@@ -137,8 +140,12 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
     if (!s.sample) continue;
     GS_CHECK(k < result.sampled.size() && result.sampled[k].id == s.id,
              "internal error: the runner returned no token for request {}", s.id);
-    take_token(s, result.sampled[k++], now, outs);
+    size_t n = 1;
+    while (k + n < result.sampled.size() && result.sampled[k + n].id == s.id) ++n;
+    take_tokens(s, std::span(result.sampled).subspan(k, n), now, outs);
+    k += n;
   }
+  sched.on_step_executed();  // after the accepted tokens are appended: they are what blocks hash
   return outs;
 }
 
@@ -245,6 +252,8 @@ EngineStats LLMEngine::stats() const {
   s.kv_blocks_free = i.pool.num_free();
   s.prompt_tokens = i.prompt_tokens;
   s.generation_tokens = i.generation_tokens;
+  s.spec = i.spec_stats;
+  if (i.draft) s.spec.draft = i.draft->stats();
   s.graphs = i.exec->stats();
   return s;
 }

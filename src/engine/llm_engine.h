@@ -45,6 +45,29 @@ struct RequestOutput {
   double first_token_time = 0.0;  // 0 until the first token
 };
 
+// Speculative decoding counters (vLLM's vllm:spec_decode_*): drafts are requests' proposal runs
+// verified, draft tokens the proposed tokens verified, accepted those that were sampled.
+struct SpecDecodeStats {
+  uint64_t num_drafts = 0;
+  uint64_t num_draft_tokens = 0;
+  uint64_t num_accepted_tokens = 0;
+  uint64_t num_emitted_tokens = 0;         // tokens verification steps emitted (accepted + one per draft)
+  std::vector<uint64_t> accepted_per_pos;  // [k]: drafts whose proposal at this position was accepted
+  double proposal_seconds = 0.0;           // host time spent proposing (n-gram lookup or the draft model's steps)
+  uint64_t proposal_steps = 0;             // engine steps that proposed
+  RunnerStats draft;                       // the draft model's runner (draft_model only)
+
+  // Mean tokens emitted per verified draft (1 + accepted / drafts); 0 without drafts.
+  double mean_accepted_length() const {
+    return num_drafts ? 1.0 + double(num_accepted_tokens) / double(num_drafts) : 0.0;
+  }
+  double acceptance_rate() const {
+    return num_draft_tokens ? double(num_accepted_tokens) / double(num_draft_tokens) : 0.0;
+  }
+  // One line: drafts, tokens, acceptance rate, mean acceptance length, per-position rates.
+  std::string summary() const;
+};
+
 // Counters for logs and metrics.
 struct EngineStats {
   int num_running = 0;
@@ -56,6 +79,7 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
   RunnerStats graphs;  // forward steps per runtime mode, padding, captures (from the runner)
+  SpecDecodeStats spec;
 };
 
 class LLMEngine {

@@ -2,20 +2,24 @@
 // llm_engine_load.cpp (building the real runner and tokenizer).
 #pragma once
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/draft_proposer.h"
 #include "engine/engine_request.h"
 #include "engine/executor.h"
 #include "engine/llm_engine.h"
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
+#include "spec/ngram_proposer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gs {
 
 struct LLMEngine::Impl {
-  Impl(const EngineConfig& cfg, std::unique_ptr<Executor> exec, const Tokenizer& tok);
+  Impl(const EngineConfig& cfg, std::unique_ptr<Executor> exec, const Tokenizer& tok,
+       std::unique_ptr<DraftProposer> draft = nullptr);
 
   RequestId add(std::vector<int32_t> prompt, const SamplingParams& params, int lora_id);
   int lora_id(const std::string& name) const;  // 0 for "", else the served adapter's id; throws for unknown names
@@ -25,6 +29,14 @@ struct LLMEngine::Impl {
   void abort(RequestId id);
   // Records one sampled token of `s`; finishes the request when that ends it.
   void take_token(const ScheduledRequest& s, const SampledToken& t, double now, std::vector<RequestOutput>& outs);
+  // Records the tokens a step gave `s` (one, or the accepted proposals and the token after them):
+  // rolls back the rejected proposals, then takes tokens until one ends the request.
+  void take_tokens(const ScheduledRequest& s, std::span<const SampledToken> tokens, double now,
+                   std::vector<RequestOutput>& outs);
+  // Builds the proposer of cfg.speculative (spec_decode.cpp).
+  void init_speculation();
+  // Fills the proposals of every running request in decode (speculative decoding).
+  void propose();
   // After the executor threw on `batch`: runs each request alone. Those that fail again are
   // aborted with the error (RequestOutput::error); the others take their step (step_isolation.cpp).
   void run_alone(const SchedulerOutput& batch, const std::string& error, std::vector<RequestOutput>& outs);
@@ -48,6 +60,9 @@ struct LLMEngine::Impl {
   std::vector<int> retired_loras;
   uint64_t prompt_tokens = 0;  // prompt tokens computed, recomputation after preemption included
   uint64_t generation_tokens = 0;
+  std::unique_ptr<NgramProposer> ngram;  // --speculative-config method ngram
+  std::unique_ptr<DraftProposer> draft;  // method draft_model (built by the real engine's loader)
+  SpecDecodeStats spec_stats;
 };
 
 }  // namespace gs

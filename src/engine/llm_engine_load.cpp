@@ -1,4 +1,5 @@
-// LLMEngine over the real ModelRunner, with the tokenizer that goes with the model.
+// LLMEngine over the real ModelRunner (and a draft model's, with speculative decoding), with the
+// tokenizer that goes with the model.
 #include <filesystem>
 
 #include "core/error.h"
@@ -27,9 +28,11 @@ Tokenizer load_tokenizer(const EngineConfig& cfg, const ModelConfig& model) {
 LLMEngine::LLMEngine(const EngineConfig& cfg) {
   cfg.validate();
   const SamplingParams defaults = load_sampling_defaults(cfg.generation_config, cfg.model);
+  // The draft first: on a GPU the target's KV cache takes what the draft leaves.
+  auto draft = cfg.speculative.method == "draft_model" ? std::make_unique<DraftProposer>(cfg) : nullptr;
   auto exec = make_runner_executor(cfg);
   Tokenizer tok = load_tokenizer(cfg, exec->model_config());
-  impl_ = std::make_unique<Impl>(cfg, std::move(exec), tok);
+  impl_ = std::make_unique<Impl>(cfg, std::move(exec), tok, std::move(draft));
   impl_->sampling_defaults = defaults;
 }
 

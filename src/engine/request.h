@@ -27,6 +27,8 @@ struct Request {
   RequestStatus status = RequestStatus::Waiting;
   int num_preemptions = 0;
   int lora_id = 0;  // 0: the base model, else 1 + the adapter's index in --lora-modules
+  // Proposed next tokens (speculative decoding), set before a step; the scheduler may shorten them.
+  std::vector<int32_t> spec_token_ids;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -33,7 +33,8 @@ ScheduledRequest Scheduler::make_scheduled(Request* r, int num_new) {
   s.num_computed_tokens = r->num_computed_tokens;
   s.num_new_tokens = num_new;
   s.block_ids = &r->blocks.ids();
-  s.sample = r->num_computed_tokens + num_new == r->num_tokens();
+  s.sample = r->num_computed_tokens + num_new >= r->num_tokens();
+  s.spec_token_ids = &r->spec_token_ids;
   s.params = &r->params;
   s.seed = r->seed;
   s.num_output_tokens = r->num_output_tokens();
@@ -46,6 +47,7 @@ void Scheduler::preempt(Request* r) {
   r->blocks.release_all(pool_);
   r->num_registered_blocks = 0;
   r->num_computed_tokens = 0;
+  r->spec_token_ids.clear();
   r->status = RequestStatus::Waiting;
   ++r->num_preemptions;
   ++num_preemptions_;
@@ -86,6 +88,22 @@ bool Scheduler::lora_fits(const Request* r) const {
   return std::find(ids.begin(), ids.end(), r->lora_id) != ids.end() || int(ids.size()) < cfg_.max_loras;
 }
 
+// A decoding request verifies its proposals in this step (1 + k tokens), as many as the budget
+// leaves; a prefilling one drops them. Returns the proposed tokens scheduled.
+int Scheduler::take_proposals(Request* r, int num_new, int budget) {
+  auto& spec = r->spec_token_ids;
+  if (num_new != 1 || r->num_computed_tokens + 1 != r->num_tokens()) spec.clear();
+  if (spec.size() > size_t(budget - num_new)) spec.resize(size_t(std::max(0, budget - num_new)));
+  return static_cast<int>(spec.size());
+}
+
+void Scheduler::rollback(Request* r, int num_rejected) {
+  GS_CHECK(num_rejected >= 0 && num_rejected <= r->num_computed_tokens,
+           "internal error: rolling back {} of {} computed tokens", num_rejected, r->num_computed_tokens);
+  r->num_computed_tokens -= num_rejected;
+  r->spec_token_ids.clear();
+}
+
 void Scheduler::on_step_executed() {
   if (cfg_.enable_prefix_caching)
     for (Request* r : last_scheduled_) {
@@ -109,6 +127,7 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
     int num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    num_new += take_proposals(r, num_new, budget);
     if (num_new <= 0) {
       ++i;
       continue;

@@ -6,6 +6,10 @@
 // running request is preempted: its blocks are freed and it goes back to the front of the
 // waiting queue, to recompute prompt + generated tokens later. No request is ever dropped.
 //
+// Speculative decoding: a running request in decode whose spec_token_ids the engine filled is
+// scheduled 1 + k tokens (the last known token and the k proposals, fewer when the budget is
+// short); the engine rolls back the rejected ones after the step (rollback()).
+//
 // Progress is guaranteed when a request of max_model_len tokens fits the KV cache alone
 // (the engine ensures this). Not thread-safe.
 #pragma once
@@ -43,7 +47,12 @@ class Scheduler {
   // Picks this step's work. The scheduled requests' num_computed_tokens already count the
   // scheduled tokens when this returns (the ScheduledRequests keep the values from before).
   SchedulerOutput schedule();
-  // Call after the executor ran the last schedule(): the blocks it filled become cacheable.
+  // After a verification step: the last `num_rejected` computed tokens were rejected proposals.
+  // Their KV stays in the request's blocks until accepted tokens overwrite it; they no longer
+  // count as computed (nor reach the prefix cache).
+  void rollback(Request* r, int num_rejected);
+  // Call after the executor ran the last schedule() and the sampled tokens were appended: the
+  // blocks it filled with accepted tokens become cacheable.
   void on_step_executed();
   // Removes a request (finished or aborted) from the queues and frees its blocks.
   void finish(Request* r);
@@ -59,6 +68,7 @@ class Scheduler {
   static void insert_by_arrival(std::deque<Request*>& q, Request* r);
   static ScheduledRequest make_scheduled(Request* r, int num_new);
   int adopt_cached_prefix(Request* r);
+  int take_proposals(Request* r, int num_new, int budget);
   void free_outside_window(Request* r);
   bool lora_fits(const Request* r) const;
 

@@ -16,7 +16,7 @@ void LLMEngine::Impl::run_alone(const SchedulerOutput& batch, const std::string&
     spdlog::warn("a step of {} requests failed ({}); running each alone to find the cause", batch.requests.size(),
                  error);
   std::vector<std::pair<RequestId, std::string>> failed;
-  std::vector<std::pair<const ScheduledRequest*, SampledToken>> sampled;
+  std::vector<std::pair<const ScheduledRequest*, std::vector<SampledToken>>> sampled;
   for (const ScheduledRequest& s : batch.requests) {
     try {
       if (batch.requests.size() == 1) throw Error(error);
@@ -24,18 +24,18 @@ void LLMEngine::Impl::run_alone(const SchedulerOutput& batch, const std::string&
       one.requests.push_back(s);
       RunnerOutput r = exec->execute(one);
       if (!s.sample) continue;
-      GS_CHECK(r.sampled.size() == 1 && r.sampled[0].id == s.id,
+      GS_CHECK(!r.sampled.empty() && r.sampled[0].id == s.id,
                "internal error: the runner returned no token for request {}", s.id);
-      sampled.emplace_back(&s, std::move(r.sampled[0]));
+      sampled.emplace_back(&s, std::move(r.sampled));
     } catch (const std::exception& e) {
       failed.emplace_back(s.id, e.what());
       // Its KV for this step is not trustworthy: nothing of it may become a cached prefix.
       requests.at(s.id)->request().num_computed_tokens = s.num_computed_tokens;
     }
   }
-  sched.on_step_executed();
   const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  for (auto& [s, token] : sampled) take_token(*s, token, now, outs);
+  for (auto& [s, tokens] : sampled) take_tokens(*s, tokens, now, outs);
+  sched.on_step_executed();
   for (auto& [id, why] : failed) {
     spdlog::error("request {} made the engine step fail and is aborted: {}", id, why);
     auto it = requests.find(id);

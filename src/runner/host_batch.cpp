@@ -14,9 +14,12 @@ void check_request(const ScheduledRequest& r, const HostBatchLimits& lim) {
            r.id);
   GS_CHECK(r.num_new_tokens >= 1, "request {}: num_new_tokens must be >= 1, got {}", r.id, r.num_new_tokens);
   const long long end = static_cast<long long>(r.num_computed_tokens) + r.num_new_tokens;
-  GS_CHECK(r.num_computed_tokens >= 0 && end <= static_cast<long long>(r.all_token_ids->size()),
-           "request {}: tokens [{}, {}) are outside its {} known tokens", r.id, r.num_computed_tokens, end,
-           r.all_token_ids->size());
+  const size_t proposed = r.spec_token_ids ? r.spec_token_ids->size() : 0;
+  GS_CHECK(r.num_computed_tokens >= 0 && end <= static_cast<long long>(r.all_token_ids->size() + proposed),
+           "request {}: tokens [{}, {}) are outside its {} known and {} proposed tokens", r.id, r.num_computed_tokens,
+           end, r.all_token_ids->size(), proposed);
+  GS_CHECK(r.num_spec_tokens() == 0 || (r.sample && r.num_computed_tokens + 1 == int(r.all_token_ids->size())),
+           "request {}: proposed tokens are verified only in decode (after every known token)", r.id);
   GS_CHECK(end <= lim.max_model_len, "request {}: {} tokens exceed max_model_len = {}", r.id, end, lim.max_model_len);
   const long long blocks_needed = (end + lim.block_size - 1) / lim.block_size;
   GS_CHECK(static_cast<long long>(r.block_ids->size()) >= blocks_needed,
@@ -55,7 +58,7 @@ HostBatch build_host_batch(const SchedulerOutput& batch, const HostBatchLimits& 
     const auto& blocks = *r.block_ids;
     const int end = r.num_computed_tokens + r.num_new_tokens;
     for (int pos = r.num_computed_tokens; pos < end; ++pos) {
-      hb.input_ids.push_back((*r.all_token_ids)[pos]);
+      hb.input_ids.push_back(r.token_at(pos));
       hb.positions.push_back(pos);
       hb.slot_mapping.push_back(blocks[pos / lim.block_size] * lim.block_size + pos % lim.block_size);
     }
@@ -65,9 +68,13 @@ HostBatch build_host_batch(const SchedulerOutput& batch, const HostBatchLimits& 
     hb.seq_lens.push_back(end);
     hb.max_query_len = std::max(hb.max_query_len, r.num_new_tokens);
     hb.max_seq_len = std::max(hb.max_seq_len, end);
-    if (r.sample) {
-      hb.logits_rows.push_back(static_cast<int32_t>(hb.input_ids.size()) - 1);
-      hb.sampled.push_back(&r);
+    if (r.sample) {  // the last token, or the last 1 + k of a verification
+      const int rows = 1 + r.num_spec_tokens();
+      for (int j = 0; j < rows; ++j) {
+        hb.logits_rows.push_back(static_cast<int32_t>(hb.input_ids.size()) - rows + j);
+        hb.sampled.push_back(&r);
+        hb.sample_offsets.push_back(j);
+      }
     }
   }
   hb.num_actual_tokens = static_cast<int>(hb.input_ids.size());

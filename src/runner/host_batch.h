@@ -24,8 +24,11 @@ struct HostBatch {
   std::vector<int32_t> query_start_loc;                     // [num_reqs + 1]
   std::vector<int32_t> seq_lens;                            // [num_reqs]
   std::vector<int32_t> block_table;                         // [num_reqs, max_blocks_per_req], 0-filled
-  std::vector<int32_t> logits_rows;                         // last token of each sampled request
-  std::vector<const ScheduledRequest*> sampled;             // in order
+  // Rows to sample: the last token of each sampled request; with proposals, each of its 1 + k
+  // tokens (sample_offsets 0..k: the output index it samples is num_output_tokens + offset).
+  std::vector<int32_t> logits_rows;
+  std::vector<const ScheduledRequest*> sampled;  // per row, in order (a verified request's rows are adjacent)
+  std::vector<int32_t> sample_offsets;           // per row
   int num_actual_tokens = 0;
   int num_reqs = 0;
   int max_query_len = 0;

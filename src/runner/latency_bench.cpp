@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 struct SyntheticRequest {
-  std::vector<int32_t> tokens, blocks;
+  std::vector<int32_t> tokens, blocks, proposals;
   int computed = 0;
 };
 
@@ -32,7 +32,8 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
   GS_CHECK(o.batch_size >= 1 && o.input_len >= 1 && o.output_len >= 1 && o.num_iters >= 1,
            "bench latency: batch size ({}), input len ({}), output len ({}) and iterations ({}) must be >= 1",
            o.batch_size, o.input_len, o.output_len, o.num_iters);
-  const int total_len = o.input_len + o.output_len;
+  const int k = std::max(0, o.num_speculative_tokens);
+  const int total_len = o.input_len + o.output_len * (1 + k);
   GS_CHECK(total_len <= runner.max_model_len(), "bench latency: input + output = {} tokens exceed max_model_len {}",
            total_len, runner.max_model_len());
   const int bs = runner.block_size();
@@ -59,8 +60,12 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
       for (size_t r = 0; r < reqs.size() && budget > 0; ++r) {
         SyntheticRequest& s = reqs[r];
         if (prefill_only && s.computed >= o.input_len) continue;
-        const int n = std::min<int>(int(s.tokens.size()) - s.computed, budget);
+        int n = std::min<int>(int(s.tokens.size()) - s.computed, budget);
         if (n == 0) continue;
+        s.proposals.clear();
+        if (!prefill_only && k > 0)  // verification: the last token and k proposals
+          for (int j = 0; j < k; ++j) s.proposals.push_back((s.tokens.back() + 1 + j) % vocab);
+        n += static_cast<int>(s.proposals.size());
         budget -= n;
         so.requests.push_back({.id = r,
                                .all_token_ids = &s.tokens,
@@ -68,15 +73,17 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
                                .num_computed_tokens = s.computed,
                                .num_new_tokens = n,
                                .block_ids = &s.blocks,
-                               .sample = s.computed + n == int(s.tokens.size()),
+                               .sample = s.computed + n >= int(s.tokens.size()),
                                .params = &params,
                                .seed = r,
                                .num_output_tokens = int(s.tokens.size()) - o.input_len,
-                               .lora_id = o.num_loras > 0 ? 1 + int(r) % o.num_loras : 0});
+                               .lora_id = o.num_loras > 0 ? 1 + int(r) % o.num_loras : 0,
+                               .spec_token_ids = &s.proposals});
       }
       const RunnerOutput out = runner.execute(so);
       for (const auto& sr : so.requests) reqs[sr.id].computed += sr.num_new_tokens;
       for (const auto& t : out.sampled) reqs[t.id].tokens.push_back(t.token);
+      for (auto& s : reqs) s.computed = std::min<int>(s.computed, int(s.tokens.size()) - 1);  // rejected proposals
     };
     const auto t0 = Clock::now();
     auto prefilling = [&] {
@@ -87,7 +94,7 @@ LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& 
     const uint64_t d2h0 = runner.stats().d2h_bytes;
     for (int d = 1; d < o.output_len; ++d) {
       const auto t1 = Clock::now();
-      step(o.batch_size, false);
+      step(o.batch_size * (1 + k), false);
       if (measured) res.decode_ms.push_back(ms_since(t1));
     }
     if (o.output_len > 1) res.d2h_bytes_per_step = double(runner.stats().d2h_bytes - d2h0) / double(o.output_len - 1);

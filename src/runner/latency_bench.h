@@ -2,7 +2,10 @@
 //
 // One iteration prefills `batch_size` prompts of `input_len` tokens (in chunks of at most
 // max_num_batched_tokens), then decodes `output_len` steps of the whole batch with `sampling`
-// (greedy by default; every request seeded by its index).
+// (greedy by default; every request seeded by its index). With num_speculative_tokens = k (the
+// runner built with that speculative config) every decode step is a verification step: each
+// request schedules its last token and k synthetic proposals, a uniform batch of 1 + k tokens per
+// request, and keeps what the runner accepted.
 #pragma once
 #include <vector>
 
@@ -18,6 +21,7 @@ struct LatencyBenchOptions {
   int num_warmup_iters = 1;
   int max_num_batched_tokens = 2048;  // the runner's token budget per step (prefill chunks)
   int num_loras = 0;                  // > 0: request r uses LoRA adapter 1 + r % num_loras (--lora-modules order)
+  int num_speculative_tokens = 0;     // > 0: decode steps verify this many proposals per request
   SamplingParams sampling = greedy();
 
   static SamplingParams greedy() {

@@ -8,6 +8,7 @@
 #include "cudagraph/forward_context.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner_impl.h"
+#include "spec/verification.h"
 
 namespace gs {
 
@@ -69,6 +70,12 @@ void ModelRunner::Impl::plan_attention(const HostBatch& hb, CUDAGraphMode runtim
     attention->plan_eager(md, hb.max_query_len);
 }
 
+// The rows a FULL graph of `d` samples: every token of a uniform batch (one per request in plain
+// decode, 1 + k per request in verification); a mixed graph up to max_sample_rows.
+int ModelRunner::Impl::graph_tail_rows(const BatchDescriptor& d) const {
+  return d.uniform ? d.num_tokens : std::min(d.num_tokens, max_sample_rows);
+}
+
 void ModelRunner::Impl::forward(CUDAGraphMode runtime, const BatchDescriptor& desc) {
   // Once start-up has captured every key, the wrappers refuse to capture (graph_captures_after_startup
   // counts their refusals).
@@ -103,7 +110,7 @@ size_t ModelRunner::Impl::total_graphs() const {
 void ModelRunner::Impl::stage_sampling(const HostBatch& hb, int rows) {
   tail_rows = rows;
   if (rows == 0) return;
-  sampling_inputs.stage(*sampler, hb.sampled, rows);
+  sampling_inputs.stage(*sampler, hb.sampled, rows, hb.sample_offsets);
   std::vector<int32_t> logits_rows = hb.logits_rows;
   logits_rows.resize(size_t(rows), 0);
   backend->copy(buf.logits_rows.prefix({rows}), host_view(logits_rows, rows));
@@ -117,14 +124,29 @@ void ModelRunner::Impl::run_tail() {
   sampler->sample(logits, tail_rows);
 }
 
+// One token per sampled request; a verified request's accepted proposals and the token after
+// them (spec/verification.h).
 RunnerOutput ModelRunner::Impl::collect(const HostBatch& hb) {
   const int n = static_cast<int>(hb.sampled.size());
   RunnerOutput out;
   if (n == 0) return out;
   std::vector<SampledRow> rows = sampler->fetch(n);
   stats.d2h_bytes = sampler->fetched_bytes();
-  for (int i = 0; i < n; ++i)
-    out.sampled.push_back(SampledToken{hb.sampled[i]->id, rows[i].token, rows[i].logprob, std::move(rows[i].top)});
+  for (int i = 0; i < n;) {
+    const ScheduledRequest& r = *hb.sampled[size_t(i)];
+    const int k = r.num_spec_tokens();
+    std::vector<int32_t> drawn;
+    for (int j = 0; j <= k; ++j) drawn.push_back(rows[size_t(i + j)].token);
+    const int first = r.num_computed_tokens + 1;  // position of proposal 0
+    std::vector<int32_t> proposed;
+    for (int j = 0; j < k; ++j) proposed.push_back(r.token_at(first + j));
+    const int emitted = 1 + num_accepted_tokens(drawn, proposed);
+    for (int j = 0; j < emitted; ++j) {
+      SampledRow& row = rows[size_t(i + j)];
+      out.sampled.push_back(SampledToken{r.id, row.token, row.logprob, std::move(row.top)});
+    }
+    i += 1 + k;
+  }
   return out;
 }
 
@@ -139,7 +161,7 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
   const int sample_rows =
-      runtime == CUDAGraphMode::FULL ? final_desc.request_rows(max_reqs) : static_cast<int>(hb.sampled.size());
+      runtime == CUDAGraphMode::FULL ? graph_tail_rows(final_desc) : static_cast<int>(hb.sampled.size());
   stage(hb, final_desc.num_tokens, sample_rows);
   plan_attention(hb, runtime, final_desc);
   forward(runtime, final_desc);

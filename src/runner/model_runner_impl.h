@@ -21,8 +21,8 @@ struct PersistentBuffers {
   Tensor query_start_loc;                     // i32 [max_reqs + 1]
   Tensor seq_lens;                            // i32 [max_reqs]
   Tensor block_table;                         // i32 [max_reqs, max_blocks_per_req]
-  Tensor logits_rows;                         // i32 [max_reqs]
-  Tensor logits;                              // f32 [max_reqs, vocab]
+  Tensor logits_rows;                         // i32 [max_sample_rows]
+  Tensor logits;                              // f32 [max_sample_rows, vocab]
 };
 
 struct ModelRunner::Impl {
@@ -38,6 +38,9 @@ struct ModelRunner::Impl {
   int max_reqs = 0;    // max_num_seqs
   int max_blocks_per_req = 0;
   int uniform_query_len = 1;  // 1 + num_speculative_tokens
+  // Most rows one forward samples: max_num_seqs, or with speculation every token of a
+  // verification batch (min(max_num_batched_tokens, max_num_seqs * (1 + k))).
+  int max_sample_rows = 0;
 
   PersistentBuffers buf;
   AttentionMetadata md;
@@ -79,6 +82,7 @@ struct ModelRunner::Impl {
   RunnerOutput execute(const SchedulerOutput& batch);
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
   HostBatchLimits host_limits() const;
+  int graph_tail_rows(const BatchDescriptor& d) const;
   RunnerOutput collect(const HostBatch& hb);
   std::vector<PromptLogprob> prompt_logprobs(const SchedulerOutput& batch, const HostBatch& hb);
   int refused_captures() const;

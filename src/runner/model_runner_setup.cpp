@@ -34,6 +34,9 @@ void ModelRunner::Impl::build_model() {
   attention = make_attention(*backend, attention_shape(mcfg));
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
+  uniform_query_len = cfg.speculative.uniform_query_len();
+  max_sample_rows = uniform_query_len > 1 ? std::min(max_tokens, max_reqs * uniform_query_len) : max_reqs;
+  max_sample_rows = std::max(max_sample_rows, max_reqs);
   const auto t0 = std::chrono::steady_clock::now();
   const size_t before = backend->allocator().bytes_in_use();
   model = create_model(mcfg, src, *backend, *attention, max_tokens);
@@ -106,12 +109,12 @@ void ModelRunner::Impl::allocate_buffers() {
   buf.query_start_loc = i32({max_reqs + 1});
   buf.seq_lens = i32({max_reqs});
   buf.block_table = i32({max_reqs, max_blocks_per_req});
-  buf.logits_rows = i32({max_reqs});
-  buf.logits = Tensor::empty({max_reqs, mcfg.vocab_size}, DType::F32, a);
+  buf.logits_rows = i32({max_sample_rows});
+  buf.logits = Tensor::empty({max_sample_rows, mcfg.vocab_size}, DType::F32, a);
   sampler = std::make_unique<Sampler>(
       *backend, make_sampling_kernels(*backend),
       SamplerLimits{
-          .max_rows = max_reqs, .vocab = mcfg.vocab_size, .num_slots = max_reqs, .max_tokens = max_model_len});
+          .max_rows = max_sample_rows, .vocab = mcfg.vocab_size, .num_slots = max_reqs, .max_tokens = max_model_len});
   for (const Tensor* t :
        {&buf.input_ids, &buf.positions, &buf.slot_mapping, &buf.query_start_loc, &buf.seq_lens, &buf.block_table})
     backend->fill_zero(*t);

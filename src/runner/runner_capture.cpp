@@ -62,7 +62,7 @@ void ModelRunner::Impl::capture_all() {
     if (!dispatcher.initialized()) break;
     for (const BatchDescriptor& key : dispatcher.keys(runtime)) {
       // FULL graphs end in the sampler (inert rows); piecewise ones never hold it.
-      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? key.request_rows(max_reqs) : 0);
+      const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? graph_tail_rows(key) : 0);
       plan_attention(hb, runtime, key);
       forward(runtime, key);
       ++keys;

@@ -33,6 +33,7 @@ void RunnerConfig::validate() const {
       GS_CHECK(lora_modules[j].first != lora_modules[i].first, "--lora-modules: adapter name '{}' is given twice",
                lora_modules[i].first);
   }
+  speculative.validate();
   GS_CHECK(tensor_parallel_size >= 1, "--tensor-parallel-size must be >= 1, got {}", tensor_parallel_size);
 }
 

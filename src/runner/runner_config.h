@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cudagraph/compilation_config.h"
+#include "spec/speculative_config.h"
 
 namespace gs {
 
@@ -37,6 +38,8 @@ struct RunnerConfig {
 
   bool enforce_eager = false;  // same as cudagraph_mode NONE
   CompilationConfig compilation;
+  // Speculative decoding (--speculative-config): verification steps of 1 + k tokens per request.
+  SpeculativeConfig speculative;
 
   // Throws gs::Error naming the first invalid field and its valid range.
   void validate() const;

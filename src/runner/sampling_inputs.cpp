@@ -37,8 +37,9 @@ SamplingInputs::Slot SamplingInputs::slot_for(RequestId id) {
   return {best, true};
 }
 
-SamplingRow SamplingInputs::row_for(const ScheduledRequest& r) {
+SamplingRow SamplingInputs::row_for(const ScheduledRequest& r, int step_offset) {
   const SamplingParams& p = *r.params;
+  const int step = r.num_output_tokens + step_offset;
   SamplingRow row;
   row.temperature = p.temperature;
   row.top_k = p.top_k;
@@ -46,12 +47,13 @@ SamplingRow SamplingInputs::row_for(const ScheduledRequest& r) {
   row.min_p = p.min_p;
   row.seed_lo = static_cast<uint32_t>(r.seed);
   row.seed_hi = static_cast<uint32_t>(r.seed >> 32);
-  row.step = r.num_output_tokens;
+  row.step = step;
   row.repetition_penalty = p.repetition_penalty;
   row.presence_penalty = p.presence_penalty;
   row.frequency_penalty = p.frequency_penalty;
   row.num_logprobs = p.logprobs;
   if (needs_penalty_slot(p)) {
+    GS_CHECK(step_offset == 0, "request {}: penalties cannot sample proposed positions (internal error)", r.id);
     const Slot slot = slot_for(r.id);
     if (slot.fresh) resets_.push_back({slot.index, &r});
     row.penalty_slot = slot.index;
@@ -59,7 +61,7 @@ SamplingRow SamplingInputs::row_for(const ScheduledRequest& r) {
   // logit_bias, then the min_tokens mask of stop tokens: one entry per token.
   std::map<int32_t, float> adj;
   for (const auto& [token, bias] : p.logit_bias) adj[token] += bias;
-  if (r.num_output_tokens < p.min_tokens)
+  if (step < p.min_tokens)
     for (int t : p.stop_token_ids) adj[t] = -std::numeric_limits<float>::infinity();
   GS_CHECK(adj.size() <= size_t(kMaxAdjustmentsPerRow), "request {}: {} logit adjustments, at most {}", r.id,
            adj.size(), kMaxAdjustmentsPerRow);
@@ -69,18 +71,23 @@ SamplingRow SamplingInputs::row_for(const ScheduledRequest& r) {
   return row;
 }
 
-void SamplingInputs::build(std::span<const ScheduledRequest* const> reqs, int num_rows) {
+void SamplingInputs::build(std::span<const ScheduledRequest* const> reqs, int num_rows,
+                           std::span<const int32_t> step_offsets) {
   GS_CHECK(num_rows >= int(reqs.size()), "sampling rows: {} requests do not fit {} rows", reqs.size(), num_rows);
+  GS_CHECK(step_offsets.empty() || step_offsets.size() == reqs.size(), "sampling rows: {} offsets for {} rows",
+           step_offsets.size(), reqs.size());
   ++step_;
   rows_.clear();
   adjustments_.clear();
   resets_.clear();
-  for (const ScheduledRequest* r : reqs) rows_.push_back(row_for(*r));
+  for (size_t i = 0; i < reqs.size(); ++i)
+    rows_.push_back(row_for(*reqs[i], step_offsets.empty() ? 0 : step_offsets[i]));
   rows_.resize(size_t(num_rows), SamplingRow{});
 }
 
-void SamplingInputs::stage(Sampler& sampler, std::span<const ScheduledRequest* const> reqs, int num_rows) {
-  build(reqs, num_rows);
+void SamplingInputs::stage(Sampler& sampler, std::span<const ScheduledRequest* const> reqs, int num_rows,
+                           std::span<const int32_t> step_offsets) {
+  build(reqs, num_rows, step_offsets);
   for (const SlotReset& r : resets_) {
     const std::span<const int32_t> tokens(*r.request->all_token_ids);
     const size_t np = size_t(r.request->num_prompt_tokens);

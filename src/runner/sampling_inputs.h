@@ -28,10 +28,14 @@ class SamplingInputs {
     const ScheduledRequest* request;
   };
 
-  // Rows for `reqs` in order, then inert (greedy, nothing else) rows up to `num_rows`.
-  void build(std::span<const ScheduledRequest* const> reqs, int num_rows);
+  // Rows for `reqs` in order, then inert (greedy, nothing else) rows up to `num_rows`. Row i
+  // samples output index num_output_tokens + step_offsets[i] of its request (offsets empty: all 0;
+  // a verification step has rows 0..k of one request). Requests with penalties take offset 0 only
+  // (their device counts would take the rejected tokens).
+  void build(std::span<const ScheduledRequest* const> reqs, int num_rows, std::span<const int32_t> step_offsets = {});
   // build(), then the new slots rebuilt and the rows staged in `sampler` (outside capture).
-  void stage(Sampler& sampler, std::span<const ScheduledRequest* const> reqs, int num_rows);
+  void stage(Sampler& sampler, std::span<const ScheduledRequest* const> reqs, int num_rows,
+             std::span<const int32_t> step_offsets = {});
 
   const std::vector<SamplingRow>& rows() const { return rows_; }
   const std::vector<LogitAdjustment>& adjustments() const { return adjustments_; }
@@ -42,7 +46,7 @@ class SamplingInputs {
     int index;
     bool fresh;  // just lent to this request: to be rebuilt
   };
-  SamplingRow row_for(const ScheduledRequest& r);
+  SamplingRow row_for(const ScheduledRequest& r, int step_offset);
   Slot slot_for(RequestId id);
 
   std::vector<SamplingRow> rows_;

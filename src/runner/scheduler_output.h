@@ -1,5 +1,6 @@
 // SchedulerOutput: one step's work for the model runner, and what the runner returns.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -11,7 +12,9 @@ namespace gs {
 using RequestId = uint64_t;
 
 // One request's share of a step: compute tokens [num_computed_tokens, num_computed_tokens +
-// num_new_tokens) of `all_token_ids`, whose KV goes to the blocks in `block_ids`.
+// num_new_tokens) of `all_token_ids` followed by `spec_token_ids`, whose KV goes to the blocks in
+// `block_ids`. A verification step (speculative decoding) computes the last known token and k
+// proposed ones: 1 + k sampled rows, the proposals checked against them (docs/SPEC_DECODE.md).
 struct ScheduledRequest {
   RequestId id = 0;
   const std::vector<int32_t>* all_token_ids = nullptr;  // prompt + generated so far
@@ -24,6 +27,18 @@ struct ScheduledRequest {
   uint64_t seed = 0;          // per-request seed (params.seed or one the engine drew)
   int num_output_tokens = 0;  // tokens generated so far (the sampling step's index)
   int lora_id = 0;            // LoRA adapter: 0 the base model, else its id (LoraInputs)
+  const std::vector<int32_t>* spec_token_ids = nullptr;  // proposed tokens after all_token_ids (or none)
+
+  // Proposed tokens this step computes (those past the known tokens).
+  int num_spec_tokens() const {
+    const int known = all_token_ids ? static_cast<int>(all_token_ids->size()) : 0;
+    return std::max(0, num_computed_tokens + num_new_tokens - known);
+  }
+  // Token at `pos`: a known one, else a proposed one.
+  int32_t token_at(int pos) const {
+    const int known = static_cast<int>(all_token_ids->size());
+    return pos < known ? (*all_token_ids)[pos] : (*spec_token_ids)[pos - known];
+  }
 };
 
 struct SchedulerOutput {
@@ -52,7 +67,9 @@ struct PromptLogprob {
 };
 
 struct RunnerOutput {
-  std::vector<SampledToken> sampled;  // one per ScheduledRequest with sample = true, in order
+  // Per ScheduledRequest with sample = true, in order: one token, or with proposals the accepted
+  // ones and the token sampled after them (1 + accepted entries of the same id).
+  std::vector<SampledToken> sampled;
   // For requests with params->prompt_logprobs >= 0: the prompt positions this step computed.
   std::vector<PromptLogprob> prompt_logprobs;
 };

@@ -26,6 +26,24 @@ void metric(std::string& out, const char* type, const char* name, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name, labels, v);
 }
 
+// vLLM's spec-decode counters, with speculative decoding on.
+void render_spec_decode(std::string& out, const SpecDecodeStats& s, const std::string& l) {
+  if (s.accepted_per_pos.empty()) return;
+  metric(out, "counter", "vllm:spec_decode_num_drafts_total", "Proposal runs verified.", l, double(s.num_drafts));
+  metric(out, "counter", "vllm:spec_decode_num_draft_tokens_total", "Proposed tokens verified.", l,
+         double(s.num_draft_tokens));
+  metric(out, "counter", "vllm:spec_decode_num_accepted_tokens_total", "Proposed tokens accepted.", l,
+         double(s.num_accepted_tokens));
+  metric(out, "counter", "vllm:spec_decode_num_emitted_tokens_total", "Tokens emitted by verification steps.", l,
+         double(s.num_emitted_tokens));
+  out +=
+      "# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted proposals per position.\n"
+      "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+  for (size_t i = 0; i < s.accepted_per_pos.size(); ++i)
+    out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", l, i,
+                       s.accepted_per_pos[i]);
+}
+
 }  // namespace
 
 void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::string& model_name) const {
@@ -41,6 +59,7 @@ void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::str
          double(e.prompt_tokens));
   metric(out, "counter", "vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", l,
          double(e.prefix_cache_hit_tokens));
+  render_spec_decode(out, e.spec, l);
   out +=
       "# HELP vllm:request_success_total Finished requests by finish reason.\n"
       "# TYPE vllm:request_success_total counter\n";

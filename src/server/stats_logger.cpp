@@ -5,6 +5,28 @@
 
 namespace gs {
 
+namespace {
+
+// vLLM's "SpecDecoding metrics" line over one interval.
+void log_spec_decode(const SpecDecodeStats& s, const SpecDecodeStats& last, double dt) {
+  const uint64_t drafts = s.num_drafts - last.num_drafts, drafted = s.num_draft_tokens - last.num_draft_tokens;
+  const uint64_t accepted = s.num_accepted_tokens - last.num_accepted_tokens;
+  if (drafts == 0) return;
+  std::string per_pos;
+  for (size_t i = 0; i < s.accepted_per_pos.size(); ++i) {
+    const uint64_t before = i < last.accepted_per_pos.size() ? last.accepted_per_pos[i] : 0;
+    per_pos += fmt::format("{}{:.3f}", i ? ", " : "", double(s.accepted_per_pos[i] - before) / double(drafts));
+  }
+  spdlog::info(
+      "SpecDecoding metrics: Mean acceptance length: {:.2f}, Accepted throughput: {:.2f} tokens/s, Drafted "
+      "throughput: {:.2f} tokens/s, Accepted: {} tokens, Drafted: {} tokens, Per-position acceptance rate: {}, Avg "
+      "Draft acceptance rate: {:.1f}%",
+      1.0 + double(accepted) / double(drafts), double(accepted) / dt, double(drafted) / dt, accepted, drafted, per_pos,
+      drafted ? 100.0 * double(accepted) / double(drafted) : 0.0);
+}
+
+}  // namespace
+
 StatsLogger::StatsLogger(const EngineClient& client, std::chrono::milliseconds interval)
     : client_(client), interval_(interval), thread_([this] { run(); }) {}
 
@@ -35,6 +57,7 @@ void StatsLogger::run() {
           "reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
           prompt / dt, gen / dt, s.num_running, s.num_waiting, kv,
           prompt > 0 ? 100.0 * double(hits) / double(prompt) : 0.0);
+      log_spec_decode(s.spec, last.spec, dt);
     }
     last = s;
     last_time = now;

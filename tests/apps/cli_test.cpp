@@ -44,6 +44,20 @@ TEST(Cli, GenerateOnStories260KPrintsTheGoldenGreedyText) {
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
 }
 
+// n-gram speculation through the CLI: the same golden text, and the acceptance summary.
+TEST(Cli, GenerateWithSpeculativeConfigPrintsTheGoldenTextAndAcceptance) {
+  std::ifstream in(test::golden_dir() / "stories260K" / "short.json");
+  const auto golden = nlohmann::json::parse(in);
+  const CliRun r = graphserve(
+      "--log-level warn generate " + stories() +
+      " --prompt 'Once upon a time' --temperature 0 --max-tokens 64 --ignore-eos --speculative-config "
+      "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_max\": 3, \"prompt_lookup_min\": 1}'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(golden["output_text"].get<std::string>()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("speculative decoding: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mean acceptance length"), std::string::npos) << r.out;
+}
+
 TEST(Cli, InfoListsThePresets) {
   const CliRun r = graphserve("info --presets");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -71,6 +85,15 @@ TEST(Cli, BadInputGivesAClearErrorAndExitCodeOne) {
       {"unknown graph mode", "generate " + stories() + " --prompt hi -cc.cudagraph_mode=FAST", "FULL_AND_PIECEWISE"},
       {"unknown compilation key", "generate " + stories() + " --prompt hi --compilation-config '{\"nope\": 1}'",
        "nope"},
+      {"unknown speculative method",
+       "generate " + stories() +
+           " --prompt hi --speculative-config '{\"method\": \"medusa\", \"num_speculative_tokens\": 2}'",
+       "ngram, draft_model"},
+      {"draft of another vocabulary",
+       "generate " + stories() +
+           " --prompt hi --speculative-config '{\"method\": \"draft_model\", \"model\": \"smollm2-135m\", "
+           "\"num_speculative_tokens\": 2}'",
+       "tokenizer vocabulary"},
   };
   for (const BadInput& c : cases) {
     SCOPED_TRACE(c.name);

@@ -3,46 +3,18 @@
 // Hugging Face greedy tokens and text of each prompt alone.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
-#include "test_paths.h"
+#include "stories260k_goldens.h"
 
 namespace gs {
 namespace {
 
-struct Golden {
-  std::string name, prompt, full_text;
-  std::vector<int32_t> input_ids, output_ids;
-};
-
-std::vector<Golden> load_goldens() {
-  std::vector<Golden> out;
-  for (const char* n : {"short", "long", "bos_only", "digits", "emoji", "non_ascii", "punctuation", "sentence"}) {
-    std::ifstream in(test::golden_dir() / "stories260K" / (std::string(n) + ".json"));
-    auto j = nlohmann::json::parse(in);
-    out.push_back({n, j["prompt"], j["full_text"], j["input_ids"].get<std::vector<int32_t>>(),
-                   j["greedy_output_ids"].get<std::vector<int32_t>>()});
-  }
-  return out;
-}
-
-EngineConfig stories_config() {
-  EngineConfig cfg;
-  cfg.model = test::stories260k_dir().string();
-  cfg.device = "cpu";
-  cfg.enforce_eager = true;
-  cfg.max_num_seqs = 5;
-  cfg.max_num_batched_tokens = 48;  // the 104-token prompt is prefilled in chunks
-  cfg.block_size = 16;
-  // 14 blocks of 16 tokens (5 layers x 4 kv heads x 8 dims x K,V x fp32 = 1280 bytes/token):
-  // far less than the 8 requests need together, so the scheduler must preempt.
-  cfg.kv_cache_memory_bytes = 1280 * 16 * 14;
-  return cfg;
-}
+using test::Golden;
+using test::stories_config;
+std::vector<Golden> load_goldens() { return test::load_stories_goldens(); }
 
 void check_against_goldens(const EngineConfig& cfg, bool expect_preemption) {
   const auto goldens = load_goldens();
