@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ops/gated_activation.h"
+
 namespace gs::cuda {
 
 using bf16_t = uint16_t;
@@ -37,12 +39,10 @@ template <typename T>
 cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
                            const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
                            cudaStream_t s);
-// out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i].
+// out[t, i] = act(gate_up[t, i]) * gate_up[t, I + i]; 16-byte vectors when I % 8 == 0 and
+// both pointers are 16-byte aligned.
 template <typename T>
-cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
-// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i] (GeGLU).
-template <typename T>
-cudaError_t gelu_tanh_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
+cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s);
 // In place over n elements: x *= alpha, or x = cap * tanh(x / cap) when cap > 0.
 template <typename T>
 cudaError_t scale_softcap(T* x, int64_t n, float alpha, float cap, cudaStream_t s);
@@ -64,5 +64,15 @@ constexpr int kGemvMaxM = 1;
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w);
 template <typename T>
 cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s);
+// Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
+// fused gate/up weight w [2I, K] and out [M, I].
+// QKV GEMV with split_qkv_rope's epilogue (no q/k norm), M = 1: the rotary pair of rows (i,
+// i + D/2) of every head in one warp, q and k rotated at positions[0] (inv_freq as rope), all
+// three written split; bias [(hq + 2 hkv) D] or null.
+template <typename T>
+cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* positions, const float* inv_freq, T* q,
+                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s);
+template <typename T>
+cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s);
 
 }  // namespace gs::cuda

@@ -1,4 +1,8 @@
 // RMSNorm kernels: one block per row (fp32 sums), and one warp per head for head_rms_norm.
+// Rows of a multiple of 8 elements (aligned) take the vector path: 16-byte loads, each thread's
+// 8-element chunks kept in registers between the sum and the scaling (one pass over memory).
+#include <algorithm>
+
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
@@ -37,6 +41,54 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
   }
 }
 
+constexpr int kMaxChunks = 4;  // 8-element chunks per thread: H <= 8 * 4 * 1024
+
+template <typename T, typename X, typename R>
+__global__ void rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t base = int64_t(blockIdx.x) * H;
+  float v[kMaxChunks][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int e = (threadIdx.x + j * blockDim.x) * 8;
+    if (e >= H) break;
+    load8(x + base + e, v[j]);
+    if (residual) {
+      float r[8];
+      load8(residual + base + e, r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] = v[j][i] = to_f(from_f<R>(r[i] + v[j][i]));
+      store8(residual + base + e, r);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
+  }
+  const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int e = (threadIdx.x + j * blockDim.x) * 8;
+    if (e >= H) break;
+    float wf[8];
+    load8(w + e, wf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
+    store8(out + base + e, v[j]);
+  }
+}
+
+// One row per block; the vector kernel when H % 8 == 0, H fits kMaxChunks chunks per thread and
+// every row is 16-byte aligned.
+template <typename T, typename X, typename R>
+cudaError_t launch_norm(R* residual, const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
+  const int chunks = H / 8;
+  const int threads = std::min(1024, (chunks + 31) / 32 * 32);
+  if (H % 8 == 0 && chunks <= kMaxChunks * threads && vec_aligned(x, w, out) && (!residual || vec_aligned(residual)))
+    return launch_pdl(rms_norm_vec_kernel<T, X, R>, T_, threads, 0, s, residual, x, w, eps, out, H);
+  return launch_pdl(rms_norm_kernel<T, X, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
+}
+
 template <typename T>
 __global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, int D) {
   const int warp = int(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
@@ -57,14 +109,13 @@ __global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, in
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_pdl(rms_norm_kernel<T, X, float>, T_, kNormThreads, 0, s, static_cast<float*>(nullptr), x, w, eps, out,
-                    H);
+  return launch_norm<T, X, float>(nullptr, x, w, eps, out, T_, H, s);
 }
 
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_pdl(rms_norm_kernel<T, T, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
+  return launch_norm<T, T, R>(residual, x, w, eps, out, T_, H, s);
 }
 
 template <typename T>
