@@ -9,7 +9,7 @@
 #   cp -r ../shared/golden/stories260K .gpu-kernels/shared/golden/   (then the four files above)
 #   device run, kind nvidia-h200, carry [".gpu-kernels"],
 #   command: KB_SOURCE_DIR=<this checkout's absolute path> bash .gpu-kernels/kernels_bench.sh
-# KB_PHASES picks phases (default: all of "tests prefill big serve graphs peer ncu", in that order);
+# KB_PHASES picks phases (default: all of "tests prefill big serve graphs splits peer ncu", in that order);
 # logs go to one archive, $OUT/kernels_logs.tgz, and a summary to stdout. KB_SOURCE_DIR: the
 # checkout the test binary was built in (its tests/data paths are compiled in); when that path is
 # missing on the device, it is linked to the repository copy the device runs in.
@@ -22,7 +22,7 @@ trap 'tar czf "$final/kernels_logs.tgz" -C "$out" .' EXIT
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=warn PYTHONUNBUFFERED=1
 gs=$pack/bin/graphserve
-phases=${KB_PHASES:-tests prefill big serve graphs peer ncu}
+phases=${KB_PHASES:-tests prefill big serve graphs splits peer ncu}
 if [[ -n "${KB_SOURCE_DIR:-}" && ! -e $KB_SOURCE_DIR ]]; then
   mkdir -p "$(dirname "$KB_SOURCE_DIR")" && ln -s "$(dirname "$pack")" "$KB_SOURCE_DIR"
 fi
@@ -112,6 +112,26 @@ for r in json.load(open(sys.argv[1]))['results']:
     GS_CUDA_PDL=$pdl "$gs" --log-level info generate --load-format dummy --preset llama3.2-1b --prompt Hello \
       --max-tokens 16 --ignore-eos --temperature 0 >"$out/generate_pdl$pdl.log" 2>&1
     echo "GS_CUDA_PDL=$pdl: $(grep -E 'graph memory' "$out/generate_pdl$pdl.log" | sed 's/.*\] //')"
+  done
+fi
+
+if has splits; then
+  echo "== flash-decoding splits: default (16 per context, 256 CTAs) vs GS_MAX_SPLITS=64 GS_SPLIT_TARGET=512 (${SECONDS} s)"
+  for v in "" "GS_MAX_SPLITS=64 GS_SPLIT_TARGET=512"; do
+    tag=${v:+wide}
+    for n in 128 2048 8192; do latency "splits${tag:-default}" llama3.2-1b "$n" $v >/dev/null; done
+    echo "${v:-default splits}: decode step at context 128 / 2k / 8k: $(for n in 128 2048 8192; do
+      grep -oE 'decode / step: +[0-9.]+' "$out/latency_llama3.2-1b_splits${tag:-default}_$n.log" | grep -oE '[0-9.]+$'
+    done | tr '\n' ' ')ms"
+    for m in llama3.2-1b smollm2-135m; do
+      env $v "$gs" bench graphs --load-format dummy --preset $m --batch-sizes 1 8 --modes FULL_AND_PIECEWISE \
+        --input-len 128 --output-len 32 --num-iters 5 --max-num-batched-tokens 4096 \
+        --output-json "$out/graphs_splits${tag:-default}_$m.json" --output-png '' >/dev/null 2>&1
+      python3 -c "
+import json, sys
+print(sys.argv[2], ', '.join(f\"bs {r['batch_size']} {r['decode_ms_median']:.3f} ms\" for r in json.load(open(sys.argv[1]))['results']))
+" "$out/graphs_splits${tag:-default}_$m.json" "$m F&P prompt 128:"
+    done
   done
 fi
 
