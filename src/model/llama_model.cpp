@@ -64,12 +64,13 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
-  be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n));
-  lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n);
-  if (cfg_.activation == Activation::GeluTanh)
-    be_.gelu_tanh_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
-  else
-    be_.silu_mul(buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
+    be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n));
+    lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n);
+    be_.gated_activation(cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  } else {
+    be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  }
   be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
   lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
@@ -77,15 +78,21 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
 }
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into
-// contiguous q, k, v (attention's layout), with Qwen3's q/k norm and RoPE.
+// contiguous q, k, v (attention's layout), with Qwen3's q/k norm and RoPE (one op for both
+// without LoRA: the backend may fuse them).
 void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
-  const Tensor qkv = buf_.qkv.rows(0, n);
-  be_.linear(buf_.hidden.rows(0, n), w.qkv, w.qkv_bias, qkv);
-  lora(layer, int(LoraProj::Qkv), in, buf_.hidden.rows(0, n), qkv, n);
+  const Tensor qkv = buf_.qkv.rows(0, n), x = buf_.hidden.rows(0, n), pos = in.positions.rows(0, n);
   const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
-  be_.split_qkv_rope(qkv, in.positions.rows(0, n), cfg_.rope, qn, kn, cfg_.rms_norm_eps, buf_.q.rows(0, n),
-                     buf_.k.rows(0, n), buf_.v.rows(0, n));
+  const float eps = cfg_.rms_norm_eps;
+  const Tensor q = buf_.q.rows(0, n), k = buf_.k.rows(0, n), v = buf_.v.rows(0, n);
+  if (in.has_lora) {  // the adapter adds to the projection before the epilogue
+    be_.linear(x, w.qkv, w.qkv_bias, qkv);
+    lora(layer, int(LoraProj::Qkv), in, x, qkv, n);
+    be_.split_qkv_rope(qkv, pos, cfg_.rope, qn, kn, eps, q, k, v);
+  } else {
+    be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
+  }
 }
 
 void LlamaModel::run_attention(int i, const ForwardInputs& in) {

@@ -11,7 +11,7 @@
 namespace gs {
 
 enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, Gemma2 };
-enum class Activation { Silu, GeluTanh };  // the MLP's gate activation
+using Activation = GatedActivation;  // the MLP's gate activation (ops/gated_activation.h)
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;

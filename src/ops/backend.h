@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "ops/gated_activation.h"
 
 namespace gs {
 
@@ -73,10 +74,24 @@ class Backend {
   // D = cfg.head_dim; Hq and Hkv are q's and k's widths over D.
   virtual void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
                               const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
-  // out = silu(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
-  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
-  // out = gelu_tanh(gate) * up (GeGLU, Gemma's gelu_pytorch_tanh), same layout as silu_mul
-  virtual void gelu_tanh_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // The QKV projection and its epilogue: split_qkv_rope(linear(x, w, bias)) with qkv [T, (Hq +
+  // 2 Hkv) D] as scratch (a backend may fuse both; qkv's contents are unspecified afterwards).
+  virtual void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
+                                     const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                     const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
+    linear(x, w, bias, qkv);
+    split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
+  }
+  // out = act(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
+  virtual void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out) = 0;
+  // The gated MLP's first half: out = act(x w_gate^T) * (x w_up^T) for w = [gate; up] [2I, K],
+  // x [T, K], out [T, I]. gate_up [T, 2I] is scratch: a backend may compute linear(x, w) into it
+  // and then gated_activation, or fuse both (its contents are unspecified afterwards).
+  virtual void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
+                                       const Tensor& out) {
+    linear(x, w, Tensor(), gate_up);
+    gated_activation(act, gate_up, out);
+  }
   // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
   virtual void scale(const Tensor& x, float alpha) = 0;
   // In place: x = cap * tanh(x / cap) (logit soft-capping; x f32 or compute dtype)

@@ -58,8 +58,10 @@ void ModelRunner::Impl::capture_all() {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t mem0 = device_memory(*backend).used;
   int keys = 0;
+  size_t by_mode[2] = {0, 0};
   for (CUDAGraphMode runtime : {CUDAGraphMode::PIECEWISE, CUDAGraphMode::FULL}) {
     if (!dispatcher.initialized()) break;
+    const size_t before = device_memory(*backend).used;
     for (const BatchDescriptor& key : dispatcher.keys(runtime)) {
       // FULL graphs end in the sampler (inert rows); piecewise ones never hold it.
       const HostBatch hb = stage_dummy(key, runtime == CUDAGraphMode::FULL ? graph_tail_rows(key) : 0);
@@ -67,6 +69,9 @@ void ModelRunner::Impl::capture_all() {
       forward(runtime, key);
       ++keys;
     }
+    backend->stream().synchronize();
+    const size_t after = device_memory(*backend).used;
+    by_mode[runtime == CUDAGraphMode::FULL] = after > before ? after - before : 0;
   }
   backend->stream().synchronize();
   const size_t mem1 = device_memory(*backend).used;
@@ -74,9 +79,12 @@ void ModelRunner::Impl::capture_all() {
   stats.graph_memory_bytes = mem1 > mem0 ? mem1 - mem0 : 0;
   stats.num_graphs = static_cast<int>(total_graphs());
   serving = true;
-  spdlog::info("cudagraph mode {}: captured {} graphs for {} batch shapes in {:.3f} s, graph memory {:.1f} MiB",
-               mode_name(stats.resolved_mode), stats.num_graphs, keys, stats.capture_seconds,
-               double(stats.graph_memory_bytes) / (1024.0 * 1024.0));
+  spdlog::info(
+      "cudagraph mode {}: captured {} graphs for {} batch shapes in {:.3f} s, graph memory {:.1f} MiB "
+      "(PIECEWISE {:.1f}, FULL {:.1f})",
+      mode_name(stats.resolved_mode), stats.num_graphs, keys, stats.capture_seconds,
+      double(stats.graph_memory_bytes) / (1024.0 * 1024.0), double(by_mode[0]) / (1024.0 * 1024.0),
+      double(by_mode[1]) / (1024.0 * 1024.0));
 }
 
 }  // namespace gs

@@ -24,9 +24,9 @@ struct ScheduledRequest {
   const std::vector<int32_t>* block_ids = nullptr;  // the request's whole block table
   bool sample = false;                              // this step reaches the end of known tokens: sample one
   const SamplingParams* params = nullptr;
-  uint64_t seed = 0;          // per-request seed (params.seed or one the engine drew)
-  int num_output_tokens = 0;  // tokens generated so far (the sampling step's index)
-  int lora_id = 0;            // LoRA adapter: 0 the base model, else its id (LoraInputs)
+  uint64_t seed = 0;                                     // per-request seed (params.seed or one the engine drew)
+  int num_output_tokens = 0;                             // tokens generated so far (the sampling step's index)
+  int lora_id = 0;                                       // LoRA adapter: 0 the base model, else its id (LoraInputs)
   const std::vector<int32_t>* spec_token_ids = nullptr;  // proposed tokens after all_token_ids (or none)
 
   // Proposed tokens this step computes (those past the known tokens).

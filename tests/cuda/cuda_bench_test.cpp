@@ -152,7 +152,7 @@ TEST(CudaBench, Llama1BDecodeStep) {
         gpu->linear(att, ly.o, Tensor(), h);
         gpu->add_rms_norm(res, h, ly.n2, 1e-5f, h);
         gpu->linear(h, ly.gu, Tensor(), gu);
-        gpu->silu_mul(gu, a);
+        gpu->gated_activation(GatedActivation::Silu, gu, a);
         gpu->linear(a, ly.down, Tensor(), h);
       }
       gpu->add_rms_norm(res, h, final_norm, 1e-5f, h);

@@ -25,7 +25,7 @@ TEST(CudaGraph, AllocationDuringCaptureThrows) {
   EXPECT_NO_THROW(Tensor::empty({16}, DType::F32, alloc));
 }
 
-// norm -> linear (GEMV and cuBLASLt) -> silu_mul -> linear, captured once, replayed after the
+// norm -> linear (GEMV and cuBLASLt) -> gated activation -> linear, captured once, replayed after the
 // inputs in the persistent buffers change: equals an eager run on the same inputs.
 TEST(CudaGraph, ReplayEqualsEagerAfterInputsChange) {
   GS_REQUIRE_GPU();
@@ -44,7 +44,7 @@ TEST(CudaGraph, ReplayEqualsEagerAfterInputsChange) {
     auto forward = [&] {
       gpu->rms_norm(x, w_norm, 1e-5f, h);
       gpu->linear(h, w_up, Tensor(), gu);
-      gpu->silu_mul(gu, a);
+      gpu->gated_activation(GatedActivation::Silu, gu, a);
       gpu->linear(a, w_out, Tensor(), y);
     };
     gpu->copy(x, on(*gpu, randn(T * H, 10), {T, H}, DType::BF16));

@@ -64,19 +64,27 @@ TEST_P(CudaOps, Embedding) {
   EXPECT_EQ(read(*gpu, go), read(*cpu, co));  // a gather is exact
 }
 
+// H 2048, 576 and 8200 take the vector kernel (one and two chunks per thread), 100 the scalar
+// one; the residual in the compute dtype and in f32 (the model's residual stream).
 TEST_P(CudaOps, RmsNormAndFusedAdd) {
-  const int T = 5, H = 2048;
-  auto [cx, gx] = both(randn(T * H, 3), {T, H});
-  auto [cw, gw] = both(randn(H, 4, 0.5f), {H});
-  auto [cr, gr] = both(randn(T * H, 5), {T, H});
-  auto [co, go] = empty({T, H});
-  cpu->rms_norm(cx, cw, 1e-5f, co);
-  gpu->rms_norm(gx, gw, 1e-5f, go);
-  expect_close(co, go);
-  cpu->add_rms_norm(cr, cx, cw, 1e-5f, cx);  // x aliases out
-  gpu->add_rms_norm(gr, gx, gw, 1e-5f, gx);
-  expect_close(cx, gx);
-  expect_close(cr, gr);
+  const int T = 5;
+  for (int H : {2048, 576, 8200, 100}) {
+    for (bool f32_residual : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "H=" << H << (f32_residual ? " f32 residual" : ""));
+      auto [cx, gx] = both(randn(T * H, 3), {T, H});
+      auto [cw, gw] = both(randn(H, 4, 0.5f), {H});
+      const auto r = randn(T * H, 5);
+      Tensor cr = on(*cpu, r, {T, H}, DType::F32), gr = on(*gpu, r, {T, H}, f32_residual ? DType::F32 : dt());
+      auto [co, go] = empty({T, H});
+      cpu->rms_norm(cr, cw, 1e-5f, co);
+      gpu->rms_norm(gr, gw, 1e-5f, go);  // x is the residual itself
+      expect_close(co, go);
+      cpu->add_rms_norm(cr, cx, cw, 1e-5f, cx);  // x aliases out
+      gpu->add_rms_norm(gr, gx, gw, 1e-5f, gx);
+      expect_close(cx, gx);
+      expect_close(cr, gr);
+    }
+  }
 }
 
 // GEMV for M = 1, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
@@ -101,38 +109,108 @@ TEST_P(CudaOps, LinearAllPaths) {
 }
 
 // The fused QKV epilogue, with and without Qwen3's q/k norm, against the CPU reference.
+// Shapes of the vector kernel (D 64, 128, 256 with 1B / Qwen3 head counts; odd head counts
+// whose threads per token are not a whole number of warps) and of the scalar one (D 96).
 TEST_P(CudaOps, SplitQkvRope) {
-  const int T = 5, hq = 6, hkv = 2, D = 128;
-  std::vector<int32_t> pos = {0, 3, 100, 2047, 70000};
+  struct Case {
+    int T, hq, hkv, D;
+  };
   RopeConfig cfg;
   cfg.theta = 1000000.0f;
-  cfg.head_dim = D;
-  for (const auto [qk_norm, llama3_factor] : {std::pair{false, 0.0f}, {true, 0.0f}, {false, 32.0f}}) {
-    SCOPED_TRACE(testing::Message() << (qk_norm ? "q/k norm" : "plain") << ", llama3 factor " << llama3_factor);
-    cfg.llama3_factor = llama3_factor;
-    auto [cx, gx] = both(randn(T * (hq + 2 * hkv) * D, 70), {T, (hq + 2 * hkv) * D});
-    auto [cqn, gqn] = both(randn(D, 71), {D});
-    auto [ckn, gkn] = both(randn(D, 72), {D});
-    auto [cq, gq] = empty({T, hq * D});
-    auto [ck, gk] = empty({T, hkv * D});
-    auto [cv, gv] = empty({T, hkv * D});
-    cpu->split_qkv_rope(cx, on_i32(*cpu, pos, {T}), cfg, qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), 1e-6f, cq,
-                        ck, cv);
-    gpu->split_qkv_rope(gx, on_i32(*gpu, pos, {T}), cfg, qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), 1e-6f, gq,
-                        gk, gv);
-    expect_close(cq, gq);
-    expect_close(ck, gk);
-    EXPECT_EQ(read(*gpu, gv), read(*cpu, cv));  // v is a copy
+  for (const Case c :
+       {Case{5, 6, 2, 128}, Case{37, 32, 8, 64}, Case{9, 14, 2, 64}, Case{3, 4, 1, 256}, Case{4, 5, 1, 96}}) {
+    const int T = c.T, hq = c.hq, hkv = c.hkv, D = c.D;
+    cfg.head_dim = D;
+    std::vector<int32_t> pos(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) pos[size_t(t)] = (t * 7919) % 70001;
+    for (const auto [qk_norm, llama3_factor] : {std::pair{false, 0.0f}, {true, 0.0f}, {false, 32.0f}}) {
+      SCOPED_TRACE(testing::Message() << "T=" << T << " hq=" << hq << " hkv=" << hkv << " D=" << D
+                                      << (qk_norm ? " q/k norm" : " plain") << " llama3 factor " << llama3_factor);
+      cfg.llama3_factor = llama3_factor;
+      auto [cx, gx] = both(randn(T * (hq + 2 * hkv) * D, 70), {T, (hq + 2 * hkv) * D});
+      auto [cqn, gqn] = both(randn(D, 71), {D});
+      auto [ckn, gkn] = both(randn(D, 72), {D});
+      auto [cq, gq] = empty({T, hq * D});
+      auto [ck, gk] = empty({T, hkv * D});
+      auto [cv, gv] = empty({T, hkv * D});
+      cpu->split_qkv_rope(cx, on_i32(*cpu, pos, {T}), cfg, qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), 1e-6f,
+                          cq, ck, cv);
+      gpu->split_qkv_rope(gx, on_i32(*gpu, pos, {T}), cfg, qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), 1e-6f,
+                          gq, gk, gv);
+      expect_close(cq, gq);
+      expect_close(ck, gk);
+      EXPECT_EQ(read(*gpu, gv), read(*cpu, cv));  // v is a copy
+    }
   }
 }
 
-TEST_P(CudaOps, SiluMul) {
-  const int T = 4, I = 1000;
-  auto [cg, gg] = both(randn(T * 2 * I, 50, 2.0f), {T, 2 * I});
-  auto [co, go] = empty({T, I});
-  cpu->silu_mul(cg, co);
-  gpu->silu_mul(gg, go);
-  expect_close(co, go);
+// Both activations; I % 8 == 0 takes the 16-byte vector kernel, I = 1000 + 4 the scalar one.
+TEST_P(CudaOps, GatedActivation) {
+  const int T = 7;
+  for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+    for (int I : {1000, 1004, 8192}) {
+      SCOPED_TRACE(testing::Message() << "I=" << I << (act == GatedActivation::Silu ? " silu" : " gelu_tanh"));
+      auto [cg, gg] = both(randn(T * 2 * I, 50 + I, 2.0f), {T, 2 * I});
+      auto [co, go] = empty({T, I});
+      cpu->gated_activation(act, cg, co);
+      gpu->gated_activation(act, gg, go);
+      expect_close(co, go);
+    }
+  }
+}
+
+// The QKV GEMV with the RoPE epilogue at M = 1 (with and without bias), and the linear +
+// split_qkv_rope path (M = 3; q/k norm) against the CPU.
+TEST_P(CudaOps, LinearSplitQkvRope) {
+  struct Case {
+    int M, hq, hkv, D, K;
+    bool bias, qk_norm;
+  };
+  RopeConfig cfg;
+  cfg.theta = 500000.0f;
+  for (const Case c : {Case{1, 32, 8, 64, 512, false, false}, Case{1, 6, 2, 128, 264, true, false},
+                       Case{3, 4, 2, 64, 256, true, false}, Case{1, 4, 2, 64, 256, false, true}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << c.M << " hq=" << c.hq << " D=" << c.D << " bias=" << c.bias
+                                    << " qk_norm=" << c.qk_norm);
+    cfg.head_dim = c.D;
+    const int W = (c.hq + 2 * c.hkv) * c.D;
+    std::vector<int32_t> pos;
+    for (int m = 0; m < c.M; ++m) pos.push_back(1000 + 977 * m);
+    auto [cx, gx] = both(randn(size_t(c.M) * c.K, 90 + c.M), {c.M, c.K});
+    auto [cw, gw] = both(randn(size_t(W) * c.K, 91, 0.05f), {W, c.K});
+    Tensor cb, gb, cqn, gqn, ckn, gkn;
+    if (c.bias) std::tie(cb, gb) = both(randn(W, 92), {W});
+    if (c.qk_norm) std::tie(cqn, gqn) = both(randn(c.D, 93), {c.D}), std::tie(ckn, gkn) = both(randn(c.D, 94), {c.D});
+    auto [cs, gs] = empty({c.M, W});
+    auto [cq, gq] = empty({c.M, c.hq * c.D});
+    auto [ck, gk] = empty({c.M, c.hkv * c.D});
+    auto [cv, gv] = empty({c.M, c.hkv * c.D});
+    cpu->linear_split_qkv_rope(cx, cw, cb, on_i32(*cpu, pos, {c.M}), cfg, cqn, ckn, 1e-6f, cs, cq, ck, cv);
+    gpu->linear_split_qkv_rope(gx, gw, gb, on_i32(*gpu, pos, {c.M}), cfg, gqn, gkn, 1e-6f, gs, gq, gk, gv);
+    expect_close(cq, gq);
+    expect_close(ck, gk);
+    expect_close(cv, gv);
+  }
+}
+
+// The gated GEMV at M = 1 (gate and up rows in one warp, activation in the epilogue) and the
+// linear + gated_activation path above, both activations.
+TEST_P(CudaOps, LinearGatedActivation) {
+  struct Case {
+    int M, I, K;
+  };
+  for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+    for (const Case c : {Case{1, 1000, 2048}, Case{1, 96, 136}, Case{3, 256, 512}}) {
+      SCOPED_TRACE(testing::Message() << "M=" << c.M << " I=" << c.I << " K=" << c.K);
+      auto [cx, gx] = both(randn(size_t(c.M) * c.K, 80 + c.M), {c.M, c.K});
+      auto [cw, gw] = both(randn(size_t(2 * c.I) * c.K, 81, 0.05f), {2 * c.I, c.K});
+      auto [cs, gs] = empty({c.M, 2 * c.I});
+      auto [co, go] = empty({c.M, c.I});
+      cpu->linear_gated_activation(act, cx, cw, cs, co);
+      gpu->linear_gated_activation(act, gx, gw, gs, go);
+      expect_close(co, go);
+    }
+  }
 }
 
 TEST_P(CudaOps, GatherRows) {

@@ -178,10 +178,10 @@ class PrefillAttention : public ::testing::Test {
   void sync() { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
   // The kernel's output and cache equal the float64 reference on this case.
-  void check_against_reference(const Case& c, uint32_t seed) {
+  void check_against_reference(const Case& c, uint32_t seed, bool short_queries = false) {
     const HostBatch h = make_batch(c, seed);
     DeviceBatch d(*gpu, c, h);
-    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, short_queries, stream));
     sync();
     EXPECT_LT(rel_l2(read(*gpu, d.out), reference(c, h)), 1e-2);
     std::vector<float> kc = h.kc, vc = h.vc;
@@ -221,6 +221,20 @@ TEST_F(PrefillAttention, TwoTilesPerWarpMatchesReference) {
   unsetenv("GS_PREFILL_MT");
 }
 
+// Decode batches as the attention backend sends them at large batch (short_queries: 64-row
+// tiles): one or four new tokens per request, contexts from 1 to 3000, padded requests and tokens.
+TEST_F(PrefillAttention, DecodeBatchOnSmallTilesMatchesReference) {
+  std::vector<Req> decode, verify;
+  for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
+  for (int i = 0; i < 12; ++i) verify.push_back({4, 4 + (i * 211) % 900});
+  uint32_t seed = 1700;
+  for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {8, 8, 64}, {32, 8, 128}}) {
+    SCOPED_TRACE(testing::Message() << "hq " << hq << " hkv " << hkv << " D " << D);
+    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true);
+    check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, true);
+  }
+}
+
 TEST_F(PrefillAttention, ChunkAtEightThousandMatchesReference) {
   check_against_reference(Case{8, 1, 64, 16, {{96, 8192}, {1, 8000}, {33, 40}}, 1, 3}, 2000);
   check_against_reference(Case{4, 1, 128, 32, {{64, 8100}}, 0, 0}, 2001);
@@ -239,7 +253,7 @@ TEST_F(PrefillAttention, EightThousandPrefillEqualsDecodeKernel) {
                         Case{32, 8, 128, 32, {{4000, 4000}, {1, 7000}, {500, 6000}}, 3, 7}}) {
     const HostBatch h = make_batch(c, 4000);
     DeviceBatch d(*gpu, c, h), ref(*gpu, c, h);
-    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, false, stream));
     GS_CUDA_CHECK(cuda::paged_attention(ref.params(c, h), h.T, stream));
     sync();
     const auto got = read(*gpu, d.out), want = read(*gpu, ref.out);
@@ -270,9 +284,9 @@ TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
   hb.q.resize(ha.q.size()), hb.k.resize(ha.k.size()), hb.v.resize(ha.v.size());
 
   DeviceBatch d(*gpu, a, ha);
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, stream));  // eager warm-up
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, false, stream));  // eager warm-up
   gpu->stream().begin_capture();
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, stream));
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, false, stream));
   auto graph = gpu->stream().end_capture();
 
   DeviceBatch fresh(*gpu, b, hb);
@@ -324,7 +338,7 @@ TEST_F(PrefillAttention, BackendDispatchMatchesCpu) {
   EXPECT_LT(rel_l2(outs[0], outs[1]), 1e-2);
   expect_zero_tail(c, h, outs[0]);
   DeviceBatch d(*gpu, c, h);
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, stream));
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, false, stream));
   sync();
   EXPECT_TRUE(read(*gpu, d.out) == outs[0]) << "the backend did not run the prefill kernel";
 }

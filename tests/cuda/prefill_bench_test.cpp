@@ -73,12 +73,12 @@ TEST(PrefillBench, AttentionLayer) {
       p.scale = 0.125f;
       const double flop = 2.0 * double(T) * T * D * hq;  // causal: half of 4 T^2 D per head
       const double tc = median_ms(
-          s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
+          s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, false, s)); }, 20);
       double tc2 = 0.0;
       if (D == 64) {
         setenv("GS_PREFILL_MT", "1", 1);
         tc2 = median_ms(
-            s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, s)); }, 20);
+            s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, false, s)); }, 20);
         unsetenv("GS_PREFILL_MT");
       }
       const bool run_old = D == 64 && T <= 2048;  // the decode-style kernel takes ~60 ms at 8k

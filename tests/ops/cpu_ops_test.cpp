@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <random>
 
 #include "core/error.h"
@@ -156,17 +157,22 @@ TEST_F(CpuOps, Llama3RopeScalingKeepsHighAndSlowsLowFrequencies) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(b[i], a[i]);
 }
 
-TEST_F(CpuOps, SiluMul) {
+TEST_F(CpuOps, GatedActivations) {
   const int64_t T = 4, I = 9;
   Tensor gu = rand({T, 2 * I}), out = zeros({T, I});
-  be->silu_mul(gu, out);
-  std::vector<float> want;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < I; ++i) {
-      const double g = gu.data_as<float>()[t * 2 * I + i], u = gu.data_as<float>()[t * 2 * I + I + i];
-      want.push_back(float(g / (1 + std::exp(-g)) * u));
-    }
-  expect_near(out, want);
+  for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+    be->gated_activation(act, gu, out);
+    std::vector<float> want;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < I; ++i) {  // in double, from the definitions
+        const double g = gu.data_as<float>()[t * 2 * I + i], u = gu.data_as<float>()[t * 2 * I + I + i];
+        const double a = act == GatedActivation::Silu
+                             ? g / (1 + std::exp(-g))
+                             : 0.5 * g * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (g + 0.044715 * g * g * g)));
+        want.push_back(float(a * u));
+      }
+    expect_near(out, want);
+  }
 }
 
 TEST_F(CpuOps, UploadConvertsAndCopyMovesBytes) {

@@ -9,6 +9,7 @@
 // each of which cost ~3-4 us of node latency at bs 1. Prefill, decode and mixed batches run the
 // same kernel; it reads every per-batch value from device buffers.
 #include <cfloat>
+#include <cstdlib>
 
 #include "attention/cuda/attention_kernels.h"
 #include "ops/cuda/device_util.cuh"
@@ -19,9 +20,29 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kGroup = 8;          // query heads per CTA (GQA group, split when larger)
-constexpr int kMaxSplits = 16;     // CTAs per context at most
-constexpr int kSplitTarget = 256;  // CTAs to aim for (about two per SM of an H100/H200)
+constexpr int kGroup = 8;  // query heads per CTA (GQA group, split when larger)
+// Splits: up to max_splits() CTAs per context (16), aiming at split_target() CTAs in all (256,
+// about two per SM of an H100/H200). GS_MAX_SPLITS / GS_SPLIT_TARGET raise them up to the
+// capacities below (workspace, counters, shared arrays). H200, llama3.2-1b bs 1 (NOTES.md): 64 /
+// 512 cut the decode step at context 8k from 2.47 to 2.16 ms but cost 0.07 ms at context 128 (the
+// FULL graphs' split count follows max_model_len, not the context), so they are not the default.
+constexpr int kMaxSplits = 64;
+constexpr int kSplitTarget = 512;
+static_assert(kSplitTarget <= kSplitCounters, "a split launch needs up to kSplitTarget arrival counters");
+
+int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : fallback;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+int max_splits() {
+  static const int v = env_int("GS_MAX_SPLITS", 1, kMaxSplits, 16);
+  return v;
+}
+int split_target() {
+  static const int v = env_int("GS_SPLIT_TARGET", 1, kSplitTarget, 256);
+  return v;
+}
 
 // Largest r in [0, n] with qsl[r] <= t (qsl is non-decreasing, qsl[0] = 0).
 __device__ int find_request(const int32_t* qsl, int n, int t) {
@@ -90,8 +111,8 @@ __device__ void finish_split(const PagedAttentionParams& p, const float* ml, con
   __syncthreads();
   if (!last) return;
   __threadfence();
-  // Weights of every (head, split) first, in parallel (nh * S <= 128 = blockDim), so each output
-  // element is one pass of independent loads (a serial chain of L2 loads per element cost
+  // Weights of every (head, split) first, in parallel, so each output element is one pass of
+  // independent loads (a serial chain of L2 loads per element cost
   // ~3 us per layer at bs 1).
   __shared__ float m_w[kGroup][kMaxSplits], l_w[kGroup][kMaxSplits], den_w[kGroup];
   const int D = p.D;
@@ -119,10 +140,11 @@ __device__ void finish_split(const PagedAttentionParams& p, const float* ml, con
     const int h = e / D, d = e % D;
     const float* pa = pacc + (base0 + int64_t(h) * S) * D + d;
     float num = 0.0f;
-#pragma unroll 4
-    for (int sp = 0; sp < S; ++sp) {
-      const float v = __ldcg(pa + int64_t(sp) * D);  // unwritten (empty) splits weigh 0
-      num += l_w[h][sp] > 0.0f ? l_w[h][sp] * v : 0.0f;
+#pragma unroll 16
+    for (int sp = 0; sp < S; ++sp) {  // empty splits (unwritten) weigh 0 and are not read
+      const float w = l_w[h][sp];
+      const float v = w > 0.0f ? __ldcg(pa + int64_t(sp) * D) : 0.0f;
+      num += w * v;
     }
     out[e] = from_f<T>(den_w[h] > 0.0f ? num / den_w[h] : 0.0f);
   }
@@ -314,9 +336,10 @@ size_t split_workspace_floats(int D) {
 int attention_splits(int T, int hq, int hkv, int max_context) {
   const int G = hq / hkv;
   const int base = T * hkv * ((G + kGroup - 1) / kGroup);
-  if (base <= 0 || base >= kSplitTarget) return 1;
-  int S = (kSplitTarget + base - 1) / base;
-  S = S < kMaxSplits ? S : kMaxSplits;
+  const int target = split_target(), most = max_splits();
+  if (base <= 0 || base >= target) return 1;
+  int S = (target + base - 1) / base;
+  S = S < most ? S : most;
   const int by_ctx = (max_context + 31) / 32;
   S = S < by_ctx ? S : by_ctx;
   return S > 1 ? S : 1;

@@ -25,12 +25,26 @@ void need(const Tensor& t, DType d, const char* name) {
 // prefill kernel; shorter ones (decode, speculative verification) the flash-decoding kernel.
 constexpr int kPrefillMinQueryLen = 16;
 
-// GS_PREFILL_ATTENTION=0 keeps every batch on the flash-decoding kernel (A/B timing).
+// Decode batches (short queries) of at least this many (request, kv head) pairs also run the
+// tensor-core kernel: one CTA per pair streams its K/V tiles through cp.async stages, where the
+// flash-decoding kernel's per-key dot-product chains are latency-bound at large batch. Fewer
+// pairs keep flash-decoding, whose context splits fill the GPU. Decided from num_reqs_padded (the
+// graph's row count inside FULL graphs), so captures and replays agree.
+constexpr int kTensorCoreDecodeMinPairs = 256;
+
+// Whether GS_<name>=0 is set (A/B timing switches, read once).
+bool env_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, "0") == 0;
+}
+// GS_PREFILL_ATTENTION=0 keeps every batch on the flash-decoding kernel.
 bool prefill_kernel_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GS_PREFILL_ATTENTION");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_off("GS_PREFILL_ATTENTION");
+  return on;
+}
+// GS_TC_DECODE=0 keeps decode batches on flash-decoding whatever their size.
+bool tensor_core_decode_enabled() {
+  static const bool on = !env_off("GS_TC_DECODE");
   return on;
 }
 
@@ -91,9 +105,11 @@ class CudaAttention final : public AttentionBackend {
     p.window = window;
     p.softcap = shape_.softcap;
     // The tensor-core prefill kernel has no logit soft-capping (Gemma 2 stays on the paged kernel).
-    if (md.max_query_len >= kPrefillMinQueryLen && prefill_kernel_enabled() && shape_.softcap == 0.0f &&
+    const bool long_queries = md.max_query_len >= kPrefillMinQueryLen;
+    const bool wide_decode = tensor_core_decode_enabled() && p.num_reqs_padded * hkv >= kTensorCoreDecodeMinPairs;
+    if ((long_queries || wide_decode) && prefill_kernel_enabled() && shape_.softcap == 0.0f &&
         cuda::prefill_attention_supported(p)) {
-      GS_CUDA_CHECK(cuda::prefill_attention(p, window, int(T), stream_));
+      GS_CUDA_CHECK(cuda::prefill_attention(p, window, int(T), /*short_queries=*/!long_queries, stream_));
       return;
     }
     GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));

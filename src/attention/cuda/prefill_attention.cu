@@ -403,11 +403,12 @@ bool prefill_attention_supported(const PagedAttentionParams& p) {
   return true;
 }
 
-cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
   if (p.D == 128) return launch<128, 1>(p, window, T, s);
-  return tiles_per_warp_d64() == 2 ? launch<64, 2>(p, window, T, s) : launch<64, 1>(p, window, T, s);
+  const bool two = !short_queries && tiles_per_warp_d64() == 2;
+  return two ? launch<64, 2>(p, window, T, s) : launch<64, 1>(p, window, T, s);
 }
 
 }  // namespace gs::cuda

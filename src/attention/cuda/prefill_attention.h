@@ -22,6 +22,8 @@ bool prefill_attention_supported(const PagedAttentionParams& p);
 // attention of each request's new queries over its context, zero rows for tokens of no request
 // and for queries with an empty context. window > 0: a query at position p sees only keys in
 // (p - window, p]; <= 0: no window.
-cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s);
+// short_queries: every request has few new tokens (decode, speculative verification), so the
+// smaller 64-row tile is used (most rows of a tile are empty then).
+cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s);
 
 }  // namespace gs::cuda

@@ -172,22 +172,13 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void silu_mul(const Tensor& gate_up, const Tensor& out) override {
-    check_f32(gate_up, "silu_mul", "gate_up"), check_f32(out, "silu_mul", "out");
+  void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out) override {
+    check_f32(gate_up, "gated_activation", "gate_up"), check_f32(out, "gated_activation", "out");
     const int64_t T = out.dim(0), I = out.dim(1);
-    check_2d(gate_up, T, 2 * I, "silu_mul", "gate_up");
+    check_2d(gate_up, T, 2 * I, "gated_activation", "gate_up");
     auto* g = f(gate_up);
     auto* o = fm(out);
-    stream_.launch([=] { cpu::silu_mul(g, o, T, I); });
-  }
-
-  void gelu_tanh_mul(const Tensor& gate_up, const Tensor& out) override {
-    check_f32(gate_up, "gelu_tanh_mul", "gate_up"), check_f32(out, "gelu_tanh_mul", "out");
-    const int64_t T = out.dim(0), I = out.dim(1);
-    check_2d(gate_up, T, 2 * I, "gelu_tanh_mul", "gate_up");
-    auto* g = f(gate_up);
-    auto* o = fm(out);
-    stream_.launch([=] { cpu::gelu_tanh_mul(g, o, T, I); });
+    stream_.launch([=] { cpu::gated_activation(act, g, o, T, I); });
   }
 
   void scale(const Tensor& x, float alpha) override {

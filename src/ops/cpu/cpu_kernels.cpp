@@ -79,28 +79,26 @@ void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_
   }
 }
 
-void silu_mul(const float* gate_up, float* out, int64_t T, int64_t I) {
+namespace {
+
+template <GatedActivation A>
+void gated_rows(const float* gate_up, float* out, int64_t T, int64_t I) {
 #pragma omp parallel for if (T * I > kParallelElems)
   for (int64_t t = 0; t < T; ++t) {
     const float* g = gate_up + t * 2 * I;
     const float* u = g + I;
     float* o = out + t * I;
-    for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < I; ++i) o[i] = gated_act<A>(g[i], u[i]);
   }
 }
 
-void gelu_tanh_mul(const float* gate_up, float* out, int64_t T, int64_t I) {
-  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-#pragma omp parallel for if (T * I > kParallelElems)
-  for (int64_t t = 0; t < T; ++t) {
-    const float* g = gate_up + t * 2 * I;
-    const float* u = g + I;
-    float* o = out + t * I;
-    for (int64_t i = 0; i < I; ++i) {
-      const float x = g[i];
-      o[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * u[i];
-    }
-  }
+}  // namespace
+
+void gated_activation(GatedActivation act, const float* gate_up, float* out, int64_t T, int64_t I) {
+  if (act == GatedActivation::GeluTanh)
+    gated_rows<GatedActivation::GeluTanh>(gate_up, out, T, I);
+  else
+    gated_rows<GatedActivation::Silu>(gate_up, out, T, I);
 }
 
 void gather_rows(const float* x, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t H) {

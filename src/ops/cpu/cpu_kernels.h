@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/gated_activation.h"
+
 namespace gs::cpu {
 
 void embedding(const int32_t* ids, const float* table, float* out, int64_t T, int64_t V, int64_t H);
@@ -18,8 +20,8 @@ void linear(const float* x, const float* w, const float* b, float* y, int64_t T,
 // Rotate-half RoPE in place on `heads` heads of width D per row; inv_freq has D/2 entries.
 // With long_from > 0, inv_freq has D entries and positions >= long_from use the second half.
 void rope(float* x, const int32_t* pos, const float* inv_freq, int64_t T, int64_t heads, int64_t D, int long_from = 0);
-void silu_mul(const float* gate_up, float* out, int64_t T, int64_t I);
-void gelu_tanh_mul(const float* gate_up, float* out, int64_t T, int64_t I);
+// out[t, i] = act(gate_up[t, i]) * gate_up[t, I + i]
+void gated_activation(GatedActivation act, const float* gate_up, float* out, int64_t T, int64_t I);
 void gather_rows(const float* x, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t H);
 
 }  // namespace gs::cpu

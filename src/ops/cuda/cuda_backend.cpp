@@ -1,6 +1,7 @@
 // Implements ops/cuda/cuda_backend.h.
 #include "ops/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -185,26 +186,62 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void silu_mul(const Tensor& gate_up, const Tensor& out) override {
-    need(gate_up, dtype_, "silu_mul", "gate_up");
-    need(out, dtype_, "silu_mul", "out");
+  void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out) override {
+    need(gate_up, dtype_, "gated_activation", "gate_up");
+    need(out, dtype_, "gated_activation", "out");
     const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
-    need_rows(gate_up, T, 2 * I, "silu_mul", "gate_up");
+    need_rows(gate_up, T, 2 * I, "gated_activation", "gate_up");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::silu_mul<E>(ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
+      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
     });
   }
 
-  void gelu_tanh_mul(const Tensor& gate_up, const Tensor& out) override {
-    need(gate_up, dtype_, "gelu_tanh_mul", "gate_up");
-    need(out, dtype_, "gelu_tanh_mul", "out");
-    const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
-    need_rows(gate_up, T, 2 * I, "gelu_tanh_mul", "gate_up");
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      GS_CUDA_CHECK(cuda::gelu_tanh_mul<E>(ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
-    });
+  // One GEMV with the RoPE epilogue at M = 1 without q/k norm (decode); linear then
+  // split_qkv_rope otherwise (and with GS_DECODE_FUSION=0).
+  void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
+                             const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
+    const char* op = "linear_split_qkv_rope";
+    need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(positions, DType::I32, op, "positions");
+    for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) need(*t, dtype_, op, n);
+    const int D = cfg.head_dim;
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
+    const int64_t QW = q.row_elems(), KW = k.row_elems();
+    const bool fits = D > 0 && D % 2 == 0 && QW % D == 0 && KW % D == 0 && v.row_elems() == KW &&
+                      w.dim(0) == QW + 2 * KW && w.row_elems() == K && positions.numel() == M && q.dim(0) == M &&
+                      k.dim(0) == M && v.dim(0) == M && (!bias.defined() || bias.numel() == w.dim(0));
+    if (decode_fusion_ && M > 0 && K > 0 && fits && !q_norm.defined() &&
+        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+      if (bias.defined()) need(bias, dtype_, op, "bias");
+      const Tensor& inv = inv_freq(cfg);
+      by_dtype([&](auto e) {
+        using E = decltype(e);
+        GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr,
+                                             ptr<int32_t>(positions), ptr<float>(inv), ptr<E>(q), ptr<E>(k), ptr<E>(v),
+                                             int(M), int(QW / D), int(KW / D), D, int(K), cfg.long_from, s()));
+      });
+      return;
+    }
+    Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
+  }
+
+  // One gated GEMV at M = 1 (decode); linear then gated_activation otherwise (and with
+  // GS_DECODE_FUSION=0, for A/B timing).
+  void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
+                               const Tensor& out) override {
+    const char* op = "linear_gated_activation";
+    need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
+    if (decode_fusion_ && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M &&
+        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+      by_dtype([&](auto e) {
+        using E = decltype(e);
+        GS_CUDA_CHECK(cuda::gemv_gated<E>(act, ptr<E>(x), ptr<E>(w), ptr<E>(out), int(M), int(I), int(K), s()));
+      });
+      return;
+    }
+    Backend::linear_gated_activation(act, x, w, gate_up, out);
   }
 
   void scale(const Tensor& x, float alpha) override { scale_softcap(x, alpha, 0.0f, "scale"); }
@@ -298,6 +335,10 @@ class CudaBackend final : public Backend {
 
   int device_;
   DType dtype_;
+  bool decode_fusion_ = [] {
+    const char* e = std::getenv("GS_DECODE_FUSION");
+    return !(e && e[0] == '0');
+  }();
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;

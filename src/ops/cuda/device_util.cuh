@@ -48,6 +48,40 @@ __device__ __forceinline__ void unpack_vec(const uint4& v, float* f) {
   }
 }
 
+// Packs kVecElems<T> fp32 values into a 16-byte vector of T (bf16 rounded to nearest even).
+template <typename T>
+__device__ __forceinline__ uint4 pack_vec(const float* f) {
+  if constexpr (sizeof(T) == 2) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = uint32_t(f2bf(f[2 * i])) | (uint32_t(f2bf(f[2 * i + 1])) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+}
+
+// 8 consecutive elements of T (one 16-byte vector of bf16, two of f32) to / from fp32; p is
+// 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float* f) {
+  const uint4* v = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < 8 / kVecElems<T>; ++i) unpack_vec<T>(v[i], f + i * kVecElems<T>);
+}
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float* f) {
+  uint4* v = reinterpret_cast<uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < 8 / kVecElems<T>; ++i) v[i] = pack_vec<T>(f + i * kVecElems<T>);
+}
+
+// Whether every pointer is 16-byte aligned (the vector paths' precondition).
+template <typename... P>
+__host__ __device__ inline bool vec_aligned(const P*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ops/gated_activation.h"
+
 namespace gs::cuda {
 
 using bf16_t = uint16_t;
@@ -23,26 +25,16 @@ cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, c
 // residual += x; out = rms_norm(residual). x may alias out; residual is T or float.
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
-// In place over every head of D elements: x [T, n_heads * D].
-template <typename T>
-cudaError_t head_rms_norm(T* x, const T* w, float eps, int T_, int n_heads, int D, cudaStream_t s);
-// Rotate-half rotary embedding, in place. inv_freq [D / 2] f32 (with long_from > 0, [D]:
-// positions >= long_from use the second half, longrope's long factors).
-template <typename T>
-cudaError_t rope(T* q, T* k, const int32_t* positions, const float* inv_freq, int T_, int hq, int hkv, int D,
-                 int long_from, cudaStream_t s);
 // Fused QKV epilogue: qkv [T, (hq + 2 hkv) D] -> q [T, hq D], k, v [T, hkv D]; per-head RMSNorm
 // of q and k when q_norm (and k_norm) are non-null, then rotate-half RoPE of q and k. D <= 256.
 template <typename T>
 cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
                            const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
                            cudaStream_t s);
-// out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i].
+// out[t, i] = act(gate_up[t, i]) * gate_up[t, I + i]; 16-byte vectors when I % 8 == 0 and
+// both pointers are 16-byte aligned.
 template <typename T>
-cudaError_t silu_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
-// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i] (GeGLU).
-template <typename T>
-cudaError_t gelu_tanh_mul(const T* gate_up, T* out, int T_, int I, cudaStream_t s);
+cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s);
 // In place over n elements: x *= alpha, or x = cap * tanh(x / cap) when cap > 0.
 template <typename T>
 cudaError_t scale_softcap(T* x, int64_t n, float alpha, float cap, cudaStream_t s);
@@ -52,8 +44,6 @@ cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStre
 
 // out[i, :] = x[idx[i], :] for rows of row_bytes bytes; idx outside [0, T) gives zeros.
 cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T, int64_t row_bytes, cudaStream_t s);
-// out[i] = first index of the maximum of row i (x is f32 when x_f32, else bf16).
-cudaError_t argmax(const void* x, bool x_f32, int32_t* out, int n, int V, cudaStream_t s);
 
 // Small-M GEMV: y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for M <= kGemvMaxM rows.
 // Needs K a multiple of a 16-byte vector and 16-byte aligned x and w (gemv_supported says
@@ -64,5 +54,15 @@ constexpr int kGemvMaxM = 1;
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w);
 template <typename T>
 cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s);
+// Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
+// fused gate/up weight w [2I, K] and out [M, I].
+// QKV GEMV with split_qkv_rope's epilogue (no q/k norm), M = 1: the rotary pair of rows (i,
+// i + D/2) of every head in one warp, q and k rotated at positions[0] (inv_freq as rope), all
+// three written split; bias [(hq + 2 hkv) D] or null.
+template <typename T>
+cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* positions, const float* inv_freq, T* q,
+                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s);
+template <typename T>
+cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s);
 
 }  // namespace gs::cuda

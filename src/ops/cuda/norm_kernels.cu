@@ -1,4 +1,8 @@
-// RMSNorm kernels: one block per row (fp32 sums), and one warp per head for head_rms_norm.
+// RMSNorm kernels: one block per row (fp32 sums).
+// Rows of a multiple of 8 elements (aligned) take the vector path: 16-byte loads, each thread's
+// 8-element chunks kept in registers between the sum and the scaling (one pass over memory).
+#include <algorithm>
+
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
@@ -37,19 +41,52 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
   }
 }
 
-template <typename T>
-__global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, int D) {
-  const int warp = int(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
-  const int lane = threadIdx.x & 31;
-  if (warp >= n_rows) return;
-  T* h = x + int64_t(warp) * D;
+constexpr int kMaxChunks = 4;  // 8-element chunks per thread: H <= 8 * 4 * 1024
+
+template <typename T, typename X, typename R>
+__global__ void rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t base = int64_t(blockIdx.x) * H;
+  float v[kMaxChunks][8];
   float ss = 0.0f;
-  for (int i = lane; i < D; i += 32) {
-    const float v = to_f(h[i]);
-    ss += v * v;
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int e = (threadIdx.x + j * blockDim.x) * 8;
+    if (e >= H) break;
+    load8(x + base + e, v[j]);
+    if (residual) {
+      float r[8];
+      load8(residual + base + e, r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] = v[j][i] = to_f(from_f<R>(r[i] + v[j][i]));
+      store8(residual + base + e, r);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
   }
-  const float inv = rsqrtf(warp_sum(ss) / float(D) + eps);
-  for (int i = lane; i < D; i += 32) h[i] = from_f<T>(to_f(h[i]) * inv * to_f(w[i]));
+  const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int e = (threadIdx.x + j * blockDim.x) * 8;
+    if (e >= H) break;
+    float wf[8];
+    load8(w + e, wf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
+    store8(out + base + e, v[j]);
+  }
+}
+
+// One row per block; the vector kernel when H % 8 == 0, H fits kMaxChunks chunks per thread and
+// every row is 16-byte aligned.
+template <typename T, typename X, typename R>
+cudaError_t launch_norm(R* residual, const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
+  const int chunks = H / 8;
+  const int threads = std::min(1024, (chunks + 31) / 32 * 32);
+  if (H % 8 == 0 && chunks <= kMaxChunks * threads && vec_aligned(x, w, out) && (!residual || vec_aligned(residual)))
+    return launch_pdl(rms_norm_vec_kernel<T, X, R>, T_, threads, 0, s, residual, x, w, eps, out, H);
+  return launch_pdl(rms_norm_kernel<T, X, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
 }
 
 }  // namespace
@@ -57,22 +94,13 @@ __global__ void head_rms_norm_kernel(T* x, const T* w, float eps, int n_rows, in
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_pdl(rms_norm_kernel<T, X, float>, T_, kNormThreads, 0, s, static_cast<float*>(nullptr), x, w, eps, out,
-                    H);
+  return launch_norm<T, X, float>(nullptr, x, w, eps, out, T_, H, s);
 }
 
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_pdl(rms_norm_kernel<T, T, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
-}
-
-template <typename T>
-cudaError_t head_rms_norm(T* x, const T* w, float eps, int T_, int n_heads, int D, cudaStream_t s) {
-  const int rows = T_ * n_heads;
-  constexpr int kWarps = 8;
-  if (rows > 0) head_rms_norm_kernel<T><<<(rows + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(x, w, eps, rows, D);
-  return cudaGetLastError();
+  return launch_norm<T, T, R>(residual, x, w, eps, out, T_, H, s);
 }
 
 #define GS_INSTANTIATE(T, R)                                                                  \
@@ -82,7 +110,5 @@ GS_INSTANTIATE(bf16_t, bf16_t)
 GS_INSTANTIATE(bf16_t, float)
 GS_INSTANTIATE(float, float)
 #undef GS_INSTANTIATE
-template cudaError_t head_rms_norm<bf16_t>(bf16_t*, const bf16_t*, float, int, int, int, cudaStream_t);
-template cudaError_t head_rms_norm<float>(float*, const float*, float, int, int, int, cudaStream_t);
 
 }  // namespace gs::cuda

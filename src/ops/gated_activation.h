@@ -1,0 +1,30 @@
+// The gated MLP activation, act(gate) * up, as one definition for every backend: the enum that
+// names the gate's activation and its scalar math, compiled for the host (CPU backend) and the
+// device (CUDA kernels) alike so both compute the same function.
+#pragma once
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define GS_HOST_DEVICE __host__ __device__
+#else
+#define GS_HOST_DEVICE
+#endif
+
+namespace gs {
+
+// SwiGLU's SiLU (Llama, Qwen, Mistral, Phi-3) or GeGLU's tanh-approximated GELU (Gemma's
+// gelu_pytorch_tanh).
+enum class GatedActivation { Silu, GeluTanh };
+
+// act(g) * u in fp32.
+template <GatedActivation A>
+GS_HOST_DEVICE inline float gated_act(float g, float u) {
+  if constexpr (A == GatedActivation::Silu) {
+    return g / (1.0f + expf(-g)) * u;
+  } else {
+    const float k = 0.7978845608028654f;  // sqrt(2 / pi), as torch's gelu(approximate='tanh')
+    return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
+  }
+}
+
+}  // namespace gs
