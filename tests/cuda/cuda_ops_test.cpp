@@ -123,7 +123,7 @@ TEST_P(CudaOps, SplitQkvRope) {
     cfg.head_dim = D;
     std::vector<int32_t> pos(static_cast<size_t>(T));
     for (int t = 0; t < T; ++t) pos[size_t(t)] = (t * 7919) % 70001;
-    for (const auto [qk_norm, llama3_factor] : {std::pair{false, 0.0f}, {true, 0.0f}, {false, 32.0f}}) {
+    for (const auto& [qk_norm, llama3_factor] : {std::pair{false, 0.0f}, {true, 0.0f}, {false, 32.0f}}) {
       SCOPED_TRACE(testing::Message() << "T=" << T << " hq=" << hq << " hkv=" << hkv << " D=" << D
                                       << (qk_norm ? " q/k norm" : " plain") << " llama3 factor " << llama3_factor);
       cfg.llama3_factor = llama3_factor;
