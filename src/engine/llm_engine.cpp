@@ -201,6 +201,8 @@ EngineStats LLMEngine::stats() const {
   s.prompt_tokens = i.prompt_tokens;
   s.generation_tokens = i.generation_tokens;
   s.graphs = i.exec->stats();
+  s.rank_step_seconds = i.exec->rank_step_seconds();
+  s.fatal_error = i.exec->fatal_error();
   return s;
 }
 

@@ -55,7 +55,9 @@ struct EngineStats {
   int kv_blocks_free = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
-  RunnerStats graphs;  // forward steps per runtime mode, padding, captures (from the runner)
+  RunnerStats graphs;                     // forward steps per runtime mode, padding, captures (from the runner)
+  std::vector<double> rank_step_seconds;  // tensor parallelism: each rank's last step
+  std::string fatal_error;                // non-empty: the engine cannot run (a worker died or hung)
 };
 
 class LLMEngine {

@@ -27,7 +27,7 @@ Tokenizer load_tokenizer(const EngineConfig& cfg, const ModelConfig& model) {
 LLMEngine::LLMEngine(const EngineConfig& cfg) {
   cfg.validate();
   const SamplingParams defaults = load_sampling_defaults(cfg.generation_config, cfg.model);
-  auto exec = make_runner_executor(cfg);
+  auto exec = make_executor(cfg);
   Tokenizer tok = load_tokenizer(cfg, exec->model_config());
   impl_ = std::make_unique<Impl>(cfg, std::move(exec), tok);
   impl_->sampling_defaults = defaults;

@@ -13,6 +13,7 @@ class RunnerExecutor final : public Executor {
   int block_size() const override { return runner_.block_size(); }
   int max_model_len() const override { return runner_.max_model_len(); }
   RunnerStats stats() const override { return runner_.stats(); }
+  std::string device_name() const override { return runner_.device_name(); }
 
  private:
   ModelRunner runner_;

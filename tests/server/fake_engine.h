@@ -62,8 +62,10 @@ class FakeEngine : public EngineClient {
     s.num_running = static_cast<int>(live_.size());
     s.kv_blocks_total = 1000;
     s.kv_blocks_free = 1000 - static_cast<int>(live_.size());
+    s.fatal_error = fatal_error;
     return s;
   }
+  std::string fatal_error;  // set by a test: the engine failed (a tensor-parallel worker died)
   int live() const {
     std::lock_guard l(mu_);
     return static_cast<int>(live_.size());
