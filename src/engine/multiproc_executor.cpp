@@ -36,8 +36,8 @@ class MultiprocExecutor final : public Executor {
  public:
   explicit MultiprocExecutor(const EngineConfig& cfg)
       : cfg_(cfg), mcfg_(driver_model_config(cfg)), world_(cfg.tensor_parallel_size) {
-    GS_CHECK(cfg.nnodes >= 1 && world_ % cfg.nnodes == 0, "--tensor-parallel-size {} must split evenly over --nnodes {}",
-             world_, cfg.nnodes);
+    GS_CHECK(cfg.nnodes >= 1 && world_ % cfg.nnodes == 0,
+             "--tensor-parallel-size {} must split evenly over --nnodes {}", world_, cfg.nnodes);
     GS_CHECK(cfg.node_rank == 0, "graphserve serve / generate run on node 0; other nodes run `graphserve worker`");
     GS_CHECK(cfg.nnodes == 1 || cfg.master_port > 0, "--nnodes {} needs --master-port (and --master-addr)", cfg.nnodes);
     listener_ = std::make_unique<Listener>(cfg.nnodes == 1 ? "127.0.0.1" : "0.0.0.0", cfg.master_port);
@@ -142,7 +142,7 @@ class MultiprocExecutor final : public Executor {
       const Message m = conns_[size_t(r)].recv(kStartupTimeoutS, peer(r));
       GS_CHECK(m.type == MsgType::Ready, "{} failed to start: {}", peer(r), m.payload);
       const WorkerLimits l = decode_limits(m.payload);
-      if (r == 0) limits_ = l;
+      if (r == 0) limits_ = l, stats_ = l.stats;
       limits_.num_kv_blocks = std::min(limits_.num_kv_blocks, l.num_kv_blocks);
       spdlog::info("tensor parallel: rank {} of {} on {} ({} KV blocks)", r, world_, l.device, l.num_kv_blocks);
     }
@@ -159,8 +159,9 @@ class MultiprocExecutor final : public Executor {
       try {
         return listener_->accept(1.0, "");
       } catch (const Error&) {
-        GS_CHECK(waited < kStartupTimeoutS, "{} of {} tensor-parallel workers did not connect within {:.0f} s (port {})",
-                 missing, world_, kStartupTimeoutS, listener_->port());
+        GS_CHECK(waited < kStartupTimeoutS,
+                 "{} of {} tensor-parallel workers did not connect within {:.0f} s (port {})", missing, world_,
+                 kStartupTimeoutS, listener_->port());
       }
     }
   }

@@ -79,7 +79,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
 
 std::string encode_limits(const WorkerLimits& l) {
   WireWriter w;
-  w.put(l.num_kv_blocks), w.put(l.block_size), w.put(l.max_model_len), w.put(l.device);
+  w.put(l.num_kv_blocks), w.put(l.block_size), w.put(l.max_model_len), w.put(l.device), w.put(l.stats);
   return std::move(w.str());
 }
 
@@ -88,6 +88,7 @@ WorkerLimits decode_limits(const std::string& s) {
   WorkerLimits l;
   l.num_kv_blocks = r.get<int>(), l.block_size = r.get<int>(), l.max_model_len = r.get<int>();
   l.device = r.get_str();
+  l.stats = r.get<RunnerStats>();
   return l;
 }
 
@@ -136,8 +137,11 @@ std::string BatchEncoder::encode(const SchedulerOutput& batch) {
   w.put_vec(dropped);
   w.put<uint64_t>(batch.requests.size());
   for (const ScheduledRequest& r : batch.requests) {
-    const auto [it, fresh] = sent_.try_emplace(r.id, 0);
+    auto [it, fresh] = sent_.try_emplace(r.id, 0);
     const std::vector<int32_t>& toks = *r.all_token_ids;
+    // A request that starts over (nothing computed: new, recomputed after preemption, or an id
+    // a benchmark reuses) is sent whole again.
+    if (!fresh && (r.num_computed_tokens == 0 || toks.size() < it->second)) fresh = true, it->second = 0;
     w.put(r.id), w.put<uint8_t>(fresh), w.put(r.num_prompt_tokens), w.put(r.num_computed_tokens);
     w.put(r.num_new_tokens), w.put<uint8_t>(r.sample), w.put(r.seed), w.put(r.num_output_tokens), w.put(r.lora_id);
     if (fresh) put_params(w, *r.params);

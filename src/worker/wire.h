@@ -83,6 +83,7 @@ RunnerConfig decode_runner_config(const std::string& s);
 struct WorkerLimits {
   int num_kv_blocks = 0, block_size = 0, max_model_len = 0;
   std::string device;  // "cuda:0 (NVIDIA H200)"
+  RunnerStats stats;   // after start-up (graphs captured)
 };
 std::string encode_limits(const WorkerLimits& l);
 WorkerLimits decode_limits(const std::string& s);

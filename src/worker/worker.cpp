@@ -84,7 +84,7 @@ int run_worker(const WorkerArgs& a) {
     throw;
   }
   conn.send(MsgType::Ready, encode_limits({runner->num_kv_blocks(), runner->block_size(), runner->max_model_len(),
-                                           runner->device_name()}));
+                                           runner->device_name(), runner->stats()}));
   BatchDecoder decoder;
   for (;;) {
     Message m = conn.recv(kIdleTimeoutS, "the driver");

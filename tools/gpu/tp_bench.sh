@@ -27,7 +27,7 @@ common="--load-format dummy --max-num-seqs 128 --max-model-len 512 -cc.cudagraph
 echo "== greedy 128 tokens, $preset, TP=1 vs TP=N"
 for tp in 1 $tps; do
   # shellcheck disable=SC2086
-  timeout 300 "$gs" generate --preset "$preset" $common --tensor-parallel-size "$tp" --temperature 0 --ignore-eos \
+  timeout 150 "$gs" generate --preset "$preset" $common --tensor-parallel-size "$tp" --temperature 0 --ignore-eos \
     --max-tokens 128 --logprobs 5 -p "The tensor-parallel model" -p "Once upon a time" \
     --output-json "$out/gen_tp$tp.json" >/dev/null 2>"$out/gen_tp$tp.log" || { echo "generate tp $tp failed"; tail -n 5 "$out/gen_tp$tp.log"; }
   grep -E "tensor parallel|decode:" "$out/gen_tp$tp.log" | sed 's/^\[[^]]*\] //' | head -n 6
@@ -37,8 +37,8 @@ for tp in $tps; do python3 "$(dirname "$0")/tp_compare.py" "$out/gen_tp1.json" "
 echo "== decode ms/step, $preset"
 for tp in 1 $tps; do
   # shellcheck disable=SC2086
-  timeout 400 "$gs" bench graphs --preset "$preset" $common --tensor-parallel-size "$tp" --modes NONE,FULL_AND_PIECEWISE \
-    --batch-sizes 1,32,128 --input-len 32 --output-len 32 --num-iters 1 --output-json "$out/graphs_tp$tp.json" \
+  timeout 170 "$gs" bench graphs --preset "$preset" $common --tensor-parallel-size "$tp" --modes NONE,FULL_AND_PIECEWISE \
+    --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 --output-json "$out/graphs_tp$tp.json" \
     --output-png '' >"$out/graphs_tp$tp.txt" 2>"$out/graphs_tp$tp.log" || { echo "bench tp $tp failed"; tail -n 5 "$out/graphs_tp$tp.log"; }
   echo "-- TP=$tp"; cat "$out/graphs_tp$tp.txt"
 done
@@ -46,15 +46,15 @@ done
 echo "== two single-GPU hosts vs one host, TP=2, llama3.2-1b"
 small="--preset llama3.2-1b $common --temperature 0 --ignore-eos --max-tokens 64 --logprobs 5 -p Hello"
 # shellcheck disable=SC2086
-timeout 200 "$gs" generate $small --tensor-parallel-size 2 --output-json "$out/host1.json" >/dev/null 2>"$out/host1.log"
+timeout 100 "$gs" generate $small --tensor-parallel-size 2 --output-json "$out/host1.json" >/dev/null 2>"$out/host1.log"
 port=29517
-CUDA_VISIBLE_DEVICES=1 timeout 200 "$gs" worker --nnodes 2 --node-rank 1 --tensor-parallel-size 2 --master-addr 127.0.0.1 \
+CUDA_VISIBLE_DEVICES=1 timeout 100 "$gs" worker --nnodes 2 --node-rank 1 --tensor-parallel-size 2 --master-addr 127.0.0.1 \
   --master-port $port 2>"$out/node1.log" &
 # shellcheck disable=SC2086
-CUDA_VISIBLE_DEVICES=0 timeout 200 "$gs" generate $small --tensor-parallel-size 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 \
+CUDA_VISIBLE_DEVICES=0 timeout 100 "$gs" generate $small --tensor-parallel-size 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 \
   --master-port $port --output-json "$out/host2.json" >/dev/null 2>"$out/node0.log"
 wait
 python3 "$(dirname "$0")/tp_compare.py" "$out/host1.json" "$out/host2.json" "two hosts vs one"
 
 echo "== NCCL all-reduce latency (bf16, PyTorch's NCCL)"
-timeout 120 python3 "$(dirname "$0")/tp_allreduce.py" 2 2>&1 | tail -n 12
+timeout 60 python3 "$(dirname "$0")/tp_allreduce.py" 2 2>&1 | tail -n 12

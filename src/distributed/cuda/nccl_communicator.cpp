@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <exception>
 
 #include "core/cuda/cuda_check.h"
@@ -17,11 +18,12 @@ namespace gs {
 
 namespace {
 
-#define GS_NCCL_CHECK(expr)                                                                         \
-  do {                                                                                              \
-    const ncclResult_t r_ = (expr);                                                                 \
-    if (r_ != ncclSuccess) ::gs::fail("NCCL error in {}: {} ({})", #expr, ncclGetErrorString(r_), \
-                                      ncclGetLastError(nullptr) ? ncclGetLastError(nullptr) : ""); \
+#define GS_NCCL_CHECK(expr)                                                   \
+  do {                                                                        \
+    const ncclResult_t r_ = (expr);                                           \
+    if (r_ != ncclSuccess)                                                    \
+      ::gs::fail("NCCL error in {}: {} ({})", #expr, ncclGetErrorString(r_),  \
+                 ncclGetLastError(nullptr) ? ncclGetLastError(nullptr) : ""); \
   } while (0)
 
 ncclDataType_t nccl_type(DType dt) {
@@ -43,8 +45,14 @@ class NcclCommunicator final : public Communicator {
     ncclUniqueId id;
     for (size_t i = 0; i < sizeof(id); ++i) id.internal[i] = char(std::stoi(group.substr(2 * i, 2), nullptr, 16));
     GS_CUDA_CHECK(cudaSetDevice(backend.device().index));
+    setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast can take shared GPUs down: only on request
     GS_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank));
     GS_CUDA_CHECK(cudaMalloc(&flag_, sizeof(float)));
+    barrier();  // connects the ranks now, before the KV cache takes the memory NCCL's buffers need
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, backend.device().index);
+    spdlog::info("tensor parallel rank {} of {}: {} (PCI {:02x}:{:02x}), all-reduce: NCCL {} for every size", rank,
+                 world, prop.name, prop.pciBusID, prop.pciDeviceID, NCCL_VERSION_CODE);
   }
   ~NcclCommunicator() override {
     cudaFree(flag_);
