@@ -37,6 +37,9 @@ class Communicator {
   virtual void barrier() = 0;
 };
 
+// Throws gs::Error unless gather_columns(local, scratch, out) fits a group of `world` ranks.
+void check_gather_columns(const Tensor& local, const Tensor& scratch, const Tensor& out, int world);
+
 // The CPU communicator: ranks (threads or processes of one host) exchange data through the
 // shared-memory segment `group` (a name made by make_shm_group_name, created by rank 0).
 // `backend` must be a CPU backend. A peer that does not arrive within timeout_s seconds (or

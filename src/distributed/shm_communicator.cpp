@@ -77,10 +77,7 @@ class ShmCommunicator final : public Communicator {
   }
 
   void gather_columns(const Tensor& local, const Tensor& scratch, const Tensor& out) override {
-    GS_CHECK(local.ndim() == 2 && out.ndim() == 2 && local.dim(0) == out.dim(0) && local.dtype() == out.dtype() &&
-                 out.dim(1) <= local.dim(1) * world_ && scratch.numel() >= local.numel() * world_,
-             "gather_columns: local {} and out {} do not match {} ranks (scratch {})", local.str(), out.str(), world_,
-             scratch.str());
+    check_gather_columns(local, scratch, out, world_);
     all_gather(local, scratch.prefix({world_ * local.numel()}));
     const auto* s = static_cast<const uint8_t*>(scratch.data());
     auto* o = static_cast<uint8_t*>(out.data());

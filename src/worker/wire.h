@@ -61,7 +61,7 @@ class WireReader {
   std::vector<T> get_vec() {
     const auto n = get<uint64_t>();
     std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
+    if (n) std::memcpy(static_cast<void*>(v.data()), take(n * sizeof(T)), n * sizeof(T));  // pairs of PODs
     return v;
   }
 

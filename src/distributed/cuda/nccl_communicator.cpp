@@ -79,10 +79,7 @@ class NcclCommunicator final : public Communicator {
     GS_NCCL_CHECK(ncclBroadcast(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_, stream_));
   }
   void gather_columns(const Tensor& local, const Tensor& scratch, const Tensor& out) override {
-    GS_CHECK(local.ndim() == 2 && out.ndim() == 2 && local.dim(0) == out.dim(0) && local.dtype() == out.dtype() &&
-                 out.dim(1) <= local.dim(1) * world_ && scratch.numel() >= local.numel() * world_,
-             "gather_columns: local {} and out {} do not match {} ranks (scratch {})", local.str(), out.str(), world_,
-             scratch.str());
+    check_gather_columns(local, scratch, out, world_);
     all_gather(local, scratch.prefix({world_ * local.numel()}));
     const size_t es = dtype_size(out.dtype()), n = size_t(local.dim(0)), c = size_t(local.dim(1)),
                  w = size_t(out.dim(1));
