@@ -11,6 +11,7 @@
 #include "apps/sampling_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/executor.h"
 #include "runner/latency_bench.h"
 #include "server/run_program.h"
 
@@ -81,13 +82,14 @@ void run(GraphsArgs& a) {
     EngineConfig cfg = a.cfg;
     cfg.enforce_eager = false;
     cfg.compilation.cudagraph_mode = parse_cudagraph_mode(m);
-    ModelRunner runner(cfg);
+    auto exec = make_executor(cfg);
+    Executor& runner = *exec;
     device = runner.device_name();
     runs.push_back({m, runner.stats()});
     for (int bs : a.batch_sizes) {
       LatencyBenchOptions o = a.bench;
       o.batch_size = bs;
-      cells.push_back({m, bs, run_latency_bench(runner, o)});
+      cells.push_back({m, bs, run_latency_bench(bench_model(runner), o)});
       spdlog::info("{} bs {}: {:.3f} ms / step", m, bs, cells.back().r.decode_ms_median);
     }
   }

@@ -9,6 +9,7 @@
 #include "apps/sampling_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/executor.h"
 #include "runner/latency_bench.h"
 
 namespace gs {
@@ -24,12 +25,12 @@ struct LatencyArgs {
 };
 
 // One latency line per --lora-spread value, in the same process (the same graphs).
-void run_lora_spreads(LatencyArgs& a, ModelRunner& runner) {
+void run_lora_spreads(LatencyArgs& a, Executor& runner) {
   for (int n : a.lora_spreads) {
     GS_CHECK(n >= 0 && n <= int(a.cfg.lora_modules.size()), "--lora-spread {}: {} adapters are loaded", n,
              a.cfg.lora_modules.size());
     a.bench.num_loras = n;
-    const LatencyResult r = run_latency_bench(runner, a.bench);
+    const LatencyResult r = run_latency_bench(bench_model(runner), a.bench);
     fmt::print("lora spread {} (batch {}): decode / step {:.3f} ms median, {:.3f} ms p90, prefill {:.3f} ms\n", n,
                a.bench.batch_size, r.decode_ms_median, r.decode_ms_p90, r.prefill_ms);
   }
@@ -44,10 +45,11 @@ void run(LatencyArgs& a) {
   a.bench.num_speculative_tokens = a.cfg.speculative.enabled() ? a.cfg.speculative.num_speculative_tokens : 0;
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
-  ModelRunner runner(a.cfg);
+  auto exec = make_executor(a.cfg);
+  Executor& runner = *exec;
   const RunnerStats st = runner.stats();
   if (!a.lora_spreads.empty()) return run_lora_spreads(a, runner);
-  const LatencyResult r = run_latency_bench(runner, a.bench);
+  const LatencyResult r = run_latency_bench(bench_model(runner), a.bench);
   fmt::print("device {}, model {}, cudagraph mode {}\n", runner.device_name(),
              a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(st.resolved_mode));
   fmt::print("batch {}, input {}, output {}, {} iterations, sampling: {}\n", a.bench.batch_size, a.bench.input_len,

@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
 #include "core/error.h"
@@ -25,6 +27,8 @@ struct GenerateArgs {
   std::vector<std::string> prompts;
   std::string prompts_file;
   std::vector<int> stop_token_ids;
+  std::string output_json;  // token ids (and --logprobs) per prompt
+  int logprobs = -1;
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -55,6 +59,7 @@ void run(GenerateArgs& a) {
   params.stop_token_ids = a.params.stop_token_ids;
   params.ignore_eos = a.params.ignore_eos;
   params.seed = a.params.seed;
+  params.logprobs = a.logprobs;
   spdlog::info("sampling: {}", describe_sampling(params));
   std::vector<RequestId> ids;
   for (const auto& p : prompts) ids.push_back(engine.add_request(p, params));
@@ -62,6 +67,7 @@ void run(GenerateArgs& a) {
 
   std::map<RequestId, std::string> texts;
   std::map<RequestId, std::string> reasons;
+  std::map<RequestId, nlohmann::json> tokens, logprobs;
   const double t0 = now_s();
   double first_token_done = 0.0;  // when every request had its first token (end of prefill)
   size_t with_first_token = 0;
@@ -78,6 +84,12 @@ void run(GenerateArgs& a) {
         std::fflush(stdout);
       }
       texts[o.id] += o.new_text;
+      for (int32_t t : o.new_token_ids) tokens[o.id].push_back(t);
+      for (const TokenLogprob& lp : o.logprobs) {
+        nlohmann::json row = {lp.logprob};
+        for (const auto& [tok, v] : lp.top) row.push_back(v);
+        logprobs[o.id].push_back(row);
+      }
       if (o.finished) reasons[o.id] = std::string(finish_reason_name(o.finish_reason));
     }
   }
@@ -87,6 +99,15 @@ void run(GenerateArgs& a) {
   } else {
     for (size_t i = 0; i < ids.size(); ++i)
       fmt::print("--- [{}] {} ({})\n{}\n", i, prompts[i], reasons[ids[i]], texts[ids[i]]);
+  }
+  if (!a.output_json.empty()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < ids.size(); ++i)
+      out.push_back({{"prompt", prompts[i]},
+                     {"token_ids", tokens[ids[i]]},
+                     {"logprobs", logprobs[ids[i]]},  // per token: its logprob, then the top ones
+                     {"finish_reason", reasons[ids[i]]}});
+    write_output_json(a.output_json, {{"outputs", out}});
   }
   if (first_token_done == 0.0) first_token_done = t1;
   const double prefill_s = first_token_done - t0, decode_s = t1 - first_token_done;
@@ -121,6 +142,9 @@ void add_generate_command(CLI::App& app) {
   add_engine_options(*cmd, args->cfg);
   cmd->add_option("--prompt,-p", args->prompts, "prompt text (repeatable)");
   cmd->add_option("--prompts-file", args->prompts_file, "file with one prompt per line");
+  cmd->add_option("--logprobs", args->logprobs, "with --output-json: each token's logprob and this many top ones")
+      ->check(CLI::Range(-1, 20));
+  cmd->add_option("--output-json", args->output_json, "write each prompt's token ids (and --logprobs) to this file");
   add_sampling_options(*cmd, *args);
   cmd->callback([args] { run(*args); });
 }

@@ -25,6 +25,7 @@ void write_output_json(const std::string& path, const nlohmann::json& j);
 void add_generate_command(CLI::App& app);    // graphserve generate
 void add_info_command(CLI::App& app);        // graphserve info
 void add_serve_command(CLI::App& app);       // graphserve serve
+void add_worker_command(CLI::App& app);      // graphserve worker (tensor-parallel ranks)
 void add_bench_latency(CLI::App& bench);     // graphserve bench latency
 void add_bench_graphs(CLI::App& bench);      // graphserve bench graphs
 void add_bench_throughput(CLI::App& bench);  // graphserve bench throughput

@@ -74,7 +74,15 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
       "--kv-cache-memory",
       [&cfg](const std::string& v) { cfg.kv_cache_memory_bytes = parse_byte_size(v, "--kv-cache-memory"); },
       "KV cache size in bytes; suffixes K, M, G (powers of 1024), e.g. 512MiB");
-  cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "GPUs to shard the model over")
+  cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size,
+                 "GPUs to shard the model over (one worker process each)")
+      ->capture_default_str();
+  cmd.add_option("--nnodes", cfg.nnodes, "hosts the tensor-parallel ranks span (others run graphserve worker)")
+      ->capture_default_str();
+  cmd.add_option("--node-rank", cfg.node_rank, "this host's index (serve / generate run on node 0)")
+      ->capture_default_str();
+  cmd.add_option("--master-addr", cfg.master_addr, "address of node 0, where workers connect")->capture_default_str();
+  cmd.add_option("--master-port", cfg.master_port, "port of node 0 for workers (0: any free port, one node only)")
       ->capture_default_str();
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", cfg.enable_prefix_caching,
                "reuse the KV cache of common prompt prefixes");

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   gs::add_serve_command(app);
   gs::add_generate_command(app);
   gs::add_info_command(app);
+  gs::add_worker_command(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve");
   bench->require_subcommand(1);
   gs::add_bench_latency(*bench);

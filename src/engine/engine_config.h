@@ -16,6 +16,15 @@ struct EngineConfig : RunnerConfig {
   // a directory with a generation_config.json.
   std::string generation_config = "auto";
   bool enable_prefix_caching = false;  // reuse the KV blocks of prompts' common prefixes
+
+  // Tensor parallelism across hosts (vLLM / torchrun's flags): the workers of every node connect
+  // to the driver at master_addr:master_port (0 with one node: any free port on 127.0.0.1).
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  // A worker that does not answer a step within this many seconds is taken as hung.
+  double worker_timeout_s = 300.0;
 };
 
 }  // namespace gs

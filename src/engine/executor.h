@@ -3,10 +3,12 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "engine/engine_config.h"
 #include "model/model_config.h"
+#include "runner/latency_bench.h"
 #include "runner/model_runner.h"
 #include "runner/scheduler_output.h"
 
@@ -32,10 +34,31 @@ class Executor {
     throw Error(fmt::format("this executor serves no LoRA adapters (id {})", id));
   }
   virtual void remove_lora(int id) { throw Error(fmt::format("this executor serves no LoRA adapters (id {})", id)); }
+  virtual std::string device_name() const { return ""; }  // "cuda:0 (NVIDIA H200)", "2 x cuda:0 (...)"
+  // Seconds each tensor-parallel rank's last step took (empty without tensor parallelism).
+  virtual std::vector<double> rank_step_seconds() const { return {}; }
+  // Why the executor cannot run any more steps (a worker died or hung), or "" while healthy.
+  virtual std::string fatal_error() const { return ""; }
 };
 
 // The real one: a ModelRunner built from `cfg` (defined in runner_executor.cpp, so code that
 // only uses fakes does not link the model).
 std::unique_ptr<Executor> make_runner_executor(const EngineConfig& cfg);
+// Tensor parallelism (cfg.tensor_parallel_size > 1): one worker process per rank, this process
+// the driver (multiproc_executor.cpp).
+std::unique_ptr<Executor> make_multiproc_executor(const EngineConfig& cfg);
+// The executor as the latency benchmark drives it.
+inline BenchModel bench_model(Executor& e) {
+  return {[&e](const SchedulerOutput& so) { return e.execute(so); },
+          [&e] { return e.stats(); },
+          e.max_model_len(),
+          e.block_size(),
+          e.num_kv_blocks(),
+          e.model_config().vocab_size};
+}
+// The executor cfg asks for: the in-process runner, or the worker processes.
+inline std::unique_ptr<Executor> make_executor(const EngineConfig& cfg) {
+  return cfg.tensor_parallel_size > 1 ? make_multiproc_executor(cfg) : make_runner_executor(cfg);
+}
 
 }  // namespace gs

@@ -255,6 +255,8 @@ EngineStats LLMEngine::stats() const {
   s.spec = i.spec_stats;
   if (i.draft) s.spec.draft = i.draft->stats();
   s.graphs = i.exec->stats();
+  s.rank_step_seconds = i.exec->rank_step_seconds();
+  s.fatal_error = i.exec->fatal_error();
   return s;
 }
 

@@ -80,6 +80,8 @@ struct EngineStats {
   uint64_t generation_tokens = 0;
   RunnerStats graphs;  // forward steps per runtime mode, padding, captures (from the runner)
   SpecDecodeStats spec;
+  std::vector<double> rank_step_seconds;  // tensor parallelism: each rank's last step
+  std::string fatal_error;                // non-empty: the engine cannot run (a worker died or hung)
 };
 
 class LLMEngine {

@@ -30,7 +30,7 @@ LLMEngine::LLMEngine(const EngineConfig& cfg) {
   const SamplingParams defaults = load_sampling_defaults(cfg.generation_config, cfg.model);
   // The draft first: on a GPU the target's KV cache takes what the draft leaves.
   auto draft = cfg.speculative.method == "draft_model" ? std::make_unique<DraftProposer>(cfg) : nullptr;
-  auto exec = make_runner_executor(cfg);
+  auto exec = make_executor(cfg);
   Tokenizer tok = load_tokenizer(cfg, exec->model_config());
   impl_ = std::make_unique<Impl>(cfg, std::move(exec), tok, std::move(draft));
   impl_->sampling_defaults = defaults;

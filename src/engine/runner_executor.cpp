@@ -19,6 +19,7 @@ class RunnerExecutor final : public Executor {
   }
   void add_lora(int id, std::shared_ptr<const LoraSlotImage> image) override { runner_.add_lora(id, std::move(image)); }
   void remove_lora(int id) override { runner_.remove_lora(id); }
+  std::string device_name() const override { return runner_.device_name(); }
 
  private:
   ModelRunner runner_;

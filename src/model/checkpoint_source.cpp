@@ -20,15 +20,21 @@ class CheckpointSource final : public WeightSource {
   CheckpointSource(const std::string& dir, Backend& backend, const ModelConfig& cfg)
       : dir_(dir), ckpt_(dir), backend_(backend), cfg_(cfg) {}
 
-  void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit, int64_t) override {
+  void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit, int64_t,
+            const WeightSlice& slice) override {
     const TensorRef* t = ckpt_.find(name);
     GS_CHECK(t, "missing tensor '{}' in the checkpoint of {} ({} expects it)", name, dir_, cfg_.architecture_name);
     GS_CHECK(t->shape == shape, "{}: tensor '{}' has shape {}, expected {}", t->file->path().string(), name,
              shape_str(t->shape), shape_str(shape));
     const size_t n = size_t(dst.numel());
-    // Copy out first: tensors in a safetensors file need not be aligned for their type.
-    raw_.resize(n * dtype_size(t->dtype));
-    std::memcpy(raw_.data(), t->data, raw_.size());
+    // Copy out first (only the slice: rows are one run, columns one run per row): tensors in
+    // a safetensors file need not be aligned for their type.
+    const size_t es = dtype_size(t->dtype);
+    raw_.resize(n * es);
+    const auto* src = static_cast<const uint8_t*>(t->data);
+    const size_t run = slice.whole() || slice.dim == 0 ? n : size_t(slice.count);  // columns: of a matrix
+    for (size_t i = 0; i < n; i += run)
+      std::memcpy(raw_.data() + i * es, src + size_t(slice.full_index(shape, int64_t(i))) * es, run * es);
     host_.resize(n * dtype_size(dst.dtype()));
     convert_host(raw_.data(), t->dtype, host_.data(), dst.dtype(), n);
     backend_.copy(dst, Tensor::wrap(host_.data(), dst.shape(), dst.dtype(), Device::cpu()));

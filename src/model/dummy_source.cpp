@@ -26,7 +26,8 @@ class DummySource final : public WeightSource {
  public:
   DummySource(uint64_t seed, Backend& backend) : seed_(seed), backend_(backend) {}
 
-  void load(const std::string& name, const Shape&, const Tensor& dst, WeightInit init, int64_t fan_in) override {
+  void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init, int64_t fan_in,
+            const WeightSlice& slice) override {
     const int64_t n = dst.numel();
     const Tensor flat = dst.reshape({n});
     const uint64_t key = splitmix64(seed_ ^ hash_name(name));
@@ -35,7 +36,8 @@ class DummySource final : public WeightSource {
     host_.resize(size_t(std::min(n, kChunk)) * dtype_size(dt));
     for (int64_t off = 0; off < n; off += kChunk) {
       const int64_t m = std::min(kChunk, n - off);
-      fill(host_.data(), dt, m, [&](int64_t i) { return value(init, key, uint64_t(off + i), a); });
+      fill(host_.data(), dt, m,
+           [&](int64_t i) { return value(init, key, uint64_t(slice.full_index(shape, off + i)), a); });
       backend_.copy(flat.rows(off, m), Tensor::wrap(host_.data(), {m}, dt, Device::cpu()));
       backend_.stream().synchronize();  // host_ is reused by the next chunk
     }

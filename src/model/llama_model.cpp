@@ -9,23 +9,44 @@
 namespace gs {
 
 LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& backend, AttentionBackend& attention,
-                       int max_num_tokens)
-    : cfg_(cfg), w_(std::move(weights)), be_(backend), attn_(attention), max_tokens_(max_num_tokens) {
+                       int max_num_tokens, const TpLayout& tp, Communicator* comm, int max_logit_rows)
+    : cfg_(tp.local),
+      tp_(tp),
+      comm_(comm),
+      max_logit_rows_(max_logit_rows),
+      w_(std::move(weights)),
+      be_(backend),
+      attn_(attention),
+      max_tokens_(max_num_tokens) {
   GS_CHECK(max_num_tokens > 0, "max_num_tokens must be positive, got {}", max_num_tokens);
-  const int64_t M = max_num_tokens, H = cfg.hidden_size, I = cfg.intermediate_size;
+  GS_CHECK(!tp.sharded() || (comm && comm->world_size() == tp.size && comm->rank() == tp.rank),
+           "a tensor-parallel shard ({} of {}) needs its group's communicator", tp.rank, tp.size);
+  GS_CHECK(!tp.sharded() || max_logit_rows > 0, "a tensor-parallel model needs max_logit_rows > 0");
+  GS_CHECK(cfg.num_heads == tp.local.num_heads * tp.size, "the shard's {} heads are not 1/{} of the model's {}",
+           tp.local.num_heads, tp.size, cfg.num_heads);
+  const int64_t M = max_num_tokens, H = cfg_.hidden_size, I = cfg_.intermediate_size;
   auto alloc = [&](int64_t width) { return Tensor::empty({M, width}, be_.compute_dtype(), be_.allocator()); };
   // The residual stream is kept in f32 (every backend accepts it): in bf16 its 2 L roundings
   // were the largest error against the f32 reference.
   buf_.residual = Tensor::empty({M, H}, DType::F32, be_.allocator());
   buf_.hidden = alloc(H);
-  buf_.qkv = alloc(cfg.q_size() + 2 * cfg.kv_size());
-  buf_.q = alloc(cfg.q_size());
-  buf_.k = alloc(cfg.kv_size());
-  buf_.v = alloc(cfg.kv_size());
-  buf_.attn_out = alloc(cfg.q_size());
+  buf_.qkv = alloc(cfg_.q_size() + 2 * cfg_.kv_size());
+  buf_.q = alloc(cfg_.q_size());
+  buf_.k = alloc(cfg_.kv_size());
+  buf_.v = alloc(cfg_.kv_size());
+  buf_.attn_out = alloc(cfg_.q_size());
   buf_.gate_up = alloc(2 * I);
   buf_.act = alloc(I);
   buf_.gathered = alloc(H);
+  if (tp.sharded()) {
+    const int64_t R = max_logit_rows, C = tp.vocab_shard;
+    buf_.logits_local = Tensor::empty({R, C}, DType::F32, be_.allocator());
+    buf_.logits_scratch = Tensor::empty({tp.size * R * C}, DType::F32, be_.allocator());
+  }
+}
+
+void LlamaModel::reduce(const Tensor& t) {
+  if (tp_.sharded()) comm_->all_reduce(t);
 }
 
 int LlamaModel::check_tokens(const ForwardInputs& in) const {
@@ -40,7 +61,12 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
   const int L = cfg_.num_layers;
   const Tensor& next_norm = i < L ? w_.layers[size_t(i)].input_norm : w_.final_norm;
   if (i == 0) {
-    be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
+    if (tp_.sharded()) {  // each rank embeds the ids of its vocabulary rows, zeros elsewhere
+      be_.embedding_shard(in.input_ids.rows(0, n), w_.embed, tp_.vocab_begin, buf_.residual.rows(0, n));
+      reduce(buf_.residual.rows(0, n));
+    } else {
+      be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
+    }
     if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
     be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
   } else {
@@ -61,6 +87,7 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
   be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+  reduce(hid);
   lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
@@ -72,6 +99,7 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
     be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   }
   be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+  reduce(hid);
   lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, next_norm, eps, hid);
@@ -112,7 +140,14 @@ void LlamaModel::compute_logits(const Tensor& rows, const Tensor& logits) {
   if (n == 0) return;
   const Tensor g = buf_.gathered.rows(0, n);
   be_.gather_rows(buf_.hidden, rows, g);
-  be_.linear(g, w_.lm_head, Tensor(), logits);
+  if (tp_.sharded()) {
+    GS_CHECK(n <= max_logit_rows_, "compute_logits of {} rows: the sharded model was built for {}", n, max_logit_rows_);
+    const Tensor local = buf_.logits_local.rows(0, n);
+    be_.linear(g, w_.lm_head, Tensor(), local);
+    comm_->gather_columns(local, buf_.logits_scratch, logits);
+  } else {
+    be_.linear(g, w_.lm_head, Tensor(), logits);
+  }
   if (cfg_.final_softcap > 0) be_.softcap(logits, cfg_.final_softcap);
 }
 

@@ -11,11 +11,18 @@
 // with the final norm. Attention i runs between pieces i and i+1. All activations live in buffers allocated at
 // construction for max_num_tokens rows; a forward of n tokens uses their first n rows, so views (and the addresses
 // graphs bake in) are the same for every n.
+//
+// Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
+// and down end in an all-reduce of their partial sums, the vocab-parallel embedding in one of
+// the residual, and compute_logits gathers every rank's vocabulary columns, so each rank ends
+// with the whole logits (and samples the same tokens). Collectives are ops on the stream: the
+// pieces and the FULL graph capture them.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "attention/attention_backend.h"
+#include "distributed/communicator.h"
 #include "model/llama_weights.h"
 #include "model/model_config.h"
 #include "model/piecewise_model.h"
@@ -24,8 +31,11 @@ namespace gs {
 
 class LlamaModel final : public PiecewiseModel {
  public:
+  // `cfg` is the whole model's config; `tp` the shard `weights` hold (make_tp_layout(cfg, 0, 1):
+  // all of it), `comm` its group (nullptr when unsharded). compute_logits takes at most
+  // max_logit_rows rows at once when sharded (it sizes the gather buffers).
   LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& backend, AttentionBackend& attention,
-             int max_num_tokens);
+             int max_num_tokens, const TpLayout& tp, Communicator* comm, int max_logit_rows);
 
   int num_pieces() const override { return cfg_.num_layers + 1; }
   void run_piece(int i, const ForwardInputs& in) override;
@@ -40,7 +50,10 @@ class LlamaModel final : public PiecewiseModel {
   // Persistent activations, each [max_num_tokens, width].
   struct Buffers {
     Tensor residual, hidden, qkv, q, k, v, attn_out, gate_up, act, gathered;
+    Tensor logits_local, logits_scratch;  // sharded: f32 [rows, V / N] and the gather's [N rows, V / N]
   };
+  // Sums a row-parallel projection's partial outputs over the ranks (nothing when unsharded).
+  void reduce(const Tensor& t);
 
   int check_tokens(const ForwardInputs& in) const;
   void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
@@ -48,7 +61,10 @@ class LlamaModel final : public PiecewiseModel {
   // y += the batch's LoRA deltas of projection p (a no-op in forwards without adapters).
   void lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n);
 
-  ModelConfig cfg_;
+  ModelConfig cfg_;  // the rank's shapes (tp_.local)
+  TpLayout tp_;
+  Communicator* comm_;
+  int max_logit_rows_;
   LlamaWeights w_;
   Backend& be_;
   AttentionBackend& attn_;

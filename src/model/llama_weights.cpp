@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace gs {
 
 namespace {
@@ -10,19 +12,43 @@ namespace {
 // Allocates fused tensors and fills their row ranges from HF tensors.
 class Loader {
  public:
-  Loader(const ModelConfig& cfg, Backend& backend, WeightSource& src) : cfg_(cfg), be_(backend), src_(src) {}
+  Loader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
+      : cfg_(cfg), tp_(tp), be_(backend), src_(src) {}
 
   Tensor alloc(const Shape& s) { return Tensor::empty(s, be_.compute_dtype(), be_.allocator()); }
 
-  // One HF tensor into rows [row, row + shape[0]) of `dst`.
+  // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`.
   void part(const Tensor& dst, int64_t row, const std::string& name, const Shape& shape, WeightInit init,
-            int64_t fan_in) {
-    src_.load(name, shape, dst.rows(row, shape[0]), init, fan_in);
+            int64_t fan_in, const WeightSlice& slice = {}) {
+    const Shape s = slice.shape_of(shape);
+    Tensor d = dst.rows(row, s[0]);
+    int64_t count = 1;
+    for (int64_t e : s) count *= e;
+    GS_CHECK(d.numel() == count, "{}: slice {} does not fill {}", name, shape_str(s), d.str());
+    src_.load(name, shape, d, init, fan_in, slice);
   }
 
   Tensor matrix(const std::string& name, int64_t out, int64_t in) {
     Tensor t = alloc({out, in});
     part(t, 0, name, {out, in}, WeightInit::Uniform, in);
+    return t;
+  }
+  // This rank's rows [begin, begin + count) of an [out, in] matrix (column-parallel).
+  WeightSlice rows(int64_t begin, int64_t count) const { return {0, begin, count}; }
+  // This rank's input columns of a row-parallel [out, in] matrix: [in / N] from rank * in / N.
+  Tensor row_parallel(const std::string& name, int64_t out, int64_t in) {
+    const int64_t k = in / tp_.size;
+    Tensor t = alloc({out, k});
+    part(t, 0, name, {out, in}, WeightInit::Uniform, in, {1, tp_.rank * k, k});
+    return t;
+  }
+  // Vocab-parallel rows of an embedding or lm_head (zero rows past the vocabulary).
+  Tensor vocab_rows(const std::string& name) {
+    const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
+    if (!tp_.sharded()) return matrix(name, V, H);
+    Tensor t = alloc({tp_.vocab_shard, H});
+    be_.fill_zero(t);
+    if (tp_.vocab_count > 0) part(t, 0, name, {V, H}, WeightInit::Uniform, H, rows(tp_.vocab_begin, tp_.vocab_count));
     return t;
   }
   Tensor vector(const std::string& name, int64_t n, WeightInit init) {
@@ -45,46 +71,60 @@ class Loader {
   }
 
   // q/k/v (and gate/up) fused in the checkpoint (Phi-3), or three (two) tensors.
-  void attention(LlamaLayerWeights& w, const std::string& p) {
-    const int64_t H = cfg_.hidden_size, q = cfg_.q_size(), kv = cfg_.kv_size();
-    if (cfg_.arch == Architecture::Phi3) {
-      w.qkv = matrix(p + "self_attn.qkv_proj.weight", q + 2 * kv, H);
+  // The rank's q, k, v rows (its heads) of the projection `names` ({q, k, v} or Phi-3's fused
+  // one three times) into one [q + 2 kv, H] matrix or bias.
+  void qkv_parts(const Tensor& dst, const std::string& p, const std::string& kind, bool fused, int64_t H) {
+    const int64_t D = cfg_.head_dim, q = cfg_.q_size(), kv = cfg_.kv_size();
+    const int64_t lq = tp_.local.q_size(), lkv = tp_.local.kv_size();
+    const Shape full = H > 0 ? Shape{q + 2 * kv, H} : Shape{q + 2 * kv};
+    const WeightInit init = H > 0 ? WeightInit::Uniform : WeightInit::Zeros;
+    const int64_t q0 = tp_.head_begin * D, k0 = tp_.kv_head_begin * D;
+    if (fused) {
+      const std::string name = p + "self_attn.qkv_proj." + kind;
+      part(dst, 0, name, full, init, H, rows(q0, lq));
+      part(dst, lq, name, full, init, H, rows(q + k0, lkv));
+      part(dst, lq + lkv, name, full, init, H, rows(q + kv + k0, lkv));
       return;
     }
-    w.qkv = alloc({q + 2 * kv, H});
-    part(w.qkv, 0, p + "self_attn.q_proj.weight", {q, H}, WeightInit::Uniform, H);
-    part(w.qkv, q, p + "self_attn.k_proj.weight", {kv, H}, WeightInit::Uniform, H);
-    part(w.qkv, q + kv, p + "self_attn.v_proj.weight", {kv, H}, WeightInit::Uniform, H);
+    auto shape = [H](int64_t n) { return H > 0 ? Shape{n, H} : Shape{n}; };
+    part(dst, 0, p + "self_attn.q_proj." + kind, shape(q), init, H, rows(q0, lq));
+    part(dst, lq, p + "self_attn.k_proj." + kind, shape(kv), init, H, rows(k0, lkv));
+    part(dst, lq + lkv, p + "self_attn.v_proj." + kind, shape(kv), init, H, rows(k0, lkv));
+  }
+  void attention(LlamaLayerWeights& w, const std::string& p) {
+    const int64_t H = cfg_.hidden_size, lqkv = tp_.local.q_size() + 2 * tp_.local.kv_size();
+    w.qkv = alloc({lqkv, H});
+    qkv_parts(w.qkv, p, "weight", cfg_.arch == Architecture::Phi3, H);
+    if (cfg_.attention_bias) {
+      w.qkv_bias = alloc({lqkv});
+      qkv_parts(w.qkv_bias, p, "bias", false, 0);
+    }
   }
   void mlp(LlamaLayerWeights& w, const std::string& p) {
-    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
-    if (cfg_.arch == Architecture::Phi3) {
-      w.gate_up = matrix(p + "mlp.gate_up_proj.weight", 2 * I, H);  // gate rows first, as HF's chunk(2)
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, li = tp_.local.intermediate_size;
+    w.gate_up = alloc({2 * li, H});
+    if (cfg_.arch == Architecture::Phi3) {  // gate rows first, as HF's chunk(2)
+      part(w.gate_up, 0, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
+      part(w.gate_up, li, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H,
+           rows(I + tp_.inter_begin, li));
     } else {
-      w.gate_up = alloc({2 * I, H});
-      part(w.gate_up, 0, p + "mlp.gate_proj.weight", {I, H}, WeightInit::Uniform, H);
-      part(w.gate_up, I, p + "mlp.up_proj.weight", {I, H}, WeightInit::Uniform, H);
+      part(w.gate_up, 0, p + "mlp.gate_proj.weight", {I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
+      part(w.gate_up, li, p + "mlp.up_proj.weight", {I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
     }
-    w.down = matrix(p + "mlp.down_proj.weight", H, I);
+    w.down = row_parallel(p + "mlp.down_proj.weight", H, I);
   }
 
   LlamaLayerWeights layer(int i) {
     const std::string p = fmt::format("model.layers.{}.", i);
-    const int64_t H = cfg_.hidden_size, q = cfg_.q_size(), kv = cfg_.kv_size();
+    const int64_t H = cfg_.hidden_size;
     LlamaLayerWeights w;
     w.input_norm = norm(p + "input_layernorm.weight", H);
     attention(w, p);
-    if (cfg_.attention_bias) {
-      w.qkv_bias = alloc({q + 2 * kv});
-      part(w.qkv_bias, 0, p + "self_attn.q_proj.bias", {q}, WeightInit::Zeros, 0);
-      part(w.qkv_bias, q, p + "self_attn.k_proj.bias", {kv}, WeightInit::Zeros, 0);
-      part(w.qkv_bias, q + kv, p + "self_attn.v_proj.bias", {kv}, WeightInit::Zeros, 0);
-    }
     if (cfg_.qk_norm) {
       w.q_norm = vector(p + "self_attn.q_norm.weight", cfg_.head_dim, WeightInit::Ones);
       w.k_norm = vector(p + "self_attn.k_norm.weight", cfg_.head_dim, WeightInit::Ones);
     }
-    w.o_proj = matrix(p + "self_attn.o_proj.weight", H, q);
+    w.o_proj = row_parallel(p + "self_attn.o_proj.weight", H, cfg_.q_size());
     if (cfg_.gemma_norms) {
       w.attn_out_norm = norm(p + "post_attention_layernorm.weight", H);
       w.post_norm = norm(p + "pre_feedforward_layernorm.weight", H);
@@ -100,20 +140,21 @@ class Loader {
 
  private:
   const ModelConfig& cfg_;
+  const TpLayout& tp_;
   Backend& be_;
   WeightSource& src_;
 };
 
 }  // namespace
 
-LlamaWeights load_llama_weights(const ModelConfig& cfg, Backend& backend, WeightSource& src) {
-  Loader l(cfg, backend, src);
+LlamaWeights load_llama_weights(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src) {
+  Loader l(cfg, tp, backend, src);
   LlamaWeights w;
   // Embedding rows have std 1/sqrt(H), so tied logits of a unit-RMS hidden state are ~N(0, 1).
-  w.embed = l.matrix("model.embed_tokens.weight", cfg.vocab_size, cfg.hidden_size);
+  w.embed = l.vocab_rows("model.embed_tokens.weight");
   for (int i = 0; i < cfg.num_layers; ++i) w.layers.push_back(l.layer(i));
   w.final_norm = l.final_norm();
-  w.lm_head = cfg.tie_word_embeddings ? w.embed : l.matrix("lm_head.weight", cfg.vocab_size, cfg.hidden_size);
+  w.lm_head = cfg.tie_word_embeddings ? w.embed : l.vocab_rows("lm_head.weight");
   src.finish();
   return w;
 }

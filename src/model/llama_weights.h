@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "model/model_config.h"
+#include "model/tp_layout.h"
 #include "model/weight_source.h"
 #include "ops/backend.h"
 
@@ -26,6 +27,8 @@ struct LlamaLayerWeights {
   Tensor down;           // [H, I]
 };
 
+// Shapes are those of the whole model; a tensor-parallel shard holds its rows of q/k/v, gate/up,
+// embed and lm_head (vocab rows ceil(V / N)) and its columns of o_proj and down (tp_layout.h).
 struct LlamaWeights {
   Tensor embed;  // [V, H]
   std::vector<LlamaLayerWeights> layers;
@@ -33,7 +36,8 @@ struct LlamaWeights {
   Tensor lm_head;     // [V, H]; the same tensor as embed when tied
 };
 
-// Allocates the weights on `backend` and fills them from `src` (HF tensor names).
-LlamaWeights load_llama_weights(const ModelConfig& cfg, Backend& backend, WeightSource& src);
+// Allocates the weights of tensor-parallel shard `tp` (the whole model at size 1) on `backend`
+// and fills them from `src` (HF tensor names), reading only the shard's slices.
+LlamaWeights load_llama_weights(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src);
 
 }  // namespace gs

@@ -27,8 +27,13 @@ AttentionShape attention_shape(const ModelConfig& cfg) {
   return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.attention_scale(), cfg.attn_softcap};
 }
 
+TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm) {
+  return comm ? make_tp_layout(cfg, comm->rank(), comm->world_size()) : make_tp_layout(cfg, 0, 1);
+}
+
 std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src, Backend& backend,
-                                             AttentionBackend& attention, int max_num_tokens) {
+                                             AttentionBackend& attention, int max_num_tokens,
+                                             const ParallelOptions& parallel) {
   GS_CHECK(max_num_tokens > 0, "max_num_tokens must be positive, got {}", max_num_tokens);
   std::unique_ptr<WeightSource> weights;
   if (src.dummy) {
@@ -37,8 +42,10 @@ std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const Model
     GS_CHECK(!src.dir.empty(), "no model directory given");
     weights = make_checkpoint_source(src.dir, backend, cfg);
   }
-  LlamaWeights w = load_llama_weights(cfg, backend, *weights);
-  return std::make_unique<LlamaModel>(cfg, std::move(w), backend, attention, max_num_tokens);
+  const TpLayout tp = tp_layout(cfg, parallel.comm);
+  LlamaWeights w = load_llama_weights(cfg, tp, backend, *weights);
+  return std::make_unique<LlamaModel>(cfg, std::move(w), backend, attention, max_num_tokens, tp, parallel.comm,
+                                      parallel.max_logit_rows);
 }
 
 }  // namespace gs

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "attention/attention_backend.h"
+#include "distributed/communicator.h"
 #include "model/model_config.h"
 #include "model/piecewise_model.h"
+#include "model/tp_layout.h"
 #include "ops/backend.h"
 
 namespace gs {
@@ -31,9 +33,23 @@ ModelConfig resolve_model_config(const ModelSource& src);
 // The attention shape of a model config (heads, kv heads, head_dim, scale).
 AttentionShape attention_shape(const ModelConfig& cfg);
 
-// Loads weights onto `backend` (converted to its compute dtype; q/k/v and gate/up fused) and
-// allocates activation buffers for up to `max_num_tokens` tokens per forward.
+// Tensor parallelism: the rank's communicator (nullptr: the whole model on one device) and
+// the most rows compute_logits is given at once (sizes the buffers of the logits gather).
+struct ParallelOptions {
+  Communicator* comm = nullptr;
+  int max_logit_rows = 0;
+};
+
+// The shapes one rank of `comm` holds (the whole model without a communicator); throws
+// gs::Error when the model does not split over that many ranks.
+TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm);
+
+// Loads weights onto `backend` (converted to its compute dtype; q/k/v and gate/up fused; with a
+// communicator only this rank's shard, tp_layout.h) and allocates activation buffers for up to
+// `max_num_tokens` tokens per forward. `attention` must be built for the rank's heads
+// (attention_shape(tp_layout(cfg, comm).local)).
 std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src, Backend& backend,
-                                             AttentionBackend& attention, int max_num_tokens);
+                                             AttentionBackend& attention, int max_num_tokens,
+                                             const ParallelOptions& parallel = {});
 
 }  // namespace gs

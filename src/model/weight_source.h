@@ -13,13 +13,29 @@ namespace gs {
 // How a dummy weight is initialised; a checkpoint ignores it.
 enum class WeightInit { Ones, Zeros, Uniform };
 
+// The part of an HF tensor one tensor-parallel rank loads: `count` indices of dimension `dim`
+// (0: rows, 1: columns of a matrix) from `begin`. The default is the whole tensor.
+struct WeightSlice {
+  int dim = 0;
+  int64_t begin = 0;
+  int64_t count = -1;  // -1: all of the dimension
+
+  bool whole() const { return count < 0; }
+  // The slice's shape within the full `shape`; throws gs::Error when it does not fit.
+  Shape shape_of(const Shape& shape) const;
+  // The flat index in the full tensor of the slice's i-th element (row-major).
+  int64_t full_index(const Shape& shape, int64_t i) const;
+};
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
-  // Writes tensor `name` (HF shape `shape`) into `dst` (a device view of exactly that many
-  // elements, in the backend's compute dtype). `fan_in` scales Uniform init.
-  virtual void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init,
-                    int64_t fan_in) = 0;
+  // Writes `slice` of tensor `name` (HF shape `shape`) into `dst` (a device view of exactly
+  // that many elements, in the backend's compute dtype). `fan_in` (of the full tensor) scales
+  // Uniform init; a sliced dummy tensor equals the same slice of the whole one. A checkpoint
+  // reads only the slice from its memory mapping.
+  virtual void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init, int64_t fan_in,
+                    const WeightSlice& slice) = 0;
   // Called after every tensor was loaded: a checkpoint rejects tensors nobody asked for.
   virtual void finish() {}
 };

@@ -60,6 +60,9 @@ class Backend {
   // whatever the compute dtype: summing 2 L residual updates in bf16 costs ~1% of accuracy.
   // out[t, :] = table[ids[t], :]          ids [T] i32, table [V, H], out [T, H]
   virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+  // Vocab-parallel embedding: out[t, :] = table[ids[t] - first, :] when that row is in the table,
+  // else 0 (the ranks' outputs sum to the whole embedding). Same layouts as embedding().
+  virtual void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first, const Tensor& out) = 0;
   // out = x / rms(x) * w (per row)         x, out [T, H], w [H]
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // residual += x; out = rms_norm(residual) (fused residual add + norm; x may alias out)

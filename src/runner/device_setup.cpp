@@ -7,6 +7,7 @@
 #ifdef GS_HAVE_CUDA
 #include "attention/cuda/cuda_attention.h"
 #include "core/cuda/cuda_device.h"
+#include "distributed/cuda/nccl_communicator.h"
 #include "ops/cuda/cuda_backend.h"
 #include "sampling/cuda/cuda_sampling.h"
 #endif
@@ -65,6 +66,26 @@ std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend) {
   if (backend.device().is_cuda()) return make_cuda_sampling_kernels(backend);
 #endif
   return make_cpu_sampling_kernels(backend);
+}
+
+std::unique_ptr<Communicator> make_communicator(Backend& backend, const RunnerConfig& cfg) {
+  GS_CHECK(!cfg.tp_group.empty(),
+           "tensor_parallel_size {} runs one worker process per rank (graphserve generate / serve / bench start "
+           "them); this runner was given no group to join",
+           cfg.tensor_parallel_size);
+#ifdef GS_HAVE_CUDA
+  if (backend.device().is_cuda())
+    return make_nccl_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend);
+#endif
+  return make_shm_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend);
+}
+
+std::string make_tp_group_id(const RunnerConfig& cfg) {
+#ifdef GS_HAVE_CUDA
+  if (uses_cuda(cfg.device)) return make_nccl_group_id();
+#endif
+  (void)cfg;
+  return make_shm_group_name();
 }
 
 std::string describe_device(const Backend& backend) {

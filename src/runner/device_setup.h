@@ -5,7 +5,9 @@
 #include <string>
 
 #include "attention/attention_backend.h"
+#include "distributed/communicator.h"
 #include "ops/backend.h"
+#include "runner/runner_config.h"
 #include "sampling/sampling_kernels.h"
 
 namespace gs {
@@ -23,6 +25,14 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
                                       DType checkpoint_dtype = DType::BF16);
 std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape);
 std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend);
+
+// Joins tensor-parallel group cfg.tp_group as rank cfg.tp_rank of cfg.tensor_parallel_size: the
+// shared-memory communicator on the CPU, NCCL (with the custom all-reduce where peers can reach
+// each other) on CUDA.
+std::unique_ptr<Communicator> make_communicator(Backend& backend, const RunnerConfig& cfg);
+// A new group for cfg's device (what rank 0 creates and the other ranks join): a shared-memory
+// group name on the CPU, an NCCL unique id on CUDA.
+std::string make_tp_group_id(const RunnerConfig& cfg);
 
 // "cpu" or "cuda:0 (NVIDIA H200)".
 std::string describe_device(const Backend& backend);

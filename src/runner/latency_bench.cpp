@@ -29,20 +29,27 @@ double quantile(std::vector<double> v, double q) {
 }
 
 LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& o) {
+  return run_latency_bench(BenchModel{[&runner](const SchedulerOutput& so) { return runner.execute(so); },
+                                      [&runner] { return runner.stats(); }, runner.max_model_len(), runner.block_size(),
+                                      runner.num_kv_blocks(), runner.model_config().vocab_size},
+                           o);
+}
+
+LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOptions& o) {
   GS_CHECK(o.batch_size >= 1 && o.input_len >= 1 && o.output_len >= 1 && o.num_iters >= 1,
            "bench latency: batch size ({}), input len ({}), output len ({}) and iterations ({}) must be >= 1",
            o.batch_size, o.input_len, o.output_len, o.num_iters);
   const int k = std::max(0, o.num_speculative_tokens);
   const int total_len = o.input_len + o.output_len * (1 + k);
-  GS_CHECK(total_len <= runner.max_model_len(), "bench latency: input + output = {} tokens exceed max_model_len {}",
-           total_len, runner.max_model_len());
-  const int bs = runner.block_size();
+  GS_CHECK(total_len <= runner.max_model_len, "bench latency: input + output = {} tokens exceed max_model_len {}",
+           total_len, runner.max_model_len);
+  const int bs = runner.block_size;
   const int blocks_per_req = (total_len + bs - 1) / bs;
-  GS_CHECK(static_cast<long long>(blocks_per_req) * o.batch_size <= runner.num_kv_blocks(),
+  GS_CHECK(static_cast<long long>(blocks_per_req) * o.batch_size <= runner.num_kv_blocks,
            "bench latency: {} sequences of {} tokens need {} KV blocks but the cache has {}; lower the batch "
            "size or raise the KV cache size",
-           o.batch_size, total_len, blocks_per_req * o.batch_size, runner.num_kv_blocks());
-  const int vocab = runner.model_config().vocab_size;
+           o.batch_size, total_len, blocks_per_req * o.batch_size, runner.num_kv_blocks);
+  const int vocab = runner.vocab_size;
   SamplingParams params = o.sampling;
   params.max_tokens = o.output_len;
 

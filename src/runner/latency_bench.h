@@ -7,6 +7,7 @@
 // request schedules its last token and k synthetic proposals, a uniform batch of 1 + k tokens per
 // request, and keeps what the runner accepted.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "runner/model_runner.h"
@@ -39,7 +40,16 @@ struct LatencyResult {
   double d2h_bytes_per_step = 0;  // device-to-host bytes of a decode step (sampled ids, logprobs)
 };
 
+// The model as the benchmark drives it: the ModelRunner, or the tensor-parallel worker processes
+// (engine/executor.h bench_model).
+struct BenchModel {
+  std::function<RunnerOutput(const SchedulerOutput&)> execute;
+  std::function<RunnerStats()> stats;
+  int max_model_len = 0, block_size = 0, num_kv_blocks = 0, vocab_size = 0;
+};
+
 // Throws gs::Error when the runner's limits cannot hold the batch (naming the limit).
+LatencyResult run_latency_bench(const BenchModel& model, const LatencyBenchOptions& opts);
 LatencyResult run_latency_bench(ModelRunner& runner, const LatencyBenchOptions& opts);
 
 // The q-quantile (0..1) of `v` (nearest rank); 0 for an empty vector.

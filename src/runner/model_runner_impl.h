@@ -29,6 +29,8 @@ struct ModelRunner::Impl {
   RunnerConfig cfg;
   ModelConfig mcfg;
   std::unique_ptr<Backend> backend;
+  std::unique_ptr<Communicator> comm;  // tensor parallelism (tensor_parallel_size > 1)
+  ModelConfig local_cfg;               // this rank's shapes (heads, KV heads): mcfg when unsharded
   std::unique_ptr<AttentionBackend> attention;
   std::unique_ptr<PiecewiseModel> model;
   std::vector<KVCacheLayer> kv;

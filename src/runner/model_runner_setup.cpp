@@ -19,8 +19,6 @@ constexpr double kMiB = 1024.0 * 1024.0;
 }  // namespace
 
 void ModelRunner::Impl::build_model() {
-  GS_CHECK(cfg.tensor_parallel_size == 1, "tensor_parallel_size {} is not supported yet; use 1",
-           cfg.tensor_parallel_size);
   GS_CHECK(cfg.max_num_seqs >= 1 && cfg.max_num_batched_tokens >= 1 && cfg.block_size >= 1,
            "max_num_seqs ({}), max_num_batched_tokens ({}) and block_size ({}) must be >= 1", cfg.max_num_seqs,
            cfg.max_num_batched_tokens, cfg.block_size);
@@ -31,7 +29,10 @@ void ModelRunner::Impl::build_model() {
   src.seed = cfg.seed;
   mcfg = resolve_model_config(src);
   backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype);
-  attention = make_attention(*backend, attention_shape(mcfg));
+  make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size);  // a model that does not split: before joining
+  if (cfg.tensor_parallel_size > 1) comm = make_communicator(*backend, cfg);
+  local_cfg = tp_layout(mcfg, comm.get()).local;
+  attention = make_attention(*backend, attention_shape(local_cfg));
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
   uniform_query_len = cfg.speculative.uniform_query_len();
@@ -39,7 +40,7 @@ void ModelRunner::Impl::build_model() {
   max_sample_rows = std::max(max_sample_rows, max_reqs);
   const auto t0 = std::chrono::steady_clock::now();
   const size_t before = backend->allocator().bytes_in_use();
-  model = create_model(mcfg, src, *backend, *attention, max_tokens);
+  model = create_model(mcfg, src, *backend, *attention, max_tokens, {comm.get(), max_reqs});
   spdlog::info("model weights and activations: {:.2f} GiB, loaded in {:.2f} s ({})",
                double(backend->allocator().bytes_in_use() - before) / (kMiB * 1024.0),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
@@ -63,7 +64,7 @@ void ModelRunner::Impl::build_model() {
 }
 
 void ModelRunner::Impl::plan_kv_cache() {
-  const KVCacheSpec spec{0, cfg.block_size, mcfg.num_kv_heads, mcfg.head_dim, backend->compute_dtype()};
+  const KVCacheSpec spec{0, cfg.block_size, local_cfg.num_kv_heads, mcfg.head_dim, backend->compute_dtype()};
   const size_t per_block = spec.block_bytes() * size_t(mcfg.num_layers);
   size_t bytes = cfg.kv_cache_memory_bytes;
   long long cap = -1;  // the CPU default never holds more than every sequence at full length
@@ -86,7 +87,7 @@ void ModelRunner::Impl::plan_kv_cache() {
            per_block, mcfg.num_layers);
   GS_CHECK(blocks <= (1LL << 30), "too many KV blocks ({})", blocks);
   num_blocks = static_cast<int>(blocks);
-  const Shape shape{num_blocks, cfg.block_size, mcfg.num_kv_heads, mcfg.head_dim};
+  const Shape shape{num_blocks, cfg.block_size, local_cfg.num_kv_heads, mcfg.head_dim};
   for (int l = 0; l < mcfg.num_layers; ++l) {
     KVCacheLayer layer{Tensor::empty(shape, spec.dtype, backend->allocator()),
                        Tensor::empty(shape, spec.dtype, backend->allocator())};

@@ -113,6 +113,8 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
   } else if (req.method == "GET") {
     if (p == "/health") {
       if (draining_) throw ApiError(503, "shutting down", "", "service_unavailable");
+      if (const std::string err = client_.stats().fatal_error; !err.empty())
+        throw ApiError(503, "unhealthy: " + err, "", "service_unavailable");
       return json_response(200, json::object());
     }
     if (p == "/metrics") {
@@ -147,6 +149,8 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
 HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind) {
   try {
     if (draining_) throw ApiError(503, "the server is shutting down", "", "service_unavailable");
+    if (const std::string err = client_.stats().fatal_error; !err.empty())
+      throw ApiError(503, "the engine failed: " + err, "", "service_unavailable");
     json body = parse_json_body(req.body, cfg_.max_json_depth);
     GenerationRequest greq = kind == ApiKind::Chat ? parse_chat_request(body, nlohmann::ordered_json::parse(req.body),
                                                                         client_, cfg_.chat_template, cfg_.limits)

@@ -128,6 +128,14 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight, const std:
   gauge(out, "graphserve_graph_capture_seconds", "Time spent capturing graphs at start-up.", e.graphs.capture_seconds);
   gauge(out, "graphserve_graph_memory_bytes", "Memory held by captured graphs.",
         static_cast<double>(e.graphs.graph_memory_bytes));
+  if (!e.rank_step_seconds.empty()) {
+    out += "# HELP graphserve_rank_step_seconds Seconds the last forward step took on each tensor-parallel rank.\n";
+    out += "# TYPE graphserve_rank_step_seconds gauge\n";
+    for (size_t r = 0; r < e.rank_step_seconds.size(); ++r)
+      out += fmt::format("graphserve_rank_step_seconds{{rank=\"{}\"}} {}\n", r, e.rank_step_seconds[r]);
+  }
+  gauge(out, "graphserve_engine_healthy", "1 while the engine can run steps, 0 after a worker died or hung.",
+        e.fatal_error.empty() ? 1.0 : 0.0);
   render_vllm(out, e, model_name);
   return out;
 }

@@ -18,6 +18,7 @@ struct SimRequest {
 
 struct SimResult {
   std::vector<std::vector<int32_t>> outputs;  // generated tokens per request
+  std::vector<std::vector<float>> logprobs;   // per request: each sampled token's logprob, then its top ones
   int steps = 0;
 };
 
@@ -38,6 +39,7 @@ inline SimResult simulate(ModelRunner& runner, const std::vector<SimRequest>& re
   const int bs = runner.block_size();
   SimResult res;
   res.outputs.resize(reqs.size());
+  res.logprobs.resize(reqs.size());
   for (int step = 0;; ++step) {
     SchedulerOutput so;
     int budget = token_budget;
@@ -71,6 +73,8 @@ inline SimResult simulate(ModelRunner& runner, const std::vector<SimRequest>& re
       live[t.id].tokens.push_back(t.token);
       live[t.id].generated++;
       res.outputs[t.id].push_back(t.token);
+      res.logprobs[t.id].push_back(t.logprob);
+      for (const auto& [tok, lp] : t.top_logprobs) res.logprobs[t.id].push_back(lp);
     }
     res.steps = step + 1;
   }

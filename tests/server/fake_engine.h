@@ -62,6 +62,7 @@ class FakeEngine : public EngineClient {
     s.num_running = static_cast<int>(live_.size());
     s.kv_blocks_total = 1000;
     s.kv_blocks_free = 1000 - static_cast<int>(live_.size());
+    s.fatal_error = fatal_error;
     return s;
   }
   std::vector<std::string> lora_names() const override {
@@ -74,6 +75,7 @@ class FakeEngine : public EngineClient {
   }
   void load_lora(const std::string&, const std::string&) override { GS_CHECK(false, "fake serves no LoRA adapters"); }
   void unload_lora(const std::string&) override { GS_CHECK(false, "fake serves no LoRA adapters"); }
+  std::string fatal_error;  // set by a test: the engine failed (a tensor-parallel worker died)
   int live() const {
     std::lock_guard l(mu_);
     return static_cast<int>(live_.size());

@@ -145,6 +145,17 @@ TEST_F(HttpFake, ModelsHealthTokenize) {
   EXPECT_TRUE(nf.json()["error"].is_object());
 }
 
+TEST_F(HttpFake, AFailedEngineIsUnhealthyAndRefusesRequestsWith503) {
+  engine.fatal_error = "tensor-parallel worker rank 1 closed its connection";
+  const auto h = get(port, "/health");
+  EXPECT_EQ(h.status, 503);
+  EXPECT_NE(h.body.find("worker rank 1"), std::string::npos) << h.body;
+  const auto r = post(port, "/v1/completions", R"({"prompt":"hi"})");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find("worker rank 1"), std::string::npos);
+  EXPECT_NE(get(port, "/metrics").body.find("graphserve_engine_healthy 0"), std::string::npos);
+}
+
 TEST_F(HttpFake, EngineRefusalIs400) {
   auto r = post(port, "/v1/completions", R"({"prompt":"hi","temperature":1.5})");
   EXPECT_EQ(r.status, 400);

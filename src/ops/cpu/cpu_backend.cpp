@@ -80,6 +80,18 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::embedding(id, tb, o, T, V, H); });
   }
 
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first, const Tensor& out) override {
+    check_i32(ids, "embedding_shard", "ids");
+    check_f32(table, "embedding_shard", "table");
+    check_f32(out, "embedding_shard", "out");
+    const int64_t T = ids.numel(), V = table.dim(0), H = table.dim(1);
+    check_2d(out, T, H, "embedding_shard", "out");
+    auto* id = i32(ids);
+    auto* tb = f(table);
+    auto* o = fm(out);
+    stream_.launch([=] { cpu::embedding_shard(id, tb, first, o, T, V, H); });
+  }
+
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
     check_f32(x, "rms_norm", "x"), check_f32(w, "rms_norm", "w"), check_f32(out, "rms_norm", "out");
     const int64_t T = x.dim(0), H = x.dim(1);

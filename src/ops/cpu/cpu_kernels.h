@@ -10,6 +10,9 @@
 namespace gs::cpu {
 
 void embedding(const int32_t* ids, const float* table, float* out, int64_t T, int64_t V, int64_t H);
+// Rows of ids outside [first, first + V) are zero (vocab-parallel shard; cpu_shard.cpp).
+void embedding_shard(const int32_t* ids, const float* table, int64_t first, float* out, int64_t T, int64_t V,
+                     int64_t H);
 void rms_norm(const float* x, const float* w, float eps, float* out, int64_t T, int64_t H);
 // residual += x; out = rms_norm(residual). x may alias out.
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, float* out, int64_t T, int64_t H);

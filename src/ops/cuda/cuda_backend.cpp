@@ -14,6 +14,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lora_kernels.h"
 #include "ops/cuda/lt_gemm.h"
+#include "ops/cuda/shard_kernels.h"
 #include "ops/lora_shape.h"
 
 namespace gs {
@@ -96,6 +97,23 @@ class CudaBackend final : public Backend {
       else
         GS_CUDA_CHECK((cuda::embedding<E, E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T), int(table.dim(0)),
                                              int(H), s())));
+    });
+  }
+
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first, const Tensor& out) override {
+    need(ids, DType::I32, "embedding_shard", "ids");
+    need(table, dtype_, "embedding_shard", "table");
+    need(out, residual_dtype(out), "embedding_shard", "out");
+    const int64_t T = ids.numel(), H = table.row_elems();
+    need_rows(out, T, H, "embedding_shard", "out");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      if (out.dtype() == DType::F32)
+        GS_CUDA_CHECK((cuda::embedding_shard<E, float>(ptr<int32_t>(ids), ptr<E>(table), first, ptr<float>(out), int(T),
+                                                       int(table.dim(0)), int(H), s())));
+      else
+        GS_CUDA_CHECK((cuda::embedding_shard<E, E>(ptr<int32_t>(ids), ptr<E>(table), first, ptr<E>(out), int(T),
+                                                   int(table.dim(0)), int(H), s())));
     });
   }
 

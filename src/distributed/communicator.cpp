@@ -1,0 +1,15 @@
+// Checks shared by the communicators.
+#include "distributed/communicator.h"
+
+#include "core/error.h"
+
+namespace gs {
+
+void check_gather_columns(const Tensor& local, const Tensor& scratch, const Tensor& out, int world) {
+  GS_CHECK(local.ndim() == 2 && out.ndim() == 2 && local.dim(0) == out.dim(0) && local.dtype() == out.dtype() &&
+               out.dim(1) <= local.dim(1) * world && scratch.numel() >= local.numel() * world,
+           "gather_columns: local {} and out {} do not match {} ranks (scratch {})", local.str(), out.str(), world,
+           scratch.str());
+}
+
+}  // namespace gs

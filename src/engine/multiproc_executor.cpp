@@ -1,0 +1,200 @@
+// MultiprocExecutor: tensor parallelism as one worker process per rank (worker/worker.h).
+//
+// The driver (this process: scheduler, API server) listens on --master-addr:--master-port, starts
+// this host's ranks (other hosts run `graphserve worker --node-rank k ...`), hands every rank the
+// runner config (and the group rank 0 created), then sends each step's batch to every rank and
+// takes the sampled tokens from rank 0. Every rank answers every step, so a rank that exits (end
+// of stream) or hangs (no answer within worker_timeout_s) is found at once: the executor fails
+// for good with an error naming the rank, and the engine reports itself unhealthy.
+#include <chrono>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "engine/executor.h"
+#include "model/model_factory.h"
+#include "worker/connection.h"
+#include "worker/wire.h"
+#include "worker/worker.h"
+
+namespace gs {
+namespace {
+
+constexpr double kStartupTimeoutS = 1800.0;  // connect and load weights (an 8B checkpoint from a slow disk)
+
+ModelConfig driver_model_config(const RunnerConfig& cfg) {
+  ModelSource src;
+  src.dir = cfg.model;
+  src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
+  src.preset = cfg.preset;
+  src.seed = cfg.seed;
+  ModelConfig m = resolve_model_config(src);
+  make_tp_layout(m, 0, cfg.tensor_parallel_size);  // refuses a model that does not split, before any process starts
+  return m;
+}
+
+class MultiprocExecutor final : public Executor {
+ public:
+  explicit MultiprocExecutor(const EngineConfig& cfg)
+      : cfg_(cfg), mcfg_(driver_model_config(cfg)), world_(cfg.tensor_parallel_size) {
+    GS_CHECK(cfg.nnodes >= 1 && world_ % cfg.nnodes == 0,
+             "--tensor-parallel-size {} must split evenly over --nnodes {}", world_, cfg.nnodes);
+    GS_CHECK(cfg.node_rank == 0, "graphserve serve / generate run on node 0; other nodes run `graphserve worker`");
+    GS_CHECK(cfg.nnodes == 1 || cfg.master_port > 0, "--nnodes {} needs --master-port (and --master-addr)", cfg.nnodes);
+    listener_ = std::make_unique<Listener>(cfg.nnodes == 1 ? "127.0.0.1" : "0.0.0.0", cfg.master_port);
+    std::vector<int> local;
+    for (int r = 0; r < world_ / cfg.nnodes; ++r) local.push_back(r);
+    pids_ = spawn_workers(worker_executable(), "127.0.0.1", listener_->port(), local);
+    try {
+      start();
+    } catch (const std::exception& e) {
+      kill_workers(pids_);
+      throw;
+    }
+  }
+
+  ~MultiprocExecutor() override {
+    for (auto& c : conns_) {
+      try {
+        c.send(MsgType::Shutdown, "");
+      } catch (const std::exception&) {  // already gone
+      }
+    }
+    // Each worker closes its end when it has shut down (other hosts' workers then exit 0).
+    for (auto& c : conns_) {
+      try {
+        c.recv(10.0, "a worker shutting down");
+      } catch (const std::exception&) {  // end of stream: done
+      }
+    }
+    kill_workers(pids_);
+  }
+
+  RunnerOutput execute(const SchedulerOutput& batch) override {
+    GS_CHECK(broken_.empty(), "{}", broken_);
+    const std::string msg = enc_.encode(batch);
+    std::string error;
+    StepReply rank0;
+    try {
+      for (auto& c : conns_) c.send(MsgType::Step, msg);
+      // Replies in whatever order they come, so a rank that died is seen at once (its end of
+      // stream), not after the timeout of a peer that waits for it in a collective.
+      std::vector<int> pending(static_cast<size_t>(world_));
+      for (int r = 0; r < world_; ++r) pending[size_t(r)] = r;
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!pending.empty()) {
+        std::vector<const Connection*> waiting;
+        for (int r : pending) waiting.push_back(&conns_[size_t(r)]);
+        const double left =
+            cfg_.worker_timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const int i = wait_any(waiting, std::max(0.0, left));
+        GS_CHECK(i >= 0, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)",
+                 peer(pending.front()), cfg_.worker_timeout_s);
+        const int r = pending[size_t(i)];
+        pending.erase(pending.begin() + i);
+        const Message m = conns_[size_t(r)].recv(cfg_.worker_timeout_s, peer(r));
+        if (m.type == MsgType::ErrorReply) {
+          if (error.empty()) error = m.payload;
+          continue;
+        }
+        StepReply rep = decode_step_reply(m.payload);
+        step_seconds_[size_t(r)] = rep.step_seconds;
+        if (r == 0) rank0 = std::move(rep);
+      }
+    } catch (const Error& e) {
+      fail_for_good(e.what());
+    }
+    GS_CHECK(error.empty(), "{}", error);  // a batch the runners refused (the engine isolates its requests)
+    stats_ = rank0.stats;
+    return std::move(rank0.output);
+  }
+
+  const ModelConfig& model_config() const override { return mcfg_; }
+  int num_kv_blocks() const override { return limits_.num_kv_blocks; }
+  int block_size() const override { return limits_.block_size; }
+  int max_model_len() const override { return limits_.max_model_len; }
+  RunnerStats stats() const override { return stats_; }
+  std::string device_name() const override { return fmt::format("{} x {}", world_, limits_.device); }
+  std::vector<double> rank_step_seconds() const override { return step_seconds_; }
+  std::string fatal_error() const override { return broken_; }
+
+ private:
+  std::string peer(int r) const { return fmt::format("tensor-parallel worker rank {}", r); }
+
+  // Accepts every rank, lets rank 0 create the group, sends the others the group, waits for all.
+  void start() {
+    conns_.resize(size_t(world_));
+    for (int i = 0; i < world_; ++i) {
+      Connection c = accept_worker(world_ - i);
+      const Message hello = c.recv(60.0, "a connecting worker");
+      GS_CHECK(hello.type == MsgType::Hello, "a process on the master port is not a graphserve worker");
+      const int r = WireReader(hello.payload).get<int>();
+      GS_CHECK(r >= 0 && r < world_ && conns_[size_t(r)].fd() < 0, "worker rank {} is invalid or connected twice", r);
+      conns_[size_t(r)] = std::move(c);
+    }
+    RunnerConfig rc = cfg_;
+    rc.tp_group.clear();
+    conns_[0].send(MsgType::Init, encode_runner_config(rc));
+    const Message g = conns_[0].recv(kStartupTimeoutS, peer(0));
+    GS_CHECK(g.type == MsgType::GroupId, "{} failed to create the group: {}", peer(0), g.payload);
+    rc.tp_group = g.payload;
+    for (int r = 1; r < world_; ++r) conns_[size_t(r)].send(MsgType::Init, encode_runner_config(rc));
+    for (int r = 0; r < world_; ++r) {
+      const Message m = conns_[size_t(r)].recv(kStartupTimeoutS, peer(r));
+      GS_CHECK(m.type == MsgType::Ready, "{} failed to start: {}", peer(r), m.payload);
+      const WorkerLimits l = decode_limits(m.payload);
+      if (r == 0) limits_ = l, stats_ = l.stats;
+      limits_.num_kv_blocks = std::min(limits_.num_kv_blocks, l.num_kv_blocks);
+      spdlog::info("tensor parallel: rank {} of {} on {} ({} KV blocks)", r, world_, l.device, l.num_kv_blocks);
+    }
+    step_seconds_.assign(size_t(world_), 0.0);
+  }
+
+  // The next worker's connection; a local worker that exits first is an error at once.
+  Connection accept_worker(int missing) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      for (int pid : pids_)
+        if (std::string s = reap_worker(pid); !s.empty()) fail("tensor-parallel worker failed to start: {}", s);
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      try {
+        return listener_->accept(1.0, "");
+      } catch (const Error&) {
+        GS_CHECK(waited < kStartupTimeoutS,
+                 "{} of {} tensor-parallel workers did not connect within {:.0f} s (port {})", missing, world_,
+                 kStartupTimeoutS, listener_->port());
+      }
+    }
+  }
+
+  [[noreturn]] void fail_for_good(const std::string& why) {
+    std::string exits;
+    for (int pid : pids_)
+      if (std::string s = reap_worker(pid); !s.empty()) exits += "; " + s;
+    broken_ = fmt::format("tensor-parallel workers failed: {}{}; the engine cannot continue (restart it)", why, exits);
+    spdlog::error("{}", broken_);
+    kill_workers(pids_);
+    pids_.clear();
+    conns_.clear();
+    throw Error(broken_);
+  }
+
+  EngineConfig cfg_;
+  ModelConfig mcfg_;
+  int world_;
+  std::unique_ptr<Listener> listener_;
+  std::vector<int> pids_;
+  std::vector<Connection> conns_;  // by rank
+  WorkerLimits limits_;
+  BatchEncoder enc_;
+  RunnerStats stats_;
+  std::vector<double> step_seconds_;
+  std::string broken_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_multiproc_executor(const EngineConfig& cfg) {
+  return std::make_unique<MultiprocExecutor>(cfg);
+}
+
+}  // namespace gs

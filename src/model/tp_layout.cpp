@@ -1,0 +1,41 @@
+#include "model/tp_layout.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace gs {
+
+TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size) {
+  GS_CHECK(size >= 1 && rank >= 0 && rank < size, "tensor-parallel rank {} outside [0, {})", rank, size);
+  GS_CHECK(cfg.num_heads % size == 0,
+           "--tensor-parallel-size {} must divide the model's {} attention heads (num_attention_heads)", size,
+           cfg.num_heads);
+  GS_CHECK(cfg.num_kv_heads % size == 0 || size % cfg.num_kv_heads == 0,
+           "--tensor-parallel-size {} and the model's {} KV heads: one must divide the other (KV heads are split, or "
+           "replicated when fewer than the ranks)",
+           size, cfg.num_kv_heads);
+  GS_CHECK(cfg.intermediate_size % size == 0, "--tensor-parallel-size {} must divide the model's intermediate_size {}",
+           size, cfg.intermediate_size);
+  TpLayout t;
+  t.rank = rank;
+  t.size = size;
+  t.local = cfg;
+  t.local.num_heads = cfg.num_heads / size;
+  t.head_begin = rank * t.local.num_heads;
+  if (cfg.num_kv_heads % size == 0) {
+    t.local.num_kv_heads = cfg.num_kv_heads / size;
+    t.kv_head_begin = rank * t.local.num_kv_heads;
+  } else {
+    t.local.num_kv_heads = 1;
+    t.kv_head_begin = rank / (size / cfg.num_kv_heads);  // the KV head of this rank's query heads
+  }
+  t.local.intermediate_size = cfg.intermediate_size / size;
+  t.inter_begin = rank * t.local.intermediate_size;
+  t.vocab_shard = (int64_t(cfg.vocab_size) + size - 1) / size;
+  t.vocab_begin = std::min<int64_t>(int64_t(rank) * t.vocab_shard, cfg.vocab_size);
+  t.vocab_count = std::min<int64_t>(t.vocab_shard, cfg.vocab_size - t.vocab_begin);
+  return t;
+}
+
+}  // namespace gs

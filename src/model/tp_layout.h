@@ -1,0 +1,31 @@
+// TpLayout: which slice of each weight one tensor-parallel rank holds (Megatron-style, as vLLM).
+//
+// Column-parallel (output rows split): q/k/v and gate/up. Row-parallel (input columns split,
+// followed by an all-reduce): o_proj and down. Vocab-parallel: the embedding and lm_head rows,
+// ceil(V / N) per rank (the last rank's tail is zero padding). Query heads must divide by N;
+// KV heads are split when they divide by N, else each is replicated on N / Hkv ranks (N must
+// then be a multiple of Hkv). At N = 1 the layout is the whole model.
+#pragma once
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace gs {
+
+struct TpLayout {
+  int rank = 0, size = 1;
+  ModelConfig local;        // the rank's shapes: num_heads, num_kv_heads, intermediate_size of its shard
+  int head_begin = 0;       // first query head of this rank
+  int kv_head_begin = 0;    // first KV head of this rank
+  int inter_begin = 0;      // first MLP channel of this rank
+  int64_t vocab_shard = 0;  // embedding / lm_head rows per rank (ceil(V / N))
+  int64_t vocab_begin = 0;  // first vocabulary row of this rank
+  int64_t vocab_count = 0;  // real rows of this rank (vocab_shard, or fewer on the last rank)
+
+  bool sharded() const { return size > 1; }
+};
+
+// Throws gs::Error naming the field that does not divide (and the sizes that would work).
+TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size);
+
+}  // namespace gs

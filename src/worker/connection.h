@@ -1,0 +1,69 @@
+// Connection: length-framed messages over a TCP socket between the driver and a worker, with
+// deadlines on every wait, so a peer that dies (EOF) or hangs (timeout) is an error, never a hang.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gs {
+
+enum class MsgType : uint32_t {
+  Hello = 1,   // worker -> driver: its rank
+  Init,        // driver -> worker: the runner config (and the group to join, for ranks > 0)
+  GroupId,     // rank 0 -> driver: the group it created (shared-memory name or NCCL unique id)
+  Ready,       // worker -> driver: the runner's limits
+  Step,        // driver -> workers: one scheduled batch
+  StepReply,   // worker -> driver: the sampled tokens (rank 0) or an empty ack, and its step time
+  ErrorReply,  // worker -> driver: an error message instead of a reply
+  Shutdown,    // driver -> workers: exit
+};
+
+struct Message {
+  MsgType type;
+  std::string payload;
+};
+
+class Connection {
+ public:
+  Connection() = default;  // not connected (fd() < 0)
+  explicit Connection(int fd) : fd_(fd) {}
+  ~Connection();
+  Connection(Connection&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Connection& operator=(Connection&& o) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects to host:port, retrying until timeout_s (the listener may not be up yet).
+  static Connection connect(const std::string& host, int port, double timeout_s);
+
+  void send(MsgType type, const std::string& payload);
+  // The next message; throws gs::Error on EOF (peer gone) or after timeout_s seconds.
+  Message recv(double timeout_s, const std::string& peer);
+  int fd() const { return fd_; }
+
+ private:
+  bool read_exact(void* p, size_t n, double deadline_s, const std::string& peer);
+  int fd_ = -1;
+};
+
+// The index of a connection with data (or end of stream) to read, or -1 after timeout_s.
+int wait_any(const std::vector<const Connection*>& conns, double timeout_s);
+
+// A listening TCP socket (port 0: an ephemeral port).
+class Listener {
+ public:
+  Listener(const std::string& host, int port);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  int port() const { return port_; }
+  // The next connection; throws gs::Error after timeout_s seconds.
+  Connection accept(double timeout_s, const std::string& waiting_for);
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace gs

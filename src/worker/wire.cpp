@@ -1,0 +1,178 @@
+// Encoders and decoders of the driver <-> worker messages.
+#include "worker/wire.h"
+
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+namespace gs {
+
+namespace {
+
+void put_params(WireWriter& w, const SamplingParams& p) {
+  w.put(p.temperature), w.put(p.top_p), w.put(p.top_k), w.put(p.min_p);
+  w.put<uint8_t>(p.seed.has_value()), w.put<uint64_t>(p.seed.value_or(0));
+  w.put(p.repetition_penalty), w.put(p.presence_penalty), w.put(p.frequency_penalty);
+  w.put_vec(p.logit_bias);
+  w.put(p.max_tokens), w.put(p.min_tokens);
+  w.put_vec(p.stop_token_ids);
+  w.put<uint8_t>(p.ignore_eos), w.put(p.logprobs), w.put(p.prompt_logprobs), w.put<uint8_t>(p.skip_special_tokens);
+}
+
+SamplingParams get_params(WireReader& r) {
+  SamplingParams p;
+  p.temperature = r.get<float>(), p.top_p = r.get<float>(), p.top_k = r.get<int>(), p.min_p = r.get<float>();
+  const bool has_seed = r.get<uint8_t>();
+  const auto seed = r.get<uint64_t>();
+  if (has_seed) p.seed = seed;
+  p.repetition_penalty = r.get<float>(), p.presence_penalty = r.get<float>(), p.frequency_penalty = r.get<float>();
+  p.logit_bias = r.get_vec<std::pair<int32_t, float>>();
+  p.max_tokens = r.get<int>(), p.min_tokens = r.get<int>();
+  p.stop_token_ids = r.get_vec<int>();
+  p.ignore_eos = r.get<uint8_t>(), p.logprobs = r.get<int>(), p.prompt_logprobs = r.get<int>();
+  p.skip_special_tokens = r.get<uint8_t>();
+  return p;
+}
+
+void put_top(WireWriter& w, const std::vector<std::pair<int32_t, float>>& top) { w.put_vec(top); }
+
+}  // namespace
+
+std::string encode_runner_config(const RunnerConfig& c) {
+  nlohmann::json j = {{"model", c.model},
+                      {"load_format", c.load_format},
+                      {"preset", c.preset},
+                      {"device", c.device},
+                      {"dtype", c.dtype},
+                      {"seed", c.seed},
+                      {"max_num_seqs", c.max_num_seqs},
+                      {"max_num_batched_tokens", c.max_num_batched_tokens},
+                      {"max_model_len", c.max_model_len},
+                      {"block_size", c.block_size},
+                      {"gpu_memory_utilization", c.gpu_memory_utilization},
+                      {"kv_cache_memory_bytes", c.kv_cache_memory_bytes},
+                      {"tensor_parallel_size", c.tensor_parallel_size},
+                      {"tp_rank", c.tp_rank},
+                      {"tp_group", c.tp_group},
+                      {"enforce_eager", c.enforce_eager},
+                      {"capture_sizes", c.compilation.cudagraph_capture_sizes},
+                      {"max_capture_size", c.compilation.max_cudagraph_capture_size},
+                      {"compile_sizes", c.compilation.compile_sizes}};
+  if (c.compilation.cudagraph_mode) j["cudagraph_mode"] = int(*c.compilation.cudagraph_mode);
+  return j.dump();
+}
+
+RunnerConfig decode_runner_config(const std::string& s) {
+  const auto j = nlohmann::json::parse(s);
+  RunnerConfig c;
+  c.model = j["model"], c.load_format = j["load_format"], c.preset = j["preset"], c.device = j["device"];
+  c.dtype = j["dtype"], c.seed = j["seed"], c.max_num_seqs = j["max_num_seqs"];
+  c.max_num_batched_tokens = j["max_num_batched_tokens"], c.max_model_len = j["max_model_len"];
+  c.block_size = j["block_size"], c.gpu_memory_utilization = j["gpu_memory_utilization"];
+  c.kv_cache_memory_bytes = j["kv_cache_memory_bytes"], c.tensor_parallel_size = j["tensor_parallel_size"];
+  c.tp_rank = j["tp_rank"], c.tp_group = j["tp_group"], c.enforce_eager = j["enforce_eager"];
+  c.compilation.cudagraph_capture_sizes = j["capture_sizes"].get<std::vector<int>>();
+  c.compilation.max_cudagraph_capture_size = j["max_capture_size"];
+  c.compilation.compile_sizes = j["compile_sizes"].get<std::vector<int>>();
+  if (j.contains("cudagraph_mode")) c.compilation.cudagraph_mode = CUDAGraphMode(j["cudagraph_mode"].get<int>());
+  return c;
+}
+
+std::string encode_limits(const WorkerLimits& l) {
+  WireWriter w;
+  w.put(l.num_kv_blocks), w.put(l.block_size), w.put(l.max_model_len), w.put(l.device), w.put(l.stats);
+  return std::move(w.str());
+}
+
+WorkerLimits decode_limits(const std::string& s) {
+  WireReader r(s);
+  WorkerLimits l;
+  l.num_kv_blocks = r.get<int>(), l.block_size = r.get<int>(), l.max_model_len = r.get<int>();
+  l.device = r.get_str();
+  l.stats = r.get<RunnerStats>();
+  return l;
+}
+
+std::string encode_step_reply(const StepReply& rep) {
+  WireWriter w;
+  w.put(rep.stats), w.put(rep.step_seconds);
+  w.put<uint64_t>(rep.output.sampled.size());
+  for (const SampledToken& t : rep.output.sampled)
+    w.put(t.id), w.put(t.token), w.put(t.logprob), put_top(w, t.top_logprobs);
+  w.put<uint64_t>(rep.output.prompt_logprobs.size());
+  for (const PromptLogprob& p : rep.output.prompt_logprobs)
+    w.put(p.id), w.put(p.position), w.put(p.token), w.put(p.logprob), put_top(w, p.top);
+  return std::move(w.str());
+}
+
+StepReply decode_step_reply(const std::string& s) {
+  WireReader r(s);
+  StepReply rep;
+  rep.stats = r.get<RunnerStats>(), rep.step_seconds = r.get<double>();
+  rep.output.sampled.resize(r.get<uint64_t>());
+  for (SampledToken& t : rep.output.sampled) {
+    t.id = r.get<RequestId>(), t.token = r.get<int32_t>(), t.logprob = r.get<float>();
+    t.top_logprobs = r.get_vec<std::pair<int32_t, float>>();
+  }
+  rep.output.prompt_logprobs.resize(r.get<uint64_t>());
+  for (PromptLogprob& p : rep.output.prompt_logprobs) {
+    p.id = r.get<RequestId>(), p.position = r.get<int>(), p.token = r.get<int32_t>(), p.logprob = r.get<float>();
+    p.top = r.get_vec<std::pair<int32_t, float>>();
+  }
+  return rep;
+}
+
+std::string BatchEncoder::encode(const SchedulerOutput& batch) {
+  WireWriter w;
+  std::unordered_set<RequestId> now;
+  for (const auto& r : batch.requests) now.insert(r.id);
+  std::vector<RequestId> dropped;
+  for (auto it = sent_.begin(); it != sent_.end();) {
+    if (now.count(it->first)) {
+      ++it;
+    } else {
+      dropped.push_back(it->first);
+      it = sent_.erase(it);
+    }
+  }
+  w.put_vec(dropped);
+  w.put<uint64_t>(batch.requests.size());
+  for (const ScheduledRequest& r : batch.requests) {
+    auto [it, fresh] = sent_.try_emplace(r.id, 0);
+    const std::vector<int32_t>& toks = *r.all_token_ids;
+    // A request that starts over (nothing computed: new, recomputed after preemption, or an id
+    // a benchmark reuses) is sent whole again.
+    if (!fresh && (r.num_computed_tokens == 0 || toks.size() < it->second)) fresh = true, it->second = 0;
+    w.put(r.id), w.put<uint8_t>(fresh), w.put(r.num_prompt_tokens), w.put(r.num_computed_tokens);
+    w.put(r.num_new_tokens), w.put<uint8_t>(r.sample), w.put(r.seed), w.put(r.num_output_tokens), w.put(r.lora_id);
+    if (fresh) put_params(w, *r.params);
+    w.put_vec(toks.data() + it->second, toks.size() - it->second);
+    it->second = toks.size();
+    w.put_vec(*r.block_ids);
+  }
+  return std::move(w.str());
+}
+
+const SchedulerOutput& BatchDecoder::decode(const std::string& s) {
+  WireReader r(s);
+  for (RequestId id : r.get_vec<RequestId>()) held_.erase(id);
+  out_.requests.resize(r.get<uint64_t>());
+  for (ScheduledRequest& q : out_.requests) {
+    q.id = r.get<RequestId>();
+    const bool fresh = r.get<uint8_t>();
+    q.num_prompt_tokens = r.get<int>(), q.num_computed_tokens = r.get<int>(), q.num_new_tokens = r.get<int>();
+    q.sample = r.get<uint8_t>(), q.seed = r.get<uint64_t>(), q.num_output_tokens = r.get<int>();
+    q.lora_id = r.get<int>();
+    if (fresh) held_[q.id] = Held{{}, {}, get_params(r)};
+    auto it = held_.find(q.id);
+    GS_CHECK(it != held_.end(), "tensor-parallel batch: request {} was never sent whole", q.id);
+    const auto more = r.get_vec<int32_t>();
+    it->second.tokens.insert(it->second.tokens.end(), more.begin(), more.end());
+    it->second.blocks = r.get_vec<int32_t>();
+    q.all_token_ids = &it->second.tokens;
+    q.block_ids = &it->second.blocks;
+    q.params = &it->second.params;
+  }
+  return out_;
+}
+
+}  // namespace gs

@@ -1,0 +1,158 @@
+// The worker loop and the spawning of local worker processes.
+#include "worker/worker.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "runner/device_setup.h"
+#include "runner/model_runner.h"
+#include "worker/connection.h"
+#include "worker/wire.h"
+
+extern char** environ;
+
+namespace gs {
+
+namespace {
+
+constexpr double kIdleTimeoutS = 365.0 * 24 * 3600;  // a worker waits for the driver's next step indefinitely
+
+StepReply execute(ModelRunner& runner, const SchedulerOutput& batch, bool rank0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  StepReply rep;
+  RunnerOutput out = runner.execute(batch);
+  rep.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rank0) rep.output = std::move(out);
+  rep.stats = runner.stats();
+  return rep;
+}
+
+// Joins the group: rank 0 creates it and tells the driver its id; the others get it in Init.
+RunnerConfig receive_config(Connection& conn, int rank) {
+  Message init = conn.recv(kIdleTimeoutS, "the driver");
+  GS_CHECK(init.type == MsgType::Init, "worker rank {}: expected the runner config, got message {}", rank,
+           int(init.type));
+  RunnerConfig cfg = decode_runner_config(init.payload);
+  cfg.tp_rank = rank;
+  if (rank == 0) {
+    cfg.tp_group = make_tp_group_id(cfg);
+    conn.send(MsgType::GroupId, cfg.tp_group);
+  }
+  return cfg;
+}
+
+// Exits the process when the driver's end of `fd` closes, even while the main thread is stuck
+// in a collective whose peer died (NCCL waits forever).
+void watch_driver(int fd, int rank) {
+  std::thread([fd, rank] {
+    for (;;) {
+      pollfd p{fd, POLLRDHUP, 0};
+      if (poll(&p, 1, 1000) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        spdlog::error("worker rank {}: the driver went away; exiting", rank);
+        _exit(3);
+      }
+    }
+  }).detach();
+}
+
+}  // namespace
+
+int run_worker(const WorkerArgs& a) {
+  Connection conn = Connection::connect(a.master_addr, a.master_port, a.connect_timeout_s);
+  watch_driver(conn.fd(), a.rank);
+  WireWriter hello;
+  hello.put(a.rank);
+  conn.send(MsgType::Hello, hello.str());
+  const RunnerConfig cfg = receive_config(conn, a.rank);
+  std::unique_ptr<ModelRunner> runner;
+  try {
+    runner = std::make_unique<ModelRunner>(cfg);
+  } catch (const std::exception& e) {
+    conn.send(MsgType::ErrorReply, e.what());
+    throw;
+  }
+  conn.send(MsgType::Ready, encode_limits({runner->num_kv_blocks(), runner->block_size(), runner->max_model_len(),
+                                           runner->device_name(), runner->stats()}));
+  BatchDecoder decoder;
+  for (;;) {
+    Message m = conn.recv(kIdleTimeoutS, "the driver");
+    if (m.type == MsgType::Shutdown) return 0;
+    GS_CHECK(m.type == MsgType::Step, "worker rank {}: unexpected message {}", a.rank, int(m.type));
+    try {
+      conn.send(MsgType::StepReply, encode_step_reply(execute(*runner, decoder.decode(m.payload), a.rank == 0)));
+    } catch (const Error& e) {
+      conn.send(MsgType::ErrorReply, e.what());  // e.g. a request the runner refuses: the engine isolates it
+    }
+  }
+}
+
+std::string worker_executable() {
+  if (const char* e = std::getenv("GRAPHSERVE_EXE"); e && *e) return e;
+  return std::filesystem::read_symlink("/proc/self/exe").string();
+}
+
+std::vector<int> spawn_workers(const std::string& exe, const std::string& master_addr, int master_port,
+                               const std::vector<int>& ranks) {
+  // This process's visible GPUs, so each local rank gets one of them.
+  std::vector<std::string> gpus;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+    std::stringstream ss(v);
+    for (std::string g; std::getline(ss, g, ',');) gpus.push_back(g);
+  }
+  std::vector<int> pids;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const std::string gpu = gpus.empty() ? std::to_string(i) : gpus[i % gpus.size()];
+    std::vector<std::string> args = {exe,
+                                     "worker",
+                                     "--master-addr",
+                                     master_addr,
+                                     "--master-port",
+                                     std::to_string(master_port),
+                                     "--rank",
+                                     std::to_string(ranks[i])};
+    std::vector<std::string> env = {"CUDA_VISIBLE_DEVICES=" + gpu};
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env.emplace_back(*e);
+    std::vector<char*> argv, envp;
+    for (auto& s : args) argv.push_back(s.data());
+    for (auto& s : env) envp.push_back(s.data());
+    argv.push_back(nullptr), envp.push_back(nullptr);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    GS_CHECK(pid >= 0, "fork() of tensor-parallel worker {} failed: {}", ranks[i], std::strerror(errno));
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the driver
+      if (getppid() != parent) _exit(1);
+      execve(exe.c_str(), argv.data(), envp.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+void kill_workers(const std::vector<int>& pids) {
+  for (int pid : pids) kill(pid, SIGKILL);
+  for (int pid : pids) waitpid(pid, nullptr, 0);
+}
+
+std::string reap_worker(int pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) return "";
+  if (WIFSIGNALED(status)) return fmt::format("worker process {} was killed by signal {}", pid, WTERMSIG(status));
+  return fmt::format("worker process {} exited with status {}", pid, WEXITSTATUS(status));
+}
+
+}  // namespace gs

@@ -1,0 +1,159 @@
+// Tensor parallelism through worker processes (the graphserve binary): the engine at TP 2 gives
+// TP 1's greedy tokens on stories260K; two "nodes" (the driver's host and a `graphserve worker
+// --node-rank 1` process) give the same; a worker that dies or hangs fails the engine loudly
+// (requests end with an error, stats().fatal_error names the rank) instead of hanging.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "engine/llm_engine.h"
+#include "test_paths.h"
+
+namespace gs {
+namespace {
+
+EngineConfig stories(int tp) {
+  setenv("GRAPHSERVE_EXE", test::graphserve_exe().c_str(), 1);  // workers are graphserve processes
+  EngineConfig c;
+  c.model = test::stories260k_dir().string();
+  c.device = "cpu";
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 32;
+  c.kv_cache_memory_bytes = size_t(4) << 20;
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
+  c.tensor_parallel_size = tp;
+  c.worker_timeout_s = 5.0;
+  return c;
+}
+
+std::vector<int32_t> prompt(const std::string& name) {
+  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
+  return nlohmann::json::parse(in)["input_ids"].get<std::vector<int32_t>>();
+}
+
+struct Outcome {
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  std::vector<std::string> errors;
+};
+
+Outcome generate(LLMEngine& engine, int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = max_tokens;
+  for (const char* n : {"short", "long", "digits"}) engine.add_request(prompt(n), p);
+  Outcome o;
+  while (engine.has_unfinished_requests())
+    for (const auto& out : engine.step()) {
+      auto& t = o.tokens[out.id];
+      t.insert(t.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+      if (!out.error.empty()) o.errors.push_back(out.error);
+    }
+  return o;
+}
+
+// The pids of this process's children (the workers the executor started).
+std::vector<pid_t> child_pids() {
+  std::vector<pid_t> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    for (pid_t p; in >> p;) out.push_back(p);
+  }
+  return out;
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(MultiprocTensorParallel, WorkerProcessesEqualTp1) {
+  LLMEngine tp1(stories(1));
+  const Outcome ref = generate(tp1, 48);
+  LLMEngine tp2(stories(2));
+  EXPECT_EQ(child_pids().size(), 2u);
+  const Outcome got = generate(tp2, 48);
+  EXPECT_TRUE(got.errors.empty());
+  EXPECT_EQ(got.tokens, ref.tokens);
+  EXPECT_EQ(tp2.stats().rank_step_seconds.size(), 2u);
+  EXPECT_TRUE(tp2.stats().fatal_error.empty());
+  EXPECT_GT(tp2.stats().graphs.steps_full, 0u);
+}
+
+TEST(MultiprocTensorParallel, TwoNodesOnOneMachineEqualTp1) {
+  LLMEngine tp1(stories(1));
+  const Outcome ref = generate(tp1, 32);
+  EngineConfig c = stories(2);
+  c.nnodes = 2;
+  c.master_port = free_port();
+  // Node 1: `graphserve worker`, as a second host would run it.
+  const pid_t node1 = fork();
+  ASSERT_GE(node1, 0);
+  if (node1 == 0) {
+    const std::string exe = test::graphserve_exe().string(), port = std::to_string(c.master_port);
+    execl(exe.c_str(), exe.c_str(), "worker", "--nnodes", "2", "--node-rank", "1", "--tensor-parallel-size", "2",
+          "--master-addr", "127.0.0.1", "--master-port", port.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  {
+    LLMEngine engine(c);
+    const Outcome got = generate(engine, 32);
+    EXPECT_EQ(got.tokens, ref.tokens);
+  }
+  int status = 0;
+  waitpid(node1, &status, 0);  // the driver's shutdown ends node 1's worker cleanly
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+void expect_failure_is_loud(int signal, const std::string& expected) {
+  LLMEngine engine(stories(2));
+  generate(engine, 4);  // healthy first
+  const auto pids = child_pids();
+  ASSERT_EQ(pids.size(), 2u);
+  kill(pids[1], signal);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = generate(engine, 8);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+  ASSERT_FALSE(o.errors.empty());
+  const std::string fatal = engine.stats().fatal_error;
+  EXPECT_NE(fatal.find(expected), std::string::npos) << fatal;
+  EXPECT_NE(fatal.find("tensor-parallel worker rank"), std::string::npos) << fatal;
+  EXPECT_EQ(generate(engine, 2).errors.size(), 3u);  // later requests fail at once, with the same error
+}
+
+TEST(MultiprocTensorParallel, AWorkerThatDiesFailsTheEngineLoudly) { expect_failure_is_loud(SIGKILL, "closed"); }
+
+TEST(MultiprocTensorParallel, AWorkerThatHangsFailsTheEngineLoudly) {
+  expect_failure_is_loud(SIGSTOP, "did not answer");
+}
+
+TEST(MultiprocTensorParallel, ModelsThatDoNotSplitAreRefusedBeforeStarting) {
+  try {
+    LLMEngine engine(stories(3));
+    FAIL() << "TP 3 over 8 heads was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must divide the model's 8 attention heads"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(child_pids().empty());
+}
+
+}  // namespace
+}  // namespace gs

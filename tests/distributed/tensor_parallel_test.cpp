@@ -1,0 +1,132 @@
+// Tensor parallelism on the CPU: TP = 2 and 4 give TP = 1's greedy tokens and logits (through
+// the sampled tokens' top-20 logprobs) on stories260K (8 heads, 4 KV heads) in every graph mode,
+// and on dummy presets whose KV heads are split or replicated; shards of dummy weights are
+// slices of the whole tensors; models that do not split are refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/weight_source.h"
+#include "test_paths.h"
+#include "tp_harness.h"
+
+namespace gs {
+namespace {
+
+using M = CUDAGraphMode;
+
+RunnerConfig config(M mode) {
+  RunnerConfig c;
+  c.device = "cpu";
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 32;
+  c.kv_cache_memory_bytes = size_t(8) << 20;
+  c.compilation.cudagraph_mode = mode;
+  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16};
+  return c;
+}
+
+std::vector<int32_t> golden_prompt(const std::string& name) {
+  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
+  return nlohmann::json::parse(in)["input_ids"].get<std::vector<int32_t>>();
+}
+
+// Greedy requests with their top-20 logprobs: chunked prefill next to decodes, then decode.
+std::vector<test::SimRequest> workload(const std::vector<std::vector<int32_t>>& prompts, int max_new) {
+  std::vector<test::SimRequest> reqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    reqs.push_back(test::greedy_request(prompts[i], max_new, int(2 * i)));
+    reqs.back().params.logprobs = 20;
+  }
+  return reqs;
+}
+
+// Logprobs within tol relative to their size (|lp| reaches ~20 here; f32 sums in another order
+// differ by a few ulps there, and 200 steps of KV built from them accumulate ~1e-5 absolute).
+void expect_close(const test::SimResult& a, const test::SimResult& ref, float tol) {
+  ASSERT_EQ(a.outputs, ref.outputs);
+  ASSERT_EQ(a.logprobs.size(), ref.logprobs.size());
+  for (size_t r = 0; r < ref.logprobs.size(); ++r) {
+    ASSERT_EQ(a.logprobs[r].size(), ref.logprobs[r].size());
+    float worst = 0.0f;
+    for (size_t i = 0; i < ref.logprobs[r].size(); ++i)
+      worst = std::max(
+          worst, std::fabs(a.logprobs[r][i] - ref.logprobs[r][i]) / std::max(1.0f, std::fabs(ref.logprobs[r][i])));
+    EXPECT_LE(worst, tol) << "request " << r;
+  }
+}
+
+TEST(TensorParallel, Stories260KEqualsTp1InEveryGraphMode) {
+  const auto reqs = workload({golden_prompt("short"), golden_prompt("long"), golden_prompt("digits")}, 200);
+  for (M mode : {M::NONE, M::PIECEWISE, M::FULL, M::FULL_AND_PIECEWISE}) {
+    SCOPED_TRACE(mode_name(mode));
+    RunnerConfig c = config(mode);
+    c.model = test::stories260k_dir().string();
+    RunnerStats stats;
+    const test::SimResult ref = test::simulate_tp(c, 1, reqs, 24);
+    ASSERT_EQ(ref.outputs[0].size(), 200u);
+    for (int tp : {2, 4}) {
+      SCOPED_TRACE("tp " + std::to_string(tp));
+      expect_close(test::simulate_tp(c, tp, reqs, 24, &stats), ref, 1e-5f);
+      EXPECT_EQ(stats.graph_captures_after_startup, 0u);
+      EXPECT_EQ(stats.steps_full > 0, has_full_cudagraphs(mode));
+      EXPECT_EQ(stats.steps_piecewise > 0, has_piecewise_cudagraphs(mode));
+    }
+  }
+}
+
+// tiny-qwen2: 4 heads, 2 KV heads (split at TP 2, replicated at TP 4), q/k/v biases, an untied
+// lm_head; tiny-qwen3: q/k norms. Vocabulary 512.
+TEST(TensorParallel, DummyPresetsSplitOrReplicateKvHeads) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.emplace_back();
+    for (int t = 0; t < 5 + 9 * i; ++t) prompts.back().push_back((37 * t + 11 * i + 5) % 512);
+  }
+  const auto reqs = workload(prompts, 24);
+  for (const char* preset : {"tiny-qwen2", "tiny-qwen3"}) {
+    SCOPED_TRACE(preset);
+    RunnerConfig c = config(M::FULL_AND_PIECEWISE);
+    c.load_format = "dummy";
+    c.preset = preset;
+    c.seed = 3;
+    const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
+    for (int tp : {2, 4}) expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
+  }
+}
+
+TEST(TensorParallel, ModelsThatDoNotSplitAreRefused) {
+  RunnerConfig c = config(M::NONE);
+  c.model = test::stories260k_dir().string();
+  try {
+    test::simulate_tp(c, 3, {}, 8);
+    FAIL() << "TP 3 over 8 heads was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must divide the model's 8 attention heads"), std::string::npos) << e.what();
+  }
+  RunnerConfig lone = c;
+  lone.tensor_parallel_size = 2;  // a runner outside the worker processes has no group to join
+  EXPECT_THROW(ModelRunner{lone}, Error);
+}
+
+TEST(TensorParallel, DummyShardIsTheSliceOfTheWholeTensor) {
+  auto be = make_cpu_backend();
+  auto src = make_dummy_source(5, *be);
+  const Shape shape{6, 10};
+  Tensor whole = Tensor::empty(shape, DType::F32, be->allocator());
+  src->load("w", shape, whole, WeightInit::Uniform, 10, {});
+  Tensor rows = Tensor::empty({2, 10}, DType::F32, be->allocator());
+  src->load("w", shape, rows, WeightInit::Uniform, 10, {0, 3, 2});
+  Tensor cols = Tensor::empty({6, 4}, DType::F32, be->allocator());
+  src->load("w", shape, cols, WeightInit::Uniform, 10, {1, 5, 4});
+  const float* w = whole.data_as<float>();
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(rows.data_as<float>()[i], w[30 + i]);
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(cols.data_as<float>()[r * 4 + j], w[r * 10 + 5 + j]);
+}
+
+}  // namespace
+}  // namespace gs

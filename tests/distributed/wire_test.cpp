@@ -1,0 +1,89 @@
+// The driver -> worker batch stream: a decoded batch equals the scheduled one although each step
+// sends only new tokens; requests that leave are dropped; one that starts over (or a reused id)
+// is sent whole again.
+#include <gtest/gtest.h>
+
+#include "worker/wire.h"
+
+namespace gs {
+namespace {
+
+ScheduledRequest req(RequestId id, const std::vector<int32_t>& toks, const std::vector<int32_t>& blocks,
+                     const SamplingParams& p, int computed) {
+  ScheduledRequest r;
+  r.id = id;
+  r.all_token_ids = &toks;
+  r.num_prompt_tokens = 3;
+  r.num_computed_tokens = computed;
+  r.num_new_tokens = int(toks.size()) - computed;
+  r.block_ids = &blocks;
+  r.sample = true;
+  r.params = &p;
+  r.seed = 7 * id;
+  return r;
+}
+
+void expect_same(const SchedulerOutput& a, const SchedulerOutput& b) {
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    const auto &x = a.requests[i], &y = b.requests[i];
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(*x.all_token_ids, *y.all_token_ids);
+    EXPECT_EQ(*x.block_ids, *y.block_ids);
+    EXPECT_EQ(x.num_computed_tokens, y.num_computed_tokens);
+    EXPECT_EQ(x.num_new_tokens, y.num_new_tokens);
+    EXPECT_EQ(x.seed, y.seed);
+    EXPECT_EQ(x.params->temperature, y.params->temperature);
+    EXPECT_EQ(x.params->logit_bias, y.params->logit_bias);
+    EXPECT_EQ(x.params->seed, y.params->seed);
+  }
+}
+
+TEST(Wire, BatchesRoundTripSendingOnlyNewTokens) {
+  SamplingParams p;
+  p.temperature = 0.5f;
+  p.seed = 9;
+  p.logit_bias = {{3, 1.5f}};
+  std::vector<int32_t> a = {1, 2, 3}, b = {4, 5, 6, 7}, blocks = {0, 1};
+  BatchEncoder enc;
+  BatchDecoder dec;
+  SchedulerOutput s1{{req(1, a, blocks, p, 0), req(2, b, blocks, p, 0)}};
+  const std::string m1 = enc.encode(s1);
+  expect_same(dec.decode(m1), s1);
+  a.push_back(8), b.push_back(9);
+  SchedulerOutput s2{{req(1, a, blocks, p, 3), req(2, b, blocks, p, 4)}};
+  const std::string m2 = enc.encode(s2);
+  EXPECT_LT(m2.size(), m1.size());  // no parameters, one token each
+  expect_same(dec.decode(m2), s2);
+  a.push_back(10);
+  SchedulerOutput s3{{req(1, a, blocks, p, 4)}};  // request 2 left: dropped
+  expect_same(dec.decode(enc.encode(s3)), s3);
+  std::vector<int32_t> again = {7, 7};  // id 1 reused from scratch (a benchmark's next iteration)
+  SchedulerOutput s4{{req(1, again, blocks, p, 0), req(2, b, blocks, p, 0)}};
+  expect_same(dec.decode(enc.encode(s4)), s4);
+}
+
+TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
+  RunnerConfig c;
+  c.model = "/m";
+  c.tensor_parallel_size = 4;
+  c.compilation.cudagraph_mode = CUDAGraphMode::PIECEWISE;
+  c.compilation.cudagraph_capture_sizes = {1, 8};
+  const RunnerConfig d = decode_runner_config(encode_runner_config(c));
+  EXPECT_EQ(d.model, "/m");
+  EXPECT_EQ(d.tensor_parallel_size, 4);
+  EXPECT_EQ(d.compilation.cudagraph_mode, CUDAGraphMode::PIECEWISE);
+  EXPECT_EQ(d.compilation.cudagraph_capture_sizes, (std::vector<int>{1, 8}));
+  StepReply r;
+  r.output.sampled.push_back({5, 42, -0.5f, {{42, -0.5f}, {7, -1.0f}}});
+  r.step_seconds = 0.25;
+  const StepReply q = decode_step_reply(encode_step_reply(r));
+  ASSERT_EQ(q.output.sampled.size(), 1u);
+  EXPECT_EQ(q.output.sampled[0].token, 42);
+  EXPECT_EQ(q.output.sampled[0].top_logprobs, r.output.sampled[0].top_logprobs);
+  EXPECT_EQ(q.step_seconds, 0.25);
+  EXPECT_THROW(decode_step_reply("xy"), Error);
+}
+
+}  // namespace
+}  // namespace gs
