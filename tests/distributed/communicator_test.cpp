@@ -112,6 +112,9 @@ TEST(ShmCommunicator, APeerThatFailsReleasesTheOthers) {
   EXPECT_THROW(run_group(
                    3,
                    [](int r, Backend& be, Communicator& c) {
+                     // Every rank attached first: a rank that arrives after rank 0 has gone would wait for the
+                     // group to appear until its timeout instead.
+                     c.barrier();
                      if (r == 1) throw Error("rank 1 broke");
                      Tensor t = filled(be, 4, [](int64_t) { return 1.0f; });
                      c.all_reduce(t);
