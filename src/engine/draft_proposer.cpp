@@ -1,3 +1,4 @@
+// Implements engine/draft_proposer.h (DraftProposer).
 #include "engine/draft_proposer.h"
 
 #include <algorithm>

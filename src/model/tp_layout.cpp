@@ -1,3 +1,4 @@
+// Implements model/tp_layout.h (TpLayout).
 #include "model/tp_layout.h"
 
 #include <algorithm>

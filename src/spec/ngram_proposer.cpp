@@ -1,3 +1,4 @@
+// Implements spec/ngram_proposer.h (NgramProposer).
 #include "spec/ngram_proposer.h"
 
 #include <algorithm>

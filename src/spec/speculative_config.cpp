@@ -1,3 +1,4 @@
+// Implements spec/speculative_config.h (SpeculativeConfig).
 #include "spec/speculative_config.h"
 
 #include <nlohmann/json.hpp>

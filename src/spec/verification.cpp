@@ -1,3 +1,4 @@
+// Implements spec/verification.h.
 #include "spec/verification.h"
 
 #include "core/error.h"

@@ -21,7 +21,7 @@ TEST(LoraDispatch, HasLoraKeysBesidePlainOnes) {
   auto [m2, lora] = d.dispatch(dec);
   EXPECT_EQ(m2, CUDAGraphMode::FULL);
   EXPECT_TRUE(lora.has_lora);
-  auto [m3, mixed] = d.dispatch(BatchDescriptor{5, 2, false, true, 0});
+  auto [m3, mixed] = d.dispatch(BatchDescriptor::mixed(5, /*has_lora=*/true));
   EXPECT_EQ(m3, CUDAGraphMode::PIECEWISE);
   EXPECT_TRUE(mixed.has_lora);
   EXPECT_EQ(mixed.num_tokens, 8);
@@ -31,7 +31,7 @@ TEST(LoraDispatch, WithoutLoraNoHasLoraKeys) {
   CudagraphDispatcher d;
   d.initialize_cudagraph_keys(CUDAGraphMode::FULL_AND_PIECEWISE, {1, 2, 4, 8}, 1, 8);
   EXPECT_EQ(d.keys(CUDAGraphMode::FULL).size(), 4u);
-  auto [mode, desc] = d.dispatch(BatchDescriptor{3, 3, true, true, 1});
+  auto [mode, desc] = d.dispatch(BatchDescriptor::uniform_decode(3, 1, /*has_lora=*/true));
   EXPECT_EQ(mode, CUDAGraphMode::NONE) << "no has_lora graph exists";
 }
 
