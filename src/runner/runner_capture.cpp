@@ -1,6 +1,6 @@
 // ModelRunner start-up graphs: an eager warm-up, then every key of both sets captured, largest
-// first (docs/CUDA_GRAPHS.md §6), with dummy batches whose metadata makes attention launch the same kernels as
-// real batches of that kind.
+// first (docs/CUDA_GRAPHS.md §6), with dummy batches of each key's shape; the attention backend plans each FULL
+// graph from its key (plan_attention), so replays launch what the capture recorded.
 #include <algorithm>
 #include <chrono>
 
@@ -31,7 +31,7 @@ HostBatch dummy_batch(const std::vector<int>& query_lens, const HostBatchLimits&
 }  // namespace
 
 // Uniform decode keys: num_reqs requests of q tokens. Mixed keys: the tokens spread over
-// min(T, max_num_seqs) requests (as vLLM's dummy run), metadata saying max_query_len = T.
+// min(T, max_num_seqs) requests (BatchDescriptor::request_rows, as vLLM's dummy run).
 HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key, int sample_rows) {
   const int reqs = key.request_rows(max_reqs);
   std::vector<int> lens(size_t(reqs), key.num_tokens / reqs);
