@@ -99,11 +99,13 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
     while (prefilling()) step(o.max_num_batched_tokens, true);
     if (measured) prefills.push_back(ms_since(t0));
     const uint64_t d2h0 = runner.stats().d2h_bytes;
+    if (measured && o.on_decode_begin) o.on_decode_begin();
     for (int d = 1; d < o.output_len; ++d) {
       const auto t1 = Clock::now();
       step(o.batch_size * (1 + k), false);
       if (measured) res.decode_ms.push_back(ms_since(t1));
     }
+    if (measured && o.on_decode_end) o.on_decode_end();
     if (o.output_len > 1) res.d2h_bytes_per_step = double(runner.stats().d2h_bytes - d2h0) / double(o.output_len - 1);
   }
   res.prefill_ms = quantile(prefills, 0.5);

@@ -24,6 +24,8 @@ struct LatencyBenchOptions {
   int num_loras = 0;                  // > 0: request r uses LoRA adapter 1 + r % num_loras (--lora-modules order)
   int num_speculative_tokens = 0;     // > 0: decode steps verify this many proposals per request
   SamplingParams sampling = greedy();
+  // Called around the decode steps of each measured iteration (a kernel profiler's start / stop).
+  std::function<void()> on_decode_begin{}, on_decode_end{};
 
   static SamplingParams greedy() {
     SamplingParams p;

@@ -24,7 +24,12 @@ TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
                         .num_iters = 2,
                         .num_warmup_iters = 1,
                         .max_num_batched_tokens = 8};  // prefill in chunks of 8 tokens
+  int begins = 0, ends = 0;
+  o.on_decode_begin = [&] { EXPECT_EQ(begins++, ends); };
+  o.on_decode_end = [&] { EXPECT_EQ(++ends, begins); };
   const LatencyResult r = run_latency_bench(runner, o);
+  EXPECT_EQ(begins, 2);  // around the decode steps of each measured iteration, not the warm-up
+  EXPECT_EQ(ends, 2);
   EXPECT_EQ(r.decode_ms.size(), size_t(2 * 4));  // (output_len - 1) steps per measured iteration
   EXPECT_GT(r.prefill_ms, 0.0);
   EXPECT_LE(r.decode_ms_median, r.decode_ms_p90);

@@ -1,0 +1,129 @@
+// graphserve bench kernels: where one decode step's GPU time goes, kernel by kernel, from the
+// device's own records (CUPTI), for each batch size, with the step's busy time and idle gaps.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "apps/commands.h"
+#include "apps/sampling_flags.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "engine/executor.h"
+#include "runner/kernel_breakdown.h"
+#include "runner/latency_bench.h"
+
+namespace gs {
+
+namespace {
+
+struct KernelsArgs {
+  EngineConfig cfg;
+  std::vector<int> batch_sizes{1, 32, 128};
+  LatencyBenchOptions bench{.batch_size = 1, .input_len = 128, .output_len = 17, .num_iters = 1};
+  SamplingFlags sampling;
+  int top = 20;
+  std::string output_json;
+};
+
+void print(const KernelBreakdown& b, int batch_size, int top) {
+  fmt::print("\nbatch {}: {} steps; per step: wall {:.3f} ms, kernels {:.3f} ms, GPU busy {:.3f} ms, idle {:.3f} ms\n",
+             batch_size, b.steps, b.wall_ms_per_step, b.kernel_ms_per_step, b.busy_ms_per_step,
+             std::max(0.0, b.wall_ms_per_step - b.busy_ms_per_step));
+  fmt::print("{:>10} {:>7} {:>10} {:>7}  {}\n", "us/step", "share", "calls", "us/call", "kernel");
+  const size_t shown = std::min<size_t>(b.rows.size(), size_t(std::max(0, top)));
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& r = b.rows[i];
+    fmt::print("{:>10.1f} {:>6.1f}% {:>10.1f} {:>7.2f}  {}\n", r.us_per_step, 100 * r.share, r.calls_per_step,
+               r.us_per_call, r.kernel);
+  }
+  if (shown < b.rows.size()) {
+    double us = 0, share = 0, calls = 0;
+    for (size_t i = shown; i < b.rows.size(); ++i) {
+      us += b.rows[i].us_per_step;
+      share += b.rows[i].share;
+      calls += b.rows[i].calls_per_step;
+    }
+    fmt::print("{:>10.1f} {:>6.1f}% {:>10.1f} {:>7}  ({} other kernels)\n", us, 100 * share, calls, "",
+               b.rows.size() - shown);
+  }
+}
+
+nlohmann::json to_json(const KernelBreakdown& b, int batch_size) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : b.rows)
+    rows.push_back({{"kernel", r.kernel},
+                    {"calls_per_step", r.calls_per_step},
+                    {"us_per_step", r.us_per_step},
+                    {"us_per_call", r.us_per_call},
+                    {"share", r.share}});
+  return {{"batch_size", batch_size},
+          {"steps", b.steps},
+          {"wall_ms_per_step", b.wall_ms_per_step},
+          {"kernel_ms_per_step", b.kernel_ms_per_step},
+          {"busy_ms_per_step", b.busy_ms_per_step},
+          {"kernels", rows}};
+}
+
+void run(KernelsArgs& a) {
+  finish_engine_options(a.cfg);
+  GS_CHECK(!a.batch_sizes.empty(), "bench kernels: give at least one batch size");
+  GS_CHECK(a.bench.output_len >= 2, "bench kernels: --output-len must be >= 2 (one decode step), got {}",
+           a.bench.output_len);
+  GS_CHECK(a.cfg.tensor_parallel_size == 1,
+           "bench kernels profiles one process; run it with --tensor-parallel-size 1 (got {})",
+           a.cfg.tensor_parallel_size);
+  std::string why_not;
+  auto profiler = make_kernel_profiler(&why_not);
+  GS_CHECK(profiler, "bench kernels: no kernel profiler: {}", why_not);
+  a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
+  a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
+  a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
+  a.bench.sampling.validate(std::numeric_limits<int>::max());
+  auto exec = make_runner_executor(a.cfg);
+  GS_CHECK(exec->device_name().rfind("cuda", 0) == 0,
+           "bench kernels profiles GPU kernels, but the model runs on {}; run it on a machine with a CUDA GPU",
+           exec->device_name());
+  fmt::print("device {}, model {}, cudagraph mode {}, input {}, sampling: {}\n", exec->device_name(),
+             a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(exec->stats().resolved_mode),
+             a.bench.input_len, describe_sampling(a.bench.sampling));
+  nlohmann::json results = nlohmann::json::array();
+  for (int bs : a.batch_sizes) {
+    LatencyBenchOptions o = a.bench;
+    o.batch_size = bs;
+    std::vector<KernelRecord> records;
+    o.on_decode_begin = [&] { profiler->start(); };
+    o.on_decode_end = [&] { records = profiler->stop(); };
+    const LatencyResult r = run_latency_bench(bench_model(*exec), o);
+    const double wall = std::accumulate(r.decode_ms.begin(), r.decode_ms.end(), 0.0);
+    const KernelBreakdown b = summarize_kernels(records, int(r.decode_ms.size()), wall);
+    print(b, bs, a.top);
+    results.push_back(to_json(b, bs));
+  }
+  if (!a.output_json.empty())
+    write_output_json(a.output_json, {{"device", exec->device_name()},
+                                      {"model", a.cfg.model.empty() ? a.cfg.preset : a.cfg.model},
+                                      {"sampling", describe_sampling(a.bench.sampling)},
+                                      {"input_len", a.bench.input_len},
+                                      {"results", results}});
+}
+
+}  // namespace
+
+void add_bench_kernels(CLI::App& bench) {
+  auto args = std::make_shared<KernelsArgs>();
+  auto* cmd = bench.add_subcommand("kernels", "Per-kernel GPU time of decode steps (CUPTI), per batch size");
+  add_engine_options(*cmd, args->cfg);
+  cmd->add_option("--batch-sizes", args->batch_sizes, "Batch sizes to profile")->delimiter(',');
+  cmd->add_option("--input-len", args->bench.input_len, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence (profiled steps + 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top", args->top, "Kernels listed per batch size (the rest summed)")->check(CLI::NonNegativeNumber);
+  add_sampling_flags(*cmd, args->sampling, "greedy");
+  cmd->add_option("--output-json", args->output_json, "JSON results file");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace gs
