@@ -8,7 +8,7 @@
 #include <map>
 
 #include "core/error.h"
-#if GS_HAVE_CUDA
+#if GS_HAVE_CUPTI
 #include "core/cuda/cupti_profiler.h"
 #endif
 
@@ -102,10 +102,10 @@ KernelBreakdown summarize_kernels(const std::vector<KernelRecord>& records, int 
 }
 
 std::unique_ptr<KernelProfiler> make_kernel_profiler(std::string* why_not) {
-#if GS_HAVE_CUDA
+#if GS_HAVE_CUPTI
   return make_cupti_profiler(why_not);
 #else
-  if (why_not) *why_not = "this build has no CUDA backend, so there are no GPU kernels to profile";
+  if (why_not) *why_not = "this build has no CUPTI (a CUDA backend built with the toolkit's cupti.h)";
   return nullptr;
 #endif
 }

@@ -19,10 +19,10 @@ struct KernelBreakdownRow {
 
 struct KernelBreakdown {
   int steps = 0;
-  double wall_ms_per_step = 0;    // host-measured step time while profiling
-  double kernel_ms_per_step = 0;  // summed kernel durations (overlapping kernels count twice)
-  double busy_ms_per_step = 0;    // time at least one kernel ran (the union of the intervals)
-  double span_ms_per_step = 0;    // first kernel start to last kernel end
+  double wall_ms_per_step = 0;           // host-measured step time while profiling
+  double kernel_ms_per_step = 0;         // summed kernel durations (overlapping kernels count twice)
+  double busy_ms_per_step = 0;           // time at least one kernel ran (the union of the intervals)
+  double span_ms_per_step = 0;           // first kernel start to last kernel end
   std::vector<KernelBreakdownRow> rows;  // by time per step, largest first
 };
 
