@@ -32,7 +32,7 @@ void print(const KernelBreakdown& b, int batch_size, int top) {
   fmt::print("\nbatch {}: {} steps; per step: wall {:.3f} ms, kernels {:.3f} ms, GPU busy {:.3f} ms, idle {:.3f} ms\n",
              batch_size, b.steps, b.wall_ms_per_step, b.kernel_ms_per_step, b.busy_ms_per_step,
              std::max(0.0, b.wall_ms_per_step - b.busy_ms_per_step));
-  fmt::print("{:>10} {:>7} {:>10} {:>7}  {}\n", "us/step", "share", "calls", "us/call", "kernel");
+  fmt::print("{:>10} {:>7} {:>10} {:>7}  {}\n", "own us", "share", "calls", "us/call", "kernel");
   const size_t shown = std::min<size_t>(b.rows.size(), size_t(std::max(0, top)));
   for (size_t i = 0; i < shown; ++i) {
     const auto& r = b.rows[i];
@@ -89,6 +89,9 @@ void run(KernelsArgs& a) {
   fmt::print("device {}, model {}, cudagraph mode {}, input {}, sampling: {}\n", exec->device_name(),
              a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(exec->stats().resolved_mode),
              a.bench.input_len, describe_sampling(a.bench.sampling));
+  fmt::print(
+      "own us: what a kernel adds past the kernels started before it (kernels overlap under programmatic "
+      "dependent launch), per step; us/call: its whole duration; wall: inflated by profiling\n");
   nlohmann::json results = nlohmann::json::array();
   for (int bs : a.batch_sizes) {
     LatencyBenchOptions o = a.bench;

@@ -40,22 +40,6 @@ void erase_all(std::string& s, const std::string& what) {
   for (size_t p; (p = s.find(what)) != std::string::npos;) s.erase(p, what.size());
 }
 
-// Milliseconds during which at least one interval of the sorted `records` runs.
-double busy_ms(std::vector<KernelRecord> r) {
-  std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
-  uint64_t busy = 0, cur_start = 0, cur_end = 0;
-  for (const auto& k : r) {
-    if (k.start_ns > cur_end) {
-      busy += cur_end - cur_start;
-      cur_start = k.start_ns;
-      cur_end = k.end_ns;
-    } else {
-      cur_end = std::max(cur_end, k.end_ns);
-    }
-  }
-  return double(busy + (cur_end - cur_start)) * 1e-6;
-}
-
 }  // namespace
 
 std::string short_kernel_name(const std::string& device_name) {
@@ -70,34 +54,36 @@ std::string short_kernel_name(const std::string& device_name) {
 
 KernelBreakdown summarize_kernels(const std::vector<KernelRecord>& records, int steps, double wall_ms) {
   GS_CHECK(steps > 0, "a kernel breakdown needs at least one step, got {}", steps);
-  KernelBreakdown b;
-  b.steps = steps;
-  b.wall_ms_per_step = wall_ms / steps;
+  std::vector<KernelRecord> r = records;
+  std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   std::map<std::string, KernelBreakdownRow> by_name;
-  double total_us = 0;
-  uint64_t first = UINT64_MAX, last = 0;
-  for (const auto& k : records) {
+  double total_us = 0, busy_us = 0;
+  uint64_t frontier = 0;  // the latest end of the kernels started so far
+  for (const auto& k : r) {
     GS_CHECK(k.end_ns >= k.start_ns, "kernel record {} ends before it starts", k.name);
-    const double us = double(k.end_ns - k.start_ns) * 1e-3;
+    const uint64_t own_from = std::max(k.start_ns, frontier);
+    const double own_us = k.end_ns > own_from ? double(k.end_ns - own_from) * 1e-3 : 0.0;
+    frontier = std::max(frontier, k.end_ns);
     KernelBreakdownRow& row = by_name[short_kernel_name(k.name)];
     row.calls_per_step += 1;
-    row.us_per_step += us;
-    total_us += us;
-    first = std::min(first, k.start_ns);
-    last = std::max(last, k.end_ns);
+    row.us_per_step += own_us;
+    row.us_per_call += double(k.end_ns - k.start_ns) * 1e-3;
+    total_us += double(k.end_ns - k.start_ns) * 1e-3;
+    busy_us += own_us;
   }
+  KernelBreakdown b{.steps = steps,
+                    .wall_ms_per_step = wall_ms / steps,
+                    .kernel_ms_per_step = total_us * 1e-3 / steps,
+                    .busy_ms_per_step = busy_us * 1e-3 / steps};
   for (auto& [name, row] : by_name) {
     row.kernel = name;
-    row.us_per_call = row.us_per_step / row.calls_per_step;
-    row.share = total_us > 0 ? row.us_per_step / total_us : 0;
+    row.us_per_call /= row.calls_per_step;
+    row.share = busy_us > 0 ? row.us_per_step / busy_us : 0;
     row.calls_per_step /= steps;
     row.us_per_step /= steps;
     b.rows.push_back(row);
   }
   std::sort(b.rows.begin(), b.rows.end(), [](const auto& x, const auto& y) { return x.us_per_step > y.us_per_step; });
-  b.kernel_ms_per_step = total_us * 1e-3 / steps;
-  b.busy_ms_per_step = records.empty() ? 0 : busy_ms(records) / steps;
-  b.span_ms_per_step = records.empty() ? 0 : double(last - first) * 1e-6 / steps;
   return b;
 }
 

@@ -9,21 +9,24 @@
 
 namespace gs {
 
+// Kernels overlap: with programmatic dependent launch a kernel starts before its predecessor
+// ends and waits for it. So a kernel's own time (`us_per_step`, `share`) counts only what it adds
+// past every earlier-started kernel; these sum to the busy time. `us_per_call` is the whole
+// duration, waiting included.
 struct KernelBreakdownRow {
-  std::string kernel;         // short_kernel_name
-  double calls_per_step = 0;  //
-  double us_per_step = 0;     // summed durations
-  double us_per_call = 0;
-  double share = 0;  // of all kernels' time, 0..1
+  std::string kernel;  // short_kernel_name
+  double calls_per_step = 0;
+  double us_per_step = 0;  // own time
+  double us_per_call = 0;  // mean duration
+  double share = 0;        // of the busy time, 0..1
 };
 
 struct KernelBreakdown {
   int steps = 0;
-  double wall_ms_per_step = 0;           // host-measured step time while profiling
-  double kernel_ms_per_step = 0;         // summed kernel durations (overlapping kernels count twice)
-  double busy_ms_per_step = 0;           // time at least one kernel ran (the union of the intervals)
-  double span_ms_per_step = 0;           // first kernel start to last kernel end
-  std::vector<KernelBreakdownRow> rows;  // by time per step, largest first
+  double wall_ms_per_step = 0;             // host-measured step time while profiling
+  double kernel_ms_per_step = 0;           // summed kernel durations (overlaps count twice)
+  double busy_ms_per_step = 0;             // time at least one kernel ran (the union of the intervals)
+  std::vector<KernelBreakdownRow> rows{};  // by own time per step, largest first
 };
 
 // `wall_ms` is the host-measured time of all `steps` steps together.

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Per-kernel breakdown of decode steps (`graphserve bench kernels`, CUPTI) on the GPU machine:
+# llama3.2-1b greedy at bs 1 / 32 / 128 and sampled at bs 32, smollm2-135m at bs 1.
+#   pack: GS_GPU_NO_BUILD=1 GS_GPU_TARGETS=graphserve bash tools/gpu/pack.sh build/release
+#   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/kernels_breakdown.sh
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+pack=${PACK:-$root/.gpu}
+out=${OUT:-$root/gpu-logs}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn}
+gs=$pack/bin/graphserve
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+kern() {  # kern <name> <args...>
+  local name=$1; shift
+  timeout 240 "$gs" bench kernels --load-format dummy --input-len 128 --top "${TOP:-12}" \
+    --output-json "$out/kernels_$name.json" "$@" 2>"$out/kernels_$name.err" | tee "$out/kernels_$name.txt"
+  tail -n 3 "$out/kernels_$name.err"
+}
+kern llama1b --preset llama3.2-1b --batch-sizes 1,32,128
+kern llama1b_sampled --preset llama3.2-1b --batch-sizes 32 --temperature 1.0 --top-p 0.95 --top-k 50
+kern smollm --preset smollm2-135m --batch-sizes 1
