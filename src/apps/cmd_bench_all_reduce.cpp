@@ -27,7 +27,8 @@ namespace {
 
 struct AllReduceArgs {
   int tensor_parallel_size = 2;
-  std::vector<std::string> sizes{"4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1M", "2M", "4M", "8M", "16M"};
+  std::vector<std::string> sizes{"4K",   "8K", "16K", "32K", "64K", "128K", "256K",
+                                 "512K", "1M", "2M",  "4M",  "8M",  "16M"};
   bool disable_custom_all_reduce = false;
   double nvlink_peak_gbs = 450;  // H100 / H200 NVLink 4: 18 links x 25 GB/s per direction
   int calls = 20, replays = 20;
@@ -52,9 +53,9 @@ void report(const AllReduceArgs& a, const std::vector<AllReduceTiming>& rows, co
     const AllReduceTiming& p = m.count(picked) ? m.at(picked) : m.at(AllReduceAlgo::Nccl);
     double err = 0;
     for (const auto& [algo, t] : m) err = std::max(err, t.max_abs_err);
-    fmt::print("{:>10} {:>10} {:>10} {:>10} {:>9} {:>10.1f} {:>6.1f}% {:>8.2g}\n", bytes,
-               cell(m, AllReduceAlgo::Nccl), cell(m, AllReduceAlgo::OneShot), cell(m, AllReduceAlgo::TwoShot),
-               all_reduce_algo_name(picked), p.bus_gbs, 100.0 * p.bus_gbs / a.nvlink_peak_gbs, err);
+    fmt::print("{:>10} {:>10} {:>10} {:>10} {:>9} {:>10.1f} {:>6.1f}% {:>8.2g}\n", bytes, cell(m, AllReduceAlgo::Nccl),
+               cell(m, AllReduceAlgo::OneShot), cell(m, AllReduceAlgo::TwoShot), all_reduce_algo_name(picked),
+               p.bus_gbs, 100.0 * p.bus_gbs / a.nvlink_peak_gbs, err);
     for (const auto& [algo, t] : m)
       out.push_back({{"bytes", bytes},
                      {"algo", all_reduce_algo_name(algo)},
@@ -87,8 +88,7 @@ void run_rank(const AllReduceArgs& a, int rank, const std::vector<std::array<int
     group.assign(buf, size_t(n));
   }
   auto backend = make_cuda_backend(rank, DType::BF16);
-  auto comm =
-      make_nccl_communicator(group, rank, a.tensor_parallel_size, *backend, a.disable_custom_all_reduce);
+  auto comm = make_nccl_communicator(group, rank, a.tensor_parallel_size, *backend, a.disable_custom_all_reduce);
   const auto rows = bench_all_reduce(*comm, *backend, sizes, a.calls, a.replays);
   if (rank == 0) report(a, rows, all_reduce_policy(*comm));
   comm->barrier();

@@ -27,8 +27,8 @@ const char* all_reduce_algo_name(AllReduceAlgo a) {
 AllReducePolicy default_all_reduce_policy(int world) {
   AllReducePolicy p;
   p.custom_available = true;
-  p.one_shot_max_bytes = world <= 2 ? 512 * 1024 : 256 * 1024;
   p.custom_max_bytes = 8 << 20;
+  p.one_shot_max_bytes = world <= 2 ? p.custom_max_bytes : 256 * 1024;
   return p;
 }
 
@@ -60,9 +60,10 @@ AllReduceAlgo choose_all_reduce(const AllReducePolicy& p, size_t bytes) {
 
 std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::string& why_not) {
   if (!p.custom_available) return fmt::format("NCCL for every size (custom all-reduce off: {})", why_not);
-  return fmt::format("custom one-shot up to {}, custom two-shot up to {}, NCCL above (and for sizes not a multiple "
-                     "of {} bytes)",
-                     human_bytes(p.one_shot_max_bytes), human_bytes(p.custom_max_bytes), kCustomAllReduceAlign);
+  std::string custom = fmt::format("custom one-shot up to {}", human_bytes(p.one_shot_max_bytes));
+  if (p.one_shot_max_bytes < p.custom_max_bytes)
+    custom += fmt::format(", custom two-shot up to {}", human_bytes(p.custom_max_bytes));
+  return fmt::format("{}, NCCL above (and for sizes not a multiple of {} bytes)", custom, kCustomAllReduceAlign);
 }
 
 }  // namespace gs

@@ -32,15 +32,16 @@ struct AllReducePolicy {
 // What one rank knows of the group before choosing (gathered from every rank at start-up).
 struct AllReduceGroupFacts {
   int world = 1;
-  bool disabled = false;         // --disable-custom-all-reduce, or the ranks span several hosts (--nnodes > 1)
-  bool cuda = true;              // a CUDA group (the CPU group has no peer memory)
-  bool same_host = true;         // every rank reported the same host name
-  bool peers_reachable = true;   // every rank mapped every peer's buffer (CUDA IPC, peer access)
-  bool supported_dtype = true;   // the activations are bf16 or f32
+  bool disabled = false;        // --disable-custom-all-reduce, or the ranks span several hosts (--nnodes > 1)
+  bool cuda = true;             // a CUDA group (the CPU group has no peer memory)
+  bool same_host = true;        // every rank reported the same host name
+  bool peers_reachable = true;  // every rank mapped every peer's buffer (CUDA IPC, peer access)
+  bool supported_dtype = true;  // the activations are bf16 or f32
 };
 
-// The thresholds measured on H200 NVLink (tools/gpu/results/tp_h200x2.txt): one-shot up to
-// 512 KiB on 2 ranks (256 KiB on more), two-shot up to 8 MiB, NCCL above.
+// The thresholds: custom up to 8 MiB, NCCL above. On 2 ranks one-shot for every custom size (on
+// H200 NVLink it beats two-shot and NCCL from 4 KiB to 8 MiB: tools/gpu/results/tp_h200x2.txt);
+// on more ranks one-shot up to 256 KiB, two-shot above (each rank then reads 2/N of the data).
 AllReducePolicy default_all_reduce_policy(int world);
 // The policy of a group with `facts`, and in *why_not (when not null) why the custom path is
 // off ("" when it is on).

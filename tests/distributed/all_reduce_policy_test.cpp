@@ -15,7 +15,7 @@ AllReduceGroupFacts one_host(int world) {
 
 TEST(AllReducePolicy, OneHostWithPeerAccessUsesTheCustomPathUpToItsBuffer) {
   std::string why = "unset";
-  const AllReducePolicy p = choose_all_reduce_policy(one_host(2), &why);
+  const AllReducePolicy p = choose_all_reduce_policy(one_host(4), &why);
   EXPECT_TRUE(p.custom_available);
   EXPECT_EQ(why, "");
   EXPECT_EQ(choose_all_reduce(p, 8 * 1024), AllReduceAlgo::OneShot);  // llama3.1-8b bs 1: 4096 x bf16
@@ -27,11 +27,13 @@ TEST(AllReducePolicy, OneHostWithPeerAccessUsesTheCustomPathUpToItsBuffer) {
   EXPECT_EQ(choose_all_reduce(p, 8 * 1024 + 2), AllReduceAlgo::Nccl);  // not whole 16-byte packs
 }
 
-TEST(AllReducePolicy, MoreRanksSwitchToTwoShotEarlier) {
+TEST(AllReducePolicy, TwoRanksUseOneShotForEveryCustomSizeMoreRanksSwitchToTwoShot) {
   const AllReducePolicy p2 = default_all_reduce_policy(2), p4 = default_all_reduce_policy(4);
-  EXPECT_LT(p4.one_shot_max_bytes, p2.one_shot_max_bytes);
+  EXPECT_EQ(p2.one_shot_max_bytes, p2.custom_max_bytes);
+  EXPECT_EQ(choose_all_reduce(p2, 8 << 20), AllReduceAlgo::OneShot);
+  EXPECT_EQ(choose_all_reduce(p2, (8 << 20) + 16), AllReduceAlgo::Nccl);
   EXPECT_EQ(choose_all_reduce(p4, 512 * 1024), AllReduceAlgo::TwoShot);
-  EXPECT_EQ(choose_all_reduce(p2, 512 * 1024), AllReduceAlgo::OneShot);
+  EXPECT_EQ(choose_all_reduce(p4, 256 * 1024), AllReduceAlgo::OneShot);
 }
 
 TEST(AllReducePolicy, EveryMissingFactFallsBackToNcclWithItsReason) {
@@ -62,10 +64,11 @@ TEST(AllReducePolicy, EveryMissingFactFallsBackToNcclWithItsReason) {
 }
 
 TEST(AllReducePolicy, StartUpLineNamesEachSizeRange) {
-  const AllReducePolicy p = default_all_reduce_policy(2);
-  EXPECT_EQ(describe_all_reduce_policy(p, ""),
-            "custom one-shot up to 512 KiB, custom two-shot up to 8 MiB, NCCL above (and for sizes not a multiple of "
+  EXPECT_EQ(describe_all_reduce_policy(default_all_reduce_policy(4), ""),
+            "custom one-shot up to 256 KiB, custom two-shot up to 8 MiB, NCCL above (and for sizes not a multiple of "
             "16 bytes)");
+  EXPECT_EQ(describe_all_reduce_policy(default_all_reduce_policy(2), ""),
+            "custom one-shot up to 8 MiB, NCCL above (and for sizes not a multiple of 16 bytes)");
   EXPECT_STREQ(all_reduce_algo_name(AllReduceAlgo::TwoShot), "two-shot");
 }
 

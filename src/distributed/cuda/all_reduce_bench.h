@@ -14,9 +14,9 @@ namespace gs {
 struct AllReduceTiming {
   size_t bytes = 0;
   AllReduceAlgo algo = AllReduceAlgo::Nccl;
-  double us = 0;             // one all-reduce, averaged over the replays
-  double bus_gbs = 0;        // bus bandwidth: bytes * 2 (N-1) / N / time
-  double max_abs_err = 0;    // vs the exact sum (the inputs sum exactly in bf16)
+  double us = 0;           // one all-reduce, averaged over the replays
+  double bus_gbs = 0;      // bus bandwidth: bytes * 2 (N-1) / N / time
+  double max_abs_err = 0;  // vs the exact sum (the inputs sum exactly in bf16)
 };
 
 // Collective (every rank, same sizes): bf16 messages of each size in `sizes` (bytes, multiples

@@ -49,9 +49,9 @@ class CustomAllReduce {
 
   int rank_, world_;
   AllReducePolicy policy_;
-  void* own_ = nullptr;                 // this rank's buffer (cudaMalloc)
-  std::vector<void*> peers_;            // every rank's buffer as this process sees it (own_ at rank_)
-  std::vector<void*> opened_;           // the IPC mappings to close
+  void* own_ = nullptr;        // this rank's buffer (cudaMalloc)
+  std::vector<void*> peers_;   // every rank's buffer as this process sees it (own_ at rank_)
+  std::vector<void*> opened_;  // the IPC mappings to close
 };
 
 }  // namespace gs

@@ -32,8 +32,7 @@ __device__ __forceinline__ void barrier(const PeerTable& t, int rank, Phase phas
   if (threadIdx.x < World) {
     store_release(&t.sig[threadIdx.x]->flags[phase][blockIdx.x][rank], call);
     const uint32_t* mine = &t.sig[rank]->flags[phase][blockIdx.x][threadIdx.x];
-    while (int32_t(load_acquire(mine) - call) < 0) {
-    }
+    while (int32_t(load_acquire(mine) - call) < 0) {}
   }
   __syncthreads();
 }
