@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/cuda/cuda_check.h"
@@ -108,9 +109,12 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, in
 void CustomAllReduce::all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream_t stream) {
   const size_t bytes = t.nbytes();
   GS_CHECK(algo != AllReduceAlgo::Nccl && bytes % kCustomAllReduceAlign == 0 && bytes <= policy_.custom_max_bytes &&
+               reinterpret_cast<uintptr_t>(t.data()) % kCustomAllReduceAlign == 0 &&
                (t.dtype() == DType::BF16 || t.dtype() == DType::F32),
-           "custom all-reduce: {} ({} bytes) with {} does not fit (bf16/f32, a multiple of {} bytes, at most {})",
-           t.str(), bytes, all_reduce_algo_name(algo), kCustomAllReduceAlign, policy_.custom_max_bytes);
+           "custom all-reduce: {} ({} bytes) with {} does not fit (bf16/f32, {}-byte aligned and a multiple of {} "
+           "bytes, at most {})",
+           t.str(), bytes, all_reduce_algo_name(algo), kCustomAllReduceAlign, kCustomAllReduceAlign,
+           policy_.custom_max_bytes);
   if (bytes == 0) return;
   custom_ar::PeerTable table{};
   for (int r = 0; r < world_; ++r) {

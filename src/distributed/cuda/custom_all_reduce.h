@@ -41,7 +41,8 @@ class CustomAllReduce {
 
   const AllReducePolicy& policy() const { return policy_; }
   // In place on `stream`: t = the sum of every rank's t. algo OneShot or TwoShot; t bf16 or f32,
-  // contiguous, nbytes a multiple of kCustomAllReduceAlign and at most policy().custom_max_bytes.
+  // contiguous, 16-byte aligned, nbytes a multiple of kCustomAllReduceAlign and at most
+  // policy().custom_max_bytes.
   void all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream_t stream);
 
  private:

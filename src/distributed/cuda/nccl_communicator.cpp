@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 
@@ -75,7 +76,10 @@ class NcclCommunicator final : public Communicator {
   std::string name() const override { return custom_ ? "custom+nccl" : "nccl"; }
 
   const AllReducePolicy& policy() const { return custom_ ? custom_->policy() : no_custom_; }
-  void all_reduce(const Tensor& t) override { all_reduce_with(t, choose_all_reduce(policy(), t.nbytes())); }
+  void all_reduce(const Tensor& t) override {
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data()) % kCustomAllReduceAlign == 0;  // 16-byte packs
+    all_reduce_with(t, aligned ? choose_all_reduce(policy(), t.nbytes()) : AllReduceAlgo::Nccl);
+  }
   void all_reduce_with(const Tensor& t, AllReduceAlgo algo) {
     if (algo != AllReduceAlgo::Nccl) {
       GS_CHECK(custom_, "the {} all-reduce was asked for, but this group has no custom all-reduce",
