@@ -57,13 +57,14 @@ int main(int argc, char** argv) {
   gs::add_generate_command(app);
   gs::add_info_command(app);
   gs::add_worker_command(app);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels");
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce");
   bench->require_subcommand(1);
   gs::add_bench_latency(*bench);
   gs::add_bench_throughput(*bench);
   gs::add_bench_graphs(*bench);
   gs::add_bench_serve(*bench);
   gs::add_bench_kernels(*bench);
+  gs::add_bench_all_reduce(*bench);
   const std::vector<std::string> args = normalize_args(argc, argv);
   std::vector<const char*> cargs;
   for (const std::string& a : args) cargs.push_back(a.c_str());

@@ -133,6 +133,7 @@ class MultiprocExecutor final : public Executor {
     }
     RunnerConfig rc = cfg_;
     rc.tp_group.clear();
+    if (cfg_.nnodes > 1) rc.disable_custom_all_reduce = true;  // peer memory reaches one host only
     conns_[0].send(MsgType::Init, encode_runner_config(rc));
     const Message g = conns_[0].recv(kStartupTimeoutS, peer(0));
     GS_CHECK(g.type == MsgType::GroupId, "{} failed to create the group: {}", peer(0), g.payload);

@@ -75,7 +75,8 @@ std::unique_ptr<Communicator> make_communicator(Backend& backend, const RunnerCo
            cfg.tensor_parallel_size);
 #ifdef GS_HAVE_CUDA
   if (backend.device().is_cuda())
-    return make_nccl_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend);
+    return make_nccl_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend,
+                                  cfg.disable_custom_all_reduce);
 #endif
   return make_shm_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend);
 }

@@ -32,6 +32,9 @@ struct RunnerConfig {
   // never by users; empty when tensor_parallel_size is 1.
   int tp_rank = 0;
   std::string tp_group;
+  // --disable-custom-all-reduce: NCCL for every all-reduce size (the driver also sets it when the
+  // ranks span several hosts).
+  bool disable_custom_all_reduce = false;
 
   // Multi-LoRA serving (vLLM's flags): PEFT adapters loaded at start-up, selected per request
   // by name; at most max_loras distinct adapters per batch (device slots).

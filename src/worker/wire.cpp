@@ -53,6 +53,7 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"tensor_parallel_size", c.tensor_parallel_size},
                       {"tp_rank", c.tp_rank},
                       {"tp_group", c.tp_group},
+                      {"disable_custom_all_reduce", c.disable_custom_all_reduce},
                       {"enforce_eager", c.enforce_eager},
                       {"capture_sizes", c.compilation.cudagraph_capture_sizes},
                       {"max_capture_size", c.compilation.max_cudagraph_capture_size},
@@ -70,6 +71,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
   c.block_size = j["block_size"], c.gpu_memory_utilization = j["gpu_memory_utilization"];
   c.kv_cache_memory_bytes = j["kv_cache_memory_bytes"], c.tensor_parallel_size = j["tensor_parallel_size"];
   c.tp_rank = j["tp_rank"], c.tp_group = j["tp_group"], c.enforce_eager = j["enforce_eager"];
+  c.disable_custom_all_reduce = j["disable_custom_all_reduce"];
   c.compilation.cudagraph_capture_sizes = j["capture_sizes"].get<std::vector<int>>();
   c.compilation.max_cudagraph_capture_size = j["max_capture_size"];
   c.compilation.compile_sizes = j["compile_sizes"].get<std::vector<int>>();

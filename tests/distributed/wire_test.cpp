@@ -69,9 +69,12 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   c.tensor_parallel_size = 4;
   c.compilation.cudagraph_mode = CUDAGraphMode::PIECEWISE;
   c.compilation.cudagraph_capture_sizes = {1, 8};
+  c.disable_custom_all_reduce = true;
   const RunnerConfig d = decode_runner_config(encode_runner_config(c));
   EXPECT_EQ(d.model, "/m");
   EXPECT_EQ(d.tensor_parallel_size, 4);
+  EXPECT_TRUE(d.disable_custom_all_reduce);
+  EXPECT_FALSE(decode_runner_config(encode_runner_config(RunnerConfig{})).disable_custom_all_reduce);
   EXPECT_EQ(d.compilation.cudagraph_mode, CUDAGraphMode::PIECEWISE);
   EXPECT_EQ(d.compilation.cudagraph_capture_sizes, (std::vector<int>{1, 8}));
   StepReply r;

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Tensor parallelism on a multi-GPU machine (nvidia-h200-x2 / -x4), in one call:
-#  1. topology (nvidia-smi topo -m) and the GPU test binary's TP-free sanity (skipped);
+#  1. topology (nvidia-smi topo -m) and `graphserve bench all-reduce`: latency per message size,
+#     NCCL vs the custom one-shot / two-shot all-reduce, inside CUDA graphs;
 #  2. dummy llama3.1-8b greedy, 128 tokens, TP=1 vs TP=N: first divergence and the rel-L2 of the
 #     sampled tokens' top-5 logprobs (graphserve generate --output-json, compared by tp_compare.py);
 #  3. decode ms/step at bs 1, 32, 128 for TP=1 and TP=N in FULL_AND_PIECEWISE and NONE
 #     (graphserve bench graphs);
 #  4. the multi-host path: two single-GPU "hosts" (CUDA_VISIBLE_DEVICES 0 and 1, a `graphserve
 #     worker --node-rank 1` process, --master-addr 127.0.0.1) vs TP=2 on one host (llama3.2-1b);
-#  5. NCCL all-reduce latency per message size (PyTorch's NCCL, one process a GPU) for reference.
+#  5. TP=N with --disable-custom-all-reduce (NCCL only): FULL_AND_PIECEWISE ms/step and graph memory;
+#  6. SWEEP="4,8,16,64" (optional): FULL_AND_PIECEWISE ms/step at more batch sizes, TP=1 and TP=N.
 # Needs the pack of tools/gpu/pack.sh in $PACK (default .gpu). TPS="2" (or "2 4") picks the sizes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,6 +24,11 @@ tps=${TPS:-2}
 preset=${PRESET:-llama3.1-8b}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 nvidia-smi topo -m 2>/dev/null | head -n 6
+for tp in $tps; do
+  echo "== all-reduce latency, $tp GPUs"
+  timeout 90 "$gs" bench all-reduce --tensor-parallel-size "$tp" --output-json "$out/allreduce_tp$tp.json" \
+    2>"$out/allreduce_tp$tp.log" || { echo "bench all-reduce failed"; tail -n 5 "$out/allreduce_tp$tp.log"; }
+done
 common="--load-format dummy --max-num-seqs 128 --max-model-len 512 -cc.cudagraph_capture_sizes=[1,2,4,8,16,32,64,128]"
 
 echo "== greedy 128 tokens, $preset, TP=1 vs TP=N"
@@ -30,7 +37,7 @@ for tp in 1 $tps; do
   timeout 150 "$gs" generate --preset "$preset" $common --tensor-parallel-size "$tp" --temperature 0 --ignore-eos \
     --max-tokens 128 --logprobs 5 -p "The tensor-parallel model" -p "Once upon a time" \
     --output-json "$out/gen_tp$tp.json" >/dev/null 2>"$out/gen_tp$tp.log" || { echo "generate tp $tp failed"; tail -n 5 "$out/gen_tp$tp.log"; }
-  grep -E "tensor parallel|decode:" "$out/gen_tp$tp.log" | sed 's/^\[[^]]*\] //' | head -n 6
+  grep -E "all-reduce:|decode:" "$out/gen_tp$tp.log" | sed 's/^\[[^]]*\] //' | head -n 6
 done
 for tp in $tps; do python3 "$(dirname "$0")/tp_compare.py" "$out/gen_tp1.json" "$out/gen_tp$tp.json" "TP=$tp"; done
 
@@ -56,5 +63,21 @@ CUDA_VISIBLE_DEVICES=0 timeout 100 "$gs" generate $small --tensor-parallel-size 
 wait
 python3 "$(dirname "$0")/tp_compare.py" "$out/host1.json" "$out/host2.json" "two hosts vs one"
 
-echo "== NCCL all-reduce latency (bf16, PyTorch's NCCL)"
-timeout 60 python3 "$(dirname "$0")/tp_allreduce.py" 2 2>&1 | tail -n 12
+echo "== TP=N, NCCL only (--disable-custom-all-reduce), $preset"
+for tp in $tps; do
+  # shellcheck disable=SC2086
+  timeout 120 "$gs" bench graphs --preset "$preset" $common --tensor-parallel-size "$tp" --disable-custom-all-reduce \
+    --modes FULL_AND_PIECEWISE --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 \
+    --output-json '' --output-png '' >"$out/graphs_tp${tp}_nccl.txt" 2>"$out/graphs_tp${tp}_nccl.log" || echo "nccl-only failed"
+  echo "-- TP=$tp NCCL only"; cat "$out/graphs_tp${tp}_nccl.txt"
+done
+grep -h "all-reduce:" "$out"/node0.log "$out"/node1.log 2>/dev/null | sed 's/^\[[^]]*\] //' | head -n 2
+if [[ -n "${SWEEP:-}" ]]; then
+  echo "== FULL_AND_PIECEWISE ms/step at batch sizes $SWEEP"
+  for tp in 1 $tps; do
+    # shellcheck disable=SC2086
+    timeout 120 "$gs" bench graphs --preset "$preset" $common --tensor-parallel-size "$tp" --modes FULL_AND_PIECEWISE \
+      --batch-sizes "$SWEEP" --input-len 32 --output-len 16 --num-iters 1 --output-json '' --output-png '' \
+      2>"$out/sweep_tp$tp.log" | grep -E "^FULL_AND_PIECEWISE +[0-9]" | sed "s/^/TP=$tp /"
+  done
+fi

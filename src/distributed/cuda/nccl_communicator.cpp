@@ -1,11 +1,13 @@
-// NcclCommunicator: ncclAllReduce / AllGather / Broadcast on the backend's stream. NCCL kernels
-// are captured by stream capture like any kernel, so the FULL and PIECEWISE graphs hold them;
-// every rank captures the same graphs in the same order (the runner's dispatch is identical).
+// NcclCommunicator: ncclAllReduce / AllGather / Broadcast on the backend's stream, with the custom
+// all-reduce over NVLink peer memory for the sizes its policy picks. NCCL kernels and the custom
+// kernels are captured by stream capture like any kernel, so the FULL and PIECEWISE graphs hold
+// them; every rank captures the same graphs in the same order (the runner's dispatch is identical).
 #include "distributed/cuda/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 
@@ -13,6 +15,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "distributed/cuda/custom_all_reduce.h"
 
 namespace gs {
 
@@ -38,7 +41,7 @@ ncclDataType_t nccl_type(DType dt) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const std::string& group, int rank, int world, Backend& backend)
+  NcclCommunicator(const std::string& group, int rank, int world, Backend& backend, bool disable_custom)
       : rank_(rank), world_(world), stream_(cuda_stream(backend)) {
     GS_CHECK(group.size() == 2 * sizeof(ncclUniqueId), "NCCL group id must be {} hex digits, got {}",
              2 * sizeof(ncclUniqueId), group.size());
@@ -49,10 +52,15 @@ class NcclCommunicator final : public Communicator {
     GS_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank));
     GS_CUDA_CHECK(cudaMalloc(&flag_, sizeof(float)));
     barrier();  // connects the ranks now, before the KV cache takes the memory NCCL's buffers need
+    std::string why_not;
+    custom_ = CustomAllReduce::create(
+        rank, world, backend.device().index, backend.compute_dtype(), disable_custom,
+        [this](const void* mine, size_t bytes) { return all_gather_host(mine, bytes); }, &why_not);
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, backend.device().index);
-    spdlog::info("tensor parallel rank {} of {}: {} (PCI {:02x}:{:02x}), all-reduce: NCCL {} for every size", rank,
-                 world, prop.name, prop.pciBusID, prop.pciDeviceID, NCCL_VERSION_CODE);
+    spdlog::info("tensor parallel rank {} of {}: {} (PCI {:02x}:{:02x}), NCCL {}, all-reduce: {}", rank, world,
+                 prop.name, prop.pciBusID, prop.pciDeviceID, NCCL_VERSION_CODE,
+                 describe_all_reduce_policy(policy(), why_not));
   }
   ~NcclCommunicator() override {
     cudaFree(flag_);
@@ -65,9 +73,20 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
-  std::string name() const override { return "nccl"; }
+  std::string name() const override { return custom_ ? "custom+nccl" : "nccl"; }
 
+  const AllReducePolicy& policy() const { return custom_ ? custom_->policy() : no_custom_; }
   void all_reduce(const Tensor& t) override {
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data()) % kCustomAllReduceAlign == 0;  // 16-byte packs
+    all_reduce_with(t, aligned ? choose_all_reduce(policy(), t.nbytes()) : AllReduceAlgo::Nccl);
+  }
+  void all_reduce_with(const Tensor& t, AllReduceAlgo algo) {
+    if (algo != AllReduceAlgo::Nccl) {
+      GS_CHECK(custom_, "the {} all-reduce was asked for, but this group has no custom all-reduce",
+               all_reduce_algo_name(algo));
+      custom_->all_reduce(t, algo, stream_);
+      return;
+    }
     GS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_));
   }
   void all_gather(const Tensor& in, const Tensor& out) override {
@@ -105,9 +124,29 @@ class NcclCommunicator final : public Communicator {
   }
 
   int rank_, world_;
+  // Every rank's `bytes` host bytes in rank order, through a device buffer (start-up only).
+  std::vector<char> all_gather_host(const void* mine, size_t bytes) {
+    std::vector<char> all(bytes * size_t(world_));
+    char* dev = nullptr;
+    GS_CUDA_CHECK(cudaMalloc(&dev, all.size()));
+    try {
+      GS_CUDA_CHECK(cudaMemcpy(dev + size_t(rank_) * bytes, mine, bytes, cudaMemcpyHostToDevice));
+      GS_NCCL_CHECK(ncclAllGather(dev + size_t(rank_) * bytes, dev, bytes, ncclChar, comm_, stream_));
+      GS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      GS_CUDA_CHECK(cudaMemcpy(all.data(), dev, all.size(), cudaMemcpyDeviceToHost));
+    } catch (...) {
+      cudaFree(dev);
+      throw;
+    }
+    cudaFree(dev);
+    return all;
+  }
+
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
   void* flag_ = nullptr;
+  std::unique_ptr<CustomAllReduce> custom_;
+  AllReducePolicy no_custom_;
 };
 
 }  // namespace
@@ -120,8 +159,21 @@ std::string make_nccl_group_id() {
   return hex;
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(const std::string& group, int rank, int world, Backend& backend) {
-  return std::make_unique<NcclCommunicator>(group, rank, world, backend);
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string& group, int rank, int world, Backend& backend,
+                                                     bool disable_custom_all_reduce) {
+  return std::make_unique<NcclCommunicator>(group, rank, world, backend, disable_custom_all_reduce);
+}
+
+void all_reduce_with(Communicator& comm, const Tensor& t, AllReduceAlgo algo) {
+  auto* nccl = dynamic_cast<NcclCommunicator*>(&comm);
+  GS_CHECK(nccl, "all_reduce_with needs the NCCL communicator, not {}", comm.name());
+  nccl->all_reduce_with(t, algo);
+}
+
+AllReducePolicy all_reduce_policy(const Communicator& comm) {
+  const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm);
+  GS_CHECK(nccl, "all_reduce_policy needs the NCCL communicator, not {}", comm.name());
+  return nccl->policy();
 }
 
 }  // namespace gs

@@ -1,0 +1,129 @@
+// Implements distributed/cuda/custom_all_reduce.h: the buffers, their IPC exchange at start-up
+// and the call (the kernels are in custom_all_reduce_kernels.cu).
+#include "distributed/cuda/custom_all_reduce.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/cuda/cuda_check.h"
+#include "core/error.h"
+#include "distributed/cuda/custom_all_reduce_kernels.h"
+
+namespace gs {
+
+using custom_ar::kSignalBytes;
+
+namespace {
+
+// What each rank tells the others at start-up.
+struct RankRecord {
+  cudaIpcMemHandle_t handle;
+  char host[64];
+  char pci_bus_id[32];
+};
+
+std::string host_name() {
+  char h[64] = {};
+  gethostname(h, sizeof(h) - 1);
+  return h;
+}
+
+// True when this process may map `peer`'s buffer: CUDA peer access where the peer's GPU is
+// visible here (else the IPC open below decides, as with one GPU visible per worker process).
+bool peer_access_allowed(int device, const RankRecord& peer) {
+  int peer_device = -1;
+  if (cudaDeviceGetByPCIBusId(&peer_device, peer.pci_bus_id) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  if (peer_device == device) return false;  // two ranks on one GPU: no IPC to itself
+  int ok = 0;
+  return cudaDeviceCanAccessPeer(&ok, device, peer_device) == cudaSuccess && ok;
+}
+
+}  // namespace
+
+CustomAllReduce::CustomAllReduce(int rank, int world, AllReducePolicy policy)
+    : rank_(rank), world_(world), policy_(policy), peers_(size_t(world), nullptr) {}
+
+CustomAllReduce::~CustomAllReduce() {
+  for (void* p : opened_) cudaIpcCloseMemHandle(p);
+  if (own_) cudaFree(own_);
+}
+
+std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, int device, DType activations,
+                                                         bool disabled, const HostAllGather& all_gather,
+                                                         std::string* why_not) {
+  AllReduceGroupFacts facts;
+  facts.world = world, facts.disabled = disabled;
+  facts.supported_dtype = activations == DType::BF16 || activations == DType::F32;
+  AllReducePolicy policy = choose_all_reduce_policy(facts, why_not);
+  if (!policy.custom_available) return nullptr;  // every rank decides alike from the same config
+
+  std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, policy));
+  const size_t bytes = kSignalBytes + 2 * policy.custom_max_bytes;
+  GS_CUDA_CHECK(cudaSetDevice(device));
+  GS_CUDA_CHECK(cudaMalloc(&ar->own_, bytes));
+  GS_CUDA_CHECK(cudaMemset(ar->own_, 0, bytes));
+  GS_CUDA_CHECK(cudaDeviceSynchronize());
+
+  RankRecord mine{};
+  GS_CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, ar->own_));
+  std::strncpy(mine.host, host_name().c_str(), sizeof(mine.host) - 1);
+  GS_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.pci_bus_id, sizeof(mine.pci_bus_id), device));
+  const std::vector<char> all = all_gather(&mine, sizeof(mine));
+  GS_CHECK(all.size() == sizeof(mine) * size_t(world), "custom all-reduce: the start-up exchange returned {} bytes",
+           all.size());
+  std::vector<RankRecord> recs(static_cast<size_t>(world));
+  std::memcpy(recs.data(), all.data(), all.size());
+
+  facts.same_host = std::all_of(recs.begin(), recs.end(),
+                                [&](const RankRecord& r) { return std::strncmp(r.host, mine.host, 64) == 0; });
+  bool reachable = true;
+  for (int r = 0; r < world && facts.same_host; ++r) {
+    if (r == rank) {
+      ar->peers_[size_t(r)] = ar->own_;
+      continue;
+    }
+    void* p = nullptr;
+    if (!peer_access_allowed(device, recs[size_t(r)]) ||
+        cudaIpcOpenMemHandle(&p, recs[size_t(r)].handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+      cudaGetLastError();
+      reachable = false;
+      break;
+    }
+    ar->opened_.push_back(p);
+    ar->peers_[size_t(r)] = p;
+  }
+  const int ok = reachable ? 1 : 0;
+  const std::vector<char> oks = all_gather(&ok, sizeof(ok));
+  for (int r = 0; r < world; ++r) facts.peers_reachable = facts.peers_reachable && oks[size_t(r) * sizeof(int)] != 0;
+  ar->policy_ = choose_all_reduce_policy(facts, why_not);
+  if (!ar->policy_.custom_available) return nullptr;
+  return ar;
+}
+
+void CustomAllReduce::all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream_t stream) {
+  const size_t bytes = t.nbytes();
+  GS_CHECK(algo != AllReduceAlgo::Nccl && bytes % kCustomAllReduceAlign == 0 && bytes <= policy_.custom_max_bytes &&
+               reinterpret_cast<uintptr_t>(t.data()) % kCustomAllReduceAlign == 0 &&
+               (t.dtype() == DType::BF16 || t.dtype() == DType::F32),
+           "custom all-reduce: {} ({} bytes) with {} does not fit (bf16/f32, {}-byte aligned and a multiple of {} "
+           "bytes, at most {})",
+           t.str(), bytes, all_reduce_algo_name(algo), kCustomAllReduceAlign, kCustomAllReduceAlign,
+           policy_.custom_max_bytes);
+  if (bytes == 0) return;
+  custom_ar::PeerTable table{};
+  for (int r = 0; r < world_; ++r) {
+    table.sig[r] = static_cast<custom_ar::Signal*>(peers_[size_t(r)]);
+    table.data[r] = static_cast<char*>(peers_[size_t(r)]) + kSignalBytes;
+  }
+  table.half_packs = policy_.custom_max_bytes / kCustomAllReduceAlign;
+  GS_CUDA_CHECK(custom_ar::launch_all_reduce(algo, t.dtype() == DType::BF16, world_, table, rank_, t.data(), t.data(),
+                                             bytes / kCustomAllReduceAlign, stream));
+}
+
+}  // namespace gs

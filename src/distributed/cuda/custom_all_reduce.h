@@ -1,0 +1,58 @@
+// CustomAllReduce: the one-shot and two-shot all-reduce over NVLink peer memory of the ranks of
+// one host (vLLM's "custom all-reduce" idea, written here from scratch).
+//
+// Each rank cudaMallocs one buffer (a signal area, then two halves of custom_max_bytes) before
+// any capture, and maps every peer's buffer through CUDA IPC handles exchanged at start-up. A
+// call is one kernel (captured into graphs like any): each block copies its share of the input
+// into the rank's buffer, meets the same block of every peer at a barrier, then sums every
+// rank's buffer in rank order 0..N-1 (f32 accumulation) into the output (one-shot), or sums its
+// slice, meets them again and gathers the slices (two-shot). Consecutive calls alternate between
+// the two halves, so no rank overwrites data a peer may still read and no closing barrier is
+// needed. The barrier flags carry call numbers: a per-block counter in the signal area that the
+// kernel itself advances, so a captured graph replays correctly any number of times. Every rank
+// must issue the same all-reduces in the same order (the communicator contract).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "distributed/all_reduce_policy.h"
+
+namespace gs {
+
+// Every rank's `bytes` bytes, concatenated in rank order (a host-side all-gather of the group).
+using HostAllGather = std::function<std::vector<char>(const void* mine, size_t bytes)>;
+
+class CustomAllReduce {
+ public:
+  // Collective: every rank of the group calls it with the same world, dtype and `disabled`.
+  // Returns nullptr on every rank (and *why_not says why) unless every rank is on the same host
+  // and maps every peer's buffer; all ranks reach the same answer.
+  static std::unique_ptr<CustomAllReduce> create(int rank, int world, int device, DType activations, bool disabled,
+                                                 const HostAllGather& all_gather, std::string* why_not);
+  ~CustomAllReduce();
+  CustomAllReduce(const CustomAllReduce&) = delete;
+  CustomAllReduce& operator=(const CustomAllReduce&) = delete;
+
+  const AllReducePolicy& policy() const { return policy_; }
+  // In place on `stream`: t = the sum of every rank's t. algo OneShot or TwoShot; t bf16 or f32,
+  // contiguous, 16-byte aligned, nbytes a multiple of kCustomAllReduceAlign and at most
+  // policy().custom_max_bytes.
+  void all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream_t stream);
+
+ private:
+  CustomAllReduce(int rank, int world, AllReducePolicy policy);
+
+  int rank_, world_;
+  AllReducePolicy policy_;
+  void* own_ = nullptr;        // this rank's buffer (cudaMalloc)
+  std::vector<void*> peers_;   // every rank's buffer as this process sees it (own_ at rank_)
+  std::vector<void*> opened_;  // the IPC mappings to close
+};
+
+}  // namespace gs
