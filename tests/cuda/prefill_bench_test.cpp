@@ -1,6 +1,7 @@
 // Prefill timings (not a test of speed: it only runs with GS_CUDA_BENCH=1 and prints lines
 // starting "[prefill]"): one attention layer of the llama3.2-1b shape (32 q heads, 8 kv heads,
-// D 64) on the tensor-core kernel and on the flash-decoding kernel, and the layer's cuBLASLt
+// D 64) on the tensor-core kernel (at D 64: wgmma, and mma.sync as GS_PREFILL_WGMMA=0 selects) and
+// on the flash-decoding kernel, and the layer's cuBLASLt
 // GEMMs at large M, each as ms and TFLOP/s (median of eager launches timed with CUDA events).
 #include <gtest/gtest.h>
 
@@ -76,17 +77,17 @@ TEST(PrefillBench, AttentionLayer) {
           s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, false, s)); }, 20);
       double tc2 = 0.0;
       if (D == 64) {
-        setenv("GS_PREFILL_MT", "1", 1);
+        setenv("GS_PREFILL_WGMMA", "0", 1);
         tc2 = median_ms(
             s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, false, s)); }, 20);
-        unsetenv("GS_PREFILL_MT");
+        unsetenv("GS_PREFILL_WGMMA");
       }
       const bool run_old = D == 64 && T <= 2048;  // the decode-style kernel takes ~60 ms at 8k
       const double old = run_old ? median_ms(
                                        s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3)
                                  : 0.0;
       printf(
-          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 1 tile/warp %.3f ms (%.0f), "
+          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), mma.sync %.3f ms (%.0f), "
           "decode kernel %.3f ms\n",
           D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
     }
