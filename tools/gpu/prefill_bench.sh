@@ -9,8 +9,9 @@
 #   command: GS_SOURCE_DIR=<this checkout's absolute path> bash .gpu-prefill/prefill_bench.sh
 # GS_PHASES picks phases (default "tests kernels latency chunk serve mixed big hf"); logs go to one
 # archive, $OUT/prefill_logs.tgz (the device tool returns at most 8 files), a summary to stdout.
-# If a PrefillAttention test fails, the rest runs with GS_PREFILL_WGMMA=0 (the mma.sync kernel),
-# and says so.
+# If a PrefillAttention test fails, those tests run again with GS_PREFILL_QRELOAD=1 (the wgmma
+# kernel reloading Q per tile); the rest runs with it if they pass, else with GS_PREFILL_WGMMA=0 (the
+# mma.sync kernel), and says so.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 final=${OUT:-$pack/logs}
@@ -41,8 +42,15 @@ if has tests; then
   echo "exit $? (${SECONDS} s)"
   grep -E '^\[  FAILED|^\[  PASSED|^\[==========\]|Failure' "$out/tests.log" | head -30
   if grep -qE '^\[  FAILED  \] PrefillAttention\.' "$out/tests.log"; then
-    echo "!! a PrefillAttention test failed: the rest runs with GS_PREFILL_WGMMA=0"
-    export GS_PREFILL_WGMMA=0
+    GS_PREFILL_QRELOAD=1 timeout 200 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='PrefillAttention.*' \
+      >"$out/tests_qreload.log" 2>&1
+    if [[ $? == 0 ]]; then
+      echo "!! a PrefillAttention test failed; they pass with GS_PREFILL_QRELOAD=1: the rest runs with it"
+      export GS_PREFILL_QRELOAD=1
+    else
+      echo "!! a PrefillAttention test failed, also with GS_PREFILL_QRELOAD=1: the rest runs with GS_PREFILL_WGMMA=0"
+      export GS_PREFILL_WGMMA=0
+    fi
   fi
 fi
 
@@ -68,16 +76,20 @@ if has latency; then
   echo "== graphserve bench latency (llama3.2-1b dummy, bs 1) (${SECONDS} s)"
   for n in $lens; do latency default "$n"; done
   # e.g. GS_PREFILL_VARIANTS="fa2:GS_PREFILL_WGMMA=0 old:GS_PREFILL_ATTENTION=0" (one variable each)
-  for v in ${GS_PREFILL_VARIANTS:-fa2:GS_PREFILL_WGMMA=0}; do
+  for v in ${GS_PREFILL_VARIANTS:-fa2:GS_PREFILL_WGMMA=0 qreload:GS_PREFILL_QRELOAD=1}; do
     # shellcheck disable=SC2086
     for n in ${GS_PREFILL_VARIANT_LENS:-2048 8192}; do latency "${v%%:*}" "$n" ${v#*:}; done
   done
 fi
 
-# The 8k prompt in 2,048-token chunks (chunked prefill over the paged cache) vs one pass.
+# The 8k prompt in 1,024 / 2,048 / 4,096-token chunks (chunked prefill over the paged cache) vs one
+# pass, with the runner's step counts (graph mode, padding) of each run.
 if has chunk; then
   echo "== chunked prefill (${SECONDS} s)"
-  chunk=2048 latency chunk2048 8192
+  for c in 1024 2048 4096; do
+    chunk=$c latency chunk$c 8192 GRAPHSERVE_LOG_LEVEL=info
+    grep -oE 'runner: [0-9]+ steps.*' "$out/latency_${preset}_chunk${c}_8192.log" | head -1
+  done
 fi
 
 serve_start() {  # serve_start BUDGET: a llama3.2-1b dummy server on $port with that step token budget

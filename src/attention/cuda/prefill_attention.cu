@@ -221,6 +221,16 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, 
   }
 }
 
+// A warp's Q fragments (MT m16k16 A tiles per 16 columns) from rows [row0, row0 + 16 MT) of q_s.
+template <int D, int MT>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[MT][D / 16][4], const uint16_t* q_s, int row0, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldsm_x4(qf[mt][kk], q_s + swz<D>(row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+}
+
 // One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
 template <int D, int MT>
 __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
@@ -322,17 +332,22 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t
 // attend_tile on wgmma for one warp of a warpgroup (D 64): the warpgroup's 64 rows against one
 // 64-key tile. K rows are K-major B (each k16 step 32 bytes further along the row); V rows are
 // N-contiguous B read transposed (each k16 step 16 keys = 2048 bytes further).
-__device__ __forceinline__ void attend_tile_wg(const uint32_t (&qf)[1][4][4], const uint16_t* ks, const uint16_t* vs,
+__device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const uint16_t* ks, const uint16_t* vs,
                                                RowState<64> (&st)[1], bool mask, int kv0, const int (&lim)[1][2],
                                                const int (&lo)[1][2], float sl2) {
   float s[8][4];
   const uint64_t kd = sw128_desc(ks), vd = sw128_desc(vs);
+  // Register operands (Q's and P's fragments, the accumulators) pinned on both sides of the
+  // wgmmas that read or write them asynchronously, as CUTLASS's warpgroup_fence_operand does.
+  reg_fence(qf[0]);
+  reg_fence(s);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<0>(s, qf[0][kk], kd + 2 * kk, kk);
   wgmma_commit();
   wgmma_wait_all();
   reg_fence(s);
+  reg_fence(qf[0]);
   softmax_step<64>(s, st[0], mask, kv0, lim[0], lo[0], sl2);
   uint32_t a[4][4];
 #pragma unroll
@@ -354,7 +369,7 @@ __device__ __forceinline__ void attend_tile_wg(const uint32_t (&qf)[1][4][4], co
 
 template <int D, int MT, bool WG>
 __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
-    prefill_attention_kernel(PagedAttentionParams p, int window, int T) {
+    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q) {
   using C = Cfg<D, MT, WG>;
   constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem_raw[];
@@ -426,7 +441,16 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     st[mt].m[0] = st[mt].m[1] = -INFINITY;
     st[mt].l[0] = st[mt].l[1] = 0.0f;
   }
+  // Q's fragments, loaded once before the loop so that they are defined on every path into it.
+  // Loaded inside the loop's first iteration instead (`if (it == 0)`), ptxas did not keep them live
+  // across the loop in the wgmma kernel: their registers were reused by the first tile's softmax
+  // (SASS, 121 registers), so S of every later tile was computed from garbage. Defined before the
+  // loop: 128 registers, no spills. reload_q (GS_PREFILL_QRELOAD=1, for A/B timing) reloads them
+  // for every tile as the previous workaround did.
   uint32_t qf[MT][D / 16][4];
+  cp_async_wait<1>();  // the group of Q and tile 0
+  __syncthreads();
+  load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
 
   for (int it = 0, stage = 0; it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
     const int kv0 = kv_begin + it * kKeys;
@@ -439,16 +463,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     }
     cp_async_commit();
     if (active) {
-      // wgmma: Q's fragments are reloaded for every tile. Kept in registers across the loop (as
-      // the mma.sync kernel does), they came back wrong from the second tile on (H200, tests of
-      // 2+ tiles: rel. error 0.2-0.7; reloading each tile: 0.002), at 4 ldmatrix per warp per tile.
-      if (it == 0 || WG) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk)
-            ldsm_x4(qf[mt][kk], q_s + swz<D>(warp * WROWS + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
-      }
+      if (WG && reload_q && it > 0) load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
       if constexpr (WG)
         attend_tile_wg(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
@@ -478,6 +493,13 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     }
 }
 
+// Whether the wgmma kernel reloads Q's fragments for every K/V tile (GS_PREFILL_QRELOAD=1, for A/B
+// timing against keeping them in registers, the default).
+bool reload_q_per_tile() {
+  const char* e = std::getenv("GS_PREFILL_QRELOAD");
+  return e && e[0] == '1' && e[1] == 0;
+}
+
 template <int D, int MT, bool WG>
 cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
   using C = Cfg<D, MT, WG>;
@@ -486,7 +508,8 @@ cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_
   if (attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
-  return launch_pdl(prefill_attention_kernel<D, MT, WG>, grid, C::threads, C::smem, s, p, window, T);
+  return launch_pdl(prefill_attention_kernel<D, MT, WG>, grid, C::threads, C::smem, s, p, window, T,
+                    WG && reload_q_per_tile());
 }
 
 // m16 tiles per warp at D = 64 on mma.sync (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D =
