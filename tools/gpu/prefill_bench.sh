@@ -5,6 +5,8 @@
 # folder packed by tools/gpu/pack.sh (bin/, lib/, shared/ with stories260K and golden/stories260K)
 # with this script, hf_prefill.py and ../shared/tools/hf_peer.py copied in:
 #   GRAPHSERVE_SHARED=../shared GS_GPU_NO_BUILD=1 GS_GPU_PACK=<repo>/.gpu-prefill bash tools/gpu/pack.sh build/release
+#   mkdir -p <repo>/.gpu-prefill/shared/golden && cp -r ../shared/golden/stories260K <repo>/.gpu-prefill/shared/golden/
+#   (the CudaModel tests read golden/stories260K; without it three of them fail on a missing JSON file)
 #   device run, kind nvidia-h200, carry [".gpu-prefill"],
 #   command: GS_SOURCE_DIR=<this checkout's absolute path> bash .gpu-prefill/prefill_bench.sh
 # GS_PHASES picks phases (default "tests kernels latency chunk serve mixed big hf"); logs go to one
