@@ -1,8 +1,8 @@
 // The tensor-core prefill attention (attention/cuda/prefill_attention.h) against a float64 host
 // reference and against the flash-decoding kernel: ragged batches of fresh prefills, chunked
 // prefills and decodes, padded requests and tokens, block sizes 16 and 32, GQA ratios 1, 4, 6,
-// 8, head dims 64 and 128, contexts up to 8k, a sliding window, a graph replayed on another
-// batch, and the backend's dispatch of prefill batches to this kernel.
+// 8, head dims 64 and 128 (D 64 on both its mma.sync and its wgmma kernel), contexts up to 8k, a sliding window, a
+// graph replayed on another batch, and the backend's dispatch of prefill batches to this kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -214,11 +214,30 @@ TEST_F(PrefillAttention, MixedBatchMatchesReference) {
 
 // The D = 64 kernel with two m16 tiles per warp (128-row CTAs), as GS_PREFILL_MT=2 selects.
 TEST_F(PrefillAttention, TwoTilesPerWarpMatchesReference) {
+  setenv("GS_PREFILL_WGMMA", "0", 1);
   setenv("GS_PREFILL_MT", "2", 1);
   uint32_t seed = 1500;
   for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {8, 1}, {12, 2}})
     check_against_reference(Case{hq, hkv, 64, 16, mixed(), 2, 5, hq == 8 ? 70 : -1}, seed++);
   unsetenv("GS_PREFILL_MT");
+  unsetenv("GS_PREFILL_WGMMA");
+}
+
+// The D = 64 prefill on mma.sync (GS_PREFILL_WGMMA=0) and on wgmma (the default): GQA ratios 1,
+// 4 and 8, block sizes 16 and 32, a mixed batch (prefills, chunks, decodes, padding) and a batch
+// with a chunk and a decode at contexts near 8k.
+TEST_F(PrefillAttention, WgmmaAndMmaSyncMatchReference) {
+  uint32_t seed = 7000;
+  for (const char* wgmma : {"0", "1"}) {
+    setenv("GS_PREFILL_WGMMA", wgmma, 1);
+    for (int bs : {16, 32})
+      for (int G : {1, 4, 8}) {
+        SCOPED_TRACE(testing::Message() << "wgmma " << wgmma << " block " << bs << " G " << G);
+        check_against_reference(Case{8 * G, 8, 64, bs, mixed(), 2, 5}, seed++);
+        check_against_reference(Case{G, 1, 64, bs, {{96, 8192}, {1, 7999}, {40, 40}}, 1, 3}, seed++);
+      }
+  }
+  unsetenv("GS_PREFILL_WGMMA");
 }
 
 // Decode batches as the attention backend sends them at large batch (short_queries: 64-row

@@ -1,12 +1,15 @@
 // Prefill timings (not a test of speed: it only runs with GS_CUDA_BENCH=1 and prints lines
 // starting "[prefill]"): one attention layer of the llama3.2-1b shape (32 q heads, 8 kv heads,
-// D 64) on the tensor-core kernel and on the flash-decoding kernel, and the layer's cuBLASLt
+// D 64) on the tensor-core kernel (at D 64: wgmma, also with Q reloaded per tile as
+// GS_PREFILL_QRELOAD=1 selects, and mma.sync as GS_PREFILL_WGMMA=0 selects) and on the
+// flash-decoding kernel, the same layer of an 8k prompt in prefill chunks, and the layer's cuBLASLt
 // GEMMs at large M, each as ms and TFLOP/s (median of eager launches timed with CUDA events).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "attention/cuda/attention_kernels.h"
@@ -49,6 +52,44 @@ Tensor random_bf16(Backend& gpu, int64_t n, uint32_t seed) {
   return t;
 }
 
+// One attention layer of the llama3.2-1b shape (32 q heads, 8 kv heads) over a context of `ctx`
+// tokens in 16-token blocks placed out of order: q, k, v, out hold up to ctx new tokens, the
+// caches every position.
+struct Layer {
+  static constexpr int hq = 32, hkv = 8, bs = 16;
+  int D, ctx;
+  Tensor q, k, v, out, kc, vc, block_table, slots;
+  Layer(Backend& gpu, int D_, int ctx_) : D(D_), ctx(ctx_) {
+    const int blocks = ctx / bs;
+    q = random_bf16(gpu, int64_t(ctx) * hq * D, 1), k = random_bf16(gpu, int64_t(ctx) * hkv * D, 2);
+    v = random_bf16(gpu, int64_t(ctx) * hkv * D, 3), out = random_bf16(gpu, int64_t(ctx) * hq * D, 4);
+    kc = random_bf16(gpu, int64_t(ctx) * hkv * D, 5), vc = random_bf16(gpu, int64_t(ctx) * hkv * D, 6);
+    std::vector<int32_t> bt(static_cast<size_t>(blocks)), sl(static_cast<size_t>(ctx));
+    for (int i = 0; i < blocks; ++i) bt[size_t(i)] = (i * 7) % blocks;  // blocks % 7 != 0
+    for (int t = 0; t < ctx; ++t) sl[size_t(t)] = bt[size_t(t / bs)] * bs + t % bs;
+    block_table = test::on_i32(gpu, bt, {1, blocks}), slots = test::on_i32(gpu, sl, {ctx});
+  }
+  // Parameters for new tokens [start, start + n) of one request (qsl = {0, n} and seq_lens =
+  // {start + n}: device tensors the caller keeps alive).
+  cuda::PagedAttentionParams params(int start, const Tensor& qsl, const Tensor& seq) const {
+    cuda::PagedAttentionParams p;
+    p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data(), p.k_cache = kc.data(), p.v_cache = vc.data();
+    p.slot_mapping = slots.data_as<int32_t>() + start, p.num_slots = ctx, p.query_start_loc = qsl.data_as<int32_t>();
+    p.seq_lens = seq.data_as<int32_t>(), p.block_table = block_table.data_as<int32_t>(), p.num_reqs_padded = 1;
+    p.max_blocks_per_req = ctx / bs, p.block_size = bs, p.num_blocks = ctx / bs, p.hq = hq, p.hkv = hkv, p.D = D;
+    p.scale = 0.125f;
+    return p;
+  }
+  // Median ms of one prefill_attention launch for those tokens.
+  double time(cudaStream_t s, int start, int n, const Tensor& qsl, const Tensor& seq) const {
+    const cuda::PagedAttentionParams p = params(start, qsl, seq);
+    return median_ms(
+        s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, n, false, s)); }, 20);
+  }
+  // Causal attention FLOPs of new tokens [start, start + n).
+  double flop(int start, int n) const { return 4.0 * D * hq * (double(start) * n + 0.5 * double(n) * n); }
+};
+
 TEST(PrefillBench, AttentionLayer) {
   GS_REQUIRE_GPU();
   if (!enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
@@ -56,40 +97,58 @@ TEST(PrefillBench, AttentionLayer) {
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
   for (int D : {64, 128}) {
     for (int T : {2048, 8192}) {
-      const int hq = 32, hkv = 8, bs = 16, blocks = T / bs;
-      Tensor q = random_bf16(*gpu, int64_t(T) * hq * D, 1), k = random_bf16(*gpu, int64_t(T) * hkv * D, 2);
-      Tensor v = random_bf16(*gpu, int64_t(T) * hkv * D, 3), out = random_bf16(*gpu, int64_t(T) * hq * D, 4);
-      Tensor kc = random_bf16(*gpu, int64_t(T) * hkv * D, 5), vc = random_bf16(*gpu, int64_t(T) * hkv * D, 6);
-      std::vector<int32_t> qsl{0, T}, seq{T}, bt(static_cast<size_t>(blocks)), slots(static_cast<size_t>(T));
-      for (int i = 0; i < blocks; ++i) bt[size_t(i)] = (i * 7) % blocks;  // blocks % 7 != 0
-      for (int t = 0; t < T; ++t) slots[size_t(t)] = bt[size_t(t / bs)] * bs + t % bs;
-      Tensor dq = test::on_i32(*gpu, qsl, {2}), ds = test::on_i32(*gpu, seq, {1});
-      Tensor db = test::on_i32(*gpu, bt, {1, blocks}), dm = test::on_i32(*gpu, slots, {T});
-      cuda::PagedAttentionParams p;
-      p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data(), p.k_cache = kc.data(), p.v_cache = vc.data();
-      p.slot_mapping = dm.data_as<int32_t>(), p.num_slots = T, p.query_start_loc = dq.data_as<int32_t>();
-      p.seq_lens = ds.data_as<int32_t>(), p.block_table = db.data_as<int32_t>(), p.num_reqs_padded = 1;
-      p.max_blocks_per_req = blocks, p.block_size = bs, p.num_blocks = blocks, p.hq = hq, p.hkv = hkv, p.D = D;
-      p.scale = 0.125f;
-      const double flop = 2.0 * double(T) * T * D * hq;  // causal: half of 4 T^2 D per head
-      const double tc = median_ms(
-          s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, false, s)); }, 20);
-      double tc2 = 0.0;
+      const Layer L(*gpu, D, T);
+      const Tensor qsl = test::on_i32(*gpu, {0, T}, {2}), seq = test::on_i32(*gpu, {T}, {1});
+      const double flop = L.flop(0, T), tc = L.time(s, 0, T, qsl, seq);
+      double tc2 = 0.0, reload = 0.0;
       if (D == 64) {
-        setenv("GS_PREFILL_MT", "1", 1);
-        tc2 = median_ms(
-            s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, T, false, s)); }, 20);
-        unsetenv("GS_PREFILL_MT");
+        setenv("GS_PREFILL_WGMMA", "0", 1);
+        tc2 = L.time(s, 0, T, qsl, seq);
+        unsetenv("GS_PREFILL_WGMMA");
+        setenv("GS_PREFILL_QRELOAD", "1", 1);
+        reload = L.time(s, 0, T, qsl, seq);
+        unsetenv("GS_PREFILL_QRELOAD");
       }
-      const bool run_old = D == 64 && T <= 2048;  // the decode-style kernel takes ~60 ms at 8k
-      const double old = run_old ? median_ms(
-                                       s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3)
-                                 : 0.0;
+      double old = 0.0;
+      if (D == 64 && T <= 2048) {  // the decode-style kernel takes ~60 ms at 8k
+        const cuda::PagedAttentionParams p = L.params(0, qsl, seq);
+        old = median_ms(
+            s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3);
+      }
       printf(
-          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), 1 tile/warp %.3f ms (%.0f), "
-          "decode kernel %.3f ms\n",
-          D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
+          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), Q reloaded per tile %.3f ms (%.0f), "
+          "mma.sync %.3f ms (%.0f), decode kernel %.3f ms\n",
+          D, T, tc, flop / tc * 1e-9, reload, reload > 0 ? flop / reload * 1e-9 : 0.0, tc2,
+          tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
     }
+  }
+}
+
+// Chunked prefill's attention: an 8k prompt's layer in chunks of 1,024 / 2,048 / 4,096 new
+// tokens (each over the earlier chunks in the paged cache) against one pass of 8,192.
+TEST(PrefillBench, ChunkedAttention) {
+  GS_REQUIRE_GPU();
+  if (!enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
+  constexpr int kCtx = 8192;
+  const Layer L(*gpu, 64, kCtx);
+  for (int chunk : {1024, 2048, 4096, 8192}) {
+    const Tensor qsl = test::on_i32(*gpu, {0, chunk}, {2});
+    double total = 0.0;
+    std::string per;
+    for (int start = 0; start < kCtx; start += chunk) {
+      const Tensor seq = test::on_i32(*gpu, {start + chunk}, {1});
+      const double ms = L.time(s, start, chunk, qsl, seq);
+      total += ms;
+      char buf[48];
+      snprintf(buf, sizeof buf, " %.3f (%.0f)", ms, L.flop(start, chunk) / ms * 1e-9);
+      per += buf;
+    }
+    printf(
+        "[prefill] chunked attention D 64, 8192 tokens in chunks of %d: %.3f ms (%.0f TFLOP/s); per chunk ms "
+        "(TFLOP/s):%s\n",
+        chunk, total, L.flop(0, kCtx) / total * 1e-9, per.c_str());
   }
 }
 

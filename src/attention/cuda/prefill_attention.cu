@@ -16,6 +16,12 @@
 // tiles, so a grid of T / TPT + num_reqs_padded + 1 CTAs per kv head covers any batch of T
 // tokens; the tail tokens [qsl[num_reqs_padded], T) form one more pseudo-request with no context
 // (zero output rows, cache write only). Within a request the last (longest) tile starts first.
+//
+// At D = 64 the default CTA is instead two warpgroups (8 warps, 16 rows each, 128 rows) on
+// Hopper's wgmma (sm_90a): S = Q K^T as m64n64k16 with Q's fragments from registers and K from
+// the swizzled stage (the XOR swizzle above is wgmma's 128-byte swizzle: one 128-byte row per key,
+// 1024-byte aligned stages), P from the S accumulators (same layout as mma.sync's A fragments)
+// and V from its stage read transposed. Softmax, masking, tiling and the cache write are shared.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -28,20 +34,21 @@ namespace gs::cuda {
 
 namespace {
 
-constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kKeys = 64;         // keys per K/V tile
 constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
-// Query rows (tokens x heads) per CTA: each warp owns MT m16 tiles, so every K/V fragment it
-// loads from shared memory feeds MT mma pairs.
-template <int MT>
-constexpr int kRows = 16 * MT* kWarps;
+constexpr int kStages = 3;        // K/V tiles in flight: tile it + 2 loads while tile it computes
 
-constexpr int kStages = 3;  // K/V tiles in flight: tile it + 2 loads while tile it computes
-
-template <int D, int MT>
-constexpr size_t smem_bytes() {
-  return size_t(kRows<MT> + 2 * kStages * kKeys) * D * sizeof(uint16_t);  // Q, then K and V stages
-}
+// A CTA's shape. mma.sync (WG false): 4 warps, each owning MT m16 tiles, so every K/V fragment
+// it loads from shared memory feeds MT mma pairs. wgmma (WG true, D 64, MT 1): 8 warps = two
+// warpgroups of 64 rows; warp w owns rows [16 w, 16 w + 16) either way.
+template <int D, int MT, bool WG>
+struct Cfg {
+  static constexpr int warps = WG ? 8 : 4, threads = warps * 32;
+  static constexpr int rows = 16 * MT * warps;  // query rows (tokens x heads) per CTA
+  static constexpr int align = WG ? 1024 : 0;   // wgmma's 128-byte swizzle wants 1024-byte stages
+  static constexpr size_t smem = size_t(rows + 2 * kStages * kKeys) * D * sizeof(uint16_t) + align;
+  static_assert(!WG || (D == 64 && MT == 1), "the wgmma kernel is for D 64, one m16 tile per warp");
+};
 
 // Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
 // (row mod 8), so the 8 rows an ldmatrix phase reads hit 8 different bank groups.
@@ -122,10 +129,10 @@ __device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileI
 }
 
 // Head g of tokens [t0, t0 + n) -> their cache slots.
-template <int D>
+template <int D, int NT>
 __device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g) {
   constexpr int CPR = D / 8;
-  for (int c = threadIdx.x; c < n * CPR; c += kThreads) {
+  for (int c = threadIdx.x; c < n * CPR; c += NT) {
     const int t = t0 + c / CPR, ch = c % CPR;
     const int64_t slot = p.slot_mapping[t];
     if (slot < 0 || slot >= p.num_slots) continue;
@@ -138,10 +145,10 @@ __device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g)
 }
 
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
-template <int D>
+template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
                         uint16_t* ks, uint16_t* vs) {
-  constexpr int CPR = D / 8, RPP = kThreads / CPR;
+  constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
   for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
@@ -214,6 +221,16 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, 
   }
 }
 
+// A warp's Q fragments (MT m16k16 A tiles per 16 columns) from rows [row0, row0 + 16 MT) of q_s.
+template <int D, int MT>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[MT][D / 16][4], const uint16_t* q_s, int row0, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldsm_x4(qf[mt][kk], q_s + swz<D>(row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+}
+
 // One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
 template <int D, int MT>
 __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
@@ -262,11 +279,106 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
   }
 }
 
-template <int D, int MT>
-__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionParams p, int window, int T) {
-  constexpr int ROWS = kRows<MT>, WROWS = 16 * MT;  // rows of the CTA, of one warp
-  extern __shared__ __align__(128) uint16_t smem[];
-  uint16_t* q_s = smem;
+// ---- wgmma (sm_90a) ----
+
+// Shared-memory matrix descriptor of a 1024-byte-aligned tile of 128-byte rows in the 128-byte
+// swizzle: start address, leading and stride byte offsets of 1024 (8 rows; the leading one is
+// unused for K-major tiles and for 64-wide MN-major ones), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+  return uint64_t((a & 0x3FFFF) >> 4) | uint64_t(1024 >> 4) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+// Pins accumulator registers at this point of the program, so the compiler neither reads them
+// before the wgmma that writes them has been waited for nor moves writes past a wgmma issue.
+__device__ __forceinline__ void reg_fence(float (&r)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
+}
+
+__device__ __forceinline__ void reg_fence(uint32_t (&r)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
+}
+
+// d (64 x 64 per warpgroup, f32; this thread's d[nt][e] as an m16n8 C fragment of its warp's
+// 16 rows) = a (registers: the warp's m16k16 A fragment, bf16) x B (descriptor; TRANS_B 1: B
+// stored N-contiguous) + (accumulate ? d : 0).
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS_B), "r"(accumulate)
+      : "memory");
+}
+
+// attend_tile on wgmma for one warp of a warpgroup (D 64): the warpgroup's 64 rows against one
+// 64-key tile. K rows are K-major B (each k16 step 32 bytes further along the row); V rows are
+// N-contiguous B read transposed (each k16 step 16 keys = 2048 bytes further).
+__device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const uint16_t* ks, const uint16_t* vs,
+                                               RowState<64> (&st)[1], bool mask, int kv0, const int (&lim)[1][2],
+                                               const int (&lo)[1][2], float sl2) {
+  float s[8][4];
+  const uint64_t kd = sw128_desc(ks), vd = sw128_desc(vs);
+  // Register operands (Q's and P's fragments, the accumulators) pinned on both sides of the
+  // wgmmas that read or write them asynchronously, as CUTLASS's warpgroup_fence_operand does.
+  reg_fence(qf[0]);
+  reg_fence(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<0>(s, qf[0][kk], kd + 2 * kk, kk);
+  wgmma_commit();
+  wgmma_wait_all();
+  reg_fence(s);
+  reg_fence(qf[0]);
+  softmax_step<64>(s, st[0], mask, kv0, lim[0], lo[0], sl2);
+  uint32_t a[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+  reg_fence(a);
+  reg_fence(st[0].o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<1>(st[0].o, a[kk], vd + 128 * kk, 1);
+  wgmma_commit();
+  wgmma_wait_all();
+  reg_fence(st[0].o);
+}
+
+template <int D, int MT, bool WG>
+__global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
+    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q) {
+  using C = Cfg<D, MT, WG>;
+  constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
+  extern __shared__ __align__(128) uint16_t smem_raw[];
+  uint16_t* q_s = smem_raw;
+  if constexpr (C::align > 0) {
+    const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    q_s += ((C::align - a % C::align) % C::align) / sizeof(uint16_t);
+  }
+  uint16_t* smem = q_s;
   uint16_t* k_s = smem + ROWS * D;  // kStages stages of kKeys x D
   uint16_t* v_s = k_s + kStages * kKeys * D;
   pdl_wait();
@@ -275,7 +387,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
   const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
   TileInfo ti;
   if (!locate_tile(p, T, TPT, ti)) return;
-  write_cache<D>(p, ti.tok0 + ti.first, ti.ntok, g);
+  write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
 
   int ctx = 0, new0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v
   if (ti.r < p.num_reqs_padded) {
@@ -290,7 +402,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
   constexpr int CPR = D / 8;
   const uint16_t* qg = static_cast<const uint16_t*>(p.q);
-  for (int c = threadIdx.x; c < ROWS * CPR; c += kThreads) {
+  for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
     const int row = c / CPR, ch = c % CPR, tl = row / G;
     const bool ok = row < rows_used && tl < ti.ntok && n_kv > 0;
     const uint16_t* src = ok ? qg + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + ch * 8 : qg;
@@ -298,13 +410,14 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
   }
   // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest
   // group done" at iteration it means tile it has landed.
-  if (n_kv > 0) load_kv<D>(p, ti, new0, g, kv_begin, kv_end, k_s, v_s);
+  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_begin, kv_end, k_s, v_s);
   cp_async_commit();
-  if (n_kv > 1) load_kv<D>(p, ti, new0, g, kv_begin + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
+  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_begin + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
   cp_async_commit();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool active = warp * WROWS < min(rows_used, ti.ntok * G);
+  // A warp with rows to compute (wgmma: a warpgroup, whose 4 warps issue each wgmma together).
+  const bool active = (WG ? warp & ~3 : warp) * WROWS < min(rows_used, ti.ntok * G);
   // Per-row key bounds: keys in [lo, lim) are visible (rows past the tile's tokens reuse the
   // last token's bounds; their output is never written).
   int lim[MT][2], lo[MT][2];
@@ -328,27 +441,34 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     st[mt].m[0] = st[mt].m[1] = -INFINITY;
     st[mt].l[0] = st[mt].l[1] = 0.0f;
   }
+  // Q's fragments, loaded once before the loop so that they are defined on every path into it.
+  // Loaded inside the loop's first iteration instead (`if (it == 0)`), ptxas did not keep them live
+  // across the loop in the wgmma kernel: their registers were reused by the first tile's softmax
+  // (SASS, 121 registers), so S of every later tile was computed from garbage. Defined before the
+  // loop: 128 registers, no spills. reload_q (GS_PREFILL_QRELOAD=1, for A/B timing) reloads them
+  // for every tile as the previous workaround did.
   uint32_t qf[MT][D / 16][4];
+  cp_async_wait<1>();  // the group of Q and tile 0
+  __syncthreads();
+  load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
 
   for (int it = 0, stage = 0; it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
     const int kv0 = kv_begin + it * kKeys;
     cp_async_wait<1>();
+    if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
     __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
     if (it + 2 < n_kv) {
       const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
-      load_kv<D>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
+      load_kv<D, NT>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
     }
     cp_async_commit();
     if (active) {
-      if (it == 0) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk)
-            ldsm_x4(qf[mt][kk], q_s + swz<D>(warp * WROWS + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
-      }
+      if (WG && reload_q && it > 0) load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
-      attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+      if constexpr (WG)
+        attend_tile_wg(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+      else
+        attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
     }
   }
   cp_async_wait<0>();
@@ -373,21 +493,36 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     }
 }
 
-template <int D, int MT>
-cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      prefill_attention_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>()));
-  if (attr != cudaSuccess) return attr;
-  const int tpt = kRows<MT> / (p.hq / p.hkv);
-  const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
-  return launch_pdl(prefill_attention_kernel<D, MT>, grid, kThreads, smem_bytes<D, MT>(), s, p, window, T);
+// Whether the wgmma kernel reloads Q's fragments for every K/V tile (GS_PREFILL_QRELOAD=1, for A/B
+// timing against keeping them in registers, the default).
+bool reload_q_per_tile() {
+  const char* e = std::getenv("GS_PREFILL_QRELOAD");
+  return e && e[0] == '1' && e[1] == 0;
 }
 
-// m16 tiles per warp at D = 64 (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D = 128 keeps 1
-// (2 would need more than 255 registers).
+template <int D, int MT, bool WG>
+cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  using C = Cfg<D, MT, WG>;
+  static const cudaError_t attr = cudaFuncSetAttribute(prefill_attention_kernel<D, MT, WG>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
+  if (attr != cudaSuccess) return attr;
+  const int tpt = C::rows / (p.hq / p.hkv);
+  const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
+  return launch_pdl(prefill_attention_kernel<D, MT, WG>, grid, C::threads, C::smem, s, p, window, T,
+                    WG && reload_q_per_tile());
+}
+
+// m16 tiles per warp at D = 64 on mma.sync (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D =
+// 128 keeps 1 (2 would need more than 255 registers).
 int tiles_per_warp_d64() {
   const char* e = std::getenv("GS_PREFILL_MT");
   return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : kDefaultMtD64;
+}
+
+// Whether D = 64 prefill runs the wgmma kernel (GS_PREFILL_WGMMA=0: the mma.sync one, for A/B).
+bool wgmma_d64() {
+  const char* e = std::getenv("GS_PREFILL_WGMMA");
+  return !(e && e[0] == '0' && e[1] == 0);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
@@ -396,7 +531,7 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 bool prefill_attention_supported(const PagedAttentionParams& p) {
   if (p.f32 || (p.D != 64 && p.D != 128)) return false;
-  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > kRows<1>) return false;
+  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > Cfg<64, 1, false>::rows) return false;
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out), static_cast<const void*>(p.k_cache),
                           static_cast<const void*>(p.v_cache)})
     if (!aligned16(ptr)) return false;
@@ -406,9 +541,10 @@ bool prefill_attention_supported(const PagedAttentionParams& p) {
 cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  if (p.D == 128) return launch<128, 1>(p, window, T, s);
-  const bool two = !short_queries && tiles_per_warp_d64() == 2;
-  return two ? launch<64, 2>(p, window, T, s) : launch<64, 1>(p, window, T, s);
+  if (p.D == 128) return launch<128, 1, false>(p, window, T, s);
+  if (short_queries) return launch<64, 1, false>(p, window, T, s);
+  if (wgmma_d64()) return launch<64, 1, true>(p, window, T, s);
+  return tiles_per_warp_d64() == 2 ? launch<64, 2, false>(p, window, T, s) : launch<64, 1, false>(p, window, T, s);
 }
 
 }  // namespace gs::cuda

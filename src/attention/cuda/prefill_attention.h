@@ -1,4 +1,5 @@
-// Launcher of the tensor-core (mma.sync m16n8k16, bf16 in / fp32 accumulate) paged attention for
+// Launcher of the tensor-core (bf16 in / fp32 accumulate: wgmma m64n64k16 on sm_90a for head_dim
+// 64 prefill, GS_PREFILL_WGMMA=0 for mma.sync there; mma.sync m16n8k16 otherwise) paged attention for
 // prefill and mixed batches: FlashAttention-2 tiling with online softmax, variable-length
 // queries per request over the paged KV cache, causal mask, optional sliding window, GQA heads
 // packed into the tile's rows. It takes the flash-decoding kernel's parameters (its split
