@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -16,9 +17,10 @@ namespace gs {
 
 namespace {
 
-constexpr int kCandidates = 8;     // heuristic candidates timed per shape
-constexpr int kWarmRuns = 2;       // untimed runs per candidate
-constexpr int kTimedRuns = 16;     // timed runs per candidate (one event pair around them), a layer each
+constexpr int kCandidates =
+    16;                         // heuristic candidates asked for per shape (those of its first choice's numerics timed)
+constexpr int kWarmRuns = 2;    // untimed runs per candidate
+constexpr int kTimedRuns = 16;  // timed runs per candidate (one event pair around them), a layer each
 constexpr float kMinGain = 0.02f;  // a candidate must beat the heuristic's first choice by 2% to replace it
 
 // RAII pair of CUDA events.
@@ -50,6 +52,23 @@ cublasLtMatmulAlgo_t from_record(const GemmAlgoRecord& r) {
   return a;
 }
 
+// The configuration fields that decide a GEMM's summation order (kernel family, split-K and its
+// reduction, custom options such as stream-K, the MMA inner shape). Candidates that differ from the
+// heuristic's first choice only in tile, stages, swizzle or cluster shape sum each output in the
+// same order, so a tuned graph gives the bits an untuned eager step of another M gives: the modes'
+// greedy outputs stay equal to NONE's (tests/cuda/cuda_model_test.cpp).
+std::array<uint64_t, 5> numerics_of(const cublasLtMatmulAlgo_t& a) {
+  std::array<uint64_t, 5> out{};
+  const cublasLtMatmulAlgoConfigAttributes_t attrs[] = {
+      CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+      CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID};
+  for (size_t i = 0; i < out.size(); ++i) {
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&a, attrs[i], &out[i], sizeof out[i], &written);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const Plan& p, int n) const {
@@ -64,8 +83,11 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const Plan& p, int n) const
   cublasLtMatmulPreferenceDestroy(pref);
   std::vector<cublasLtMatmulAlgo_t> out;
   if (st != CUBLAS_STATUS_SUCCESS) return out;
-  for (int i = 0; i < found; ++i)
-    if (res[size_t(i)].state == CUBLAS_STATUS_SUCCESS) out.push_back(res[size_t(i)].algo);
+  for (int i = 0; i < found; ++i) {
+    const cublasLtMatmulAlgo_t& a = res[size_t(i)].algo;
+    if (res[size_t(i)].state == CUBLAS_STATUS_SUCCESS && (out.empty() || numerics_of(a) == numerics_of(out[0])))
+      out.push_back(a);
+  }
   return out;
 }
 
@@ -103,8 +125,9 @@ std::string LtGemm::tuning_key(const std::string& dtype, const std::vector<GemmS
   GS_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   GS_CUDA_CHECK(cudaDriverGetVersion(&driver));
   GS_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  std::string key = fmt::format("tuner=2;gpu={} sm_{}{};driver={};cuda={};cublaslt={};dtype={};workspace={};gemms=", prop.name,
-                                prop.major, prop.minor, driver, runtime, cublasLtGetVersion(), dtype, kWorkspaceBytes);
+  std::string key =
+      fmt::format("tuner=3;gpu={} sm_{}{};driver={};cuda={};cublaslt={};dtype={};workspace={};gemms=", prop.name,
+                  prop.major, prop.minor, driver, runtime, cublasLtGetVersion(), dtype, kWorkspaceBytes);
   for (const GemmShape& g : shapes)
     key += fmt::format("{}x{}x{}{}{},", g.m, g.n, g.k, g.in_f32 ? "f" : "b", g.y_f32 ? "f" : "b");
   return key;
