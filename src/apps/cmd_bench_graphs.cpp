@@ -117,11 +117,18 @@ void run(GraphsArgs& a) {
                     {"speedup_vs_none", speedup},
                     {"capture_seconds", st.capture_seconds},
                     {"graph_memory_bytes", st.graph_memory_bytes},
+                    {"graph_memory_piecewise_bytes", st.graph_memory_piecewise_bytes},
+                    {"graph_memory_full_bytes", st.graph_memory_full_bytes},
+                    {"graph_memory_reserved_bytes", st.graph_memory_reserved_bytes},
                     {"num_graphs", st.num_graphs}});
   }
   for (const auto& r : runs)
-    fmt::print("{:<20} capture {:.2f} s, graph memory {:.1f} MiB, {} graphs\n", r.mode, r.stats.capture_seconds,
-               double(r.stats.graph_memory_bytes) / (1 << 20), r.stats.num_graphs);
+    fmt::print(
+        "{:<20} capture {:.2f} s, graph memory {:.1f} MiB (PIECEWISE {:.1f}, FULL {:.1f}; reserved {:.1f}), "
+        "{} graphs\n",
+        r.mode, r.stats.capture_seconds, double(r.stats.graph_memory_bytes) / (1 << 20),
+        double(r.stats.graph_memory_piecewise_bytes) / (1 << 20), double(r.stats.graph_memory_full_bytes) / (1 << 20),
+        double(r.stats.graph_memory_reserved_bytes) / (1 << 20), r.stats.num_graphs);
   if (!a.output_json.empty()) {
     nlohmann::json j = {{"device", device},
                         {"model", a.cfg.model.empty() ? a.cfg.preset : a.cfg.model},

@@ -40,4 +40,13 @@ std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num
   return sizes;
 }
 
+std::vector<int> piecewise_capture_sizes(CUDAGraphMode mode, const std::vector<int>& capture_sizes, bool dense) {
+  if (dense || mode != CUDAGraphMode::FULL_AND_PIECEWISE || capture_sizes.empty()) return capture_sizes;
+  std::vector<int> out;
+  for (int s : capture_sizes)
+    if (s >= 8 && (s & (s - 1)) == 0) out.push_back(s);
+  if (out.empty() || out.back() != capture_sizes.back()) out.push_back(capture_sizes.back());
+  return out;
+}
+
 }  // namespace gs

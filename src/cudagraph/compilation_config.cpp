@@ -11,7 +11,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kValidKeys = "cudagraph_mode, cudagraph_capture_sizes, max_cudagraph_capture_size, compile_sizes";
+constexpr const char* kValidKeys =
+    "cudagraph_mode, cudagraph_capture_sizes, max_cudagraph_capture_size, compile_sizes, cache_dir, "
+    "disable_compile_cache";
 
 std::vector<int> positive_int_list(const std::string& key, const json& v) {
   GS_CHECK(v.is_array(), "compilation config '{}' must be a list of positive integers, got {}", key, v.dump());
@@ -41,6 +43,12 @@ void apply_key(CompilationConfig& cfg, const std::string& key, const json& v) {
     cfg.max_cudagraph_capture_size = v.get<int>();
   } else if (key == "compile_sizes") {
     cfg.compile_sizes = positive_int_list(key, v);
+  } else if (key == "cache_dir") {
+    GS_CHECK(v.is_string(), "compilation config 'cache_dir' must be a string (a directory), got {}", v.dump());
+    cfg.cache_dir = v.get<std::string>();
+  } else if (key == "disable_compile_cache") {
+    GS_CHECK(v.is_boolean(), "compilation config 'disable_compile_cache' must be true or false, got {}", v.dump());
+    cfg.disable_compile_cache = v.get<bool>();
   } else {
     fail("unknown compilation config key '{}': valid keys are {}", key, kValidKeys);
   }

@@ -14,7 +14,10 @@ struct CompilationConfig {
   std::optional<CUDAGraphMode> cudagraph_mode;
   std::vector<int> cudagraph_capture_sizes;  // empty: defaults up to max_cudagraph_capture_size
   int max_cudagraph_capture_size = 0;        // 0: min(max_num_seqs * 2, 256)
-  std::vector<int> compile_sizes;            // token counts to autotune GEMMs for
+  // Token counts to autotune GEMMs for (docs/CUDA_GRAPHS.md §9); empty: the capture sizes.
+  std::vector<int> compile_sizes;
+  std::string cache_dir;               // the tuning cache root; empty: ~/.cache/graphserve
+  bool disable_compile_cache = false;  // tune at every start, read and write no cache
 
   // Applies a JSON object (`--compilation-config '{...}'`); unknown keys and bad values are
   // errors that name the key and list the valid keys or values.

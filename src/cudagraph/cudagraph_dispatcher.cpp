@@ -14,19 +14,35 @@ auto& CudagraphDispatcher::set_of(Self& self, CUDAGraphMode runtime_mode) {
   return runtime_mode == CUDAGraphMode::FULL ? self.full_keys_ : self.piecewise_keys_;
 }
 
+namespace {
+
+std::vector<int> sorted_unique(std::vector<int> v) {
+  for (int s : v) GS_CHECK(s >= 1, "capture sizes must be >= 1, got {}", s);
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+int pad_to(const std::vector<int>& ladder, int num_tokens) {
+  auto it = std::lower_bound(ladder.begin(), ladder.end(), num_tokens);
+  return it == ladder.end() ? num_tokens : *it;
+}
+
+}  // namespace
+
 void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode, const std::vector<int>& capture_sizes,
-                                                    int uniform_query_len, int max_num_seqs, bool enable_lora) {
+                                                    int uniform_query_len, int max_num_seqs, bool enable_lora,
+                                                    std::vector<int> mixed_sizes) {
   GS_CHECK(uniform_query_len >= 1, "uniform_query_len must be >= 1, got {}", uniform_query_len);
-  for (int s : capture_sizes) GS_CHECK(s >= 1, "capture sizes must be >= 1, got {}", s);
   mode_ = mode;
-  sizes_ = capture_sizes;
-  std::sort(sizes_.begin(), sizes_.end());
-  sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
+  sizes_ = sorted_unique(capture_sizes);
+  const bool sparse = mixed_mode(mode) == CUDAGraphMode::PIECEWISE && !mixed_sizes.empty();
+  mixed_sizes_ = sparse ? sorted_unique(std::move(mixed_sizes)) : sizes_;
   full_keys_.clear();
   piecewise_keys_.clear();
 
   if (mixed_mode(mode) != CUDAGraphMode::NONE) {
-    for (int s : sizes_) set_of(*this, mixed_mode(mode)).insert(BatchDescriptor::mixed(s));
+    for (int s : mixed_sizes_) set_of(*this, mixed_mode(mode)).insert(BatchDescriptor::mixed(s));
   }
   if (decode_mode(mode) == CUDAGraphMode::FULL && separate_routine(mode)) {
     const long long max_tokens = static_cast<long long>(uniform_query_len) * max_num_seqs;
@@ -46,10 +62,9 @@ void CudagraphDispatcher::initialize_cudagraph_keys(CUDAGraphMode mode, const st
   initialized_ = true;
 }
 
-int CudagraphDispatcher::padded_num_tokens(int num_tokens) const {
-  auto it = std::lower_bound(sizes_.begin(), sizes_.end(), num_tokens);
-  return it == sizes_.end() ? num_tokens : *it;
-}
+int CudagraphDispatcher::padded_num_tokens(int num_tokens) const { return pad_to(sizes_, num_tokens); }
+
+int CudagraphDispatcher::padded_mixed_tokens(int num_tokens) const { return pad_to(mixed_sizes_, num_tokens); }
 
 BatchDescriptor CudagraphDispatcher::pad(const BatchDescriptor& desc) const {
   BatchDescriptor out = desc;
@@ -64,7 +79,9 @@ std::pair<CUDAGraphMode, BatchDescriptor> CudagraphDispatcher::dispatch(const Ba
   const BatchDescriptor relaxed = padded.non_uniform();
   if (full_keys_.contains(padded)) return {CUDAGraphMode::FULL, padded};
   if (full_keys_.contains(relaxed)) return {CUDAGraphMode::FULL, relaxed};
-  if (piecewise_keys_.contains(relaxed)) return {CUDAGraphMode::PIECEWISE, relaxed};
+  BatchDescriptor mixed = desc.non_uniform();
+  mixed.num_tokens = padded_mixed_tokens(desc.num_tokens);
+  if (piecewise_keys_.contains(mixed)) return {CUDAGraphMode::PIECEWISE, mixed};
   return {CUDAGraphMode::NONE, desc};
 }
 

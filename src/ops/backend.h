@@ -12,6 +12,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "ops/gated_activation.h"
+#include "ops/gemm_tuning.h"
 
 namespace gs {
 
@@ -109,6 +110,15 @@ class Backend {
   // tmp [T, R] f32 is scratch for the rank-R intermediate.
   virtual void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
                           const Tensor& y) = 0;
+
+  // Start-up GEMM autotuning (docs/CUDA_GRAPHS.md §9): for every GEMM shape the ops have run so
+  // far (the warm-up) and every token count of opts.sizes, time the library's candidate
+  // algorithms and keep the fastest for later calls of that exact shape, through the cache.
+  // Not while capturing. Backends without a choice of algorithms do nothing.
+  virtual GemmTuningReport tune_gemms(const GemmTuningOptions& opts) {
+    (void)opts;
+    return {};
+  }
 };
 
 // The CPU backend (fp32 reference). Always available.

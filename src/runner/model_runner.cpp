@@ -25,10 +25,11 @@ Tensor host_view(const std::vector<int32_t>& v, int64_t n) {
 ModelRunner::Impl::Impl(const RunnerConfig& c) : cfg(c), sampling_inputs(std::max(1, c.max_num_seqs)) {
   build_model();
   allocate_buffers();
-  plan_kv_cache();
   resolve_mode_and_keys();
+  plan_kv_cache();
   build_wrappers();
   warm_up();
+  tune_gemms();
   capture_all();
 }
 

@@ -22,7 +22,12 @@ struct RunnerStats {
   uint64_t d2h_bytes = 0;                     // device-to-host bytes of sampled results
   int num_graphs = 0;
   double capture_seconds = 0.0;
-  size_t graph_memory_bytes = 0;
+  double gemm_tuning_seconds = 0.0;  // start-up GEMM autotuning (cache read included)
+  bool gemm_tuning_cache_hit = false;
+  size_t graph_memory_bytes = 0;            // all graphs (and what their captures loaded)
+  size_t graph_memory_piecewise_bytes = 0;  // of which the PIECEWISE graphs
+  size_t graph_memory_full_bytes = 0;       // and the FULL graphs
+  size_t graph_memory_reserved_bytes = 0;   // held back from the KV cache for them (the estimate)
   CUDAGraphMode resolved_mode = CUDAGraphMode::NONE;
 };
 

@@ -6,6 +6,7 @@
 #include "attention/attention_backend.h"
 #include "cudagraph/cudagraph_dispatcher.h"
 #include "cudagraph/cudagraph_wrapper.h"
+#include "cudagraph/graph_memory.h"
 #include "model/model_factory.h"
 #include "runner/host_batch.h"
 #include "runner/lora_inputs.h"
@@ -55,6 +56,7 @@ struct ModelRunner::Impl {
   int tail_rows = 0;
 
   CudagraphDispatcher dispatcher;
+  GraphMemoryEstimate graph_reserve;  // held back from the KV cache for the graphs (resolve_mode_and_keys)
   std::vector<std::unique_ptr<CUDAGraphWrapper>> piece_graphs;  // PIECEWISE, one per piece
   std::unique_ptr<CUDAGraphWrapper> full_graph;                 // FULL, the whole forward
   std::vector<const void*> input_addresses;
@@ -69,7 +71,7 @@ struct ModelRunner::Impl {
   void build_model();
   void plan_kv_cache();
   void allocate_buffers();
-  void resolve_mode_and_keys();
+  void resolve_mode_and_keys();  // before plan_kv_cache: it sets graph_reserve
   void build_wrappers();
 
   // Forward (model_runner.cpp).
@@ -92,7 +94,9 @@ struct ModelRunner::Impl {
 
   // Start-up (runner_capture.cpp).
   HostBatch stage_dummy(const BatchDescriptor& key, int sample_rows);  // returns what it staged
+  void eager_dummy_forward(int num_tokens);  // a mixed dummy batch, eagerly, sampling tail included
   void warm_up();
+  void tune_gemms();  // after warm_up (it records the GEMM shapes), before capture_all
   void capture_all();
 };
 

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/logging.h"
 #include "cudagraph/capture_sizes.h"
+#include "cudagraph/graph_memory.h"
 #include "cudagraph/mode_resolution.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner_impl.h"
@@ -69,14 +72,25 @@ void ModelRunner::Impl::plan_kv_cache() {
   size_t bytes = cfg.kv_cache_memory_bytes;
   long long cap = -1;  // the CPU default never holds more than every sequence at full length
   if (bytes == 0 && backend->device().is_cuda()) {
-    // What gpu_memory_utilization leaves after weights and activations (already allocated).
+    // What gpu_memory_utilization leaves after weights and activations (already allocated) and the
+    // graphs still to be captured (docs/CUDA_GRAPHS.md §8: reserved before the KV cache takes the rest).
     const DeviceMemory mem = device_memory(*backend);
     const double budget = cfg.gpu_memory_utilization * double(mem.total);
-    GS_CHECK(budget > double(mem.used),
-             "gpu_memory_utilization {} allows {:.0f} MiB but {:.0f} MiB are in use "
-             "after loading the model; raise it or set kv_cache_memory_bytes",
-             cfg.gpu_memory_utilization, budget / kMiB, double(mem.used) / kMiB);
-    bytes = size_t(budget - double(mem.used));
+    const double reserve = double(graph_reserve.bytes);
+    GS_CHECK(budget > double(mem.used) + reserve + double(per_block),
+             "--gpu-memory-utilization {} allows {:.0f} MiB of the GPU's {:.0f} MiB, but {:.0f} MiB are in use after "
+             "loading the model and the graphs need a reserve of {:.0f} MiB ({} FULL + {} piecewise graphs), which "
+             "leaves no room for one KV cache block ({:.2f} MiB); raise --gpu-memory-utilization, set "
+             "--kv-cache-memory-bytes, capture fewer sizes (-cc.max_cudagraph_capture_size) or run with "
+             "--enforce-eager",
+             cfg.gpu_memory_utilization, budget / kMiB, double(mem.total) / kMiB, double(mem.used) / kMiB,
+             reserve / kMiB, graph_reserve.full_graphs, graph_reserve.piecewise_graphs, double(per_block) / kMiB);
+    bytes = size_t(budget - double(mem.used) - reserve);
+    spdlog::info(
+        "memory plan: {:.0f} MiB budget ({} x {:.0f} MiB), {:.0f} MiB in use, {:.1f} MiB reserved for "
+        "{} graphs, {:.0f} MiB for the KV cache",
+        budget / kMiB, cfg.gpu_memory_utilization, double(mem.total) / kMiB, double(mem.used) / kMiB, reserve / kMiB,
+        graph_reserve.full_graphs + graph_reserve.piecewise_graphs, double(bytes) / kMiB);
   } else if (bytes == 0) {
     bytes = kCpuDefaultKvBytes;
     cap = static_cast<long long>(max_reqs) * max_blocks_per_req;
@@ -145,7 +159,14 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
   ModeResolution res = resolve_cudagraph_mode(*cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
-  dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora);
+  // GS_DENSE_PIECEWISE=1: piecewise graphs for every capture size (the A/B of docs/CUDA_GRAPHS.md §8).
+  const char* dense_env = std::getenv("GS_DENSE_PIECEWISE");
+  const bool dense = dense_env != nullptr && std::strcmp(dense_env, "1") == 0;
+  dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora,
+                                       piecewise_capture_sizes(res.mode, res.capture_sizes, dense));
+  if (!backend->device().is_cuda()) return;  // the CPU's graphs hold no device memory to reserve
+  graph_reserve = estimate_graph_memory(dispatcher.keys(CUDAGraphMode::FULL).size(),
+                                        dispatcher.keys(CUDAGraphMode::PIECEWISE).size(), model->num_pieces());
 }
 
 void ModelRunner::Impl::build_wrappers() {

@@ -3,6 +3,8 @@
 // graph from its key (plan_attention), so replays launch what the capture recorded.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/logging.h"
 #include "runner/device_setup.h"
@@ -41,17 +43,51 @@ HostBatch ModelRunner::Impl::stage_dummy(const BatchDescriptor& key, int sample_
   return hb;
 }
 
-void ModelRunner::Impl::warm_up() {
-  const auto& sizes = dispatcher.capture_sizes();
-  const int n = sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back();
+void ModelRunner::Impl::eager_dummy_forward(int n) {
   const BatchDescriptor key = BatchDescriptor::mixed(n);
   const HostBatch hb = stage_dummy(key, std::min(n, max_reqs));  // the sampling tail too
   plan_attention(hb, CUDAGraphMode::NONE, key);
   forward(CUDAGraphMode::NONE, key);
+}
+
+void ModelRunner::Impl::warm_up() {
+  const auto& sizes = dispatcher.capture_sizes();
+  const int n = sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back();
+  eager_dummy_forward(n);
   if (lora) {  // the LoRA kernels too (every slot -1), so none is first launched inside a capture
     forward(CUDAGraphMode::NONE, BatchDescriptor::mixed(n, /*has_lora=*/true));
   }
   backend->stream().synchronize();
+}
+
+// docs/CUDA_GRAPHS.md §9: the GEMMs of compile_sizes (default: the capture sizes), timed or read from the cache.
+// GS_GEMM_AUTOTUNE=0 keeps the heuristic's choices (the A/B).
+void ModelRunner::Impl::tune_gemms() {
+  const char* env = std::getenv("GS_GEMM_AUTOTUNE");
+  if ((env && std::strcmp(env, "0") == 0) || !backend->device().is_cuda()) return;  // the CPU has one algorithm
+  const CompilationConfig& cc = cfg.compilation;
+  GemmTuningOptions opts{.sizes = cc.compile_sizes.empty() ? dispatcher.capture_sizes() : cc.compile_sizes,
+                         .use_cache = !cc.disable_compile_cache,
+                         .cache_dir = cc.cache_dir};
+  if (std::erase_if(opts.sizes, [this](int s) { return s > max_tokens; }) > 0)
+    spdlog::warn("compile_sizes above max_num_batched_tokens = {} are not tuned (no step runs them)", max_tokens);
+  if (opts.sizes.empty()) return;
+  // The GEMMs record their largest shapes in the warm-up; larger compile sizes run one eager step more.
+  const int largest = *std::max_element(opts.sizes.begin(), opts.sizes.end());
+  const auto& sizes = dispatcher.capture_sizes();
+  if (largest > (sizes.empty() ? std::min(max_tokens, max_reqs) : sizes.back())) {
+    eager_dummy_forward(largest);
+    backend->stream().synchronize();
+  }
+  const GemmTuningReport r = backend->tune_gemms(opts);
+  if (r.tuned + r.from_cache == 0) return;
+  stats.gemm_tuning_seconds = r.seconds;
+  stats.gemm_tuning_cache_hit = r.tuned == 0;
+  spdlog::info(
+      "GEMM autotune: {} (shape, size) pairs, cache {} ({} read, {} timed, {} not the heuristic's first "
+      "choice) in {:.3f} s; {}",
+      r.tuned + r.from_cache, r.tuned == 0 ? "hit" : "miss", r.from_cache, r.tuned, r.changed, r.seconds,
+      r.cache_file.empty() ? "cache disabled" : "cache " + r.cache_file);
 }
 
 void ModelRunner::Impl::capture_all() {
@@ -77,14 +113,23 @@ void ModelRunner::Impl::capture_all() {
   const size_t mem1 = device_memory(*backend).used;
   stats.capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats.graph_memory_bytes = mem1 > mem0 ? mem1 - mem0 : 0;
+  stats.graph_memory_piecewise_bytes = by_mode[0];
+  stats.graph_memory_full_bytes = by_mode[1];
+  stats.graph_memory_reserved_bytes = graph_reserve.bytes;
   stats.num_graphs = static_cast<int>(total_graphs());
   serving = true;
+  constexpr double kMiB = 1024.0 * 1024.0;
   spdlog::info(
       "cudagraph mode {}: captured {} graphs for {} batch shapes in {:.3f} s, graph memory {:.1f} MiB "
-      "(PIECEWISE {:.1f}, FULL {:.1f})",
+      "(PIECEWISE {:.1f}, FULL {:.1f}; {:.1f} MiB reserved)",
       mode_name(stats.resolved_mode), stats.num_graphs, keys, stats.capture_seconds,
-      double(stats.graph_memory_bytes) / (1024.0 * 1024.0), double(by_mode[0]) / (1024.0 * 1024.0),
-      double(by_mode[1]) / (1024.0 * 1024.0));
+      double(stats.graph_memory_bytes) / kMiB, double(by_mode[0]) / kMiB, double(by_mode[1]) / kMiB,
+      double(graph_reserve.bytes) / kMiB);
+  if (backend->device().is_cuda() && stats.graph_memory_bytes > graph_reserve.bytes)
+    spdlog::warn(
+        "graph memory {:.1f} MiB exceeds the {:.1f} MiB the memory plan reserved for it "
+        "(cudagraph/graph_memory.cpp's estimate is low for this model)",
+        double(stats.graph_memory_bytes) / kMiB, double(graph_reserve.bytes) / kMiB);
 }
 
 }  // namespace gs

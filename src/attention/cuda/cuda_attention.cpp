@@ -29,8 +29,18 @@ constexpr int kPrefillMinQueryLen = 16;
 // tensor-core kernel: one CTA per pair streams its K/V tiles through cp.async stages, where the
 // flash-decoding kernel's per-key dot-product chains are latency-bound at large batch. Fewer
 // pairs keep flash-decoding, whose context splits fill the GPU. Decided from num_reqs_padded (the
-// graph's row count inside FULL graphs), so captures and replays agree.
-constexpr int kTensorCoreDecodeMinPairs = 256;
+// graph's row count inside FULL graphs), so captures and replays agree. 64 measured on an H200
+// (tools/gpu/NOTES.md, llama3.2-1b decode): bs 8 / 16 at prompt 128 -17% / -16% against 256,
+// at prompt 4096 -15% / -45%; 32 pairs lost 27% at bs 4, prompt 4096 (too few CTAs for a long
+// context). GS_TC_DECODE_MIN_PAIRS=N overrides it (the A/B).
+constexpr int kTensorCoreDecodeMinPairs = 64;
+int tensor_core_decode_min_pairs() {
+  static const int n = [] {
+    const char* e = std::getenv("GS_TC_DECODE_MIN_PAIRS");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : kTensorCoreDecodeMinPairs;
+  }();
+  return n;
+}
 
 // Whether GS_<name>=0 is set (A/B timing switches, read once).
 bool env_off(const char* name) {
@@ -106,7 +116,7 @@ class CudaAttention final : public AttentionBackend {
     p.softcap = shape_.softcap;
     // The tensor-core prefill kernel has no logit soft-capping (Gemma 2 stays on the paged kernel).
     const bool long_queries = md.max_query_len >= kPrefillMinQueryLen;
-    const bool wide_decode = tensor_core_decode_enabled() && p.num_reqs_padded * hkv >= kTensorCoreDecodeMinPairs;
+    const bool wide_decode = tensor_core_decode_enabled() && p.num_reqs_padded * hkv >= tensor_core_decode_min_pairs();
     if ((long_queries || wide_decode) && prefill_kernel_enabled() && shape_.softcap == 0.0f &&
         cuda::prefill_attention_supported(p)) {
       GS_CUDA_CHECK(cuda::prefill_attention(p, window, int(T), /*short_queries=*/!long_queries, stream_));

@@ -173,6 +173,14 @@ class CudaBackend final : public Backend {
     });
   }
 
+  GemmTuningReport tune_gemms(const GemmTuningOptions& opts) override {
+    GS_CHECK(!stream_.capturing(), "tune_gemms: GEMMs cannot be timed inside a graph capture");
+    const int elem = int(dtype_size(dtype_));
+    return gemm_.tune(
+        opts, std::string(dtype_name(dtype_)),
+        [elem](int M, int K, const void* x, const void* w) { return cuda::gemv_supported(M, K, elem, x, w); }, s());
+  }
+
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
                       const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) override {
     const char* op = "split_qkv_rope";

@@ -1,6 +1,8 @@
 // Implements ops/cuda/lt_gemm.h (LtGemm).
 #include "ops/cuda/lt_gemm.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace gs {
@@ -27,7 +29,7 @@ LtGemm::~LtGemm() {
 }
 
 // Row-major y[M, N] = x[M, K] w[N, K]^T is column-major y^T[N, M] = (w_cm[K, N])^T x_cm[K, M].
-const LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
+LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
   const Key key{M, N, K, in_f32, y_f32};
   const cudaDataType_t in = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
@@ -60,9 +62,16 @@ const LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
   return plans_.emplace(key, p).first->second;
 }
 
+void LtGemm::record(Seen& seen, const void* x, const void* w, void* y, int M) {
+  if (M > seen.max_m) seen = {x, {w}, y, M};
+  if (M == seen.max_m && seen.ws.size() < kMaxWeights && std::find(seen.ws.begin(), seen.ws.end(), w) == seen.ws.end())
+    seen.ws.push_back(w);
+}
+
 void LtGemm::matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
                     cudaStream_t s) {
   if (M == 0 || N == 0) return;
+  record(seen_[{N, K, in_f32, y_f32}], x, w, y, M);
   const Plan& p = plan(M, N, K, in_f32, y_f32);
   const float alpha = 1.0f, beta = 0.0f;
   lt_check(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, workspace_.data(),

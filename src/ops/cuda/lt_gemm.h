@@ -9,10 +9,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/tensor.h"
+#include "ops/gemm_tuning.h"
 
 namespace gs {
 
@@ -28,18 +32,46 @@ class LtGemm {
   // x, w device pointers, both f32 (in_f32) or both bf16; y f32 (y_f32) or the inputs' type.
   void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K, cudaStream_t s);
 
+  // Whether a GEMM of M rows of this shape runs elsewhere (the backend's GEMV), so needs no tuning.
+  using RunsElsewhere = std::function<bool(int M, int K, const void* x, const void* w)>;
+  // Tunes every (N, K) shape matmul() has run at each M of opts.sizes up to the largest M it ran
+  // with (its buffers are reused for timing: their contents are overwritten). `dtype` names the
+  // compute dtype in the cache key. Synchronizes `s`; never while capturing.
+  GemmTuningReport tune(const GemmTuningOptions& opts, const std::string& dtype, const RunsElsewhere& elsewhere,
+                        cudaStream_t s);
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
+  // The largest calls of one (N, K, in_f32, y_f32) seen so far: their buffers time the candidates.
+  // The distinct weights of those calls (one per layer) are cycled through, so a timed run reads
+  // its weights from HBM as a model's step does, not from the L2 the previous run filled.
+  static constexpr size_t kMaxWeights = 64;
+  struct Seen {
+    const void* x = nullptr;
+    std::vector<const void*> ws;
+    void* y = nullptr;
+    int max_m = 0;
+  };
+  void record(Seen& seen, const void* x, const void* w, void* y, int M);
   using Key = std::tuple<int, int, int, bool, bool>;
-  const Plan& plan(int M, int N, int K, bool in_f32, bool y_f32);
+  Plan& plan(int M, int N, int K, bool in_f32, bool y_f32);
+  // The heuristic's candidates for a plan's descriptors, best first (at most `n`).
+  std::vector<cublasLtMatmulAlgo_t> candidates(const Plan& p, int n) const;
+  // Mean microseconds of one run of `algo` (or a negative number when the library refuses it).
+  float time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const Seen& buf, cudaStream_t s);
+  // Whether the library accepts a cached algorithm for this plan (cublasLtMatmulAlgoCheck).
+  bool algo_valid(const Plan& p, const cublasLtMatmulAlgo_t& algo) const;
+  // The cache key text (ops/gemm_tuning.h) of tuning `shapes` at `sizes`.
+  std::string tuning_key(const std::string& dtype, const std::vector<GemmShape>& shapes) const;
 
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
   std::map<Key, Plan> plans_;
+  std::map<std::tuple<int, int, bool, bool>, Seen> seen_;
 };
 
 }  // namespace gs
