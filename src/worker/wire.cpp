@@ -57,7 +57,9 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"enforce_eager", c.enforce_eager},
                       {"capture_sizes", c.compilation.cudagraph_capture_sizes},
                       {"max_capture_size", c.compilation.max_cudagraph_capture_size},
-                      {"compile_sizes", c.compilation.compile_sizes}};
+                      {"compile_sizes", c.compilation.compile_sizes},
+                      {"cache_dir", c.compilation.cache_dir},
+                      {"disable_compile_cache", c.compilation.disable_compile_cache}};
   if (c.compilation.cudagraph_mode) j["cudagraph_mode"] = int(*c.compilation.cudagraph_mode);
   return j.dump();
 }
@@ -75,6 +77,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
   c.compilation.cudagraph_capture_sizes = j["capture_sizes"].get<std::vector<int>>();
   c.compilation.max_cudagraph_capture_size = j["max_capture_size"];
   c.compilation.compile_sizes = j["compile_sizes"].get<std::vector<int>>();
+  c.compilation.cache_dir = j["cache_dir"], c.compilation.disable_compile_cache = j["disable_compile_cache"];
   if (j.contains("cudagraph_mode")) c.compilation.cudagraph_mode = CUDAGraphMode(j["cudagraph_mode"].get<int>());
   return c;
 }

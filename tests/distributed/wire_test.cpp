@@ -70,10 +70,14 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   c.compilation.cudagraph_mode = CUDAGraphMode::PIECEWISE;
   c.compilation.cudagraph_capture_sizes = {1, 8};
   c.disable_custom_all_reduce = true;
+  c.compilation.cache_dir = "/data/gs-cache";  // every rank tunes into the same cache
+  c.compilation.disable_compile_cache = true;
   const RunnerConfig d = decode_runner_config(encode_runner_config(c));
   EXPECT_EQ(d.model, "/m");
   EXPECT_EQ(d.tensor_parallel_size, 4);
   EXPECT_TRUE(d.disable_custom_all_reduce);
+  EXPECT_EQ(d.compilation.cache_dir, "/data/gs-cache");
+  EXPECT_TRUE(d.compilation.disable_compile_cache);
   EXPECT_FALSE(decode_runner_config(encode_runner_config(RunnerConfig{})).disable_custom_all_reduce);
   EXPECT_EQ(d.compilation.cudagraph_mode, CUDAGraphMode::PIECEWISE);
   EXPECT_EQ(d.compilation.cudagraph_capture_sizes, (std::vector<int>{1, 8}));
