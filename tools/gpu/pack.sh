@@ -42,7 +42,7 @@ for b in "$pack"/bin/*; do
 done
 
 # CUPTI (for `bench kernels`) is loaded at run time, so ldd does not list it.
-cupti=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 2>/dev/null | head -n 1)
+cupti=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 2>/dev/null | head -n 1 || true)
 [[ -n $cupti ]] && cp -L "$cupti" "$pack/lib/" || echo "pack: no libcupti.so.13 (bench kernels will not run)" >&2
 
 cp -r "$shared/models/stories260K" "$pack/shared/models/" 2>/dev/null || echo "pack: no stories260K in $shared" >&2
