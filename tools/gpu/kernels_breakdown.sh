@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Per-kernel breakdown of decode steps (`graphserve bench kernels`, CUPTI) on the GPU machine:
 # llama3.2-1b greedy at bs 1 / 32 / 128 and sampled at bs 32, smollm2-135m at bs 1.
-#   pack: GS_GPU_NO_BUILD=1 GS_GPU_TARGETS=graphserve bash tools/gpu/pack.sh build/release
+#   pack: GS_GPU_NO_BUILD=1 GS_GPU_TARGETS=graphserve bash tools/gpu/pack.sh build/release (results: final_h200.txt)
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/kernels_breakdown.sh
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
