@@ -46,7 +46,8 @@ class LoraSlots {
 
  private:
   struct Proj {
-    Tensor a, bt;  // [S, R, K], [S, R, N]
+    Tensor a, bt;     // [S, R, K], [S, R, N]
+    LoraParts parts;  // the fused targets' columns of y (bt is block-diagonal over them)
   };
   ModelConfig cfg_;
   Backend& be_;

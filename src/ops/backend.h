@@ -5,6 +5,7 @@
 // can be captured into a graph. Shapes are row-major; `T` is the (padded) token count.
 // Float tensors are in compute_dtype() unless an op says otherwise; ids/positions are I32.
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,14 @@
 #include "ops/gated_activation.h"
 
 namespace gs {
+
+// The PEFT targets fused into one LoRA projection (q|k|v, gate|up): target c owns the y columns
+// [begin[c], begin[c + 1]) (begin[0] = 0, the last up to N) and the rank rows [c R/n, (c+1) R/n),
+// and bt is zero outside these blocks, so a backend may skip those products. n = 1: one target.
+struct LoraParts {
+  int n = 1;
+  std::array<int64_t, 3> begin{};
+};
 
 struct RopeConfig {
   float theta = 10000.0f;
@@ -106,9 +115,9 @@ class Backend {
   // token: y[t, :] += (x[t, :] a[s]^T) bt[s] with s = slots[t]; rows whose slot is < 0 (the base
   // model, padding) are left untouched. Slot contents may change between graph replays.
   // x [T, K], a [S, R, K], bt [S, R, N] (B^T, scale folded in), slots [T] i32, y [T, N];
-  // tmp [T, R] f32 is scratch for the rank-R intermediate.
+  // tmp [T, R] f32 is scratch for the rank-R intermediate; parts says which blocks of bt are zero.
   virtual void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
-                          const Tensor& y) = 0;
+                          const Tensor& y, const LoraParts& parts) = 0;
 };
 
 // The CPU backend (fp32 reference). Always available.

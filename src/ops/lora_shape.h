@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/backend.h"
 
 namespace gs {
 
@@ -23,6 +24,17 @@ inline LoraShape check_lora_shape(const Tensor& x, const Tensor& a, const Tensor
            tmp.str(), T, a.dim(1));
   GS_CHECK(slots.numel() >= T, "lora_apply: slots {} has fewer than {} rows", slots.str(), T);
   return {T, K, N, a.dim(0), a.dim(1)};
+}
+
+// parts: 1 to 3 targets, each with its share of the rank rows and a non-empty column range of y.
+inline void check_lora_parts(const LoraParts& p, const LoraShape& l) {
+  GS_CHECK(p.n >= 1 && p.n <= 3 && l.R % p.n == 0, "lora_apply: {} fused targets over {} rank rows (1 to 3, dividing)",
+           p.n, l.R);
+  GS_CHECK(p.begin[0] == 0, "lora_apply: the first fused target starts at column {}, not 0", p.begin[0]);
+  for (int c = 1; c < p.n; ++c)
+    GS_CHECK(p.begin[size_t(c)] > p.begin[size_t(c - 1)] && p.begin[size_t(c)] < l.N,
+             "lora_apply: fused target {} starts at column {} (after {}, before {} expected)", c, p.begin[size_t(c)],
+             p.begin[size_t(c - 1)], l.N);
 }
 
 }  // namespace gs

@@ -15,7 +15,11 @@ export GRAPHSERVE_SHARED=$here/shared
 timeout 180 "$here/bin/gs_test_cuda" --gtest_filter='*Lora*' >"$out/lora_tests.log" 2>&1
 echo "== LoRA GPU tests: $(grep -E '^\[  (PASSED|FAILED)' "$out/lora_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure|error|LoRA vs merged' "$out/lora_tests.log" | head -n 20
-SKIP_TESTS=1 PACK=$here OUT=$out bash "$here/lora_bench.sh" 2>&1 | grep -v '^\[' | tee "$out/lora_bench.txt" | tail -n 60
+quick=()
+[[ -n "${LORA_QUICK:-}" ]] && quick=(BATCH_SIZES="32 128" SKIP_PLAIN=1)
+env "${quick[@]}" SKIP_TESTS=1 PACK=$here OUT=$out bash "$here/lora_bench.sh" 2>&1 | grep -v '^\[' | tee "$out/lora_bench.txt" | tail -n 60
+# LORA_QUICK=1: bs 32 and 128 with LoRA only (a measurement between kernel changes).
+[[ -n "${LORA_QUICK:-}" ]] && exit 0
 # A/B: the same bs 32 measurement with PDL off (every kernel waits for the previous one).
 mods=()
 for i in 0 1 2 3 4 5 6 7; do mods+=("a$i=/tmp/gs_lora_adapters/a$i"); done

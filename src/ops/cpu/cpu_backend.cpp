@@ -133,11 +133,13 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::linear(xp, wp, bp, yp, T, N, K); });
   }
 
+  // The reference computes every product: the zero blocks of a fused bt (parts) add nothing.
   void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
-                  const Tensor& y) override {
+                  const Tensor& y, const LoraParts& parts) override {
     check_f32(x, "lora_apply", "x"), check_f32(a, "lora_apply", "a"), check_f32(bt, "lora_apply", "bt");
     check_f32(tmp, "lora_apply", "tmp"), check_f32(y, "lora_apply", "y"), check_i32(slots, "lora_apply", "slots");
     const LoraShape l = check_lora_shape(x, a, bt, slots, tmp, y);
+    check_lora_parts(parts, l);
     auto *xp = f(x), *ap = f(a), *bp = f(bt);
     auto *tp = fm(tmp), *yp = fm(y);
     auto* sp = i32(slots);

@@ -280,14 +280,18 @@ class CudaBackend final : public Backend {
   }
 
   void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
-                  const Tensor& y) override {
+                  const Tensor& y, const LoraParts& parts) override {
     need(x, dtype_, "lora_apply", "x"), need(a, dtype_, "lora_apply", "a"), need(bt, dtype_, "lora_apply", "bt");
     need(slots, DType::I32, "lora_apply", "slots"), need(tmp, DType::F32, "lora_apply", "tmp");
     need(y, dtype_, "lora_apply", "y");
     const LoraShape l = check_lora_shape(x, a, bt, slots, tmp, y);
+    check_lora_parts(parts, l);
+    cuda::LoraColumnParts cols{int(l.R / parts.n)};
+    if (parts.n > 1) cols.begin1 = int(parts.begin[1]);
+    if (parts.n > 2) cols.begin2 = int(parts.begin[2]);
     auto run = [&](auto* xp, auto* ap, auto* bp, auto* yp) {
       GS_CUDA_CHECK(cuda::lora_apply(xp, ap, bp, ptr<int32_t>(slots), ptr<float>(tmp), yp, int(l.T), int(l.K), int(l.R),
-                                     int(l.N), int(l.S), s()));
+                                     int(l.N), int(l.S), cols, s()));
     };
     if (dtype_ == DType::BF16)
       run(ptr<bf16_t>(x), ptr<bf16_t>(a), ptr<bf16_t>(bt), ptr<bf16_t>(y));
