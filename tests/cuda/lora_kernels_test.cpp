@@ -1,8 +1,9 @@
 // The CUDA LoRA op (bf16 and f32) against the CPU reference, on batches mixing adapter slots and
 // base-model rows (slot -1) that must stay untouched: odd shapes (scalar kernels), the real
 // models' shapes (16-byte kernels: rank rows beyond what a thread holds across pdl_wait, K of
-// 8192, one token over many column blocks, many tokens over many 16-token chunks), and fused
-// q|k|v and gate|up whose block-diagonal B^T the expand reads only where it is not zero.
+// 8192, one token over many column blocks, many tokens), and fused q|k|v and gate|up whose
+// block-diagonal B^T the expand reads only where it is not zero, per token (below 64 tokens)
+// and segmented (16-token chunks per slot, from 64 tokens on).
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -75,14 +76,23 @@ TEST_P(CudaLora, ManyTokens) {  // down of llama3.2-1b at bs 300 (every third ro
   check(70, 2048, 1024, 2, 18, mixed);
 }
 
-TEST_P(CudaLora, FusedTargetsOverManyChunks) {  // qkv and gate_up of llama3.2-1b, 8 adapters and the base
+TEST_P(CudaLora, FusedTargetsPerToken) {  // qkv and gate_up of llama3.2-1b below 64 tokens, 8 adapters and the base
   GS_REQUIRE_GPU();
   std::vector<int32_t> slots(45);
   for (size_t t = 0; t < slots.size(); ++t) slots[t] = int32_t((t * 5 + t / 7) % 9) - 1;
   check(45, 2048, 3072, 8, 48, slots, {3, {0, 2048, 2560}});
   check(45, 2048, 16384, 8, 32, slots, {2, {0, 8192}});
-  check(3, 2048, 3000, 2, 40, {1, -1, 0}, {2, {0, 1003}});    // a boundary inside a 16-byte group: one target
-  check(40, 2048, 1024, 1, 16, std::vector<int32_t>(40, 0));  // every token one adapter: 3 chunks
+  check(3, 2048, 3000, 2, 40, {1, -1, 0}, {2, {0, 1003}});  // a boundary inside a 16-byte group: one target
+}
+
+TEST_P(CudaLora, FusedTargetsSegmented) {  // from 64 tokens on the expand serves 16-token chunks per slot
+  GS_REQUIRE_GPU();
+  std::vector<int32_t> slots(77);
+  for (size_t t = 0; t < slots.size(); ++t) slots[t] = int32_t((t * 5 + t / 7) % 9) - 1;
+  check(77, 2048, 3072, 8, 48, slots, {3, {0, 2048, 2560}});
+  check(77, 2048, 16384, 8, 32, slots, {2, {0, 8192}});
+  check(64, 2048, 3000, 2, 40, std::vector<int32_t>(64, 1), {2, {0, 1003}});  // one target; rows past those held
+  check(70, 2048, 1024, 1, 16, std::vector<int32_t>(70, 0));                  // every token one adapter: 5 chunks
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLora, ::testing::Values(DType::BF16, DType::F32),

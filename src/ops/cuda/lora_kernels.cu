@@ -1,23 +1,23 @@
-// Batched LoRA kernels in punica's segmented (SGMV) form, launched with PDL (ops/cuda/launch.cuh)
-// so that each one's launch and weight loads overlap the previous kernel. The slots (copied in
+// Batched LoRA kernels (punica's shrink and expand), launched with PDL (ops/cuda/launch.cuh) so
+// that each one's launch and weight loads overlap the previous kernel. The slots (copied in
 // before the forward) and the adapter weights (loaded between steps) are constant while a graph
-// runs, so both kernels read them before pdl_wait(); x, tmp and y, which earlier kernels write,
+// runs, so the kernels read them before pdl_wait(); x, tmp and y, which earlier kernels write,
 // only after it.
-// Both grids are (work of one adapter, chunk of kChunk tokens, slot s): a block first gathers
-// the tokens of its chunk whose slot is s (none: it returns at once), loads the part of adapter
-// s it serves, and applies it to all of them. An adapter's weights are read once per chunk in
-// which it appears instead of once per token (1 adapter at bs 128: 8 reads, not 128).
-//   shrink: block = (RB rank rows); its threads split K, hold up to P 16-byte A pieces of each
-//           row (all of K <= P * 128 * 16 bytes), dot them with x of G tokens at a time, and
-//           reduce per token in shared memory into tmp[t, r] (f32).
-//   expand: block = (32 groups of 16 bytes of output columns, one per lane); each lane holds
-//           the B^T rows of its columns' fused target only (parts: the rest are zero), and the
-//           4 warps split the chunk's tokens: y += .
+//   shrink: one block per (token, rank row), or per (token, 4 rank rows) from 64 tokens on; its
+//           threads prefetch up to 8 16-byte pieces of the A rows (one row: all of K <= 8192 in
+//           bf16), then dot them with x and reduce into tmp[t, r] (f32).
+//   expand: the columns of a fused target (q|k|v, gate|up) use only that target's rank rows
+//           (the rest of B^T is zero): a third of qkv's, half of gate_up's. Below 64 tokens, one
+//           block per (token, 32 groups of 16 bytes of columns) whose 4 warps split the rank
+//           rows and reduce in shared memory (parallel: decode is latency-bound). From 64 tokens
+//           on, punica's segmented (SGMV) form: a block per (32 column groups, chunk of 16
+//           tokens, slot s) gathers the chunk's tokens of slot s and applies adapter s's B^T,
+//           read once, to all of them (measured on an H200, tools/gpu/NOTES.md: 1 adapter at
+//           bs 128 2.50 -> 2.20 ms per step, the 32-token prefill 8.9 -> 6.3 ms; equal at bs 32,
+//           slower at bs 1; a segmented shrink lost everywhere but bs 128 spread).
 // Odd shapes (a row not a multiple of 16 bytes, or unaligned) take scalar kernels, per token.
-// Rows of the base model (slot < 0) and padding match no block: a batch pays for its adapter
+// Rows of the base model (slot < 0) and padding are skipped: a batch pays for its adapter
 // tokens only.
-#include <cstdlib>
-
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/lora_kernels.h"
@@ -32,10 +32,11 @@ constexpr int kChunk = 16;                       // tokens a block scans for its
 constexpr int kTokensPerWarp = kChunk / kWarps;  // expand
 constexpr int kRowsHeld = 16;                    // B^T rows an expand lane holds across pdl_wait() (rank 16)
 constexpr int kScalarThreads = 128;
-// The per-token forms (one block per token and piece of work; parallel, but every token reads
-// its adapter's weights): kTokenPrefetch A pieces a shrink thread holds, kRowsPerBlock rank rows
-// a shrink block takes from kManyTokens tokens on, kSlices warps of an expand block splitting
-// the rank rows, kGroups 16-byte column groups of it, kSliceRowsHeld B^T rows a thread holds.
+// The per-token forms (a block per token and piece of work: parallel, but every token reads its
+// adapter's weights): kTokenPrefetch A pieces a shrink thread holds, kRowsPerBlock rank rows a
+// shrink block takes from kManyTokens tokens on (where the expand is segmented), kSlices warps
+// of an expand block splitting the rank rows, kGroups 16-byte column groups of it,
+// kSliceRowsHeld B^T rows a thread holds.
 constexpr int kTokenPrefetch = 8;
 constexpr int kRowsPerBlock = 4;
 constexpr int kManyTokens = 64;
@@ -76,8 +77,8 @@ __device__ __forceinline__ int gather_tokens(const int32_t* __restrict__ slots, 
 // (K a multiple of E, rows aligned). Each x piece is read once and used for all RB rows.
 template <typename T, int RB>
 __global__ void __launch_bounds__(kThreads)
-    lora_shrink_token_kernel(const T* __restrict__ x, const T* __restrict__ a, const int32_t* __restrict__ slots,
-                             float* __restrict__ tmp, int K, int R, int S) {
+    lora_shrink_kernel(const T* __restrict__ x, const T* __restrict__ a, const int32_t* __restrict__ slots,
+                       float* __restrict__ tmp, int K, int R, int S) {
   constexpr int P = kTokenPrefetch / RB;  // pieces of each row held across pdl_wait()
   const int t = int(blockIdx.x), r0 = int(blockIdx.y) * RB;
   const int slot = slots[t];
@@ -150,6 +151,9 @@ __global__ void __launch_bounds__(kSlices * 32)
   }
   pdl_wait();
   pdl_trigger();
+  T* yp = y + int64_t(t) * N + int64_t(g) * E;
+  // slice 0 loads its y piece now, overlapping the tmp loads below (one L2 round trip less)
+  const uint4 y0 = slice == 0 && on ? *reinterpret_cast<const uint4*>(yp) : make_uint4(0, 0, 0, 0);
   const float* tr = tmp + int64_t(t) * R + r0;
   float acc[E] = {};
   auto add_row = [&](const uint4& w, float c) {
@@ -176,91 +180,21 @@ __global__ void __launch_bounds__(kSlices * 32)
   for (int j = 0; j < kSlices - 1; ++j)
 #pragma unroll
     for (int i = 0; i < E; ++i) acc[i] += part[j][lane][i];
-  T* yp = y + int64_t(t) * N + int64_t(g) * E;
   float yf[E];
-  unpack_vec<T>(*reinterpret_cast<const uint4*>(yp), yf);
+  unpack_vec<T>(y0, yf);
   alignas(16) T out[E];
 #pragma unroll
   for (int i = 0; i < E; ++i) out[i] = from_f<T>(yf[i] + acc[i]);
   *reinterpret_cast<uint4*>(yp) = *reinterpret_cast<const uint4*>(out);
 }
 
-// tmp[t, r0 .. r0+RB) = x[t] . a[s, r] for the tokens t of the block's chunk with slot s, with
-// 16-byte loads (K a multiple of E, rows aligned). G tokens' x pieces are loaded at a time.
-template <typename T, int RB, int P, int G>
-__global__ void __launch_bounds__(kThreads)
-    lora_shrink_kernel(const T* __restrict__ x, const T* __restrict__ a, const int32_t* __restrict__ slots,
-                       float* __restrict__ tmp, int T_, int K, int R) {
-  __shared__ int toks[kChunk];
-  __shared__ int count;
-  __shared__ float part[kChunk][RB][kWarps];
-  const int slot = int(blockIdx.z), r0 = int(blockIdx.x) * RB;
-  const int n = gather_tokens(slots, slot, int(blockIdx.y) * kChunk, T_, toks, &count);
-  if (n == 0) return;  // uniform over the block
-  const int KV = K / kVecElems<T>, rows = min(RB, R - r0), tid = int(threadIdx.x);
-  const uint4* av = reinterpret_cast<const uint4*>(a + (int64_t(slot) * R + r0) * K);  // row j at av + j * KV
-  uint4 held[RB][P];
-#pragma unroll
-  for (int j = 0; j < RB; ++j)
-#pragma unroll
-    for (int u = 0; u < P; ++u) {
-      const int kv = tid + u * kThreads;
-      held[j][u] = j < rows && kv < KV ? __ldg(av + int64_t(j) * KV + kv) : make_uint4(0, 0, 0, 0);
-    }
-  pdl_wait();
-  pdl_trigger();
-  const int lane = tid & 31, warp = tid >> 5;
-  for (int i0 = 0; i0 < n; i0 += G) {
-    uint4 xq[G][P];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const uint4* xv = reinterpret_cast<const uint4*>(x + int64_t(toks[min(i0 + g, n - 1)]) * K);
-#pragma unroll
-      for (int u = 0; u < P; ++u) {
-        const int kv = tid + u * kThreads;
-        xq[g][u] = i0 + g < n && kv < KV ? xv[kv] : make_uint4(0, 0, 0, 0);  // plain loads: x was just written
-      }
-    }
-    float acc[G][RB] = {};
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-      for (int u = 0; u < P; ++u)
-#pragma unroll
-        for (int j = 0; j < RB; ++j) acc[g][j] += dot_vec<T>(xq[g][u], held[j][u]);
-    for (int kv = tid + P * kThreads; kv < KV; kv += kThreads)  // K past what the threads hold
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        if (i0 + g >= n) break;
-        const uint4 xg = reinterpret_cast<const uint4*>(x + int64_t(toks[i0 + g]) * K)[kv];
-#pragma unroll
-        for (int j = 0; j < RB; ++j)
-          if (j < rows) acc[g][j] += dot_vec<T>(xg, __ldg(av + int64_t(j) * KV + kv));
-      }
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-      for (int j = 0; j < RB; ++j) {
-        const float v = warp_sum(acc[g][j]);
-        if (lane == 0 && i0 + g < n) part[i0 + g][j][warp] = v;
-      }
-  }
-  __syncthreads();
-  for (int e = tid; e < n * rows; e += kThreads) {
-    const int i = e / rows, j = e % rows;
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += part[i][j][w];
-    tmp[int64_t(toks[i]) * R + r0 + j] = sum;
-  }
-}
-
 // y[t, g*E .. g*E+E) += sum_r tmp[t, r] bt[s, r, g*E ..) over the rank rows of the fused target
 // of columns g (16-byte groups), for the tokens t of the block's chunk with slot s.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    lora_expand_kernel(const float* __restrict__ tmp, const T* __restrict__ bt, const int32_t* __restrict__ slots,
-                       T* __restrict__ y, int T_, int R, int N, LoraColumnParts parts) {
+    lora_expand_segment_kernel(const float* __restrict__ tmp, const T* __restrict__ bt,
+                               const int32_t* __restrict__ slots, T* __restrict__ y, int T_, int R, int N,
+                               LoraColumnParts parts) {
   constexpr int E = kVecElems<T>;
   __shared__ int toks[kChunk];
   __shared__ int count;
@@ -279,6 +213,13 @@ __global__ void __launch_bounds__(kThreads)
   pdl_wait();
   pdl_trigger();
   if (!on) return;
+  T* yp[kTokensPerWarp];
+  uint4 yv[kTokensPerWarp];  // loaded now, overlapping the tmp loads below
+#pragma unroll
+  for (int k = 0; k < kTokensPerWarp; ++k) {
+    yp[k] = y + int64_t(toks[min(warp + k * kWarps, n - 1)]) * N + int64_t(g) * E;
+    yv[k] = warp + k * kWarps < n ? *reinterpret_cast<const uint4*>(yp[k]) : make_uint4(0, 0, 0, 0);
+  }
   const float* tr[kTokensPerWarp];
 #pragma unroll
   for (int k = 0; k < kTokensPerWarp; ++k) tr[k] = tmp + int64_t(toks[min(warp + k * kWarps, n - 1)]) * R + r0;
@@ -299,14 +240,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = kRowsHeld; r < rows; ++r) add_row(__ldg(reinterpret_cast<const uint4*>(b + int64_t(r) * N)), r);
 #pragma unroll
   for (int k = 0; k < kTokensPerWarp; ++k) {
-    const int i = warp + k * kWarps;
-    if (i >= n) break;
-    T* yp = y + int64_t(toks[i]) * N + int64_t(g) * E;
+    if (warp + k * kWarps >= n) break;
     float yf[E];
-    unpack_vec<T>(*reinterpret_cast<const uint4*>(yp), yf);
+    unpack_vec<T>(yv[k], yf);
 #pragma unroll
     for (int e = 0; e < E; ++e) yf[e] += acc[k][e];
-    *reinterpret_cast<uint4*>(yp) = pack_vec<T>(yf);
+    *reinterpret_cast<uint4*>(yp[k]) = pack_vec<T>(yf);
   }
 }
 
@@ -347,38 +286,16 @@ __global__ void __launch_bounds__(kScalarThreads)
 
 unsigned ceil_div(int a, int b) { return unsigned((a + b - 1) / b); }
 
-// Which kernels take the segmented form: GS_LORA_SEGMENTS = 0 (both per token), 1 (the shrink),
-// 2 (the expand, the default), 3 (both), read once (A/B timing, as GS_CUDA_PDL).
-int segment_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("GS_LORA_SEGMENTS");
-    return e && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 2;
-  }();
-  return mode;
-}
-
-// The segmented shrink's (rank rows a block, A pieces a thread holds, tokens loaded at a time)
-// for K, or the per-token shrink (a block per (token, rank row), per (token, kRowsPerBlock rows)
-// from kManyTokens tokens on: x read once for several rows, fewer blocks).
+// A block per (token, rank row), per (token, kRowsPerBlock rows) from kManyTokens tokens on (x
+// read once for several rows, fewer blocks).
 template <typename T>
 cudaError_t launch_shrink(const T* x, const T* a, const int32_t* slots, float* tmp, int T_, int K, int R, int S,
                           cudaStream_t s) {
-  if ((segment_mode() & 1) == 0) {
-    if (T_ >= kManyTokens)
-      return launch_pdl(lora_shrink_token_kernel<T, kRowsPerBlock>, dim3(unsigned(T_), ceil_div(R, kRowsPerBlock)),
-                        dim3(kThreads), 0, s, x, a, slots, tmp, K, R, S);
-    return launch_pdl(lora_shrink_token_kernel<T, 1>, dim3(unsigned(T_), unsigned(R)), dim3(kThreads), 0, s, x, a,
-                      slots, tmp, K, R, S);
-  }
-  const unsigned chunks = ceil_div(T_, kChunk);
-  if (K / kVecElems<T> <= 2 * kThreads)  // K <= 2048 in bf16
-    return launch_pdl(lora_shrink_kernel<T, 4, 2, 4>, dim3(ceil_div(R, 4), chunks, unsigned(S)), dim3(kThreads), 0, s,
-                      x, a, slots, tmp, T_, K, R);
-  if (K / kVecElems<T> <= 4 * kThreads)  // K <= 4096 in bf16
-    return launch_pdl(lora_shrink_kernel<T, 4, 4, 2>, dim3(ceil_div(R, 4), chunks, unsigned(S)), dim3(kThreads), 0, s,
-                      x, a, slots, tmp, T_, K, R);
-  return launch_pdl(lora_shrink_kernel<T, 2, 8, 2>, dim3(ceil_div(R, 2), chunks, unsigned(S)), dim3(kThreads), 0, s, x,
-                    a, slots, tmp, T_, K, R);
+  if (T_ >= kManyTokens)
+    return launch_pdl(lora_shrink_kernel<T, kRowsPerBlock>, dim3(unsigned(T_), ceil_div(R, kRowsPerBlock)),
+                      dim3(kThreads), 0, s, x, a, slots, tmp, K, R, S);
+  return launch_pdl(lora_shrink_kernel<T, 1>, dim3(unsigned(T_), unsigned(R)), dim3(kThreads), 0, s, x, a, slots, tmp,
+                    K, R, S);
 }
 
 // The expand's parts in 16-byte column groups: one target where a boundary splits a group.
@@ -404,11 +321,11 @@ cudaError_t lora_apply(const T* x, const T* a, const T* bt, const int32_t* slots
     e = launch_pdl(lora_shrink_scalar<T>, dim3(unsigned(T_), unsigned(R)), dim3(kScalarThreads), 0, s, x, a, slots, tmp,
                    K, R, S);
   if (e != cudaSuccess) return e;
-  if (N % E == 0 && aligned16(bt) && aligned16(y) && (segment_mode() & 2) == 0)
+  if (N % E == 0 && aligned16(bt) && aligned16(y) && T_ < kManyTokens)
     return launch_pdl(lora_expand_token_kernel<T>, dim3(unsigned(T_), ceil_div(N / E, kGroups)), dim3(kSlices * 32), 0,
                       s, tmp, bt, slots, y, R, N, S, group_parts<T>(parts, R));
   if (N % E == 0 && aligned16(bt) && aligned16(y))
-    return launch_pdl(lora_expand_kernel<T>, dim3(ceil_div(N / E, 32), ceil_div(T_, kChunk), unsigned(S)),
+    return launch_pdl(lora_expand_segment_kernel<T>, dim3(ceil_div(N / E, 32), ceil_div(T_, kChunk), unsigned(S)),
                       dim3(kThreads), 0, s, tmp, bt, slots, y, T_, R, N, group_parts<T>(parts, R));
   return launch_pdl(lora_expand_scalar<T>, dim3(unsigned(T_), ceil_div(N, kScalarThreads)), dim3(kScalarThreads), 0, s,
                     tmp, bt, slots, y, R, N, S);
