@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The LoRA device run of issue 13 in one call: the LoRA GPU tests (kernels against the CPU, bf16
 # logprobs against the merged-weight model) and tools/gpu/lora_bench.sh. Pack first:
-#   GS_GPU_NO_BUILD=1 GS_GPU_PACK=/work/main/.gpu-lora GS_GPU_TARGETS="graphserve gs_test_cuda" \
-#     bash tools/gpu/pack.sh build/release
+#   GRAPHSERVE_SHARED=/work/shared GS_GPU_NO_BUILD=1 GS_GPU_PACK=/work/main/.gpu-lora \
+#     GS_GPU_TARGETS="graphserve gs_test_cuda" bash tools/gpu/pack.sh build/release
+# (GRAPHSERVE_SHARED: from a worktree the default ../shared misses stories260K, and the merged-
+# weight logprobs test then fails for want of weights)
 #   cp tools/gpu/lora_run.sh tools/gpu/lora_bench.sh tools/gpu/make_lora_adapters.py /work/main/.gpu-lora/
 # then run `bash .gpu-lora/lora_run.sh` with carry [".gpu-lora"] (the script sits in the pack).
 set -uo pipefail
