@@ -101,10 +101,14 @@ void LoraSlots::load(int slot, const LoraSlotImage& img) {
   be_.stream().synchronize();
 }
 
-void LoraSlots::apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n) {
+void LoraSlots::shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slots, int n) {
   const Proj& w = layers_[size_t(layer)][size_t(p)];
-  const Tensor tmp = scratch_.prefix({n, w.a.dim(1)});
-  be_.lora_apply(x, w.a, w.bt, slots.rows(0, n), tmp, y, w.parts);
+  be_.lora_shrink(x, w.a, slots.rows(0, n), scratch_.prefix({n, w.a.dim(1)}));
+}
+
+void LoraSlots::expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n) {
+  const Proj& w = layers_[size_t(layer)][size_t(p)];
+  be_.lora_expand(scratch_.prefix({n, w.a.dim(1)}), w.bt, slots.rows(0, n), y, w.parts);
 }
 
 }  // namespace gs

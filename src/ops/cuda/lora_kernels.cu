@@ -310,30 +310,34 @@ LoraColumnParts group_parts(LoraColumnParts p, int R) {
 }  // namespace
 
 template <typename T>
-cudaError_t lora_apply(const T* x, const T* a, const T* bt, const int32_t* slots, float* tmp, T* y, int T_, int K,
-                       int R, int N, int S, LoraColumnParts parts, cudaStream_t s) {
+cudaError_t lora_shrink(const T* x, const T* a, const int32_t* slots, float* tmp, int T_, int K, int R, int S,
+                        cudaStream_t s) {
+  if (T_ == 0 || R == 0) return cudaSuccess;
+  if (K % kVecElems<T> == 0 && aligned16(x) && aligned16(a)) return launch_shrink(x, a, slots, tmp, T_, K, R, S, s);
+  return launch_pdl(lora_shrink_scalar<T>, dim3(unsigned(T_), unsigned(R)), dim3(kScalarThreads), 0, s, x, a, slots,
+                    tmp, K, R, S);
+}
+
+template <typename T>
+cudaError_t lora_expand(const float* tmp, const T* bt, const int32_t* slots, T* y, int T_, int R, int N, int S,
+                        LoraColumnParts parts, cudaStream_t s) {
   if (T_ == 0 || R == 0 || N == 0) return cudaSuccess;
   constexpr int E = kVecElems<T>;
-  cudaError_t e;
-  if (K % E == 0 && aligned16(x) && aligned16(a))
-    e = launch_shrink(x, a, slots, tmp, T_, K, R, S, s);
-  else
-    e = launch_pdl(lora_shrink_scalar<T>, dim3(unsigned(T_), unsigned(R)), dim3(kScalarThreads), 0, s, x, a, slots, tmp,
-                   K, R, S);
-  if (e != cudaSuccess) return e;
-  if (N % E == 0 && aligned16(bt) && aligned16(y) && T_ < kManyTokens)
+  const bool vec = N % E == 0 && aligned16(bt) && aligned16(y);
+  if (vec && T_ < kManyTokens)
     return launch_pdl(lora_expand_token_kernel<T>, dim3(unsigned(T_), ceil_div(N / E, kGroups)), dim3(kSlices * 32), 0,
                       s, tmp, bt, slots, y, R, N, S, group_parts<T>(parts, R));
-  if (N % E == 0 && aligned16(bt) && aligned16(y))
+  if (vec)
     return launch_pdl(lora_expand_segment_kernel<T>, dim3(ceil_div(N / E, 32), ceil_div(T_, kChunk), unsigned(S)),
                       dim3(kThreads), 0, s, tmp, bt, slots, y, T_, R, N, group_parts<T>(parts, R));
   return launch_pdl(lora_expand_scalar<T>, dim3(unsigned(T_), ceil_div(N, kScalarThreads)), dim3(kScalarThreads), 0, s,
                     tmp, bt, slots, y, R, N, S);
 }
 
-#define GS_INSTANTIATE_LORA(T)                                                                                     \
-  template cudaError_t lora_apply<T>(const T*, const T*, const T*, const int32_t*, float*, T*, int, int, int, int, \
-                                     int, LoraColumnParts, cudaStream_t);
+#define GS_INSTANTIATE_LORA(T)                                                                                         \
+  template cudaError_t lora_shrink<T>(const T*, const T*, const int32_t*, float*, int, int, int, int, cudaStream_t);   \
+  template cudaError_t lora_expand<T>(const float*, const T*, const int32_t*, T*, int, int, int, int, LoraColumnParts, \
+                                      cudaStream_t);
 GS_INSTANTIATE_LORA(bf16_t)
 GS_INSTANTIATE_LORA(float)
 #undef GS_INSTANTIATE_LORA
