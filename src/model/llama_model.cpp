@@ -75,32 +75,45 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
   if (i < L) start_layer(i, in, n);
 }
 
-// o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
-void LlamaModel::lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n) {
-  if (!in.has_lora) return;
+const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
+  if (!in.has_lora) return nullptr;
   GS_CHECK(lora_ != nullptr && in.lora_slots.defined(), "a forward with LoRA, but no LoRA slots are bound");
-  lora_->apply(layer, LoraProj(p), x, y, in.lora_slots, n);
+  return lora_;
 }
 
+// The base projection of x into y (linear(): the GEMM, and the tensor-parallel reduce if any),
+// with the adapters' shrink enqueued before it (the backend may run it beside the projection:
+// it needs only x) and their expand after it.
+template <typename Linear>
+void LlamaModel::with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n,
+                           Linear&& linear) {
+  if (lora_slots(in)) lora_->shrink(layer, LoraProj(p), x, in.lora_slots, n);
+  linear();
+  if (lora_slots(in)) lora_->expand(layer, LoraProj(p), y, in.lora_slots, n);
+}
+
+// o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
 void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
-  be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-  reduce(hid);
-  lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n);
+  with_lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n, [&] {
+    be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+    reduce(hid);
+  });
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
   if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
-    be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n));
-    lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n);
+    with_lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
+              [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); });
     be_.gated_activation(cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   } else {
     be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   }
-  be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
-  reduce(hid);
-  lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n);
+  with_lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n, [&] {
+    be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+    reduce(hid);
+  });
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
   be_.add_rms_norm(res, hid, next_norm, eps, hid);
 }
@@ -115,8 +128,7 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const float eps = cfg_.rms_norm_eps;
   const Tensor q = buf_.q.rows(0, n), k = buf_.k.rows(0, n), v = buf_.v.rows(0, n);
   if (in.has_lora) {  // the adapter adds to the projection before the epilogue
-    be_.linear(x, w.qkv, w.qkv_bias, qkv);
-    lora(layer, int(LoraProj::Qkv), in, x, qkv, n);
+    with_lora(layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); });
     be_.split_qkv_rope(qkv, pos, cfg_.rope, qn, kn, eps, q, k, v);
   } else {
     be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);

@@ -58,8 +58,11 @@ class LlamaModel final : public PiecewiseModel {
   int check_tokens(const ForwardInputs& in) const;
   void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
   void start_layer(int layer, const ForwardInputs& in, int n);
-  // y += the batch's LoRA deltas of projection p (a no-op in forwards without adapters).
-  void lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n);
+  const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
+  // linear() (the base projection p of x into y), then y += the batch's LoRA deltas of p (only
+  // linear() in forwards without adapters).
+  template <typename Linear>
+  void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear);
 
   ModelConfig cfg_;  // the rank's shapes (tp_.local)
   TpLayout tp_;

@@ -35,7 +35,11 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
       const int64_t R = int64_t(parts.size()) * max_rank;
       const int64_t K = lora_target_shape(cfg, parts[0]).second;
       int64_t N = 0;
-      for (LoraTarget t : parts) N += lora_target_shape(cfg, t).first;
+      layer[size_t(p)].parts.n = int(parts.size());
+      for (size_t c = 0; c < parts.size(); ++c) {
+        layer[size_t(p)].parts.begin[c] = N;
+        N += lora_target_shape(cfg, parts[c]).first;
+      }
       layer[size_t(p)].a = Tensor::empty({max_loras, R, K}, dt, be_.allocator());
       layer[size_t(p)].bt = Tensor::empty({max_loras, R, N}, dt, be_.allocator());
       be_.fill_zero(layer[size_t(p)].a);
@@ -97,10 +101,14 @@ void LoraSlots::load(int slot, const LoraSlotImage& img) {
   be_.stream().synchronize();
 }
 
-void LoraSlots::apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n) {
+void LoraSlots::shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slots, int n) {
   const Proj& w = layers_[size_t(layer)][size_t(p)];
-  const Tensor tmp = scratch_.prefix({n, w.a.dim(1)});
-  be_.lora_apply(x, w.a, w.bt, slots.rows(0, n), tmp, y);
+  be_.lora_shrink(x, w.a, slots.rows(0, n), scratch_.prefix({n, w.a.dim(1)}));
+}
+
+void LoraSlots::expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n) {
+  const Proj& w = layers_[size_t(layer)][size_t(p)];
+  be_.lora_expand(scratch_.prefix({n, w.a.dim(1)}), w.bt, slots.rows(0, n), y, w.parts);
 }
 
 }  // namespace gs

@@ -41,12 +41,16 @@ class LoraSlots {
   // Copies an image into `slot` (host -> device; returns once the copies are done).
   void load(int slot, const LoraSlotImage& image);
   void load(int slot, const LoraAdapter& adapter) { load(slot, prepare(adapter)); }
-  // y[:n] += LoRA(x[:n]) for the tokens whose slots[t] >= 0 (slots: i32 [>= n]).
-  void apply(int layer, LoraProj p, const Tensor& x, const Tensor& y, const Tensor& slots, int n);
+  // y[:n] += LoRA(x[:n]) for the tokens whose slots[t] >= 0 (slots: i32 [>= n]), in two steps:
+  // shrink (x A^T into the scratch) before the base projection, which it may run beside (it
+  // needs only x), and expand (+ scratch B^T into y) after it. One shrink, then its expand.
+  void shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slots, int n);
+  void expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n);
 
  private:
   struct Proj {
-    Tensor a, bt;  // [S, R, K], [S, R, N]
+    Tensor a, bt;     // [S, R, K], [S, R, N]
+    LoraParts parts;  // the fused targets' columns of y (bt is block-diagonal over them)
   };
   ModelConfig cfg_;
   Backend& be_;

@@ -5,6 +5,7 @@
 // can be captured into a graph. Shapes are row-major; `T` is the (padded) token count.
 // Float tensors are in compute_dtype() unless an op says otherwise; ids/positions are I32.
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,14 @@
 #include "ops/gemm_tuning.h"
 
 namespace gs {
+
+// The PEFT targets fused into one LoRA projection (q|k|v, gate|up): target c owns the y columns
+// [begin[c], begin[c + 1]) (begin[0] = 0, the last up to N) and the rank rows [c R/n, (c+1) R/n),
+// and bt is zero outside these blocks, so a backend may skip those products. n = 1: one target.
+struct LoraParts {
+  int n = 1;
+  std::array<int64_t, 3> begin{};
+};
 
 struct RopeConfig {
   float theta = 10000.0f;
@@ -103,13 +112,24 @@ class Backend {
   // out[i, :] = x[idx[i], :]               idx [n] i32, x [T, H], out [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& idx, const Tensor& out) = 0;
 
-  // Batched LoRA (punica style: a gathered shrink, then expand, as one op), one adapter slot per
-  // token: y[t, :] += (x[t, :] a[s]^T) bt[s] with s = slots[t]; rows whose slot is < 0 (the base
-  // model, padding) are left untouched. Slot contents may change between graph replays.
-  // x [T, K], a [S, R, K], bt [S, R, N] (B^T, scale folded in), slots [T] i32, y [T, N];
-  // tmp [T, R] f32 is scratch for the rank-R intermediate.
-  virtual void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
-                          const Tensor& y) = 0;
+  // Batched LoRA (punica style), one adapter slot per token: y[t, :] += (x[t, :] a[s]^T) bt[s]
+  // with s = slots[t]; rows whose slot is < 0 (the base model, padding) are left untouched. Slot
+  // contents may change between graph replays. x [T, K], a [S, R, K], bt [S, R, N] (B^T, scale
+  // folded in), slots [T] i32, y [T, N]; tmp [T, R] f32 holds the rank-R intermediate; parts
+  // says which blocks of bt are zero.
+  // lora_shrink: tmp = x a[s]^T. The backend may run it beside the ops enqueued after it (the
+  // base projection: it needs only x), up to the next lora_expand, which waits for it: until
+  // then nothing may write x or tmp. Every lora_shrink is followed by a lora_expand.
+  virtual void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) = 0;
+  // lora_expand: y += tmp bt[s].
+  virtual void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
+                           const LoraParts& parts) = 0;
+  // Both, one after the other.
+  void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
+                  const Tensor& y, const LoraParts& parts) {
+    lora_shrink(x, a, slots, tmp);
+    lora_expand(tmp, bt, slots, y, parts);
+  }
 
   // Start-up GEMM autotuning (docs/CUDA_GRAPHS.md §9): for every GEMM shape the ops have run so
   // far (the warm-up) and every token count of opts.sizes, time the library's candidate

@@ -21,7 +21,8 @@ namespace {
 
 constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 
-// The LoRA adapter the request names in "model" ("" for the base model, or no "model").
+// The LoRA adapter the request names in "model" ("" for the base model, or no "model"); any
+// other name is vLLM's 404.
 std::string check_model(const json& body, const EngineClient& client) {
   if (!f::present(body, "model")) return "";  // optional: the one served model
   std::string model = f::get_string(body, "model", "");
@@ -29,11 +30,7 @@ std::string check_model(const json& body, const EngineClient& client) {
   if (model == client.model().name || std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return "";
   const std::vector<std::string> loras = client.lora_names();
   if (std::find(loras.begin(), loras.end(), model) != loras.end()) return model;
-  std::string served = "'" + client.model().name + "'";
-  for (const std::string& name : aliases) served += ", '" + name + "'";
-  for (const std::string& lora : loras) served += ", '" + lora + "'";
-  throw ApiError(400, fmt::format("the model '{}' does not exist; this server serves {}", model, served), "model",
-                 "invalid_request_error", "model_not_found");
+  throw ApiError::model_not_found(model);
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.

@@ -47,7 +47,14 @@ TEST(LoraServer, AdapterByNameInModel) {
   EXPECT_EQ(with_adapter, offline(cfg, "Once upon", "poet"));
   EXPECT_EQ(base, offline(cfg, "Once upon", ""));
   EXPECT_NE(with_adapter, base);
-  EXPECT_EQ(test::post(server.port(), "/v1/completions", R"({"model":"nope","prompt":"x"})").status, 400);
+  const auto unknown = test::post(server.port(), "/v1/completions", R"({"model":"nope","prompt":"x"})");
+  EXPECT_EQ(unknown.status, 404) << unknown.body;  // vLLM's NotFoundError
+  EXPECT_EQ(unknown.json()["error"]["message"], "The model `nope` does not exist.");
+  const auto chat = test::post(server.port(), "/v1/chat/completions",
+                               R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(chat.status, 404) << chat.body;
+  EXPECT_EQ(chat.json()["error"]["type"], "NotFoundError");
+  EXPECT_EQ(chat.json()["error"]["code"], 404);
 }
 
 }  // namespace

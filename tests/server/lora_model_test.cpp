@@ -1,5 +1,6 @@
 // LoRA adapters by name in "model": the base name and every served adapter are accepted (the
-// request carries the adapter), anything else is a 400 model_not_found listing what is served.
+// request carries the adapter), anything else is vLLM's 404: "The model `X` does not exist.",
+// type NotFoundError, code 404.
 #include <gtest/gtest.h>
 
 #include "fake_engine.h"
@@ -21,9 +22,17 @@ TEST(LoraModelParse, AdapterNameSelectsTheAdapter) {
     parse_completion_request({{"model", "nope"}, {"prompt", "hi"}}, engine);
     FAIL() << "an unknown model must be refused";
   } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400);
-    EXPECT_EQ(e.param(), "model");
-    EXPECT_NE(std::string(e.what()).find("'poet'"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), 404);
+    EXPECT_EQ(e.to_json(), json::parse(R"({"error": {"message": "The model `nope` does not exist.",
+                                          "type": "NotFoundError", "param": "model", "code": 404}})"));
+  }
+  try {
+    const json chat = {{"model", "sq"}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+    parse_chat_request(chat, nlohmann::ordered_json::parse(chat.dump()), engine, "");
+    FAIL() << "an unknown model must be refused in chat too";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 404);
+    EXPECT_STREQ(e.what(), "The model `sq` does not exist.");
   }
 }
 

@@ -133,15 +133,27 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::linear(xp, wp, bp, yp, T, N, K); });
   }
 
-  void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
-                  const Tensor& y) override {
-    check_f32(x, "lora_apply", "x"), check_f32(a, "lora_apply", "a"), check_f32(bt, "lora_apply", "bt");
-    check_f32(tmp, "lora_apply", "tmp"), check_f32(y, "lora_apply", "y"), check_i32(slots, "lora_apply", "slots");
-    const LoraShape l = check_lora_shape(x, a, bt, slots, tmp, y);
-    auto *xp = f(x), *ap = f(a), *bp = f(bt);
-    auto *tp = fm(tmp), *yp = fm(y);
+  void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
+    check_f32(x, "lora_shrink", "x"), check_f32(a, "lora_shrink", "a"), check_f32(tmp, "lora_shrink", "tmp");
+    check_i32(slots, "lora_shrink", "slots");
+    const LoraShape l = check_lora_shrink(x, a, slots, tmp);
+    auto *xp = f(x), *ap = f(a);
+    auto* tp = fm(tmp);
     auto* sp = i32(slots);
-    if (l.T) stream_.launch([=] { cpu::lora_apply(xp, ap, bp, sp, tp, yp, l.T, l.K, l.R, l.N, l.S); });
+    if (l.T) stream_.launch([=] { cpu::lora_shrink(xp, ap, sp, tp, l.T, l.K, l.R, l.S); });
+  }
+
+  // The reference computes every product: the zero blocks of a fused bt (parts) add nothing.
+  void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
+                   const LoraParts& parts) override {
+    check_f32(tmp, "lora_expand", "tmp"), check_f32(bt, "lora_expand", "bt"), check_f32(y, "lora_expand", "y");
+    check_i32(slots, "lora_expand", "slots");
+    const LoraShape l = check_lora_expand(tmp, bt, slots, y);
+    check_lora_parts(parts, l);
+    auto *tp = f(tmp), *bp = f(bt);
+    auto* yp = fm(y);
+    auto* sp = i32(slots);
+    if (l.T) stream_.launch([=] { cpu::lora_expand(tp, bp, sp, yp, l.T, l.R, l.N, l.S); });
   }
 
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
