@@ -4,13 +4,9 @@
 #   pack: GS_GPU_NO_BUILD=1 GS_GPU_TARGETS=graphserve bash tools/gpu/pack.sh build/release (results: final_h200.txt)
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/kernels_breakdown.sh
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-pack=${PACK:-$root/.gpu}
-out=${OUT:-$root/gpu-logs}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn}
-gs=$pack/bin/graphserve
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
+export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 kern() {  # kern <name> <args...>
   local name=$1; shift

@@ -5,12 +5,8 @@
 # Also the LoRA kernel test. Needs the pack of tools/gpu/pack.sh in $PACK (default .gpu).
 # BATCH_SIZES="32 128" narrows the sizes; SKIP_PLAIN=1 skips the run without --enable-lora.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-pack=${PACK:-$root/.gpu}
-out=${OUT:-$root/gpu-logs}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 [[ -x $pack/bin/gs_test_cuda && -z "${SKIP_TESTS:-}" ]] && { timeout 120 "$pack/bin/gs_test_cuda" --gtest_filter='*Lora*' 2>&1 | tail -n 6; }
 adapters=${ADAPTERS:-/tmp/gs_lora_adapters}

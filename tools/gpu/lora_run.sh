@@ -5,7 +5,7 @@
 #     GS_GPU_TARGETS="graphserve gs_test_cuda" bash tools/gpu/pack.sh build/release
 # (GRAPHSERVE_SHARED: from a worktree the default ../shared misses stories260K, and the merged-
 # weight logprobs test then fails for want of weights)
-#   cp tools/gpu/lora_run.sh tools/gpu/lora_bench.sh tools/gpu/make_lora_adapters.py /work/main/.gpu-lora/
+#   cp tools/gpu/lora_run.sh tools/gpu/lora_bench.sh tools/gpu/env.sh tools/gpu/make_lora_adapters.py /work/main/.gpu-lora/
 # then run `bash .gpu-lora/lora_run.sh` with carry [".gpu-lora"] (the script sits in the pack).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

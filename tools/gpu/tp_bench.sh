@@ -12,14 +12,9 @@
 #  6. SWEEP="4,8,16,64" (optional): FULL_AND_PIECEWISE ms/step at more batch sizes, TP=1 and TP=N.
 # Needs the pack of tools/gpu/pack.sh in $PACK (default .gpu). TPS="2" (or "2 4") picks the sizes.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-pack=${PACK:-$root/.gpu}
-out=${OUT:-$root/gpu-logs}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
-gs=$pack/bin/graphserve
 tps=${TPS:-2}
 preset=${PRESET:-llama3.1-8b}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device tool's entry for tools/gpu/tp_bench.sh: run from a pack folder (.gpu-tp/run.sh, next
-# to tp_bench.sh and tp_compare.py) in the repository root copy; every log goes into one archive
+# to tp_bench.sh, env.sh and tp_compare.py) in the repository root copy; every log goes into one archive
 # under $OUT (the tool brings back a few files only), the summary to stdout.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
