@@ -14,7 +14,8 @@ struct CompilationConfig {
   std::optional<CUDAGraphMode> cudagraph_mode;
   std::vector<int> cudagraph_capture_sizes;  // empty: defaults up to max_cudagraph_capture_size
   int max_cudagraph_capture_size = 0;        // 0: min(max_num_seqs * 2, 256)
-  // Token counts to autotune GEMMs for (docs/CUDA_GRAPHS.md §9); empty: the capture sizes.
+  // Token counts to autotune GEMMs for (docs/CUDA_GRAPHS.md §9); empty: none (the heuristic's
+  // choices; a tuned algorithm can round differently from the untuned one a size padded from).
   std::vector<int> compile_sizes;
   std::string cache_dir;               // the tuning cache root; empty: ~/.cache/graphserve
   bool disable_compile_cache = false;  // tune at every start, read and write no cache

@@ -60,15 +60,13 @@ void ModelRunner::Impl::warm_up() {
   backend->stream().synchronize();
 }
 
-// docs/CUDA_GRAPHS.md §9: the GEMMs of compile_sizes (default: the capture sizes), timed or read from the cache.
+// docs/CUDA_GRAPHS.md §9: the GEMMs of compile_sizes (none by default), timed or read from the cache.
 // GS_GEMM_AUTOTUNE=0 keeps the heuristic's choices (the A/B).
 void ModelRunner::Impl::tune_gemms() {
   const char* env = std::getenv("GS_GEMM_AUTOTUNE");
   if ((env && std::strcmp(env, "0") == 0) || !backend->device().is_cuda()) return;  // the CPU has one algorithm
   const CompilationConfig& cc = cfg.compilation;
-  GemmTuningOptions opts{.sizes = cc.compile_sizes.empty() ? dispatcher.capture_sizes() : cc.compile_sizes,
-                         .use_cache = !cc.disable_compile_cache,
-                         .cache_dir = cc.cache_dir};
+  GemmTuningOptions opts{.sizes = cc.compile_sizes, .use_cache = !cc.disable_compile_cache, .cache_dir = cc.cache_dir};
   if (std::erase_if(opts.sizes, [this](int s) { return s > max_tokens; }) > 0)
     spdlog::warn("compile_sizes above max_num_batched_tokens = {} are not tuned (no step runs them)", max_tokens);
   if (opts.sizes.empty()) return;
