@@ -69,27 +69,28 @@ class CpuBackend final : public Backend {
   }
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
-    check_i32(ids, "embedding", "ids");
-    check_f32(table, "embedding", "table");
-    check_f32(out, "embedding", "out");
-    const int64_t T = ids.numel(), V = table.dim(0), H = table.dim(1);
-    check_2d(out, T, H, "embedding", "out");
-    auto* id = i32(ids);
-    auto* tb = f(table);
-    auto* o = fm(out);
-    stream_.launch([=] { cpu::embedding(id, tb, o, T, V, H); });
+    embedding_rows(ids, table, out, "embedding", [](auto... a) { cpu::embedding(a...); });
   }
 
   void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first, const Tensor& out) override {
-    check_i32(ids, "embedding_shard", "ids");
-    check_f32(table, "embedding_shard", "table");
-    check_f32(out, "embedding_shard", "out");
+    embedding_rows(ids, table, out, "embedding_shard",
+                   [first](const int32_t* id, const float* tb, float* o, int64_t T, int64_t V, int64_t H) {
+                     cpu::embedding_shard(id, tb, first, o, T, V, H);
+                   });
+  }
+
+  // embedding and embedding_shard: the same checks, then `kernel(ids, table, out, T, V, H)` on the stream.
+  template <typename Kernel>
+  void embedding_rows(const Tensor& ids, const Tensor& table, const Tensor& out, const char* op, Kernel kernel) {
+    check_i32(ids, op, "ids");
+    check_f32(table, op, "table");
+    check_f32(out, op, "out");
     const int64_t T = ids.numel(), V = table.dim(0), H = table.dim(1);
-    check_2d(out, T, H, "embedding_shard", "out");
+    check_2d(out, T, H, op, "out");
     auto* id = i32(ids);
     auto* tb = f(table);
     auto* o = fm(out);
-    stream_.launch([=] { cpu::embedding_shard(id, tb, first, o, T, V, H); });
+    stream_.launch([=] { kernel(id, tb, o, T, V, H); });
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {

@@ -104,36 +104,33 @@ class CudaBackend final : public Backend {
   }
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
-    need(ids, DType::I32, "embedding", "ids");
-    need(table, dtype_, "embedding", "table");
-    need(out, residual_dtype(out), "embedding", "out");
-    const int64_t T = ids.numel(), H = table.row_elems();
-    need_rows(out, T, H, "embedding", "out");
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      if (out.dtype() == DType::F32)
-        GS_CUDA_CHECK((cuda::embedding<E, float>(ptr<int32_t>(ids), ptr<E>(table), ptr<float>(out), int(T),
-                                                 int(table.dim(0)), int(H), s())));
-      else
-        GS_CUDA_CHECK((cuda::embedding<E, E>(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), int(T), int(table.dim(0)),
-                                             int(H), s())));
+    embedding_rows(ids, table, out, "embedding", [&](auto id, auto tb, auto o, int T, int V, int H) {
+      return cuda::embedding(id, tb, o, T, V, H, s());
     });
   }
 
   void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first, const Tensor& out) override {
-    need(ids, DType::I32, "embedding_shard", "ids");
-    need(table, dtype_, "embedding_shard", "table");
-    need(out, residual_dtype(out), "embedding_shard", "out");
+    embedding_rows(ids, table, out, "embedding_shard", [&](auto id, auto tb, auto o, int T, int V, int H) {
+      return cuda::embedding_shard(id, tb, first, o, T, V, H, s());
+    });
+  }
+
+  // embedding and embedding_shard: the same checks and dtype dispatch, then `kernel(ids, table,
+  // out, T, V, H)` on typed pointers (out in f32 or the compute dtype).
+  template <typename Kernel>
+  void embedding_rows(const Tensor& ids, const Tensor& table, const Tensor& out, const char* op, Kernel&& kernel) {
+    need(ids, DType::I32, op, "ids");
+    need(table, dtype_, op, "table");
+    need(out, residual_dtype(out), op, "out");
     const int64_t T = ids.numel(), H = table.row_elems();
-    need_rows(out, T, H, "embedding_shard", "out");
+    need_rows(out, T, H, op, "out");
+    const int t = int(T), v = int(table.dim(0)), h = int(H);
     by_dtype([&](auto e) {
       using E = decltype(e);
       if (out.dtype() == DType::F32)
-        GS_CUDA_CHECK((cuda::embedding_shard<E, float>(ptr<int32_t>(ids), ptr<E>(table), first, ptr<float>(out), int(T),
-                                                       int(table.dim(0)), int(H), s())));
+        GS_CUDA_CHECK(kernel(ptr<int32_t>(ids), ptr<E>(table), ptr<float>(out), t, v, h));
       else
-        GS_CUDA_CHECK((cuda::embedding_shard<E, E>(ptr<int32_t>(ids), ptr<E>(table), first, ptr<E>(out), int(T),
-                                                   int(table.dim(0)), int(H), s())));
+        GS_CUDA_CHECK(kernel(ptr<int32_t>(ids), ptr<E>(table), ptr<E>(out), t, v, h));
     });
   }
 
