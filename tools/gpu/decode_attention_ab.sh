@@ -3,10 +3,9 @@
 # switches, no rebuild): bench kernels (CUPTI) and bench graphs on llama3.2-1b at bs 1 and 8.
 #   device run, kind nvidia-h200, carry [".gpu"] (tools/gpu/pack.sh), command: bash tools/gpu/decode_attention_ab.sh
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$PWD/.gpu/shared GRAPHSERVE_LOG_LEVEL=warn
-gs=.gpu/bin/graphserve
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
+export GRAPHSERVE_LOG_LEVEL=warn
 for v in ${GS_AB:-default GS_MAX_SPLITS=1 GS_MAX_SPLITS=4 GS_CUDA_PDL=0}; do  # GS_AB: default or NAME=VALUE words
   echo "== $v"
   [[ $v == default ]] && v=GS_AB_NONE=1

@@ -5,13 +5,10 @@
 # llama3.2-1b; the HF peer (static cache + one CUDA graph per step) on the same shapes.
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/final_check.sh
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-out=${OUT:-gpu-logs}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$PWD/.gpu/shared GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn}
-export GS_FAMILY_FIXTURES=$PWD/tests/data/families
-gs=.gpu/bin/graphserve
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
+cd "$root"
+export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn} GS_FAMILY_FIXTURES=$root/tests/data/families
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if [[ -z "${GS_SKIP_TESTS:-}" ]]; then
   timeout 420 .gpu/bin/gs_test_cuda --gtest_color=no >"$out/tests.log" 2>&1

@@ -9,12 +9,10 @@
 # 4. generate of 256 tokens, one request: greedy beside temperature 0.8, top_p 0.95.
 # Logs and JSON go to $OUT (tests.log, bench.log, results.jsonl); a table is printed last.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-out=${OUT:-gpu-logs}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$PWD/.gpu/shared GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn}
-gs=.gpu/bin/graphserve
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
+cd "$root"
+export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn}
 model="--load-format dummy --preset ${GS_PRESET:-llama3.2-1b}"
 sampled="--temperature 1.0 --top-p 0.95 --top-k 50"
 log=$out/bench.log
