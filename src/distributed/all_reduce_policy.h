@@ -4,6 +4,7 @@
 // Pure functions of the group's facts, so the choice and its thresholds are tested on the CPU.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ AllReducePolicy default_all_reduce_policy(int world);
 AllReducePolicy choose_all_reduce_policy(const AllReduceGroupFacts& facts, std::string* why_not = nullptr);
 // The algorithm for one all-reduce of `bytes` bytes.
 AllReduceAlgo choose_all_reduce(const AllReducePolicy& p, size_t bytes);
+
+// The fused all-reduce + residual add + RMSNorm kernel keeps each thread's 8-element chunks of a
+// row in registers: a row has at most this many elements.
+inline constexpr int64_t kFusedNormMaxHidden = 8 * 4 * 1024;
+// Whether Communicator::all_reduce_add_rms_norm of `rows` x `hidden` elements of `elem_bytes`
+// bytes runs as the one fused custom kernel: the message takes the one-shot path, and its rows
+// are whole 8-element chunks (hidden % 8 == 0, hidden <= kFusedNormMaxHidden). Else the
+// all-reduce and the norm run one after the other.
+bool fuse_all_reduce_add_rms_norm(const AllReducePolicy& p, int64_t rows, int64_t hidden, size_t elem_bytes);
 // One start-up log line: which all-reduce each size uses.
 std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::string& why_not);
 

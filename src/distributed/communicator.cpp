@@ -1,4 +1,4 @@
-// Checks shared by the communicators.
+// Checks and default ops shared by the communicators.
 #include "distributed/communicator.h"
 
 #include "core/error.h"
@@ -10,6 +10,12 @@ void check_gather_columns(const Tensor& local, const Tensor& scratch, const Tens
                out.dim(1) <= local.dim(1) * world && scratch.numel() >= local.numel() * world,
            "gather_columns: local {} and out {} do not match {} ranks (scratch {})", local.str(), out.str(), world,
            scratch.str());
+}
+
+void Communicator::all_reduce_add_rms_norm(Backend& backend, const Tensor& residual, const Tensor& x, const Tensor& w,
+                                           float eps, const Tensor& out) {
+  all_reduce(x);
+  backend.add_rms_norm(residual, x, w, eps, out);
 }
 
 }  // namespace gs

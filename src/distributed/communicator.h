@@ -35,6 +35,15 @@ class Communicator {
   virtual void gather_columns(const Tensor& local, const Tensor& scratch, const Tensor& out) = 0;
   // Host-side: waits for this rank's stream, then for every rank to arrive.
   virtual void barrier() = 0;
+
+  // The all-reduce of a row-parallel projection's partial sums x [n, H] fused with the residual
+  // add and RMSNorm after it: x = the sum of every rank's x (as all_reduce), then
+  // backend.add_rms_norm(residual, x, w, eps, out) (residual [n, H] f32 or x's dtype += x;
+  // out = rms_norm(residual) * w; out may alias x). x's contents afterwards are unspecified.
+  // This default runs the two ops; the CUDA communicator runs one kernel where its custom
+  // one-shot all-reduce serves x's size, with the same result bit for bit.
+  virtual void all_reduce_add_rms_norm(Backend& backend, const Tensor& residual, const Tensor& x, const Tensor& w,
+                                       float eps, const Tensor& out);
 };
 
 // Throws gs::Error unless gather_columns(local, scratch, out) fits a group of `world` ranks.

@@ -97,12 +97,16 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
+  // Tensor parallelism: the all-reduce joins the residual add + norm after it in one op, unless
+  // an adapter's expand or Gemma 2's extra norm comes between them.
+  const bool fuse_o = tp_.sharded() && !in.has_lora && !w.attn_out_norm.defined();
+  const bool fuse_down = tp_.sharded() && !in.has_lora && !w.mlp_out_norm.defined();
   with_lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n, [&] {
     be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-    reduce(hid);
+    if (!fuse_o) reduce(hid);
   });
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
-  be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
+  add_rms_norm(fuse_o, res, hid, w.post_norm);
   if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
     with_lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
               [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); });
@@ -112,10 +116,18 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   }
   with_lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n, [&] {
     be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
-    reduce(hid);
+    if (!fuse_down) reduce(hid);
   });
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
-  be_.add_rms_norm(res, hid, next_norm, eps, hid);
+  add_rms_norm(fuse_down, res, hid, next_norm);
+}
+
+// residual += hid; hid = rms_norm(residual) * w, after all-reducing hid first when `reduce_first`.
+void LlamaModel::add_rms_norm(bool reduce_first, const Tensor& res, const Tensor& hid, const Tensor& w) {
+  if (reduce_first)
+    comm_->all_reduce_add_rms_norm(be_, res, hid, w, cfg_.rms_norm_eps, hid);
+  else
+    be_.add_rms_norm(res, hid, w, cfg_.rms_norm_eps, hid);
 }
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into

@@ -13,7 +13,8 @@
 // graphs bake in) are the same for every n.
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
-// and down end in an all-reduce of their partial sums, the vocab-parallel embedding in one of
+// and down end in an all-reduce of their partial sums (fused with the residual add + norm after
+// it where no LoRA delta or Gemma 2 norm comes between), the vocab-parallel embedding in one of
 // the residual, and compute_logits gathers every rank's vocabulary columns, so each rank ends
 // with the whole logits (and samples the same tokens). Collectives are ops on the stream: the
 // pieces and the FULL graph capture them.
@@ -54,6 +55,9 @@ class LlamaModel final : public PiecewiseModel {
   };
   // Sums a row-parallel projection's partial outputs over the ranks (nothing when unsharded).
   void reduce(const Tensor& t);
+  // res += hid; hid = rms_norm(res) * w; with reduce_first, hid's partial sums are all-reduced
+  // first (Communicator::all_reduce_add_rms_norm: one kernel on the GPU at decode sizes).
+  void add_rms_norm(bool reduce_first, const Tensor& res, const Tensor& hid, const Tensor& w);
 
   int check_tokens(const ForwardInputs& in) const;
   void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);

@@ -2,8 +2,10 @@
 // replay of collectives, and a clear error (not a hang) when a peer never arrives.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "distributed/communicator.h"
@@ -91,6 +93,38 @@ TEST(ShmCommunicator, CollectivesAreCapturedAndReplayed) {
       for (int i = 0; i < 8; ++i) t.data_as<float>()[i] = float(r + 1 + rep);
       graph->replay();
       EXPECT_EQ(t.data_as<float>()[5], float(3 + 2 * rep));
+    }
+  });
+}
+
+TEST(ShmCommunicator, AllReduceAddRmsNormSumsThenAddsTheResidualAndNorms) {
+  // Two rows of 8: each rank holds partial sums x; the op leaves residual + sum in the residual
+  // and its RMSNorm times w in out (here out aliases x, as in the model), in a replayed graph.
+  const int64_t rows = 2, H = 8;
+  const float eps = 1e-5f;
+  auto x_of = [](int rank, int64_t i) { return float(rank + 1) * 0.25f * float(i % 5) - 0.5f; };
+  auto res0 = [](int64_t i) { return 0.125f * float(i) - 1.0f; };
+  auto w_of = [](int64_t i) { return 1.0f + 0.0625f * float(i % H); };
+  run_group(2, [&](int r, Backend& be, Communicator& c) {
+    Tensor x = filled(be, rows * H, [&](int64_t i) { return x_of(r, i); }).reshape({rows, H});
+    Tensor res = filled(be, rows * H, res0).reshape({rows, H});
+    Tensor w = filled(be, H, w_of);
+    be.stream().begin_capture();
+    c.all_reduce_add_rms_norm(be, res, x, w, eps, x);
+    auto graph = be.stream().end_capture();
+    graph->replay();
+    for (int64_t row = 0; row < rows; ++row) {
+      double ss = 0;
+      std::vector<double> want(static_cast<size_t>(H));
+      for (int64_t j = 0; j < H; ++j) {
+        const int64_t i = row * H + j;
+        want[size_t(j)] = double(res0(i)) + double(x_of(0, i)) + double(x_of(1, i));
+        ss += want[size_t(j)] * want[size_t(j)];
+        EXPECT_NEAR(res.data_as<float>()[i], want[size_t(j)], 1e-6) << i;
+      }
+      const double inv = 1.0 / std::sqrt(ss / double(H) + eps);
+      for (int64_t j = 0; j < H; ++j)
+        EXPECT_NEAR(x.data_as<float>()[row * H + j], want[size_t(j)] * inv * w_of(j), 1e-5) << row << " " << j;
     }
   });
 }

@@ -116,14 +116,43 @@ void CustomAllReduce::all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream
            t.str(), bytes, all_reduce_algo_name(algo), kCustomAllReduceAlign, kCustomAllReduceAlign,
            policy_.custom_max_bytes);
   if (bytes == 0) return;
+  GS_CUDA_CHECK(custom_ar::launch_all_reduce(algo, t.dtype() == DType::BF16, world_, peer_table(), rank_, t.data(),
+                                             t.data(), bytes / kCustomAllReduceAlign, stream));
+}
+
+bool CustomAllReduce::fits_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
+                                        const Tensor& out) const {
+  auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % kCustomAllReduceAlign == 0; };
+  const DType dt = x.dtype();
+  if ((dt != DType::BF16 && dt != DType::F32) || residual.dtype() != DType::F32 || w.dtype() != dt ||
+      out.dtype() != dt || x.ndim() != 2)
+    return false;
+  const int64_t rows = x.dim(0), hidden = x.dim(1);
+  if (residual.shape() != x.shape() || out.shape() != x.shape() || w.numel() != hidden) return false;
+  return aligned(residual) && aligned(x) && aligned(w) && aligned(out) &&
+         fuse_all_reduce_add_rms_norm(policy_, rows, hidden, dtype_size(dt));
+}
+
+void CustomAllReduce::all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                                              const Tensor& out, cudaStream_t stream) {
+  GS_CHECK(
+      fits_add_rms_norm(residual, x, w, out),
+      "custom all-reduce + add_rms_norm: x {}, residual {}, w {}, out {} do not fit (x, w, out bf16 or f32 "
+      "[rows, hidden] / [hidden], residual f32, 16-byte aligned, a one-shot size, hidden a multiple of 8 up to {})",
+      x.str(), residual.str(), w.str(), out.str(), kFusedNormMaxHidden);
+  GS_CUDA_CHECK(custom_ar::launch_all_reduce_add_rms_norm(x.dtype() == DType::BF16, world_, peer_table(), rank_,
+                                                          x.data(), static_cast<float*>(residual.data()), w.data(), eps,
+                                                          out.data(), int(x.dim(0)), int(x.dim(1)), stream));
+}
+
+custom_ar::PeerTable CustomAllReduce::peer_table() const {
   custom_ar::PeerTable table{};
   for (int r = 0; r < world_; ++r) {
     table.sig[r] = static_cast<custom_ar::Signal*>(peers_[size_t(r)]);
     table.data[r] = static_cast<char*>(peers_[size_t(r)]) + kSignalBytes;
   }
   table.half_packs = policy_.custom_max_bytes / kCustomAllReduceAlign;
-  GS_CUDA_CHECK(custom_ar::launch_all_reduce(algo, t.dtype() == DType::BF16, world_, table, rank_, t.data(), t.data(),
-                                             bytes / kCustomAllReduceAlign, stream));
+  return table;
 }
 
 }  // namespace gs

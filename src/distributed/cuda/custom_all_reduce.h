@@ -25,6 +25,10 @@
 
 namespace gs {
 
+namespace custom_ar {
+struct PeerTable;  // custom_all_reduce_kernels.h
+}
+
 // Every rank's `bytes` bytes, concatenated in rank order (a host-side all-gather of the group).
 using HostAllGather = std::function<std::vector<char>(const void* mine, size_t bytes)>;
 
@@ -44,9 +48,20 @@ class CustomAllReduce {
   // contiguous, 16-byte aligned, nbytes a multiple of kCustomAllReduceAlign and at most
   // policy().custom_max_bytes.
   void all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream_t stream);
+  // Whether all_reduce_add_rms_norm takes these tensors: fuse_all_reduce_add_rms_norm's sizes,
+  // x, w and out of one dtype (bf16 or f32), residual f32, every one 16-byte aligned,
+  // x / residual / out [rows, hidden] and w [hidden].
+  bool fits_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, const Tensor& out) const;
+  // On `stream`, in one kernel: x = the one-shot sum of every rank's x; residual += x;
+  // out = rms_norm(residual) * w (Communicator::all_reduce_add_rms_norm; x is left as it was
+  // unless out aliases it). Throws gs::Error unless fits_add_rms_norm.
+  void all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
+                               cudaStream_t stream);
 
  private:
   CustomAllReduce(int rank, int world, AllReducePolicy policy);
+  // Every rank's mapped buffer, as the kernels take it.
+  custom_ar::PeerTable peer_table() const;
 
   int rank_, world_;
   AllReducePolicy policy_;

@@ -1,11 +1,14 @@
 // The custom all-reduce's kernels (distributed/cuda/custom_all_reduce_kernels.h): the cross-GPU
-// barrier and the one-shot / two-shot sums over the ranks' mapped buffers.
+// barrier, the one-shot / two-shot sums over the ranks' mapped buffers, and the one-shot sum
+// fused with the residual add + RMSNorm after it.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <type_traits>
 
 #include "distributed/cuda/custom_all_reduce_kernels.h"
+#include "ops/cuda/device_util.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::custom_ar {
 
@@ -164,6 +167,91 @@ cudaError_t launch_world(int world, AllReduceAlgo algo, const PeerTable& t, int 
   return cudaGetLastError();
 }
 
+// The fused one-shot all-reduce + residual add + RMSNorm (launch_all_reduce_add_rms_norm). T is
+// the element type of x, w and out as the CUDA backend's kernels name it (uint16_t: bf16, or
+// float). A block copies its rows into this rank's buffer, meets the same block of every peer,
+// then per row: thread t holds chunks t, t + blockDim.x, ... (8 elements each) of the summed row
+// in registers, as the backend's vectorised add_rms_norm kernel does, so the sums and the block
+// reduction happen in the same order.
+constexpr int kNormChunks = 4;  // 8-element chunks per thread (hidden <= 8 * 4 * 1024)
+
+template <typename T, int World>
+__global__ void __launch_bounds__(1024)
+    one_shot_add_rms_norm_kernel(PeerTable t, int rank, const T* x, float* residual, const T* w, float eps, T* out,
+                                 int rows, int hidden) {
+  using namespace gs::cuda;
+  pdl_wait();
+  const uint32_t call = next_call(t, rank);
+  const int chunks = hidden / 8;
+  T* mine = reinterpret_cast<T*>(data_of(t, rank, call));
+  for (int row = blockIdx.x; row < rows; row += gridDim.x)
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+      const int64_t at = int64_t(row) * hidden + c * 8;
+      float v[8];
+      load8(x + at, v);
+      store8(mine + at, v);
+    }
+  barrier<World>(t, rank, kStart, call);
+  pdl_trigger();
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = int64_t(row) * hidden;
+    float v[kNormChunks][8];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kNormChunks; ++j) {
+      const int e = (threadIdx.x + j * blockDim.x) * 8;
+      if (e >= hidden) break;
+      float sum[8], part[8], r[8];
+      load8(reinterpret_cast<const T*>(data_of(t, 0, call)) + base + e, sum);
+#pragma unroll
+      for (int p = 1; p < World; ++p) {
+        load8(reinterpret_cast<const T*>(data_of(t, p, call)) + base + e, part);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum[i] += part[i];
+      }
+      load8(residual + base + e, r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] = v[j][i] = r[i] + to_f(from_f<T>(sum[i]));
+      store8(residual + base + e, r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
+    }
+    const float inv = rsqrtf(block_sum(ss) / float(hidden) + eps);
+#pragma unroll
+    for (int j = 0; j < kNormChunks; ++j) {
+      const int e = (threadIdx.x + j * blockDim.x) * 8;
+      if (e >= hidden) break;
+      float wf[8];
+      load8(w + e, wf);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
+      store8(out + base + e, v[j]);
+    }
+  }
+  finish_call(t, rank, call);
+}
+
+template <typename T, int World>
+cudaError_t launch_fused(const PeerTable& t, int rank, const void* x, float* residual, const void* w, float eps,
+                         void* out, int rows, int hidden, cudaStream_t s) {
+  const int chunks = hidden / 8;
+  const int threads = std::min(1024, (chunks + 31) / 32 * 32);  // the backend's add_rms_norm layout
+  return gs::cuda::launch_pdl(one_shot_add_rms_norm_kernel<T, World>, dim3(kMaxBlocks), dim3(threads), 0, s, t, rank,
+                              static_cast<const T*>(x), residual, static_cast<const T*>(w), eps, static_cast<T*>(out),
+                              rows, hidden);
+}
+
+template <typename T>
+cudaError_t launch_fused_world(int world, const PeerTable& t, int rank, const void* x, float* residual, const void* w,
+                               float eps, void* out, int rows, int hidden, cudaStream_t s) {
+  switch (world) {
+    case 2: return launch_fused<T, 2>(t, rank, x, residual, w, eps, out, rows, hidden, s);
+    case 4: return launch_fused<T, 4>(t, rank, x, residual, w, eps, out, rows, hidden, s);
+    case 8: return launch_fused<T, 8>(t, rank, x, residual, w, eps, out, rows, hidden, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_all_reduce(AllReduceAlgo algo, bool bf16, int world, const PeerTable& table, int rank,
@@ -173,6 +261,17 @@ cudaError_t launch_all_reduce(AllReduceAlgo algo, bool bf16, int world, const Pe
   auto* o = static_cast<uint4*>(out);
   return bf16 ? launch_world<__nv_bfloat16>(world, algo, table, rank, i, o, packs, stream)
               : launch_world<float>(world, algo, table, rank, i, o, packs, stream);
+}
+
+cudaError_t launch_all_reduce_add_rms_norm(bool bf16, int world, const PeerTable& table, int rank, const void* x,
+                                           float* residual, const void* w, float eps, void* out, int rows, int hidden,
+                                           cudaStream_t stream) {
+  const size_t bytes = size_t(rows) * size_t(hidden) * (bf16 ? 2 : 4);
+  if (rows <= 0 || hidden <= 0 || hidden % 8 != 0 || hidden > kFusedNormMaxHidden ||
+      bytes > table.half_packs * kCustomAllReduceAlign)
+    return cudaErrorInvalidValue;
+  return bf16 ? launch_fused_world<uint16_t>(world, table, rank, x, residual, w, eps, out, rows, hidden, stream)
+              : launch_fused_world<float>(world, table, rank, x, residual, w, eps, out, rows, hidden, stream);
 }
 
 }  // namespace gs::custom_ar

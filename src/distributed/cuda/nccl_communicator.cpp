@@ -89,6 +89,15 @@ class NcclCommunicator final : public Communicator {
     }
     GS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_));
   }
+  // One fused kernel where the custom one-shot all-reduce serves x (decode sizes), else the
+  // all-reduce and the backend's add_rms_norm.
+  void all_reduce_add_rms_norm(Backend& backend, const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                               const Tensor& out) override {
+    if (custom_ && custom_->fits_add_rms_norm(residual, x, w, out))
+      custom_->all_reduce_add_rms_norm(residual, x, w, eps, out, stream_);
+    else
+      Communicator::all_reduce_add_rms_norm(backend, residual, x, w, eps, out);
+  }
   void all_gather(const Tensor& in, const Tensor& out) override {
     GS_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * world_, "all_gather: out {} must hold {} x in {}",
              out.str(), world_, in.str());
