@@ -1,6 +1,7 @@
 // graphserve bench all-reduce: all-reduce latency per message size on this host's GPUs, NCCL vs
 // the custom one-shot / two-shot all-reduce, each inside a CUDA graph; one process per GPU
-// (as the tensor-parallel workers run), rank 0 prints the table and writes the JSON.
+// (as the tensor-parallel workers run), rank 0 prints the table and writes the JSON; then the
+// fused all-reduce + residual add + RMSNorm against the two ops, per number of rows.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,11 +33,36 @@ struct AllReduceArgs {
   bool disable_custom_all_reduce = false;
   double nvlink_peak_gbs = 450;  // H100 / H200 NVLink 4: 18 links x 25 GB/s per direction
   int calls = 20, replays = 20;
+  int norm_hidden = 4096;  // llama3.1-8b's hidden size
+  std::vector<int> norm_rows{1, 8, 32, 128, 512};
   std::string output_json = "bench_all_reduce.json";
 };
 
 #ifdef GS_HAVE_CUDA
-void report(const AllReduceArgs& a, const std::vector<AllReduceTiming>& rows, const AllReducePolicy& policy) {
+// The fused all-reduce + residual add + RMSNorm against the two ops it replaces; the JSON rows.
+nlohmann::json report_norm(const AllReduceArgs& a, const std::vector<AllReduceNormTiming>& rows) {
+  fmt::print(
+      "\nall-reduce + residual add + RMSNorm, bf16 x [rows, {}], f32 residual, in a CUDA graph: one fused kernel "
+      "vs the one-shot all-reduce then add_rms_norm\n",
+      a.norm_hidden);
+  fmt::print("{:>6} {:>10} {:>11} {:>10} {:>7} {:>9}\n", "rows", "fused us", "unfused us", "saved us", "fused?",
+             "max diff");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    fmt::print("{:>6} {:>10.2f} {:>11.2f} {:>10.2f} {:>7} {:>9.2g}\n", r.rows, r.fused_us, r.unfused_us,
+               r.unfused_us - r.fused_us, r.fused_available ? "yes" : "no", r.max_abs_diff);
+    out.push_back({{"rows", r.rows},
+                   {"hidden", a.norm_hidden},
+                   {"fused", r.fused_available},
+                   {"fused_us", r.fused_us},
+                   {"unfused_us", r.unfused_us},
+                   {"max_abs_diff", r.max_abs_diff}});
+  }
+  return out;
+}
+
+void report(const AllReduceArgs& a, const std::vector<AllReduceTiming>& rows, const AllReducePolicy& policy,
+            const std::vector<AllReduceNormTiming>& norm_rows) {
   std::map<size_t, std::map<AllReduceAlgo, AllReduceTiming>> by_size;
   for (const auto& r : rows) by_size[r.bytes][r.algo] = r;
   auto cell = [](const std::map<AllReduceAlgo, AllReduceTiming>& m, AllReduceAlgo algo) {
@@ -64,11 +90,13 @@ void report(const AllReduceArgs& a, const std::vector<AllReduceTiming>& rows, co
                      {"max_abs_err", t.max_abs_err},
                      {"picked", algo == picked}});
   }
+  const nlohmann::json norm = report_norm(a, norm_rows);
   if (!a.output_json.empty())
     write_output_json(a.output_json, {{"world", a.tensor_parallel_size},
                                       {"nvlink_peak_gbs", a.nvlink_peak_gbs},
                                       {"policy", describe_all_reduce_policy(policy, "")},
-                                      {"results", out}});
+                                      {"results", out},
+                                      {"all_reduce_add_rms_norm", norm}});
 }
 
 // One rank: joins the group (rank 0 makes it and writes it to every other rank's pipe), runs the
@@ -90,7 +118,10 @@ void run_rank(const AllReduceArgs& a, int rank, const std::vector<std::array<int
   auto backend = make_cuda_backend(rank, DType::BF16);
   auto comm = make_nccl_communicator(group, rank, a.tensor_parallel_size, *backend, a.disable_custom_all_reduce);
   const auto rows = bench_all_reduce(*comm, *backend, sizes, a.calls, a.replays);
-  if (rank == 0) report(a, rows, all_reduce_policy(*comm));
+  std::vector<AllReduceNormTiming> norm_rows;
+  if (a.norm_hidden > 0)
+    norm_rows = bench_all_reduce_add_rms_norm(*comm, *backend, a.norm_rows, a.norm_hidden, a.calls, a.replays);
+  if (rank == 0) report(a, rows, all_reduce_policy(*comm), norm_rows);
   comm->barrier();
 }
 
@@ -148,6 +179,11 @@ void add_bench_all_reduce(CLI::App& bench) {
   cmd->add_flag("--disable-custom-all-reduce", args->disable_custom_all_reduce, "time NCCL only");
   cmd->add_option("--nvlink-peak-gbs", args->nvlink_peak_gbs, "NVLink bandwidth per direction, GB/s")
       ->capture_default_str();
+  cmd->add_option("--norm-hidden", args->norm_hidden,
+                  "Row width of the fused all-reduce + residual add + RMSNorm table (0 to skip it)")
+      ->capture_default_str();
+  cmd->add_option("--norm-rows", args->norm_rows, "Rows (tokens) of the fused all-reduce + RMSNorm table")
+      ->delimiter(',');
   cmd->add_option("--num-calls", args->calls, "All-reduces per captured graph")->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters", args->replays, "Timed graph replays")->check(CLI::PositiveNumber);
   cmd->add_option("--output-json", args->output_json, "JSON results file ('' to skip)");

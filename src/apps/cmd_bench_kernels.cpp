@@ -2,7 +2,13 @@
 // device's own records (CUPTI), for each batch size, with the step's busy time and idle gaps.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -14,6 +20,7 @@
 #include "engine/executor.h"
 #include "runner/kernel_breakdown.h"
 #include "runner/latency_bench.h"
+#include "worker/worker.h"
 
 namespace gs {
 
@@ -27,29 +34,6 @@ struct KernelsArgs {
   int top = 20;
   std::string output_json;
 };
-
-void print(const KernelBreakdown& b, int batch_size, int top) {
-  fmt::print("\nbatch {}: {} steps; per step: wall {:.3f} ms, kernels {:.3f} ms, GPU busy {:.3f} ms, idle {:.3f} ms\n",
-             batch_size, b.steps, b.wall_ms_per_step, b.kernel_ms_per_step, b.busy_ms_per_step,
-             std::max(0.0, b.wall_ms_per_step - b.busy_ms_per_step));
-  fmt::print("{:>10} {:>7} {:>10} {:>7}  {}\n", "own us", "share", "calls", "us/call", "kernel");
-  const size_t shown = std::min<size_t>(b.rows.size(), size_t(std::max(0, top)));
-  for (size_t i = 0; i < shown; ++i) {
-    const auto& r = b.rows[i];
-    fmt::print("{:>10.1f} {:>6.1f}% {:>10.1f} {:>7.2f}  {}\n", r.us_per_step, 100 * r.share, r.calls_per_step,
-               r.us_per_call, r.kernel);
-  }
-  if (shown < b.rows.size()) {
-    double us = 0, share = 0, calls = 0;
-    for (size_t i = shown; i < b.rows.size(); ++i) {
-      us += b.rows[i].us_per_step;
-      share += b.rows[i].share;
-      calls += b.rows[i].calls_per_step;
-    }
-    fmt::print("{:>10.1f} {:>6.1f}% {:>10.1f} {:>7}  ({} other kernels)\n", us, 100 * share, calls, "",
-               b.rows.size() - shown);
-  }
-}
 
 nlohmann::json to_json(const KernelBreakdown& b, int batch_size) {
   nlohmann::json rows = nlohmann::json::array();
@@ -67,21 +51,46 @@ nlohmann::json to_json(const KernelBreakdown& b, int batch_size) {
           {"kernels", rows}};
 }
 
+// Tensor parallelism: rank 0's worker records its decode steps' kernels and writes the tables
+// when the executor shuts it down (worker/worker.h kWorkerKernelProfileEnv); printed here. No JSON.
+void run_tensor_parallel(KernelsArgs& a) {
+  GS_CHECK(a.output_json.empty(), "bench kernels: --output-json is not written with --tensor-parallel-size > 1");
+  const std::string path =
+      fmt::format("{}/graphserve-kernels-{}.txt", std::filesystem::temp_directory_path().string(), getpid());
+  setenv(kWorkerKernelProfileEnv, path.c_str(), 1);
+  setenv(kWorkerKernelProfileTopEnv, std::to_string(a.top).c_str(), 1);
+  {
+    auto exec = make_executor(a.cfg);
+    fmt::print("device {}, model {}, cudagraph mode {}, input {}, sampling: {}; kernels of rank 0 of {}\n",
+               exec->device_name(), a.cfg.model.empty() ? a.cfg.preset : a.cfg.model,
+               mode_name(exec->stats().resolved_mode), a.bench.input_len, describe_sampling(a.bench.sampling),
+               a.cfg.tensor_parallel_size);
+    for (int bs : a.batch_sizes) {
+      LatencyBenchOptions o = a.bench;
+      o.batch_size = bs;
+      run_latency_bench(bench_model(*exec), o);
+    }
+  }  // the workers write the profile as they shut down
+  unsetenv(kWorkerKernelProfileEnv);
+  std::ifstream f(path);
+  GS_CHECK(f, "bench kernels: rank 0 wrote no kernel profile to {} (its log says why)", path);
+  fmt::print("{}", std::string(std::istreambuf_iterator<char>(f), {}));
+  std::filesystem::remove(path);
+}
+
 void run(KernelsArgs& a) {
   finish_engine_options(a.cfg);
   GS_CHECK(!a.batch_sizes.empty(), "bench kernels: give at least one batch size");
   GS_CHECK(a.bench.output_len >= 2, "bench kernels: --output-len must be >= 2 (one decode step), got {}",
            a.bench.output_len);
-  GS_CHECK(a.cfg.tensor_parallel_size == 1,
-           "bench kernels profiles one process; run it with --tensor-parallel-size 1 (got {})",
-           a.cfg.tensor_parallel_size);
-  std::string why_not;
-  auto profiler = make_kernel_profiler(&why_not);
-  GS_CHECK(profiler, "bench kernels: no kernel profiler: {}", why_not);
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
+  if (a.cfg.tensor_parallel_size > 1) return run_tensor_parallel(a);
+  std::string why_not;
+  auto profiler = make_kernel_profiler(&why_not);
+  GS_CHECK(profiler, "bench kernels: no kernel profiler: {}", why_not);
   auto exec = make_runner_executor(a.cfg);
   GS_CHECK(exec->device_name().rfind("cuda", 0) == 0,
            "bench kernels profiles GPU kernels, but the model runs on {}; run it on a machine with a CUDA GPU",
@@ -102,7 +111,7 @@ void run(KernelsArgs& a) {
     const LatencyResult r = run_latency_bench(bench_model(*exec), o);
     const double wall = std::accumulate(r.decode_ms.begin(), r.decode_ms.end(), 0.0);
     const KernelBreakdown b = summarize_kernels(records, int(r.decode_ms.size()), wall);
-    print(b, bs, a.top);
+    fmt::print("{}", format_kernel_breakdown(b, bs, a.top));
     results.push_back(to_json(b, bs));
   }
   if (!a.output_json.empty())

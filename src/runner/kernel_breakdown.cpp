@@ -2,6 +2,7 @@
 #include "runner/kernel_breakdown.h"
 
 #include <cxxabi.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -85,6 +86,31 @@ KernelBreakdown summarize_kernels(const std::vector<KernelRecord>& records, int 
   }
   std::sort(b.rows.begin(), b.rows.end(), [](const auto& x, const auto& y) { return x.us_per_step > y.us_per_step; });
   return b;
+}
+
+std::string format_kernel_breakdown(const KernelBreakdown& b, int batch_size, int top) {
+  std::string s = fmt::format(
+      "\nbatch {}: {} steps; per step: wall {:.3f} ms, kernels {:.3f} ms, GPU busy {:.3f} ms, idle {:.3f} ms\n",
+      batch_size, b.steps, b.wall_ms_per_step, b.kernel_ms_per_step, b.busy_ms_per_step,
+      std::max(0.0, b.wall_ms_per_step - b.busy_ms_per_step));
+  s += fmt::format("{:>10} {:>7} {:>10} {:>7}  {}\n", "own us", "share", "calls", "us/call", "kernel");
+  const size_t shown = std::min<size_t>(b.rows.size(), size_t(std::max(0, top)));
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& r = b.rows[i];
+    s += fmt::format("{:>10.1f} {:>6.1f}% {:>10.1f} {:>7.2f}  {}\n", r.us_per_step, 100 * r.share, r.calls_per_step,
+                     r.us_per_call, r.kernel);
+  }
+  if (shown < b.rows.size()) {
+    double us = 0, share = 0, calls = 0;
+    for (size_t i = shown; i < b.rows.size(); ++i) {
+      us += b.rows[i].us_per_step;
+      share += b.rows[i].share;
+      calls += b.rows[i].calls_per_step;
+    }
+    s += fmt::format("{:>10.1f} {:>6.1f}% {:>10.1f} {:>7}  ({} other kernels)\n", us, 100 * share, calls, "",
+                     b.rows.size() - shown);
+  }
+  return s;
 }
 
 std::unique_ptr<KernelProfiler> make_kernel_profiler(std::string* why_not) {

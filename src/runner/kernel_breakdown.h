@@ -32,6 +32,10 @@ struct KernelBreakdown {
 // `wall_ms` is the host-measured time of all `steps` steps together.
 KernelBreakdown summarize_kernels(const std::vector<KernelRecord>& records, int steps, double wall_ms);
 
+// The breakdown as `graphserve bench kernels` prints it: a header line for `batch_size`, then the
+// `top` kernels by own time and one line summing the rest.
+std::string format_kernel_breakdown(const KernelBreakdown& b, int batch_size, int top);
+
 // A readable kernel name: demangled, without return type, parameters, namespaces gs:: and
 // anonymous, at most 90 characters ("gemv_kernel<128, 4>"); non-C++ names (cuBLASLt's) as given.
 std::string short_kernel_name(const std::string& device_name);

@@ -1,4 +1,5 @@
-// The worker loop and the spawning of local worker processes.
+// The worker loop (with rank 0's optional per-kernel profile of decode steps) and the spawning of
+// local worker processes.
 #include "worker/worker.h"
 
 #include <poll.h>
@@ -11,12 +12,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "core/error.h"
 #include "core/logging.h"
 #include "runner/device_setup.h"
+#include "runner/kernel_breakdown.h"
 #include "runner/model_runner.h"
 #include "worker/connection.h"
 #include "worker/wire.h"
@@ -29,11 +33,65 @@ namespace {
 
 constexpr double kIdleTimeoutS = 365.0 * 24 * 3600;  // a worker waits for the driver's next step indefinitely
 
-StepReply execute(ModelRunner& runner, const SchedulerOutput& batch, bool rank0) {
+// Rank 0's per-kernel record of its decode steps, by batch size, when the driver asks for it
+// (kWorkerKernelProfileEnv: `graphserve bench kernels --tensor-parallel-size N`); written as
+// format_kernel_breakdown's tables when the driver shuts the worker down.
+class DecodeKernelProfile {
+ public:
+  static std::unique_ptr<DecodeKernelProfile> from_env(int rank) {
+    const char* path = std::getenv(kWorkerKernelProfileEnv);
+    if (rank != 0 || !path || !*path) return nullptr;
+    std::string why_not;
+    auto profiler = make_kernel_profiler(&why_not);
+    if (!profiler) {
+      spdlog::warn("worker rank 0: no kernel profile ({})", why_not);
+      return nullptr;
+    }
+    const char* top = std::getenv(kWorkerKernelProfileTopEnv);
+    return std::unique_ptr<DecodeKernelProfile>(
+        new DecodeKernelProfile(path, top ? std::atoi(top) : 20, std::move(profiler)));
+  }
+  // Starts recording when `batch` is a decode step (one token per request); returns whether it did.
+  bool begin(const SchedulerOutput& batch) {
+    if (batch.requests.empty() || batch.total_tokens() != int(batch.requests.size())) return false;
+    profiler_->start();
+    return true;
+  }
+  void end(const SchedulerOutput& batch, double seconds) {
+    Steps& s = by_batch_[int(batch.requests.size())];
+    std::vector<KernelRecord> r = profiler_->stop();
+    s.records.insert(s.records.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
+    s.steps += 1;
+    s.wall_ms += seconds * 1e3;
+  }
+  ~DecodeKernelProfile() {
+    std::ofstream f(path_);
+    for (const auto& [bs, s] : by_batch_)
+      f << format_kernel_breakdown(summarize_kernels(s.records, s.steps, s.wall_ms), bs, top_);
+    if (!f) spdlog::error("worker rank 0: could not write the kernel profile to {}", path_);
+  }
+
+ private:
+  struct Steps {
+    std::vector<KernelRecord> records;
+    int steps = 0;
+    double wall_ms = 0;
+  };
+  DecodeKernelProfile(std::string path, int top, std::unique_ptr<KernelProfiler> p)
+      : path_(std::move(path)), top_(top), profiler_(std::move(p)) {}
+  std::string path_;
+  int top_;
+  std::unique_ptr<KernelProfiler> profiler_;
+  std::map<int, Steps> by_batch_;
+};
+
+StepReply execute(ModelRunner& runner, const SchedulerOutput& batch, bool rank0, DecodeKernelProfile* profile) {
+  const bool profiled = profile && profile->begin(batch);
   const auto t0 = std::chrono::steady_clock::now();
   StepReply rep;
   RunnerOutput out = runner.execute(batch);
   rep.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (profiled) profile->end(batch, rep.step_seconds);
   if (rank0) rep.output = std::move(out);
   rep.stats = runner.stats();
   return rep;
@@ -86,12 +144,14 @@ int run_worker(const WorkerArgs& a) {
   conn.send(MsgType::Ready, encode_limits({runner->num_kv_blocks(), runner->block_size(), runner->max_model_len(),
                                            runner->device_name(), runner->stats()}));
   BatchDecoder decoder;
+  const auto profile = DecodeKernelProfile::from_env(a.rank);
   for (;;) {
     Message m = conn.recv(kIdleTimeoutS, "the driver");
     if (m.type == MsgType::Shutdown) return 0;
     GS_CHECK(m.type == MsgType::Step, "worker rank {}: unexpected message {}", a.rank, int(m.type));
     try {
-      conn.send(MsgType::StepReply, encode_step_reply(execute(*runner, decoder.decode(m.payload), a.rank == 0)));
+      conn.send(MsgType::StepReply,
+                encode_step_reply(execute(*runner, decoder.decode(m.payload), a.rank == 0, profile.get())));
     } catch (const Error& e) {
       conn.send(MsgType::ErrorReply, e.what());  // e.g. a request the runner refuses: the engine isolates it
     }

@@ -24,6 +24,12 @@ int run_worker(const WorkerArgs& args);
 // killed when this process dies. Returns their pids.
 std::vector<int> spawn_workers(const std::string& exe, const std::string& master_addr, int master_port,
                                const std::vector<int>& ranks);
+// Set in a worker's environment, rank 0 records the kernels of every decode step (CUPTI) and,
+// when shut down, writes per batch size the tables of `graphserve bench kernels` to this file,
+// listing the top $GRAPHSERVE_KERNEL_PROFILE_TOP (default 20) kernels.
+inline constexpr const char* kWorkerKernelProfileEnv = "GRAPHSERVE_KERNEL_PROFILE";
+inline constexpr const char* kWorkerKernelProfileTopEnv = "GRAPHSERVE_KERNEL_PROFILE_TOP";
+
 // SIGKILLs and reaps the processes (those still alive).
 void kill_workers(const std::vector<int>& pids);
 // "rank process 1234 exited with status 1" for a pid that has exited, else "".

@@ -1,7 +1,8 @@
 // The all-reduce benchmark's per-rank part: latency per message size of NCCL and of the custom
 // one-shot / two-shot all-reduce, each timed inside a captured CUDA graph (as the model's graphs
 // run them), with every custom result checked against the exact sum. `graphserve bench
-// all-reduce` starts one process per GPU and prints rank 0's table.
+// all-reduce` starts one process per GPU and prints rank 0's tables (with the fused all-reduce +
+// residual add + RMSNorm against the two ops it replaces).
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -23,5 +24,19 @@ struct AllReduceTiming {
 // of 16), `calls` all-reduces per graph, `replays` timed replays. comm from make_nccl_communicator.
 std::vector<AllReduceTiming> bench_all_reduce(Communicator& comm, Backend& backend, const std::vector<size_t>& sizes,
                                               int calls = 20, int replays = 20);
+
+// The all-reduce of o_proj / down fused with the residual add + RMSNorm after it, vs the two ops
+// (the one-shot all-reduce, then the backend's add_rms_norm), for bf16 x [rows, hidden] and an
+// f32 residual.
+struct AllReduceNormTiming {
+  int rows = 0;
+  bool fused_available = false;  // the custom path takes this size (else fused_us is the two ops too)
+  double fused_us = 0, unfused_us = 0;
+  double max_abs_diff = 0;  // fused vs the two ops, over the residual and out (0: bit for bit)
+};
+// Collective, like bench_all_reduce: one row per entry of `rows`.
+std::vector<AllReduceNormTiming> bench_all_reduce_add_rms_norm(Communicator& comm, Backend& backend,
+                                                               const std::vector<int>& rows, int hidden, int calls = 20,
+                                                               int replays = 20);
 
 }  // namespace gs

@@ -90,10 +90,10 @@ class NcclCommunicator final : public Communicator {
     GS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_));
   }
   // One fused kernel where the custom one-shot all-reduce serves x (decode sizes), else the
-  // all-reduce and the backend's add_rms_norm.
+  // all-reduce and the backend's add_rms_norm (always with GS_FUSED_ALLREDUCE_NORM=0: A/B timing).
   void all_reduce_add_rms_norm(Backend& backend, const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                                const Tensor& out) override {
-    if (custom_ && custom_->fits_add_rms_norm(residual, x, w, out))
+    if (custom_ && fuse_norm_ && custom_->fits_add_rms_norm(residual, x, w, out))
       custom_->all_reduce_add_rms_norm(residual, x, w, eps, out, stream_);
     else
       Communicator::all_reduce_add_rms_norm(backend, residual, x, w, eps, out);
@@ -156,6 +156,10 @@ class NcclCommunicator final : public Communicator {
   void* flag_ = nullptr;
   std::unique_ptr<CustomAllReduce> custom_;
   AllReducePolicy no_custom_;
+  const bool fuse_norm_ = [] {
+    const char* e = std::getenv("GS_FUSED_ALLREDUCE_NORM");
+    return !(e && std::string(e) == "0");
+  }();
 };
 
 }  // namespace
