@@ -9,8 +9,10 @@
 #  greedy     dummy llama3.1-8b greedy, 128 tokens, TP=1 vs TP=N: first divergence and the rel-L2 of
 #             the sampled tokens' top-5 logprobs (graphserve generate --output-json, tp_compare.py);
 #  graphs     decode ms/step at bs 1, 32, 128 for TP=1 and TP=N in FULL_AND_PIECEWISE and NONE
-#             (graphserve bench graphs), and TP=N with GS_FUSED_ALLREDUCE_NORM=0 (the unfused A/B);
-#  kernels    `graphserve bench kernels --tensor-parallel-size N` at bs 1 (rank 0's kernels);
+#             (graphserve bench graphs), and TP=N with GS_FUSED_ALLREDUCE_NORM=0 (the unfused A/B,
+#             FULL_AND_PIECEWISE);
+#  kernels    `graphserve bench kernels --tensor-parallel-size N` at bs $KERNEL_BS (1,32): rank 0's
+#             kernels per step (KERNEL_TPS="1 2": TP=1 too);
 #  hosts      the multi-host path: two single-GPU "hosts" (CUDA_VISIBLE_DEVICES 0 and 1, a
 #             `graphserve worker --node-rank 1` process, --master-addr 127.0.0.1) vs TP=2 on one
 #             host (llama3.2-1b);
@@ -41,6 +43,30 @@ if want allreduce; then
 fi
 common="--load-format dummy --max-num-seqs 128 --max-model-len 512 -cc.cudagraph_capture_sizes=[1,2,4,8,16,32,64,128]"
 
+if want graphs; then
+  echo "== decode ms/step, $preset (TP=Nu: GS_FUSED_ALLREDUCE_NORM=0, the all-reduce and add_rms_norm unfused)"
+  for tp in 1 $tps ${tps// /u }u; do
+    n=${tp%u}; fused=1; modes=NONE,FULL_AND_PIECEWISE
+    [[ $tp == *u ]] && fused=0 modes=FULL_AND_PIECEWISE
+    # shellcheck disable=SC2086
+    GS_FUSED_ALLREDUCE_NORM=$fused timeout 170 "$gs" bench graphs --preset "$preset" $common --tensor-parallel-size "$n" \
+      --modes $modes --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 \
+      --output-json "$out/graphs_tp$tp.json" --output-png '' >"$out/graphs_tp$tp.txt" 2>"$out/graphs_tp$tp.log" ||
+      { echo "bench tp $tp failed"; tail -n 5 "$out/graphs_tp$tp.log"; }
+    echo "-- TP=$tp"; grep -E "^(mode|NONE|FULL)" "$out/graphs_tp$tp.txt"
+  done
+fi
+if want kernels; then
+  for tp in ${KERNEL_TPS:-$tps}; do
+    echo "== bench kernels, TP=$tp rank 0, bs ${KERNEL_BS:-1,32}, $preset"
+    # shellcheck disable=SC2086
+    timeout 120 "$gs" bench kernels --preset "$preset" $common --tensor-parallel-size "$tp" --batch-sizes "${KERNEL_BS:-1,32}" \
+      --input-len 32 --output-len 17 --top 16 >"$out/kernels_tp$tp.txt" 2>"$out/kernels_tp$tp.log" ||
+      { echo "bench kernels failed"; tail -n 5 "$out/kernels_tp$tp.log"; }
+    cat "$out/kernels_tp$tp.txt"
+  done
+fi
+
 want greedy && echo "== greedy 128 tokens, $preset, TP=1 vs TP=N"
 for tp in 1 $tps; do
   want greedy || break
@@ -51,29 +77,6 @@ for tp in 1 $tps; do
   grep -E "all-reduce:|decode:" "$out/gen_tp$tp.log" | sed 's/^\[[^]]*\] //' | head -n 6
 done
 want greedy && for tp in $tps; do python3 "$(dirname "$0")/tp_compare.py" "$out/gen_tp1.json" "$out/gen_tp$tp.json" "TP=$tp"; done
-
-if want graphs; then
-  echo "== decode ms/step, $preset (TP=Nu: GS_FUSED_ALLREDUCE_NORM=0, the all-reduce and add_rms_norm unfused)"
-  for tp in 1 $tps ${tps// /u }u; do
-    n=${tp%u}; fused=1; [[ $tp == *u ]] && fused=0
-    # shellcheck disable=SC2086
-    GS_FUSED_ALLREDUCE_NORM=$fused timeout 170 "$gs" bench graphs --preset "$preset" $common --tensor-parallel-size "$n" \
-      --modes NONE,FULL_AND_PIECEWISE --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 \
-      --output-json "$out/graphs_tp$tp.json" --output-png '' >"$out/graphs_tp$tp.txt" 2>"$out/graphs_tp$tp.log" ||
-      { echo "bench tp $tp failed"; tail -n 5 "$out/graphs_tp$tp.log"; }
-    echo "-- TP=$tp"; grep -E "^(mode|NONE|FULL)" "$out/graphs_tp$tp.txt"
-  done
-fi
-if want kernels; then
-  for tp in $tps; do
-    echo "== bench kernels, TP=$tp rank 0, bs 1, $preset"
-    # shellcheck disable=SC2086
-    timeout 120 "$gs" bench kernels --preset "$preset" $common --tensor-parallel-size "$tp" --batch-sizes 1 \
-      --input-len 32 --output-len 17 --top 16 >"$out/kernels_tp$tp.txt" 2>"$out/kernels_tp$tp.log" ||
-      { echo "bench kernels failed"; tail -n 5 "$out/kernels_tp$tp.log"; }
-    cat "$out/kernels_tp$tp.txt"
-  done
-fi
 
 want hosts && echo "== two single-GPU hosts vs one host, TP=2, llama3.2-1b"
 if want hosts; then
