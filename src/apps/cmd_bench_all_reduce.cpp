@@ -34,7 +34,7 @@ struct AllReduceArgs {
   double nvlink_peak_gbs = 450;  // H100 / H200 NVLink 4: 18 links x 25 GB/s per direction
   int calls = 20, replays = 20;
   int norm_hidden = 4096;  // llama3.1-8b's hidden size
-  std::vector<int> norm_rows{1, 8, 32, 128, 512};
+  std::vector<int> norm_rows{1, 8, 16, 32, 128};
   std::string output_json = "bench_all_reduce.json";
 };
 

@@ -60,7 +60,8 @@ AllReduceAlgo choose_all_reduce(const AllReducePolicy& p, size_t bytes) {
 
 bool fuse_all_reduce_add_rms_norm(const AllReducePolicy& p, int64_t rows, int64_t hidden, size_t elem_bytes) {
   if (rows <= 0 || hidden <= 0 || hidden % 8 != 0 || hidden > kFusedNormMaxHidden) return false;
-  return choose_all_reduce(p, size_t(rows * hidden) * elem_bytes) == AllReduceAlgo::OneShot;
+  const size_t bytes = size_t(rows * hidden) * elem_bytes;
+  return bytes <= kFusedNormMaxBytes && choose_all_reduce(p, bytes) == AllReduceAlgo::OneShot;
 }
 
 std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::string& why_not) {
@@ -69,9 +70,9 @@ std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::stri
   if (p.one_shot_max_bytes < p.custom_max_bytes)
     custom += fmt::format(", custom two-shot up to {}", human_bytes(p.custom_max_bytes));
   return fmt::format(
-      "{}, NCCL above (and for sizes not a multiple of {} bytes); one-shot sizes fuse the residual add "
+      "{}, NCCL above (and for sizes not a multiple of {} bytes); one-shot sizes up to {} fuse the residual add "
       "+ RMSNorm after o_proj and down",
-      custom, kCustomAllReduceAlign);
+      custom, kCustomAllReduceAlign, human_bytes(kFusedNormMaxBytes));
 }
 
 }  // namespace gs

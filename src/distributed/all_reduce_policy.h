@@ -53,10 +53,16 @@ AllReduceAlgo choose_all_reduce(const AllReducePolicy& p, size_t bytes);
 // The fused all-reduce + residual add + RMSNorm kernel keeps each thread's 8-element chunks of a
 // row in registers: a row has at most this many elements.
 inline constexpr int64_t kFusedNormMaxHidden = 8 * 4 * 1024;
+// It serves messages up to this size (decode batches: 32 rows of 4096 bf16). One block reduces
+// each row, so larger messages run fewer rows in parallel than the plain one-shot kernel: on the
+// H200 pair the fused kernel saved 1.4-2.0 us a call at 1-32 rows and lost 1 us at 128 rows and
+// 7.7 us at 512 (tools/gpu/results/tp_h200x2.txt). Each rank's buffer takes every rank's
+// message: 8 x 256 KiB fits custom_max_bytes.
+inline constexpr size_t kFusedNormMaxBytes = 256 * 1024;
 // Whether Communicator::all_reduce_add_rms_norm of `rows` x `hidden` elements of `elem_bytes`
-// bytes runs as the one fused custom kernel: the message takes the one-shot path, and its rows
-// are whole 8-element chunks (hidden % 8 == 0, hidden <= kFusedNormMaxHidden). Else the
-// all-reduce and the norm run one after the other.
+// bytes runs as the one fused custom kernel: the message takes the one-shot path and is at most
+// kFusedNormMaxBytes, and its rows are whole 8-element chunks (hidden % 8 == 0, hidden <=
+// kFusedNormMaxHidden). Else the all-reduce and the norm run one after the other.
 bool fuse_all_reduce_add_rms_norm(const AllReducePolicy& p, int64_t rows, int64_t hidden, size_t elem_bytes);
 // One start-up log line: which all-reduce each size uses.
 std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::string& why_not);

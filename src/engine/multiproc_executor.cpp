@@ -86,7 +86,7 @@ class MultiprocExecutor final : public Executor {
         for (int r : pending) waiting.push_back(&conns_[size_t(r)]);
         const double left =
             cfg_.worker_timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const int i = wait_any(waiting, std::max(0.0, left));
+        const int i = wait_any(waiting, std::max(0.0, left), spin_s_);
         GS_CHECK(i >= 0, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)",
                  peer(pending.front()), cfg_.worker_timeout_s);
         const int r = pending[size_t(i)];
@@ -148,6 +148,7 @@ class MultiprocExecutor final : public Executor {
       spdlog::info("tensor parallel: rank {} of {} on {} ({} KV blocks)", r, world_, l.device, l.num_kv_blocks);
     }
     step_seconds_.assign(size_t(world_), 0.0);
+    spin_s_ = tp_spin_seconds(limits_.device.rfind("cuda", 0) == 0);
   }
 
   // The next worker's connection; a local worker that exits first is an error at once.
@@ -189,6 +190,7 @@ class MultiprocExecutor final : public Executor {
   BatchEncoder enc_;
   RunnerStats stats_;
   std::vector<double> step_seconds_;
+  double spin_s_ = 0;  // busy-polls for the replies this long (tp_spin_seconds)
   std::string broken_;
 };
 

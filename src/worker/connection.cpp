@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -22,8 +23,18 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Waits until fd is readable (or has an error / EOF); false at the deadline.
-bool wait_readable(int fd, double deadline) {
+// Polls `fds` without sleeping until one is ready or spin_until_s passes; poll()'s result.
+int spin_poll(pollfd* fds, size_t n, double spin_until_s) {
+  int r = 0;
+  while ((r = poll(fds, n, 0)) == 0 && now_s() < spin_until_s) {}
+  return r;
+}
+
+// Waits until fd is readable (or has an error / EOF); false at the deadline. Spins first until
+// spin_until_s.
+bool wait_readable(int fd, double deadline, double spin_until_s = 0) {
+  pollfd s{fd, POLLIN, 0};
+  if (spin_poll(&s, 1, spin_until_s) != 0) return true;  // ready, or an error for read() to report
   for (;;) {
     const double left = deadline - now_s();
     if (left <= 0) return false;
@@ -101,10 +112,10 @@ void Connection::send(MsgType type, const std::string& payload) {
   }
 }
 
-bool Connection::read_exact(void* p, size_t n, double deadline, const std::string& peer) {
+bool Connection::read_exact(void* p, size_t n, double deadline, const std::string& peer, double spin_until_s) {
   auto* b = static_cast<uint8_t*>(p);
   for (size_t off = 0; off < n;) {
-    if (!wait_readable(fd_, deadline)) return false;
+    if (!wait_readable(fd_, deadline, spin_until_s)) return false;
     const ssize_t r = ::recv(fd_, b + off, n - off, 0);
     if (r < 0 && errno == EINTR) continue;
     GS_CHECK(r > 0, "{} closed its connection ({}): it exited or crashed; see its log", peer,
@@ -114,10 +125,10 @@ bool Connection::read_exact(void* p, size_t n, double deadline, const std::strin
   return true;
 }
 
-Message Connection::recv(double timeout_s, const std::string& peer) {
-  const double deadline = now_s() + timeout_s;
+Message Connection::recv(double timeout_s, const std::string& peer, double spin_s) {
+  const double now = now_s(), deadline = now + timeout_s;
   uint8_t head[12];
-  bool ok = read_exact(head, 12, deadline, peer);
+  bool ok = read_exact(head, 12, deadline, peer, now + std::min(spin_s, timeout_s));
   Message m{};
   uint64_t n = 0;
   if (ok) {
@@ -133,14 +144,20 @@ Message Connection::recv(double timeout_s, const std::string& peer) {
   return m;
 }
 
-int wait_any(const std::vector<const Connection*>& conns, double timeout_s) {
+int wait_any(const std::vector<const Connection*>& conns, double timeout_s, double spin_s) {
   std::vector<pollfd> fds;
   for (const Connection* c : conns) fds.push_back({c->fd(), POLLIN, 0});
-  const int r = poll(fds.data(), fds.size(), int(timeout_s * 1000));
+  int r = spin_poll(fds.data(), fds.size(), now_s() + std::min(spin_s, timeout_s));
+  if (r == 0) r = poll(fds.data(), fds.size(), int(timeout_s * 1000));
   if (r <= 0) return -1;
   for (size_t i = 0; i < fds.size(); ++i)
     if (fds[i].revents) return int(i);
   return -1;
+}
+
+double tp_spin_seconds(bool gpu_ranks) {
+  const char* e = std::getenv("GRAPHSERVE_TP_SPIN_MS");
+  return gpu_ranks && e && *e ? std::max(0.0, std::atof(e)) / 1000.0 : 0.0;
 }
 
 Listener::Listener(const std::string& host, int port) {

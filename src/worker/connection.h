@@ -38,17 +38,26 @@ class Connection {
   static Connection connect(const std::string& host, int port, double timeout_s);
 
   void send(MsgType type, const std::string& payload);
-  // The next message; throws gs::Error on EOF (peer gone) or after timeout_s seconds.
-  Message recv(double timeout_s, const std::string& peer);
+  // The next message; throws gs::Error on EOF (peer gone) or after timeout_s seconds. For the
+  // first spin_s seconds it polls without sleeping (a woken process starts late: see
+  // tp_spin_seconds).
+  Message recv(double timeout_s, const std::string& peer, double spin_s = 0);
   int fd() const { return fd_; }
 
  private:
-  bool read_exact(void* p, size_t n, double deadline_s, const std::string& peer);
+  bool read_exact(void* p, size_t n, double deadline_s, const std::string& peer, double spin_until_s = 0);
   int fd_ = -1;
 };
 
-// The index of a connection with data (or end of stream) to read, or -1 after timeout_s.
-int wait_any(const std::vector<const Connection*>& conns, double timeout_s);
+// The index of a connection with data (or end of stream) to read, or -1 after timeout_s; polls
+// without sleeping for the first spin_s seconds.
+int wait_any(const std::vector<const Connection*>& conns, double timeout_s, double spin_s = 0);
+
+// How long the driver and the workers of GPU ranks busy-poll for the next step's message or
+// reply before they sleep in poll(): $GRAPHSERVE_TP_SPIN_MS milliseconds (default 0 = sleep at
+// once; per-step latency of the driver <-> worker round trip). CPU ranks never spin (they
+// need the cores).
+double tp_spin_seconds(bool gpu_ranks);
 
 // A listening TCP socket (port 0: an ephemeral port).
 class Listener {

@@ -145,8 +145,9 @@ int run_worker(const WorkerArgs& a) {
                                            runner->device_name(), runner->stats()}));
   BatchDecoder decoder;
   const auto profile = DecodeKernelProfile::from_env(a.rank);
+  const double spin_s = tp_spin_seconds(runner->device_name().rfind("cuda", 0) == 0);
   for (;;) {
-    Message m = conn.recv(kIdleTimeoutS, "the driver");
+    Message m = conn.recv(kIdleTimeoutS, "the driver", spin_s);
     if (m.type == MsgType::Shutdown) return 0;
     GS_CHECK(m.type == MsgType::Step, "worker rank {}: unexpected message {}", a.rank, int(m.type));
     try {

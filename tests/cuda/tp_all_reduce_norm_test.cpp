@@ -42,14 +42,15 @@ void run_rank(int rank, const std::string& group) {
   auto backend = make_cuda_backend(0, DType::BF16);
   auto comm = make_nccl_communicator(group, rank, 2, *backend);
   ASSERT_EQ(comm->name(), "custom+nccl") << "the two GPUs cannot map each other's memory";
-  // 1, 7 and 64 rows: the fused kernel (blocks with no row, one row, several rows each); 1100
-  // rows (8.6 MiB) are past the one-shot sizes: the two ops run, and agree trivially.
-  const std::vector<int> rows{1, 7, 64, 1100};
+  // 1, 7, 32 and (at hidden 1024) 64 rows: the fused kernel (blocks with no row, one row, two
+  // rows); past kFusedNormMaxBytes the two ops run, and agree trivially.
+  const std::vector<int> rows{1, 7, 32, 64, 1100};
   for (int hidden : {4096, 1024}) {
     const auto t = bench_all_reduce_add_rms_norm(*comm, *backend, rows, hidden, 2, 2);
     ASSERT_EQ(t.size(), rows.size());
     for (size_t i = 0; i < t.size(); ++i) {
-      EXPECT_EQ(t[i].fused_available, rows[i] * hidden * 2 <= 8 << 20) << rows[i] << " x " << hidden;
+      EXPECT_EQ(t[i].fused_available, size_t(rows[i]) * size_t(hidden) * 2 <= kFusedNormMaxBytes)
+          << rows[i] << " x " << hidden;
       EXPECT_EQ(t[i].max_abs_diff, 0.0) << rows[i] << " x " << hidden;
     }
   }

@@ -66,20 +66,23 @@ TEST(AllReducePolicy, EveryMissingFactFallsBackToNcclWithItsReason) {
 TEST(AllReducePolicy, StartUpLineNamesEachSizeRange) {
   EXPECT_EQ(describe_all_reduce_policy(default_all_reduce_policy(4), ""),
             "custom one-shot up to 256 KiB, custom two-shot up to 8 MiB, NCCL above (and for sizes not a multiple of "
-            "16 bytes); one-shot sizes fuse the residual add + RMSNorm after o_proj and down");
+            "16 bytes); one-shot sizes up to 256 KiB fuse the residual add + RMSNorm after o_proj and down");
   EXPECT_EQ(describe_all_reduce_policy(default_all_reduce_policy(2), ""),
-            "custom one-shot up to 8 MiB, NCCL above (and for sizes not a multiple of 16 bytes); one-shot sizes fuse "
-            "the residual add + RMSNorm after o_proj and down");
+            "custom one-shot up to 8 MiB, NCCL above (and for sizes not a multiple of 16 bytes); one-shot sizes up to "
+            "256 KiB fuse the residual add + RMSNorm after o_proj and down");
   EXPECT_STREQ(all_reduce_algo_name(AllReduceAlgo::TwoShot), "two-shot");
 }
 
 TEST(AllReducePolicy, FusedNormOnlyWhereOneShotServesWholeChunkRows) {
   const AllReducePolicy two = default_all_reduce_policy(2), four = default_all_reduce_policy(4);
-  // llama3.1-8b decode rows (hidden 4096, bf16): every batch up to 8 MiB on 2 ranks.
+  // llama3.1-8b decode rows (hidden 4096, bf16): batches up to 32 rows (256 KiB).
   EXPECT_TRUE(fuse_all_reduce_add_rms_norm(two, 1, 4096, 2));
-  EXPECT_TRUE(fuse_all_reduce_add_rms_norm(two, 1024, 4096, 2));   // exactly 8 MiB
-  EXPECT_FALSE(fuse_all_reduce_add_rms_norm(two, 1025, 4096, 2));  // NCCL's size
-  // 4 ranks: one-shot only up to 256 KiB (32 rows of 4096 bf16), two-shot above is not fused.
+  EXPECT_TRUE(fuse_all_reduce_add_rms_norm(two, 32, 4096, 2));
+  EXPECT_FALSE(fuse_all_reduce_add_rms_norm(two, 33, 4096, 2));    // one-shot, but past kFusedNormMaxBytes
+  EXPECT_FALSE(fuse_all_reduce_add_rms_norm(two, 2048, 4096, 2));  // NCCL's size
+  EXPECT_TRUE(fuse_all_reduce_add_rms_norm(two, 16, 4096, 4));     // f32 rows
+  EXPECT_FALSE(fuse_all_reduce_add_rms_norm(two, 17, 4096, 4));
+  // 4 ranks: one-shot up to 256 KiB too, two-shot above is not fused.
   EXPECT_TRUE(fuse_all_reduce_add_rms_norm(four, 32, 4096, 2));
   EXPECT_FALSE(fuse_all_reduce_add_rms_norm(four, 33, 4096, 2));
   // Rows must be whole 8-element chunks that fit the kernel's registers.

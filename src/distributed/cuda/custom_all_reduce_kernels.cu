@@ -169,10 +169,13 @@ cudaError_t launch_world(int world, AllReduceAlgo algo, const PeerTable& t, int 
 
 // The fused one-shot all-reduce + residual add + RMSNorm (launch_all_reduce_add_rms_norm). T is
 // the element type of x, w and out as the CUDA backend's kernels name it (uint16_t: bf16, or
-// float). A block copies its rows into this rank's buffer, meets the same block of every peer,
-// then per row: thread t holds chunks t, t + blockDim.x, ... (8 elements each) of the summed row
-// in registers, as the backend's vectorised add_rms_norm kernel does, so the sums and the block
-// reduction happen in the same order.
+// float). Push, not pull: a block writes its rows of x into every rank's buffer (region `rank`
+// of World regions of rows x hidden), meets the same block of every peer (the barrier's release
+// orders those writes before its flag), then reads only its own buffer: one NVLink crossing per
+// call instead of a crossing for the flag and a round trip for the data. Per row, thread t holds
+// chunks t, t + blockDim.x, ... (8 elements each) of the summed row in registers, as the
+// backend's vectorised add_rms_norm kernel does, so the sums and the block reduction happen in
+// the same order.
 constexpr int kNormChunks = 4;  // 8-element chunks per thread (hidden <= 8 * 4 * 1024)
 
 template <typename T, int World>
@@ -183,15 +186,17 @@ __global__ void __launch_bounds__(1024)
   pdl_wait();
   const uint32_t call = next_call(t, rank);
   const int chunks = hidden / 8;
-  T* mine = reinterpret_cast<T*>(data_of(t, rank, call));
+  const int64_t region = int64_t(rows) * hidden;  // elements of one rank's message
   for (int row = blockIdx.x; row < rows; row += gridDim.x)
     for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
       const int64_t at = int64_t(row) * hidden + c * 8;
       float v[8];
       load8(x + at, v);
-      store8(mine + at, v);
+#pragma unroll
+      for (int p = 0; p < World; ++p) store8(reinterpret_cast<T*>(data_of(t, p, call)) + rank * region + at, v);
     }
   barrier<World>(t, rank, kStart, call);
+  const T* mine = reinterpret_cast<const T*>(data_of(t, rank, call));
   pdl_trigger();
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = int64_t(row) * hidden;
@@ -202,10 +207,10 @@ __global__ void __launch_bounds__(1024)
       const int e = (threadIdx.x + j * blockDim.x) * 8;
       if (e >= hidden) break;
       float sum[8], part[8], r[8];
-      load8(reinterpret_cast<const T*>(data_of(t, 0, call)) + base + e, sum);
+      load8(mine + base + e, sum);
 #pragma unroll
       for (int p = 1; p < World; ++p) {
-        load8(reinterpret_cast<const T*>(data_of(t, p, call)) + base + e, part);
+        load8(mine + p * region + base + e, part);
 #pragma unroll
         for (int i = 0; i < 8; ++i) sum[i] += part[i];
       }
@@ -266,7 +271,7 @@ cudaError_t launch_all_reduce(AllReduceAlgo algo, bool bf16, int world, const Pe
 cudaError_t launch_all_reduce_add_rms_norm(bool bf16, int world, const PeerTable& table, int rank, const void* x,
                                            float* residual, const void* w, float eps, void* out, int rows, int hidden,
                                            cudaStream_t stream) {
-  const size_t bytes = size_t(rows) * size_t(hidden) * (bf16 ? 2 : 4);
+  const size_t bytes = size_t(world) * size_t(rows) * size_t(hidden) * (bf16 ? 2 : 4);  // every rank's region
   if (rows <= 0 || hidden <= 0 || hidden % 8 != 0 || hidden > kFusedNormMaxHidden ||
       bytes > table.half_packs * kCustomAllReduceAlign)
     return cudaErrorInvalidValue;

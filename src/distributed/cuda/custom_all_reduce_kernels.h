@@ -40,11 +40,12 @@ cudaError_t launch_all_reduce(AllReduceAlgo algo, bool bf16, int world, const Pe
 // The one-shot all-reduce of x [rows, hidden] (bf16 or f32) fused with the residual add and
 // RMSNorm after it, in one kernel: sum = the rank-order f32 sum of every rank's x rounded to x's
 // dtype (as launch_all_reduce writes it); residual (f32) += sum; out = rms_norm(residual) * w
-// (w and out in x's dtype; out may alias x). Block b copies and then reduces rows b, b +
-// kMaxBlocks, ..., with the thread layout and arithmetic of the CUDA backend's add_rms_norm, so
-// the result equals launch_all_reduce then Backend::add_rms_norm bit for bit. Launched with
-// programmatic dependent launch (ops/cuda/launch.cuh). rows * hidden elements must fit
-// half_packs; hidden % 8 == 0, hidden <= kFusedNormMaxHidden; every pointer 16-byte aligned.
+// (w and out in x's dtype; out may alias x). Block b writes rows b, b + kMaxBlocks, ... of x
+// into every rank's buffer (region `rank`), then reduces them from its own buffer, with the
+// thread layout and arithmetic of the CUDA backend's add_rms_norm, so the result equals
+// launch_all_reduce then Backend::add_rms_norm bit for bit. Launched with programmatic dependent
+// launch (ops/cuda/launch.cuh). world * rows * hidden elements must fit half_packs; hidden % 8
+// == 0, hidden <= kFusedNormMaxHidden; every pointer 16-byte aligned.
 cudaError_t launch_all_reduce_add_rms_norm(bool bf16, int world, const PeerTable& table, int rank, const void* x,
                                            float* residual, const void* w, float eps, void* out, int rows, int hidden,
                                            cudaStream_t stream);
