@@ -156,8 +156,9 @@ int wait_any(const std::vector<const Connection*>& conns, double timeout_s, doub
 }
 
 double tp_spin_seconds(bool gpu_ranks) {
+  if (!gpu_ranks) return 0.0;
   const char* e = std::getenv("GRAPHSERVE_TP_SPIN_MS");
-  return gpu_ranks && e && *e ? std::max(0.0, std::atof(e)) / 1000.0 : 0.0;
+  return std::max(0.0, e && *e ? std::atof(e) : kTpSpinMs) / 1000.0;
 }
 
 Listener::Listener(const std::string& host, int port) {

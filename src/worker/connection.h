@@ -54,9 +54,11 @@ class Connection {
 int wait_any(const std::vector<const Connection*>& conns, double timeout_s, double spin_s = 0);
 
 // How long the driver and the workers of GPU ranks busy-poll for the next step's message or
-// reply before they sleep in poll(): $GRAPHSERVE_TP_SPIN_MS milliseconds (default 0 = sleep at
-// once; per-step latency of the driver <-> worker round trip). CPU ranks never spin (they
-// need the cores).
+// reply before they sleep in poll() (a process woken from poll() starts its step late; vLLM's
+// workers poll too): $GRAPHSERVE_TP_SPIN_MS milliseconds, default kTpSpinMs (0: sleep at once).
+// On the H200 pair the spin took 1.5-3% off TP=2 decode steps of llama3.1-8b
+// (tools/gpu/results/tp_h200x2.txt). CPU ranks never spin: they need the cores.
+inline constexpr double kTpSpinMs = 50;
 double tp_spin_seconds(bool gpu_ranks);
 
 // A listening TCP socket (port 0: an ephemeral port).

@@ -1,8 +1,13 @@
 // The driver -> worker batch stream: a decoded batch equals the scheduled one although each step
 // sends only new tokens; requests that leave are dropped; one that starts over (or a reused id)
-// is sent whole again.
+// is sent whole again. The connection's busy-polling receive.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "worker/connection.h"
 #include "worker/wire.h"
 
 namespace gs {
@@ -90,6 +95,34 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   EXPECT_EQ(q.output.sampled[0].top_logprobs, r.output.sampled[0].top_logprobs);
   EXPECT_EQ(q.step_seconds, 0.25);
   EXPECT_THROW(decode_step_reply("xy"), Error);
+}
+
+TEST(Connection, BusyPollsOnlyForGpuRanksAndReceivesWhenTheSpinEnds) {
+  unsetenv("GRAPHSERVE_TP_SPIN_MS");
+  EXPECT_EQ(tp_spin_seconds(false), 0.0);
+  EXPECT_DOUBLE_EQ(tp_spin_seconds(true), kTpSpinMs / 1000.0);
+  setenv("GRAPHSERVE_TP_SPIN_MS", "0", 1);
+  EXPECT_EQ(tp_spin_seconds(true), 0.0);
+  setenv("GRAPHSERVE_TP_SPIN_MS", "5", 1);
+  EXPECT_DOUBLE_EQ(tp_spin_seconds(true), 0.005);
+  EXPECT_EQ(tp_spin_seconds(false), 0.0);
+  unsetenv("GRAPHSERVE_TP_SPIN_MS");
+
+  Listener listener("127.0.0.1", 0);
+  std::thread peer([port = listener.port()] {
+    Connection c = Connection::connect("127.0.0.1", port, 5.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the 5 ms spin: then poll() sleeps
+    c.send(MsgType::Step, "late");
+    c.send(MsgType::Step, "next");
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    c.send(MsgType::StepReply, "any");
+  });
+  Connection conn = listener.accept(5.0, "the test's peer");
+  EXPECT_EQ(conn.recv(5.0, "the test's peer", 0.005).payload, "late");
+  EXPECT_EQ(conn.recv(5.0, "the test's peer", 1.0).payload, "next");  // already there
+  EXPECT_EQ(wait_any({&conn}, 5.0, 0.005), 0);
+  EXPECT_EQ(conn.recv(5.0, "the test's peer").type, MsgType::StepReply);
+  peer.join();
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #             the sampled tokens' top-5 logprobs (graphserve generate --output-json, tp_compare.py);
 #  graphs     decode ms/step at bs 1, 32, 128 for TP=1 and TP=N in FULL_AND_PIECEWISE and NONE
 #             (graphserve bench graphs), then in FULL_AND_PIECEWISE TP=N with GS_FUSED_ALLREDUCE_NORM=0
-#             (the unfused A/B) and with GRAPHSERVE_TP_SPIN_MS=$SPIN_MS (50: busy-polled sockets);
+#             (the unfused A/B) and with GRAPHSERVE_TP_SPIN_MS=$SPIN_MS (0: sockets not busy-polled);
 #  kernels    `graphserve bench kernels --tensor-parallel-size N` at bs $KERNEL_BS (1,32): rank 0's
 #             kernels per step (KERNEL_TPS="1 2": TP=1 too);
 #  hosts      the multi-host path: two single-GPU "hosts" (CUDA_VISIBLE_DEVICES 0 and 1, a
@@ -45,12 +45,12 @@ common="--load-format dummy --max-num-seqs 128 --max-model-len 512 -cc.cudagraph
 
 if want graphs; then
   echo "== decode ms/step, $preset (TP=Nu: GS_FUSED_ALLREDUCE_NORM=0, all-reduce and add_rms_norm unfused; TP=Ns:" \
-    "GRAPHSERVE_TP_SPIN_MS=${SPIN_MS:-50}, driver and workers busy-poll their sockets)"
+    "GRAPHSERVE_TP_SPIN_MS=${SPIN_MS:-0}, driver and workers sleep in poll() at once)"
   for tp in 1 $tps ${tps// /u }u ${tps// /s }s; do
     n=${tp%[us]} modes=NONE,FULL_AND_PIECEWISE
     fused=1 spin=${GRAPHSERVE_TP_SPIN_MS:-}
     [[ $tp == *u ]] && fused=0 modes=FULL_AND_PIECEWISE
-    [[ $tp == *s ]] && spin=${SPIN_MS:-50} modes=FULL_AND_PIECEWISE
+    [[ $tp == *s ]] && spin=${SPIN_MS:-0} modes=FULL_AND_PIECEWISE
     # shellcheck disable=SC2086
     GS_FUSED_ALLREDUCE_NORM=$fused GRAPHSERVE_TP_SPIN_MS=$spin timeout 170 "$gs" bench graphs --preset "$preset" $common \
       --tensor-parallel-size "$n" --modes $modes --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 \
