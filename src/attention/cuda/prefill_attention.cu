@@ -156,16 +156,21 @@ __device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g)
   }
 }
 
+// Which rows of a tile load_kv issues: all, only the cache's (and the zeros past the end: no
+// read of this step's k, v), or only this step's new positions (from k, v).
+enum class KvRows { All, Cache, New };
+
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
 template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
-                        uint16_t* ks, uint16_t* vs) {
+                        uint16_t* ks, uint16_t* vs, KvRows rows = KvRows::All) {
   constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
   for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
+    if (rows != KvRows::All && (rows == KvRows::New) != (ok && j >= new0)) continue;
     const uint16_t* kp = static_cast<const uint16_t*>(p.k);
     const uint16_t* vp = static_cast<const uint16_t*>(p.v);
     int64_t off = 0;
@@ -493,7 +498,8 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
 
 template <int D, int MT, bool WG, bool SPLIT>
 __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
-    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q, int split_min_tiles) {
+    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q, int split_min_tiles,
+                             bool prefetch) {
   using C = Cfg<D, MT, WG>;
   constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem_raw[];
@@ -505,8 +511,15 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   uint16_t* smem = q_s;
   uint16_t* k_s = smem + ROWS * D;  // kStages stages of kKeys x D
   uint16_t* v_s = k_s + kStages * kKeys * D;
-  pdl_wait();
-  pdl_trigger();
+  // With `prefetch` (GS_TC_PREFETCH=1), decode (SPLIT) launches read the metadata and start loading
+  // the cache rows of their first two tiles before pdl_wait(): no kernel of the step writes either (the metadata is
+  // copied in before the forward, and only this kernel writes this layer's cache, at new positions), so these loads
+  // overlap the QKV projection's tail; q and the new k, v rows wait.
+  const bool early = SPLIT && prefetch;
+  if (!early) {
+    pdl_wait();
+    pdl_trigger();
+  }
 
   const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
   TileInfo ti;
@@ -525,9 +538,17 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   const SplitRange sr =
       SPLIT ? split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z)) : SplitRange{1, 0, n_all};
   if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
-  if (blockIdx.z == 0) write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
   const int n_kv = sr.tiles;
   const int kv_lo = kv_begin + sr.tile0 * kKeys;  // the first key of this CTA's tiles
+  if (early) {
+    if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, KvRows::Cache);
+    if (n_kv > 1)
+      load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, KvRows::Cache);
+    pdl_wait();
+    pdl_trigger();
+  }
+  if (blockIdx.z == 0) write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
+  const KvRows first_rows = early ? KvRows::New : KvRows::All;  // the rest of the first two tiles
 
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
   constexpr int CPR = D / 8;
@@ -539,10 +560,11 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     cp_async16(q_s + swz<D>(row, ch), src, ok);
   }
   // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest
-  // group done" at iteration it means tile it has landed.
-  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s);
+  // group done" at iteration it means tile it has landed (decode: the first group also holds the
+  // cache rows of tile 1 issued before pdl_wait, which only makes it wait longer).
+  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, first_rows);
   cp_async_commit();
-  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
+  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, first_rows);
   cp_async_commit();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -652,6 +674,13 @@ int tc_split_min_tiles() {
   static const int v = env_int("GS_TC_SPLIT_MIN_TILES", 1, 64, kDecodeSplitMinTiles);
   return v;
 }
+// GS_TC_PREFETCH=1: decode launches start loading the cache rows before pdl_wait(). Off by
+// default: no measurable gain on an H200 (llama3.2-1b bs 1 / 4 / 8, prompt 128: 0.919 / 1.143 /
+// 1.198 ms vs 0.925 / 1.136 / 1.164 without; tools/gpu/NOTES.md).
+bool tc_prefetch() {
+  static const bool on = env_int("GS_TC_PREFETCH", 0, 1, 0) == 1;
+  return on;
+}
 
 // Splits per context of a decode launch, from the padded shape alone (num_reqs_padded, the block
 // table's reach, T): 1 without a workspace, or when the workspace or the counters are too small.
@@ -675,7 +704,7 @@ cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_
   const int S = SPLIT ? decode_splits(p, T, gx) : 1;
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(S));
   return launch_pdl(prefill_attention_kernel<D, MT, WG, SPLIT>, grid, C::threads, C::smem, s, p, window, T,
-                    WG && reload_q_per_tile(), tc_split_min_tiles());
+                    WG && reload_q_per_tile(), tc_split_min_tiles(), SPLIT && tc_prefetch());
 }
 
 // m16 tiles per warp at D = 64 on mma.sync (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D =
