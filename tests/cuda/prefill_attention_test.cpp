@@ -151,6 +151,22 @@ struct DeviceBatch {
     bt = on_i32(g, h.bt, {h.nrp, h.max_blocks});
     slots = on_i32(g, h.slots, {h.T});
   }
+  // Every buffer's contents from `src` (a batch of the same shapes), for a graph replay; returns
+  // once copied (src may go).
+  void load(Backend& g, const DeviceBatch& src) {
+    for (auto [dst, from] : {std::pair{&q, &src.q},
+                             {&k, &src.k},
+                             {&v, &src.v},
+                             {&out, &src.out},
+                             {&kc, &src.kc},
+                             {&vc, &src.vc},
+                             {&qsl, &src.qsl},
+                             {&seq_lens, &src.seq_lens},
+                             {&bt, &src.bt},
+                             {&slots, &src.slots}})
+      g.copy(*dst, *from);
+    g.stream().synchronize();
+  }
   // The kernels' parameters (no split workspace: the flash-decoding kernel runs unsplit).
   cuda::PagedAttentionParams params(const Case& c, const HostBatch& h) const {
     cuda::PagedAttentionParams p;
@@ -309,19 +325,7 @@ TEST_F(PrefillAttention, DecodeSplitGraphReplaysOnOtherContexts) {
   DeviceBatch d(*gpu, longc, hl);
   cuda::PagedAttentionParams p = d.params(longc, hl);
   with_workspace(p, 64);
-  const auto load = [&](const Case& c, const HostBatch& h) {
-    DeviceBatch fresh(*gpu, c, h);
-    for (auto [dst, src] : {std::pair{&d.q, &fresh.q},
-                            {&d.k, &fresh.k},
-                            {&d.v, &fresh.v},
-                            {&d.kc, &fresh.kc},
-                            {&d.vc, &fresh.vc},
-                            {&d.qsl, &fresh.qsl},
-                            {&d.seq_lens, &fresh.seq_lens},
-                            {&d.bt, &fresh.bt},
-                            {&d.slots, &fresh.slots}})
-      gpu->copy(*dst, *src);
-  };
+  const auto load = [&](const Case& c, const HostBatch& h) { d.load(*gpu, DeviceBatch(*gpu, c, h)); };
   load(shortc, hs);
   GS_CUDA_CHECK(cuda::prefill_attention(p, -1, hs.T, true, stream));  // eager warm-up
   gpu->stream().begin_capture();
@@ -391,18 +395,7 @@ TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
   GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, false, stream));
   auto graph = gpu->stream().end_capture();
 
-  DeviceBatch fresh(*gpu, b, hb);
-  for (auto [dst, src] : {std::pair{&d.q, &fresh.q},
-                          {&d.k, &fresh.k},
-                          {&d.v, &fresh.v},
-                          {&d.out, &fresh.out},
-                          {&d.kc, &fresh.kc},
-                          {&d.vc, &fresh.vc},
-                          {&d.qsl, &fresh.qsl},
-                          {&d.seq_lens, &fresh.seq_lens},
-                          {&d.bt, &fresh.bt},
-                          {&d.slots, &fresh.slots}})
-    gpu->copy(*dst, *src);
+  d.load(*gpu, DeviceBatch(*gpu, b, hb));
   graph->replay();
   sync();
   EXPECT_LT(rel_l2(read(*gpu, d.out), reference(b, hb)), 1e-2);

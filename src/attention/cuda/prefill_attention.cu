@@ -188,6 +188,12 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   }
 }
 
+// A row's sum over the 4 threads (lanes 4r .. 4r + 3) that hold its columns.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 // Online-softmax state of one m16 tile of a warp: this thread holds rows lane/4 and lane/4 + 8.
 template <int D>
 struct RowState {
@@ -425,9 +431,7 @@ __device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float l = st[mt].l[i];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = quad_sum(st[mt].l[i]);
       const int row = row0 + mt * 16 + (lane >> 2) + 8 * i;
       if (row >= rows_used || row / G >= ti.ntok) continue;
       const int64_t part = part_of(p, ti, g, G, row, int(blockIdx.z));
@@ -637,9 +641,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float l = st[mt].l[i];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = quad_sum(st[mt].l[i]);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const int row = warp * WROWS + mt * 16 + (lane >> 2) + 8 * i, tl = row / G;
       if (row >= rows_used || tl >= ti.ntok) continue;
