@@ -68,12 +68,15 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
       be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
     }
     if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
-    be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
+    if (!fuse_norms(in))  // else layer 0's QKV projection computes it
+      be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
   } else {
     finish_layer(i - 1, in, n, next_norm);
   }
   if (i < L) start_layer(i, in, n);
 }
+
+bool LlamaModel::fuse_norms(const ForwardInputs& in) const { return !in.has_lora && !tp_.sharded(); }
 
 const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
   if (!in.has_lora) return nullptr;
@@ -106,20 +109,27 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
     if (!fuse_o) reduce(hid);
   });
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
-  add_rms_norm(fuse_o, res, hid, w.post_norm);
-  if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
-    with_lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
-              [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); });
-    be_.gated_activation(cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  const bool fuse = fuse_norms(in);
+  if (fuse) {
+    be_.add_rms_norm_linear_gated_activation(res, hid, w.post_norm, eps, hid, cfg_.activation, w.gate_up,
+                                             buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   } else {
-    be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+    add_rms_norm(fuse_o, res, hid, w.post_norm);
+    if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
+      with_lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
+                [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); });
+      be_.gated_activation(cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+    } else {
+      be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+    }
   }
   with_lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n, [&] {
     be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
     if (!fuse_down) reduce(hid);
   });
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
-  add_rms_norm(fuse_down, res, hid, next_norm);
+  // Fused: the next layer's QKV projection adds hid and norms (start_layer); the final norm stays.
+  if (!fuse || layer + 1 == cfg_.num_layers) add_rms_norm(fuse_down, res, hid, next_norm);
 }
 
 // residual += hid; hid = rms_norm(residual) * w, after all-reducing hid first when `reduce_first`.
@@ -132,7 +142,8 @@ void LlamaModel::add_rms_norm(bool reduce_first, const Tensor& res, const Tensor
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into
 // contiguous q, k, v (attention's layout), with Qwen3's q/k norm and RoPE (one op for both
-// without LoRA: the backend may fuse them).
+// without LoRA: the backend may fuse them). With fuse_norms the op also does the residual add
+// and input norm that finish_layer (or piece 0) left to it.
 void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const Tensor qkv = buf_.qkv.rows(0, n), x = buf_.hidden.rows(0, n), pos = in.positions.rows(0, n);
@@ -142,6 +153,9 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   if (in.has_lora) {  // the adapter adds to the projection before the epilogue
     with_lora(layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); });
     be_.split_qkv_rope(qkv, pos, cfg_.rope, qn, kn, eps, q, k, v);
+  } else if (fuse_norms(in)) {  // the residual add (of the previous layer's MLP output) + norm first
+    be_.add_rms_norm_linear_split_qkv_rope(buf_.residual.rows(0, n), layer > 0 ? x : Tensor(), w.input_norm, eps, x,
+                                           w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, qkv, q, k, v);
   } else {
     be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
   }

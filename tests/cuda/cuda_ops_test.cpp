@@ -87,7 +87,8 @@ TEST_P(CudaOps, RmsNormAndFusedAdd) {
   }
 }
 
-// GEMV for M = 1, cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
+// GEMV for M = 1 (K split over 2 or 4 warps per output from K = 2048 at N < 4096, odd N
+// included), cuBLASLt above; bias or not; bf16 or f32 output; odd K takes cuBLASLt.
 TEST_P(CudaOps, LinearAllPaths) {
   struct Case {
     int M, N, K;
@@ -95,7 +96,8 @@ TEST_P(CudaOps, LinearAllPaths) {
   };
   for (const Case c : {Case{1, 256, 512, false, false}, Case{3, 130, 256, true, false}, Case{8, 64, 1024, false, true},
                        Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false},
-                       Case{2, 96, 64, true, true}, Case{1, 1000, 2048, false, true}}) {
+                       Case{2, 96, 64, true, true}, Case{1, 1000, 2048, false, true}, Case{1, 1001, 2048, true, false},
+                       Case{1, 2049, 8192, false, false}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K);
     auto [cx, gx] = both(randn(size_t(c.M) * c.K, 10 + c.M), {c.M, c.K});
     auto [cw, gw] = both(randn(size_t(c.N) * c.K, 20 + c.N, 0.05f), {c.N, c.K});
@@ -169,7 +171,8 @@ TEST_P(CudaOps, LinearSplitQkvRope) {
   RopeConfig cfg;
   cfg.theta = 500000.0f;
   for (const Case c : {Case{1, 32, 8, 64, 512, false, false}, Case{1, 6, 2, 128, 264, true, false},
-                       Case{3, 4, 2, 64, 256, true, false}, Case{1, 4, 2, 64, 256, false, true}}) {
+                       Case{3, 4, 2, 64, 256, true, false}, Case{1, 4, 2, 64, 256, false, true},
+                       Case{1, 8, 2, 64, 2048, true, false}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " hq=" << c.hq << " D=" << c.D << " bias=" << c.bias
                                     << " qk_norm=" << c.qk_norm);
     cfg.head_dim = c.D;
@@ -209,6 +212,72 @@ TEST_P(CudaOps, LinearGatedActivation) {
       cpu->linear_gated_activation(act, cx, cw, cs, co);
       gpu->linear_gated_activation(act, gx, gw, gs, go);
       expect_close(co, go);
+    }
+  }
+}
+
+// The residual add + norm folded into the projection that reads it (at one token every GEMV
+// block computes the norm itself; the last one writes the residual back): against the CPU and
+// against the same op unfused (Backend's composition) on the GPU, for the QKV GEMV (RoPE
+// epilogue; Qwen3's q/k norm: plain GEMV + split_qkv_rope) and the gated GEMV, with and without a
+// delta, hidden sizes of 1, 2 and 5 chunks per thread (576 = SmolLM2's), and at M = 3
+// (unfused). Each op runs twice: the arrival counter must be left at zero. The fusion is opt-in
+// (GS_NORM_FUSION=1, read when a backend is made).
+TEST_P(CudaOps, NormFusedIntoProjection) {
+  setenv("GS_NORM_FUSION", "1", 1);
+  gpu = make_cuda_backend(0, dt());
+  unsetenv("GS_NORM_FUSION");
+  struct Case {
+    int M, K;
+    bool delta, qk_norm;
+  };
+  RopeConfig cfg;
+  cfg.theta = 10000.0f;
+  cfg.head_dim = 64;
+  const int hq = 8, hkv = 2, W = (hq + 2 * hkv) * 64, I = 320;
+  for (const Case c : {Case{1, 2048, true, false}, Case{1, 576, true, true}, Case{1, 1024, false, false},
+                       Case{1, 5120, true, false}, Case{3, 512, true, false}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << c.M << " K=" << c.K << " delta=" << c.delta << " qk=" << c.qk_norm);
+    const std::vector<float> res0 = randn(size_t(c.M) * c.K, 70 + c.K);
+    auto [cw, gw] = both(randn(size_t(W) * c.K, 71, 0.05f), {W, c.K});
+    auto [cg, gg] = both(randn(size_t(2 * I) * c.K, 72, 0.05f), {2 * I, c.K});
+    auto [cn, gn] = both(randn(size_t(c.K), 73, 0.5f), {c.K});
+    Tensor cd, gd, cqn, gqn, ckn, gkn;
+    if (c.delta) std::tie(cd, gd) = both(randn(size_t(c.M) * c.K, 74), {c.M, c.K});
+    if (c.qk_norm) std::tie(cqn, gqn) = both(randn(64, 75), {64}), std::tie(ckn, gkn) = both(randn(64, 76), {64});
+    std::vector<int32_t> pos(size_t(c.M), 300);
+    const Tensor cpos = on_i32(*cpu, pos, {c.M}), gpos = on_i32(*gpu, pos, {c.M});
+    auto [cs, gs] = empty({c.M, W});
+    auto [cq, gq] = empty({c.M, hq * 64});
+    auto [ck, gk] = empty({c.M, hkv * 64});
+    auto [cv, gv] = empty({c.M, hkv * 64});
+    auto [cgu, ggu] = empty({c.M, 2 * I});
+    auto [co, go] = empty({c.M, I});
+    auto [cnormed, gnormed] = empty({c.M, c.K});
+    Tensor cres = on(*cpu, res0, {c.M, c.K}, DType::F32), gres = on(*gpu, res0, {c.M, c.K}, DType::F32);
+    Tensor gres_ref = on(*gpu, res0, {c.M, c.K}, DType::F32);
+    const Tensor gq_ref = Tensor::empty(gq.shape(), dt(), gpu->allocator());
+    const Tensor go_ref = Tensor::empty(go.shape(), dt(), gpu->allocator());
+    for (int round = 0; round < 2; ++round) {
+      cpu->add_rms_norm_linear_split_qkv_rope(cres, cd, cn, 1e-5f, cnormed, cw, Tensor(), cpos, cfg, cqn, ckn, cs, cq,
+                                              ck, cv);
+      gpu->add_rms_norm_linear_split_qkv_rope(gres, gd, gn, 1e-5f, gnormed, gw, Tensor(), gpos, cfg, gqn, gkn, gs, gq,
+                                              gk, gv);
+      gpu->Backend::add_rms_norm_linear_split_qkv_rope(gres_ref, gd, gn, 1e-5f, gnormed, gw, Tensor(), gpos, cfg, gqn,
+                                                       gkn, gs, gq_ref, gk, gv);
+      expect_close(cq, gq);
+      expect_close(ck, gk);
+      expect_close(cv, gv);
+      EXPECT_LT(rel_l2(read(*gpu, gq), read(*gpu, gq_ref)), 1e-2);
+      EXPECT_EQ(read(*gpu, gres), read(*gpu, gres_ref)) << "the residual written back differs (round " << round << ")";
+      cpu->add_rms_norm_linear_gated_activation(cres, cd, cn, 1e-5f, cnormed, GatedActivation::Silu, cg, cgu, co);
+      gpu->add_rms_norm_linear_gated_activation(gres, gd, gn, 1e-5f, gnormed, GatedActivation::Silu, gg, ggu, go);
+      gpu->Backend::add_rms_norm_linear_gated_activation(gres_ref, gd, gn, 1e-5f, gnormed, GatedActivation::Silu, gg,
+                                                         ggu, go_ref);
+      expect_close(co, go);
+      EXPECT_LT(rel_l2(read(*gpu, go), read(*gpu, go_ref)), 1e-2);
+      EXPECT_EQ(read(*gpu, gres), read(*gpu, gres_ref)) << "the residual written back differs (round " << round << ")";
+      expect_close(cres, gres);
     }
   }
 }

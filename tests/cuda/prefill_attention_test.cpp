@@ -2,7 +2,8 @@
 // reference and against the flash-decoding kernel: ragged batches of fresh prefills, chunked
 // prefills and decodes, padded requests and tokens, block sizes 16 and 32, GQA ratios 1, 4, 6,
 // 8, head dims 64 and 128 (D 64 on both its mma.sync and its wgmma kernel), contexts up to 8k, a sliding window, a
-// graph replayed on another batch, and the backend's dispatch of prefill batches to this kernel.
+// graph replayed on another batch, the backend's dispatch of prefill batches to this kernel, and
+// decode batches split over the context (eager and in a graph replayed on other contexts).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,6 +151,22 @@ struct DeviceBatch {
     bt = on_i32(g, h.bt, {h.nrp, h.max_blocks});
     slots = on_i32(g, h.slots, {h.T});
   }
+  // Every buffer's contents from `src` (a batch of the same shapes), for a graph replay; returns
+  // once copied (src may go).
+  void load(Backend& g, const DeviceBatch& src) {
+    for (auto [dst, from] : {std::pair{&q, &src.q},
+                             {&k, &src.k},
+                             {&v, &src.v},
+                             {&out, &src.out},
+                             {&kc, &src.kc},
+                             {&vc, &src.vc},
+                             {&qsl, &src.qsl},
+                             {&seq_lens, &src.seq_lens},
+                             {&bt, &src.bt},
+                             {&slots, &src.slots}})
+      g.copy(*dst, *from);
+    g.stream().synchronize();
+  }
   // The kernels' parameters (no split workspace: the flash-decoding kernel runs unsplit).
   cuda::PagedAttentionParams params(const Case& c, const HostBatch& h) const {
     cuda::PagedAttentionParams p;
@@ -177,11 +194,16 @@ class PrefillAttention : public ::testing::Test {
   }
   void sync() { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
-  // The kernel's output and cache equal the float64 reference on this case.
-  void check_against_reference(const Case& c, uint32_t seed, bool short_queries = false) {
+  // The kernel's output and cache equal the float64 reference on this case; `split`: with a
+  // split workspace (decode batches then split each context over several CTAs), launched twice
+  // (the merge's arrival counters must be left at zero for the next launch).
+  void check_against_reference(const Case& c, uint32_t seed, bool short_queries = false, bool split = false) {
     const HostBatch h = make_batch(c, seed);
     DeviceBatch d(*gpu, c, h);
-    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, short_queries, stream));
+    cuda::PagedAttentionParams p = d.params(c, h);
+    if (split) with_workspace(p, c.D);
+    for (int i = 0; i < (split ? 2 : 1); ++i)
+      GS_CUDA_CHECK(cuda::prefill_attention(p, c.window, h.T, short_queries, stream));
     sync();
     EXPECT_LT(rel_l2(read(*gpu, d.out), reference(c, h)), 1e-2);
     std::vector<float> kc = h.kc, vc = h.vc;
@@ -195,8 +217,18 @@ class PrefillAttention : public ::testing::Test {
     for (size_t i = size_t(h.qsl.back()) * row; i < size_t(h.T) * row; ++i) ASSERT_EQ(out[i], 0.0f) << i;
   }
 
+  // Gives p the split workspace and zeroed arrival counters the attention backend owns.
+  void with_workspace(cuda::PagedAttentionParams& p, int D) {
+    ws = Tensor::empty({int64_t(cuda::split_workspace_floats(D))}, DType::F32, gpu->allocator());
+    counters = Tensor::empty({cuda::kSplitCounters}, DType::I32, gpu->allocator());
+    gpu->fill_zero(counters);
+    p.split_workspace = ws.data_as<float>();
+    p.split_counters = static_cast<unsigned*>(counters.data());
+  }
+
   std::unique_ptr<Backend> gpu;
   cudaStream_t stream = nullptr;
+  Tensor ws, counters;
 };
 
 // Fresh prefill, decode at a long context, chunked prefill, short decode, a prefill over one
@@ -254,6 +286,61 @@ TEST_F(PrefillAttention, DecodeBatchOnSmallTilesMatchesReference) {
   }
 }
 
+// Decode batches split over the context (flash-decoding on tensor cores): one to three requests
+// (so each context gets many splits), contexts on both sides of the 64-key tile and the 2-tile
+// split boundaries and up to 8k, GQA 1, 4 and 8, block sizes 16 and 32, head dims 64 and 128,
+// a verification batch (4 tokens per request) and a sliding window.
+TEST_F(PrefillAttention, DecodeSplitOverTheContextMatchesReference) {
+  const std::vector<std::vector<Req>> batches = {
+      {{1, 1}},    {{1, 64}, {1, 65}, {1, 127}}, {{1, 128}, {1, 129}}, {{1, 256}, {1, 257}, {1, 1000}},
+      {{1, 4095}}, {{1, 4096}, {1, 4097}},       {{1, 8000}, {1, 3}}};
+  uint32_t seed = 8000;
+  for (int bs : {16, 32})
+    for (auto [G, D] : {std::pair{1, 64}, {4, 64}, {8, 64}, {4, 128}})
+      for (const auto& reqs : batches) {
+        SCOPED_TRACE(testing::Message() << "block " << bs << " G " << G << " D " << D << " first ctx " << reqs[0].ctx);
+        check_against_reference(Case{2 * G, 2, D, bs, reqs, 1, 1}, seed++, true, true);
+      }
+  check_against_reference(Case{32, 8, 64, 16, {{4, 3000}, {4, 70}}, 1, 2}, seed++, true, true);
+  check_against_reference(Case{8, 2, 128, 32, {{1, 5000}, {1, 900}}, 0, 0, 700}, seed++, true, true);
+}
+
+// A split decode launch captured on short contexts and replayed on long ones (and back): the
+// split count is the padded shape's, the splits used follow each replay's contexts.
+TEST_F(PrefillAttention, DecodeSplitGraphReplaysOnOtherContexts) {
+  const Case shortc{32, 8, 64, 16, {{1, 100}, {1, 3}}, 0, 0}, longc{32, 8, 64, 16, {{1, 3000}, {1, 1500}}, 0, 0};
+  HostBatch hs = make_batch(shortc, 8100);
+  const HostBatch hl = make_batch(longc, 8101);
+  // The short batch laid out in the long batch's block table and cache shape.
+  hs.bt.assign(hl.bt.size(), 0);
+  for (int r = 0; r < hs.nrp; ++r)
+    std::copy_n(hl.bt.begin() + r * hl.max_blocks, (shortc.reqs[size_t(r)].ctx + 15) / 16,
+                hs.bt.begin() + r * hl.max_blocks);
+  hs.max_blocks = hl.max_blocks, hs.num_blocks = hl.num_blocks;
+  hs.kc = randn(hl.kc.size(), 8102), hs.vc = randn(hl.vc.size(), 8103);
+  for (int r = 0, t = 0; r < hs.nrp; ++r, ++t) {
+    const int pos = shortc.reqs[size_t(r)].ctx - 1;
+    hs.slots[size_t(t)] = hs.bt[size_t(r) * hs.max_blocks + pos / 16] * 16 + pos % 16;
+  }
+  DeviceBatch d(*gpu, longc, hl);
+  cuda::PagedAttentionParams p = d.params(longc, hl);
+  with_workspace(p, 64);
+  const auto load = [&](const Case& c, const HostBatch& h) { d.load(*gpu, DeviceBatch(*gpu, c, h)); };
+  load(shortc, hs);
+  GS_CUDA_CHECK(cuda::prefill_attention(p, -1, hs.T, true, stream));  // eager warm-up
+  gpu->stream().begin_capture();
+  GS_CUDA_CHECK(cuda::prefill_attention(p, -1, hs.T, true, stream));
+  auto graph = gpu->stream().end_capture();
+  for (int round = 0; round < 2; ++round)
+    for (auto [c, h] : {std::pair{&longc, &hl}, {&shortc, &hs}}) {
+      SCOPED_TRACE(testing::Message() << "round " << round << " first ctx " << c->reqs[0].ctx);
+      load(*c, *h);
+      graph->replay();
+      sync();
+      EXPECT_LT(rel_l2(read(*gpu, d.out), reference(*c, *h)), 1e-2);
+    }
+}
+
 TEST_F(PrefillAttention, ChunkAtEightThousandMatchesReference) {
   check_against_reference(Case{8, 1, 64, 16, {{96, 8192}, {1, 8000}, {33, 40}}, 1, 3}, 2000);
   check_against_reference(Case{4, 1, 128, 32, {{64, 8100}}, 0, 0}, 2001);
@@ -308,18 +395,7 @@ TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
   GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, false, stream));
   auto graph = gpu->stream().end_capture();
 
-  DeviceBatch fresh(*gpu, b, hb);
-  for (auto [dst, src] : {std::pair{&d.q, &fresh.q},
-                          {&d.k, &fresh.k},
-                          {&d.v, &fresh.v},
-                          {&d.out, &fresh.out},
-                          {&d.kc, &fresh.kc},
-                          {&d.vc, &fresh.vc},
-                          {&d.qsl, &fresh.qsl},
-                          {&d.seq_lens, &fresh.seq_lens},
-                          {&d.bt, &fresh.bt},
-                          {&d.slots, &fresh.slots}})
-    gpu->copy(*dst, *src);
+  d.load(*gpu, DeviceBatch(*gpu, b, hb));
   graph->replay();
   sync();
   EXPECT_LT(rel_l2(read(*gpu, d.out), reference(b, hb)), 1e-2);

@@ -25,15 +25,14 @@ void need(const Tensor& t, DType d, const char* name) {
 // prefill kernel; shorter ones (decode, speculative verification) the flash-decoding kernel.
 constexpr int kPrefillMinQueryLen = 16;
 
-// Decode batches (short queries) of at least this many (request, kv head) pairs also run the
-// tensor-core kernel: one CTA per pair streams its K/V tiles through cp.async stages, where the
-// flash-decoding kernel's per-key dot-product chains are latency-bound at large batch. Fewer
-// pairs keep flash-decoding, whose context splits fill the GPU. Decided from num_reqs_padded (the
-// graph's row count inside FULL graphs), so captures and replays agree. 64 measured on an H200
-// (tools/gpu/NOTES.md, llama3.2-1b decode): bs 8 / 16 at prompt 128 -17% / -16% against 256,
-// at prompt 4096 -15% / -45%; 32 pairs lost 27% at bs 4, prompt 4096 (too few CTAs for a long
-// context). GS_TC_DECODE_MIN_PAIRS=N overrides it (the A/B).
-constexpr int kTensorCoreDecodeMinPairs = 64;
+// Decode batches (short queries) of at least this many (request, kv head) pairs run the
+// tensor-core kernel, which streams each pair's K/V tiles through cp.async stages and splits each
+// context over several CTAs (its grid from the padded shape), so it serves short and long
+// contexts at every batch size; fewer pairs would keep the flash-decoding kernel. 1: every decode
+// batch the kernel supports (bf16, head dim 64 or 128, no soft-capping). H200 (tools/gpu/NOTES.md,
+// llama3.2-1b): the unsplit tensor-core kernel was used from 64 pairs (it lost at bs 1-4 on long
+// contexts); with splits it wins at bs 1 too. GS_TC_DECODE_MIN_PAIRS=N overrides it (the A/B).
+constexpr int kTensorCoreDecodeMinPairs = 1;
 int tensor_core_decode_min_pairs() {
   static const int n = [] {
     const char* e = std::getenv("GS_TC_DECODE_MIN_PAIRS");

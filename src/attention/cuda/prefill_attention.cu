@@ -22,8 +22,15 @@
 // the swizzled stage (the XOR swizzle above is wgmma's 128-byte swizzle: one 128-byte row per key,
 // 1024-byte aligned stages), P from the S accumulators (same layout as mma.sync's A fragments)
 // and V from its stage read transposed. Softmax, masking, tiling and the cache write are shared.
+//
+// Decode (short queries, 64-row mma.sync tiles) splits each context over grid z as well
+// (flash-decoding on tensor cores), so one kernel serves short and long contexts at any batch: the
+// split count comes from the padded shape, the tiles of each split from the actual context (a
+// short one uses few splits; the rest exit at once). Each split writes its rows' (m, l, O / l)
+// to the workspace and the last CTA of a (tile, kv head) to finish merges them (no combine launch).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -37,6 +44,11 @@ namespace {
 constexpr int kKeys = 64;         // keys per K/V tile
 constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
 constexpr int kStages = 3;        // K/V tiles in flight: tile it + 2 loads while tile it computes
+// Decode launches (short queries) split each context over up to S CTAs (grid z, from the padded
+// shape): S = kDecodeSplitTarget / (num_reqs_padded x kv heads), each split at least
+// kDecodeSplitMinTiles tiles of the actual context (NOTES.md: H200 A/B).
+constexpr int kDecodeSplitTarget = 256;
+constexpr int kDecodeSplitMinTiles = 2;
 
 // A CTA's shape. mma.sync (WG false): 4 warps, each owning MT m16 tiles, so every K/V fragment
 // it loads from shared memory feeds MT mma pairs. wgmma (WG true, D 64, MT 1): 8 warps = two
@@ -144,16 +156,21 @@ __device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g)
   }
 }
 
+// Which rows of a tile load_kv issues: all, only the cache's (and the zeros past the end: no
+// read of this step's k, v), or only this step's new positions (from k, v).
+enum class KvRows { All, Cache, New };
+
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
 template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
-                        uint16_t* ks, uint16_t* vs) {
+                        uint16_t* ks, uint16_t* vs, KvRows rows = KvRows::All) {
   constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
   for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
+    if (rows != KvRows::All && (rows == KvRows::New) != (ok && j >= new0)) continue;
     const uint16_t* kp = static_cast<const uint16_t*>(p.k);
     const uint16_t* vp = static_cast<const uint16_t*>(p.v);
     int64_t off = 0;
@@ -169,6 +186,12 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
     cp_async16(ks + swz<D>(row, ch), kp + off, ok);
     cp_async16(vs + swz<D>(row, ch), vp + off, ok);
   }
+}
+
+// A row's sum over the 4 threads (lanes 4r .. 4r + 3) that hold its columns.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // Online-softmax state of one m16 tile of a warp: this thread holds rows lane/4 and lane/4 + 8.
@@ -367,9 +390,120 @@ __device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const ui
   reg_fence(st[0].o);
 }
 
-template <int D, int MT, bool WG>
+// ---- decode split over the context (flash-decoding on tensor cores) ----
+
+// A context of n tiles split into at most S parts of at least min_tiles tiles each, equal but for
+// the last, so a short context inside a graph captured for long ones uses one or few of its
+// splits (the others exit at once and nothing waits for them); split z's tiles.
+struct SplitRange {
+  int splits, tile0, tiles;
+};
+__device__ __forceinline__ SplitRange split_range(int n, int S, int min_tiles, int z) {
+  int splits = max(1, min(S, n / max(1, min_tiles)));
+  const int per = max(1, (n + splits - 1) / splits);
+  splits = n > 0 ? (n + per - 1) / per : 1;
+  const int tile0 = min(n, z * per);
+  return {splits, tile0, min(per, n - tile0)};
+}
+
+// The split workspace of a launch of T tokens and gridDim.z splits (the launch's, whatever each
+// context uses): (m, l) of part (token, head, split) = (t hq + h) gridDim.z + z at ml[2 part],
+// its normalised output (D floats) at o[part D].
+struct SplitWorkspace {
+  float *ml, *o;
+  __device__ SplitWorkspace(const PagedAttentionParams& p, int T)
+      : ml(p.split_workspace), o(p.split_workspace + 2 * int64_t(T) * p.hq * gridDim.z) {}
+};
+
+// Part index of row `row` (token row / G of the tile, head row % G of group g) of split z.
+__device__ __forceinline__ int64_t part_of(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int row,
+                                           int z) {
+  return (int64_t(ti.tok0 + ti.first + row / G) * p.hq + g * G + row % G) * gridDim.z + z;
+}
+
+// A warp's rows' partial softmax states (m in the log2 domain, l, O / l) -> the workspace.
+template <int D, int MT>
+__device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti, const RowState<D> (&st)[MT], int g,
+                               int G, int rows_used, int row0, int T) {
+  const SplitWorkspace ws(p, T);
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float l = quad_sum(st[mt].l[i]);
+      const int row = row0 + mt * 16 + (lane >> 2) + 8 * i;
+      if (row >= rows_used || row / G >= ti.ntok) continue;
+      const int64_t part = part_of(p, ti, g, G, row, int(blockIdx.z));
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float* dst = ws.o + part * D + 2 * (lane & 3);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<float2*>(dst + nd * 8) =
+            make_float2(st[mt].o[nd][2 * i] * inv, st[mt].o[nd][2 * i + 1] * inv);
+      if ((lane & 3) == 0) ws.ml[2 * part] = st[mt].m[i], ws.ml[2 * part + 1] = l;
+    }
+}
+
+// Called by every CTA of a split (block-uniform) after write_partials: the last of the S CTAs of
+// its (tile, kv head) to arrive (an atomic counter, which it resets for the next launch) merges
+// the partials of each row, out = sum_s w_s o_s / sum_s w_s with w_s = l_s 2^(m_s - max m), splits
+// with l_s = 0 weighing nothing. smem: (2 rows + 1) S floats of scratch (the K/V stages).
+template <int D, int NT>
+__device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int rows_used, int T,
+                               int S, float* smem) {
+  __shared__ bool last;
+  __threadfence();  // this CTA's partials are visible before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* c = p.split_counters + blockIdx.x * gridDim.y + blockIdx.y;
+    last = atomicAdd(c, 1u) == unsigned(S - 1);
+    if (last) *c = 0u;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const SplitWorkspace ws(p, T);
+  const int rows = min(rows_used, ti.ntok * G);
+  float *m_w = smem, *l_w = smem + rows * S, *den = smem + 2 * rows * S;
+  for (int i = threadIdx.x; i < rows * S; i += NT) {  // every (row, split) state in parallel
+    const int64_t part = part_of(p, ti, g, G, i / S, i % S);
+    m_w[i] = __ldcg(ws.ml + 2 * part);
+    l_w[i] = __ldcg(ws.ml + 2 * part + 1);
+  }
+  __syncthreads();
+  for (int row = threadIdx.x; row < rows; row += NT) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int sp = 0; sp < S; ++sp)
+      if (l_w[row * S + sp] > 0.0f) mx = fmaxf(mx, m_w[row * S + sp]);
+    for (int sp = 0; sp < S; ++sp) {
+      const float l = l_w[row * S + sp];
+      const float w = l > 0.0f ? l * fast_exp2(m_w[row * S + sp] - mx) : 0.0f;
+      l_w[row * S + sp] = w;  // now the split's weight
+      sum += w;
+    }
+    den[row] = sum;
+  }
+  __syncthreads();
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  for (int e = threadIdx.x; e < rows * D; e += NT) {
+    const int row = e / D, d = e % D;
+    const int64_t part0 = part_of(p, ti, g, G, row, 0);
+    float num = 0.0f;
+    for (int sp = 0; sp < S; ++sp) {  // splits that saw no key weigh 0 and are not read
+      const float w = l_w[row * S + sp];
+      if (w > 0.0f) num += w * __ldcg(ws.o + (part0 + sp) * D + d);
+    }
+    const float o = den[row] > 0.0f ? num / den[row] : 0.0f;
+    const __nv_bfloat16 b = __float2bfloat16_rn(o);
+    out[(part0 / gridDim.z) * D + d] = *reinterpret_cast<const uint16_t*>(&b);
+  }
+}
+
+template <int D, int MT, bool WG, bool SPLIT>
 __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
-    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q) {
+    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q, int split_min_tiles,
+                             bool prefetch) {
   using C = Cfg<D, MT, WG>;
   constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem_raw[];
@@ -381,13 +515,19 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   uint16_t* smem = q_s;
   uint16_t* k_s = smem + ROWS * D;  // kStages stages of kKeys x D
   uint16_t* v_s = k_s + kStages * kKeys * D;
-  pdl_wait();
-  pdl_trigger();
+  // With `prefetch` (GS_TC_PREFETCH=1), decode (SPLIT) launches read the metadata and start loading
+  // the cache rows of their first two tiles before pdl_wait(): no kernel of the step writes either (the metadata is
+  // copied in before the forward, and only this kernel writes this layer's cache, at new positions), so these loads
+  // overlap the QKV projection's tail; q and the new k, v rows wait.
+  const bool early = SPLIT && prefetch;
+  if (!early) {
+    pdl_wait();
+    pdl_trigger();
+  }
 
   const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
   TileInfo ti;
   if (!locate_tile(p, T, TPT, ti)) return;
-  write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
 
   int ctx = 0, new0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v
   if (ti.r < p.num_reqs_padded) {
@@ -397,7 +537,22 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   const int q_first = new0 + ti.first;  // position of the tile's first query token
   const int kv_end = max(0, min(ctx, q_first + ti.ntok));
   const int kv_begin = window > 0 ? max(0, q_first - window + 1) / kKeys * kKeys : 0;
-  const int n_kv = kv_end > kv_begin ? (kv_end - kv_begin + kKeys - 1) / kKeys : 0;
+  const int n_all = kv_end > kv_begin ? (kv_end - kv_begin + kKeys - 1) / kKeys : 0;
+  // This CTA's tiles [tile0, tile0 + n_kv) of the n_all: all of them, or its split's share.
+  const SplitRange sr =
+      SPLIT ? split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z)) : SplitRange{1, 0, n_all};
+  if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
+  const int n_kv = sr.tiles;
+  const int kv_lo = kv_begin + sr.tile0 * kKeys;  // the first key of this CTA's tiles
+  if (early) {
+    if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, KvRows::Cache);
+    if (n_kv > 1)
+      load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, KvRows::Cache);
+    pdl_wait();
+    pdl_trigger();
+  }
+  if (blockIdx.z == 0) write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
+  const KvRows first_rows = early ? KvRows::New : KvRows::All;  // the rest of the first two tiles
 
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
   constexpr int CPR = D / 8;
@@ -409,10 +564,11 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     cp_async16(q_s + swz<D>(row, ch), src, ok);
   }
   // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest
-  // group done" at iteration it means tile it has landed.
-  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_begin, kv_end, k_s, v_s);
+  // group done" at iteration it means tile it has landed (decode: the first group also holds the
+  // cache rows of tile 1 issued before pdl_wait, which only makes it wait longer).
+  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, first_rows);
   cp_async_commit();
-  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_begin + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
+  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, first_rows);
   cp_async_commit();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -453,7 +609,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
 
   for (int it = 0, stage = 0; it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
-    const int kv0 = kv_begin + it * kKeys;
+    const int kv0 = kv_lo + it * kKeys;
     cp_async_wait<1>();
     if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
     __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
@@ -472,6 +628,12 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     }
   }
   cp_async_wait<0>();
+  if (SPLIT && sr.splits > 1) {
+    write_partials<D, MT>(p, ti, st, g, G, rows_used, warp * WROWS, T);
+    __syncthreads();  // every warp is done with the K/V stages, which the merge reuses
+    merge_partials<D, NT>(p, ti, g, G, rows_used, T, sr.splits, reinterpret_cast<float*>(k_s));
+    return;
+  }
 
   // O / l -> out; rows with no visible key (l = 0) become zeros.
   uint16_t* out = static_cast<uint16_t*>(p.out);
@@ -479,9 +641,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float l = st[mt].l[i];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = quad_sum(st[mt].l[i]);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const int row = warp * WROWS + mt * 16 + (lane >> 2) + 8 * i, tl = row / G;
       if (row >= rows_used || tl >= ti.ntok) continue;
@@ -500,16 +660,53 @@ bool reload_q_per_tile() {
   return e && e[0] == '1' && e[1] == 0;
 }
 
-template <int D, int MT, bool WG>
+int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : fallback;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+// Decode splits: aim at tc_split_target() CTAs in all (GS_TC_SPLIT_TARGET), each split at least
+// tc_split_min_tiles() 64-key tiles (GS_TC_SPLIT_MIN_TILES), at most kMaxDecodeSplits per context.
+constexpr int kMaxDecodeSplits = 64;
+int tc_split_target() {
+  static const int v = env_int("GS_TC_SPLIT_TARGET", 1, 4096, kDecodeSplitTarget);
+  return v;
+}
+int tc_split_min_tiles() {
+  static const int v = env_int("GS_TC_SPLIT_MIN_TILES", 1, 64, kDecodeSplitMinTiles);
+  return v;
+}
+// GS_TC_PREFETCH=1: decode launches start loading the cache rows before pdl_wait(). Off by
+// default: no measurable gain on an H200 (llama3.2-1b bs 1 / 4 / 8, prompt 128: 0.919 / 1.143 /
+// 1.198 ms vs 0.925 / 1.136 / 1.164 without; tools/gpu/NOTES.md).
+bool tc_prefetch() {
+  static const bool on = env_int("GS_TC_PREFETCH", 0, 1, 0) == 1;
+  return on;
+}
+
+// Splits per context of a decode launch, from the padded shape alone (num_reqs_padded, the block
+// table's reach, T): 1 without a workspace, or when the workspace or the counters are too small.
+int decode_splits(const PagedAttentionParams& p, int T, int gx) {
+  if (!p.split_workspace || !p.split_counters || gx * p.hkv > kSplitCounters) return 1;
+  const int pairs = std::max(1, p.num_reqs_padded * p.hkv);
+  const int by_ctx = p.max_blocks_per_req * p.block_size / (kKeys * tc_split_min_tiles());
+  const int by_ws = int(split_workspace_floats(p.D) / (size_t(T) * p.hq * (p.D + 2)));
+  const int S = std::min({(tc_split_target() + pairs - 1) / pairs, kMaxDecodeSplits, by_ctx, by_ws});
+  return std::max(S, 1);
+}
+
+template <int D, int MT, bool WG, bool SPLIT = false>
 cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
   using C = Cfg<D, MT, WG>;
-  static const cudaError_t attr = cudaFuncSetAttribute(prefill_attention_kernel<D, MT, WG>,
+  static const cudaError_t attr = cudaFuncSetAttribute(prefill_attention_kernel<D, MT, WG, SPLIT>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
   if (attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
-  const dim3 grid(unsigned(T / tpt + p.num_reqs_padded + 1), unsigned(p.hkv));
-  return launch_pdl(prefill_attention_kernel<D, MT, WG>, grid, C::threads, C::smem, s, p, window, T,
-                    WG && reload_q_per_tile());
+  const int gx = T / tpt + p.num_reqs_padded + 1;
+  const int S = SPLIT ? decode_splits(p, T, gx) : 1;
+  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(S));
+  return launch_pdl(prefill_attention_kernel<D, MT, WG, SPLIT>, grid, C::threads, C::smem, s, p, window, T,
+                    WG && reload_q_per_tile(), tc_split_min_tiles(), SPLIT && tc_prefetch());
 }
 
 // m16 tiles per warp at D = 64 on mma.sync (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D =
@@ -541,8 +738,9 @@ bool prefill_attention_supported(const PagedAttentionParams& p) {
 cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
+  if (short_queries)
+    return p.D == 128 ? launch<128, 1, false, true>(p, window, T, s) : launch<64, 1, false, true>(p, window, T, s);
   if (p.D == 128) return launch<128, 1, false>(p, window, T, s);
-  if (short_queries) return launch<64, 1, false>(p, window, T, s);
   if (wgmma_d64()) return launch<64, 1, true>(p, window, T, s);
   return tiles_per_warp_d64() == 2 ? launch<64, 2, false>(p, window, T, s) : launch<64, 1, false>(p, window, T, s);
 }

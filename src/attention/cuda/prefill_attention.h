@@ -24,7 +24,9 @@ bool prefill_attention_supported(const PagedAttentionParams& p);
 // and for queries with an empty context. window > 0: a query at position p sees only keys in
 // (p - window, p]; <= 0: no window.
 // short_queries: every request has few new tokens (decode, speculative verification), so the
-// smaller 64-row tile is used (most rows of a tile are empty then).
+// smaller 64-row tile is used (most rows of a tile are empty then), and, when p has a split
+// workspace, each context is split over several CTAs (flash-decoding: the split count from the
+// padded shape, the splits used from the actual context; the last CTA of each split group merges).
 cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s);
 
 }  // namespace gs::cuda

@@ -43,8 +43,20 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
 
 constexpr int kMaxChunks = 4;  // 8-element chunks per thread: H <= 8 * 4 * 1024
 
+// Up to 1024 threads a block (64 registers a thread at most).
 template <typename T, typename X, typename R>
-__global__ void rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+__global__ void __launch_bounds__(1024)
+    rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+  // The weight's first chunk (constant data) is loaded before pdl_wait(): it overlaps the previous
+  // kernel's tail (a decode step's norm is one block, a chunk a thread, whose dependent loads are
+  // its whole cost). One chunk only: all of them would not fit 1024 threads' registers.
+  constexpr int WV = 8 / kVecElems<T>;
+  uint4 w0[WV];
+  const bool w_early = threadIdx.x * 8 < H;
+  if (w_early) {
+#pragma unroll
+    for (int i = 0; i < WV; ++i) w0[i] = reinterpret_cast<const uint4*>(w + threadIdx.x * 8)[i];
+  }
   pdl_wait();
   pdl_trigger();
   const int64_t base = int64_t(blockIdx.x) * H;
@@ -71,7 +83,12 @@ __global__ void rms_norm_vec_kernel(R* residual, const X* x, const T* w, float e
     const int e = (threadIdx.x + j * blockDim.x) * 8;
     if (e >= H) break;
     float wf[8];
-    load8(w + e, wf);
+    if (j == 0) {
+#pragma unroll
+      for (int i = 0; i < WV; ++i) unpack_vec<T>(w0[i], wf + i * kVecElems<T>);
+    } else {
+      load8(w + e, wf);
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
     store8(out + base + e, v[j]);
