@@ -83,13 +83,23 @@ const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
 
 // The base projection of x into y (linear(): the GEMM, and the tensor-parallel reduce if any),
 // with the adapters' shrink enqueued before it (the backend may run it beside the projection:
-// it needs only x) and their expand after it.
+// it needs only x) and their expand after it (unless the caller fuses it into the next op).
 template <typename Linear>
 void LlamaModel::with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n,
-                           Linear&& linear) {
+                           Linear&& linear, bool expand) {
   if (lora_slots(in)) lora_->shrink(layer, LoraProj(p), x, in.lora_slots, n);
   linear();
-  if (lora_slots(in)) lora_->expand(layer, LoraProj(p), y, in.lora_slots, n);
+  if (lora_slots(in) && expand) lora_->expand(layer, LoraProj(p), y, in.lora_slots, n);
+}
+
+// residual += y, y = rms_norm(residual) * w; with a LoRA projection p (o or down; -1: none), y
+// first gets p's LoRA expand in the same op.
+void LlamaModel::add_rms_norm(int layer, int p, const ForwardInputs& in, const Tensor& residual, const Tensor& y,
+                              const Tensor& w, int n) {
+  if (p >= 0)
+    lora_->expand_add_rms_norm(layer, LoraProj(p), residual, y, w, cfg_.rms_norm_eps, y, in.lora_slots, n);
+  else
+    be_.add_rms_norm(residual, y, w, cfg_.rms_norm_eps, y);
 }
 
 // o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
@@ -97,25 +107,37 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
-  with_lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n, [&] {
-    be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-    reduce(hid);
-  });
+  // o's and down's LoRA expand joins the residual add + norm after them (not past Gemma 2's norm)
+  const bool lora = lora_slots(in) != nullptr;
+  const int fuse_o = lora && !w.attn_out_norm.defined() ? int(LoraProj::O) : -1;
+  const int fuse_down = lora && !w.mlp_out_norm.defined() ? int(LoraProj::Down) : -1;
+  with_lora(
+      layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n,
+      [&] {
+        be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+        reduce(hid);
+      },
+      fuse_o < 0);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
-  be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
-  if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
-    with_lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
-              [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); });
-    be_.gated_activation(cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  add_rms_norm(layer, fuse_o, in, res, hid, w.post_norm, n);
+  if (lora) {  // the adapter adds to the gate/up projection, in the activation's op
+    with_lora(
+        layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
+        [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); }, false);
+    lora_->expand_gated_activation(layer, cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n), in.lora_slots,
+                                   n);
   } else {
     be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   }
-  with_lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n, [&] {
-    be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
-    reduce(hid);
-  });
+  with_lora(
+      layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n,
+      [&] {
+        be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+        reduce(hid);
+      },
+      fuse_down < 0);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
-  be_.add_rms_norm(res, hid, next_norm, eps, hid);
+  add_rms_norm(layer, fuse_down, in, res, hid, next_norm, n);
 }
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into
@@ -127,9 +149,10 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
   const float eps = cfg_.rms_norm_eps;
   const Tensor q = buf_.q.rows(0, n), k = buf_.k.rows(0, n), v = buf_.v.rows(0, n);
-  if (in.has_lora) {  // the adapter adds to the projection before the epilogue
-    with_lora(layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); });
-    be_.split_qkv_rope(qkv, pos, cfg_.rope, qn, kn, eps, q, k, v);
+  if (lora_slots(in)) {  // the adapter adds to the projection, in the epilogue's op
+    with_lora(
+        layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); }, false);
+    lora_->expand_split_qkv_rope(layer, qkv, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
   } else {
     be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
   }

@@ -60,9 +60,15 @@ class LlamaModel final : public PiecewiseModel {
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
   // linear() (the base projection p of x into y), then y += the batch's LoRA deltas of p (only
-  // linear() in forwards without adapters).
+  // linear() in forwards without adapters; with expand false, the caller fuses the expand into
+  // the op after it).
   template <typename Linear>
-  void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear);
+  void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear,
+                 bool expand = true);
+  // residual += y, then y = rms_norm(residual) * w; with a LoRA projection p (o or down; -1:
+  // none), the LoRA expand of p into y first, in the same backend op.
+  void add_rms_norm(int layer, int p, const ForwardInputs& in, const Tensor& residual, const Tensor& y, const Tensor& w,
+                    int n);
 
   ModelConfig cfg_;  // the rank's shapes (tp_.local)
   TpLayout tp_;
