@@ -79,6 +79,8 @@ void run(KernelsArgs& a) {
   auto profiler = make_kernel_profiler(&why_not);
   GS_CHECK(profiler, "bench kernels: no kernel profiler: {}", why_not);
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
+  GS_CHECK(a.bench.num_loras <= int(a.cfg.lora_modules.size()), "--lora-spread {}: {} adapters are loaded",
+           a.bench.num_loras, a.cfg.lora_modules.size());
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
@@ -123,6 +125,9 @@ void add_bench_kernels(CLI::App& bench) {
   cmd->add_option("--input-len", args->bench.input_len, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence (profiled steps + 1)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--lora-spread", args->bench.num_loras,
+                  "with --enable-lora: requests spread over the first N adapters (0: the base model)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top", args->top, "Kernels listed per batch size (the rest summed)")->check(CLI::NonNegativeNumber);
   add_sampling_flags(*cmd, args->sampling, "greedy");
   cmd->add_option("--output-json", args->output_json, "JSON results file");
