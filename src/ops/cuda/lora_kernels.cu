@@ -46,6 +46,7 @@ constexpr int kScalarThreads = 128;
 // of an expand block splitting the rank rows, kGroups 16-byte column groups of it,
 // kSliceRowsHeld B^T rows a thread holds.
 constexpr int kTokenPrefetch = 8;
+constexpr int kRowsThreads = 256;  // the shrink's rows form (from 2 tokens): 256 threads, x read once a block
 constexpr int kRowsPerBlock = 4;
 constexpr int kManyTokens = 64;
 constexpr int kSlices = 4;
@@ -82,12 +83,13 @@ __device__ __forceinline__ int gather_tokens(const int32_t* __restrict__ slots, 
 }
 
 // Per token: tmp[t, r0 .. r0+RB) = x[t] . a[slots[t], r] for the block's RB rank rows, with 16-byte loads
-// (K a multiple of E, rows aligned). Each x piece is read once and used for all RB rows.
-template <typename T, int RB>
-__global__ void __launch_bounds__(kThreads)
+// (K a multiple of E, rows aligned), by a block of N threads: thread i holds the pieces i + u N
+// (u < P) of its RB rows of A across pdl_wait() (the rest it loads after), and reads each x piece
+// once for all RB rows; each row's dot is then reduced over the block (shuffles, shared memory).
+template <typename T, int RB, int P, int N>
+__global__ void __launch_bounds__(N)
     lora_shrink_kernel(const T* __restrict__ x, const T* __restrict__ a, const int32_t* __restrict__ slots,
                        float* __restrict__ tmp, int K, int R, int S) {
-  constexpr int P = kTokenPrefetch / RB;  // pieces of each row held across pdl_wait()
   const int t = int(blockIdx.x), r0 = int(blockIdx.y) * RB;
   const int slot = slots[t];
   if (slot < 0 || slot >= S) return;  // uniform over the block
@@ -99,7 +101,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < RB; ++j)
 #pragma unroll
     for (int u = 0; u < P; ++u) {
-      const int kv = int(threadIdx.x) + u * kThreads;
+      const int kv = int(threadIdx.x) + u * N;
       held[j][u] = j < rows && kv < KV ? __ldg(av + int64_t(j) * KV + kv) : make_uint4(0, 0, 0, 0);
     }
   pdl_wait();
@@ -107,19 +109,19 @@ __global__ void __launch_bounds__(kThreads)
   float acc[RB] = {};
 #pragma unroll
   for (int u = 0; u < P; ++u) {
-    const int kv = int(threadIdx.x) + u * kThreads;
+    const int kv = int(threadIdx.x) + u * N;
     if (kv >= KV) break;
     const uint4 xq = xv[kv];  // plain loads: an earlier kernel wrote x
 #pragma unroll
     for (int j = 0; j < RB; ++j) acc[j] += dot_vec<T>(xq, held[j][u]);
   }
-  for (int kv = int(threadIdx.x) + P * kThreads; kv < KV; kv += kThreads) {
+  for (int kv = int(threadIdx.x) + P * N; kv < KV; kv += N) {
     const uint4 xq = xv[kv];
 #pragma unroll
     for (int j = 0; j < RB; ++j)
       if (j < rows) acc[j] += dot_vec<T>(xq, __ldg(av + int64_t(j) * KV + kv));
   }
-  __shared__ float part[RB][kThreads / 32];
+  __shared__ float part[RB][N / 32];
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
 #pragma unroll
   for (int j = 0; j < RB; ++j) {
@@ -130,57 +132,7 @@ __global__ void __launch_bounds__(kThreads)
   if (int(threadIdx.x) < rows) {
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) sum += part[threadIdx.x][w];
-    tmp[int64_t(t) * R + r0 + int(threadIdx.x)] = sum;
-  }
-}
-
-// Per token, x read once for RB rank rows: a block of kRowsThreads threads per (token, RB rows),
-// thread i holding the x vectors i + j kRowsThreads (j < X, X = K / (E kRowsThreads) rounded up)
-// and the same pieces of its RB rows of A (RB X <= 16 vectors, loaded before pdl_wait()); each row's
-// dot is then reduced over the block (warp shuffles, then shared memory).
-constexpr int kRowsThreads = 256;
-template <typename T, int X, int RB>
-__global__ void __launch_bounds__(kRowsThreads)
-    lora_shrink_rows_kernel(const T* __restrict__ x, const T* __restrict__ a, const int32_t* __restrict__ slots,
-                            float* __restrict__ tmp, int K, int R, int S) {
-  const int t = int(blockIdx.x), r0 = int(blockIdx.y) * RB;
-  const int slot = slots[t];
-  if (slot < 0 || slot >= S) return;  // uniform over the block
-  const int KV = K / kVecElems<T>, rows = min(RB, R - r0);
-  const uint4* av = reinterpret_cast<const uint4*>(a + (int64_t(slot) * R + r0) * K);  // row j at av + j * KV
-  const uint4* xv = reinterpret_cast<const uint4*>(x + int64_t(t) * K);
-  uint4 held[RB][X];
-#pragma unroll
-  for (int j = 0; j < RB; ++j)
-#pragma unroll
-    for (int u = 0; u < X; ++u) {
-      const int kv = int(threadIdx.x) + u * kRowsThreads;
-      held[j][u] = j < rows && kv < KV ? __ldg(av + int64_t(j) * KV + kv) : make_uint4(0, 0, 0, 0);
-    }
-  pdl_wait();
-  pdl_trigger();
-  float acc[RB] = {};
-#pragma unroll
-  for (int u = 0; u < X; ++u) {
-    const int kv = int(threadIdx.x) + u * kRowsThreads;
-    if (kv >= KV) break;
-    const uint4 xq = xv[kv];  // plain loads: an earlier kernel wrote x
-#pragma unroll
-    for (int j = 0; j < RB; ++j) acc[j] += dot_vec<T>(xq, held[j][u]);
-  }
-  __shared__ float part[RB][kRowsThreads / 32];
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-#pragma unroll
-  for (int j = 0; j < RB; ++j) {
-    const float v = warp_sum(acc[j]);
-    if (lane == 0) part[j][warp] = v;
-  }
-  __syncthreads();
-  if (int(threadIdx.x) < rows) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kRowsThreads / 32; ++w) sum += part[threadIdx.x][w];
+    for (int w = 0; w < N / 32; ++w) sum += part[threadIdx.x][w];
     tmp[int64_t(t) * R + r0 + int(threadIdx.x)] = sum;
   }
 }
@@ -573,8 +525,10 @@ int shrink_rows_from() {
   return from;
 }
 
-// A block per (token, rank row), per (token, kRowsPerBlock rows) from kManyTokens tokens on (x
-// read once for several rows, fewer blocks).
+// At one token a block of kThreads per rank row (the most blocks: the GEMV beside it leaves SMs
+// free); from shrink_rows_from() tokens the rows form, kRowsThreads threads per (token, 16 / (X
+// split) rank rows), as long as a thread's X pieces cover K; past that kRowsPerBlock rows a block
+// from kManyTokens tokens on.
 template <typename T>
 cudaError_t launch_shrink(const T* x, const T* a, const int32_t* slots, float* tmp, int T_, int K, int R, int S,
                           cudaStream_t s) {
@@ -589,14 +543,14 @@ cudaError_t launch_shrink(const T* x, const T* a, const int32_t* slots, float* t
                           S);
       };
       if constexpr (Xc <= 1)
-        if (rb >= 16) return launch(lora_shrink_rows_kernel<T, Xc, 16>, 16);
+        if (rb >= 16) return launch(lora_shrink_kernel<T, 16, Xc, kRowsThreads>, 16);
       if constexpr (Xc <= 2)
-        if (rb >= 8) return launch(lora_shrink_rows_kernel<T, Xc, 8>, 8);
+        if (rb >= 8) return launch(lora_shrink_kernel<T, 8, Xc, kRowsThreads>, 8);
       if constexpr (Xc <= 4)
-        if (rb >= 4) return launch(lora_shrink_rows_kernel<T, Xc, 4>, 4);
+        if (rb >= 4) return launch(lora_shrink_kernel<T, 4, Xc, kRowsThreads>, 4);
       if constexpr (Xc <= 8)
-        if (rb >= 2) return launch(lora_shrink_rows_kernel<T, Xc, 2>, 2);
-      return launch(lora_shrink_rows_kernel<T, Xc, 1>, 1);
+        if (rb >= 2) return launch(lora_shrink_kernel<T, 2, Xc, kRowsThreads>, 2);
+      return launch(lora_shrink_kernel<T, 1, Xc, kRowsThreads>, 1);
     };
     if (X == 1) return go(std::integral_constant<int, 1>{});
     if (X == 2) return go(std::integral_constant<int, 2>{});
@@ -605,10 +559,10 @@ cudaError_t launch_shrink(const T* x, const T* a, const int32_t* slots, float* t
     return go(std::integral_constant<int, 16>{});
   }
   if (T_ >= kManyTokens)
-    return launch_pdl(lora_shrink_kernel<T, kRowsPerBlock>, dim3(unsigned(T_), ceil_div(R, kRowsPerBlock)),
-                      dim3(kThreads), 0, s, x, a, slots, tmp, K, R, S);
-  return launch_pdl(lora_shrink_kernel<T, 1>, dim3(unsigned(T_), unsigned(R)), dim3(kThreads), 0, s, x, a, slots, tmp,
-                    K, R, S);
+    return launch_pdl(lora_shrink_kernel<T, kRowsPerBlock, kTokenPrefetch / kRowsPerBlock, kThreads>,
+                      dim3(unsigned(T_), ceil_div(R, kRowsPerBlock)), dim3(kThreads), 0, s, x, a, slots, tmp, K, R, S);
+  return launch_pdl(lora_shrink_kernel<T, 1, kTokenPrefetch, kThreads>, dim3(unsigned(T_), unsigned(R)), dim3(kThreads),
+                    0, s, x, a, slots, tmp, K, R, S);
 }
 
 // The expand's parts in 16-byte column groups: one target where a boundary splits a group.
