@@ -84,6 +84,8 @@ void run(KernelsArgs& a) {
   GS_CHECK(a.bench.output_len >= 2, "bench kernels: --output-len must be >= 2 (one decode step), got {}",
            a.bench.output_len);
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
+  GS_CHECK(a.bench.num_loras <= int(a.cfg.lora_modules.size()), "--lora-spread {}: {} adapters are loaded",
+           a.bench.num_loras, a.cfg.lora_modules.size());
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
@@ -132,6 +134,9 @@ void add_bench_kernels(CLI::App& bench) {
   cmd->add_option("--input-len", args->bench.input_len, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence (profiled steps + 1)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--lora-spread", args->bench.num_loras,
+                  "with --enable-lora: requests spread over the first N adapters (0: the base model)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top", args->top, "Kernels listed per batch size (the rest summed)")->check(CLI::NonNegativeNumber);
   add_sampling_flags(*cmd, args->sampling, "greedy");
   cmd->add_option("--output-json", args->output_json, "JSON results file");

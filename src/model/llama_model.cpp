@@ -86,13 +86,30 @@ const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
 
 // The base projection of x into y (linear(): the GEMM, and the tensor-parallel reduce if any),
 // with the adapters' shrink enqueued before it (the backend may run it beside the projection:
-// it needs only x) and their expand after it.
+// it needs only x) and their expand after it (unless the caller fuses it into the next op).
 template <typename Linear>
 void LlamaModel::with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n,
-                           Linear&& linear) {
+                           Linear&& linear, bool expand) {
   if (lora_slots(in)) lora_->shrink(layer, LoraProj(p), x, in.lora_slots, n);
   linear();
-  if (lora_slots(in)) lora_->expand(layer, LoraProj(p), y, in.lora_slots, n);
+  if (lora_slots(in) && expand) lora_->expand(layer, LoraProj(p), y, in.lora_slots, n);
+}
+
+LlamaModel::AddNormJoin LlamaModel::add_norm_join(const ForwardInputs& in, LoraProj p, const Tensor& out_norm) const {
+  if (out_norm.defined()) return {};
+  if (lora_slots(in)) return {.lora_proj = int(p)};
+  return {.reduce = tp_.sharded()};
+}
+
+void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual,
+                              const Tensor& y, const Tensor& w, int n) {
+  const float eps = cfg_.rms_norm_eps;
+  if (join.lora_proj >= 0)
+    lora_->expand_add_rms_norm(layer, LoraProj(join.lora_proj), residual, y, w, eps, y, in.lora_slots, n);
+  else if (join.reduce)
+    comm_->all_reduce_add_rms_norm(be_, residual, y, w, eps, y);
+  else
+    be_.add_rms_norm(residual, y, w, eps, y);
 }
 
 // o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
@@ -100,44 +117,43 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
-  // Tensor parallelism: the all-reduce joins the residual add + norm after it in one op, unless
-  // an adapter's expand or Gemma 2's extra norm comes between them.
-  const bool fuse_o = tp_.sharded() && !in.has_lora && !w.attn_out_norm.defined();
-  const bool fuse_down = tp_.sharded() && !in.has_lora && !w.mlp_out_norm.defined();
-  with_lora(layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n, [&] {
-    be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-    if (!fuse_o) reduce(hid);
-  });
+  const bool lora = lora_slots(in) != nullptr;
+  const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
+  const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
+  with_lora(
+      layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n,
+      [&] {
+        be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
+        if (!after_o.reduce) reduce(hid);
+      },
+      after_o.lora_proj < 0);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   const bool fuse = fuse_norms(in);
   if (fuse) {
     be_.add_rms_norm_linear_gated_activation(res, hid, w.post_norm, eps, hid, cfg_.activation, w.gate_up,
                                              buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   } else {
-    add_rms_norm(fuse_o, res, hid, w.post_norm);
-    if (in.has_lora) {  // the adapter adds to the gate/up projection before the activation
-      with_lora(layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
-                [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); });
-      be_.gated_activation(cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+    add_rms_norm(layer, after_o, in, res, hid, w.post_norm, n);
+    if (lora) {  // the adapter adds to the gate/up projection, in the activation's op
+      with_lora(
+          layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
+          [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); }, false);
+      lora_->expand_gated_activation(layer, cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n),
+                                     in.lora_slots, n);
     } else {
       be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
     }
   }
-  with_lora(layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n, [&] {
-    be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
-    if (!fuse_down) reduce(hid);
-  });
+  with_lora(
+      layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n,
+      [&] {
+        be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
+        if (!after_down.reduce) reduce(hid);
+      },
+      after_down.lora_proj < 0);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
   // Fused: the next layer's QKV projection adds hid and norms (start_layer); the final norm stays.
-  if (!fuse || layer + 1 == cfg_.num_layers) add_rms_norm(fuse_down, res, hid, next_norm);
-}
-
-// residual += hid; hid = rms_norm(residual) * w, after all-reducing hid first when `reduce_first`.
-void LlamaModel::add_rms_norm(bool reduce_first, const Tensor& res, const Tensor& hid, const Tensor& w) {
-  if (reduce_first)
-    comm_->all_reduce_add_rms_norm(be_, res, hid, w, cfg_.rms_norm_eps, hid);
-  else
-    be_.add_rms_norm(res, hid, w, cfg_.rms_norm_eps, hid);
+  if (!fuse || layer + 1 == cfg_.num_layers) add_rms_norm(layer, after_down, in, res, hid, next_norm, n);
 }
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into
@@ -150,9 +166,10 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
   const float eps = cfg_.rms_norm_eps;
   const Tensor q = buf_.q.rows(0, n), k = buf_.k.rows(0, n), v = buf_.v.rows(0, n);
-  if (in.has_lora) {  // the adapter adds to the projection before the epilogue
-    with_lora(layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); });
-    be_.split_qkv_rope(qkv, pos, cfg_.rope, qn, kn, eps, q, k, v);
+  if (lora_slots(in)) {  // the adapter adds to the projection, in the epilogue's op
+    with_lora(
+        layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); }, false);
+    lora_->expand_split_qkv_rope(layer, qkv, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
   } else if (fuse_norms(in)) {  // the residual add (of the previous layer's MLP output) + norm first
     be_.add_rms_norm_linear_split_qkv_rope(buf_.residual.rows(0, n), layer > 0 ? x : Tensor(), w.input_norm, eps, x,
                                            w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, qkv, q, k, v);

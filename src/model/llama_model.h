@@ -25,6 +25,7 @@
 #include "attention/attention_backend.h"
 #include "distributed/communicator.h"
 #include "model/llama_weights.h"
+#include "model/lora_slots.h"
 #include "model/model_config.h"
 #include "model/piecewise_model.h"
 
@@ -55,9 +56,6 @@ class LlamaModel final : public PiecewiseModel {
   };
   // Sums a row-parallel projection's partial outputs over the ranks (nothing when unsharded).
   void reduce(const Tensor& t);
-  // res += hid; hid = rms_norm(res) * w; with reduce_first, hid's partial sums are all-reduced
-  // first (Communicator::all_reduce_add_rms_norm: one kernel on the GPU at decode sizes).
-  void add_rms_norm(bool reduce_first, const Tensor& res, const Tensor& hid, const Tensor& w);
 
   int check_tokens(const ForwardInputs& in) const;
   // Whether each residual add + norm goes to the projection that reads it
@@ -68,9 +66,23 @@ class LlamaModel final : public PiecewiseModel {
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
   // linear() (the base projection p of x into y), then y += the batch's LoRA deltas of p (only
-  // linear() in forwards without adapters).
+  // linear() in forwards without adapters; with expand false, the caller fuses the expand into
+  // the op after it).
   template <typename Linear>
-  void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear);
+  void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear,
+                 bool expand = true);
+  // What the residual add + norm after o_proj or down takes over from the op before it: the
+  // projection's LoRA expand (lora_proj >= 0), or else the tensor-parallel all-reduce of its
+  // partial sums (reduce); neither past Gemma 2's extra norm (out_norm defined).
+  struct AddNormJoin {
+    int lora_proj = -1;
+    bool reduce = false;
+  };
+  AddNormJoin add_norm_join(const ForwardInputs& in, LoraProj p, const Tensor& out_norm) const;
+  // residual += y, then y = rms_norm(residual) * w, with what `join` names done first in the same
+  // op (LoraSlots::expand_add_rms_norm, Communicator::all_reduce_add_rms_norm: one kernel on the GPU).
+  void add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual, const Tensor& y,
+                    const Tensor& w, int n);
 
   ModelConfig cfg_;  // the rank's shapes (tp_.local)
   TpLayout tp_;

@@ -46,6 +46,17 @@ class LoraSlots {
   // needs only x), and expand (+ scratch B^T into y) after it. One shrink, then its expand.
   void shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slots, int n);
   void expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n);
+  // The expand fused with the op that consumes y (Backend::lora_expand_split_qkv_rope,
+  // lora_expand_gated_activation, lora_expand_add_rms_norm), in place of expand() and that op:
+  // qkv's into the split + RoPE, gate_up's into the gated activation (out [n, I]), o's or
+  // down's (p) into the residual add + RMSNorm that follows them.
+  void expand_split_qkv_rope(int layer, const Tensor& qkv, const Tensor& positions, const RopeConfig& rope,
+                             const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& slots, int n);
+  void expand_gated_activation(int layer, GatedActivation act, const Tensor& gate_up, const Tensor& out,
+                               const Tensor& slots, int n);
+  void expand_add_rms_norm(int layer, LoraProj p, const Tensor& residual, const Tensor& y, const Tensor& w, float eps,
+                           const Tensor& out, const Tensor& slots, int n);
 
  private:
   struct Proj {
@@ -56,6 +67,7 @@ class LoraSlots {
   Backend& be_;
   int max_loras_, max_rank_;
   std::vector<std::array<Proj, kNumLoraProjs>> layers_;
+  const Tensor tmp(const Proj& w, int n) const { return scratch_.prefix({n, w.a.dim(1)}); }
   Tensor scratch_;  // f32, max_num_tokens * 3 * max_rank: the rank-R intermediate, viewed [n, R]
 };
 

@@ -152,6 +152,32 @@ class Backend {
   // lora_expand: y += tmp bt[s].
   virtual void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
                            const LoraParts& parts) = 0;
+  // The expand fused with the op that consumes y (a backend may run them as one kernel):
+  // lora_expand(tmp, bt, slots, gate_up, parts) then gated_activation(act, gate_up, out), gate_up's
+  // contents unspecified afterwards (parts: gate, up);
+  virtual void lora_expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt,
+                                            const Tensor& slots, const Tensor& gate_up, const LoraParts& parts,
+                                            const Tensor& out) {
+    lora_expand(tmp, bt, slots, gate_up, parts);
+    gated_activation(act, gate_up, out);
+  }
+  // lora_expand(tmp, bt, slots, qkv, parts) then split_qkv_rope(qkv, ...), qkv's contents
+  // unspecified afterwards (parts: q, k, v);
+  virtual void lora_expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots,
+                                          const LoraParts& parts, const Tensor& qkv, const Tensor& positions,
+                                          const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                          const Tensor& q, const Tensor& k, const Tensor& v) {
+    lora_expand(tmp, bt, slots, qkv, parts);
+    split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
+  }
+  // lora_expand(tmp, bt, slots, x, one target) then add_rms_norm(residual, x, w, eps, out) (out
+  // may alias x).
+  virtual void lora_expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots,
+                                        const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                                        const Tensor& out) {
+    lora_expand(tmp, bt, slots, x, LoraParts{});
+    add_rms_norm(residual, x, w, eps, out);
+  }
   // Both, one after the other.
   void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,
                   const Tensor& y, const LoraParts& parts) {

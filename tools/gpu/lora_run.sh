@@ -20,6 +20,8 @@ grep -E '^\[  FAILED|Failure|error|LoRA vs merged' "$out/lora_tests.log" | head 
 quick=()
 [[ -n "${LORA_QUICK:-}" ]] && quick=(BATCH_SIZES="32 128" SKIP_PLAIN=1)
 env "${quick[@]}" SKIP_TESTS=1 PACK=$here OUT=$out bash "$here/lora_bench.sh" 2>&1 | grep -v '^\[' | tee "$out/lora_bench.txt" | tail -n 60
+echo "== adapter load from disk / swap from host (bench logs)"
+grep -h "LoRA:" "$out"/lora_bs*.log | sed 's/^.*\[info\] //'
 # LORA_QUICK=1: bs 32 and 128 with LoRA only (a measurement between kernel changes).
 [[ -n "${LORA_QUICK:-}" ]] && exit 0
 # A/B at bs 1 and 32: PDL off (every kernel waits for the previous one), and the LoRA shrink on

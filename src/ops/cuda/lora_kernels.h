@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "ops/gated_activation.h"
+
 namespace gs::cuda {
 
 using bf16_t = uint16_t;
@@ -28,5 +30,31 @@ cudaError_t lora_shrink(const T* x, const T* a, const int32_t* slots, float* tmp
 template <typename T>
 cudaError_t lora_expand(const float* tmp, const T* bt, const int32_t* slots, T* y, int T_, int R, int N, int S,
                         LoraColumnParts parts, cudaStream_t s);
+
+// The expand fused with the op that consumes its y, one kernel instead of two (each launches
+// nothing and returns false where its shape is not supported: the caller then runs lora_expand
+// and the plain op).
+// x += tmp bt[s] (rounded to T, as lora_expand stores it), then residual += x and out =
+// rms_norm(residual) * w, per row of H. R rank rows of one target; out may alias x. Residual Rs
+// is T or f32. Needs H % 8 == 0, H <= 8192 and 16-byte aligned rows.
+template <typename T, typename Rs>
+bool lora_expand_add_rms_norm(const float* tmp, const T* bt, const int32_t* slots, Rs* residual, const T* x, const T* w,
+                              float eps, T* out, int T_, int H, int R, int S, cudaStream_t s, cudaError_t* err);
+// qkv += tmp bt[s] over the targets q | k | v (parts in columns: heads never straddle two), then
+// split_qkv_rope without q/k norm (the same angles and rotation). qkv is left as it was. Needs D a
+// multiple of 16, (hq + 2 hkv) D / 16 <= 1024 and 16-byte aligned rows.
+template <typename T>
+bool lora_expand_split_qkv_rope(const float* tmp, const T* bt, const int32_t* slots, LoraColumnParts parts, int R,
+                                int S, const T* qkv, const int32_t* positions, const float* inv_freq, T* q, T* k, T* v,
+                                int T_, int hq, int hkv, int D, int long_from, cudaStream_t s, cudaError_t* err);
+// gate_up += tmp bt[s] over the two targets gate (columns [0, I), rank rows [0, R/2)) and up
+// ([I, 2I), [R/2, R)), then out = act(gate) * up. gate_up is left as it was. Needs I % 8 == 0,
+// 16-byte aligned rows and fewer than 64 tokens (from there the segmented expand, then the
+// plain activation: it reads each adapter once per 16-token chunk, the per-token kernel once per
+// token; measured on an H200, tools/gpu/NOTES.md).
+template <typename T>
+bool lora_expand_gated_activation(GatedActivation act, const float* tmp, const T* bt, const int32_t* slots,
+                                  const T* gate_up, T* out, int T_, int I, int R, int S, cudaStream_t s,
+                                  cudaError_t* err);
 
 }  // namespace gs::cuda
