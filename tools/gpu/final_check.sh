@@ -2,7 +2,7 @@
 # The merged tree's GPU check in one device call (after GS_GPU_NO_BUILD=1 GS_GPU_GOLDEN=1 tools/gpu/pack.sh
 # build/release, and ../shared/tools/hf_peer.py copied into .gpu/): every GPU test; bench graphs (NONE vs
 # FULL_AND_PIECEWISE, prompt 128) on the issue-8 shapes, sampled as well on llama3.2-1b; bench kernels on
-# llama3.2-1b; the HF peer (static cache + one CUDA graph per step) on the same shapes.
+# llama3.2-1b; LoRA decode (no adapter / one / eight) at bs 1 and 32; the HF peer (static cache + one CUDA graph per step) on the same shapes.
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/final_check.sh
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
@@ -30,6 +30,9 @@ graphs llama8b llama3.1-8b 1,128 --modes NONE,FULL_AND_PIECEWISE
 echo "== bench kernels, llama3.2-1b"
 timeout 200 "$gs" bench kernels --load-format dummy --preset llama3.2-1b --batch-sizes 1,32,128 --top 10 \
   2>/dev/null | tee "$out/kernels_llama3.2-1b.txt"
+echo "== LoRA, dummy llama3.2-1b, 8 random rank-16 adapters on all 7 projections (lora_bench.sh, bs 1 and 32)"
+SKIP_TESTS=1 BATCH_SIZES="1 32" timeout 240 bash "$root/tools/gpu/lora_bench.sh" 2>&1 |
+  grep -E '^(==|lora spread|decode / step|made)' | grep -v 'without --enable-lora'
 echo "== HF peer (graph variant)"
 [[ -f .gpu/hf_peer.py ]] && (cd "$out" && timeout 400 python3 "$OLDPWD/.gpu/hf_peer.py" \
   llama3.2-1b,smollm2-135m,llama3.1-8b graph 1,32,128 >hf_peer.log 2>&1; tail -n 12 hf_peer.jsonl)
