@@ -112,6 +112,19 @@ void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& 
     be_.add_rms_norm(residual, y, w, eps, y);
 }
 
+// o_proj or down (row-parallel under TP) of x into y with its adapters, leaving the LoRA expand
+// or the all-reduce to the add + norm after it where `after` says so.
+void LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
+                                     const Tensor& y, AddNormJoin after) {
+  with_lora(
+      layer, int(p), in, x, y, int(x.dim(0)),
+      [&] {
+        be_.linear(x, w, Tensor(), y);
+        if (!after.reduce) reduce(y);
+      },
+      after.lora_proj < 0);
+}
+
 // o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
 void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
@@ -120,13 +133,7 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const bool lora = lora_slots(in) != nullptr;
   const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
   const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
-  with_lora(
-      layer, int(LoraProj::O), in, buf_.attn_out.rows(0, n), hid, n,
-      [&] {
-        be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-        if (!after_o.reduce) reduce(hid);
-      },
-      after_o.lora_proj < 0);
+  row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
   const bool fuse = fuse_norms(in);
   if (fuse) {
@@ -144,13 +151,7 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
       be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
     }
   }
-  with_lora(
-      layer, int(LoraProj::Down), in, buf_.act.rows(0, n), hid, n,
-      [&] {
-        be_.linear(buf_.act.rows(0, n), w.down, Tensor(), hid);
-        if (!after_down.reduce) reduce(hid);
-      },
-      after_down.lora_proj < 0);
+  row_parallel_linear(layer, LoraProj::Down, in, buf_.act.rows(0, n), w.down, hid, after_down);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
   // Fused: the next layer's QKV projection adds hid and norms (start_layer); the final norm stays.
   if (!fuse || layer + 1 == cfg_.num_layers) add_rms_norm(layer, after_down, in, res, hid, next_norm, n);

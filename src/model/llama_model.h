@@ -79,6 +79,9 @@ class LlamaModel final : public PiecewiseModel {
     bool reduce = false;
   };
   AddNormJoin add_norm_join(const ForwardInputs& in, LoraProj p, const Tensor& out_norm) const;
+  // o_proj / down with its adapters; the LoRA expand or the all-reduce left to the add + norm after it.
+  void row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
+                           const Tensor& y, AddNormJoin after);
   // residual += y, then y = rms_norm(residual) * w, with what `join` names done first in the same
   // op (LoraSlots::expand_add_rms_norm, Communicator::all_reduce_add_rms_norm: one kernel on the GPU).
   void add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual, const Tensor& y,

@@ -76,6 +76,23 @@ __device__ __forceinline__ void store8(T* p, const float* f) {
   for (int i = 0; i < 8 / kVecElems<T>; ++i) v[i] = pack_vec<T>(f + i * kVecElems<T>);
 }
 
+// Rotary embedding (rotate-half form) of 8 pairs: the elements c .. c+8 of a head's first half (a)
+// and second half (b), by the position's (cos, sin) pairs cs[c ..], into the stored dst[c ..] and
+// dst[half + c ..].
+template <typename T>
+__device__ __forceinline__ void store_rotated8(T* dst, int c, int half, const float* a, const float* b,
+                                               const float2* cs) {
+  float ra[8], rb[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 r = cs[c + j];
+    ra[j] = a[j] * r.x - b[j] * r.y;
+    rb[j] = b[j] * r.x + a[j] * r.y;
+  }
+  store8(dst + c, ra);
+  store8(dst + half + c, rb);
+}
+
 // Whether every pointer is 16-byte aligned (the vector paths' precondition).
 template <typename... P>
 __host__ __device__ inline bool vec_aligned(const P*... p) {

@@ -482,16 +482,7 @@ __global__ void lora_expand_split_qkv_rope_kernel(const float* __restrict__ tmp,
     store8(dst + half + c, bv);
     return;
   }
-  float ra[8], rb[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float2 r = cs[c + j];
-    ra[j] = a[j] * r.x - bv[j] * r.y;
-    rb[j] = bv[j] * r.x + a[j] * r.y;
-  }
-  T* dst = h < hq ? q + (t * hq + h) * D : k + (t * hkv + (h - hq)) * D;
-  store8(dst + c, ra);
-  store8(dst + half + c, rb);
+  store_rotated8(h < hq ? q + (t * hq + h) * D : k + (t * hkv + (h - hq)) * D, c, half, a, bv, cs);
 }
 
 unsigned ceil_div(int a, int b) { return unsigned((a + b - 1) / b); }

@@ -122,16 +122,7 @@ __global__ void split_qkv_rope_vec_kernel(const T* qkv, const int32_t* positions
 #pragma unroll
     for (int j = 0; j < 8; ++j) a[j] *= inv * wa[j], b[j] *= inv * wb[j];
   }
-  float ra[8], rb[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float2 r = cs[c + j];
-    ra[j] = a[j] * r.x - b[j] * r.y;
-    rb[j] = b[j] * r.x + a[j] * r.y;
-  }
-  T* dst = is_q ? q + (t * hq + h) * D : k + (t * hkv + (h - hq)) * D;
-  store8(dst + c, ra);
-  store8(dst + half + c, rb);
+  store_rotated8(is_q ? q + (t * hq + h) * D : k + (t * hkv + (h - hq)) * D, c, half, a, b, cs);
 }
 
 // Launches the vector path when D / 16 threads per head fit it (D in 16, 32, 64, 128, 256),
