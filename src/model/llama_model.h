@@ -70,7 +70,7 @@ class LlamaModel final : public PiecewiseModel {
   // the op after it).
   template <typename Linear>
   void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear,
-                 bool expand = true);
+                 bool expand);
   // What the residual add + norm after o_proj or down takes over from the op before it: the
   // projection's LoRA expand (lora_proj >= 0), or else the tensor-parallel all-reduce of its
   // partial sums (reduce); neither past Gemma 2's extra norm (out_norm defined).

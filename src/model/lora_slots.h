@@ -67,7 +67,7 @@ class LoraSlots {
   Backend& be_;
   int max_loras_, max_rank_;
   std::vector<std::array<Proj, kNumLoraProjs>> layers_;
-  const Tensor tmp(const Proj& w, int n) const { return scratch_.prefix({n, w.a.dim(1)}); }
+  Tensor tmp(const Proj& w, int n) const { return scratch_.prefix({n, w.a.dim(1)}); }  // [n, R] of scratch_
   Tensor scratch_;  // f32, max_num_tokens * 3 * max_rank: the rank-R intermediate, viewed [n, R]
 };
 
