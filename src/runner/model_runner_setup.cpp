@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "cudagraph/capture_sizes.h"
@@ -160,8 +161,7 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   ModeResolution res = resolve_cudagraph_mode(*cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
   // GS_DENSE_PIECEWISE=1: piecewise graphs for every capture size (the A/B of docs/CUDA_GRAPHS.md §8).
-  const char* dense_env = std::getenv("GS_DENSE_PIECEWISE");
-  const bool dense = dense_env != nullptr && std::strcmp(dense_env, "1") == 0;
+  const bool dense = env_is("GS_DENSE_PIECEWISE", "1");
   dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora,
                                        piecewise_capture_sizes(res.mode, res.capture_sizes, dense));
   if (!backend->device().is_cuda()) return;  // the CPU's graphs hold no device memory to reserve

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "attention/cuda/attention_kernels.h"
+#include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 
@@ -30,11 +31,6 @@ constexpr int kMaxSplits = 64;
 constexpr int kSplitTarget = 512;
 static_assert(kSplitTarget <= kSplitCounters, "a split launch needs up to kSplitTarget arrival counters");
 
-int env_int(const char* name, int lo, int hi, int fallback) {
-  const char* e = std::getenv(name);
-  const int v = e ? std::atoi(e) : fallback;
-  return v < lo ? lo : (v > hi ? hi : v);
-}
 int max_splits() {
   static const int v = env_int("GS_MAX_SPLITS", 1, kMaxSplits, 16);
   return v;

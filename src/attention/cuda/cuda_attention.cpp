@@ -2,6 +2,7 @@
 #include "attention/cuda/cuda_attention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/env.h"
 
 namespace gs {
 
@@ -34,26 +36,18 @@ constexpr int kPrefillMinQueryLen = 16;
 // contexts); with splits it wins at bs 1 too. GS_TC_DECODE_MIN_PAIRS=N overrides it (the A/B).
 constexpr int kTensorCoreDecodeMinPairs = 1;
 int tensor_core_decode_min_pairs() {
-  static const int n = [] {
-    const char* e = std::getenv("GS_TC_DECODE_MIN_PAIRS");
-    return e && std::atoi(e) > 0 ? std::atoi(e) : kTensorCoreDecodeMinPairs;
-  }();
+  static const int n = env_int("GS_TC_DECODE_MIN_PAIRS", 1, INT_MAX, kTensorCoreDecodeMinPairs);
   return n;
 }
 
-// Whether GS_<name>=0 is set (A/B timing switches, read once).
-bool env_off(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, "0") == 0;
-}
 // GS_PREFILL_ATTENTION=0 keeps every batch on the flash-decoding kernel.
 bool prefill_kernel_enabled() {
-  static const bool on = !env_off("GS_PREFILL_ATTENTION");
+  static const bool on = !env_is("GS_PREFILL_ATTENTION", "0");
   return on;
 }
 // GS_TC_DECODE=0 keeps decode batches on flash-decoding whatever their size.
 bool tensor_core_decode_enabled() {
-  static const bool on = !env_off("GS_TC_DECODE");
+  static const bool on = !env_is("GS_TC_DECODE", "0");
   return on;
 }
 

@@ -35,6 +35,7 @@
 #include <cstdlib>
 
 #include "attention/cuda/prefill_attention.h"
+#include "core/env.h"
 #include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
@@ -655,16 +656,8 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
 
 // Whether the wgmma kernel reloads Q's fragments for every K/V tile (GS_PREFILL_QRELOAD=1, for A/B
 // timing against keeping them in registers, the default).
-bool reload_q_per_tile() {
-  const char* e = std::getenv("GS_PREFILL_QRELOAD");
-  return e && e[0] == '1' && e[1] == 0;
-}
+bool reload_q_per_tile() { return env_is("GS_PREFILL_QRELOAD", "1"); }
 
-int env_int(const char* name, int lo, int hi, int fallback) {
-  const char* e = std::getenv(name);
-  const int v = e ? std::atoi(e) : fallback;
-  return v < lo ? lo : (v > hi ? hi : v);
-}
 // Decode splits: aim at tc_split_target() CTAs in all (GS_TC_SPLIT_TARGET), each split at least
 // tc_split_min_tiles() 64-key tiles (GS_TC_SPLIT_MIN_TILES), at most kMaxDecodeSplits per context.
 constexpr int kMaxDecodeSplits = 64;
@@ -717,10 +710,7 @@ int tiles_per_warp_d64() {
 }
 
 // Whether D = 64 prefill runs the wgmma kernel (GS_PREFILL_WGMMA=0: the mma.sync one, for A/B).
-bool wgmma_d64() {
-  const char* e = std::getenv("GS_PREFILL_WGMMA");
-  return !(e && e[0] == '0' && e[1] == 0);
-}
+bool wgmma_d64() { return !env_is("GS_PREFILL_WGMMA", "0"); }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 

@@ -13,6 +13,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "distributed/cuda/custom_all_reduce.h"
@@ -156,10 +157,7 @@ class NcclCommunicator final : public Communicator {
   void* flag_ = nullptr;
   std::unique_ptr<CustomAllReduce> custom_;
   AllReducePolicy no_custom_;
-  const bool fuse_norm_ = [] {
-    const char* e = std::getenv("GS_FUSED_ALLREDUCE_NORM");
-    return !(e && std::string(e) == "0");
-  }();
+  const bool fuse_norm_ = !env_is("GS_FUSED_ALLREDUCE_NORM", "0");
 };
 
 }  // namespace

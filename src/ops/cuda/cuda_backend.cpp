@@ -11,6 +11,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/env.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lora_kernels.h"
 #include "ops/cuda/lt_gemm.h"
@@ -433,26 +434,18 @@ class CudaBackend final : public Backend {
     lora_joined_ = true;
   }
 
-  // An A/B switch of the LoRA ops: on unless the environment sets it to 0.
-  static bool lora_switch(const char* name) {
-    const char* e = std::getenv(name);
-    return !(e && e[0] == '0');
-  }
-
   // The shrink forks onto the side stream up to this many tokens: 1 by default; GS_LORA_FORK=0
   // never, =all always (A/B, tools/gpu/lora_ab.sh).
   static int64_t lora_fork_upto() {
-    const char* e = std::getenv("GS_LORA_FORK");
-    if (e && std::strcmp(e, "all") == 0) return INT64_MAX;
-    return lora_switch("GS_LORA_FORK") ? 1 : 0;
+    if (env_is("GS_LORA_FORK", "all")) return INT64_MAX;
+    return env_is("GS_LORA_FORK", "0") ? 0 : 1;
   }
 
   // The fused expand ops run one kernel below this many tokens (where their shapes allow):
   // always by default; GS_LORA_FUSE=0 never, =small below 64 (A/B, tools/gpu/lora_ab.sh).
   static int64_t lora_fuse_below() {
-    const char* e = std::getenv("GS_LORA_FUSE");
-    if (e && std::strcmp(e, "small") == 0) return 64;
-    return lora_switch("GS_LORA_FUSE") ? INT64_MAX : 0;
+    if (env_is("GS_LORA_FUSE", "small")) return 64;
+    return env_is("GS_LORA_FUSE", "0") ? 0 : INT64_MAX;
   }
 
   // Whether the fused expand ops run one kernel at T tokens: not at one token (measured slower:
@@ -631,18 +624,12 @@ class CudaBackend final : public Backend {
 
   int device_;
   DType dtype_;
-  bool decode_fusion_ = [] {
-    const char* e = std::getenv("GS_DECODE_FUSION");
-    return !(e && e[0] == '0');
-  }();
+  bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
   // GS_NORM_FUSION=1: at one token the GEMV after a residual add + norm computes the norm in
   // every block instead of a norm kernel. Off by default: on an H200 it lost (llama3.2-1b bs 1
   // 0.918 -> 0.965-0.994 ms: each block's read of the residual row costs the GEMV more than the
   // norm kernel it replaces; tools/gpu/NOTES.md).
-  bool norm_fusion_ = [] {
-    const char* e = std::getenv("GS_NORM_FUSION");
-    return e && e[0] == '1';
-  }();
+  bool norm_fusion_ = env_is("GS_NORM_FUSION", "1");
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;

@@ -13,6 +13,7 @@
 // sum back (an arrival counter), so no block reads a half-updated residual.
 #include <cstdlib>
 
+#include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
@@ -285,10 +286,7 @@ cudaError_t launch_norm_gemv(const NormInput<T>& norm, const T* w, const Epi& ep
 // as each warp keeps at least one full batch of kUnroll loads (K / 8 >= 32 kUnroll KS).
 // GS_GEMV_KSPLIT=0: one warp per output (A/B).
 int gemv_k_split(int N, int KV) {
-  static const bool on = [] {
-    const char* e = std::getenv("GS_GEMV_KSPLIT");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = !env_is("GS_GEMV_KSPLIT", "0");
   if (!on || N >= 4096) return 1;
   for (int ks : {4, 2})
     if (KV >= 32 * kUnroll * ks) return ks;

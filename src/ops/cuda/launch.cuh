@@ -16,16 +16,15 @@
 #include <cstring>
 #include <utility>
 
+#include "core/env.h"
+
 namespace gs::cuda {
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GS_CUDA_PDL");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("GS_CUDA_PDL", "0");
   return on;
 }
 

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/lora_kernels.h"
@@ -487,24 +488,18 @@ __global__ void lora_expand_split_qkv_rope_kernel(const float* __restrict__ tmp,
 
 unsigned ceil_div(int a, int b) { return unsigned((a + b - 1) / b); }
 
-// A positive integer from the environment (A/B switches), else `fallback`.
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e && std::atoi(e) > 0 ? std::atoi(e) : fallback;
-}
-
 // The rows form's A pieces a thread holds: 16 / this (GS_LORA_SHRINK_SPLIT, A/B).
 // Measured on an H200 (tools/gpu/NOTES.md, LoRA v5): 4 (1 to 4 rank rows a block, more blocks)
 // beats 1 at bs 32 (1.509 -> 1.477 ms a step) and 128 (2.285 -> 2.250); 8 ties, 16 loses.
 int shrink_split() {
-  static const int split = env_int("GS_LORA_SHRINK_SPLIT", 4);
+  static const int split = env_int("GS_LORA_SHRINK_SPLIT", 1, INT_MAX, 4);
   return split;
 }
 
 // Heads of a token a block of the fused qkv expand takes (GS_LORA_QKV_HEADS; 16: 3 blocks a
 // token of llama3.2-1b, measured 1.477 -> 1.465 ms at bs 32 against all heads in one block).
 int qkv_heads_per_block() {
-  static const int hb = env_int("GS_LORA_QKV_HEADS", 16);
+  static const int hb = env_int("GS_LORA_QKV_HEADS", 1, INT_MAX, 16);
   return hb;
 }
 
@@ -512,7 +507,7 @@ int qkv_heads_per_block() {
 // many tokens on; the per-row form below (GS_LORA_SHRINK_ROWS_FROM, A/B; 1: always). Measured
 // on an H200: at one token the per-row form wins (1.277 -> 1.312 ms a step with the rows form).
 int shrink_rows_from() {
-  static const int from = env_int("GS_LORA_SHRINK_ROWS_FROM", 2);
+  static const int from = env_int("GS_LORA_SHRINK_ROWS_FROM", 1, INT_MAX, 2);
   return from;
 }
 
