@@ -14,18 +14,13 @@
 # checkout the test binary was built in (its tests/data paths are compiled in); when that path is
 # missing on the device, it is linked to the repository copy the device runs in.
 set -uo pipefail
-pack=$(cd "$(dirname "$0")" && pwd)
-final=${OUT:-$pack/logs}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/kernels_logs.tgz" -C "$out" .' EXIT
-export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=warn PYTHONUNBUFFERED=1
-gs=$pack/bin/graphserve
+PACK=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/gpu/env.sh
+source "$PACK/../tools/gpu/env.sh"
+archive_logs kernels_logs
+link_source_dir "${KB_SOURCE_DIR:-}"
+export GRAPHSERVE_LOG_LEVEL=warn PYTHONUNBUFFERED=1
 phases=${KB_PHASES:-tests prefill big serve graphs splits peer ncu}
-if [[ -n "${KB_SOURCE_DIR:-}" && ! -e $KB_SOURCE_DIR ]]; then
-  mkdir -p "$(dirname "$KB_SOURCE_DIR")" && ln -s "$(dirname "$pack")" "$KB_SOURCE_DIR"
-fi
 has() { [[ " $phases " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 SECONDS=0

@@ -15,20 +15,15 @@
 # kernel reloading Q per tile); the rest runs with it if they pass, else with GS_PREFILL_WGMMA=0 (the
 # mma.sync kernel), and says so.
 set -uo pipefail
-pack=$(cd "$(dirname "$0")" && pwd)
-final=${OUT:-$pack/logs}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/prefill_logs.tgz" -C "$out" .' EXIT
-export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=warn PYTHONUNBUFFERED=1
-gs=$pack/bin/graphserve
+PACK=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/gpu/env.sh
+source "$PACK/../tools/gpu/env.sh"
+archive_logs prefill_logs
+export GRAPHSERVE_LOG_LEVEL=warn PYTHONUNBUFFERED=1
 lens=${GS_PREFILL_LENS:-128 512 2048 8192}
 phases=${GS_PHASES:-tests kernels latency chunk serve mixed big hf}
 has() { [[ " $phases " == *" $1 "* ]]; }
-if [[ -n "${GS_SOURCE_DIR:-}" && ! -e $GS_SOURCE_DIR ]]; then  # the test binary's compiled-in data paths
-  mkdir -p "$(dirname "$GS_SOURCE_DIR")" && ln -s "$(dirname "$pack")" "$GS_SOURCE_DIR"
-fi
+link_source_dir "${GS_SOURCE_DIR:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 SECONDS=0
 

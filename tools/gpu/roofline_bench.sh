@@ -16,14 +16,11 @@
 set -uo pipefail
 parts=" ${*:-probe tests startup util models ab} "
 has() { [[ $parts == *" $1 "* ]]; }
-pack=$(cd "$(dirname "$0")" && pwd)
-final=${OUT:-$pack/logs}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/roofline_logs.tgz" -C "$out" .' EXIT
-export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared GRAPHSERVE_LOG_LEVEL=info
-gs=$pack/bin/graphserve
+PACK=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/gpu/env.sh
+source "$PACK/../tools/gpu/env.sh"
+archive_logs roofline_logs
+export GRAPHSERVE_LOG_LEVEL=info
 cache=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 ms_now() { echo $(($(date +%s%N) / 1000000)); }
