@@ -57,7 +57,7 @@ int wait_any(const std::vector<const Connection*>& conns, double timeout_s, doub
 // reply before they sleep in poll() (a process woken from poll() starts its step late; vLLM's
 // workers poll too): $GRAPHSERVE_TP_SPIN_MS milliseconds, default kTpSpinMs (0: sleep at once).
 // On the H200 pair the spin took 1.5-3% off TP=2 decode steps of llama3.1-8b
-// (tools/gpu/results/tp_h200x2.txt). CPU ranks never spin: they need the cores.
+// (tools/gpu/results/tp_h200x2_allreduce.txt). CPU ranks never spin: they need the cores.
 inline constexpr double kTpSpinMs = 50;
 double tp_spin_seconds(bool gpu_ranks);
 

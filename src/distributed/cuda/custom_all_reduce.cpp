@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "distributed/cuda/custom_all_reduce_kernels.h"
 
 namespace gs {
@@ -50,6 +53,10 @@ CustomAllReduce::CustomAllReduce(int rank, int world, AllReducePolicy policy)
     : rank_(rank), world_(world), policy_(policy), peers_(size_t(world), nullptr) {}
 
 CustomAllReduce::~CustomAllReduce() {
+  if (trace_) {
+    write_trace();
+    cudaFree(trace_);
+  }
   for (void* p : opened_) cudaIpcCloseMemHandle(p);
   if (own_) cudaFree(own_);
 }
@@ -64,10 +71,13 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, in
   if (!policy.custom_available) return nullptr;  // every rank decides alike from the same config
 
   std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, policy));
-  const size_t bytes = kSignalBytes + 2 * policy.custom_max_bytes;
+  ar->lamport_dtype_ = activations;
+  const size_t bytes = kSignalBytes + 2 * policy.custom_max_bytes + 3 * ar->lamport_bytes();
   GS_CUDA_CHECK(cudaSetDevice(device));
   GS_CUDA_CHECK(cudaMalloc(&ar->own_, bytes));
   GS_CUDA_CHECK(cudaMemset(ar->own_, 0, bytes));
+  GS_CUDA_CHECK(custom_ar::lamport_fill(static_cast<char*>(ar->own_) + kSignalBytes + 2 * policy.custom_max_bytes,
+                                        3 * ar->lamport_bytes(), activations == DType::BF16, nullptr));
   GS_CUDA_CHECK(cudaDeviceSynchronize());
 
   RankRecord mine{};
@@ -103,7 +113,39 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, in
   for (int r = 0; r < world; ++r) facts.peers_reachable = facts.peers_reachable && oks[size_t(r) * sizeof(int)] != 0;
   ar->policy_ = choose_all_reduce_policy(facts, why_not);
   if (!ar->policy_.custom_available) return nullptr;
+  ar->start_diagnosis();
   return ar;
+}
+
+void CustomAllReduce::start_diagnosis() {
+  if (const char* d = std::getenv("GS_AR_DEBUG"); d && *d) {
+    debug_ = std::strcmp(d, "nopeers") == 0     ? custom_ar::kNoPeers
+             : std::strcmp(d, "nobarrier") == 0 ? custom_ar::kNoBarrier
+                                                : 0;
+    spdlog::warn("custom all-reduce rank {}: GS_AR_DEBUG={} ({}): timing only, the sums are wrong", rank_, d,
+                 debug_ ? "on" : "unknown value, ignored");
+  }
+  const char* path = std::getenv("GS_AR_TRACE");
+  if (!path || !*path) return;
+  const size_t bytes = sizeof(custom_ar::TraceRecord) * custom_ar::kTraceCalls;
+  GS_CUDA_CHECK(cudaMalloc(&trace_, bytes));
+  GS_CUDA_CHECK(cudaMemset(trace_, 0, bytes));
+  trace_path_ = fmt::format("{}.rank{}", path, rank_);
+  spdlog::warn("custom all-reduce rank {}: tracing every call into {}", rank_, trace_path_);
+}
+
+void CustomAllReduce::write_trace() const {
+  std::vector<custom_ar::TraceRecord> recs(custom_ar::kTraceCalls);
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpy(recs.data(), trace_, recs.size() * sizeof(recs[0]), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    spdlog::error("custom all-reduce rank {}: could not read the trace back", rank_);
+    return;
+  }
+  std::ofstream f(trace_path_);
+  for (const auto& r : recs)
+    if (r.t[0] != 0)
+      f << fmt::format("{} {} {} {} {} {} {} {}\n", r.call, r.kind, r.rows, r.t[0], r.t[1], r.t[2], r.t[3], r.t[4]);
+  if (!f) spdlog::error("custom all-reduce rank {}: could not write {}", rank_, trace_path_);
 }
 
 void CustomAllReduce::all_reduce(const Tensor& t, AllReduceAlgo algo, cudaStream_t stream) {
@@ -140,9 +182,10 @@ void CustomAllReduce::all_reduce_add_rms_norm(const Tensor& residual, const Tens
       "custom all-reduce + add_rms_norm: x {}, residual {}, w {}, out {} do not fit (x, w, out bf16 or f32 "
       "[rows, hidden] / [hidden], residual f32, 16-byte aligned, a one-shot size, hidden a multiple of 8 up to {})",
       x.str(), residual.str(), w.str(), out.str(), kFusedNormMaxHidden);
-  GS_CUDA_CHECK(custom_ar::launch_all_reduce_add_rms_norm(x.dtype() == DType::BF16, world_, peer_table(), rank_,
-                                                          x.data(), static_cast<float*>(residual.data()), w.data(), eps,
-                                                          out.data(), int(x.dim(0)), int(x.dim(1)), stream));
+  const bool lamport = lamport_ && x.dtype() == lamport_dtype_;
+  GS_CUDA_CHECK((lamport ? custom_ar::launch_lamport_add_rms_norm : custom_ar::launch_all_reduce_add_rms_norm)(
+      x.dtype() == DType::BF16, world_, peer_table(), rank_, x.data(), static_cast<float*>(residual.data()), w.data(),
+      eps, out.data(), int(x.dim(0)), int(x.dim(1)), stream));
 }
 
 custom_ar::PeerTable CustomAllReduce::peer_table() const {
@@ -152,7 +195,13 @@ custom_ar::PeerTable CustomAllReduce::peer_table() const {
     table.data[r] = static_cast<char*>(peers_[size_t(r)]) + kSignalBytes;
   }
   table.half_packs = policy_.custom_max_bytes / kCustomAllReduceAlign;
+  for (int r = 0; r < world_; ++r) table.lamport[r] = static_cast<char*>(table.data[r]) + 2 * policy_.custom_max_bytes;
+  table.lamport_bytes = lamport_bytes();
+  table.trace = trace_;
+  table.debug = debug_;
   return table;
 }
+
+size_t CustomAllReduce::lamport_bytes() const { return size_t(world_) * kFusedNormMaxBytes; }
 
 }  // namespace gs

@@ -1,16 +1,19 @@
 // CustomAllReduce: the one-shot and two-shot all-reduce over NVLink peer memory of the ranks of
 // one host (vLLM's "custom all-reduce" idea, written here from scratch).
 //
-// Each rank cudaMallocs one buffer (a signal area, then two halves of custom_max_bytes) before
-// any capture, and maps every peer's buffer through CUDA IPC handles exchanged at start-up. A
-// call is one kernel (captured into graphs like any): each block copies its share of the input
-// into the rank's buffer, meets the same block of every peer at a barrier, then sums every
-// rank's buffer in rank order 0..N-1 (f32 accumulation) into the output (one-shot), or sums its
-// slice, meets them again and gathers the slices (two-shot). Consecutive calls alternate between
-// the two halves, so no rank overwrites data a peer may still read and no closing barrier is
-// needed. The barrier flags carry call numbers: a per-block counter in the signal area that the
-// kernel itself advances, so a captured graph replays correctly any number of times. Every rank
-// must issue the same all-reduces in the same order (the communicator contract).
+// Each rank cudaMallocs one buffer (a signal area, two halves of custom_max_bytes, then three
+// Lamport buffers for the flagless fused all-reduce + add + norm) before any capture, and maps
+// every peer's buffer through CUDA IPC handles exchanged at start-up. A call is one kernel
+// (captured into graphs like any): each block copies its share of the input into the rank's
+// buffer, meets the same block of every peer at a barrier, then sums every rank's buffer in rank
+// order 0..N-1 (f32 accumulation) into the output (one-shot), or sums its slice, meets them again
+// and gathers the slices (two-shot). Consecutive calls alternate between the two halves, so no
+// rank overwrites data a peer may still read and no closing barrier is needed. The barrier flags
+// carry call numbers: a per-block counter in the signal area that the kernel itself advances, so
+// a captured graph replays correctly any number of times. Every rank must issue the same
+// all-reduces in the same order (the communicator contract). The all-reduce of o_proj / down
+// fused with the residual add + RMSNorm after it (decode sizes) needs no barrier: the peers'
+// data is its own flag (custom_ar::launch_lamport_add_rms_norm), one NVLink crossing a call.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,14 +23,16 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "core/tensor.h"
 #include "distributed/all_reduce_policy.h"
 
 namespace gs {
 
 namespace custom_ar {
-struct PeerTable;  // custom_all_reduce_kernels.h
-}
+struct PeerTable;    // custom_all_reduce_kernels.h
+struct TraceRecord;  // custom_all_reduce_kernels.h
+}  // namespace custom_ar
 
 // Every rank's `bytes` bytes, concatenated in rank order (a host-side all-gather of the group).
 using HostAllGather = std::function<std::vector<char>(const void* mine, size_t bytes)>;
@@ -54,7 +59,10 @@ class CustomAllReduce {
   bool fits_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, const Tensor& out) const;
   // On `stream`, in one kernel: x = the one-shot sum of every rank's x; residual += x;
   // out = rms_norm(residual) * w (Communicator::all_reduce_add_rms_norm; x is left as it was
-  // unless out aliases it). Throws gs::Error unless fits_add_rms_norm.
+  // unless out aliases it). Throws gs::Error unless fits_add_rms_norm. x in the activations'
+  // dtype runs the flagless (Lamport) kernel: bit for bit the all-reduce then add_rms_norm, but
+  // for the sign of a zero where a rank's partial is exactly -0; GS_AR_LAMPORT=0 (A/B timing),
+  // or x in the other dtype, runs the kernel with the barrier, bit for bit the two ops.
   void all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
                                cudaStream_t stream);
 
@@ -62,9 +70,23 @@ class CustomAllReduce {
   CustomAllReduce(int rank, int world, AllReducePolicy policy);
   // Every rank's mapped buffer, as the kernels take it.
   custom_ar::PeerTable peer_table() const;
+  // Bytes of one of the three Lamport buffers: every rank's region of a fused message.
+  size_t lamport_bytes() const;
+
+  // Diagnosis switches, read at construction: GS_AR_TRACE=<path> records every call's timeline on
+  // the device (custom_ar::TraceRecord) and writes it to <path>.rank<r> (one line a call:
+  // call kind rows t0..t4 in ns) when this object is destroyed; GS_AR_DEBUG=nopeers / nobarrier
+  // runs the timing-only variants of the fused kernel (custom_ar::DebugMode; wrong sums).
+  void start_diagnosis();
+  void write_trace() const;
 
   int rank_, world_;
   AllReducePolicy policy_;
+  custom_ar::TraceRecord* trace_ = nullptr;  // device ring (GS_AR_TRACE)
+  std::string trace_path_;
+  int debug_ = 0;
+  DType lamport_dtype_ = DType::BF16;  // the sentinel the Lamport buffers hold
+  bool lamport_ = !env_is("GS_AR_LAMPORT", "0");
   void* own_ = nullptr;        // this rank's buffer (cudaMalloc)
   std::vector<void*> peers_;   // every rank's buffer as this process sees it (own_ at rank_)
   std::vector<void*> opened_;  // the IPC mappings to close

@@ -48,6 +48,35 @@ __device__ __forceinline__ uint4* data_of(const PeerTable& t, int r, uint32_t ca
   return static_cast<uint4*>(t.data[r]) + (call & 1u) * t.half_packs;
 }
 
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Block 0's thread 0 keeps a call's timeline when t.trace is set (TraceRecord); the records are
+// numbered in call order (the same on every rank).
+struct Tracer {
+  TraceRecord* rec = nullptr;
+  uint32_t* next = nullptr;
+  uint64_t t[5] = {};
+  __device__ Tracer(const PeerTable& table, int rank) {
+    if (table.trace && blockIdx.x == 0 && threadIdx.x == 0)
+      rec = table.trace, next = &table.sig[rank]->trace_next, t[0] = global_ns();
+  }
+  __device__ __forceinline__ void mark(int i) {
+    if (rec) t[i] = global_ns();
+  }
+  __device__ void write(uint32_t kind, int rows) {
+    if (!rec) return;
+    t[4] = global_ns();
+    const uint32_t n = atomicAdd(next, 1u);
+    TraceRecord& r = rec[n % kTraceCalls];
+    r.call = n, r.kind = kind, r.rows = uint32_t(rows);
+    for (int i = 0; i < 5; ++i) r.t[i] = t[i];
+  }
+};
+
 template <typename T>
 struct Pack {
   static constexpr int kElems = 16 / sizeof(T);
@@ -100,13 +129,18 @@ __device__ __forceinline__ void finish_call(const PeerTable& t, int rank, uint32
 template <typename T, int World>
 __global__ void __launch_bounds__(kMaxThreads)
     one_shot_kernel(PeerTable t, int rank, const uint4* in, uint4* out, size_t packs) {
+  Tracer tr(t, rank);
+  tr.mark(1);
   const uint32_t call = next_call(t, rank);
   const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
   uint4* mine = data_of(t, rank, call);
   for (size_t i = first; i < packs; i += stride) mine[i] = in[i];
+  tr.mark(2);
   barrier<World>(t, rank, kStart, call);
+  tr.mark(3);
   for (size_t i = first; i < packs; i += stride) out[i] = sum_at<T, World>(t, call, i);
   finish_call(t, rank, call);
+  tr.write(0, int(packs));
 }
 
 // Two-shot: rank r sums slice r of every buffer into its own buffer (reduce-scatter), then
@@ -178,83 +212,231 @@ cudaError_t launch_world(int world, AllReduceAlgo algo, const PeerTable& t, int 
 // the same order.
 constexpr int kNormChunks = 4;  // 8-element chunks per thread (hidden <= 8 * 4 * 1024)
 
+// The residual add + RMSNorm of one row of the all-reduce's sum, by the whole block: part(p, e, f)
+// loads rank p's 8 elements at element e of the row into f; they are summed in rank order (f32)
+// and rounded to T, as the all-reduce writes them; then residual[base ..] += the sum and
+// out[base ..] = rms_norm(residual) * w, with the thread layout of the backend's vectorised
+// add_rms_norm (thread t holds chunks t, t + blockDim.x, ... in registers), so the block
+// reduction runs in the same order.
+template <typename T, int World, typename Part>
+__device__ __forceinline__ void add_norm_row(const Part& part, float* residual, const T* w, float eps, T* out,
+                                             int64_t base, int hidden) {
+  using namespace gs::cuda;
+  float v[kNormChunks][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNormChunks; ++j) {
+    const int e = (threadIdx.x + j * blockDim.x) * 8;
+    if (e >= hidden) break;
+    float sum[8], p8[8], r[8];
+    part(0, e, sum);
+#pragma unroll
+    for (int p = 1; p < World; ++p) {
+      part(p, e, p8);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum[i] += p8[i];
+    }
+    load8(residual + base + e, r);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r[i] = v[j][i] = r[i] + to_f(from_f<T>(sum[i]));
+    store8(residual + base + e, r);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
+  }
+  const float inv = rsqrtf(block_sum(ss) / float(hidden) + eps);
+#pragma unroll
+  for (int j = 0; j < kNormChunks; ++j) {
+    const int e = (threadIdx.x + j * blockDim.x) * 8;
+    if (e >= hidden) break;
+    float wf[8];
+    load8(w + e, wf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
+    store8(out + base + e, v[j]);
+  }
+}
+
+// Writes this block's rows of x (rows b, b + gridDim.x, ...) into region `rank` (rows x hidden
+// elements) of dst(p) for the ranks p that want(p), own rank first; with no_neg_zero, -0 becomes +0.
+template <typename T, int World, typename Dst, typename Want>
+__device__ __forceinline__ void push_rows(const Dst& dst, const Want& want, int rank, const T* x, int rows, int hidden,
+                                          bool no_neg_zero) {
+  using namespace gs::cuda;
+  const int64_t region = int64_t(rows) * hidden;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x)
+    for (int c = threadIdx.x; c < hidden / 8; c += blockDim.x) {
+      const int64_t at = int64_t(row) * hidden + c * 8;
+      float v[8];
+      load8(x + at, v);
+      if (no_neg_zero)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] += 0.0f;  // -0 + +0 = +0; every other value unchanged
+#pragma unroll
+      for (int q = 0; q < World; ++q) {
+        const int p = (rank + q) % World;
+        if (want(p)) store8(dst(p) + rank * region + at, v);
+      }
+    }
+}
+
+// The fused one-shot all-reduce + residual add + RMSNorm with the barrier
+// (launch_all_reduce_add_rms_norm). T is the element type of x, w and out as the CUDA backend's
+// kernels name it (uint16_t: bf16, or float). Push, not pull: a block writes its rows of x into
+// every rank's buffer (region `rank` of World regions of rows x hidden), meets the same block of
+// every peer (the barrier's release orders those writes before its flag), then reads only its own
+// buffer: one NVLink crossing per call for the data, one for the flag.
 template <typename T, int World>
 __global__ void __launch_bounds__(1024)
     one_shot_add_rms_norm_kernel(PeerTable t, int rank, const T* x, float* residual, const T* w, float eps, T* out,
                                  int rows, int hidden) {
   using namespace gs::cuda;
+  Tracer tr(t, rank);
   pdl_wait();
+  tr.mark(1);
   const uint32_t call = next_call(t, rank);
-  const int chunks = hidden / 8;
   const int64_t region = int64_t(rows) * hidden;  // elements of one rank's message
-  for (int row = blockIdx.x; row < rows; row += gridDim.x)
-    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-      const int64_t at = int64_t(row) * hidden + c * 8;
-      float v[8];
-      load8(x + at, v);
-#pragma unroll
-      for (int p = 0; p < World; ++p) store8(reinterpret_cast<T*>(data_of(t, p, call)) + rank * region + at, v);
-    }
-  barrier<World>(t, rank, kStart, call);
+  const int pushes = t.debug == kNoPeers ? 1 : World;
+  push_rows<T, World>([&](int p) { return reinterpret_cast<T*>(data_of(t, p, call)); },
+                      [&](int p) { return (p - rank + World) % World < pushes; }, rank, x, rows, hidden, false);
+  tr.mark(2);
+  if (t.debug == kNormal) barrier<World>(t, rank, kStart, call);
+  tr.mark(3);
   const T* mine = reinterpret_cast<const T*>(data_of(t, rank, call));
   pdl_trigger();
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = int64_t(row) * hidden;
-    float v[kNormChunks][8];
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kNormChunks; ++j) {
-      const int e = (threadIdx.x + j * blockDim.x) * 8;
-      if (e >= hidden) break;
-      float sum[8], part[8], r[8];
-      load8(mine + base + e, sum);
-#pragma unroll
-      for (int p = 1; p < World; ++p) {
-        load8(mine + p * region + base + e, part);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) sum[i] += part[i];
-      }
-      load8(residual + base + e, r);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) r[i] = v[j][i] = r[i] + to_f(from_f<T>(sum[i]));
-      store8(residual + base + e, r);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
-    }
-    const float inv = rsqrtf(block_sum(ss) / float(hidden) + eps);
-#pragma unroll
-    for (int j = 0; j < kNormChunks; ++j) {
-      const int e = (threadIdx.x + j * blockDim.x) * 8;
-      if (e >= hidden) break;
-      float wf[8];
-      load8(w + e, wf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
-      store8(out + base + e, v[j]);
-    }
+    add_norm_row<T, World>([&](int p, int e, float* f) { load8(mine + p * region + base + e, f); }, residual, w, eps,
+                           out, base, hidden);
   }
   finish_call(t, rank, call);
+  tr.write(1, rows);
 }
 
-template <typename T, int World>
-cudaError_t launch_fused(const PeerTable& t, int rank, const void* x, float* residual, const void* w, float eps,
-                         void* out, int rows, int hidden, cudaStream_t s) {
-  const int chunks = hidden / 8;
-  const int threads = std::min(1024, (chunks + 31) / 32 * 32);  // the backend's add_rms_norm layout
-  return gs::cuda::launch_pdl(one_shot_add_rms_norm_kernel<T, World>, dim3(kMaxBlocks), dim3(threads), 0, s, t, rank,
-                              static_cast<const T*>(x), residual, static_cast<const T*>(w), eps, static_cast<T*>(out),
-                              rows, hidden);
+// The Lamport sentinel (negative zero) as a 32-bit pattern of two bf16 or one f32.
+template <typename T>
+constexpr uint32_t kSentinel = std::is_same_v<T, float> ? 0x80000000u : 0x80008000u;
+
+template <typename T>
+__device__ __forceinline__ bool has_sentinel(const uint4& v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  bool hit = false;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, float>)
+      hit |= w[i] == kSentinel<T>;
+    else
+      hit |= (w[i] & 0xffffu) == 0x8000u || (w[i] >> 16) == 0x8000u;
+  }
+  return hit;
+}
+
+__device__ __forceinline__ uint4 load_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// load8 from a Lamport buffer: waits until a peer's write has replaced every sentinel.
+template <typename T>
+__device__ __forceinline__ void spin_load8(const T* p, float* f) {
+  using namespace gs::cuda;
+  const uint4* v = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < 8 / kVecElems<T>; ++i) {
+    uint4 u = load_volatile(v + i);
+    while (has_sentinel<T>(u)) u = load_volatile(v + i);
+    unpack_vec<T>(u, f + i * kVecElems<T>);
+  }
 }
 
 template <typename T>
-cudaError_t launch_fused_world(int world, const PeerTable& t, int rank, const void* x, float* residual, const void* w,
-                               float eps, void* out, int rows, int hidden, cudaStream_t s) {
+__device__ __forceinline__ T* lamport_of(const PeerTable& t, int p, uint32_t call) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.lamport[p]) + (call % 3) * t.lamport_bytes);
+}
+
+// The flagless fused kernel (launch_lamport_add_rms_norm).
+template <typename T, int World>
+__global__ void __launch_bounds__(1024)
+    lamport_add_rms_norm_kernel(PeerTable t, int rank, const T* x, float* residual, const T* w, float eps, T* out,
+                                int rows, int hidden) {
+  using namespace gs::cuda;
+  Tracer tr(t, rank);
+  pdl_wait();
+  tr.mark(1);
+  Signal* sig = t.sig[rank];
+  const uint32_t call = sig->lamport_counter[blockIdx.x] + 1;
+  const int64_t region = int64_t(rows) * hidden;
+  push_rows<T, World>([&](int p) { return lamport_of<T>(t, p, call); }, [&](int p) { return p != rank; }, rank, x, rows,
+                      hidden, true);
+  tr.mark(2);
+  // Refill the previous call's buffer, this block's share of what that call wrote.
+  const uint32_t prev = (call + 2) % 3;
+  const size_t packs = sig->lamport_used[prev] / 16;
+  const uint4 fill = make_uint4(kSentinel<T>, kSentinel<T>, kSentinel<T>, kSentinel<T>);
+  uint4* old = reinterpret_cast<uint4*>(static_cast<char*>(t.lamport[rank]) + prev * t.lamport_bytes);
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += size_t(gridDim.x) * blockDim.x)
+    old[i] = fill;
+  pdl_trigger();
+  const T* mine = lamport_of<T>(t, rank, call);
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = int64_t(row) * hidden;
+    add_norm_row<T, World>(
+        [&](int p, int e, float* f) {
+          if (p != rank) return spin_load8(mine + p * region + base + e, f);
+          load8(x + base + e, f);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) f[i] += 0.0f;  // as the peers received it
+        },
+        residual, w, eps, out, base, hidden);
+    if (row == int(blockIdx.x)) tr.mark(3);
+  }
+  if (threadIdx.x == 0) {
+    if (blockIdx.x == 0) sig->lamport_used[call % 3] = uint32_t(World * region * int64_t(sizeof(T)));
+    sig->lamport_counter[blockIdx.x] = call;
+  }
+  tr.write(2, rows);
+}
+
+__global__ void fill_kernel(uint4* p, size_t packs, uint32_t pattern) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = make_uint4(pattern, pattern, pattern, pattern);
+}
+
+template <typename T, int World>
+cudaError_t launch_fused(bool lamport, const PeerTable& t, int rank, const void* x, float* residual, const void* w,
+                         float eps, void* out, int rows, int hidden, cudaStream_t s) {
+  const int chunks = hidden / 8;
+  const int threads = std::min(1024, (chunks + 31) / 32 * 32);  // the backend's add_rms_norm layout
+  return gs::cuda::launch_pdl(lamport ? lamport_add_rms_norm_kernel<T, World> : one_shot_add_rms_norm_kernel<T, World>,
+                              dim3(kMaxBlocks), dim3(threads), 0, s, t, rank, static_cast<const T*>(x), residual,
+                              static_cast<const T*>(w), eps, static_cast<T*>(out), rows, hidden);
+}
+
+template <typename T>
+cudaError_t launch_fused_world(bool lamport, int world, const PeerTable& t, int rank, const void* x, float* residual,
+                               const void* w, float eps, void* out, int rows, int hidden, cudaStream_t s) {
   switch (world) {
-    case 2: return launch_fused<T, 2>(t, rank, x, residual, w, eps, out, rows, hidden, s);
-    case 4: return launch_fused<T, 4>(t, rank, x, residual, w, eps, out, rows, hidden, s);
-    case 8: return launch_fused<T, 8>(t, rank, x, residual, w, eps, out, rows, hidden, s);
+    case 2: return launch_fused<T, 2>(lamport, t, rank, x, residual, w, eps, out, rows, hidden, s);
+    case 4: return launch_fused<T, 4>(lamport, t, rank, x, residual, w, eps, out, rows, hidden, s);
+    case 8: return launch_fused<T, 8>(lamport, t, rank, x, residual, w, eps, out, rows, hidden, s);
     default: return cudaErrorInvalidValue;
   }
+}
+
+// Both fused launches: the limits, then the kernel for the dtype and world.
+cudaError_t launch_fused_checked(bool lamport, bool bf16, int world, const PeerTable& table, int rank, const void* x,
+                                 float* residual, const void* w, float eps, void* out, int rows, int hidden,
+                                 cudaStream_t stream) {
+  const size_t bytes = size_t(world) * size_t(rows) * size_t(hidden) * (bf16 ? 2 : 4);  // every rank's region
+  const size_t room = lamport ? table.lamport_bytes : table.half_packs * kCustomAllReduceAlign;
+  if (rows <= 0 || hidden <= 0 || hidden % 8 != 0 || hidden > kFusedNormMaxHidden || bytes > room)
+    return cudaErrorInvalidValue;
+  return bf16
+             ? launch_fused_world<uint16_t>(lamport, world, table, rank, x, residual, w, eps, out, rows, hidden, stream)
+             : launch_fused_world<float>(lamport, world, table, rank, x, residual, w, eps, out, rows, hidden, stream);
 }
 
 }  // namespace
@@ -271,12 +453,21 @@ cudaError_t launch_all_reduce(AllReduceAlgo algo, bool bf16, int world, const Pe
 cudaError_t launch_all_reduce_add_rms_norm(bool bf16, int world, const PeerTable& table, int rank, const void* x,
                                            float* residual, const void* w, float eps, void* out, int rows, int hidden,
                                            cudaStream_t stream) {
-  const size_t bytes = size_t(world) * size_t(rows) * size_t(hidden) * (bf16 ? 2 : 4);  // every rank's region
-  if (rows <= 0 || hidden <= 0 || hidden % 8 != 0 || hidden > kFusedNormMaxHidden ||
-      bytes > table.half_packs * kCustomAllReduceAlign)
-    return cudaErrorInvalidValue;
-  return bf16 ? launch_fused_world<uint16_t>(world, table, rank, x, residual, w, eps, out, rows, hidden, stream)
-              : launch_fused_world<float>(world, table, rank, x, residual, w, eps, out, rows, hidden, stream);
+  return launch_fused_checked(false, bf16, world, table, rank, x, residual, w, eps, out, rows, hidden, stream);
+}
+
+cudaError_t launch_lamport_add_rms_norm(bool bf16, int world, const PeerTable& table, int rank, const void* x,
+                                        float* residual, const void* w, float eps, void* out, int rows, int hidden,
+                                        cudaStream_t stream) {
+  return launch_fused_checked(true, bf16, world, table, rank, x, residual, w, eps, out, rows, hidden, stream);
+}
+
+cudaError_t lamport_fill(void* p, size_t bytes, bool bf16, cudaStream_t stream) {
+  if (bytes % 16 != 0) return cudaErrorInvalidValue;
+  const size_t packs = bytes / 16;
+  const int blocks = int(std::clamp<size_t>((packs + 255) / 256, 1, 1024));
+  fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<uint4*>(p), packs, bf16 ? kSentinel<uint16_t> : kSentinel<float>);
+  return cudaGetLastError();
 }
 
 }  // namespace gs::custom_ar
