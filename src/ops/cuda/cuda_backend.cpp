@@ -88,12 +88,10 @@ class CudaBackend final : public Backend {
   }
 
   // Host -> device pairs go in one cudaMemcpyBatchAsync whose sources are read during the call (they
-  // may be temporaries); anything else, or a capturing stream, takes copy() pair by pair
-  // (GS_COPY_BATCH=0 always does, for A/B runs).
+  // may be temporaries); anything else, or a capturing stream, takes copy() pair by pair.
   void copy_all(std::span<const CopyPair> pairs) override {
-    static const bool batch = !env_is("GS_COPY_BATCH", "0");
     const auto h2d = [](const CopyPair& p) { return p.src.device().is_cpu() && !p.dst.device().is_cpu(); };
-    if (!batch || pairs.size() < 2 || stream_.capturing() || !std::all_of(pairs.begin(), pairs.end(), h2d))
+    if (pairs.size() < 2 || stream_.capturing() || !std::all_of(pairs.begin(), pairs.end(), h2d))
       return Backend::copy_all(pairs);
     std::vector<void*> dsts;
     std::vector<const void*> srcs;
