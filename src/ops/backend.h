@@ -7,7 +7,6 @@
 #pragma once
 #include <array>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "core/allocator.h"
@@ -63,15 +62,6 @@ class Backend {
   // Memory. copy() works between host and this device in either direction (async on the
   // device; a host destination is valid after stream().synchronize()).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
-  // copy() of every pair, in one call: a step's inputs reach the device in one driver call (CUDA:
-  // cudaMemcpyBatchAsync, which has read the host sources when it returns) instead of one each.
-  // The pairs must not overlap.
-  struct CopyPair {
-    Tensor dst, src;
-  };
-  virtual void copy_all(std::span<const CopyPair> pairs) {
-    for (const CopyPair& p : pairs) copy(p.dst, p.src);
-  }
   // Host float data of any float dtype -> a new tensor on this device in `dtype` (setup time).
   virtual Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) = 0;
   virtual void fill_zero(const Tensor& t) = 0;

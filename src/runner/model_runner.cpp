@@ -41,29 +41,23 @@ ModelRunner::Impl::~Impl() {
 
 void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens, int sample_rows) {
   pad_host_batch(hb, num_tokens, max_reqs);
+  upload(hb, num_tokens);
   stage_sampling(hb, sample_rows);
-  backend->copy_all(input_copies(hb, num_tokens, sample_rows));
   inputs.num_tokens = num_tokens;
   inputs.input_ids = buf.input_ids.prefix({num_tokens});
   inputs.positions = buf.positions.prefix({num_tokens});
   md.num_reqs = hb.num_reqs;
 }
 
-// The padded batch -> persistent buffers: every token row of the graph's shape, every request row,
-// the logits rows the tail samples.
-std::vector<Backend::CopyPair> ModelRunner::Impl::input_copies(HostBatch& hb, int num_tokens, int sample_rows) {
-  std::vector<Backend::CopyPair> c{{buf.input_ids.prefix({num_tokens}), host_view(hb.input_ids, num_tokens)},
-                                   {buf.positions.prefix({num_tokens}), host_view(hb.positions, num_tokens)},
-                                   {buf.slot_mapping.prefix({num_tokens}), host_view(hb.slot_mapping, num_tokens)},
-                                   {buf.query_start_loc, host_view(hb.query_start_loc, max_reqs + 1)},
-                                   {buf.seq_lens, host_view(hb.seq_lens, max_reqs)},
-                                   {buf.block_table.rows(0, hb.num_reqs).reshape({-1}),
-                                    host_view(hb.block_table, int64_t(hb.num_reqs) * max_blocks_per_req)}};
-  if (sample_rows > 0) {
-    hb.logits_rows.resize(size_t(sample_rows), 0);  // inert rows read row 0's logits
-    c.push_back({buf.logits_rows.prefix({sample_rows}), host_view(hb.logits_rows, sample_rows)});
-  }
-  return c;
+// The padded batch -> persistent buffers: every token row of the graph's shape, every request row.
+void ModelRunner::Impl::upload(const HostBatch& hb, int num_tokens) {
+  backend->copy(buf.input_ids.prefix({num_tokens}), host_view(hb.input_ids, num_tokens));
+  backend->copy(buf.positions.prefix({num_tokens}), host_view(hb.positions, num_tokens));
+  backend->copy(buf.slot_mapping.prefix({num_tokens}), host_view(hb.slot_mapping, num_tokens));
+  backend->copy(buf.query_start_loc, host_view(hb.query_start_loc, max_reqs + 1));
+  backend->copy(buf.seq_lens, host_view(hb.seq_lens, max_reqs));
+  backend->copy(buf.block_table.rows(0, hb.num_reqs).reshape({-1}),
+                host_view(hb.block_table, int64_t(hb.num_reqs) * max_blocks_per_req));
 }
 
 // The attention backend plans the launches: a FULL graph from its key alone (the same at capture and at every
@@ -112,11 +106,15 @@ size_t ModelRunner::Impl::total_graphs() const {
   return n;
 }
 
-// The sampled requests' sampling rows, then inert (greedy) rows up to `rows`; penalty slots new to
-// a request are rebuilt from its tokens first.
+// The sampled requests' rows, then inert rows (row 0's logits, greedy) up to `rows`; penalty
+// slots new to a request are rebuilt from its tokens first.
 void ModelRunner::Impl::stage_sampling(const HostBatch& hb, int rows) {
   tail_rows = rows;
-  if (rows > 0) sampling_inputs.stage(*sampler, hb.sampled, rows, hb.sample_offsets);
+  if (rows == 0) return;
+  sampling_inputs.stage(*sampler, hb.sampled, rows, hb.sample_offsets);
+  std::vector<int32_t> logits_rows = hb.logits_rows;
+  logits_rows.resize(size_t(rows), 0);
+  backend->copy(buf.logits_rows.prefix({rows}), host_view(logits_rows, rows));
 }
 
 // Logits of the tail rows, then their tokens: inside the FULL graph, eager otherwise.

@@ -79,7 +79,7 @@ struct ModelRunner::Impl {
   // before they return (CPU copies run at once; CUDA copies from pageable memory are staged), and
   // hb stays alive through the forward anyway.
   void stage(HostBatch& hb, int num_tokens, int sample_rows);
-  std::vector<Backend::CopyPair> input_copies(HostBatch& hb, int num_tokens, int sample_rows);
+  void upload(const HostBatch& hb, int num_tokens);
   void stage_sampling(const HostBatch& hb, int rows);
   void run_tail();
   void plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);

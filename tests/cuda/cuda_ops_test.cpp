@@ -2,7 +2,6 @@
 // backend on random data.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -53,47 +52,6 @@ TEST_P(CudaOps, CopyRoundTripAndFillZero) {
   EXPECT_EQ(r[499], 0.0f);
   EXPECT_EQ(r[500], v[500]);
   EXPECT_THROW(gpu->copy(g2, on(*gpu, v, {1000}, DType::BF16)), Error);
-}
-
-// copy_all: host regions of several sizes (one empty) land where copy() would put them, the
-// sources may die as soon as it returns, and a device -> device pair falls back to copy().
-TEST_P(CudaOps, CopyAllBatchesHostToDevice) {
-  std::vector<Tensor> dst;
-  std::vector<std::vector<int32_t>> want;
-  std::vector<Backend::CopyPair> pairs;
-  for (int n : {1, 7, 0, 300}) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = n * 1000 + i;
-    want.push_back(v);
-    dst.push_back(Tensor::empty({n}, DType::I32, gpu->allocator()));
-    gpu->fill_zero(dst.back());
-  }
-  {
-    std::vector<std::vector<int32_t>> src = want;  // dies after the call
-    for (size_t i = 0; i < src.size(); ++i)
-      pairs.push_back({dst[i], Tensor::wrap(src[i].data(), {int64_t(src[i].size())}, DType::I32, Device::cpu())});
-    gpu->copy_all(pairs);
-    for (auto& v : src) std::fill(v.begin(), v.end(), -1);
-  }
-  for (size_t i = 0; i < dst.size(); ++i) {
-    std::vector<int32_t> got(want[i].size());
-    gpu->copy(Tensor::wrap(got.data(), {int64_t(got.size())}, DType::I32, Device::cpu()), dst[i]);
-    gpu->stream().synchronize();
-    EXPECT_EQ(got, want[i]) << "region " << i;
-  }
-  const auto v = randn(64, 3);
-  Tensor a = on(*gpu, v, {64}, DType::F32), b = Tensor::empty({64}, DType::F32, gpu->allocator());
-  std::vector<int32_t> seven(7, 42);
-  const std::vector<Backend::CopyPair> mixed{{b, a},
-                                             {dst[1], Tensor::wrap(seven.data(), {7}, DType::I32, Device::cpu())}};
-  gpu->copy_all(mixed);
-  EXPECT_EQ(read(*gpu, b), v);
-  std::vector<int32_t> got(7);
-  gpu->copy(Tensor::wrap(got.data(), {7}, DType::I32, Device::cpu()), dst[1]);
-  gpu->stream().synchronize();
-  EXPECT_EQ(got, seven);
-  const std::vector<Backend::CopyPair> bad{{dst[0], dst[1]}};
-  EXPECT_THROW(gpu->copy_all(bad), Error);
 }
 
 TEST_P(CudaOps, Embedding) {

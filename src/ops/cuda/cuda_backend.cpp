@@ -1,7 +1,6 @@
 // Implements ops/cuda/cuda_backend.h.
 #include "ops/cuda/cuda_backend.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -62,11 +61,6 @@ struct SideStream {
 
 using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>>;
 
-void check_copy(const Tensor& dst, const Tensor& src) {
-  GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: {} and {} differ in dtype or size",
-           dst.str(), src.str());
-}
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, DType dtype)
@@ -79,35 +73,13 @@ class CudaBackend final : public Backend {
   Stream& stream() override { return stream_; }
 
   void copy(const Tensor& dst, const Tensor& src) override {
-    check_copy(dst, src);
+    GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: {} and {} differ in dtype or size",
+             dst.str(), src.str());
     const cudaMemcpyKind kind = src.device().is_cpu()
                                     ? (dst.device().is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
                                     : (dst.device().is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
     if (dst.nbytes() == 0) return;
     GS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), kind, s()));
-  }
-
-  // Host -> device pairs go in one cudaMemcpyBatchAsync whose sources are read during the call (they
-  // may be temporaries); anything else, or a capturing stream, takes copy() pair by pair.
-  void copy_all(std::span<const CopyPair> pairs) override {
-    const auto h2d = [](const CopyPair& p) { return p.src.device().is_cpu() && !p.dst.device().is_cpu(); };
-    if (pairs.size() < 2 || stream_.capturing() || !std::all_of(pairs.begin(), pairs.end(), h2d))
-      return Backend::copy_all(pairs);
-    std::vector<void*> dsts;
-    std::vector<const void*> srcs;
-    std::vector<size_t> sizes;
-    for (const CopyPair& p : pairs) {
-      check_copy(p.dst, p.src);
-      if (p.dst.nbytes() == 0) continue;
-      dsts.push_back(p.dst.data());
-      srcs.push_back(p.src.data());
-      sizes.push_back(p.dst.nbytes());
-    }
-    if (dsts.empty()) return;
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
-    size_t first = 0;
-    GS_CUDA_CHECK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first, 1, s()));
   }
 
   Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) override {
