@@ -28,6 +28,12 @@
 // split count comes from the padded shape, the tiles of each split from the actual context (a
 // short one uses few splits; the rest exit at once). Each split writes its rows' (m, l, O / l)
 // to the workspace and the last CTA of a (tile, kv head) to finish merges them (no combine launch).
+// When a decode tile's rows fit one warp (tokens x G <= 16), the CTA's warps share out its K/V
+// tiles instead and merge their softmax states at the end (merge_warps), and at D 64 the decode
+// kernel is register-capped so four CTAs fit an SM (tools/gpu/NOTES.md, large-batch decode).
+//
+// This file holds the kernel and its launchers; its building blocks are in tc_tile.cuh (mma.sync
+// tile, softmax state), tc_wgmma.cuh (the wgmma tile) and tc_decode_split.cuh (split and warp merges).
 #include <cuda_bf16.h>
 
 #include <algorithm>
