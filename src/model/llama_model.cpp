@@ -68,15 +68,12 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
       be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
     }
     if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
-    if (!fuse_norms(in))  // else layer 0's QKV projection computes it
-      be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
+    be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
   } else {
     finish_layer(i - 1, in, n, next_norm);
   }
   if (i < L) start_layer(i, in, n);
 }
-
-bool LlamaModel::fuse_norms(const ForwardInputs& in) const { return !in.has_lora && !tp_.sharded(); }
 
 const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
   if (!in.has_lora) return nullptr;
@@ -135,32 +132,24 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
   row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
-  const bool fuse = fuse_norms(in);
-  if (fuse) {
-    be_.add_rms_norm_linear_gated_activation(res, hid, w.post_norm, eps, hid, cfg_.activation, w.gate_up,
-                                             buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+  add_rms_norm(layer, after_o, in, res, hid, w.post_norm, n);
+  if (lora) {  // the adapter adds to the gate/up projection, in the activation's op
+    with_lora(
+        layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
+        [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); }, false);
+    lora_->expand_gated_activation(layer, cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n), in.lora_slots,
+                                   n);
   } else {
-    add_rms_norm(layer, after_o, in, res, hid, w.post_norm, n);
-    if (lora) {  // the adapter adds to the gate/up projection, in the activation's op
-      with_lora(
-          layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
-          [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); }, false);
-      lora_->expand_gated_activation(layer, cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n),
-                                     in.lora_slots, n);
-    } else {
-      be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
-    }
+    be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   }
   row_parallel_linear(layer, LoraProj::Down, in, buf_.act.rows(0, n), w.down, hid, after_down);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
-  // Fused: the next layer's QKV projection adds hid and norms (start_layer); the final norm stays.
-  if (!fuse || layer + 1 == cfg_.num_layers) add_rms_norm(layer, after_down, in, res, hid, next_norm, n);
+  add_rms_norm(layer, after_down, in, res, hid, next_norm, n);
 }
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into
 // contiguous q, k, v (attention's layout), with Qwen3's q/k norm and RoPE (one op for both
-// without LoRA: the backend may fuse them). With fuse_norms the op also does the residual add
-// and input norm that finish_layer (or piece 0) left to it.
+// without LoRA: the backend may fuse them).
 void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const Tensor qkv = buf_.qkv.rows(0, n), x = buf_.hidden.rows(0, n), pos = in.positions.rows(0, n);
@@ -171,9 +160,6 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
     with_lora(
         layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); }, false);
     lora_->expand_split_qkv_rope(layer, qkv, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
-  } else if (fuse_norms(in)) {  // the residual add (of the previous layer's MLP output) + norm first
-    be_.add_rms_norm_linear_split_qkv_rope(buf_.residual.rows(0, n), layer > 0 ? x : Tensor(), w.input_norm, eps, x,
-                                           w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, qkv, q, k, v);
   } else {
     be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
   }

@@ -58,10 +58,6 @@ class LlamaModel final : public PiecewiseModel {
   void reduce(const Tensor& t);
 
   int check_tokens(const ForwardInputs& in) const;
-  // Whether each residual add + norm goes to the projection that reads it
-  // (Backend::add_rms_norm_linear_*, which a backend may fuse): not with LoRA (the adapters'
-  // shrink reads the normed x) nor tensor-parallel (its all-reduce comes first).
-  bool fuse_norms(const ForwardInputs& in) const;
   void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward

@@ -105,34 +105,7 @@ class Backend {
     linear(x, w, Tensor(), gate_up);
     gated_activation(act, gate_up, out);
   }
-  // The residual stream's add + norm folded into the projection that reads it (decode: a
-  // backend may compute the norm inside the projection, saving a launch). residual += delta
-  // when delta is defined (else residual is only read), normed = rms_norm(residual) * norm_w
-  // (eps), then the projection of normed: linear_split_qkv_rope (whose q/k norm takes the same
-  // eps) or linear_gated_activation. normed [T, H] is scratch: its contents are unspecified
-  // afterwards. Same shapes as add_rms_norm and the projection.
-  virtual void add_rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& delta, const Tensor& norm_w,
-                                                  float eps, const Tensor& normed, const Tensor& w, const Tensor& bias,
-                                                  const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
-                                                  const Tensor& k_norm, const Tensor& qkv, const Tensor& q,
-                                                  const Tensor& k, const Tensor& v) {
-    norm_residual(residual, delta, norm_w, eps, normed);
-    linear_split_qkv_rope(normed, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
-  }
-  virtual void add_rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& delta, const Tensor& norm_w,
-                                                    float eps, const Tensor& normed, GatedActivation act,
-                                                    const Tensor& w, const Tensor& gate_up, const Tensor& out) {
-    norm_residual(residual, delta, norm_w, eps, normed);
-    linear_gated_activation(act, normed, w, gate_up, out);
-  }
-  // add_rms_norm(residual, delta, w, eps, out), or rms_norm(residual, w, eps, out) when delta is
-  // undefined.
-  void norm_residual(const Tensor& residual, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
-    if (delta.defined())
-      add_rms_norm(residual, delta, w, eps, out);
-    else
-      rms_norm(residual, w, eps, out);
-  }
+
   // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
   virtual void scale(const Tensor& x, float alpha) = 0;
   // In place: x = cap * tanh(x / cap) (logit soft-capping; x f32 or compute dtype)

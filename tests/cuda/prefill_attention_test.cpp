@@ -273,17 +273,30 @@ TEST_F(PrefillAttention, WgmmaAndMmaSyncMatchReference) {
 }
 
 // Decode batches as the attention backend sends them at large batch (short_queries: 64-row
-// tiles): one or four new tokens per request, contexts from 1 to 3000, padded requests and tokens.
+// tiles): one or four new tokens per request, contexts from 1 to 3000, padded requests and tokens;
+// with the tiles shared out among the CTA's warps (the default when a tile's rows fit one warp:
+// 4 tokens x G 8 do not), query_start_loc staged in shared memory and (D 64) registers capped for
+// four CTAs an SM, and without any of these (GS_TC_WARP_SPLIT=0 GS_TC_STAGE=0 GS_TC_DECODE_OCC=0,
+// on the 1B shape at head dims 64 and 128).
 TEST_F(PrefillAttention, DecodeBatchOnSmallTilesMatchesReference) {
   std::vector<Req> decode, verify;
   for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
   for (int i = 0; i < 12; ++i) verify.push_back({4, 4 + (i * 211) % 900});
   uint32_t seed = 1700;
-  for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {8, 8, 64}, {32, 8, 128}}) {
-    SCOPED_TRACE(testing::Message() << "hq " << hq << " hkv " << hkv << " D " << D);
-    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true);
-    check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, true);
+  for (const char* warp_split : {"1", "0"}) {
+    setenv("GS_TC_WARP_SPLIT", warp_split, 1);
+    setenv("GS_TC_STAGE", warp_split, 1);
+    setenv("GS_TC_DECODE_OCC", warp_split, 1);
+    for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {8, 8, 64}, {64, 8, 64}, {32, 8, 128}}) {
+      if (warp_split[0] == '0' && hq != 32) continue;  // the old path: one shape is enough
+      SCOPED_TRACE(testing::Message() << "warp split " << warp_split << " hq " << hq << " hkv " << hkv << " D " << D);
+      check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true);
+      check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, true);
+    }
   }
+  unsetenv("GS_TC_WARP_SPLIT");
+  unsetenv("GS_TC_STAGE");
+  unsetenv("GS_TC_DECODE_OCC");
 }
 
 // Decode batches split over the context (flash-decoding on tensor cores): one to three requests

@@ -175,42 +175,6 @@ TEST_F(CpuOps, GatedActivations) {
   }
 }
 
-// The residual add + norm handed to the projection that reads it: the residual gains the delta
-// (or stays, without one) and the projection sees the norm of the new residual.
-TEST_F(CpuOps, AddRmsNormIntoProjectionNormsTheNewResidual) {
-  const int64_t T = 3, H = 16, I = 5, D = 4, hq = 2, hkv = 1;
-  RopeConfig cfg;
-  cfg.head_dim = D;
-  Tensor norm_w = rand({H}), gate_up_w = rand({2 * I, H}), qkv_w = rand({(hq + 2 * hkv) * D, H});
-  for (bool with_delta : {true, false}) {
-    SCOPED_TRACE(with_delta);
-    Tensor res = rand({T, H}), delta = with_delta ? rand({T, H}) : Tensor();
-    std::vector<float> want_res = vec(res);
-    if (with_delta)
-      for (size_t i = 0; i < want_res.size(); ++i) want_res[i] += delta.data_as<float>()[i];
-    Tensor normed = zeros({T, H}), gu = zeros({T, 2 * I}), out = zeros({T, I}), want_out = zeros({T, I});
-    be->add_rms_norm_linear_gated_activation(res, delta, norm_w, 1e-5f, normed, GatedActivation::Silu, gate_up_w, gu,
-                                             out);
-    expect_near(res, want_res);
-    Tensor x = zeros({T, H});
-    std::copy(want_res.begin(), want_res.end(), x.data_as<float>());
-    Tensor want_x = zeros({T, H});
-    be->rms_norm(x, norm_w, 1e-5f, want_x);
-    be->linear_gated_activation(GatedActivation::Silu, want_x, gate_up_w, gu, want_out);
-    expect_near(out, vec(want_out));
-
-    Tensor qkv = zeros({T, (hq + 2 * hkv) * D}), q = zeros({T, hq * D}), k = zeros({T, hkv * D}),
-           v = zeros({T, hkv * D}), want_q = zeros({T, hq * D});
-    const Tensor pos = ints({3, 9, 27});
-    if (with_delta) std::copy(want_res.begin(), want_res.end(), res.data_as<float>());
-    be->add_rms_norm_linear_split_qkv_rope(res, Tensor(), norm_w, 1e-5f, normed, qkv_w, Tensor(), pos, cfg, Tensor(),
-                                           Tensor(), qkv, q, k, v);
-    expect_near(res, want_res);
-    be->linear_split_qkv_rope(want_x, qkv_w, Tensor(), pos, cfg, Tensor(), Tensor(), 1e-5f, qkv, want_q, k, v);
-    expect_near(q, vec(want_q));
-  }
-}
-
 TEST_F(CpuOps, UploadConvertsAndCopyMovesBytes) {
   const std::vector<uint16_t> bf = {f32_to_bf16(1.5f), f32_to_bf16(-2.0f)};
   Tensor t = be->upload(bf.data(), DType::BF16, {2}, DType::F32);

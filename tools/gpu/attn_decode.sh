@@ -2,7 +2,7 @@
 # Issue 8, the bs-1 decode step (branch attn): the split tensor-core decode attention and the
 # residual add + norm folded into the GEMVs, on one GPU in one device call.
 #   pack: GS_GPU_NO_BUILD=1 GS_GPU_PACK=<repo>/.gpu-attn GS_GPU_TARGETS="graphserve gs_test_cuda" \
-#         bash tools/gpu/pack.sh build/release; cp tools/gpu/{env.sh,attn_decode.sh} .gpu-attn/
+#         bash tools/gpu/pack.sh build/release; cp tools/gpu/{env.sh,decode_fns.sh,attn_decode.sh} .gpu-attn/
 #   device run, kind nvidia-h200, carry [".gpu-attn"], command: bash .gpu-attn/attn_decode.sh
 # GS_STAGE=ab (default): the GPU tests of attention, ops, model and graphs, then A/B of the
 #   environment switches (GS_AB128 / GS_AB4096 words: default or NAME=VALUE) on llama3.2-1b at
@@ -10,38 +10,16 @@
 # GS_STAGE=final: every GPU test, bench graphs (NONE vs FULL_AND_PIECEWISE) on llama3.2-1b bs 1 / 32
 #   / 128 at prompts 128 and 4096, smollm2-135m, qwen3-0.6b and llama3.1-8b at bs 1, bench kernels
 #   on llama3.2-1b (bs 1 / 32 / 128) and smollm2-135m / qwen3-0.6b (bs 1), and the A/B against
-#   main's policy (GS_TC_DECODE_MIN_PAIRS=64 GS_GEMV_KSPLIT=0) and the opt-in norm fusion
-#   (GS_NORM_FUSION=1).
+#   main's policy (GS_TC_DECODE_MIN_PAIRS=64 GS_GEMV_KSPLIT=0). (The norm fusion it also timed,
+#   GS_NORM_FUSION=1, is gone: it lost.)
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export PACK=${PACK:-$here}
-# shellcheck source=tools/gpu/env.sh
-source "$here/env.sh"
-cd "$(dirname "$here")"
-export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn} GS_FAMILY_FIXTURES=$PWD/tests/data/families
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-
-graphs() {  # graphs <preset> <batch sizes> <input len> <modes> [env words...]
-  local preset=$1 bs=$2 len=$3 modes=$4; shift 4
-  env GS_AB_NONE=1 "$@" timeout 150 "$gs" bench graphs --load-format dummy --preset "$preset" --batch-sizes "$bs" \
-    --input-len "$len" --output-len 32 --num-iters 5 --modes "$modes" --output-png '' --output-json '' 2>/dev/null |
-    grep -E '^(NONE|FULL)' | grep -v 'capture 0.00 s' | sed "s/^/  $preset p$len $* | /"
-}
-kernels() {  # kernels <preset> <batch sizes> <input len> <top> [env words...]
-  local preset=$1 bs=$2 len=$3 top=$4; shift 4
-  env GS_AB_NONE=1 "$@" timeout 150 "$gs" bench kernels --load-format dummy --preset "$preset" --batch-sizes "$bs" \
-    --input-len "$len" --top "$top" 2>/dev/null | grep -vE '^(own us|device)'
-}
-tests() {  # tests <timeout> [gtest filter]
-  timeout "$1" "$pack/bin/gs_test_cuda" --gtest_color=no ${2:+--gtest_filter=$2} >"$out/tests.log" 2>&1
-  echo "== gs_test_cuda ${2:-(all)}: exit $?"
-  grep -E '^\[  (FAILED|PASSED) |^\[==========\]|Failure|error' "$out/tests.log" | tail -n 20
-}
+# shellcheck source=tools/gpu/decode_fns.sh
+source "$(cd "$(dirname "$0")" && pwd)/decode_fns.sh"
 
 if [[ ${GS_STAGE:-ab} == ab ]]; then
   tests 240 "${GS_TESTS:-PrefillAttention.*:CudaAttention*:CudaOps*:CudaModel*:CudaGraph*:CudaSpec*}"
   {
-    for v in ${GS_AB128:-default GS_TC_DECODE_MIN_PAIRS=64 GS_NORM_FUSION=1 GS_TC_SPLIT_MIN_TILES=1}; do
+    for v in ${GS_AB128:-default GS_TC_DECODE_MIN_PAIRS=64 GS_TC_SPLIT_MIN_TILES=1}; do
       [[ $v == default ]] && v=GS_AB_DEFAULT=1
       graphs llama3.2-1b 1,4,8 128 FULL_AND_PIECEWISE "$v"
     done
@@ -61,14 +39,13 @@ tests 300
   graphs smollm2-135m 1 128 NONE,FULL_AND_PIECEWISE
   graphs qwen3-0.6b 1 128 NONE,FULL_AND_PIECEWISE
   graphs llama3.1-8b 1 128 NONE,FULL_AND_PIECEWISE
-  echo "== A/B, FULL_AND_PIECEWISE: default vs main's policy (GS_TC_DECODE_MIN_PAIRS=64 GS_GEMV_KSPLIT=0), norm fusion (GS_NORM_FUSION=1)"
+  echo "== A/B, FULL_AND_PIECEWISE: default vs main's policy (GS_TC_DECODE_MIN_PAIRS=64 GS_GEMV_KSPLIT=0)"
   before="GS_TC_DECODE_MIN_PAIRS=64 GS_GEMV_KSPLIT=0"
   for len in 128 4096; do
     graphs llama3.2-1b 1,4,8 $len FULL_AND_PIECEWISE GS_AB_DEFAULT=1
     graphs llama3.2-1b 1,4,8 $len FULL_AND_PIECEWISE $before
   done
   for p in smollm2-135m qwen3-0.6b llama3.1-8b; do graphs $p 1 128 FULL_AND_PIECEWISE $before; done
-  graphs llama3.2-1b 1 128 FULL_AND_PIECEWISE GS_NORM_FUSION=1
 } 2>&1 | tee "$out/graphs.txt"
 {
   echo "== bench kernels llama3.2-1b prompt 128"

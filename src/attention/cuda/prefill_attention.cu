@@ -28,6 +28,12 @@
 // split count comes from the padded shape, the tiles of each split from the actual context (a
 // short one uses few splits; the rest exit at once). Each split writes its rows' (m, l, O / l)
 // to the workspace and the last CTA of a (tile, kv head) to finish merges them (no combine launch).
+// When a decode tile's rows fit one warp (tokens x G <= 16), the CTA's warps share out its K/V
+// tiles instead and merge their softmax states at the end (merge_warps), and at D 64 the decode
+// kernel is register-capped so four CTAs fit an SM (tools/gpu/NOTES.md, large-batch decode).
+//
+// This file holds the kernel and its launchers; its building blocks are in tc_tile.cuh (mma.sync
+// tile, softmax state), tc_wgmma.cuh (the wgmma tile) and tc_decode_split.cuh (split and warp merges).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -35,6 +41,9 @@
 #include <cstdlib>
 
 #include "attention/cuda/prefill_attention.h"
+#include "attention/cuda/tc_decode_split.cuh"
+#include "attention/cuda/tc_tile.cuh"
+#include "attention/cuda/tc_wgmma.cuh"
 #include "core/env.h"
 #include "ops/cuda/launch.cuh"
 
@@ -42,7 +51,8 @@ namespace gs::cuda {
 
 namespace {
 
-constexpr int kKeys = 64;         // keys per K/V tile
+using namespace tc;  // NOLINT(google-build-using-namespace): the kernel's own building blocks
+
 constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
 constexpr int kStages = 3;        // K/V tiles in flight: tile it + 2 loads while tile it computes
 // Decode launches (short queries) split each context over up to S CTAs (grid z, from the padded
@@ -63,64 +73,16 @@ struct Cfg {
   static_assert(!WG || (D == 64 && MT == 1), "the wgmma kernel is for D 64, one m16 tile per warp");
 };
 
-// Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
-// (row mod 8), so the 8 rows an ldmatrix phase reads hit 8 different bank groups.
-template <int D>
-__device__ __forceinline__ int swz(int row, int ch) {
-  return row * D + ((ch ^ (row & 7)) << 3);
-}
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-// c += a b for one m16n8k16 tile (a: 4 regs of bf16 pairs, b: 2 regs).
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Where a CTA's query tile lies: request r (r == num_reqs_padded: the padded tail), its first
-// token tok0, and the tile's tokens [first, first + ntok) of the request's qlen new tokens.
-struct TileInfo {
-  int r, tok0, qlen, first, ntok;
-};
-
-__device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti) {
+// The search reads query_start_loc from `scratch` (shared) when its num_reqs_padded + 1 entries
+// fit `cap`: one parallel load instead of a chain of log2(num_reqs) dependent global loads. The
+// caller syncs before it reuses scratch.
+__device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti, int32_t* scratch, int cap) {
   const int32_t* qsl = p.query_start_loc;
+  if (p.num_reqs_padded + 1 <= cap) {  // block-uniform
+    for (int i = int(threadIdx.x); i <= p.num_reqs_padded; i += int(blockDim.x)) scratch[i] = qsl[i];
+    __syncthreads();
+    qsl = scratch;
+  }
   const int x = int(blockIdx.x);
   int lo = 0, hi = p.num_reqs_padded;  // largest r with qsl[r] / TPT + r <= x
   while (lo < hi) {
@@ -189,322 +151,12 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   }
 }
 
-// A row's sum over the 4 threads (lanes 4r .. 4r + 3) that hold its columns.
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
-// Online-softmax state of one m16 tile of a warp: this thread holds rows lane/4 and lane/4 + 8.
-template <int D>
-struct RowState {
-  float o[D / 8][4];
-  float m[2], l[2];
-};
-
-// s (16 x 64 scores of tile kv0) -> probabilities in place; rescales st.o and st.l.
-template <int D>
-__device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0, const int (&lim)[2],
-                                             const int (&lo)[2], float sl2) {
-  const int tq = threadIdx.x & 3;
-  if (mask) {
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kv0 + nt * 8 + 2 * tq + (e & 1);
-        if (key >= lim[e >> 1] || key < lo[e >> 1]) s[nt][e] = -INFINITY;
-      }
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float mnew = fmaxf(st.m[i], mx * sl2);
-    const float base = mnew == -INFINITY ? 0.0f : mnew;
-    const float corr = fast_exp2(st.m[i] - base);
-    st.m[i] = mnew;
-    float sum = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float pv = fast_exp2(fmaf(s[nt][2 * i + e], sl2, -base));
-        s[nt][2 * i + e] = pv;
-        sum += pv;
-      }
-    st.l[i] = st.l[i] * corr + sum;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      st.o[nd][2 * i] *= corr;
-      st.o[nd][2 * i + 1] *= corr;
-    }
-  }
-}
-
-// A warp's Q fragments (MT m16k16 A tiles per 16 columns) from rows [row0, row0 + 16 MT) of q_s.
-template <int D, int MT>
-__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[MT][D / 16][4], const uint16_t* q_s, int row0, int lane) {
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      ldsm_x4(qf[mt][kk], q_s + swz<D>(row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
-}
-
-// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
-template <int D, int MT>
-__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
-                                            RowState<D> (&st)[MT], bool mask, int kv0, const int (&lim)[MT][2],
-                                            const int (&lo)[MT][2], float sl2) {
-  const int lane = threadIdx.x & 31;
-  float s[MT][8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t b[4];
-      ldsm_x4(b, ks + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        mma16816(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
-        mma16816(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
-      }
-    }
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) softmax_step<D>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    uint32_t a[MT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-      a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-      a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-      a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-    }
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      uint32_t b[4];
-      ldsm_x4_t(b, vs + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        mma16816(st[mt].o[2 * dp], a[mt], b[0], b[1]);
-        mma16816(st[mt].o[2 * dp + 1], a[mt], b[2], b[3]);
-      }
-    }
-  }
-}
-
-// ---- wgmma (sm_90a) ----
-
-// Shared-memory matrix descriptor of a 1024-byte-aligned tile of 128-byte rows in the 128-byte
-// swizzle: start address, leading and stride byte offsets of 1024 (8 rows; the leading one is
-// unused for K-major tiles and for 64-wide MN-major ones), swizzle mode 1 (128 bytes).
-__device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
-  return uint64_t((a & 0x3FFFF) >> 4) | uint64_t(1024 >> 4) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-
-// Pins accumulator registers at this point of the program, so the compiler neither reads them
-// before the wgmma that writes them has been waited for nor moves writes past a wgmma issue.
-__device__ __forceinline__ void reg_fence(float (&r)[8][4]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
-}
-
-__device__ __forceinline__ void reg_fence(uint32_t (&r)[4][4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
-}
-
-// d (64 x 64 per warpgroup, f32; this thread's d[nt][e] as an m16n8 C fragment of its warp's
-// 16 rows) = a (registers: the warp's m16k16 A fragment, bf16) x B (descriptor; TRANS_B 1: B
-// stored N-contiguous) + (accumulate ? d : 0).
-template <int TRANS_B>
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
-        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS_B), "r"(accumulate)
-      : "memory");
-}
-
-// attend_tile on wgmma for one warp of a warpgroup (D 64): the warpgroup's 64 rows against one
-// 64-key tile. K rows are K-major B (each k16 step 32 bytes further along the row); V rows are
-// N-contiguous B read transposed (each k16 step 16 keys = 2048 bytes further).
-__device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const uint16_t* ks, const uint16_t* vs,
-                                               RowState<64> (&st)[1], bool mask, int kv0, const int (&lim)[1][2],
-                                               const int (&lo)[1][2], float sl2) {
-  float s[8][4];
-  const uint64_t kd = sw128_desc(ks), vd = sw128_desc(vs);
-  // Register operands (Q's and P's fragments, the accumulators) pinned on both sides of the
-  // wgmmas that read or write them asynchronously, as CUTLASS's warpgroup_fence_operand does.
-  reg_fence(qf[0]);
-  reg_fence(s);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<0>(s, qf[0][kk], kd + 2 * kk, kk);
-  wgmma_commit();
-  wgmma_wait_all();
-  reg_fence(s);
-  reg_fence(qf[0]);
-  softmax_step<64>(s, st[0], mask, kv0, lim[0], lo[0], sl2);
-  uint32_t a[4][4];
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
-  reg_fence(a);
-  reg_fence(st[0].o);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<1>(st[0].o, a[kk], vd + 128 * kk, 1);
-  wgmma_commit();
-  wgmma_wait_all();
-  reg_fence(st[0].o);
-}
-
-// ---- decode split over the context (flash-decoding on tensor cores) ----
-
-// A context of n tiles split into at most S parts of at least min_tiles tiles each, equal but for
-// the last, so a short context inside a graph captured for long ones uses one or few of its
-// splits (the others exit at once and nothing waits for them); split z's tiles.
-struct SplitRange {
-  int splits, tile0, tiles;
-};
-__device__ __forceinline__ SplitRange split_range(int n, int S, int min_tiles, int z) {
-  int splits = max(1, min(S, n / max(1, min_tiles)));
-  const int per = max(1, (n + splits - 1) / splits);
-  splits = n > 0 ? (n + per - 1) / per : 1;
-  const int tile0 = min(n, z * per);
-  return {splits, tile0, min(per, n - tile0)};
-}
-
-// The split workspace of a launch of T tokens and gridDim.z splits (the launch's, whatever each
-// context uses): (m, l) of part (token, head, split) = (t hq + h) gridDim.z + z at ml[2 part],
-// its normalised output (D floats) at o[part D].
-struct SplitWorkspace {
-  float *ml, *o;
-  __device__ SplitWorkspace(const PagedAttentionParams& p, int T)
-      : ml(p.split_workspace), o(p.split_workspace + 2 * int64_t(T) * p.hq * gridDim.z) {}
-};
-
-// Part index of row `row` (token row / G of the tile, head row % G of group g) of split z.
-__device__ __forceinline__ int64_t part_of(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int row,
-                                           int z) {
-  return (int64_t(ti.tok0 + ti.first + row / G) * p.hq + g * G + row % G) * gridDim.z + z;
-}
-
-// A warp's rows' partial softmax states (m in the log2 domain, l, O / l) -> the workspace.
-template <int D, int MT>
-__device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti, const RowState<D> (&st)[MT], int g,
-                               int G, int rows_used, int row0, int T) {
-  const SplitWorkspace ws(p, T);
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float l = quad_sum(st[mt].l[i]);
-      const int row = row0 + mt * 16 + (lane >> 2) + 8 * i;
-      if (row >= rows_used || row / G >= ti.ntok) continue;
-      const int64_t part = part_of(p, ti, g, G, row, int(blockIdx.z));
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      float* dst = ws.o + part * D + 2 * (lane & 3);
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd)
-        *reinterpret_cast<float2*>(dst + nd * 8) =
-            make_float2(st[mt].o[nd][2 * i] * inv, st[mt].o[nd][2 * i + 1] * inv);
-      if ((lane & 3) == 0) ws.ml[2 * part] = st[mt].m[i], ws.ml[2 * part + 1] = l;
-    }
-}
-
-// Called by every CTA of a split (block-uniform) after write_partials: the last of the S CTAs of
-// its (tile, kv head) to arrive (an atomic counter, which it resets for the next launch) merges
-// the partials of each row, out = sum_s w_s o_s / sum_s w_s with w_s = l_s 2^(m_s - max m), splits
-// with l_s = 0 weighing nothing. smem: (2 rows + 1) S floats of scratch (the K/V stages).
-template <int D, int NT>
-__device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int rows_used, int T,
-                               int S, float* smem) {
-  __shared__ bool last;
-  __threadfence();  // this CTA's partials are visible before its arrival is counted
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned* c = p.split_counters + blockIdx.x * gridDim.y + blockIdx.y;
-    last = atomicAdd(c, 1u) == unsigned(S - 1);
-    if (last) *c = 0u;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const SplitWorkspace ws(p, T);
-  const int rows = min(rows_used, ti.ntok * G);
-  float *m_w = smem, *l_w = smem + rows * S, *den = smem + 2 * rows * S;
-  for (int i = threadIdx.x; i < rows * S; i += NT) {  // every (row, split) state in parallel
-    const int64_t part = part_of(p, ti, g, G, i / S, i % S);
-    m_w[i] = __ldcg(ws.ml + 2 * part);
-    l_w[i] = __ldcg(ws.ml + 2 * part + 1);
-  }
-  __syncthreads();
-  for (int row = threadIdx.x; row < rows; row += NT) {
-    float mx = -INFINITY, sum = 0.0f;
-    for (int sp = 0; sp < S; ++sp)
-      if (l_w[row * S + sp] > 0.0f) mx = fmaxf(mx, m_w[row * S + sp]);
-    for (int sp = 0; sp < S; ++sp) {
-      const float l = l_w[row * S + sp];
-      const float w = l > 0.0f ? l * fast_exp2(m_w[row * S + sp] - mx) : 0.0f;
-      l_w[row * S + sp] = w;  // now the split's weight
-      sum += w;
-    }
-    den[row] = sum;
-  }
-  __syncthreads();
-  uint16_t* out = static_cast<uint16_t*>(p.out);
-  for (int e = threadIdx.x; e < rows * D; e += NT) {
-    const int row = e / D, d = e % D;
-    const int64_t part0 = part_of(p, ti, g, G, row, 0);
-    float num = 0.0f;
-    for (int sp = 0; sp < S; ++sp) {  // splits that saw no key weigh 0 and are not read
-      const float w = l_w[row * S + sp];
-      if (w > 0.0f) num += w * __ldcg(ws.o + (part0 + sp) * D + d);
-    }
-    const float o = den[row] > 0.0f ? num / den[row] : 0.0f;
-    const __nv_bfloat16 b = __float2bfloat16_rn(o);
-    out[(part0 / gridDim.z) * D + d] = *reinterpret_cast<const uint16_t*>(&b);
-  }
-}
-
-template <int D, int MT, bool WG, bool SPLIT>
-__global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
+// MINB > 0: at least MINB CTAs per SM (registers capped to fit; the decode CTA at D 64, whose 56 KB
+// of shared memory fit four times).
+template <int D, int MT, bool WG, bool SPLIT, int MINB = 0>
+__global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q, int split_min_tiles,
-                             bool prefetch) {
+                             bool prefetch, bool warp_split, bool stage_qsl) {
   using C = Cfg<D, MT, WG>;
   constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem_raw[];
@@ -528,7 +180,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
 
   const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
   TileInfo ti;
-  if (!locate_tile(p, T, TPT, ti)) return;
+  if (!locate_tile(p, T, TPT, ti, reinterpret_cast<int32_t*>(k_s), stage_qsl ? kStages * kKeys * D : 0)) return;
 
   int ctx = 0, new0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v
   if (ti.r < p.num_reqs_padded) {
@@ -545,6 +197,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
   const int n_kv = sr.tiles;
   const int kv_lo = kv_begin + sr.tile0 * kKeys;  // the first key of this CTA's tiles
+  __syncthreads();                                // every thread is done with locate_tile's scratch (the K/V stages)
   if (early) {
     if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, KvRows::Cache);
     if (n_kv > 1)
@@ -552,7 +205,6 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     pdl_wait();
     pdl_trigger();
   }
-  if (blockIdx.z == 0) write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
   const KvRows first_rows = early ? KvRows::New : KvRows::All;  // the rest of the first two tiles
 
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
@@ -564,15 +216,25 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
     const uint16_t* src = ok ? qg + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + ch * 8 : qg;
     cp_async16(q_s + swz<D>(row, ch), src, ok);
   }
-  // Groups: Q + tile 0, tile 1, then one per iteration (possibly empty), so "all but the newest
-  // group done" at iteration it means tile it has landed (decode: the first group also holds the
-  // cache rows of tile 1 issued before pdl_wait, which only makes it wait longer).
+  // Groups: Q + tile 0, tile 1, tile 2, then one per iteration from the second on (tile it + 2,
+  // possibly empty), so group i holds tile i and at iteration it > 0 "all but the newest group
+  // done" means tile it has landed (decode: the first group also holds the cache rows of tile 1
+  // issued before pdl_wait, which only makes it wait longer).
   if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, first_rows);
   cp_async_commit();
   if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, first_rows);
   cp_async_commit();
+  if (n_kv > 2) load_kv<D, NT>(p, ti, new0, g, kv_lo + 2 * kKeys, kv_end, k_s + 2 * kKeys * D, v_s + 2 * kKeys * D);
+  cp_async_commit();
+  // The cache write's loads and stores overlap the copies in flight (this kernel reads the new
+  // positions from k, v, never from the cache).
+  if (blockIdx.z == 0) write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // Warp split (decode, the tile's rows fit one warp's 16): every warp holds the same rows and
+  // takes its own K/V tiles, kStages at a time; the warps' softmax states merge at the end.
+  const bool wsplit = SPLIT && !WG && MT == 1 && warp_split && ti.ntok * G <= WROWS;
+  const int row0 = wsplit ? 0 : warp * WROWS;  // the warp's first row
   // A warp with rows to compute (wgmma: a warpgroup, whose 4 warps issue each wgmma together).
   const bool active = (WG ? warp & ~3 : warp) * WROWS < min(rows_used, ti.ntok * G);
   // Per-row key bounds: keys in [lo, lim) are visible (rows past the tile's tokens reuse the
@@ -582,7 +244,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const int tl = min((warp * WROWS + mt * 16 + (lane >> 2) + 8 * i) / G, ti.ntok - 1);
+      const int tl = min((row0 + mt * 16 + (lane >> 2) + 8 * i) / G, ti.ntok - 1);
       lim[mt][i] = min(ctx, q_first + tl + 1);
       lo[mt][i] = window > 0 ? q_first + tl - window + 1 : INT_MIN;
     }
@@ -605,20 +267,37 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : 0)
   // loop: 128 registers, no spills. reload_q (GS_PREFILL_QRELOAD=1, for A/B timing) reloads them
   // for every tile as the previous workaround did.
   uint32_t qf[MT][D / 16][4];
-  cp_async_wait<1>();  // the group of Q and tile 0
+  cp_async_wait<2>();  // the group of Q and tile 0
   __syncthreads();
-  load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
+  load_q_frags<D, MT>(qf, q_s, row0, lane);
 
-  for (int it = 0, stage = 0; it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
+  if (wsplit) {  // rounds of kStages tiles: warp w < kStages computes tile r0 + w of the round at r0
+    for (int r0 = 0; r0 < n_kv; r0 += kStages) {
+      if (r0 > 0) {
+        __syncthreads();  // every warp is done with the previous round's stages
+        for (int sg = 0; sg < kStages && r0 + sg < n_kv; ++sg)
+          load_kv<D, NT>(p, ti, new0, g, kv_lo + (r0 + sg) * kKeys, kv_end, k_s + sg * kKeys * D, v_s + sg * kKeys * D);
+        cp_async_commit();
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+      const int kv0 = kv_lo + (r0 + warp) * kKeys;
+      if (warp < kStages && r0 + warp < n_kv)
+        attend_tile<D, MT>(qf, k_s + warp * kKeys * D, v_s + warp * kKeys * D, st,
+                           kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo, kv0, lim, lo, sl2);
+    }
+    merge_warps<D, C::warps>(st[0], reinterpret_cast<float*>(k_s));
+  }
+  for (int it = 0, stage = 0; !wsplit && it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
     const int kv0 = kv_lo + it * kKeys;
-    cp_async_wait<1>();
+    if (it > 0) cp_async_wait<1>();  // (tile 0 landed before the Q fragments were loaded)
     if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
     __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
-    if (it + 2 < n_kv) {
+    if (it > 0 && it + 2 < n_kv) {
       const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
       load_kv<D, NT>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
     }
-    cp_async_commit();
+    if (it > 0) cp_async_commit();
     if (active) {
       if (WG && reload_q && it > 0) load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
@@ -677,6 +356,15 @@ bool tc_prefetch() {
   return on;
 }
 
+// GS_TC_WARP_SPLIT=0: a decode CTA's tiles all go to the warp that holds its rows (one after the
+// other) instead of being shared out among its warps (for A/B timing).
+bool tc_warp_split() { return !env_is("GS_TC_WARP_SPLIT", "0"); }
+// GS_TC_STAGE=0: locate_tile searches query_start_loc in global memory instead of staging it in
+// shared memory (for A/B timing).
+bool tc_stage() { return !env_is("GS_TC_STAGE", "0"); }
+// GS_TC_DECODE_OCC=0: the D 64 decode kernel without its four-CTAs-per-SM register cap (for A/B).
+bool tc_decode_four_per_sm() { return !env_is("GS_TC_DECODE_OCC", "0"); }
+
 // Splits per context of a decode launch, from the padded shape alone (num_reqs_padded, the block
 // table's reach, T): 1 without a workspace, or when the workspace or the counters are too small.
 int decode_splits(const PagedAttentionParams& p, int T, int gx) {
@@ -688,18 +376,22 @@ int decode_splits(const PagedAttentionParams& p, int T, int gx) {
   return std::max(S, 1);
 }
 
-template <int D, int MT, bool WG, bool SPLIT = false>
+template <int D, int MT, bool WG, bool SPLIT = false, int MINB = 0>
 cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
   using C = Cfg<D, MT, WG>;
-  static const cudaError_t attr = cudaFuncSetAttribute(prefill_attention_kernel<D, MT, WG, SPLIT>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
+  constexpr auto kernel = prefill_attention_kernel<D, MT, WG, SPLIT, MINB>;
+  static const cudaError_t attr = [&] {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
+    if (e != cudaSuccess || MINB == 0) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }();
   if (attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
   const int S = SPLIT ? decode_splits(p, T, gx) : 1;
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(S));
-  return launch_pdl(prefill_attention_kernel<D, MT, WG, SPLIT>, grid, C::threads, C::smem, s, p, window, T,
-                    WG && reload_q_per_tile(), tc_split_min_tiles(), SPLIT && tc_prefetch());
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, WG && reload_q_per_tile(), tc_split_min_tiles(),
+                    SPLIT && tc_prefetch(), SPLIT && tc_warp_split(), tc_stage());
 }
 
 // m16 tiles per warp at D = 64 on mma.sync (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D =
@@ -728,8 +420,11 @@ bool prefill_attention_supported(const PagedAttentionParams& p) {
 cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  if (short_queries)
-    return p.D == 128 ? launch<128, 1, false, true>(p, window, T, s) : launch<64, 1, false, true>(p, window, T, s);
+  if (short_queries) {
+    if (p.D == 128) return launch<128, 1, false, true>(p, window, T, s);
+    return tc_decode_four_per_sm() ? launch<64, 1, false, true, 4>(p, window, T, s)
+                                   : launch<64, 1, false, true>(p, window, T, s);
+  }
   if (p.D == 128) return launch<128, 1, false>(p, window, T, s);
   if (wgmma_d64()) return launch<64, 1, true>(p, window, T, s);
   return tiles_per_warp_d64() == 2 ? launch<64, 2, false>(p, window, T, s) : launch<64, 1, false>(p, window, T, s);

@@ -264,50 +264,6 @@ class CudaBackend final : public Backend {
     Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
   }
 
-  // With GS_NORM_FUSION=1 at one token, the norm computed inside the QKV GEMV (with its RoPE
-  // epilogue; with Qwen3's q/k norm a plain GEMV into qkv, then split_qkv_rope); otherwise the
-  // norm, then linear_split_qkv_rope.
-  void add_rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& delta, const Tensor& norm_w, float eps,
-                                          const Tensor& normed, const Tensor& w, const Tensor& bias,
-                                          const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
-                                          const Tensor& k_norm, const Tensor& qkv, const Tensor& q, const Tensor& k,
-                                          const Tensor& v) override {
-    const int64_t K = residual.row_elems();
-    if (norm_gemv_fits(residual, delta, norm_w, w) && qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, 1, K)) {
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        const cuda::NormInput<E> in = norm_input<E>(residual, delta, norm_w, eps);
-        if (!q_norm.defined()) return qkv_rope_gemv<E>(normed, w, bias, positions, cfg, q, k, v, &in);
-        need_rows(qkv, 1, w.dim(0), "add_rms_norm_linear_split_qkv_rope", "qkv");
-        GS_CUDA_CHECK(cuda::gemv<E>(nullptr, ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr, qkv.data(), false, 1,
-                                    int(w.dim(0)), int(K), s(), &in));
-        split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
-      });
-      return;
-    }
-    Backend::add_rms_norm_linear_split_qkv_rope(residual, delta, norm_w, eps, normed, w, bias, positions, cfg, q_norm,
-                                                k_norm, qkv, q, k, v);
-  }
-
-  // With GS_NORM_FUSION=1 at one token, the norm computed inside the gated GEMV; otherwise the
-  // norm, then linear_gated_activation.
-  void add_rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& delta, const Tensor& norm_w,
-                                            float eps, const Tensor& normed, GatedActivation act, const Tensor& w,
-                                            const Tensor& gate_up, const Tensor& out) override {
-    const int64_t K = residual.row_elems(), I = out.row_elems();
-    if (norm_gemv_fits(residual, delta, norm_w, w) && w.dim(0) == 2 * I) {
-      need(out, dtype_, "add_rms_norm_linear_gated_activation", "out");
-      need_rows(out, 1, I, "add_rms_norm_linear_gated_activation", "out");
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        const cuda::NormInput<E> in = norm_input<E>(residual, delta, norm_w, eps);
-        GS_CUDA_CHECK(cuda::gemv_gated<E>(act, nullptr, ptr<E>(w), ptr<E>(out), 1, int(I), int(K), s(), &in));
-      });
-      return;
-    }
-    Backend::add_rms_norm_linear_gated_activation(residual, delta, norm_w, eps, normed, act, w, gate_up, out);
-  }
-
   // One gated GEMV at M = 1 (decode); linear then gated_activation otherwise (and with
   // GS_DECODE_FUSION=0, for A/B timing).
   void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
@@ -556,49 +512,18 @@ class CudaBackend final : public Backend {
            w.dim(0) == QW + 2 * KW && w.row_elems() == K && positions.numel() == M && q.dim(0) == M && k.dim(0) == M &&
            v.dim(0) == M && (!bias.defined() || bias.numel() == w.dim(0));
   }
-  // The QKV GEMV with the RoPE epilogue (x, or the norm of `norm`'s residual when non-null).
-  template <typename E>
-  void qkv_rope_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
-                     const RopeConfig& cfg, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const cuda::NormInput<E>* norm) {
-    const int D = cfg.head_dim;
-    const Tensor& inv = inv_freq(cfg);
-    GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(norm ? nullptr : ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr,
-                                         ptr<int32_t>(positions), ptr<float>(inv), ptr<E>(q), ptr<E>(k), ptr<E>(v),
-                                         int(q.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D,
-                                         int(w.row_elems()), cfg.long_from, s(), norm));
-  }
+  // The QKV GEMV with the RoPE epilogue.
   void qkv_rope_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
                      const RopeConfig& cfg, const Tensor& q, const Tensor& k, const Tensor& v) {
+    const int D = cfg.head_dim;
+    const Tensor& inv = inv_freq(cfg);
     by_dtype([&](auto e) {
       using E = decltype(e);
-      qkv_rope_gemv<E>(x, w, bias, positions, cfg, q, k, v, nullptr);
+      GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr,
+                                           ptr<int32_t>(positions), ptr<float>(inv), ptr<E>(q), ptr<E>(k), ptr<E>(v),
+                                           int(q.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D,
+                                           int(w.row_elems()), cfg.long_from, s()));
     });
-  }
-
-  // Whether a projection of w at one token may compute the norm of this residual (+ delta)
-  // itself: f32 residual [1, K], delta undefined or [1, K], GEMV-able shapes, the fusion on.
-  bool norm_gemv_fits(const Tensor& residual, const Tensor& delta, const Tensor& norm_w, const Tensor& w) const {
-    const char* op = "add_rms_norm (fused)";
-    need(residual, residual_dtype(residual), op, "residual");
-    need(norm_w, dtype_, op, "norm_w");
-    need(w, dtype_, op, "w");
-    if (delta.defined()) need(delta, dtype_, op, "delta");
-    const int64_t K = residual.row_elems();
-    return decode_fusion_ && norm_fusion_ && residual.dtype() == DType::F32 && residual.dim(0) == 1 &&
-           norm_w.numel() == K && w.row_elems() == K && (!delta.defined() || delta.shape() == residual.shape()) &&
-           cuda::gemv_norm_supported(1, int(K), residual.data(), delta.defined() ? delta.data() : nullptr,
-                                     norm_w.data(), w.data());
-  }
-  template <typename E>
-  cuda::NormInput<E> norm_input(const Tensor& residual, const Tensor& delta, const Tensor& norm_w, float eps) {
-    cuda::NormInput<E> in;
-    in.residual = ptr<float>(residual);
-    in.delta = delta.defined() ? ptr<E>(delta) : nullptr;
-    in.w = ptr<E>(norm_w);
-    in.eps = eps;
-    in.counter = static_cast<unsigned*>(norm_counter_.data());
-    return in;
   }
 
   // The inverse-frequency table of a rope config, uploaded at its first (eager) use.
@@ -625,11 +550,6 @@ class CudaBackend final : public Backend {
   int device_;
   DType dtype_;
   bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
-  // GS_NORM_FUSION=1: at one token the GEMV after a residual add + norm computes the norm in
-  // every block instead of a norm kernel. Off by default: on an H200 it lost (llama3.2-1b bs 1
-  // 0.918 -> 0.965-0.994 ms: each block's read of the residual row costs the GEMV more than the
-  // norm kernel it replaces; tools/gpu/NOTES.md).
-  bool norm_fusion_ = env_is("GS_NORM_FUSION", "1");
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;
@@ -638,12 +558,6 @@ class CudaBackend final : public Backend {
   SideStream lora_side_{device_};
   bool lora_joined_ = true;  // false from a forked lora_shrink to the lora_expand that joins it
   std::map<RopeKey, Tensor> rope_tables_;
-  // The arrival counter of the GEMVs that compute the norm themselves (zero between launches).
-  Tensor norm_counter_ = [this] {
-    Tensor t = Tensor::empty({1}, DType::I32, alloc_);
-    GS_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream_.handle()));
-    return t;
-  }();
 };
 
 }  // namespace

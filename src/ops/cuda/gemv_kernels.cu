@@ -5,14 +5,6 @@
 // projection fold into it: plain (one row, + bias), gated MLP (the gate and up rows, act(g) * u)
 // and the fused QKV epilogue (the rotary pair of rows of a q/k head, RoPE applied, q, k, v
 // written split). Launched with PDL (ops/cuda/launch.cuh).
-//
-// Where x comes from is the kernel's other policy: global memory as given, or (NormInput, one
-// token) the RMSNorm of the residual stream, computed by every block itself into shared memory
-// after its first weight loads, so the decode step's residual add + norm costs no launch of its
-// own. With a delta (residual += delta first) the last block to have read the residual writes the
-// sum back (an arrival counter), so no block reads a half-updated residual.
-#include <cstdlib>
-
 #include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
@@ -25,8 +17,8 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kUnroll = 4;
 
-// x from global memory (read-only path) or from shared memory (SHARED).
-template <typename T, int M, bool SHARED>
+// acc[m] += w chunk . x[m] chunk kv (x through the read-only path).
+template <typename T, int M>
 __device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K, int kv, float (&acc)[M]) {
   constexpr int V = kVecElems<T>;
   float wf[V];
@@ -35,7 +27,7 @@ __device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K
   for (int m = 0; m < M; ++m) {
     float xf[V];
     const uint4* xv = reinterpret_cast<const uint4*>(x + m * K) + kv;
-    unpack_vec<T>(SHARED ? *xv : __ldg(xv), xf);
+    unpack_vec<T>(__ldg(xv), xf);
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[m] = fmaf(wf[j], xf[j], acc[m]);
   }
@@ -106,76 +98,13 @@ struct QkvRopeEpilogue {
   }
 };
 
-// x as given, in global memory.
-template <typename T>
-struct GlobalX {
-  static constexpr bool kShared = false;
-  const T* x;
-  __device__ const T* prepare(T*, unsigned&) const { return x; }
-  __device__ void finish(unsigned) const {}
-};
-
-// x = rms_norm(residual (+ delta)) * w, computed by the block into xs (K elements, shared).
-template <typename T>
-struct NormX {
-  static constexpr bool kShared = true;
-  NormInput<T> in;
-  int K;
-  // residual (+ delta) at [e, e + 8): the residual stream's new value.
-  __device__ void sum8(int e, float (&v)[8]) const {
-    load8(in.residual + e, v);
-    if (in.delta) {
-      float d[8];
-      load8(in.delta + e, d);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] += d[i];
-    }
-  }
-  // Two passes over the row (the second from L1), so no row stays in registers through the GEMV.
-  // ticket: this block's arrival (thread 0) once it no longer reads the residual.
-  __device__ const T* prepare(T* xs, unsigned& ticket) const {
-    float ss = 0.0f;
-    for (int e = threadIdx.x * 8; e < K; e += blockDim.x * 8) {
-      float v[8];
-      sum8(e, v);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
-    }
-    const float inv = rsqrtf(block_sum(ss) / float(K) + in.eps);
-    for (int e = threadIdx.x * 8; e < K; e += blockDim.x * 8) {
-      float v[8], wf[8];
-      sum8(e, v);
-      load8(in.w + e, wf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] *= inv * wf[i];
-      store8(xs + e, v);
-    }
-    __syncthreads();  // xs complete; every thread's residual loads consumed
-    if (in.delta && threadIdx.x == 0) ticket = atomicAdd(in.counter, 1u);
-    return xs;
-  }
-  // Warp 0 of every block, at its end: the last block to arrive writes the new residual back
-  // and resets the counter for the next launch.
-  __device__ void finish(unsigned ticket) const {
-    if (!in.delta || __shfl_sync(0xffffffffu, ticket, 0) != gridDim.x - 1) return;
-    const int lane = threadIdx.x & 31;
-    for (int e = lane * 8; e < K; e += 32 * 8) {
-      float v[8];
-      sum8(e, v);
-      store8(in.residual + e, v);
-    }
-    if (lane == 0) *in.counter = 0u;
-  }
-};
-
 // One warp per output n < N (KS > 1: KS warps per output, each over a contiguous 1 / KS of K,
 // summed through shared memory in a fixed order): streams the epilogue's R weight rows of n, then
-// stores. x comes from src (GlobalX or NormX, whose shared row is the dynamic shared memory).
-template <typename T, int M, typename Epi, typename Src, int WARPS = kWarpsPerBlock, int KS = 1>
-__global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+// stores.
+template <typename T, int M, typename Epi, int WARPS = kWarpsPerBlock, int KS = 1>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, Epi epi, int N, int K) {
   static_assert(KS == 1 || (M == 1 && WARPS % KS == 0), "split K: one token, whole outputs per block");
-  extern __shared__ uint4 gemv_xs[];
-  constexpr bool SH = Src::kShared;
   constexpr int R = Epi::R;
   const int warp = int(threadIdx.x >> 5), lane = threadIdx.x & 31;
   const int n = int(blockIdx.x) * (WARPS / KS) + warp / KS;
@@ -199,8 +128,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __re
   }
   pdl_wait();
   pdl_trigger();
-  unsigned ticket = 0;
-  const T* x = src.prepare(reinterpret_cast<T*>(gemv_xs), ticket);
   if (KS == 1 && n >= N) return;  // never warp 0 (a block has at least one output)
   float acc[R][M];
 #pragma unroll
@@ -211,7 +138,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __re
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, SH>(wv0[r][u], x, K, kv + 32 * u, acc[r]);
+      for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv0[r][u], x, K, kv + 32 * u, acc[r]);
     kv += 32 * kUnroll;
   }
   if (n >= N) kv = kv_end;  // split K: a block's warps past N only join the barrier below
@@ -224,11 +151,11 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __re
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, SH>(wv[r][u], x, K, kv + 32 * u, acc[r]);
+      for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv[r][u], x, K, kv + 32 * u, acc[r]);
   }
   for (; kv < kv_end; kv += 32)
 #pragma unroll
-    for (int r = 0; r < R; ++r) fma_chunk<T, M, SH>(__ldcs(wrow[r] + kv), x, K, kv, acc[r]);
+    for (int r = 0; r < R; ++r) fma_chunk<T, M>(__ldcs(wrow[r] + kv), x, K, kv, acc[r]);
 
   if constexpr (KS > 1) {
     __shared__ float part[WARPS][R];
@@ -257,28 +184,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __re
       if (lane == m) epi.store(n, m, v);
     }
   }
-  if (threadIdx.x < 32) src.finish(ticket);
-}
-
-// Warps (outputs) per block of the GEMVs that compute the norm: every block reads the whole
-// residual row, so fewer, larger blocks read it fewer times; 16 while that still leaves two blocks
-// per SM of an H200 (264), else 8, else 4. GS_NORM_WARPS=4|8|16 forces one (A/B).
-int norm_warps(int N) {
-  static const int forced = [] {
-    const char* e = std::getenv("GS_NORM_WARPS");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 4 || v == 8 || v == 16 ? v : 0;
-  }();
-  if (forced) return forced;
-  for (int w : {16, 8})
-    if ((N + w - 1) / w >= 264) return w;
-  return kWarpsPerBlock;
-}
-
-template <typename T, typename Epi, int WARPS>
-cudaError_t launch_norm_gemv(const NormInput<T>& norm, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
-  return launch_pdl(gemv_kernel<T, 1, Epi, NormX<T>, WARPS>, (N + WARPS - 1) / WARPS, WARPS * 32, size_t(K) * sizeof(T),
-                    s, NormX<T>{norm, K}, w, epi, N, K);
 }
 
 // Warps per output of a GEMV reading x from global memory: split K when N alone leaves the GPU
@@ -296,21 +201,13 @@ int gemv_k_split(int N, int KV) {
 template <typename T, typename Epi, int KS>
 cudaError_t launch_split_k(const T* x, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   constexpr int per_block = kWarpsPerBlock / KS;
-  return launch_pdl(gemv_kernel<T, 1, Epi, GlobalX<T>, kWarpsPerBlock, KS>, (N + per_block - 1) / per_block,
-                    kWarpsPerBlock * 32, 0, s, GlobalX<T>{x}, w, epi, N, K);
+  return launch_pdl(gemv_kernel<T, 1, Epi, kWarpsPerBlock, KS>, (N + per_block - 1) / per_block, kWarpsPerBlock * 32, 0,
+                    s, x, w, epi, N, K);
 }
 
-// x from global memory, or (norm non-null) the norm of the residual stream computed per block.
 template <typename T, typename Epi>
-cudaError_t launch_gemv(const T* x, const T* w, const Epi& epi, int N, int K, cudaStream_t s,
-                        const NormInput<T>* norm) {
+cudaError_t launch_gemv(const T* x, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
-  if (norm) {
-    const int warps = norm_warps(N);
-    if (warps == 16) return launch_norm_gemv<T, Epi, 16>(*norm, w, epi, N, K, s);
-    if (warps == 8) return launch_norm_gemv<T, Epi, 8>(*norm, w, epi, N, K, s);
-    return launch_norm_gemv<T, Epi, kWarpsPerBlock>(*norm, w, epi, N, K, s);
-  }
   const int ks = gemv_k_split(N, K / kVecElems<T>);
   if (ks == 4) return launch_split_k<T, Epi, 4>(x, w, epi, N, K, s);
   if (ks == 2) return launch_split_k<T, Epi, 2>(x, w, epi, N, K, s);
@@ -324,43 +221,34 @@ bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w) 
   return M >= 1 && M <= kGemvMaxM && elem_bytes > 0 && K % (16 / elem_bytes) == 0 && aligned(x) && aligned(w);
 }
 
-bool gemv_norm_supported(int M, int K, const void* residual, const void* delta, const void* norm_w, const void* w) {
-  return M == 1 && K % 8 == 0 && K <= kGemvNormMaxK && vec_aligned(residual, norm_w, w) && vec_aligned(delta);
-}
-
 template <typename T>
-cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s,
-                 const NormInput<T>* norm) {
+cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s) {
   if (M != 1) return cudaErrorInvalidValue;
-  return launch_gemv(x, w, PlainEpilogue<T>{bias, y, y_f32, N}, N, K, s, norm);
+  return launch_gemv(x, w, PlainEpilogue<T>{bias, y, y_f32, N}, N, K, s);
 }
 
 template <typename T>
-cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s,
-                       const NormInput<T>* norm) {
+cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s) {
   if (M != 1) return cudaErrorInvalidValue;
   if (act == GatedActivation::GeluTanh)
-    return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I}, I, K, s, norm);
-  return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I}, I, K, s, norm);
+    return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I}, I, K, s);
+  return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I}, I, K, s);
 }
 
 template <typename T>
 cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* positions, const float* inv_freq, T* q,
-                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s,
-                          const NormInput<T>* norm) {
+                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
   if (M != 1 || D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
   return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from},
-                     (hq + 2 * hkv) * half, K, s, norm);
+                     (hq + 2 * hkv) * half, K, s);
 }
 
 #define GS_INSTANTIATE(T)                                                                                            \
-  template cudaError_t gemv<T>(const T*, const T*, const T*, void*, bool, int, int, int, cudaStream_t,               \
-                               const NormInput<T>*);                                                                 \
-  template cudaError_t gemv_gated<T>(GatedActivation, const T*, const T*, T*, int, int, int, cudaStream_t,           \
-                                     const NormInput<T>*);                                                           \
+  template cudaError_t gemv<T>(const T*, const T*, const T*, void*, bool, int, int, int, cudaStream_t);              \
+  template cudaError_t gemv_gated<T>(GatedActivation, const T*, const T*, T*, int, int, int, cudaStream_t);          \
   template cudaError_t gemv_qkv_rope<T>(const T*, const T*, const T*, const int32_t*, const float*, T*, T*, T*, int, \
-                                        int, int, int, int, int, cudaStream_t, const NormInput<T>*);
+                                        int, int, int, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE

@@ -50,39 +50,19 @@ cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int
 // whether it applies). Measured on an H200: faster than cuBLASLt at M = 1 (2048x2048: 4.1 vs
 // 5.7 us), slower from M = 2 on for the large projections (it re-reads x from L1 per weight
 // vector), so M = 1 only.
-//
-// norm (optional, M = 1): x is not read; every block computes x = rms_norm(residual (+ delta)) *
-// norm_w itself (the decode step's residual add + norm folded into the GEMV that consumes it;
-// gemv_norm_supported says when it applies).
 constexpr int kGemvMaxM = 1;
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w);
-// The residual stream's norm as a GEMV's x: residual [K] f32 (+= delta [K] first when delta is
-// non-null, written back once), w [K] the norm's weight; counter: a device word that is zero
-// before the launch and that the launch leaves zero.
 template <typename T>
-struct NormInput {
-  float* residual = nullptr;
-  const T* delta = nullptr;
-  const T* w = nullptr;
-  float eps = 0.0f;
-  unsigned* counter = nullptr;
-};
-constexpr int kGemvNormMaxK = 8192;
-bool gemv_norm_supported(int M, int K, const void* residual, const void* delta, const void* norm_w, const void* w);
-template <typename T>
-cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s,
-                 const NormInput<T>* norm = nullptr);
-// Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
-// fused gate/up weight w [2I, K] and out [M, I].
+cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s);
 // QKV GEMV with split_qkv_rope's epilogue (no q/k norm), M = 1: the rotary pair of rows (i,
 // i + D/2) of every head in one warp, q and k rotated at positions[0] (inv_freq as rope), all
 // three written split; bias [(hq + 2 hkv) D] or null.
 template <typename T>
 cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* positions, const float* inv_freq, T* q,
-                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s,
-                          const NormInput<T>* norm = nullptr);
+                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s);
+// Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
+// fused gate/up weight w [2I, K] and out [M, I].
 template <typename T>
-cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s,
-                       const NormInput<T>* norm = nullptr);
+cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s);
 
 }  // namespace gs::cuda

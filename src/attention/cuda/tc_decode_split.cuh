@@ -1,0 +1,160 @@
+// Decode (short-query) launches of the tensor-core attention kernel (prefill_attention.cu): the split
+// of a context over grid z (flash-decoding on tensor cores), the partials workspace and the merge by the
+// last CTA of each split group. Included only by prefill_attention.cu.
+#pragma once
+#include "attention/cuda/tc_tile.cuh"
+
+namespace gs::cuda::tc {
+
+// A context of n tiles split into at most S parts of at least min_tiles tiles each, equal but for
+// the last, so a short context inside a graph captured for long ones uses one or few of its
+// splits (the others exit at once and nothing waits for them); split z's tiles.
+struct SplitRange {
+  int splits, tile0, tiles;
+};
+__device__ __forceinline__ SplitRange split_range(int n, int S, int min_tiles, int z) {
+  int splits = max(1, min(S, n / max(1, min_tiles)));
+  const int per = max(1, (n + splits - 1) / splits);
+  splits = n > 0 ? (n + per - 1) / per : 1;
+  const int tile0 = min(n, z * per);
+  return {splits, tile0, min(per, n - tile0)};
+}
+
+// The split workspace of a launch of T tokens and gridDim.z splits (the launch's, whatever each
+// context uses): (m, l) of part (token, head, split) = (t hq + h) gridDim.z + z at ml[2 part],
+// its normalised output (D floats) at o[part D].
+struct SplitWorkspace {
+  float *ml, *o;
+  __device__ SplitWorkspace(const PagedAttentionParams& p, int T)
+      : ml(p.split_workspace), o(p.split_workspace + 2 * int64_t(T) * p.hq * gridDim.z) {}
+};
+
+// Part index of row `row` (token row / G of the tile, head row % G of group g) of split z.
+__device__ __forceinline__ int64_t part_of(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int row,
+                                           int z) {
+  return (int64_t(ti.tok0 + ti.first + row / G) * p.hq + g * G + row % G) * gridDim.z + z;
+}
+
+// A warp's rows' partial softmax states (m in the log2 domain, l, O / l) -> the workspace.
+template <int D, int MT>
+__device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti, const RowState<D> (&st)[MT], int g,
+                               int G, int rows_used, int row0, int T) {
+  const SplitWorkspace ws(p, T);
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float l = quad_sum(st[mt].l[i]);
+      const int row = row0 + mt * 16 + (lane >> 2) + 8 * i;
+      if (row >= rows_used || row / G >= ti.ntok) continue;
+      const int64_t part = part_of(p, ti, g, G, row, int(blockIdx.z));
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float* dst = ws.o + part * D + 2 * (lane & 3);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<float2*>(dst + nd * 8) =
+            make_float2(st[mt].o[nd][2 * i] * inv, st[mt].o[nd][2 * i + 1] * inv);
+      if ((lane & 3) == 0) ws.ml[2 * part] = st[mt].m[i], ws.ml[2 * part + 1] = l;
+    }
+}
+
+// Called by every CTA of a split (block-uniform) after write_partials: the last of the S CTAs of
+// its (tile, kv head) to arrive (an atomic counter, which it resets for the next launch) merges
+// the partials of each row, out = sum_s w_s o_s / sum_s w_s with w_s = l_s 2^(m_s - max m), splits
+// with l_s = 0 weighing nothing. smem: (2 rows + 1) S floats of scratch (the K/V stages).
+template <int D, int NT>
+__device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int rows_used, int T,
+                               int S, float* smem) {
+  __threadfence();  // this CTA's partials are visible before its arrival is counted
+  __syncthreads();
+  bool arrived_last = false;
+  if (threadIdx.x == 0) {
+    unsigned* c = p.split_counters + blockIdx.x * gridDim.y + blockIdx.y;
+    arrived_last = atomicAdd(c, 1u) == unsigned(S - 1);
+    if (arrived_last) *c = 0u;
+  }
+  // Thread 0's answer to every thread without static shared memory (a decode CTA's dynamic
+  // shared memory is exactly a quarter of an SM's, so four fit).
+  if (!__syncthreads_or(arrived_last)) return;
+  __threadfence();
+  const SplitWorkspace ws(p, T);
+  const int rows = min(rows_used, ti.ntok * G);
+  float *m_w = smem, *l_w = smem + rows * S, *den = smem + 2 * rows * S;
+  for (int i = threadIdx.x; i < rows * S; i += NT) {  // every (row, split) state in parallel
+    const int64_t part = part_of(p, ti, g, G, i / S, i % S);
+    m_w[i] = __ldcg(ws.ml + 2 * part);
+    l_w[i] = __ldcg(ws.ml + 2 * part + 1);
+  }
+  __syncthreads();
+  for (int row = threadIdx.x; row < rows; row += NT) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int sp = 0; sp < S; ++sp)
+      if (l_w[row * S + sp] > 0.0f) mx = fmaxf(mx, m_w[row * S + sp]);
+    for (int sp = 0; sp < S; ++sp) {
+      const float l = l_w[row * S + sp];
+      const float w = l > 0.0f ? l * fast_exp2(m_w[row * S + sp] - mx) : 0.0f;
+      l_w[row * S + sp] = w;  // now the split's weight
+      sum += w;
+    }
+    den[row] = sum;
+  }
+  __syncthreads();
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  for (int e = threadIdx.x; e < rows * D; e += NT) {
+    const int row = e / D, d = e % D;
+    const int64_t part0 = part_of(p, ti, g, G, row, 0);
+    float num = 0.0f;
+    for (int sp = 0; sp < S; ++sp) {  // splits that saw no key weigh 0 and are not read
+      const float w = l_w[row * S + sp];
+      if (w > 0.0f) num += w * __ldcg(ws.o + (part0 + sp) * D + d);
+    }
+    const float o = den[row] > 0.0f ? num / den[row] : 0.0f;
+    const __nv_bfloat16 b = __float2bfloat16_rn(o);
+    out[(part0 / gridDim.z) * D + d] = *reinterpret_cast<const uint16_t*>(&b);
+  }
+}
+
+// Warp split (decode): every warp of the CTA holds the same 16 rows' softmax state over its own
+// K/V tiles. Called by the whole CTA after its last tile: warps 1.. leave their states in
+// `scratch` (the K/V stages: (WARPS - 1) x 32 x (D / 2 + 4) floats), and warp 0 folds them into
+// its own, in warp order (deterministic): m = max m_w, l = sum l_w 2^(m_w - m), o likewise. Warp
+// 0's state is then the CTA's; the others' rows (16 on) are never written out.
+template <int D, int WARPS>
+__device__ void merge_warps(RowState<D>& st, float* scratch) {
+  constexpr int F = D / 2 + 4;  // floats per lane: o, then m, l
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  __syncthreads();  // every warp is done with the K/V stages
+  if (warp > 0) {
+    float* dst = scratch + (warp - 1) * F * 32 + lane;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[(nd * 4 + e) * 32] = st.o[nd][e];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) dst[(D / 2 + i) * 32] = st.m[i], dst[(D / 2 + 2 + i) * 32] = st.l[i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = st.m[i];
+    for (int w = 1; w < WARPS; ++w) mx = fmaxf(mx, scratch[((w - 1) * F + D / 2 + i) * 32 + lane]);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    const float f0 = fast_exp2(st.m[i] - base);
+    st.m[i] = mx;
+    st.l[i] *= f0;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) st.o[nd][2 * i] *= f0, st.o[nd][2 * i + 1] *= f0;
+    for (int w = 1; w < WARPS; ++w) {
+      const float* src = scratch + (w - 1) * F * 32 + lane;
+      const float f = fast_exp2(src[(D / 2 + i) * 32] - base);  // a warp that saw no key: m = -inf, f = 0
+      st.l[i] += f * src[(D / 2 + 2 + i) * 32];
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        st.o[nd][2 * i] += f * src[(nd * 4 + 2 * i) * 32], st.o[nd][2 * i + 1] += f * src[(nd * 4 + 2 * i + 1) * 32];
+    }
+  }
+}
+
+}  // namespace gs::cuda::tc

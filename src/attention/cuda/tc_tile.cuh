@@ -1,0 +1,185 @@
+// Building blocks of the tensor-core attention kernels (prefill_attention.cu): cp.async, ldmatrix and
+// mma.sync m16n8k16 wrappers, the swizzled tile layout, a warp's online-softmax state and one 64-key
+// K/V tile of FlashAttention-2 on mma.sync. Included only by prefill_attention.cu.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "attention/cuda/attention_kernels.h"
+
+namespace gs::cuda::tc {
+
+constexpr int kKeys = 64;  // keys per K/V tile
+
+// Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
+// (row mod 8), so the 8 rows an ldmatrix phase reads hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int ch) {
+  return row * D + ((ch ^ (row & 7)) << 3);
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// c += a b for one m16n8k16 tile (a: 4 regs of bf16 pairs, b: 2 regs).
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Where a CTA's query tile lies: request r (r == num_reqs_padded: the padded tail), its first
+// token tok0, and the tile's tokens [first, first + ntok) of the request's qlen new tokens.
+struct TileInfo {
+  int r, tok0, qlen, first, ntok;
+};
+
+// A row's sum over the 4 threads (lanes 4r .. 4r + 3) that hold its columns.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Online-softmax state of one m16 tile of a warp: this thread holds rows lane/4 and lane/4 + 8.
+template <int D>
+struct RowState {
+  float o[D / 8][4];
+  float m[2], l[2];
+};
+
+// s (16 x 64 scores of tile kv0) -> probabilities in place; rescales st.o and st.l.
+template <int D>
+__device__ __forceinline__ void softmax_step(float (&s)[8][4], RowState<D>& st, bool mask, int kv0, const int (&lim)[2],
+                                             const int (&lo)[2], float sl2) {
+  const int tq = threadIdx.x & 3;
+  if (mask) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kv0 + nt * 8 + 2 * tq + (e & 1);
+        if (key >= lim[e >> 1] || key < lo[e >> 1]) s[nt][e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(st.m[i], mx * sl2);
+    const float base = mnew == -INFINITY ? 0.0f : mnew;
+    const float corr = fast_exp2(st.m[i] - base);
+    st.m[i] = mnew;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pv = fast_exp2(fmaf(s[nt][2 * i + e], sl2, -base));
+        s[nt][2 * i + e] = pv;
+        sum += pv;
+      }
+    st.l[i] = st.l[i] * corr + sum;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      st.o[nd][2 * i] *= corr;
+      st.o[nd][2 * i + 1] *= corr;
+    }
+  }
+}
+
+// A warp's Q fragments (MT m16k16 A tiles per 16 columns) from rows [row0, row0 + 16 MT) of q_s.
+template <int D, int MT>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[MT][D / 16][4], const uint16_t* q_s, int row0, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldsm_x4(qf[mt][kk], q_s + swz<D>(row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+}
+
+// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
+template <int D, int MT>
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
+                                            RowState<D> (&st)[MT], bool mask, int kv0, const int (&lim)[MT][2],
+                                            const int (&lo)[MT][2], float sl2) {
+  const int lane = threadIdx.x & 31;
+  float s[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, ks + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
+        mma16816(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+      }
+    }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) softmax_step<D>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      ldsm_x4_t(b, vs + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(st[mt].o[2 * dp], a[mt], b[0], b[1]);
+        mma16816(st[mt].o[2 * dp + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+}  // namespace gs::cuda::tc

@@ -1,0 +1,95 @@
+// wgmma (sm_90a) form of one K/V tile of the tensor-core attention kernel (prefill_attention.cu):
+// shared-memory descriptors of the 128-byte swizzle, register fences and m64n64k16 for head dim 64.
+// Included only by prefill_attention.cu.
+#pragma once
+#include "attention/cuda/tc_tile.cuh"
+
+namespace gs::cuda::tc {
+
+// Shared-memory matrix descriptor of a 1024-byte-aligned tile of 128-byte rows in the 128-byte
+// swizzle: start address, leading and stride byte offsets of 1024 (8 rows; the leading one is
+// unused for K-major tiles and for 64-wide MN-major ones), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+  return uint64_t((a & 0x3FFFF) >> 4) | uint64_t(1024 >> 4) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+// Pins accumulator registers at this point of the program, so the compiler neither reads them
+// before the wgmma that writes them has been waited for nor moves writes past a wgmma issue.
+__device__ __forceinline__ void reg_fence(float (&r)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
+}
+
+__device__ __forceinline__ void reg_fence(uint32_t (&r)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
+}
+
+// d (64 x 64 per warpgroup, f32; this thread's d[nt][e] as an m16n8 C fragment of its warp's
+// 16 rows) = a (registers: the warp's m16k16 A fragment, bf16) x B (descriptor; TRANS_B 1: B
+// stored N-contiguous) + (accumulate ? d : 0).
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS_B), "r"(accumulate)
+      : "memory");
+}
+
+// attend_tile on wgmma for one warp of a warpgroup (D 64): the warpgroup's 64 rows against one
+// 64-key tile. K rows are K-major B (each k16 step 32 bytes further along the row); V rows are
+// N-contiguous B read transposed (each k16 step 16 keys = 2048 bytes further).
+__device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const uint16_t* ks, const uint16_t* vs,
+                                               RowState<64> (&st)[1], bool mask, int kv0, const int (&lim)[1][2],
+                                               const int (&lo)[1][2], float sl2) {
+  float s[8][4];
+  const uint64_t kd = sw128_desc(ks), vd = sw128_desc(vs);
+  // Register operands (Q's and P's fragments, the accumulators) pinned on both sides of the
+  // wgmmas that read or write them asynchronously, as CUTLASS's warpgroup_fence_operand does.
+  reg_fence(qf[0]);
+  reg_fence(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<0>(s, qf[0][kk], kd + 2 * kk, kk);
+  wgmma_commit();
+  wgmma_wait_all();
+  reg_fence(s);
+  reg_fence(qf[0]);
+  softmax_step<64>(s, st[0], mask, kv0, lim[0], lo[0], sl2);
+  uint32_t a[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+  reg_fence(a);
+  reg_fence(st[0].o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16<1>(st[0].o, a[kk], vd + 128 * kk, 1);
+  wgmma_commit();
+  wgmma_wait_all();
+  reg_fence(st[0].o);
+}
+
+}  // namespace gs::cuda::tc
