@@ -41,6 +41,9 @@ struct RopeConfig {
   int long_from = 0;
 };
 
+// Throws unless src [rows, w] fits the leading columns of dst [rows, W] (same dtype, w <= W).
+void check_leading_columns(const Tensor& dst, const Tensor& src);
+
 // The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied;
 // with longrope, head_dim entries: the short-factor half, then the long-factor half.
 std::vector<float> rope_inv_freq(const RopeConfig& cfg);
@@ -62,6 +65,9 @@ class Backend {
   // Memory. copy() works between host and this device in either direction (async on the
   // device; a host destination is valid after stream().synchronize()).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // src [rows, w] into the first w columns of dst [rows, W >= w] (the step's block table into its
+  // persistent buffer: a few columns, not the max_model_len-wide rows). Either side may be host.
+  virtual void copy_leading_columns(const Tensor& dst, const Tensor& src) = 0;
   // Host float data of any float dtype -> a new tensor on this device in `dtype` (setup time).
   virtual Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) = 0;
   virtual void fill_zero(const Tensor& t) = 0;

@@ -50,11 +50,16 @@ HostBatch build_host_batch(const SchedulerOutput& batch, const HostBatchLimits& 
   hb.positions.reserve(total);
   hb.slot_mapping.reserve(total);
   hb.query_start_loc.push_back(0);
-  hb.block_table.assign(size_t(hb.num_reqs) * lim.max_blocks_per_req, 0);
+  for (const ScheduledRequest& r : batch.requests) {
+    check_request(r, lim);
+    const int end = r.num_computed_tokens + r.num_new_tokens;
+    hb.block_table_width = std::max(hb.block_table_width, (end + lim.block_size - 1) / lim.block_size);
+  }
+  const size_t width = size_t(hb.block_table_width);
+  hb.block_table.assign(size_t(hb.num_reqs) * width, 0);
 
   for (int ri = 0; ri < hb.num_reqs; ++ri) {
     const ScheduledRequest& r = batch.requests[ri];
-    check_request(r, lim);
     const auto& blocks = *r.block_ids;
     const int end = r.num_computed_tokens + r.num_new_tokens;
     for (int pos = r.num_computed_tokens; pos < end; ++pos) {
@@ -62,8 +67,7 @@ HostBatch build_host_batch(const SchedulerOutput& batch, const HostBatchLimits& 
       hb.positions.push_back(pos);
       hb.slot_mapping.push_back(blocks[pos / lim.block_size] * lim.block_size + pos % lim.block_size);
     }
-    const size_t used = std::min(blocks.size(), size_t(lim.max_blocks_per_req));
-    std::copy_n(blocks.begin(), used, hb.block_table.begin() + size_t(ri) * lim.max_blocks_per_req);
+    std::copy_n(blocks.begin(), std::min(blocks.size(), width), hb.block_table.begin() + size_t(ri) * width);
     hb.query_start_loc.push_back(static_cast<int32_t>(hb.input_ids.size()));
     hb.seq_lens.push_back(end);
     hb.max_query_len = std::max(hb.max_query_len, r.num_new_tokens);

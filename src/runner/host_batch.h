@@ -23,7 +23,12 @@ struct HostBatch {
   std::vector<int32_t> input_ids, positions, slot_mapping;  // [num_actual_tokens]
   std::vector<int32_t> query_start_loc;                     // [num_reqs + 1]
   std::vector<int32_t> seq_lens;                            // [num_reqs]
-  std::vector<int32_t> block_table;                         // [num_reqs, max_blocks_per_req], 0-filled
+  // [num_reqs, block_table_width]: the blocks each request's tokens so far lie in (0-filled after
+  // a request's own). Attention reads no further, so the device table's other columns may hold
+  // anything; uploading these few columns instead of max_model_len / block_size of them each step
+  // is what keeps a long-context model's large batches cheap on the host.
+  std::vector<int32_t> block_table;
+  int block_table_width = 0;  // max over requests of ceil(seq_len / block_size)
   // Rows to sample: the last token of each sampled request; with proposals, each of its 1 + k
   // tokens (sample_offsets 0..k: the output index it samples is num_output_tokens + offset).
   std::vector<int32_t> logits_rows;

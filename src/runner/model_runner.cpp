@@ -14,10 +14,12 @@ namespace gs {
 
 namespace {
 
-Tensor host_view(std::vector<int32_t>& v, int64_t n) { return Tensor::wrap(v.data(), {n}, DType::I32, Device::cpu()); }
+Tensor host_view(std::vector<int32_t>& v, const Shape& s) {
+  return Tensor::wrap(v.data(), s, DType::I32, Device::cpu());
+}
 // A read-only source of a copy (Tensor has no const view; copy() only reads it).
-Tensor host_view(const std::vector<int32_t>& v, int64_t n) {
-  return host_view(const_cast<std::vector<int32_t>&>(v), n);
+Tensor host_view(const std::vector<int32_t>& v, const Shape& s) {
+  return host_view(const_cast<std::vector<int32_t>&>(v), s);
 }
 
 }  // namespace
@@ -51,13 +53,13 @@ void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens, int sample_rows) {
 
 // The padded batch -> persistent buffers: every token row of the graph's shape, every request row.
 void ModelRunner::Impl::upload(const HostBatch& hb, int num_tokens) {
-  backend->copy(buf.input_ids.prefix({num_tokens}), host_view(hb.input_ids, num_tokens));
-  backend->copy(buf.positions.prefix({num_tokens}), host_view(hb.positions, num_tokens));
-  backend->copy(buf.slot_mapping.prefix({num_tokens}), host_view(hb.slot_mapping, num_tokens));
-  backend->copy(buf.query_start_loc, host_view(hb.query_start_loc, max_reqs + 1));
-  backend->copy(buf.seq_lens, host_view(hb.seq_lens, max_reqs));
-  backend->copy(buf.block_table.rows(0, hb.num_reqs).reshape({-1}),
-                host_view(hb.block_table, int64_t(hb.num_reqs) * max_blocks_per_req));
+  backend->copy(buf.input_ids.prefix({num_tokens}), host_view(hb.input_ids, {num_tokens}));
+  backend->copy(buf.positions.prefix({num_tokens}), host_view(hb.positions, {num_tokens}));
+  backend->copy(buf.slot_mapping.prefix({num_tokens}), host_view(hb.slot_mapping, {num_tokens}));
+  backend->copy(buf.query_start_loc, host_view(hb.query_start_loc, {max_reqs + 1}));
+  backend->copy(buf.seq_lens, host_view(hb.seq_lens, {max_reqs}));
+  backend->copy_leading_columns(buf.block_table.rows(0, hb.num_reqs),
+                                host_view(hb.block_table, {hb.num_reqs, hb.block_table_width}));
 }
 
 // The attention backend plans the launches: a FULL graph from its key alone (the same at capture and at every
@@ -114,7 +116,7 @@ void ModelRunner::Impl::stage_sampling(const HostBatch& hb, int rows) {
   sampling_inputs.stage(*sampler, hb.sampled, rows, hb.sample_offsets);
   std::vector<int32_t> logits_rows = hb.logits_rows;
   logits_rows.resize(size_t(rows), 0);
-  backend->copy(buf.logits_rows.prefix({rows}), host_view(logits_rows, rows));
+  backend->copy(buf.logits_rows.prefix({rows}), host_view(logits_rows, {rows}));
 }
 
 // Logits of the tail rows, then their tokens: inside the FULL graph, eager otherwise.

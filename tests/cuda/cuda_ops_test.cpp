@@ -54,6 +54,22 @@ TEST_P(CudaOps, CopyRoundTripAndFillZero) {
   EXPECT_THROW(gpu->copy(g2, on(*gpu, v, {1000}, DType::BF16)), Error);
 }
 
+// A host [3, 2] table into the leading columns of a device [3, 5] one (the runner's block table
+// upload); the other columns keep their contents.
+TEST_P(CudaOps, CopyLeadingColumns) {
+  std::vector<int32_t> init(15), cols{1, 2, 3, 4, 5, 6};
+  for (int i = 0; i < 15; ++i) init[size_t(i)] = 100 + i;
+  auto host = [](std::vector<int32_t>& v, Shape s) { return Tensor::wrap(v.data(), s, DType::I32, Device::cpu()); };
+  Tensor dst = Tensor::empty({3, 5}, DType::I32, gpu->allocator());
+  gpu->copy(dst, host(init, {3, 5}));
+  gpu->copy_leading_columns(dst, host(cols, {3, 2}));
+  std::vector<int32_t> got(15);
+  gpu->copy(host(got, {3, 5}), dst);
+  gpu->stream().synchronize();
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 2, 102, 103, 104, 3, 4, 107, 108, 109, 5, 6, 112, 113, 114}));
+  EXPECT_THROW(gpu->copy_leading_columns(dst, host(init, {3, 5}).reshape({5, 3})), Error);
+}
+
 TEST_P(CudaOps, Embedding) {
   const int V = 50, H = 96;
   auto [ct, gt] = both(randn(V * H, 2), {V, H});

@@ -187,6 +187,19 @@ TEST_F(CpuOps, UploadConvertsAndCopyMovesBytes) {
   EXPECT_THROW(be->copy(zeros({3}), t), Error);
 }
 
+// src [2, 2] lands in the first 2 of dst's 4 columns; the other columns keep what they held.
+TEST_F(CpuOps, CopyLeadingColumnsLeavesTheOtherColumns) {
+  Tensor dst = rand({2, 4});
+  const std::vector<float> before = vec(dst);
+  Tensor src = rand({2, 2});
+  be->copy_leading_columns(dst, src);
+  const std::vector<float> s = vec(src);
+  expect_near(dst, {s[0], s[1], before[2], before[3], s[2], s[3], before[6], before[7]}, 0);
+  EXPECT_THROW(be->copy_leading_columns(dst, zeros({2, 5})), Error);  // wider than dst
+  EXPECT_THROW(be->copy_leading_columns(dst, zeros({3, 2})), Error);  // other rows
+  EXPECT_THROW(be->copy_leading_columns(dst, zeros({2, 2}, DType::I32)), Error);
+}
+
 // A captured graph bakes in addresses, not values: change the inputs, replay, and it computes
 // on the new contents exactly as an eager run does.
 TEST_F(CpuOps, CapturedGraphReplaysOnNewInputs) {

@@ -24,11 +24,23 @@ TEST(HostBatch, PositionsSlotsAndOffsetsOfMixedPrefillAndDecode) {
   EXPECT_EQ(hb.query_start_loc, (std::vector<int32_t>{0, 1, 3}));
   EXPECT_EQ(hb.seq_lens, (std::vector<int32_t>{6, 2}));
   EXPECT_EQ(hb.logits_rows, (std::vector<int32_t>{0}));
-  EXPECT_EQ(hb.block_table[0], 3);
-  EXPECT_EQ(hb.block_table[1], 7);
-  EXPECT_EQ(hb.block_table[8], 5);
+  EXPECT_EQ(hb.block_table_width, 2);  // a's 6 tokens need 2 blocks of 4, b's 2 tokens 1
+  EXPECT_EQ(hb.block_table, (std::vector<int32_t>{3, 7, 5, 0}));
   EXPECT_EQ(hb.max_query_len, 2);
   EXPECT_FALSE(hb.uniform_decode(1));
+}
+
+// The table holds the blocks the tokens so far need, not every block a request owns (the
+// scheduler may have allocated ahead) nor max_model_len / block_size columns.
+TEST(HostBatch, BlockTableIsAsWideAsTheLongestRequestNeeds) {
+  const std::vector<int32_t> a_tokens(9, 1), a_blocks{4, 2, 9, 11, 12}, b_tokens{1, 2}, b_blocks{6, 8};
+  SamplingParams p;
+  SchedulerOutput so;
+  so.requests.push_back({1, &a_tokens, 9, 8, 1, &a_blocks, true, &p, 0, 0});  // 9 tokens: 3 blocks of 4
+  so.requests.push_back({2, &b_tokens, 2, 1, 1, &b_blocks, true, &p, 0, 0});  // 2 tokens: 1 block
+  const HostBatch hb = build_host_batch(so, limits());
+  EXPECT_EQ(hb.block_table_width, 3);
+  EXPECT_EQ(hb.block_table, (std::vector<int32_t>{4, 2, 9, 6, 8, 0}));
 }
 
 TEST(HostBatch, UniformDecodeFollowsVllm) {

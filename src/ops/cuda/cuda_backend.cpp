@@ -61,6 +61,11 @@ struct SideStream {
 
 using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>>;
 
+cudaMemcpyKind copy_kind(const Tensor& dst, const Tensor& src) {
+  if (src.device().is_cpu()) return dst.device().is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice;
+  return dst.device().is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, DType dtype)
@@ -75,11 +80,16 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& dst, const Tensor& src) override {
     GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: {} and {} differ in dtype or size",
              dst.str(), src.str());
-    const cudaMemcpyKind kind = src.device().is_cpu()
-                                    ? (dst.device().is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
-                                    : (dst.device().is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
     if (dst.nbytes() == 0) return;
-    GS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), kind, s()));
+    GS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), copy_kind(dst, src), s()));
+  }
+
+  void copy_leading_columns(const Tensor& dst, const Tensor& src) override {
+    check_leading_columns(dst, src);
+    const int64_t rows = src.dim(0);
+    if (rows == 0 || src.nbytes() == 0) return;
+    const size_t row = src.nbytes() / size_t(rows), pitch = dst.nbytes() / size_t(rows);
+    GS_CUDA_CHECK(cudaMemcpy2DAsync(dst.data(), pitch, src.data(), row, row, size_t(rows), copy_kind(dst, src), s()));
   }
 
   Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) override {
