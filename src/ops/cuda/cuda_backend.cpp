@@ -12,11 +12,10 @@
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_stream.h"
 #include "core/env.h"
+#include "ops/cuda/cuda_lora_ops.h"
 #include "ops/cuda/kernels.h"
-#include "ops/cuda/lora_kernels.h"
 #include "ops/cuda/lt_gemm.h"
 #include "ops/cuda/shard_kernels.h"
-#include "ops/lora_shape.h"
 
 namespace gs {
 
@@ -24,40 +23,10 @@ namespace {
 
 using cuda::bf16_t;
 
-void need(const Tensor& t, DType d, const char* op, const char* name) {
-  GS_CHECK(t.defined(), "{}: {} is undefined", op, name);
-  GS_CHECK(t.device().is_cuda(), "{}: {} must be on the GPU, got {}", op, name, t.str());
-  GS_CHECK(t.dtype() == d, "{}: {} must be {}, got {}", op, name, dtype_name(d), t.str());
-}
-void need_rows(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
-  GS_CHECK(t.ndim() >= 1 && t.dim(0) == rows && t.row_elems() == cols, "{}: {} must be [{}, {}], got {}", op, name,
-           rows, cols, t.str());
-}
-template <typename T>
-T* ptr(const Tensor& t) {
-  return static_cast<T*>(t.data());
-}
+using cuda_backend::need;
+using cuda_backend::need_rows;
+using cuda_backend::ptr;
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
-
-// A stream beside a backend's own, with the two events that fork work onto it and join it back
-// (captured as graph edges when the main stream is capturing). RAII.
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  explicit SideStream(int device) {
-    GS_CUDA_CHECK(cudaSetDevice(device));
-    GS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    GS_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    GS_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  }
-  ~SideStream() {
-    if (join) cudaEventDestroy(join);
-    if (fork) cudaEventDestroy(fork);
-    if (stream) cudaStreamDestroy(stream);
-  }
-  SideStream(const SideStream&) = delete;
-  SideStream& operator=(const SideStream&) = delete;
-};
 
 using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>>;
 
@@ -309,169 +278,37 @@ class CudaBackend final : public Backend {
                                     x.row_elems() * int64_t(dtype_size(x.dtype())), s()));
   }
 
-  // At one token (the base projection is then a GEMV) on the side stream, forked from the main
-  // one: it runs beside the GEMV that the model enqueues next, and lora_expand joins it. Measured
-  // on an H200 (tools/gpu/NOTES.md): -0.075 ms a step at bs 1, +0.03 ms at bs 32 (beside a
-  // cuBLASLt GEMM it only competes; with v5's rows-form shrink still +0.012), so larger batches
-  // stay on the main stream; GS_LORA_FORK=0 keeps every shrink there, =all forks every one (A/B).
-  // The expand, or the fused op in its place, joins it.
+  // The LoRA ops (ops/cuda/cuda_lora_ops.h); the fused ones check the consuming op's own
+  // arguments here and fall back to Backend's expand + plain op where no fused kernel applies.
   void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
-    need(x, dtype_, "lora_shrink", "x"), need(a, dtype_, "lora_shrink", "a");
-    need(slots, DType::I32, "lora_shrink", "slots"), need(tmp, DType::F32, "lora_shrink", "tmp");
-    const LoraShape l = check_lora_shrink(x, a, slots, tmp);
-    const bool fork = l.T <= lora_fork_upto_;
-    cudaStream_t on = s();
-    if (fork) {
-      GS_CUDA_CHECK(cudaEventRecord(lora_side_.fork, s()));
-      GS_CUDA_CHECK(cudaStreamWaitEvent(lora_side_.stream, lora_side_.fork, 0));
-      on = lora_side_.stream;
-    }
-    auto run = [&](auto* xp, auto* ap) {
-      GS_CUDA_CHECK(
-          cuda::lora_shrink(xp, ap, ptr<int32_t>(slots), ptr<float>(tmp), int(l.T), int(l.K), int(l.R), int(l.S), on));
-    };
-    if (dtype_ == DType::BF16)
-      run(ptr<bf16_t>(x), ptr<bf16_t>(a));
-    else
-      run(ptr<float>(x), ptr<float>(a));
-    if (fork) {
-      GS_CUDA_CHECK(cudaEventRecord(lora_side_.join, lora_side_.stream));
-      lora_joined_ = false;
-    }
+    lora_.shrink(x, a, slots, tmp, s());
   }
-
   void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
                    const LoraParts& parts) override {
-    need(tmp, DType::F32, "lora_expand", "tmp"), need(bt, dtype_, "lora_expand", "bt");
-    need(slots, DType::I32, "lora_expand", "slots"), need(y, dtype_, "lora_expand", "y");
-    const LoraShape l = check_lora_expand(tmp, bt, slots, y);
-    check_lora_parts(parts, l);
-    join_lora_shrink();
-    const cuda::LoraColumnParts cols = column_parts(parts, l);
-    auto run = [&](auto* bp, auto* yp) {
-      GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), bp, ptr<int32_t>(slots), yp, int(l.T), int(l.R), int(l.N),
-                                      int(l.S), cols, s()));
-    };
-    if (dtype_ == DType::BF16)
-      run(ptr<bf16_t>(bt), ptr<bf16_t>(y));
-    else
-      run(ptr<float>(bt), ptr<float>(y));
+    lora_.expand(tmp, bt, slots, y, parts, s());
   }
-
-  static cuda::LoraColumnParts column_parts(const LoraParts& parts, const LoraShape& l) {
-    cuda::LoraColumnParts cols{int(l.R / parts.n)};
-    if (parts.n > 1) cols.begin1 = int(parts.begin[1]);
-    if (parts.n > 2) cols.begin2 = int(parts.begin[2]);
-    return cols;
-  }
-
   void lora_expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const LoraParts& parts,
                                   const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
                                   const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
                                   const Tensor& k, const Tensor& v) override {
-    const char* op = "lora_expand_split_qkv_rope";
-    need(tmp, DType::F32, op, "tmp"), need(bt, dtype_, op, "bt"), need(slots, DType::I32, op, "slots");
-    const LoraShape l = check_lora_expand(tmp, bt, slots, qkv);
-    check_lora_parts(parts, l);
-    const int64_t T = check_split_qkv_rope(op, qkv, positions, cfg, q_norm, k_norm, q, k, v);
-    bool done = false;
-    if (lora_fused(l.T) && !q_norm.defined() && parts.n == 3) {
-      join_lora_shrink();
-      const Tensor& inv = inv_freq(cfg);
-      const int D = cfg.head_dim;
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        cudaError_t err = cudaSuccess;
-        done = cuda::lora_expand_split_qkv_rope<E>(
-            ptr<float>(tmp), ptr<E>(bt), ptr<int32_t>(slots), column_parts(parts, l), int(l.R), int(l.S), ptr<E>(qkv),
-            ptr<int32_t>(positions), ptr<float>(inv), ptr<E>(q), ptr<E>(k), ptr<E>(v), int(T), int(q.row_elems() / D),
-            int(k.row_elems() / D), D, cfg.long_from, s(), &err);
-        GS_CUDA_CHECK(err);
-      });
-    }
-    if (!done)
+    check_split_qkv_rope("lora_expand_split_qkv_rope", qkv, positions, cfg, q_norm, k_norm, q, k, v);
+    if (q_norm.defined() || !lora_.expand_split_qkv_rope(tmp, bt, slots, parts, qkv, positions, inv_freq(cfg),
+                                                         cfg.head_dim, cfg.long_from, q, k, v, s()))
       Backend::lora_expand_split_qkv_rope(tmp, bt, slots, parts, qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
   }
-
-  // The main stream waits for a forked lora_shrink (before the op that reads its tmp).
-  void join_lora_shrink() {
-    if (lora_joined_) return;
-    GS_CUDA_CHECK(cudaStreamWaitEvent(s(), lora_side_.join, 0));
-    lora_joined_ = true;
-  }
-
-  // The shrink forks onto the side stream up to this many tokens: 1 by default; GS_LORA_FORK=0
-  // never, =all always (A/B, tools/gpu/lora_ab.sh).
-  static int64_t lora_fork_upto() {
-    if (env_is("GS_LORA_FORK", "all")) return INT64_MAX;
-    return env_is("GS_LORA_FORK", "0") ? 0 : 1;
-  }
-
-  // The fused expand ops run one kernel below this many tokens (where their shapes allow):
-  // always by default; GS_LORA_FUSE=0 never, =small below 64 (A/B, tools/gpu/lora_ab.sh).
-  static int64_t lora_fuse_below() {
-    if (env_is("GS_LORA_FUSE", "small")) return 64;
-    return env_is("GS_LORA_FUSE", "0") ? 0 : INT64_MAX;
-  }
-
-  // Whether the fused expand ops run one kernel at T tokens: not at one token (measured slower:
-  // the fused ops' single blocks per token against the unfused expand's many), else below
-  // lora_fuse_below_.
-  bool lora_fused(int64_t T) const { return T >= 2 && T < lora_fuse_below_; }
-
-  // One kernel for both where the shapes allow: measured on an H200 (tools/gpu/NOTES.md, LoRA v5).
   void lora_expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt, const Tensor& slots,
                                     const Tensor& gate_up, const LoraParts& parts, const Tensor& out) override {
-    const char* op = "lora_expand_gated_activation";
-    need(tmp, DType::F32, op, "tmp"), need(bt, dtype_, op, "bt"), need(slots, DType::I32, op, "slots");
-    need(gate_up, dtype_, op, "gate_up"), need(out, dtype_, op, "out");
-    const LoraShape l = check_lora_expand(tmp, bt, slots, gate_up);
-    check_lora_parts(parts, l);
-    const int64_t I = out.row_elems();
-    need_rows(out, l.T, I, op, "out");
-    GS_CHECK(l.N == 2 * I, "{}: gate_up {} must be [{}, 2 x {}]", op, gate_up.str(), l.T, I);
-    bool done = false;
-    if (lora_fused(l.T) && parts.n == 2 && parts.begin[1] == I) {
-      join_lora_shrink();
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        cudaError_t err = cudaSuccess;
-        done = cuda::lora_expand_gated_activation<E>(act, ptr<float>(tmp), ptr<E>(bt), ptr<int32_t>(slots),
-                                                     ptr<E>(gate_up), ptr<E>(out), int(l.T), int(I), int(l.R), int(l.S),
-                                                     s(), &err);
-        GS_CUDA_CHECK(err);
-      });
-    }
-    if (!done) Backend::lora_expand_gated_activation(act, tmp, bt, slots, gate_up, parts, out);
+    if (!lora_.expand_gated_activation(act, tmp, bt, slots, gate_up, parts, out, s()))
+      Backend::lora_expand_gated_activation(act, tmp, bt, slots, gate_up, parts, out);
   }
-
   void lora_expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& residual,
                                 const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
     const char* op = "lora_expand_add_rms_norm";
-    need(tmp, DType::F32, op, "tmp"), need(bt, dtype_, op, "bt"), need(slots, DType::I32, op, "slots");
-    const LoraShape l = check_lora_expand(tmp, bt, slots, x);
     const int64_t H = check_norm(x, w, out, op);
     need(residual, residual_dtype(residual), op, "residual");
-    need_rows(residual, l.T, H, op, "residual");
-    bool done = false;
-    if (lora_fused(l.T)) {
-      join_lora_shrink();
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        cudaError_t err = cudaSuccess;
-        auto run = [&](auto* res) {
-          done = cuda::lora_expand_add_rms_norm(ptr<float>(tmp), ptr<E>(bt), ptr<int32_t>(slots), res, ptr<E>(x),
-                                                ptr<E>(w), eps, ptr<E>(out), int(l.T), int(H), int(l.R), int(l.S), s(),
-                                                &err);
-        };
-        if (residual.dtype() == DType::F32)
-          run(ptr<float>(residual));
-        else
-          run(ptr<E>(residual));
-        GS_CUDA_CHECK(err);
-      });
-    }
-    if (!done) Backend::lora_expand_add_rms_norm(tmp, bt, slots, residual, x, w, eps, out);
+    need_rows(residual, x.dim(0), H, op, "residual");
+    if (!lora_.expand_add_rms_norm(tmp, bt, slots, residual, x, w, eps, out, s()))
+      Backend::lora_expand_add_rms_norm(tmp, bt, slots, residual, x, w, eps, out);
   }
 
  private:
@@ -563,10 +400,7 @@ class CudaBackend final : public Backend {
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;
-  int64_t lora_fork_upto_ = lora_fork_upto();
-  int64_t lora_fuse_below_ = lora_fuse_below();
-  SideStream lora_side_{device_};
-  bool lora_joined_ = true;  // false from a forked lora_shrink to the lora_expand that joins it
+  CudaLoraOps lora_{device_, dtype_};
   std::map<RopeKey, Tensor> rope_tables_;
 };
 

@@ -1,5 +1,6 @@
 // Launchers of the batched LoRA ops (punica's shrink and expand): one adapter slot per
-// token read from a device buffer, so one captured graph serves any mix of adapters.
+// token read from a device buffer, so one captured graph serves any mix of adapters. Kernels in
+// lora_shrink.cu, lora_expand.cu and lora_fused.cu (the expand inside the op after it).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -1,0 +1,178 @@
+// Implements ops/cuda/cuda_lora_ops.h.
+#include "ops/cuda/cuda_lora_ops.h"
+
+#include <climits>
+
+#include "core/env.h"
+#include "ops/cuda/lora_kernels.h"
+#include "ops/lora_shape.h"
+
+namespace gs {
+
+namespace {
+
+using cuda::bf16_t;
+using cuda_backend::need;
+using cuda_backend::need_rows;
+using cuda_backend::ptr;
+
+cuda::LoraColumnParts column_parts(const LoraParts& parts, const LoraShape& l) {
+  cuda::LoraColumnParts cols{int(l.R / parts.n)};
+  if (parts.n > 1) cols.begin1 = int(parts.begin[1]);
+  if (parts.n > 2) cols.begin2 = int(parts.begin[2]);
+  return cols;
+}
+
+// The device pointer of the per-token slots (shapes checked by check_lora_shrink / check_lora_expand).
+const int32_t* slots_of(const Tensor& slots, const char* op) {
+  need(slots, DType::I32, op, "slots");
+  return ptr<int32_t>(slots);
+}
+
+// Calls f with a value of the element type of dtype (bf16_t or float).
+template <typename F>
+void by_dtype(DType dtype, F&& f) {
+  if (dtype == DType::F32)
+    f(float{});
+  else
+    f(bf16_t{});
+}
+
+}  // namespace
+
+// Measured on an H200 (tools/gpu/NOTES.md): forking -0.075 ms a step at bs 1, +0.03 ms at bs 32
+// (beside a cuBLASLt GEMM it only competes; with v5's rows-form shrink still +0.012), so larger
+// batches stay on the main stream; GS_LORA_FORK=0 keeps every shrink there, =all forks every one.
+int64_t CudaLoraOps::fork_upto() {
+  if (env_is("GS_LORA_FORK", "all")) return INT64_MAX;
+  return env_is("GS_LORA_FORK", "0") ? 0 : 1;
+}
+
+// The fused expand ops run one kernel below this many tokens (where their shapes allow):
+// always by default; GS_LORA_FUSE=0 never, =small below 64 (A/B, tools/gpu/lora_ab.sh).
+int64_t CudaLoraOps::fuse_below() {
+  if (env_is("GS_LORA_FUSE", "small")) return 64;
+  return env_is("GS_LORA_FUSE", "0") ? 0 : INT64_MAX;
+}
+
+void CudaLoraOps::join(cudaStream_t s) {
+  if (joined_) return;
+  GS_CUDA_CHECK(cudaStreamWaitEvent(s, side_.join, 0));
+  joined_ = true;
+}
+
+void CudaLoraOps::check_tmp_bt(const Tensor& tmp, const Tensor& bt, const char* op) const {
+  need(tmp, DType::F32, op, "tmp"), need(bt, dtype_, op, "bt");
+}
+
+void CudaLoraOps::shrink(const Tensor& x, const Tensor& a, const Tensor& slots_t, const Tensor& tmp, cudaStream_t s) {
+  need(x, dtype_, "lora_shrink", "x"), need(a, dtype_, "lora_shrink", "a"), need(tmp, DType::F32, "lora_shrink", "tmp");
+  const LoraShape l = check_lora_shrink(x, a, slots_t, tmp);
+  const int32_t* slots = slots_of(slots_t, "lora_shrink");
+  const bool fork = l.T <= fork_upto_;
+  cudaStream_t on = s;
+  if (fork) {
+    GS_CUDA_CHECK(cudaEventRecord(side_.fork, s));
+    GS_CUDA_CHECK(cudaStreamWaitEvent(side_.stream, side_.fork, 0));
+    on = side_.stream;
+  }
+  by_dtype(dtype_, [&](auto e) {
+    using E = decltype(e);
+    GS_CUDA_CHECK(
+        cuda::lora_shrink(ptr<E>(x), ptr<E>(a), slots, ptr<float>(tmp), int(l.T), int(l.K), int(l.R), int(l.S), on));
+  });
+  if (fork) {
+    GS_CUDA_CHECK(cudaEventRecord(side_.join, side_.stream));
+    joined_ = false;
+  }
+}
+
+void CudaLoraOps::expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots_t, const Tensor& y,
+                         const LoraParts& parts, cudaStream_t s) {
+  check_tmp_bt(tmp, bt, "lora_expand"), need(y, dtype_, "lora_expand", "y");
+  const LoraShape l = check_lora_expand(tmp, bt, slots_t, y);
+  check_lora_parts(parts, l);
+  const int32_t* slots = slots_of(slots_t, "lora_expand");
+  join(s);
+  by_dtype(dtype_, [&](auto e) {
+    using E = decltype(e);
+    GS_CUDA_CHECK(cuda::lora_expand(ptr<float>(tmp), ptr<E>(bt), slots, ptr<E>(y), int(l.T), int(l.R), int(l.N),
+                                    int(l.S), column_parts(parts, l), s));
+  });
+}
+
+bool CudaLoraOps::expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots_t,
+                                        const LoraParts& parts, const Tensor& qkv, const Tensor& positions,
+                                        const Tensor& inv_freq, int D, int long_from, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, cudaStream_t s) {
+  const char* op = "lora_expand_split_qkv_rope";
+  check_tmp_bt(tmp, bt, op);
+  const LoraShape l = check_lora_expand(tmp, bt, slots_t, qkv);
+  check_lora_parts(parts, l);
+  const int32_t* slots = slots_of(slots_t, op);
+  if (!fused(l.T) || parts.n != 3) return false;
+  join(s);
+  bool done = false;
+  by_dtype(dtype_, [&](auto e) {
+    using E = decltype(e);
+    cudaError_t err = cudaSuccess;
+    done = cuda::lora_expand_split_qkv_rope<E>(ptr<float>(tmp), ptr<E>(bt), slots, column_parts(parts, l), int(l.R),
+                                               int(l.S), ptr<E>(qkv), ptr<int32_t>(positions), ptr<float>(inv_freq),
+                                               ptr<E>(q), ptr<E>(k), ptr<E>(v), int(l.T), int(q.row_elems() / D),
+                                               int(k.row_elems() / D), D, long_from, s, &err);
+    GS_CUDA_CHECK(err);
+  });
+  return done;
+}
+
+bool CudaLoraOps::expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt,
+                                          const Tensor& slots_t, const Tensor& gate_up, const LoraParts& parts,
+                                          const Tensor& out, cudaStream_t s) {
+  const char* op = "lora_expand_gated_activation";
+  check_tmp_bt(tmp, bt, op), need(gate_up, dtype_, op, "gate_up"), need(out, dtype_, op, "out");
+  const LoraShape l = check_lora_expand(tmp, bt, slots_t, gate_up);
+  check_lora_parts(parts, l);
+  const int64_t I = out.row_elems();
+  need_rows(out, l.T, I, op, "out");
+  GS_CHECK(l.N == 2 * I, "{}: gate_up {} must be [{}, 2 x {}]", op, gate_up.str(), l.T, I);
+  const int32_t* slots = slots_of(slots_t, op);
+  if (!fused(l.T) || parts.n != 2 || parts.begin[1] != I) return false;
+  join(s);
+  bool done = false;
+  by_dtype(dtype_, [&](auto e) {
+    using E = decltype(e);
+    cudaError_t err = cudaSuccess;
+    done = cuda::lora_expand_gated_activation<E>(act, ptr<float>(tmp), ptr<E>(bt), slots, ptr<E>(gate_up), ptr<E>(out),
+                                                 int(l.T), int(I), int(l.R), int(l.S), s, &err);
+    GS_CUDA_CHECK(err);
+  });
+  return done;
+}
+
+bool CudaLoraOps::expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots_t,
+                                      const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                                      const Tensor& out, cudaStream_t s) {
+  const char* op = "lora_expand_add_rms_norm";
+  check_tmp_bt(tmp, bt, op);
+  const LoraShape l = check_lora_expand(tmp, bt, slots_t, x);
+  const int32_t* slots = slots_of(slots_t, op);
+  if (!fused(l.T)) return false;
+  join(s);
+  bool done = false;
+  by_dtype(dtype_, [&](auto e) {
+    using E = decltype(e);
+    cudaError_t err = cudaSuccess;
+    auto run = [&](auto* res) {
+      done = cuda::lora_expand_add_rms_norm(ptr<float>(tmp), ptr<E>(bt), slots, res, ptr<E>(x), ptr<E>(w), eps,
+                                            ptr<E>(out), int(l.T), int(l.N), int(l.R), int(l.S), s, &err);
+    };
+    if (residual.dtype() == DType::F32)
+      run(ptr<float>(residual));
+    else
+      run(ptr<E>(residual));
+    GS_CUDA_CHECK(err);
+  });
+  return done;
+}
+
+}  // namespace gs

@@ -1,0 +1,54 @@
+// CudaLoraOps: the CUDA backend's batched LoRA ops (Backend::lora_shrink, lora_expand and the
+// expands fused into the op after the projection): checks, dtype dispatch to ops/cuda/lora_kernels.h,
+// the side stream a one-token shrink forks onto, and the GS_LORA_* A/B switches.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/backend.h"
+#include "ops/cuda/backend_util.h"
+
+namespace gs {
+
+class CudaLoraOps {
+ public:
+  CudaLoraOps(int device, DType dtype) : dtype_(dtype), side_(device) {}
+
+  // Backend::lora_shrink / lora_expand on stream s. At one token the shrink runs on the side
+  // stream, forked from s (beside the GEMV enqueued next); the next expand (or fused op) joins it.
+  void shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp, cudaStream_t s);
+  void expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y, const LoraParts& parts,
+              cudaStream_t s);
+
+  // The fused expands as one kernel each; false where they launch nothing (the shape or token
+  // count does not take the fused kernel): the caller then runs Backend's default (the expand,
+  // then the plain op). The caller has checked the consuming op's own arguments.
+  // split_qkv_rope without q/k norm; inv_freq: the rope config's table (f32), D its head_dim.
+  bool expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const LoraParts& parts,
+                             const Tensor& qkv, const Tensor& positions, const Tensor& inv_freq, int D, int long_from,
+                             const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s);
+  bool expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt, const Tensor& slots,
+                               const Tensor& gate_up, const LoraParts& parts, const Tensor& out, cudaStream_t s);
+  bool expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& residual,
+                           const Tensor& x, const Tensor& w, float eps, const Tensor& out, cudaStream_t s);
+
+ private:
+  void join(cudaStream_t s);  // s waits for a forked shrink (before the op that reads its tmp)
+  // Whether the fused expands run one kernel at T tokens: not at one token (measured slower:
+  // the fused ops' single blocks per token against the unfused expand's many), else below
+  // fuse_below_.
+  bool fused(int64_t T) const { return T >= 2 && T < fuse_below_; }
+  void check_tmp_bt(const Tensor& tmp, const Tensor& bt, const char* op) const;
+
+  DType dtype_;
+  int64_t fork_upto_ = fork_upto();
+  int64_t fuse_below_ = fuse_below();
+  cuda_backend::SideStream side_;
+  bool joined_ = true;  // false from a forked shrink to the expand that joins it
+
+  static int64_t fork_upto();
+  static int64_t fuse_below();
+};
+
+}  // namespace gs
