@@ -243,17 +243,7 @@ __device__ __forceinline__ void add_norm_row(const Part& part, float* residual, 
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
   }
-  const float inv = rsqrtf(block_sum(ss) / float(hidden) + eps);
-#pragma unroll
-  for (int j = 0; j < kNormChunks; ++j) {
-    const int e = (threadIdx.x + j * blockDim.x) * 8;
-    if (e >= hidden) break;
-    float wf[8];
-    load8(w + e, wf);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
-    store8(out + base + e, v[j]);
-  }
+  rms_norm_store(v, ss, hidden, eps, int(blockDim.x), out + base, [w](int, int e, float* wf) { load8(w + e, wf); });
 }
 
 // Writes this block's rows of x (rows b, b + gridDim.x, ...) into region `rank` (rows x hidden

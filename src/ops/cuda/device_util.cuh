@@ -127,4 +127,25 @@ __device__ __forceinline__ float block_sum(float v) {
   return total;
 }
 
+// The RMSNorm tail of one row held in registers the way the vectorised norm kernels hold it: this
+// thread's chunk c (8 elements at element (threadIdx.x + c * stride) * 8) in v[c], ss its share of
+// the sum of squares. Stores out[e ..] = v * rsqrt(mean square + eps) * w, chunk c of w from
+// weight(c, e, wf). One order of operations for every fused add + norm, so each matches the plain
+// add_rms_norm bit for bit.
+template <int C, typename T, typename Weight>
+__device__ __forceinline__ void rms_norm_store(float (&v)[C][8], float ss, int H, float eps, int stride, T* out,
+                                               const Weight& weight) {
+  const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int e = (int(threadIdx.x) + c * stride) * 8;
+    if (e >= H) break;
+    float wf[8];
+    weight(c, e, wf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[c][i] *= inv * wf[i];
+    store8(out + e, v[c]);
+  }
+}
+
 }  // namespace gs::cuda

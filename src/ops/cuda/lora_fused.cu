@@ -58,17 +58,7 @@ __global__ void __launch_bounds__(kNormThreads)
     }
     store8(residual + t * H + e, r);
   }
-  const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const int e = (int(threadIdx.x) + c * kNormThreads) * 8;
-    if (e >= H) break;
-    float wf[8];
-    load8(w + e, wf);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[c][i] *= inv * wf[i];
-    store8(out + t * H + e, v[c]);
-  }
+  rms_norm_store(v, ss, H, eps, kNormThreads, out + t * H, [w](int, int e, float* wf) { load8(w + e, wf); });
 }
 
 // A block per (token, 32 chunks of 8 columns): warps 0, 1 take the gate chunk's even and odd rank

@@ -77,22 +77,14 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
   }
-  const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
-#pragma unroll
-  for (int j = 0; j < kMaxChunks; ++j) {
-    const int e = (threadIdx.x + j * blockDim.x) * 8;
-    if (e >= H) break;
-    float wf[8];
+  rms_norm_store(v, ss, H, eps, int(blockDim.x), out + base, [&](int j, int e, float* wf) {
     if (j == 0) {
 #pragma unroll
       for (int i = 0; i < WV; ++i) unpack_vec<T>(w0[i], wf + i * kVecElems<T>);
     } else {
       load8(w + e, wf);
     }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[j][i] *= inv * wf[i];
-    store8(out + base + e, v[j]);
-  }
+  });
 }
 
 // One row per block; the vector kernel when H % 8 == 0, H fits kMaxChunks chunks per thread and
