@@ -1,0 +1,198 @@
+// The sampling kernel's shared memory and its reductions: over a CTA (every thread gets the
+// result), then over a thread-block cluster through distributed shared memory, the CTAs' values
+// combined in rank order so the result does not depend on the cluster's size. Included by
+// sampling_kernels.cu only (internal linkage).
+#pragma once
+#include <cooperative_groups.h>
+
+#include <cfloat>
+#include <climits>
+
+#include "sampling/sampling_math.h"
+#include "sampling/sampling_rule.h"
+
+namespace gs::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace sampling;
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxCluster = 8;
+constexpr int kCandidates = 4096;  // per CTA
+constexpr float kNegInf = -INFINITY;
+constexpr uint32_t kNoKey = 0;  // order_key of no valid float
+
+struct Shared {
+  uint32_t hist[256];
+  uint32_t hist_total[256];
+  float f[kWarps];
+  int32_t id[kWarps];
+  unsigned long long u[kWarps];
+  int scan[kWarps];
+  uint32_t thread_max[kThreads];
+  // What this CTA contributes to a cluster reduction, read by the others.
+  float x_f;
+  int32_t x_id;
+  unsigned long long x_u;
+  uint32_t x_key;
+  int int_out[3];
+  // The gathered candidates (scaled logit, id).
+  int num_candidates;
+  float cand_s[kCandidates];
+  int32_t cand_id[kCandidates];
+  // Top logprobs (rank 0 only).
+  int top_n;
+  int32_t top_ids[kMaxTopLogprobs];
+  float top_vals[kMaxTopLogprobs];
+};
+
+__device__ __forceinline__ int lane() { return threadIdx.x & 31; }
+__device__ __forceinline__ int warp() { return threadIdx.x >> 5; }
+
+// ---- CTA reductions (every thread gets the result) ----
+
+template <typename T, typename Op>
+__device__ T warp_reduce(T v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ float block_max(float v, Shared& sh) {
+  auto op = [](float a, float b) { return fmaxf(a, b); };
+  v = warp_reduce(v, op);
+  if (lane() == 0) sh.f[warp()] = v;
+  __syncthreads();
+  v = kNegInf;
+  for (int w = 0; w < kWarps; ++w) v = fmaxf(v, sh.f[w]);
+  __syncthreads();
+  return v;
+}
+
+__device__ float block_sum(float v, Shared& sh) {
+  v = warp_reduce(v, [](float a, float b) { return a + b; });
+  if (lane() == 0) sh.f[warp()] = v;
+  __syncthreads();
+  v = 0.0f;
+  for (int w = 0; w < kWarps; ++w) v += sh.f[w];
+  __syncthreads();
+  return v;
+}
+
+__device__ unsigned long long block_sum_u64(unsigned long long v, Shared& sh) {
+  v = warp_reduce(v, [](unsigned long long a, unsigned long long b) { return a + b; });
+  if (lane() == 0) sh.u[warp()] = v;
+  __syncthreads();
+  v = 0;
+  for (int w = 0; w < kWarps; ++w) v += sh.u[w];
+  __syncthreads();
+  return v;
+}
+
+__device__ uint32_t block_max_u32(uint32_t v, Shared& sh) {
+  v = warp_reduce(v, [](uint32_t a, uint32_t b) { return max(a, b); });
+  if (lane() == 0) sh.u[warp()] = v;
+  __syncthreads();
+  v = 0;
+  for (int w = 0; w < kWarps; ++w) v = max(v, uint32_t(sh.u[w]));
+  __syncthreads();
+  return v;
+}
+
+// The best (score, id): the higher score, the lower id on ties; INT_MAX: none.
+__device__ void block_argmax(float& best, int32_t& id, Shared& sh) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, id, o);
+    if (beats(ob, oi, best, id)) best = ob, id = oi;
+  }
+  if (lane() == 0) sh.f[warp()] = best, sh.id[warp()] = id;
+  __syncthreads();
+  best = kNegInf, id = INT_MAX;
+  for (int w = 0; w < kWarps; ++w)
+    if (beats(sh.f[w], sh.id[w], best, id)) best = sh.f[w], id = sh.id[w];
+  __syncthreads();
+}
+
+// Exclusive prefix sum of v over the threads in order; *total gets the block's sum.
+__device__ int block_exclusive_scan(int v, int* total, Shared& sh) {
+  int incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane() >= o) incl += n;
+  }
+  if (lane() == 31) sh.scan[warp()] = incl;
+  __syncthreads();
+  int before = 0, all = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    if (w < warp()) before += sh.scan[w];
+    all += sh.scan[w];
+  }
+  __syncthreads();
+  *total = all;
+  return incl - v + before;
+}
+
+// ---- Cluster reductions: the CTAs' values combined in rank order ----
+
+struct Cluster {
+  cg::cluster_group g;
+  int rank, size;
+  __device__ Cluster() : g(cg::this_cluster()), rank(int(g.block_rank())), size(int(g.num_blocks())) {}
+  __device__ void sync() { g.sync(); }
+  template <typename T>
+  __device__ T* at(T* p, int r) {
+    return g.map_shared_rank(p, r);
+  }
+};
+
+// One CTA on its own, where a reduction needs no cluster (the logprobs of rank 0).
+struct OneCta {
+  int rank = 0, size = 1;
+  __device__ void sync() { __syncthreads(); }
+  template <typename T>
+  __device__ T* at(T* p, int) {
+    return p;
+  }
+};
+
+// Each CTA's `v`, through `slot` in its shared memory, combined over the cluster in rank order.
+template <typename T, typename Op>
+__device__ T cluster_combine(T v, T* slot, Cluster& c, Op op) {
+  if (threadIdx.x == 0) *slot = v;
+  c.sync();
+  v = *c.at(slot, 0);
+  for (int r = 1; r < c.size; ++r) v = op(v, *c.at(slot, r));
+  c.sync();  // every CTA has read every slot before any writes its own again
+  return v;
+}
+
+__device__ float cluster_max(float v, Shared& sh, Cluster& c) {
+  return cluster_combine(block_max(v, sh), &sh.x_f, c, [](float a, float b) { return fmaxf(a, b); });
+}
+
+__device__ unsigned long long cluster_sum_u64(unsigned long long v, Shared& sh, Cluster& c) {
+  return cluster_combine(block_sum_u64(v, sh), &sh.x_u, c,
+                         [](unsigned long long a, unsigned long long b) { return a + b; });
+}
+
+__device__ uint32_t cluster_max_u32(uint32_t v, Shared& sh, Cluster& c) {
+  return cluster_combine(block_max_u32(v, sh), &sh.x_key, c, [](uint32_t a, uint32_t b) { return max(a, b); });
+}
+
+__device__ int32_t cluster_argmax(float best, int32_t id, Shared& sh, Cluster& c) {
+  block_argmax(best, id, sh);
+  if (threadIdx.x == 0) sh.x_f = best, sh.x_id = id;
+  c.sync();
+  for (int r = 0; r < c.size; ++r) {
+    const float b = *c.at(&sh.x_f, r);
+    const int32_t i = *c.at(&sh.x_id, r);
+    if (beats(b, i, best, id)) best = b, id = i;
+  }
+  c.sync();
+  return id;
+}
+
+}  // namespace
+}  // namespace gs::cuda
