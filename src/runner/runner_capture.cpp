@@ -3,8 +3,6 @@
 // graph from its key (plan_attention), so replays launch what the capture recorded.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/env.h"
 #include "core/logging.h"

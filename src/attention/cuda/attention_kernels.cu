@@ -9,7 +9,6 @@
 // each of which cost ~3-4 us of node latency at bs 1. Prefill, decode and mixed batches run the
 // same kernel; it reads every per-batch value from device buffers.
 #include <cfloat>
-#include <cstdlib>
 
 #include "attention/cuda/attention_kernels.h"
 #include "core/env.h"

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "attention/cuda/attention_kernels.h"
 #include "attention/cuda/prefill_attention.h"

@@ -1,7 +1,6 @@
 // Implements ops/cuda/cuda_backend.h.
 #include "ops/cuda/cuda_backend.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
