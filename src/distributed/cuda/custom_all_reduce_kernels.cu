@@ -320,6 +320,13 @@ __device__ __forceinline__ bool has_sentinel(const uint4& v) {
   return hit;
 }
 
+// p[0 .. packs) = the 32-bit pattern, over the grid (each thread a stride of the whole grid).
+__device__ __forceinline__ void fill_packs(uint4* p, size_t packs, uint32_t pattern) {
+  const uint4 fill = make_uint4(pattern, pattern, pattern, pattern);
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = fill;
+}
+
 __device__ __forceinline__ uint4 load_volatile(const uint4* p) {
   uint4 v;
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -364,11 +371,8 @@ __global__ void __launch_bounds__(1024)
   tr.mark(2);
   // Refill the previous call's buffer, this block's share of what that call wrote.
   const uint32_t prev = (call + 2) % 3;
-  const size_t packs = sig->lamport_used[prev] / 16;
-  const uint4 fill = make_uint4(kSentinel<T>, kSentinel<T>, kSentinel<T>, kSentinel<T>);
-  uint4* old = reinterpret_cast<uint4*>(static_cast<char*>(t.lamport[rank]) + prev * t.lamport_bytes);
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += size_t(gridDim.x) * blockDim.x)
-    old[i] = fill;
+  fill_packs(reinterpret_cast<uint4*>(static_cast<char*>(t.lamport[rank]) + prev * t.lamport_bytes),
+             sig->lamport_used[prev] / 16, kSentinel<T>);
   pdl_trigger();
   const T* mine = lamport_of<T>(t, rank, call);
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -390,10 +394,7 @@ __global__ void __launch_bounds__(1024)
   tr.write(2, rows);
 }
 
-__global__ void fill_kernel(uint4* p, size_t packs, uint32_t pattern) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = make_uint4(pattern, pattern, pattern, pattern);
-}
+__global__ void fill_kernel(uint4* p, size_t packs, uint32_t pattern) { fill_packs(p, packs, pattern); }
 
 template <typename T, int World>
 cudaError_t launch_fused(bool lamport, const PeerTable& t, int rank, const void* x, float* residual, const void* w,

@@ -59,13 +59,12 @@ class CpuBackend final : public Backend {
   void copy_leading_columns(const Tensor& dst, const Tensor& src) override {
     check_leading_columns(dst, src);
     GS_CHECK(dst.device().is_cpu() && src.device().is_cpu(),
-             "copy: the CPU backend copies host tensors only ({} <- {})", dst.str(), src.str());
+             "copy_leading_columns: the CPU backend copies host tensors only ({} <- {})", dst.str(), src.str());
+    const int64_t rows = src.dim(0);
+    if (rows == 0 || src.nbytes() == 0) return;
+    const size_t row = src.nbytes() / size_t(rows), pitch = dst.nbytes() / size_t(rows);
     auto* d = static_cast<char*>(dst.data());
     const auto* s = static_cast<const char*>(src.data());
-    const size_t row = src.nbytes() / size_t(std::max<int64_t>(1, src.dim(0)));
-    const size_t pitch = dst.nbytes() / size_t(std::max<int64_t>(1, dst.dim(0)));
-    const int64_t rows = src.dim(0);
-    if (row == 0 || rows == 0) return;
     stream_.launch([d, s, row, pitch, rows] {
       for (int64_t r = 0; r < rows; ++r) std::memcpy(d + r * pitch, s + r * row, row);
     });
