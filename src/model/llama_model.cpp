@@ -81,15 +81,17 @@ const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
   return lora_;
 }
 
-// The base projection of x into y (linear(): the GEMM, and the tensor-parallel reduce if any),
-// with the adapters' shrink enqueued before it (the backend may run it beside the projection:
-// it needs only x) and their expand after it (unless the caller fuses it into the next op).
-template <typename Linear>
-void LlamaModel::with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n,
-                           Linear&& linear, bool expand) {
-  if (lora_slots(in)) lora_->shrink(layer, LoraProj(p), x, in.lora_slots, n);
-  linear();
-  if (lora_slots(in) && expand) lora_->expand(layer, LoraProj(p), y, in.lora_slots, n);
+void LlamaModel::bind_lora(LoraSlots* slots) {
+  lora_ = slots;
+  if (!slots) return;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    LlamaLayerWeights& w = w_.layers[size_t(l)];
+    Tensor no_bias;
+    slots->stack_under(l, LoraProj::Qkv, w.qkv, w.qkv_bias);
+    slots->stack_under(l, LoraProj::O, w.o_proj, no_bias);
+    slots->stack_under(l, LoraProj::GateUp, w.gate_up, no_bias);
+    slots->stack_under(l, LoraProj::Down, w.down, no_bias);
+  }
 }
 
 LlamaModel::AddNormJoin LlamaModel::add_norm_join(const ForwardInputs& in, LoraProj p, const Tensor& out_norm) const {
@@ -99,27 +101,30 @@ LlamaModel::AddNormJoin LlamaModel::add_norm_join(const ForwardInputs& in, LoraP
 }
 
 void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual,
-                              const Tensor& y, const Tensor& w, int n) {
+                              const Tensor& x, const Tensor& w, const Tensor& out, int n) {
   const float eps = cfg_.rms_norm_eps;
   if (join.lora_proj >= 0)
-    lora_->expand_add_rms_norm(layer, LoraProj(join.lora_proj), residual, y, w, eps, y, in.lora_slots, n);
+    lora_->expand_add_rms_norm(layer, LoraProj(join.lora_proj), residual, x, w, eps, out, in.lora_slots, n);
   else if (join.reduce)
-    comm_->all_reduce_add_rms_norm(be_, residual, y, w, eps, y);
+    comm_->all_reduce_add_rms_norm(be_, residual, x, w, eps, out);
   else
-    be_.add_rms_norm(residual, y, w, eps, y);
+    be_.add_rms_norm(residual, x, w, eps, out);
 }
 
 // o_proj or down (row-parallel under TP) of x into y with its adapters, leaving the LoRA expand
 // or the all-reduce to the add + norm after it where `after` says so.
-void LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
-                                     const Tensor& y, AddNormJoin after) {
-  with_lora(
-      layer, int(p), in, x, y, int(x.dim(0)),
-      [&] {
-        be_.linear(x, w, Tensor(), y);
-        if (!after.reduce) reduce(y);
-      },
-      after.lora_proj < 0);
+Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
+                                       const Tensor& y, AddNormJoin after) {
+  const int n = int(x.dim(0));
+  if (lora_slots(in)) {  // never sharded (RunnerConfig refuses LoRA with tensor parallelism)
+    const auto op = after.lora_proj >= 0 ? std::optional(LoraFusedOp::AddRmsNorm) : std::nullopt;
+    const Tensor out = lora_->project(layer, p, op, x, w, Tensor(), y, in.lora_slots, n);
+    if (!op) lora_->expand(layer, p, y, in.lora_slots, n);
+    return out;
+  }
+  be_.linear(x, w, Tensor(), y);
+  if (!after.reduce) reduce(y);
+  return y;
 }
 
 // o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
@@ -130,21 +135,19 @@ void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const T
   const bool lora = lora_slots(in) != nullptr;
   const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
   const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
-  row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o);
-  if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2
-  add_rms_norm(layer, after_o, in, res, hid, w.post_norm, n);
+  const Tensor o = row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o);
+  if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
+  add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
   if (lora) {  // the adapter adds to the gate/up projection, in the activation's op
-    with_lora(
-        layer, int(LoraProj::GateUp), in, hid, buf_.gate_up.rows(0, n), n,
-        [&] { be_.linear(hid, w.gate_up, Tensor(), buf_.gate_up.rows(0, n)); }, false);
-    lora_->expand_gated_activation(layer, cfg_.activation, buf_.gate_up.rows(0, n), buf_.act.rows(0, n), in.lora_slots,
-                                   n);
+    const Tensor gate_up = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up,
+                                          Tensor(), buf_.gate_up.rows(0, n), in.lora_slots, n);
+    lora_->expand_gated_activation(layer, cfg_.activation, gate_up, buf_.act.rows(0, n), in.lora_slots, n);
   } else {
     be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
   }
-  row_parallel_linear(layer, LoraProj::Down, in, buf_.act.rows(0, n), w.down, hid, after_down);
-  if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2
-  add_rms_norm(layer, after_down, in, res, hid, next_norm, n);
+  const Tensor down = row_parallel_linear(layer, LoraProj::Down, in, buf_.act.rows(0, n), w.down, hid, after_down);
+  if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2 (down is hid)
+  add_rms_norm(layer, after_down, in, res, down, next_norm, hid, n);
 }
 
 // The fused q/k/v projection of the normed hidden state, then one op that splits it into
@@ -156,10 +159,10 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
   const float eps = cfg_.rms_norm_eps;
   const Tensor q = buf_.q.rows(0, n), k = buf_.k.rows(0, n), v = buf_.v.rows(0, n);
-  if (lora_slots(in)) {  // the adapter adds to the projection, in the epilogue's op
-    with_lora(
-        layer, int(LoraProj::Qkv), in, x, qkv, n, [&] { be_.linear(x, w.qkv, w.qkv_bias, qkv); }, false);
-    lora_->expand_split_qkv_rope(layer, qkv, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
+  if (lora_slots(in)) {  // the adapter adds to the projection, in the epilogue's op (with q/k norm: no stacking)
+    const auto op = cfg_.qk_norm ? std::nullopt : std::optional(LoraFusedOp::SplitQkvRope);
+    const Tensor y = lora_->project(layer, LoraProj::Qkv, op, x, w.qkv, w.qkv_bias, qkv, in.lora_slots, n);
+    lora_->expand_split_qkv_rope(layer, y, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
   } else {
     be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
   }

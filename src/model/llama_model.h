@@ -44,7 +44,8 @@ class LlamaModel final : public PiecewiseModel {
   void run_attention(int i, const ForwardInputs& in) override;
   void compute_logits(const Tensor& rows, const Tensor& logits) override;
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override;
-  void bind_lora(LoraSlots* slots) override { lora_ = slots; }
+  // Also stacks each projection's adapter slots under its weight (LoraSlots::stack_under).
+  void bind_lora(LoraSlots* slots) override;
 
   int max_num_tokens() const { return max_tokens_; }
 
@@ -61,12 +62,6 @@ class LlamaModel final : public PiecewiseModel {
   void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
-  // linear() (the base projection p of x into y), then y += the batch's LoRA deltas of p (only
-  // linear() in forwards without adapters; with expand false, the caller fuses the expand into
-  // the op after it).
-  template <typename Linear>
-  void with_lora(int layer, int p, const ForwardInputs& in, const Tensor& x, const Tensor& y, int n, Linear&& linear,
-                 bool expand);
   // What the residual add + norm after o_proj or down takes over from the op before it: the
   // projection's LoRA expand (lora_proj >= 0), or else the tensor-parallel all-reduce of its
   // partial sums (reduce); neither past Gemma 2's extra norm (out_norm defined).
@@ -75,13 +70,15 @@ class LlamaModel final : public PiecewiseModel {
     bool reduce = false;
   };
   AddNormJoin add_norm_join(const ForwardInputs& in, LoraProj p, const Tensor& out_norm) const;
-  // o_proj / down with its adapters; the LoRA expand or the all-reduce left to the add + norm after it.
-  void row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
-                           const Tensor& y, AddNormJoin after);
-  // residual += y, then y = rms_norm(residual) * w, with what `join` names done first in the same
+  // o_proj / down of x into y with its adapters; the LoRA expand or the all-reduce left to the
+  // add + norm after it. Returns what that add + norm takes as its x: y, or with LoRA the
+  // projection's output as LoraSlots::project() made it.
+  Tensor row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
+                             const Tensor& y, AddNormJoin after);
+  // residual += x, then out = rms_norm(residual) * w, with what `join` names done first in the same
   // op (LoraSlots::expand_add_rms_norm, Communicator::all_reduce_add_rms_norm: one kernel on the GPU).
-  void add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual, const Tensor& y,
-                    const Tensor& w, int n);
+  void add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual, const Tensor& x,
+                    const Tensor& w, const Tensor& out, int n);
 
   ModelConfig cfg_;  // the rank's shapes (tp_.local)
   TpLayout tp_;

@@ -11,6 +11,15 @@ namespace gs {
 namespace {
 
 // The PEFT targets fused into a projection, in the fused weight's row order.
+// The fused expand after each projection (o's and down's: the residual add + norm).
+LoraFusedOp fused_op_of(LoraProj p) {
+  switch (p) {
+    case LoraProj::Qkv: return LoraFusedOp::SplitQkvRope;
+    case LoraProj::GateUp: return LoraFusedOp::GatedActivation;
+    default: return LoraFusedOp::AddRmsNorm;
+  }
+}
+
 std::vector<LoraTarget> parts_of(LoraProj p) {
   switch (p) {
     case LoraProj::Qkv: return {LoraTarget::Q, LoraTarget::K, LoraTarget::V};
@@ -46,7 +55,62 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
       be_.fill_zero(layer[size_t(p)].bt);
     }
   scratch_ = Tensor::empty({max_num_tokens * 3 * int64_t(max_rank)}, DType::F32, be_.allocator());
+  int64_t widest = 0;  // elements of the largest stacked output the backend takes (f32)
+  for (int p = 0; p < kNumLoraProjs; ++p) {
+    const Proj& w = layers_.front()[size_t(p)];
+    const int64_t width = w.bt.dim(2) + lora_stacked_width(max_loras, w.a.dim(1));
+    for (int n = 1; n <= max_num_tokens; ++n)
+      if (be_.lora_stacked(fused_shape(w, fused_op_of(LoraProj(p)), n))) widest = std::max(widest, n * width);
+  }
+  if (widest > 0) stacked_out_ = Tensor::empty({widest}, DType::F32, be_.allocator());
   be_.stream().synchronize();
+}
+
+LoraFusedShape LoraSlots::fused_shape(const Proj& w, LoraFusedOp op, int n) const {
+  return {.op = op, .tokens = n, .width = w.bt.dim(2), .head_dim = cfg_.head_dim};
+}
+
+bool LoraSlots::stacked(const Proj& w, LoraFusedOp op, int n) const {
+  return w.stacked_w.defined() && be_.lora_stacked(fused_shape(w, op, n));
+}
+
+void LoraSlots::stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias) {
+  Proj& pw = layers_.at(size_t(layer))[size_t(p)];
+  const int64_t S = max_loras_, R = pw.a.dim(1), K = pw.a.dim(2), N = pw.bt.dim(2), P = lora_stacked_width(S, R);
+  GS_CHECK(w.ndim() == 2 && w.dim(0) == N && w.dim(1) == K && w.dtype() == pw.a.dtype(),
+           "LoRA: layer {} projection {}: weight {} is not [{}, {}]", layer, int(p), w.str(), N, K);
+  if (!stacked_out_.defined() || pw.stacked_w.defined()) return;  // the backend never stacks, or done
+  const Tensor old_w = w, old_bias = bias;                        // alive until the copies out of them are done
+  pw.stacked_w = Tensor::empty({N + P, K}, w.dtype(), be_.allocator());
+  be_.fill_zero(pw.stacked_w.rows(N, P));
+  be_.copy(pw.stacked_w.rows(0, N), w);
+  be_.copy(pw.stacked_w.rows(N, S * R), pw.a);
+  w = pw.stacked_w.rows(0, N);
+  pw.a = pw.stacked_w.rows(N, S * R).prefix({S, R, K});
+  if (bias.defined()) {
+    pw.stacked_bias = Tensor::empty({N + P}, bias.dtype(), be_.allocator());
+    be_.fill_zero(pw.stacked_bias);
+    be_.copy(pw.stacked_bias.prefix({N}), bias);
+    bias = pw.stacked_bias.prefix({N});
+  }
+  be_.stream().synchronize();
+}
+
+Tensor LoraSlots::project(int layer, LoraProj p, std::optional<LoraFusedOp> op, const Tensor& x, const Tensor& w,
+                          const Tensor& bias, const Tensor& y, const Tensor& slots, int n) {
+  const Proj& pw = layers_[size_t(layer)][size_t(p)];
+  if (op && stacked(pw, *op, n)) {
+    const Tensor wide = stacked_out_.prefix({n, pw.stacked_w.dim(0)});
+    be_.linear(x, pw.stacked_w, pw.stacked_bias, wide);
+    return wide;
+  }
+  shrink(layer, p, x, slots, n);
+  be_.linear(x, w, bias, y);
+  return y;
+}
+
+Tensor LoraSlots::tmp_for(const Proj& w, const Tensor& y, int n) const {
+  return y.row_elems() > w.bt.dim(2) ? Tensor() : tmp(w, n);
 }
 
 LoraSlotImage LoraSlots::prepare(const LoraAdapter& ad) const {
@@ -115,21 +179,21 @@ void LoraSlots::expand_split_qkv_rope(int layer, const Tensor& qkv, const Tensor
                                       const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
                                       const Tensor& k, const Tensor& v, const Tensor& slots, int n) {
   const Proj& w = layers_[size_t(layer)][size_t(LoraProj::Qkv)];
-  be_.lora_expand_split_qkv_rope(tmp(w, n), w.bt, slots.rows(0, n), w.parts, qkv, positions, rope, q_norm, k_norm, eps,
-                                 q, k, v);
+  be_.lora_expand_split_qkv_rope(tmp_for(w, qkv, n), w.bt, slots.rows(0, n), w.parts, qkv, positions, rope, q_norm,
+                                 k_norm, eps, q, k, v);
 }
 
 void LoraSlots::expand_gated_activation(int layer, GatedActivation act, const Tensor& gate_up, const Tensor& out,
                                         const Tensor& slots, int n) {
   const Proj& w = layers_[size_t(layer)][size_t(LoraProj::GateUp)];
-  be_.lora_expand_gated_activation(act, tmp(w, n), w.bt, slots.rows(0, n), gate_up, w.parts, out);
+  be_.lora_expand_gated_activation(act, tmp_for(w, gate_up, n), w.bt, slots.rows(0, n), gate_up, w.parts, out);
 }
 
 void LoraSlots::expand_add_rms_norm(int layer, LoraProj p, const Tensor& residual, const Tensor& y, const Tensor& w,
                                     float eps, const Tensor& out, const Tensor& slots, int n) {
   GS_CHECK(p == LoraProj::O || p == LoraProj::Down, "expand_add_rms_norm: projection {} is not o or down", int(p));
   const Proj& pw = layers_[size_t(layer)][size_t(p)];
-  be_.lora_expand_add_rms_norm(tmp(pw, n), pw.bt, slots.rows(0, n), residual, y, w, eps, out);
+  be_.lora_expand_add_rms_norm(tmp_for(pw, y, n), pw.bt, slots.rows(0, n), residual, y, w, eps, out);
 }
 
 }  // namespace gs

@@ -10,6 +10,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,22 @@ class LoraSlots {
   // needs only x), and expand (+ scratch B^T into y) after it. One shrink, then its expand.
   void shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slots, int n);
   void expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n);
+
+  // The stacked shrink (Backend::lora_stacked): moves the base weight w [N, K] of projection p
+  // (and its bias, if any) into a new [N + P, K] allocation whose rows after N are this
+  // projection's slots (a), so that one GEMM computes the projection and every slot's shrink;
+  // w (bias) then views the first N rows. Nothing is moved where the backend never takes the
+  // stacked form. Once per layer and projection, when the model binds the slots (before capture).
+  void stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias);
+  // The base projection of x [n, K] into y [n, N] with the adapters' shrink, for the fused expand
+  // `op` after it (none: the plain expand): lora_shrink then linear(x, w, bias, y), or one linear
+  // over the stacked weight into a wider f32 scratch. Returns what the expand takes as its y.
+  Tensor project(int layer, LoraProj p, std::optional<LoraFusedOp> op, const Tensor& x, const Tensor& w,
+                 const Tensor& bias, const Tensor& y, const Tensor& slots, int n);
   // The expand fused with the op that consumes y (Backend::lora_expand_split_qkv_rope,
   // lora_expand_gated_activation, lora_expand_add_rms_norm), in place of expand() and that op:
   // qkv's into the split + RoPE, gate_up's into the gated activation (out [n, I]), o's or
-  // down's (p) into the residual add + RMSNorm that follows them.
+  // down's (p) into the residual add + RMSNorm that follows them. y: what project() returned.
   void expand_split_qkv_rope(int layer, const Tensor& qkv, const Tensor& positions, const RopeConfig& rope,
                              const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k,
                              const Tensor& v, const Tensor& slots, int n);
@@ -60,9 +73,16 @@ class LoraSlots {
 
  private:
   struct Proj {
-    Tensor a, bt;     // [S, R, K], [S, R, N]
-    LoraParts parts;  // the fused targets' columns of y (bt is block-diagonal over them)
+    Tensor a, bt;                    // [S, R, K], [S, R, N]
+    LoraParts parts;                 // the fused targets' columns of y (bt is block-diagonal over them)
+    Tensor stacked_w, stacked_bias;  // [N + P, K] (a views its rows from N), [N + P]; or undefined
   };
+  // Whether the fused op's shape at n tokens takes the stacked shrink.
+  bool stacked(const Proj& w, LoraFusedOp op, int n) const;
+  // Tmp for the expand after project(): lora_shrink's, or undefined (stacked: y holds it).
+  Tensor tmp_for(const Proj& w, const Tensor& y, int n) const;
+  LoraFusedShape fused_shape(const Proj& w, LoraFusedOp op, int n) const;
+  Tensor stacked_out_;  // f32: the widest stacked output the backend takes
   ModelConfig cfg_;
   Backend& be_;
   int max_loras_, max_rank_;

@@ -25,6 +25,20 @@ struct LoraParts {
   std::array<int64_t, 3> begin{};
 };
 
+// The fused LoRA expands (Backend::lora_expand_split_qkv_rope without q/k norm,
+// lora_expand_gated_activation, lora_expand_add_rms_norm) and the shape one is asked for, for
+// Backend::lora_stacked: tokens T, y's width N (without stacked columns), the head size (qkv).
+enum class LoraFusedOp { SplitQkvRope, GatedActivation, AddRmsNorm };
+struct LoraFusedShape {
+  LoraFusedOp op = LoraFusedOp::AddRmsNorm;
+  int64_t tokens = 0, width = 0;
+  int head_dim = 0;
+};
+
+// Columns the stacked shrink adds to a projection's output for S slots of R rank rows: S R,
+// rounded up to 8 so that rows stay 16-byte aligned.
+inline int64_t lora_stacked_width(int64_t S, int64_t R) { return (S * R + 7) / 8 * 8; }
+
 struct RopeConfig {
   float theta = 10000.0f;
   int head_dim = 0;  // rotary dims = head_dim (rotate-half layout, as HF Llama)
@@ -156,6 +170,16 @@ class Backend {
                                         const Tensor& out) {
     lora_expand(tmp, bt, slots, x, LoraParts{});
     add_rms_norm(residual, x, w, eps, out);
+  }
+  // The stacked shrink: with every slot's A rows stacked under the base weight ([N + P, K],
+  // P = lora_stacked_width(S, R), LoraSlots), the base GEMM also computes x a[s]^T of every slot
+  // s: y [T, N + P] holds x W^T in columns [0, N) and slot s's shrink in [N + s R, N + (s + 1) R),
+  // in f32 (as lora_shrink's tmp). The three fused expands take that y with tmp undefined (no
+  // lora_shrink ran) where lora_stacked(shape) is true; the add + norm then writes out [T, N]
+  // (not aliasing y). Backends without this form return false: the model runs lora_shrink.
+  virtual bool lora_stacked(const LoraFusedShape& shape) const {
+    (void)shape;
+    return false;
   }
   // Both, one after the other.
   void lora_apply(const Tensor& x, const Tensor& a, const Tensor& bt, const Tensor& slots, const Tensor& tmp,

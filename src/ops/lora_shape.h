@@ -33,6 +33,26 @@ inline LoraShape check_lora_expand(const Tensor& tmp, const Tensor& bt, const Te
   return {T, 0, N, bt.dim(0), bt.dim(1)};
 }
 
+// The stacked form (Backend::lora_stacked; tmp undefined): bt [S, R, N], slots [>= T],
+// y [T, N + lora_stacked_width(S, R)]; else check_lora_expand.
+inline LoraShape check_lora_expand_or_stacked(const Tensor& tmp, const Tensor& bt, const Tensor& slots,
+                                              const Tensor& y) {
+  if (tmp.defined()) return check_lora_expand(tmp, bt, slots, y);
+  GS_CHECK(bt.ndim() == 3, "lora_expand: bt {} must be [S, R, N]", bt.str());
+  const int64_t T = y.dim(0), S = bt.dim(0), R = bt.dim(1), N = bt.dim(2);
+  GS_CHECK(y.dtype() == DType::F32 && y.row_elems() == N + lora_stacked_width(S, R),
+           "lora_expand (stacked shrink): y {} must be f32 [{}, {} + {}] (the projection, then every slot's shrink)",
+           y.str(), T, N, lora_stacked_width(S, R));
+  GS_CHECK(slots.numel() >= T, "lora_expand: slots {} has fewer than {} rows", slots.str(), T);
+  return {T, 0, N, S, R};
+}
+
+// A stand-in for y's [T, N] part in the compute dtype, for the consuming op's own shape checks
+// (the stacked form's y is wider, and f32): never read or written through.
+inline Tensor lora_projection_shape(const LoraShape& l, const Tensor& y, DType compute) {
+  return Tensor::wrap(y.data(), {l.T, l.N}, compute, y.device());
+}
+
 // parts: 1 to 3 targets, each with its share of the rank rows and a non-empty column range of y.
 inline void check_lora_parts(const LoraParts& p, const LoraShape& l) {
   GS_CHECK(p.n >= 1 && p.n <= 3 && l.R % p.n == 0, "lora_expand: {} fused targets over {} rank rows (1 to 3, dividing)",

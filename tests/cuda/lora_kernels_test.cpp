@@ -118,16 +118,40 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
   std::unique_ptr<Backend> gpu_, cpu_ = make_cpu_backend();
   double tol() const { return GetParam() == DType::F32 ? 1e-5 : 1e-2; }
 
+  // y [T, N] as the stacked GEMM leaves it (Backend::lora_stacked): f32 [T, N + P], token t's shrink
+  // tmp[t] in its slot's R columns after N, every other slot's columns noise the expand must skip.
+  static std::vector<float> widen(const std::vector<float>& y, const std::vector<float>& tmp,
+                                  const std::vector<int32_t>& slots, int64_t N, int64_t S, int64_t R) {
+    const int64_t T = int64_t(slots.size()), W = N + lora_stacked_width(S, R);
+    auto wide = randn(size_t(T * W), 99, 100.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(y.begin() + t * N, N, wide.begin() + t * W);
+      if (const int s = slots[size_t(t)]; s >= 0) std::copy_n(tmp.begin() + t * R, R, wide.begin() + t * W + N + s * R);
+    }
+    return wide;
+  }
+  // The tmp and y a backend's fused op gets: lora_shrink's f32 tmp and y, or (stacked, GPU only)
+  // no tmp and the widened y.
+  std::pair<Tensor, Tensor> tmp_and_y(Backend& b, DType d, bool stacked, const std::vector<float>& tmp,
+                                      const std::vector<float>& y, const std::vector<int32_t>& slots, int64_t N,
+                                      int64_t S, int64_t R) {
+    const int64_t T = int64_t(slots.size());
+    if (stacked && &b == gpu_.get())
+      return {Tensor(), on(b, widen(y, tmp, slots, N, S, R), {T, N + lora_stacked_width(S, R)}, DType::F32)};
+    return {on(b, tmp, {T, R}, DType::F32), on(b, y, {T, N}, d)};
+  }
+
   // gate_up [T, 2I] with R rank rows (R/2 a target); base rows' out must equal the plain op's.
-  void gated(int64_t T, int64_t I, int64_t S, int64_t R, const std::vector<int32_t>& slots) {
+  void gated(int64_t T, int64_t I, int64_t S, int64_t R, const std::vector<int32_t>& slots, bool stacked = false) {
     const DType dt = GetParam();
     const LoraParts parts{2, {0, I}};
     const auto tmp = randn(size_t(T * R), 5), g0 = randn(size_t(T * 2 * I), 6);
     const auto bt = block_diagonal_bt(S, R, 2 * I, parts, 7);
     auto run = [&](Backend& b, DType d) {
       Tensor out = Tensor::empty({T, I}, d, b.allocator());
-      b.lora_expand_gated_activation(GatedActivation::Silu, on(b, tmp, {T, R}, DType::F32), on(b, bt, {S, R, 2 * I}, d),
-                                     on_i32(b, slots, {T}), on(b, g0, {T, 2 * I}, d), parts, out);
+      const auto [tv, y] = tmp_and_y(b, d, stacked, tmp, g0, slots, 2 * I, S, R);
+      b.lora_expand_gated_activation(GatedActivation::Silu, tv, on(b, bt, {S, R, 2 * I}, d), on_i32(b, slots, {T}), y,
+                                     parts, out);
       return read(b, out);
     };
     const auto got = run(*gpu_, dt), want = run(*cpu_, DType::F32);
@@ -143,7 +167,8 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
 
   // qkv [T, (hq + 2 hkv) D] += the expand of R rank rows (q | k | v), then split + RoPE (with
   // Qwen3's q/k norm when qk_norm: the unfused pair).
-  void qkv(int64_t T, int hq, int hkv, int D, int64_t S, int64_t R, const std::vector<int32_t>& slots, bool qk_norm) {
+  void qkv(int64_t T, int hq, int hkv, int D, int64_t S, int64_t R, const std::vector<int32_t>& slots, bool qk_norm,
+           bool stacked = false) {
     const DType dt = GetParam();
     const int64_t N = int64_t(hq + 2 * hkv) * D, Q = int64_t(hq) * D, KV = int64_t(hkv) * D;
     const LoraParts parts{3, {0, Q, Q + KV}};
@@ -158,9 +183,9 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
       Tensor q = Tensor::empty({T, Q}, d, b.allocator()), k = Tensor::empty({T, KV}, d, b.allocator());
       Tensor v = Tensor::empty({T, KV}, d, b.allocator());
       const Tensor norm = qk_norm ? on(b, nw, {D}, d) : Tensor();
-      b.lora_expand_split_qkv_rope(on(b, tmp, {T, R}, DType::F32), on(b, bt, {S, R, N}, d), on_i32(b, slots, {T}),
-                                   parts, on(b, qkv0, {T, N}, d), on_i32(b, pos, {T}), rope, norm, norm, 1e-6f, q, k,
-                                   v);
+      const auto [tv, y] = tmp_and_y(b, d, stacked, tmp, qkv0, slots, N, S, R);
+      b.lora_expand_split_qkv_rope(tv, on(b, bt, {S, R, N}, d), on_i32(b, slots, {T}), parts, y, on_i32(b, pos, {T}),
+                                   rope, norm, norm, 1e-6f, q, k, v);
       return std::vector{read(b, q), read(b, k), read(b, v)};
     };
     const auto got = run(*gpu_, dt), want = run(*cpu_, DType::F32);
@@ -168,15 +193,17 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
   }
 
   // x [T, H] += the expand of R rank rows, then residual += x and x = rms_norm(residual) * w.
-  void add_norm(int64_t T, int64_t H, int64_t S, int64_t R, const std::vector<int32_t>& slots, DType residual_dt) {
+  void add_norm(int64_t T, int64_t H, int64_t S, int64_t R, const std::vector<int32_t>& slots, DType residual_dt,
+                bool stacked = false) {
     const DType dt = GetParam();
     const auto tmp = randn(size_t(T * R), 8), bt = randn(size_t(S * R * H), 9, 0.1f);
     const auto x0 = randn(size_t(T * H), 10), r0 = randn(size_t(T * H), 11), w = randn(size_t(H), 12);
     auto run = [&](Backend& b, DType d, DType rd) {
-      Tensor x = on(b, x0, {T, H}, d), res = on(b, r0, {T, H}, rd);
-      b.lora_expand_add_rms_norm(on(b, tmp, {T, R}, DType::F32), on(b, bt, {S, R, H}, d), on_i32(b, slots, {T}), res, x,
-                                 on(b, w, {H}, d), 1e-5f, x);
-      return std::pair{read(b, x), read(b, res)};
+      const auto [tv, x] = tmp_and_y(b, d, stacked, tmp, x0, slots, H, S, R);
+      Tensor res = on(b, r0, {T, H}, rd), out = tv.defined() ? x : Tensor::empty({T, H}, d, b.allocator());
+      b.lora_expand_add_rms_norm(tv, on(b, bt, {S, R, H}, d), on_i32(b, slots, {T}), res, x, on(b, w, {H}, d), 1e-5f,
+                                 out);
+      return std::pair{read(b, out), read(b, res)};
     };
     const auto [gx, gr] = run(*gpu_, dt, residual_dt);
     const auto [cx, cr] = run(*cpu_, DType::F32, DType::F32);
@@ -217,6 +244,28 @@ TEST_P(CudaLoraFused, ExpandIntoAddRmsNorm) {  // o / down of llama3.2-1b (H 204
   add_norm(2, 8192, 1, 64, {0, -1}, GetParam());     // 4 chunks a thread
   add_norm(2, 1000, 1, 16, {-1, 0}, GetParam());     // a partial last chunk block
   add_norm(2, 300 + 2, 1, 16, {0, 0}, GetParam());   // H not a multiple of 8: the unfused pair
+}
+
+// The stacked shrink (Backend::lora_stacked): the fused ops read each token's shrink from its
+// slot's columns of the projection's widened f32 output.
+TEST_P(CudaLoraFused, StackedShrinkInTheProjectionsOutput) {
+  GS_REQUIRE_GPU();
+  const auto slots = spread_slots(45);
+  qkv(45, 32, 8, 64, 8, 48, slots, false, true);
+  qkv(3, 4, 2, 128, 3, 60, {1, -1, 2}, false, true);  // S R = 180: 4 padding columns
+  gated(45, 8192, 8, 32, slots, true);
+  gated(3, 1000, 3, 40, {2, -1, 0}, true);
+  add_norm(45, 2048, 8, 16, slots, GetParam(), true);
+  add_norm(45, 2048, 8, 16, slots, DType::F32, true);
+  add_norm(3, 4096, 3, 12, {1, -1, 2}, GetParam(), true);  // S R = 36: 4 padding columns
+  // A stacked y of the wrong width is refused, naming the expected one.
+  auto bt = on(*gpu_, randn(size_t(2 * 16 * 64), 1), {2, 16, 64}, GetParam());
+  Tensor y = Tensor::empty({2, 64 + 8}, GetParam(), gpu_->allocator()),
+         res = Tensor::empty({2, 64}, DType::F32, gpu_->allocator());
+  Tensor out = Tensor::empty({2, 64}, GetParam(), gpu_->allocator());
+  EXPECT_THROW(gpu_->lora_expand_add_rms_norm(Tensor(), bt, on_i32(*gpu_, {0, 1}, {2}), res, y,
+                                              on(*gpu_, randn(64, 2), {64}, GetParam()), 1e-5f, out),
+               Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLoraFused, ::testing::Values(DType::BF16, DType::F32),

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/lora_shape.h"
 
 namespace gs {
 namespace {
@@ -38,6 +39,23 @@ TEST_F(LoraPartsTest, TwoTargetsOverBlockDiagonalWeights) {
   apply({2, {0, 3}});
   // x . a = 8 * 0.5 * 0.25 = 1 for every rank row: columns 0-2 get 1 + 2, columns 3-5 get 3 + 4.
   EXPECT_EQ(yv, (std::vector<float>{3, 3, 3, 7, 7, 7, 0, 0, 0, 0, 0, 0}));
+}
+
+// The stacked shrink's layout (Backend::lora_stacked): S R columns after y's N, padded to 8; a y
+// of another width or dtype, or a CPU backend asked for it, is refused or declined.
+TEST_F(LoraPartsTest, StackedShrinkLayout) {
+  EXPECT_EQ(lora_stacked_width(8, 48), 384);
+  EXPECT_EQ(lora_stacked_width(3, 12), 40);  // 36, padded to 8
+  EXPECT_EQ(lora_stacked_width(1, 1), 8);
+  std::vector<float> wide(2 * (6 + 8)), narrow(2 * (6 + 4));
+  const Tensor slots = Tensor::wrap(sv.data(), {2}, DType::I32, Device::cpu()), bt = wrap(btv, {1, 4, 6});
+  const LoraShape l = check_lora_expand_or_stacked(Tensor(), bt, slots, wrap(wide, {2, 14}));
+  EXPECT_EQ(l.N, 6);
+  EXPECT_EQ(l.R, 4);
+  EXPECT_EQ(lora_projection_shape(l, wrap(wide, {2, 14}), DType::BF16).shape(), (Shape{2, 6}));
+  EXPECT_THROW(check_lora_expand_or_stacked(Tensor(), bt, slots, wrap(narrow, {2, 10})), Error);  // unpadded
+  EXPECT_THROW(check_lora_expand_or_stacked(Tensor(), bt, slots, wrap(yv, {2, 6})), Error);       // no shrink columns
+  EXPECT_FALSE(be->lora_stacked({.op = LoraFusedOp::AddRmsNorm, .tokens = 32, .width = 2048}));
 }
 
 }  // namespace

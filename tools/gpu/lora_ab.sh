@@ -7,6 +7,8 @@
 #                                shrink's rows form (a block per token and rank rows) from 2 tokens
 #   GS_LORA_FUSE=0               separate expand kernels (=small: fused below 64 tokens only)
 #   GS_LORA_SHRINK_ROWS_FROM=N   the rows form from N tokens on (1: everywhere; 9999: never)
+#   GS_LORA_STACKED=0            lora_shrink kernels instead of the stacked shrink (every slot's
+#                                A rows under the base weight: one GEMM for both, from 2 tokens)
 # Pack as tools/gpu/lora_run.sh says, copy this script beside it, run `bash .gpu-lora/lora_ab.sh`.
 # VARIANTS_<bs> (space-separated, each "default" or VAR=value[+VAR=value...]) overrides a batch
 # size's list.
@@ -23,9 +25,9 @@ python3 "$here/make_lora_adapters.py" "$adapters" 8 16 16 2048 8192 2048 512 >/d
 mods=()
 for i in 0 1 2 3 4 5 6 7; do mods+=("a$i=$adapters/a$i"); done
 declare -A variants=(
-  [1]="${VARIANTS_1:-default GS_LORA_FUSE=0 GS_LORA_SHRINK_ROWS_FROM=1}"
-  [32]="${VARIANTS_32:-default GS_LORA_FUSE=0 GS_LORA_SHRINK_ROWS_FROM=9999}"
-  [128]="${VARIANTS_128:-default GS_LORA_FUSE=small GS_LORA_SHRINK_ROWS_FROM=9999}")
+  [1]="${VARIANTS_1:-default}"
+  [32]="${VARIANTS_32:-default GS_LORA_STACKED=0 default GS_LORA_STACKED=0}"
+  [128]="${VARIANTS_128:-default GS_LORA_STACKED=0}")
 for bs in ${BATCH_SIZES:-1 32 128}; do
   for v in ${variants[$bs]}; do
     echo "== bs $bs, $v"

@@ -15,6 +15,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
 #include "ops/cuda/shard_kernels.h"
+#include "ops/lora_shape.h"
 
 namespace gs {
 
@@ -279,6 +280,7 @@ class CudaBackend final : public Backend {
 
   // The LoRA ops (ops/cuda/cuda_lora_ops.h); the fused ones check the consuming op's own
   // arguments here and fall back to Backend's expand + plain op where no fused kernel applies.
+  bool lora_stacked(const LoraFusedShape& shape) const override { return lora_.stacked(shape); }
   void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, const Tensor& tmp) override {
     lora_.shrink(x, a, slots, tmp, s());
   }
@@ -290,7 +292,11 @@ class CudaBackend final : public Backend {
                                   const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
                                   const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
                                   const Tensor& k, const Tensor& v) override {
-    check_split_qkv_rope("lora_expand_split_qkv_rope", qkv, positions, cfg, q_norm, k_norm, q, k, v);
+    const LoraShape l = check_lora_expand_or_stacked(tmp, bt, slots, qkv);
+    check_split_qkv_rope("lora_expand_split_qkv_rope", lora_projection_shape(l, qkv, dtype_), positions, cfg, q_norm,
+                         k_norm, q, k, v);
+    GS_CHECK(tmp.defined() || !q_norm.defined(),
+             "lora_expand_split_qkv_rope: the stacked shrink without q/k norm only");
     if (q_norm.defined() || !lora_.expand_split_qkv_rope(tmp, bt, slots, parts, qkv, positions, inv_freq(cfg),
                                                          cfg.head_dim, cfg.long_from, q, k, v, s()))
       Backend::lora_expand_split_qkv_rope(tmp, bt, slots, parts, qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
@@ -303,7 +309,8 @@ class CudaBackend final : public Backend {
   void lora_expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& residual,
                                 const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
     const char* op = "lora_expand_add_rms_norm";
-    const int64_t H = check_norm(x, w, out, op);
+    const int64_t H =
+        check_norm(lora_projection_shape(check_lora_expand_or_stacked(tmp, bt, slots, x), x, dtype_), w, out, op);
     need(residual, residual_dtype(residual), op, "residual");
     need_rows(residual, x.dim(0), H, op, "residual");
     if (!lora_.expand_add_rms_norm(tmp, bt, slots, residual, x, w, eps, out, s()))

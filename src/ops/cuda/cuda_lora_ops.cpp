@@ -38,6 +38,17 @@ void by_dtype(DType dtype, F&& f) {
     f(bf16_t{});
 }
 
+// Calls f(tmp, y) with the fused kernels' view of the rank-R intermediate and y's pointer:
+// lora_shrink's f32 tmp and y in the compute dtype E, or (tmp undefined: Backend::lora_stacked)
+// both inside the stacked GEMM's f32 output (the shrink in its columns from N).
+template <typename E, typename F>
+void with_tmp_y(const Tensor& tmp, const Tensor& y, const LoraShape& l, F&& f) {
+  if (tmp.defined())
+    f(cuda::LoraTmp{ptr<float>(tmp), l.R, 0}, ptr<E>(y));
+  else
+    f(cuda::LoraTmp{ptr<float>(y) + l.N, y.row_elems(), l.R}, ptr<float>(y));
+}
+
 }  // namespace
 
 // Measured on an H200 (tools/gpu/NOTES.md): forking -0.075 ms a step at bs 1, +0.03 ms at bs 32
@@ -62,7 +73,31 @@ void CudaLoraOps::join(cudaStream_t s) {
 }
 
 void CudaLoraOps::check_tmp_bt(const Tensor& tmp, const Tensor& bt, const char* op) const {
-  need(tmp, DType::F32, op, "tmp"), need(bt, dtype_, op, "bt");
+  if (tmp.defined()) need(tmp, DType::F32, op, "tmp");
+  need(bt, dtype_, op, "bt");
+}
+
+// The fused kernels' limits (lora_kernels.h), for the shapes the model asks about; the stacked
+// shrink from 2 tokens (one token keeps the GEMV and the forked shrink) up to kStackedUpTo, and
+// never with GS_LORA_STACKED=0 (A/B).
+bool CudaLoraOps::stacked(const LoraFusedShape& sh) const {
+  if (!stacked_ || !fused(sh.tokens) || sh.tokens > kStackedUpTo || sh.width % 8 != 0) return false;
+  switch (sh.op) {
+    case LoraFusedOp::SplitQkvRope:
+      return sh.head_dim == 32 || sh.head_dim == 64 || sh.head_dim == 128 || sh.head_dim == 256;
+    case LoraFusedOp::GatedActivation: return sh.width % 16 == 0 && sh.tokens < 64;
+    case LoraFusedOp::AddRmsNorm: return sh.width % 8 == 0 && sh.width <= 8192;
+  }
+  return false;
+}
+
+bool CudaLoraOps::stacked_enabled() { return !env_is("GS_LORA_STACKED", "0"); }
+
+// A fused kernel that launched nothing: fine with lora_shrink's tmp (the caller falls back to
+// the expand and the plain op), an error in the stacked form (lora_stacked() promised it).
+bool CudaLoraOps::launched(bool done, const Tensor& tmp, const char* op) {
+  GS_CHECK(done || tmp.defined(), "{}: the stacked LoRA shrink reached a shape the fused kernel does not take", op);
+  return done;
 }
 
 void CudaLoraOps::shrink(const Tensor& x, const Tensor& a, const Tensor& slots_t, const Tensor& tmp, cudaStream_t s) {
@@ -107,46 +142,51 @@ bool CudaLoraOps::expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, con
                                         const Tensor& v, cudaStream_t s) {
   const char* op = "lora_expand_split_qkv_rope";
   check_tmp_bt(tmp, bt, op);
-  const LoraShape l = check_lora_expand(tmp, bt, slots_t, qkv);
+  const LoraShape l = check_lora_expand_or_stacked(tmp, bt, slots_t, qkv);
   check_lora_parts(parts, l);
   const int32_t* slots = slots_of(slots_t, op);
-  if (!fused(l.T) || parts.n != 3) return false;
+  if (!fused(l.T) || parts.n != 3) return launched(false, tmp, op);
   join(s);
   bool done = false;
   by_dtype(dtype_, [&](auto e) {
     using E = decltype(e);
-    cudaError_t err = cudaSuccess;
-    done = cuda::lora_expand_split_qkv_rope<E>(ptr<float>(tmp), ptr<E>(bt), slots, column_parts(parts, l), int(l.R),
-                                               int(l.S), ptr<E>(qkv), ptr<int32_t>(positions), ptr<float>(inv_freq),
-                                               ptr<E>(q), ptr<E>(k), ptr<E>(v), int(l.T), int(q.row_elems() / D),
-                                               int(k.row_elems() / D), D, long_from, s, &err);
-    GS_CUDA_CHECK(err);
+    with_tmp_y<E>(tmp, qkv, l, [&](auto tv, auto* y) {
+      cudaError_t err = cudaSuccess;
+      done = cuda::lora_expand_split_qkv_rope<E>(tv, ptr<E>(bt), slots, column_parts(parts, l), int(l.R), int(l.S), y,
+                                                 qkv.row_elems(), ptr<int32_t>(positions), ptr<float>(inv_freq),
+                                                 ptr<E>(q), ptr<E>(k), ptr<E>(v), int(l.T), int(q.row_elems() / D),
+                                                 int(k.row_elems() / D), D, long_from, s, &err);
+      GS_CUDA_CHECK(err);
+    });
   });
-  return done;
+  return launched(done, tmp, op);
 }
 
 bool CudaLoraOps::expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt,
                                           const Tensor& slots_t, const Tensor& gate_up, const LoraParts& parts,
                                           const Tensor& out, cudaStream_t s) {
   const char* op = "lora_expand_gated_activation";
-  check_tmp_bt(tmp, bt, op), need(gate_up, dtype_, op, "gate_up"), need(out, dtype_, op, "out");
-  const LoraShape l = check_lora_expand(tmp, bt, slots_t, gate_up);
+  check_tmp_bt(tmp, bt, op), need(out, dtype_, op, "out");
+  need(gate_up, tmp.defined() ? dtype_ : DType::F32, op, "gate_up");
+  const LoraShape l = check_lora_expand_or_stacked(tmp, bt, slots_t, gate_up);
   check_lora_parts(parts, l);
   const int64_t I = out.row_elems();
   need_rows(out, l.T, I, op, "out");
   GS_CHECK(l.N == 2 * I, "{}: gate_up {} must be [{}, 2 x {}]", op, gate_up.str(), l.T, I);
   const int32_t* slots = slots_of(slots_t, op);
-  if (!fused(l.T) || parts.n != 2 || parts.begin[1] != I) return false;
+  if (!fused(l.T) || parts.n != 2 || parts.begin[1] != I) return launched(false, tmp, op);
   join(s);
   bool done = false;
   by_dtype(dtype_, [&](auto e) {
     using E = decltype(e);
-    cudaError_t err = cudaSuccess;
-    done = cuda::lora_expand_gated_activation<E>(act, ptr<float>(tmp), ptr<E>(bt), slots, ptr<E>(gate_up), ptr<E>(out),
-                                                 int(l.T), int(I), int(l.R), int(l.S), s, &err);
-    GS_CUDA_CHECK(err);
+    with_tmp_y<E>(tmp, gate_up, l, [&](auto tv, auto* y) {
+      cudaError_t err = cudaSuccess;
+      done = cuda::lora_expand_gated_activation<E>(act, tv, ptr<E>(bt), slots, y, gate_up.row_elems(), ptr<E>(out),
+                                                   int(l.T), int(I), int(l.R), int(l.S), s, &err);
+      GS_CUDA_CHECK(err);
+    });
   });
-  return done;
+  return launched(done, tmp, op);
 }
 
 bool CudaLoraOps::expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots_t,
@@ -154,25 +194,28 @@ bool CudaLoraOps::expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const
                                       const Tensor& out, cudaStream_t s) {
   const char* op = "lora_expand_add_rms_norm";
   check_tmp_bt(tmp, bt, op);
-  const LoraShape l = check_lora_expand(tmp, bt, slots_t, x);
+  const LoraShape l = check_lora_expand_or_stacked(tmp, bt, slots_t, x);
+  GS_CHECK(tmp.defined() || out.data() != x.data(), "{}: out must not alias the stacked-shrink x", op);
   const int32_t* slots = slots_of(slots_t, op);
-  if (!fused(l.T)) return false;
+  if (!fused(l.T)) return launched(false, tmp, op);
   join(s);
   bool done = false;
   by_dtype(dtype_, [&](auto e) {
     using E = decltype(e);
-    cudaError_t err = cudaSuccess;
-    auto run = [&](auto* res) {
-      done = cuda::lora_expand_add_rms_norm(ptr<float>(tmp), ptr<E>(bt), slots, res, ptr<E>(x), ptr<E>(w), eps,
-                                            ptr<E>(out), int(l.T), int(l.N), int(l.R), int(l.S), s, &err);
-    };
-    if (residual.dtype() == DType::F32)
-      run(ptr<float>(residual));
-    else
-      run(ptr<E>(residual));
-    GS_CUDA_CHECK(err);
+    with_tmp_y<E>(tmp, x, l, [&](auto tv, auto* y) {
+      cudaError_t err = cudaSuccess;
+      auto run = [&](auto* res) {
+        done = cuda::lora_expand_add_rms_norm(tv, ptr<E>(bt), slots, res, y, x.row_elems(), ptr<E>(w), eps, ptr<E>(out),
+                                              int(l.T), int(l.N), int(l.R), int(l.S), s, &err);
+      };
+      if (residual.dtype() == DType::F32)
+        run(ptr<float>(residual));
+      else
+        run(ptr<E>(residual));
+      GS_CUDA_CHECK(err);
+    });
   });
-  return done;
+  return launched(done, tmp, op);
 }
 
 }  // namespace gs

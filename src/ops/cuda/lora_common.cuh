@@ -75,6 +75,11 @@ struct ChunkRows {
   }
 };
 
+// Token t's rank rows of its slot in tmp (LoraTmp); null for a base-model row.
+__device__ __forceinline__ const float* tmp_row(const LoraTmp& tmp, int64_t t, int slot, bool lora) {
+  return lora ? tmp.p + t * tmp.ld + int64_t(slot) * tmp.slot_stride : nullptr;
+}
+
 // Rank rows of a chunk a fused-op thread holds across pdl_wait(): 64 registers at one chunk.
 template <typename T>
 constexpr int kHeldRows = sizeof(T) == 2 ? 16 : 8;

@@ -23,11 +23,11 @@ constexpr int kManyTokens = 64;
 // One block per token: each thread C chunks of 8 columns of the row (x += delta rounded to T,
 // residual += x, then the row's RMSNorm), x read before the block's reduction, out written after
 // it (out may alias x).
-template <typename T, typename Rs, int C>
+template <typename T, typename Ty, typename Rs, int C>
 __global__ void __launch_bounds__(kNormThreads)
-    lora_expand_add_rms_norm_kernel(const float* __restrict__ tmp, const T* __restrict__ bt,
-                                    const int32_t* __restrict__ slots, Rs* residual, const T* x, const T* w, float eps,
-                                    T* out, int H, int R, int S) {
+    lora_expand_add_rms_norm_kernel(LoraTmp tmp, const T* __restrict__ bt, const int32_t* __restrict__ slots,
+                                    Rs* residual, const Ty* x, int64_t ld, const T* w, float eps, T* out, int H, int R,
+                                    int S) {
   const int64_t t = blockIdx.x;
   const int slot = slots[t];
   const bool lora = slot >= 0 && slot < S;
@@ -47,9 +47,9 @@ __global__ void __launch_bounds__(kNormThreads)
     const int e = (int(threadIdx.x) + c * kNormThreads) * 8;
     if (e >= H) break;
     float acc[8] = {}, r[8];
-    load8(x + t * H + e, v[c]);
+    load8(x + t * ld + e, v[c]);
     load8(residual + t * H + e, r);
-    d[c].accumulate(tmp + t * R, acc);
+    d[c].accumulate(tmp_row(tmp, t, slot, lora), acc);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const float y = to_f(from_f<T>(v[c][i] + acc[i]));
@@ -64,29 +64,29 @@ __global__ void __launch_bounds__(kNormThreads)
 // A block per (token, 32 chunks of 8 columns): warps 0, 1 take the gate chunk's even and odd rank
 // rows, warps 2, 3 the up chunk's; warp 0 sums the four through shared memory, adds the gate and up
 // values (rounded to T, as lora_expand stores them) and applies the activation.
-template <GatedActivation A, typename T>
+template <GatedActivation A, typename T, typename Ty>
 __global__ void __launch_bounds__(kSlices * 32)
-    lora_expand_gated_kernel(const float* __restrict__ tmp, const T* __restrict__ bt, const int32_t* __restrict__ slots,
-                             const T* gate_up, T* out, int I, int R, int S) {
+    lora_expand_gated_kernel(LoraTmp tmp, const T* __restrict__ bt, const int32_t* __restrict__ slots,
+                             const Ty* gate_up, int64_t ld, T* out, int I, int R, int S) {
   static_assert(kSlices == 4, "two warps per target");
   __shared__ float part[kSlices - 1][32][8];
   const int64_t t = blockIdx.x;
   const int slot = slots[t];
   const int slice = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   const int e = (int(blockIdx.y) * 32 + lane) * 8, target = slice >> 1, rows = R / 2;
-  const bool on = e < I;
+  const bool on = e < I, lora = slot >= 0 && slot < S;
   ChunkRows<T, kHeldRows<T> / 2> d{
-      on && slot >= 0 && slot < S ? bt + (int64_t(slot) * R + target * rows) * 2 * I + target * I + e : nullptr,
-      2 * int64_t(I), slice & 1, 2, rows};
+      on && lora ? bt + (int64_t(slot) * R + target * rows) * 2 * I + target * I + e : nullptr, 2 * int64_t(I),
+      slice & 1, 2, rows};
   d.prefetch();
   pdl_wait();
   pdl_trigger();
   float g[8] = {}, u[8] = {}, acc[8] = {};
   if (slice == 0 && on) {  // loaded now, overlapping the tmp loads below
-    load8(gate_up + t * 2 * I + e, g);
-    load8(gate_up + t * 2 * I + I + e, u);
+    load8(gate_up + t * ld + e, g);
+    load8(gate_up + t * ld + I + e, u);
   }
-  d.accumulate(tmp + t * R + target * rows, acc);
+  if (lora) d.accumulate(tmp_row(tmp, t, slot, lora) + target * rows, acc);
   if (slice > 0) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) part[slice - 1][lane][i] = acc[i];
@@ -107,11 +107,12 @@ __global__ void __launch_bounds__(kSlices * 32)
 // chunks (rounded to T, as lora_expand stores them), then rotates q and k at the token's position
 // with cos / sin tabulated once per token in shared memory (split_qkv_rope's angles: fp32
 // position * inv_freq, accurate sincosf) and copies v. No q/k norm.
-template <typename T, int kTph>
-__global__ void lora_expand_split_qkv_rope_kernel(const float* __restrict__ tmp, const T* __restrict__ bt,
+template <typename T, typename Ty, int kTph>
+__global__ void lora_expand_split_qkv_rope_kernel(LoraTmp tmp, const T* __restrict__ bt,
                                                   const int32_t* __restrict__ slots, LoraColumnParts parts, int R,
-                                                  int S, const T* qkv, const int32_t* positions, const float* inv_freq,
-                                                  T* q, T* k, T* v, int hq, int hkv, int long_from) {
+                                                  int S, const Ty* qkv, int64_t ld, const int32_t* positions,
+                                                  const float* inv_freq, T* q, T* k, T* v, int hq, int hkv,
+                                                  int long_from) {
   constexpr int half = kTph * 8, D = 2 * half;
   __shared__ float2 cs[half];
   const int64_t t = blockIdx.x;
@@ -132,11 +133,13 @@ __global__ void lora_expand_split_qkv_rope_kernel(const float* __restrict__ tmp,
   __syncthreads();
   if (h >= heads) return;
   float a[8], bv[8], acc_a[8] = {}, acc_b[8] = {};
-  load8(qkv + t * N + col, a);
-  load8(qkv + t * N + col + half, bv);
-  const float* tr = tmp + t * R + target * parts.rows;
-  da.accumulate(tr, acc_a);
-  db.accumulate(tr, acc_b);
+  load8(qkv + t * ld + col, a);
+  load8(qkv + t * ld + col + half, bv);
+  if (lora) {
+    const float* tr = tmp_row(tmp, t, slot, lora) + target * parts.rows;
+    da.accumulate(tr, acc_a);
+    db.accumulate(tr, acc_b);
+  }
 #pragma unroll
   for (int j = 0; j < 8; ++j) a[j] = to_f(from_f<T>(a[j] + acc_a[j])), bv[j] = to_f(from_f<T>(bv[j] + acc_b[j]));
   if (h >= hq + hkv) {
@@ -157,34 +160,32 @@ int qkv_heads_per_block() {
 
 }  // namespace
 
-template <typename T, typename Rs>
-bool lora_expand_add_rms_norm(const float* tmp, const T* bt, const int32_t* slots, Rs* residual, const T* x, const T* w,
-                              float eps, T* out, int T_, int H, int R, int S, cudaStream_t s, cudaError_t* err) {
+template <typename T, typename Ty, typename Rs>
+bool lora_expand_add_rms_norm(LoraTmp tmp, const T* bt, const int32_t* slots, Rs* residual, const Ty* x, int64_t ld,
+                              const T* w, float eps, T* out, int T_, int H, int R, int S, cudaStream_t s,
+                              cudaError_t* err) {
   const int chunks = H / 8;
-  if (H % 8 != 0 || chunks > 4 * kNormThreads || !vec_aligned(bt, x, w, out, residual)) return false;
+  if (H % 8 != 0 || ld % 8 != 0 || chunks > 4 * kNormThreads || !vec_aligned(bt, x, w, out, residual)) return false;
   if (T_ == 0) return true;
-  if (chunks <= kNormThreads)
-    *err = launch_pdl(lora_expand_add_rms_norm_kernel<T, Rs, 1>, unsigned(T_), kNormThreads, 0, s, tmp, bt, slots,
-                      residual, x, w, eps, out, H, R, S);
-  else if (chunks <= 2 * kNormThreads)
-    *err = launch_pdl(lora_expand_add_rms_norm_kernel<T, Rs, 2>, unsigned(T_), kNormThreads, 0, s, tmp, bt, slots,
-                      residual, x, w, eps, out, H, R, S);
-  else
-    *err = launch_pdl(lora_expand_add_rms_norm_kernel<T, Rs, 4>, unsigned(T_), kNormThreads, 0, s, tmp, bt, slots,
-                      residual, x, w, eps, out, H, R, S);
-  return true;
+  auto go = [&](auto kernel) {
+    *err = launch_pdl(kernel, unsigned(T_), kNormThreads, 0, s, tmp, bt, slots, residual, x, ld, w, eps, out, H, R, S);
+    return true;
+  };
+  if (chunks <= kNormThreads) return go(lora_expand_add_rms_norm_kernel<T, Ty, Rs, 1>);
+  if (chunks <= 2 * kNormThreads) return go(lora_expand_add_rms_norm_kernel<T, Ty, Rs, 2>);
+  return go(lora_expand_add_rms_norm_kernel<T, Ty, Rs, 4>);
 }
 
-template <typename T>
-bool lora_expand_gated_activation(GatedActivation act, const float* tmp, const T* bt, const int32_t* slots,
-                                  const T* gate_up, T* out, int T_, int I, int R, int S, cudaStream_t s,
+template <typename T, typename Ty>
+bool lora_expand_gated_activation(GatedActivation act, LoraTmp tmp, const T* bt, const int32_t* slots,
+                                  const Ty* gate_up, int64_t ld, T* out, int T_, int I, int R, int S, cudaStream_t s,
                                   cudaError_t* err) {
-  if (I % 8 != 0 || R % 2 != 0 || T_ >= kManyTokens || !vec_aligned(bt, gate_up, out)) return false;
+  if (I % 8 != 0 || ld % 8 != 0 || R % 2 != 0 || T_ >= kManyTokens || !vec_aligned(bt, gate_up, out)) return false;
   if (T_ == 0) return true;
   auto go = [&](auto a) {
     constexpr GatedActivation A = decltype(a)::value;
-    return launch_pdl(lora_expand_gated_kernel<A, T>, dim3(unsigned(T_), ceil_div(I / 8, 32)), dim3(kSlices * 32), 0, s,
-                      tmp, bt, slots, gate_up, out, I, R, S);
+    return launch_pdl(lora_expand_gated_kernel<A, T, Ty>, dim3(unsigned(T_), ceil_div(I / 8, 32)), dim3(kSlices * 32),
+                      0, s, tmp, bt, slots, gate_up, ld, out, I, R, S);
   };
   using Act = GatedActivation;
   *err = act == Act::GeluTanh ? go(std::integral_constant<Act, Act::GeluTanh>{})
@@ -192,46 +193,48 @@ bool lora_expand_gated_activation(GatedActivation act, const float* tmp, const T
   return true;
 }
 
-template <typename T>
-bool lora_expand_split_qkv_rope(const float* tmp, const T* bt, const int32_t* slots, LoraColumnParts parts, int R,
-                                int S, const T* qkv, const int32_t* positions, const float* inv_freq, T* q, T* k, T* v,
-                                int T_, int hq, int hkv, int D, int long_from, cudaStream_t s, cudaError_t* err) {
+template <typename T, typename Ty>
+bool lora_expand_split_qkv_rope(LoraTmp tmp, const T* bt, const int32_t* slots, LoraColumnParts parts, int R, int S,
+                                const Ty* qkv, int64_t ld, const int32_t* positions, const float* inv_freq, T* q, T* k,
+                                T* v, int T_, int hq, int hkv, int D, int long_from, cudaStream_t s, cudaError_t* err) {
   const int heads = hq + 2 * hkv, hb = std::min(heads, qkv_heads_per_block()), threads = hb * (D / 16);
   const bool heads_split = parts.begin1 == hq * D && parts.begin2 == (hq + hkv) * D && parts.rows * 3 == R;
-  if (D % 16 != 0 || threads > 1024 || !heads_split || !vec_aligned(bt, qkv, q, k, v)) return false;
+  if (D % 16 != 0 || ld % 8 != 0 || threads > 1024 || !heads_split || !vec_aligned(bt, qkv, q, k, v)) return false;
   if (T_ == 0) return true;
   auto go = [&](auto kernel) {
     *err = launch_pdl(kernel, dim3(unsigned(T_), ceil_div(heads, hb)), unsigned(threads), 0, s, tmp, bt, slots, parts,
-                      R, S, qkv, positions, inv_freq, q, k, v, hq, hkv, long_from);
+                      R, S, qkv, ld, positions, inv_freq, q, k, v, hq, hkv, long_from);
     return true;
   };
   switch (D / 16) {
-    case 2: return go(lora_expand_split_qkv_rope_kernel<T, 2>);
-    case 4: return go(lora_expand_split_qkv_rope_kernel<T, 4>);
-    case 8: return go(lora_expand_split_qkv_rope_kernel<T, 8>);
-    case 16: return go(lora_expand_split_qkv_rope_kernel<T, 16>);
+    case 2: return go(lora_expand_split_qkv_rope_kernel<T, Ty, 2>);
+    case 4: return go(lora_expand_split_qkv_rope_kernel<T, Ty, 4>);
+    case 8: return go(lora_expand_split_qkv_rope_kernel<T, Ty, 8>);
+    case 16: return go(lora_expand_split_qkv_rope_kernel<T, Ty, 16>);
     default: return false;
   }
 }
 
-template bool lora_expand_gated_activation<bf16_t>(GatedActivation, const float*, const bf16_t*, const int32_t*,
-                                                   const bf16_t*, bf16_t*, int, int, int, int, cudaStream_t,
-                                                   cudaError_t*);
-template bool lora_expand_gated_activation<float>(GatedActivation, const float*, const float*, const int32_t*,
-                                                  const float*, float*, int, int, int, int, cudaStream_t, cudaError_t*);
-#define GS_INSTANTIATE_LORA_NORM(T, Rs)                                                                          \
-  template bool lora_expand_add_rms_norm<T, Rs>(const float*, const T*, const int32_t*, Rs*, const T*, const T*, \
-                                                float, T*, int, int, int, int, cudaStream_t, cudaError_t*);
-#define GS_INSTANTIATE_LORA_QKV(T)                                                                                    \
-  template bool lora_expand_split_qkv_rope<T>(const float*, const T*, const int32_t*, LoraColumnParts, int, int,      \
-                                              const T*, const int32_t*, const float*, T*, T*, T*, int, int, int, int, \
-                                              int, cudaStream_t, cudaError_t*);
-GS_INSTANTIATE_LORA_QKV(bf16_t)
-GS_INSTANTIATE_LORA_QKV(float)
-#undef GS_INSTANTIATE_LORA_QKV
-GS_INSTANTIATE_LORA_NORM(bf16_t, bf16_t)
-GS_INSTANTIATE_LORA_NORM(bf16_t, float)
-GS_INSTANTIATE_LORA_NORM(float, float)
-#undef GS_INSTANTIATE_LORA_NORM
+// y in T (after lora_shrink) or f32 (the stacked GEMM's output); f32 with f32.
+#define GS_INSTANTIATE_LORA_FUSED(T, Ty, Rs)                                                                         \
+  template bool lora_expand_gated_activation<T, Ty>(GatedActivation, LoraTmp, const T*, const int32_t*, const Ty*,   \
+                                                    int64_t, T*, int, int, int, int, cudaStream_t, cudaError_t*);    \
+  template bool lora_expand_split_qkv_rope<T, Ty>(LoraTmp, const T*, const int32_t*, LoraColumnParts, int, int,      \
+                                                  const Ty*, int64_t, const int32_t*, const float*, T*, T*, T*, int, \
+                                                  int, int, int, int, cudaStream_t, cudaError_t*);                   \
+  template bool lora_expand_add_rms_norm<T, Ty, Rs>(LoraTmp, const T*, const int32_t*, Rs*, const Ty*, int64_t,      \
+                                                    const T*, float, T*, int, int, int, int, cudaStream_t,           \
+                                                    cudaError_t*);
+GS_INSTANTIATE_LORA_FUSED(bf16_t, bf16_t, bf16_t)
+GS_INSTANTIATE_LORA_FUSED(bf16_t, float, bf16_t)
+GS_INSTANTIATE_LORA_FUSED(float, float, float)
+#undef GS_INSTANTIATE_LORA_FUSED
+#define GS_INSTANTIATE_LORA_NORM_F32_RESIDUAL(Ty)                                                                      \
+  template bool lora_expand_add_rms_norm<bf16_t, Ty, float>(LoraTmp, const bf16_t*, const int32_t*, float*, const Ty*, \
+                                                            int64_t, const bf16_t*, float, bf16_t*, int, int, int,     \
+                                                            int, cudaStream_t, cudaError_t*);
+GS_INSTANTIATE_LORA_NORM_F32_RESIDUAL(bf16_t)
+GS_INSTANTIATE_LORA_NORM_F32_RESIDUAL(float)
+#undef GS_INSTANTIATE_LORA_NORM_F32_RESIDUAL
 
 }  // namespace gs::cuda

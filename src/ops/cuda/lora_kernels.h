@@ -21,6 +21,15 @@ struct LoraColumnParts {
   int begin1 = INT_MAX, begin2 = INT_MAX;
 };
 
+// Where the fused expands read a token's rank-R intermediate (f32): p + t ld + slot slot_stride.
+// Either lora_shrink's tmp [T, R] (ld R, slot_stride 0), or the stacked shrink inside the
+// projection's own f32 output (p at its column N, ld its width, slot_stride R: the base GEMM ran
+// over the weight with every slot's A rows stacked under it; LoraSlots).
+struct LoraTmp {
+  const float* p = nullptr;
+  int64_t ld = 0, slot_stride = 0;
+};
+
 // tmp[t, :] = x[t, :] a[s]^T with s = slots[t], for rows with 0 <= s < S (others untouched).
 // x [T_, K], a [S, R, K], tmp [T_, R] f32. One kernel launched with PDL, loading its adapter
 // weights before waiting for the previous kernel (they do not change while a graph runs).
@@ -34,28 +43,30 @@ cudaError_t lora_expand(const float* tmp, const T* bt, const int32_t* slots, T* 
 
 // The expand fused with the op that consumes its y, one kernel instead of two (each launches
 // nothing and returns false where its shape is not supported: the caller then runs lora_expand
-// and the plain op).
+// and the plain op). y (Ty: T, or f32 from the stacked GEMM) has rows ld elements apart (its
+// width, or wider: the stacked shrink's columns after them).
 // x += tmp bt[s] (rounded to T, as lora_expand stores it), then residual += x and out =
 // rms_norm(residual) * w, per row of H. R rank rows of one target; out may alias x. Residual Rs
 // is T or f32. Needs H % 8 == 0, H <= 8192 and 16-byte aligned rows.
-template <typename T, typename Rs>
-bool lora_expand_add_rms_norm(const float* tmp, const T* bt, const int32_t* slots, Rs* residual, const T* x, const T* w,
-                              float eps, T* out, int T_, int H, int R, int S, cudaStream_t s, cudaError_t* err);
+template <typename T, typename Ty, typename Rs>
+bool lora_expand_add_rms_norm(LoraTmp tmp, const T* bt, const int32_t* slots, Rs* residual, const Ty* x, int64_t ld,
+                              const T* w, float eps, T* out, int T_, int H, int R, int S, cudaStream_t s,
+                              cudaError_t* err);
 // qkv += tmp bt[s] over the targets q | k | v (parts in columns: heads never straddle two), then
 // split_qkv_rope without q/k norm (the same angles and rotation). qkv is left as it was. Needs D a
 // multiple of 16, (hq + 2 hkv) D / 16 <= 1024 and 16-byte aligned rows.
-template <typename T>
-bool lora_expand_split_qkv_rope(const float* tmp, const T* bt, const int32_t* slots, LoraColumnParts parts, int R,
-                                int S, const T* qkv, const int32_t* positions, const float* inv_freq, T* q, T* k, T* v,
-                                int T_, int hq, int hkv, int D, int long_from, cudaStream_t s, cudaError_t* err);
+template <typename T, typename Ty>
+bool lora_expand_split_qkv_rope(LoraTmp tmp, const T* bt, const int32_t* slots, LoraColumnParts parts, int R, int S,
+                                const Ty* qkv, int64_t ld, const int32_t* positions, const float* inv_freq, T* q, T* k,
+                                T* v, int T_, int hq, int hkv, int D, int long_from, cudaStream_t s, cudaError_t* err);
 // gate_up += tmp bt[s] over the two targets gate (columns [0, I), rank rows [0, R/2)) and up
 // ([I, 2I), [R/2, R)), then out = act(gate) * up. gate_up is left as it was. Needs I % 8 == 0,
 // 16-byte aligned rows and fewer than 64 tokens (from there the segmented expand, then the
 // plain activation: it reads each adapter once per 16-token chunk, the per-token kernel once per
 // token; measured on an H200, tools/gpu/NOTES.md).
-template <typename T>
-bool lora_expand_gated_activation(GatedActivation act, const float* tmp, const T* bt, const int32_t* slots,
-                                  const T* gate_up, T* out, int T_, int I, int R, int S, cudaStream_t s,
+template <typename T, typename Ty>
+bool lora_expand_gated_activation(GatedActivation act, LoraTmp tmp, const T* bt, const int32_t* slots,
+                                  const Ty* gate_up, int64_t ld, T* out, int T_, int I, int R, int S, cudaStream_t s,
                                   cudaError_t* err);
 
 }  // namespace gs::cuda
