@@ -81,8 +81,8 @@ TEST_F(SkinnyGemm, MatchesFloat64AndCublasLt) {
   };
   LtGemm lt(gpu->allocator());
   const std::vector<int> all_m = {2, 3, 7, 16, 17, 31, 32, 33, 64, 65, 100, 128};
-  for (const Case& c : {Case{200, 192, all_m}, Case{64, 4096, all_m}, Case{2048, 2048, {5, 64}},
-                        Case{3072, 2048, {32}}, Case{2048, 8192, {3, 40}}, Case{1000, 2048, {128}}}) {
+  for (const Case& c : {Case{200, 192, all_m}, Case{64, 4096, all_m}, Case{2048, 2048, {5, 64}}, Case{3072, 2048, {32}},
+                        Case{2048, 8192, {3, 40}}, Case{1000, 2048, {128}}}) {
     auto hw = randn(size_t(c.N) * c.K, uint32_t(c.N + c.K), 0.05f);
     auto hb = randn(size_t(c.N), 7);
     Tensor w = bf16(hw, {c.N, c.K}), b = bf16(hb, {c.N});
@@ -161,8 +161,8 @@ TEST_F(SkinnyGemm, QkvRopeEpilogue) {
   LtGemm lt_gemm(gpu->allocator());
   RopeConfig cfg;
   cfg.theta = 500000.0f;
-  for (auto [M, hq, hkv, D, K] : {std::tuple{2, 32, 8, 64, 2048}, {17, 32, 8, 64, 2048}, {64, 32, 8, 128, 4096},
-                                  {100, 4, 2, 64, 256}}) {
+  for (auto [M, hq, hkv, D, K] :
+       {std::tuple{2, 32, 8, 64, 2048}, {17, 32, 8, 64, 2048}, {64, 32, 8, 128, 4096}, {100, 4, 2, 64, 256}}) {
     SCOPED_TRACE(testing::Message() << "M=" << M << " hq=" << hq << " hkv=" << hkv << " D=" << D);
     cfg.head_dim = D;
     const int W = (hq + 2 * hkv) * D;

@@ -25,8 +25,8 @@ constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
 constexpr int kKMultiple = 32;   // K's granule: 4 lanes x 8 k
 
 // c += a (16 x 16 bf16, row-major) * b (16 x 8 bf16, col-major), fp32.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
 // count closest to kWarpsPerSm per SM.
 int pick_split(int tiles, int K) {
   int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
     sms = 132;
   const double target = double(sms) * kWarpsPerSm;
   int best = 1;
@@ -168,14 +169,10 @@ template <int MT, typename Epi>
 cudaError_t launch_mt(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
   switch (pick_split(tiles, K)) {
-    case 8:
-      return launch_ks<MT, 8>(x, w, epi, M, n_out, K, tiles, s);
-    case 4:
-      return launch_ks<MT, 4>(x, w, epi, M, n_out, K, tiles, s);
-    case 2:
-      return launch_ks<MT, 2>(x, w, epi, M, n_out, K, tiles, s);
-    default:
-      return launch_ks<MT, 1>(x, w, epi, M, n_out, K, tiles, s);
+    case 8: return launch_ks<MT, 8>(x, w, epi, M, n_out, K, tiles, s);
+    case 4: return launch_ks<MT, 4>(x, w, epi, M, n_out, K, tiles, s);
+    case 2: return launch_ks<MT, 2>(x, w, epi, M, n_out, K, tiles, s);
+    default: return launch_ks<MT, 1>(x, w, epi, M, n_out, K, tiles, s);
   }
 }
 
