@@ -15,6 +15,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
 #include "ops/cuda/shard_kernels.h"
+#include "ops/cuda/skinny_gemm.h"
 #include "ops/lora_shape.h"
 
 namespace gs {
@@ -163,6 +164,10 @@ class CudaBackend final : public Backend {
       } else if (cuda::gemv_supported(int(M), int(K), int(sizeof(E)), x.data(), w.data())) {
         GS_CUDA_CHECK(cuda::gemv<E>(ptr<E>(x), ptr<E>(w), b, y.data(), f32, int(M), int(N), int(K), s()));
         return;
+      } else if (skinny(M, N, K, x, w)) {
+        GS_CUDA_CHECK(cuda::skinny_gemm(ptr<bf16_t>(x), ptr<bf16_t>(w), bias.defined() ? ptr<bf16_t>(bias) : nullptr,
+                                        y.data(), f32, int(M), int(N), int(K), s()));
+        return;
       } else {
         gemm_.matmul(x.data(), w.data(), y.data(), dtype_ == DType::F32, f32, int(M), int(N), int(K), s());
       }
@@ -175,7 +180,11 @@ class CudaBackend final : public Backend {
     const int elem = int(dtype_size(dtype_));
     return gemm_.tune(
         opts, std::string(dtype_name(dtype_)),
-        [elem](int M, int K, const void* x, const void* w) { return cuda::gemv_supported(M, K, elem, x, w); }, s());
+        [this, elem](int M, int N, int K, const void* x, const void* w) {
+          return cuda::gemv_supported(M, K, elem, x, w) ||
+                 (dtype_ == DType::BF16 && cuda::skinny_supported(M, N, K, x, w));
+        },
+        s());
   }
 
   // split_qkv_rope's checks (op names the caller); returns the token count.
@@ -228,30 +237,36 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // One GEMV with the RoPE epilogue at M = 1 without q/k norm (decode); linear then
-  // split_qkv_rope otherwise (and with GS_DECODE_FUSION=0).
+  // One GEMV (M = 1) or skinny GEMM (decode batches) with the RoPE epilogue without q/k norm;
+  // linear then split_qkv_rope otherwise (and with GS_DECODE_FUSION=0 or GS_SKINNY_FUSION=0).
   void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
                              const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
                              const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
     need(x, dtype_, "linear_split_qkv_rope", "x");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
     if (decode_fusion_ && !q_norm.defined() && qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K) &&
-        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+        (cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data()) ||
+         (skinny_fusion_ && skinny(M, w.dim(0), K, x, w)))) {
       qkv_rope_gemv(x, w, bias, positions, cfg, q, k, v);
       return;
     }
     Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
   }
 
-  // One gated GEMV at M = 1 (decode); linear then gated_activation otherwise (and with
-  // GS_DECODE_FUSION=0, for A/B timing).
+  // One gated GEMV (M = 1) or skinny GEMM (decode batches); linear then gated_activation otherwise
+  // (and with GS_DECODE_FUSION=0 or GS_SKINNY_FUSION=0, for A/B timing).
   void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
                                const Tensor& out) override {
     const char* op = "linear_gated_activation";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
-    if (decode_fusion_ && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M &&
-        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+    const bool fits = decode_fusion_ && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M;
+    if (fits && skinny_fusion_ && skinny(M, w.dim(0), K, x, w)) {
+      GS_CUDA_CHECK(
+          cuda::skinny_gemm_gated(act, ptr<bf16_t>(x), ptr<bf16_t>(w), ptr<bf16_t>(out), int(M), int(I), int(K), s()));
+      return;
+    }
+    if (fits && cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
       by_dtype([&](auto e) {
         using E = decltype(e);
         GS_CUDA_CHECK(cuda::gemv_gated<E>(act, ptr<E>(x), ptr<E>(w), ptr<E>(out), int(M), int(I), int(K), s()));
@@ -365,11 +380,23 @@ class CudaBackend final : public Backend {
            w.dim(0) == QW + 2 * KW && w.row_elems() == K && positions.numel() == M && q.dim(0) == M && k.dim(0) == M &&
            v.dim(0) == M && (!bias.defined() || bias.numel() == w.dim(0));
   }
-  // The QKV GEMV with the RoPE epilogue.
+  // The skinny tensor-core GEMM takes bf16 decode batches (ops/cuda/skinny_gemm.h says which).
+  bool skinny(int64_t M, int64_t N, int64_t K, const Tensor& x, const Tensor& w) const {
+    return dtype_ == DType::BF16 && cuda::skinny_supported(int(M), N, int(K), x.data(), w.data());
+  }
+
+  // The QKV GEMV (M = 1) or skinny GEMM with the RoPE epilogue.
   void qkv_rope_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
                      const RopeConfig& cfg, const Tensor& q, const Tensor& k, const Tensor& v) {
     const int D = cfg.head_dim;
     const Tensor& inv = inv_freq(cfg);
+    if (q.dim(0) > 1) {
+      GS_CUDA_CHECK(cuda::skinny_gemm_qkv_rope(
+          ptr<bf16_t>(x), ptr<bf16_t>(w), bias.defined() ? ptr<bf16_t>(bias) : nullptr, ptr<int32_t>(positions),
+          ptr<float>(inv), ptr<bf16_t>(q), ptr<bf16_t>(k), ptr<bf16_t>(v), int(q.dim(0)), int(q.row_elems() / D),
+          int(k.row_elems() / D), D, int(w.row_elems()), cfg.long_from, s()));
+      return;
+    }
     by_dtype([&](auto e) {
       using E = decltype(e);
       GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr,
@@ -403,6 +430,7 @@ class CudaBackend final : public Backend {
   int device_;
   DType dtype_;
   bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
+  bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");  // the skinny GEMM's gated / RoPE epilogues
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;

@@ -142,7 +142,7 @@ GemmTuningReport LtGemm::tune(const GemmTuningOptions& opts, const std::string& 
   for (const auto& [nk, seen] : seen_)
     for (int m : sizes) {
       const auto [n, k, in_f32, y_f32] = nk;
-      if (m <= seen.max_m && !(elsewhere && elsewhere(m, k, seen.x, seen.ws.front())))
+      if (m <= seen.max_m && !(elsewhere && elsewhere(m, n, k, seen.x, seen.ws.front())))
         shapes.push_back({m, n, k, in_f32, y_f32});
     }
   if (shapes.empty()) return report;

@@ -1,14 +1,13 @@
 // Bandwidth-bound GEMV for small M (decode): one warp per output streams R weight rows once
 // with 16-byte loads (4 in flight per lane) and reuses them for all M rows of x, which stay in
 // L1/L2. cuBLAS is launch/ramp bound at M = 1 (4-6 us per small GEMM on an H200). An epilogue
-// decides which rows a warp streams and what it stores, so the decode step's neighbours of a
-// projection fold into it: plain (one row, + bias), gated MLP (the gate and up rows, act(g) * u)
-// and the fused QKV epilogue (the rotary pair of rows of a q/k head, RoPE applied, q, k, v
-// written split). Launched with PDL (ops/cuda/launch.cuh).
+// (ops/cuda/linear_epilogues.cuh) decides which rows a warp streams and what it stores, so the
+// decode step's neighbours of a projection fold into it. Launched with PDL (ops/cuda/launch.cuh).
 #include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/linear_epilogues.cuh"
 
 namespace gs::cuda {
 
@@ -32,71 +31,6 @@ __device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K
     for (int j = 0; j < V; ++j) acc[m] = fmaf(wf[j], xf[j], acc[m]);
   }
 }
-
-// y[m, n] = x[m] . w[n] (+ bias[n]); y is T or f32.
-template <typename T>
-struct PlainEpilogue {
-  static constexpr int R = 1;
-  const T* bias;
-  void* y;
-  bool y_f32;
-  int N;
-  __device__ int64_t row(int n, int) const { return n; }
-  __device__ void store(int n, int m, const float (&v)[R]) const {
-    const float o = bias ? v[0] + to_f(bias[n]) : v[0];
-    if (y_f32)
-      static_cast<float*>(y)[int64_t(m) * N + n] = o;
-    else
-      static_cast<T*>(y)[int64_t(m) * N + n] = from_f<T>(o);
-  }
-};
-
-// out[m, n] = act(x[m] . w[n]) * (x[m] . w[N + n]) for w = [gate; up].
-template <typename T, GatedActivation A>
-struct GatedEpilogue {
-  static constexpr int R = 2;
-  T* out;
-  int N;
-  __device__ int64_t row(int n, int r) const { return int64_t(r) * N + n; }
-  __device__ void store(int n, int m, const float (&v)[R]) const {
-    out[int64_t(m) * N + n] = from_f<T>(gated_act<A>(v[0], v[1]));
-  }
-};
-
-// Output n = (head h, pair i) of the fused qkv rows (heads in q, k, v order, D = 2 half wide):
-// the warp streams rows h D + i and h D + i + half (+ bias), rotates q and k heads by the
-// position's angle (M = 1: one token) and stores into q, k or v.
-template <typename T>
-struct QkvRopeEpilogue {
-  static constexpr int R = 2;
-  const T* bias;
-  const int32_t* positions;
-  const float* inv_freq;
-  T *q, *k, *v;
-  int hq, hkv, half, long_from;
-  __device__ int64_t row(int n, int r) const {
-    const int h = n / half, i = n % half;
-    return int64_t(h) * 2 * half + i + r * half;
-  }
-  __device__ void store(int n, int, const float (&val)[R]) const {
-    const int h = n / half, i = n % half, D = 2 * half;
-    float a = val[0], b = val[1];
-    if (bias) a += to_f(bias[h * D + i]), b += to_f(bias[h * D + i + half]);
-    T* dst;
-    if (h >= hq + hkv) {
-      dst = v + (h - hq - hkv) * D;
-    } else {
-      const int pos = positions[0];
-      float sn, cs;
-      sincosf(float(pos) * inv_freq[(long_from > 0 && pos >= long_from ? half : 0) + i], &sn, &cs);
-      const float ra = a * cs - b * sn, rb = b * cs + a * sn;
-      a = ra, b = rb;
-      dst = h < hq ? q + h * D : k + (h - hq) * D;
-    }
-    dst[i] = from_f<T>(a);
-    dst[i + half] = from_f<T>(b);
-  }
-};
 
 // One warp per output n < N (KS > 1: KS warps per output, each over a contiguous 1 / KS of K,
 // summed through shared memory in a fixed order): streams the epilogue's R weight rows of n, then
@@ -231,8 +165,8 @@ template <typename T>
 cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s) {
   if (M != 1) return cudaErrorInvalidValue;
   if (act == GatedActivation::GeluTanh)
-    return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I}, I, K, s);
-  return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I}, I, K, s);
+    return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I, false}, I, K, s);
+  return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I, false}, I, K, s);
 }
 
 template <typename T>
@@ -240,7 +174,7 @@ cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* 
                           T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
   if (M != 1 || D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
-  return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from},
+  return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false},
                      (hq + 2 * hkv) * half, K, s);
 }
 

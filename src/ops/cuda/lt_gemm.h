@@ -32,8 +32,9 @@ class LtGemm {
   // x, w device pointers, both f32 (in_f32) or both bf16; y f32 (y_f32) or the inputs' type.
   void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K, cudaStream_t s);
 
-  // Whether a GEMM of M rows of this shape runs elsewhere (the backend's GEMV), so needs no tuning.
-  using RunsElsewhere = std::function<bool(int M, int K, const void* x, const void* w)>;
+  // Whether a GEMM of M rows of this shape runs elsewhere (the backend's GEMV or skinny GEMM), so
+  // needs no tuning.
+  using RunsElsewhere = std::function<bool(int M, int N, int K, const void* x, const void* w)>;
   // Tunes every (N, K) shape matmul() has run at each M of opts.sizes up to the largest M it ran
   // with (its buffers are reused for timing: their contents are overwritten). `dtype` names the
   // compute dtype in the cache key. Synchronizes `s`; never while capturing.

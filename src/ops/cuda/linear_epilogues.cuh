@@ -1,0 +1,85 @@
+// The epilogues of the decode linears (the M = 1 GEMV in gemv_kernels.cu and the skinny tensor-core
+// GEMM in skinny_gemm.cu): an epilogue names the R weight rows an output n reads (row(n, r)) and
+// stores token m's output n from their R dot products (store(n, m, v)). Plain (one row, + bias),
+// gated MLP (the gate and up rows, act(g) * u) and fused QKV + RoPE (the rotary pair of rows of a
+// q/k head, rotated at the token's position, q, k, v written split). With round_inputs the gated
+// and RoPE epilogues first round their inputs to T, as the unfused linear's output is, so the
+// fused op computes what linear + gated_activation / split_qkv_rope compute.
+#pragma once
+#include <cstdint>
+
+#include "ops/cuda/device_util.cuh"
+#include "ops/gated_activation.h"
+
+namespace gs::cuda {
+
+// y[m, n] = x[m] . w[n] (+ bias[n]); y is T or f32.
+template <typename T>
+struct PlainEpilogue {
+  static constexpr int R = 1;
+  const T* bias;
+  void* y;
+  bool y_f32;
+  int N;
+  __device__ int64_t row(int n, int) const { return n; }
+  __device__ void store(int n, int m, const float (&v)[R]) const {
+    const float o = bias ? v[0] + to_f(bias[n]) : v[0];
+    if (y_f32)
+      static_cast<float*>(y)[int64_t(m) * N + n] = o;
+    else
+      static_cast<T*>(y)[int64_t(m) * N + n] = from_f<T>(o);
+  }
+};
+
+// out[m, n] = act(x[m] . w[n]) * (x[m] . w[N + n]) for w = [gate; up].
+template <typename T, GatedActivation A>
+struct GatedEpilogue {
+  static constexpr int R = 2;
+  T* out;
+  int N;
+  bool round_inputs = false;
+  __device__ int64_t row(int n, int r) const { return int64_t(r) * N + n; }
+  __device__ void store(int n, int m, const float (&v)[R]) const {
+    const float g = round_inputs ? to_f(from_f<T>(v[0])) : v[0], u = round_inputs ? to_f(from_f<T>(v[1])) : v[1];
+    out[int64_t(m) * N + n] = from_f<T>(gated_act<A>(g, u));
+  }
+};
+
+// Output n = (head h, pair i) of the fused qkv rows (heads in q, k, v order, D = 2 half wide): rows
+// h D + i and h D + i + half (+ bias); q and k heads are rotated by token m's position and
+// stored into q [M, hq D], k or v [M, hkv D].
+template <typename T>
+struct QkvRopeEpilogue {
+  static constexpr int R = 2;
+  const T* bias;
+  const int32_t* positions;
+  const float* inv_freq;
+  T *q, *k, *v;
+  int hq, hkv, half, long_from;
+  bool round_inputs = false;
+  __device__ int64_t row(int n, int r) const {
+    const int h = n / half, i = n % half;
+    return int64_t(h) * 2 * half + i + r * half;
+  }
+  __device__ void store(int n, int m, const float (&val)[R]) const {
+    const int h = n / half, i = n % half, D = 2 * half;
+    float a = val[0], b = val[1];
+    if (bias) a += to_f(bias[h * D + i]), b += to_f(bias[h * D + i + half]);
+    if (round_inputs) a = to_f(from_f<T>(a)), b = to_f(from_f<T>(b));
+    T* dst;
+    if (h >= hq + hkv) {
+      dst = v + (int64_t(m) * hkv + h - hq - hkv) * D;
+    } else {
+      const int pos = positions[m];
+      float sn, cs;
+      sincosf(float(pos) * inv_freq[(long_from > 0 && pos >= long_from ? half : 0) + i], &sn, &cs);
+      const float ra = a * cs - b * sn, rb = b * cs + a * sn;
+      a = ra, b = rb;
+      dst = h < hq ? q + (int64_t(m) * hq + h) * D : k + (int64_t(m) * hkv + h - hq) * D;
+    }
+    dst[i] = from_f<T>(a);
+    dst[i + half] = from_f<T>(b);
+  }
+};
+
+}  // namespace gs::cuda

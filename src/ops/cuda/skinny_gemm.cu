@@ -1,0 +1,228 @@
+// Implements ops/cuda/skinny_gemm.h. A warp owns a tile of 16 weight rows (the rows of 16 / R
+// outputs of its epilogue: rows g and g + 8 of the MMA's A fragment hold the gate and up row, or
+// the rotary pair, of one output) and one of KS contiguous shares of K; a CTA holds 8 / KS tiles
+// times KS shares. Weights go from global memory straight into registers, 16 bytes a lane, 256
+// contiguous bytes a row per step (streamed, used once), the way the M = 1 GEMV reads them. The
+// dot product's k order is free, so a lane's 16 bytes (8 consecutive k) serve as its A-fragment
+// slots of two k16 MMAs, and x's B fragments (through L1, shared by the CTA's tiles) are read
+// with the same permutation. Partials meet in shared memory and are summed over the shares in a
+// fixed order: identical output run to run, and a token's row does not depend on M.
+#include <algorithm>
+#include <cmath>
+
+#include "core/env.h"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/linear_epilogues.cuh"
+#include "ops/cuda/skinny_gemm.h"
+
+namespace gs::cuda {
+
+namespace {
+
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kU = 4;            // 16-byte loads per row and lane in a step: a step covers 128 of K
+constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
+constexpr int kKMultiple = 32;   // K's granule: 4 lanes x 8 k
+
+// c += a (16 x 16 bf16, row-major) * b (16 x 8 bf16, col-major), fp32.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// acc[nt] += rows (g, g + 8) . tokens of tile nt over 8 k: the k order (lane t's 8 k as the
+// slots 2t, 2t + 1, 2t + 8, 2t + 9 of two MMAs) is the same for weights (wa, wb) and x.
+template <int MT>
+__device__ __forceinline__ void mma_8k(const uint4& wa, const uint4& wb, const bf16_t* const (&xr)[MT / 8], int k,
+                                       float (&acc)[MT / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < MT / 8; ++nt) {
+    const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr[nt] + k));
+    mma_bf16(acc[nt], wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
+    mma_bf16(acc[nt], wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+  }
+}
+
+// PF: the next step's weights load while this step multiplies (two register sets).
+template <int MT, int KS, bool PF, typename Epi>
+__global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 warps) an SM up to 64 tokens
+    skinny_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w, Epi epi, int M, int n_out, int K) {
+  constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4;
+  extern __shared__ float part[];  // [warp][16 rows][PS]
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+  const int gi = warp / KS, si = warp % KS, n0 = (int(blockIdx.x) * G + gi) * OW;
+  // This lane's weight rows: tile rows g and g + 8 (row i = output j = i % OW, part r = i / OW).
+  const auto row_ptr = [&](int i) {
+    const int n = n0 + i % OW;
+    return w + epi.row(n < n_out ? n : 0, i / OW) * K;
+  };
+  const bf16_t* wa_row = row_ptr(g);
+  const bf16_t* wb_row = row_ptr(g + 8);
+  const bf16_t* xr[MT / 8];
+#pragma unroll
+  for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = x + int64_t(min(nt * 8 + g, M - 1)) * K;
+  // This warp's share [k0, k1) of K (multiples of 32); a step covers 128 at k + 8 t + 32 u.
+  const int nc = K / 32, k0 = si * nc / KS * 32, k1 = (si + 1) * nc / KS * 32;
+  int k = k0;
+  float acc[MT / 8][4] = {};
+  constexpr int kStep = 32 * kU;
+  uint4 wa[kU], wb[kU], wa2[kU], wb2[kU];
+  const auto load = [&](uint4(&a)[kU], uint4(&b)[kU], int kb) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      a[u] = __ldcs(reinterpret_cast<const uint4*>(wa_row + kb + 8 * t + 32 * u));
+      b[u] = __ldcs(reinterpret_cast<const uint4*>(wb_row + kb + 8 * t + 32 * u));
+    }
+  };
+  const auto step = [&](const uint4(&a)[kU], const uint4(&b)[kU], int kb) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) mma_8k<MT>(a[u], b[u], xr, kb + 8 * t + 32 * u, acc);
+  };
+  // The first step's weights (constant) before pdl_wait(): they overlap the previous kernel.
+  const bool first = k + kStep <= k1;
+  if (first) load(wa, wb, k);
+  pdl_wait();
+  pdl_trigger();
+  if constexpr (PF) {
+    // wa / wb hold step k on entry; each half loads the other set's step before multiplying.
+    while (k + kStep <= k1) {
+      const bool more = k + 2 * kStep <= k1;
+      if (more) load(wa2, wb2, k + kStep);
+      step(wa, wb, k);
+      k += kStep;
+      if (!more) break;
+      const bool more2 = k + 2 * kStep <= k1;
+      if (more2) load(wa, wb, k + kStep);
+      step(wa2, wb2, k);
+      k += kStep;
+      if (!more2) break;
+    }
+  } else {
+    if (first) step(wa, wb, k), k += kStep;
+    for (; k + kStep <= k1; k += kStep) load(wa, wb, k), step(wa, wb, k);
+  }
+  for (; k < k1; k += 32) {
+    const uint4 a = __ldcs(reinterpret_cast<const uint4*>(wa_row + k + 8 * t));
+    const uint4 b = __ldcs(reinterpret_cast<const uint4*>(wb_row + k + 8 * t));
+    mma_8k<MT>(a, b, xr, k + 8 * t, acc);
+  }
+
+  // acc[nt][e]: row g + 8 (e / 2), token 8 nt + 2 t + e % 2.
+  float* mine = part + warp * 16 * PS;
+#pragma unroll
+  for (int nt = 0; nt < MT / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) mine[(g + 8 * (e >> 1)) * PS + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+  __syncthreads();
+  // Outputs (token m, tile gi, output j), consecutive threads on consecutive n.
+  for (int it = int(threadIdx.x); it < M * G * OW; it += kThreads) {
+    const int m = it / (G * OW), q = it % (G * OW), tg = q / OW, j = q % OW;
+    const int n = (int(blockIdx.x) * G + tg) * OW + j;
+    if (n >= n_out) continue;
+    float v[R] = {};
+#pragma unroll
+    for (int s = 0; s < KS; ++s)
+#pragma unroll
+      for (int r = 0; r < R; ++r) v[r] += part[((tg * KS + s) * 16 + r * OW + j) * PS + m];
+    epi.store(n, m, v);
+  }
+}
+
+// K shares per tile: the power of two (<= 8, dividing K into multiples of 32) that brings the warp
+// count closest to kWarpsPerSm per SM.
+int pick_split(int tiles, int K) {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms = 132;
+  const double target = double(sms) * kWarpsPerSm;
+  int best = 1;
+  for (int ks = 2; ks <= kWarps; ks *= 2)
+    if (K / 32 >= ks && std::abs(std::log(tiles * ks / target)) < std::abs(std::log(tiles * best / target))) best = ks;
+  return best;
+}
+
+// GS_SKINNY_PREFETCH=0: one register set of weights a warp (A/B).
+bool prefetch() {
+  static const bool on = !env_is("GS_SKINNY_PREFETCH", "0");
+  return on;
+}
+
+template <int MT, int KS, typename Epi>
+cudaError_t launch_ks(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, int tiles,
+                      cudaStream_t s) {
+  auto* kernel = prefetch() ? skinny_kernel<MT, KS, true, Epi> : skinny_kernel<MT, KS, false, Epi>;
+  const size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
+  if (smem > 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        e != cudaSuccess)
+      return e;
+  constexpr int G = kWarps / KS;
+  return launch_pdl(kernel, (tiles + G - 1) / G, kThreads, smem, s, x, w, epi, M, n_out, K);
+}
+
+template <int MT, typename Epi>
+cudaError_t launch_mt(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
+  const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
+  switch (pick_split(tiles, K)) {
+    case 8: return launch_ks<MT, 8>(x, w, epi, M, n_out, K, tiles, s);
+    case 4: return launch_ks<MT, 4>(x, w, epi, M, n_out, K, tiles, s);
+    case 2: return launch_ks<MT, 2>(x, w, epi, M, n_out, K, tiles, s);
+    default: return launch_ks<MT, 1>(x, w, epi, M, n_out, K, tiles, s);
+  }
+}
+
+// The token tile for M: 16, 32, 64 or 128.
+template <typename Epi>
+cudaError_t launch(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
+  if (M < kSkinnyMinM || M > kSkinnyMaxM || K <= 0 || K % kKMultiple != 0) return cudaErrorInvalidValue;
+  if (n_out <= 0) return cudaGetLastError();
+  if (M <= 16) return launch_mt<16>(x, w, epi, M, n_out, K, s);
+  if (M <= 32) return launch_mt<32>(x, w, epi, M, n_out, K, s);
+  if (M <= 64) return launch_mt<64>(x, w, epi, M, n_out, K, s);
+  return launch_mt<128>(x, w, epi, M, n_out, K, s);
+}
+
+}  // namespace
+
+int skinny_max_m() {
+  static const int max_m = env_is("GS_SKINNY_GEMM", "0") ? 0 : env_int("GS_SKINNY_MAX_M", kSkinnyMinM, kSkinnyMaxM, 16);
+  return max_m;
+}
+
+int64_t skinny_max_weights() {
+  static const int64_t max_w = env_is("GS_SKINNY_GEMM", "all") ? INT64_MAX : int64_t(1) << 25;
+  return max_w;
+}
+
+bool skinny_supported(int M, int64_t N, int K, const void* x, const void* w) {
+  return M >= kSkinnyMinM && M <= skinny_max_m() && N * K <= skinny_max_weights() && K > 0 && K % kKMultiple == 0 &&
+         vec_aligned(x, w);
+}
+
+cudaError_t skinny_gemm(const bf16_t* x, const bf16_t* w, const bf16_t* bias, void* y, bool y_f32, int M, int N, int K,
+                        cudaStream_t s) {
+  return launch(x, w, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
+}
+
+cudaError_t skinny_gemm_gated(GatedActivation act, const bf16_t* x, const bf16_t* w, bf16_t* out, int M, int I, int K,
+                              cudaStream_t s) {
+  if (act == GatedActivation::GeluTanh)
+    return launch(x, w, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
+  return launch(x, w, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
+}
+
+cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t* bias, const int32_t* positions,
+                                 const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D,
+                                 int K, int long_from, cudaStream_t s) {
+  if (D % 2 != 0) return cudaErrorInvalidValue;
+  const int half = D / 2;
+  return launch(x, w, QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
+                (hq + 2 * hkv) * half, K, s);
+}
+
+}  // namespace gs::cuda

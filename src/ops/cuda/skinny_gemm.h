@@ -1,0 +1,48 @@
+// Skinny GEMM for decode batches (2 <= M <= 128 tokens), bf16 in, fp32 accumulate: y[M, N] =
+// x[M, K] w[N, K]^T on tensor cores (mma.sync m16n8k16 with the weight rows as the MMA's M side,
+// i.e. y^T = w x^T, so a handful of tokens never pads a 16-row tile). Built for bandwidth like the
+// M = 1 GEMV: each warp streams its 16 weight rows once into registers with 16-byte loads; where N
+// leaves too few warps, K is split over the warps of a CTA and the partial sums are added in
+// shared memory in a fixed order (identical output run to run). The epilogues of the GEMV
+// (ops/cuda/linear_epilogues.cuh) fold into it: + bias, gated MLP, QKV + RoPE. Launched with PDL:
+// the first weight loads come before pdl_wait().
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/cuda/kernels.h"
+#include "ops/gated_activation.h"
+
+namespace gs::cuda {
+
+constexpr int kSkinnyMinM = 2;
+constexpr int kSkinnyMaxM = 128;
+
+// Where the backend uses it (measured on an H200, tools/gpu/NOTES.md "Skinny decode GEMM"): up to
+// skinny_max_m() tokens, GS_SKINNY_MAX_M (2..128, default 16; 0 when GS_SKINNY_GEMM=0 turns it off
+// for A/B against cuBLASLt), and weights of at most skinny_max_weights() elements (2^25; beyond,
+// cuBLASLt streams as fast; GS_SKINNY_GEMM=all lifts the limit, for measuring).
+int skinny_max_m();
+int64_t skinny_max_weights();
+
+// Whether the backend sends M rows of K bf16 inputs times w [N, K] (N rows, all of them the fused
+// epilogue's) here: the limits above, K a multiple of 32, x and w 16-byte aligned.
+bool skinny_supported(int M, int64_t N, int K, const void* x, const void* w);
+
+// y[m, n] = x[m] . w[n] (+ bias[n]); y bf16 or f32 (y_f32), [M, N].
+cudaError_t skinny_gemm(const bf16_t* x, const bf16_t* w, const bf16_t* bias, void* y, bool y_f32, int M, int N, int K,
+                        cudaStream_t s);
+// out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for w = [gate; up] [2I, K], out [M, I]; the dot
+// products are rounded to bf16 first, so this equals skinny_gemm into gate_up then
+// gated_activation.
+cudaError_t skinny_gemm_gated(GatedActivation act, const bf16_t* x, const bf16_t* w, bf16_t* out, int M, int I, int K,
+                              cudaStream_t s);
+// gemv_qkv_rope's contract for M tokens: token m rotated at positions[m]; q [M, hq D], k, v
+// [M, hkv D]; bias [(hq + 2 hkv) D] or null. The biased dot products are rounded to bf16 before
+// the rotation, as skinny_gemm then split_qkv_rope (no q/k norm) round them.
+cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t* bias, const int32_t* positions,
+                                 const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D,
+                                 int K, int long_from, cudaStream_t s);
+
+}  // namespace gs::cuda
