@@ -30,8 +30,8 @@ graphs llama8b llama3.1-8b 1,128 --modes NONE,FULL_AND_PIECEWISE
 echo "== bench kernels, llama3.2-1b"
 timeout 200 "$gs" bench kernels --load-format dummy --preset llama3.2-1b --batch-sizes 1,32,128 --top 10 \
   2>/dev/null | tee "$out/kernels_llama3.2-1b.txt"
-echo "== LoRA, dummy llama3.2-1b, 8 random rank-16 adapters on all 7 projections (lora_bench.sh, bs 1 and 32)"
-SKIP_TESTS=1 BATCH_SIZES="1 32" timeout 240 bash "$root/tools/gpu/lora_bench.sh" 2>&1 |
+echo "== LoRA, dummy llama3.2-1b, 8 random rank-16 adapters on all 7 projections (lora_bench.sh, bs 1, 32 and 128)"
+SKIP_TESTS=1 BATCH_SIZES="1 32 128" timeout 300 bash "$root/tools/gpu/lora_bench.sh" 2>&1 |
   grep -E '^(==|lora spread|decode / step|made)' | grep -v 'without --enable-lora'
 echo "== HF peer (graph variant)"
 [[ -f .gpu/hf_peer.py ]] && (cd "$out" && timeout 400 python3 "$OLDPWD/.gpu/hf_peer.py" \
