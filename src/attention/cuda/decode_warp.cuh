@@ -27,6 +27,7 @@
 
 #include "attention/cuda/attention_kernels.h"
 #include "attention/cuda/tc_tile.cuh"
+#include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 
 namespace gs::cuda::dw {
@@ -41,15 +42,6 @@ struct Shape {
   static constexpr int E = CH * 8;   // elements a lane holds of a row
 };
 
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-  }
-}
-
 // Sum over the 8 lanes of a key slot.
 __device__ __forceinline__ float slot_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -62,6 +54,19 @@ template <int GM, int E>
 struct SlotState {
   float m[GM], l[GM], o[GM][E];
 };
+
+// Moves head h's state to the running maximum mx (l and O scaled by 2^(m - mx)); returns the
+// exponent base for the new scores (0 while no key was seen: mx = -inf).
+template <int GM, int E>
+__device__ __forceinline__ float rescale_to(SlotState<GM, E>& st, int h, float mx) {
+  const float base = mx == -INFINITY ? 0.0f : mx;
+  const float f = tc::fast_exp2(st.m[h] - base);
+  st.m[h] = mx;
+  st.l[h] *= f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) st.o[h][e] *= f;
+  return base;
+}
 
 // Folds the state of the lane `mask` away (another slot) into st.
 template <int GM, int E>
@@ -112,12 +117,7 @@ __device__ bool merge_pair_warps(SlotState<GM, E>& st, int W, int w, float* scra
   for (int h = 0; h < GM; ++h) {
     float mx = st.m[h];
     for (int v = 1; v < W; ++v) mx = fmaxf(mx, scratch[((v - 1) * 8 + lane) * F + h * (E + 2)]);
-    const float base = mx == -INFINITY ? 0.0f : mx;
-    const float f0 = tc::fast_exp2(st.m[h] - base);
-    st.m[h] = mx;
-    st.l[h] *= f0;
-#pragma unroll
-    for (int e = 0; e < E; ++e) st.o[h][e] *= f0;
+    const float base = rescale_to(st, h, mx);
     for (int v = 1; v < W; ++v) {
       const float* src = scratch + ((v - 1) * 8 + lane) * F + h * (E + 2);
       const float f = tc::fast_exp2(src[0] - base);  // a warp that saw no key: m = -inf, f = 0
@@ -164,7 +164,7 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
       for (int k = 0; k < CH; ++k) {
         uint4 v = make_uint4(0, 0, 0, 0);
         if (h < G) v = __ldg(reinterpret_cast<const uint4*>(qrow + h * D + (c + 8 * k) * 8));
-        bf16x8_to_f32(v, &q[h][k * 8]);
+        unpack8(v, &q[h][k * 8]);
 #pragma unroll
         for (int e = 0; e < 8; ++e) q[h][k * 8 + e] *= sl2;
       }
@@ -205,7 +205,7 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
       for (int u = 0; u < U; ++u) {
         float kf[E];
 #pragma unroll
-        for (int k = 0; k < CH; ++k) bf16x8_to_f32(kb[u][k], &kf[k * 8]);
+        for (int k = 0; k < CH; ++k) unpack8(kb[u][k], &kf[k * 8]);
         const bool ok = base + u * kSlots + slot < kv_end;
 #pragma unroll
         for (int h = 0; h < GM; ++h) {
@@ -221,12 +221,7 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
         float mx = st.m[h];
 #pragma unroll
         for (int u = 0; u < U; ++u) mx = fmaxf(mx, s[u][h]);
-        const float b = mx == -INFINITY ? 0.0f : mx;
-        const float corr = tc::fast_exp2(st.m[h] - b);
-        st.m[h] = mx;
-        st.l[h] *= corr;
-#pragma unroll
-        for (int e = 0; e < E; ++e) st.o[h][e] *= corr;
+        const float b = rescale_to(st, h, mx);
 #pragma unroll
         for (int u = 0; u < U; ++u) s[u][h] = tc::fast_exp2(s[u][h] - b), st.l[h] += s[u][h];
       }
@@ -234,7 +229,7 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
       for (int u = 0; u < U; ++u) {
         float vf[E];
 #pragma unroll
-        for (int k = 0; k < CH; ++k) bf16x8_to_f32(vb[u][k], &vf[k * 8]);
+        for (int k = 0; k < CH; ++k) unpack8(vb[u][k], &vf[k * 8]);
 #pragma unroll
         for (int h = 0; h < GM; ++h)
 #pragma unroll
