@@ -299,6 +299,34 @@ TEST_F(PrefillAttention, DecodeBatchOnSmallTilesMatchesReference) {
   unsetenv("GS_TC_DECODE_OCC");
 }
 
+// The warp-per-pair decode kernel (GS_TC_WARP_PAIRS=1 forces it at any pair count): one and four
+// new tokens per request, contexts from 1 to 2000 (the block table read 32 entries at a time),
+// padded requests and tokens, GQA 1, 3, 4 at head dim 64 and 1, 2 at 128, block sizes 16 and 32,
+// a sliding window; with 1, 2 and 4 warps a pair (GS_TC_WARP_W) and 8 or 4 keys a slot's round
+// (GS_TC_WARP_KEYS, D 64); a shape it does not hold (G 16) falls back to the tensor-core kernel.
+TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
+  std::vector<Req> decode, verify;
+  for (int i = 0; i < 24; ++i) decode.push_back({1, 1 + (i * 397) % 2000});
+  for (int i = 0; i < 8; ++i) verify.push_back({4, 4 + (i * 211) % 900});
+  setenv("GS_TC_WARP_PAIRS", "1", 1);
+  uint32_t seed = 1900;
+  for (auto [keys, warps] : {std::pair{"8", "1"}, {"4", "2"}, {"8", "4"}}) {
+    setenv("GS_TC_WARP_KEYS", keys, 1);
+    setenv("GS_TC_WARP_W", warps, 1);
+    for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {9, 3, 64}, {16, 8, 128}, {8, 8, 64}, {8, 8, 128}, {128, 8, 64}}) {
+      if (warps[0] != '1' && hq <= 8) continue;  // GQA 1: one round of warps is enough
+      SCOPED_TRACE(testing::Message() << "keys " << keys << " warps " << warps << " hq " << hq << " hkv " << hkv
+                                      << " D " << D);
+      check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true);
+      check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, true);
+      check_against_reference(Case{hq, hkv, D, 16, decode, 0, 0, 700}, seed++, true, true);
+    }
+  }
+  unsetenv("GS_TC_WARP_W");
+  unsetenv("GS_TC_WARP_KEYS");
+  unsetenv("GS_TC_WARP_PAIRS");
+}
+
 // Decode batches split over the context (flash-decoding on tensor cores): one to three requests
 // (so each context gets many splits), contexts on both sides of the 64-key tile and the 2-tile
 // split boundaries and up to 8k, GQA 1, 4 and 8, block sizes 16 and 32, head dims 64 and 128,

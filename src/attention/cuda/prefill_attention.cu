@@ -31,6 +31,8 @@
 // When a decode tile's rows fit one warp (tokens x G <= 16), the CTA's warps share out its K/V
 // tiles instead and merge their softmax states at the end (merge_warps), and at D 64 the decode
 // kernel is register-capped so four CTAs fit an SM (tools/gpu/NOTES.md, large-batch decode).
+// Large decode batches at head dim 128 run a CUDA-core kernel with one or two warps per (request,
+// kv head) pair instead (decode_warp.cuh; use_decode_warp below).
 //
 // This file holds the kernel and its launchers; its building blocks are in tc_tile.cuh (mma.sync
 // tile, softmax state), tc_wgmma.cuh (the wgmma tile) and tc_decode_split.cuh (split and warp merges).
@@ -40,6 +42,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "attention/cuda/decode_warp.cuh"
 #include "attention/cuda/prefill_attention.h"
 #include "attention/cuda/tc_decode_split.cuh"
 #include "attention/cuda/tc_tile.cuh"
@@ -404,6 +407,45 @@ int tiles_per_warp_d64() {
 // Whether D = 64 prefill runs the wgmma kernel (GS_PREFILL_WGMMA=0: the mma.sync one, for A/B).
 bool wgmma_d64() { return !env_is("GS_PREFILL_WGMMA", "0"); }
 
+// The warp-per-pair decode kernel (decode_warp.cuh) holds the GQA group in registers at D 128 with
+// G <= 2 and at D 64 with G <= 4 (no softcap). It runs decode batches of at least
+// GS_TC_WARP_PAIRS (request, kv head) pairs (default kWarpPairsMin; 0: never) at D 128, and at D 64
+// only when GS_TC_WARP_PAIRS is set: on an H200 it won at D 128 (qwen3-0.6b bs 64 / 128, prompt 128
+// and 4096) and never at D 64 (llama3.2-1b; tools/gpu/NOTES.md, "bs-128 decode attention"). Read
+// at every launch (the GPU tests switch it).
+constexpr int kWarpPairsMin = 512;
+bool use_decode_warp(const PagedAttentionParams& p) {
+  if (env_is("GS_TC_WARP_PAIRS", "0")) return false;
+  const bool asked = env_int("GS_TC_WARP_PAIRS", 1, INT_MAX, 0) > 0;
+  const int min_pairs = env_int("GS_TC_WARP_PAIRS", 1, INT_MAX, kWarpPairsMin);
+  const int G = p.hq / p.hkv;
+  const bool fits = (p.D == 64 && G <= 4 && asked) || (p.D == 128 && G <= 2);
+  return fits && p.softcap == 0.0f && p.num_reqs_padded * p.hkv >= min_pairs;
+}
+
+// Warps a pair, from the padded shape: 1 from kOneWarpPairs pairs (every pair in flight at once),
+// else 2 (each takes every other round of keys); GS_TC_WARP_W=1, 2 or 4 overrides.
+constexpr int kOneWarpPairs = 1024;
+int warps_per_pair(const PagedAttentionParams& p) {
+  const int v = env_int("GS_TC_WARP_W", 1, 4, p.num_reqs_padded * p.hkv >= kOneWarpPairs ? 1 : 2);
+  return v == 3 ? 2 : v;
+}
+
+// GS_TC_WARP_KEYS=4 or 8: keys a slot loads per round at D 64 (default 8).
+template <int D, int GM, int U>
+cudaError_t launch_decode_warp(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  const int W = warps_per_pair(p);
+  const int warps = (p.num_reqs_padded + 1) * p.hkv * W;
+  const dim3 grid(unsigned((warps + dw::kWarps - 1) / dw::kWarps));
+  return launch_pdl(dw::decode_warp_kernel<D, GM, U>, grid, dw::kWarps * 32, 0, s, p, window, T, W);
+}
+
+cudaError_t decode_warp(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  if (p.D == 128) return launch_decode_warp<128, 2, 4>(p, window, T, s);
+  return env_int("GS_TC_WARP_KEYS", 4, 8, 8) == 4 ? launch_decode_warp<64, 4, 4>(p, window, T, s)
+                                                  : launch_decode_warp<64, 4, 8>(p, window, T, s);
+}
+
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
 }  // namespace
@@ -421,6 +463,7 @@ cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, 
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
   if (short_queries) {
+    if (use_decode_warp(p)) return decode_warp(p, window, T, s);
     if (p.D == 128) return launch<128, 1, false, true>(p, window, T, s);
     return tc_decode_four_per_sm() ? launch<64, 1, false, true, 4>(p, window, T, s)
                                    : launch<64, 1, false, true>(p, window, T, s);
