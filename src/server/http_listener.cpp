@@ -59,8 +59,8 @@ void HttpListener::accept() {
       return;
     }
     socket.set_option(tcp::no_delay(true), ec);  // streamed tokens are small writes
-    auto session = std::make_shared<HttpSession>(std::move(socket), handler_, workers_, limits_,
-                                                 [this](HttpSession* s) { forget(s); });
+    auto session = std::make_shared<HttpSession>(
+        std::move(socket), handler_, workers_, limits_, [this](HttpSession* s) { forget(s); }, gate_);
     {
       std::lock_guard lock(mu_);
       sessions_.emplace(session.get(), session);
@@ -109,6 +109,7 @@ void HttpListener::stop(std::chrono::milliseconds grace) {
     std::unique_lock lock(mu_);
     none_cv_.wait_for(lock, grace, [&] { return sessions_.empty(); });
   }
+  gate_->close();  // from here no other thread posts into ioc_ or holds a session
   work_.reset();
   ioc_.stop();
   for (auto& t : threads_) t.join();

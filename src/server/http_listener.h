@@ -46,6 +46,7 @@ class HttpListener {
   mutable std::mutex mu_;  // before the I/O context: sessions it destroys still unregister
   std::condition_variable none_cv_;
   std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions_;
+  std::shared_ptr<NotifyGate> gate_ = std::make_shared<NotifyGate>();
   boost::asio::io_context ioc_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   boost::asio::thread_pool workers_;

@@ -38,7 +38,7 @@ std::string chunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n"
 }  // namespace
 
 HttpSession::HttpSession(Socket socket, HttpHandler& handler, net::thread_pool& workers, const HttpLimits& limits,
-                         std::function<void(HttpSession*)> on_destroy)
+                         std::function<void(HttpSession*)> on_destroy, std::shared_ptr<NotifyGate> gate)
     : socket_(std::move(socket)),
       ex_(socket_.get_executor()),
       deadline_(ex_),
@@ -46,7 +46,8 @@ HttpSession::HttpSession(Socket socket, HttpHandler& handler, net::thread_pool& 
       workers_(workers),
       limits_(limits),
       buffer_(limits.max_header_bytes + kPipelineSlack),
-      on_destroy_(std::move(on_destroy)) {
+      on_destroy_(std::move(on_destroy)),
+      gate_(std::move(gate)) {
   error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
   if (!ec) peer_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
@@ -213,17 +214,20 @@ void HttpSession::start_generation(std::shared_ptr<Generation> gen) {
         http10_ ? 0 : 1, http10_ ? "" : "Transfer-Encoding: chunked\r\n", keep_alive_ ? "" : "Connection: close\r\n");
     for (const nlohmann::json& c : gen_->builder().opening_chunks()) queue_chunk(sse_event(c));
   }
-  std::weak_ptr<HttpSession> weak = weak_from_this();
-  gen_->set_listener([weak] {
-    auto self = weak.lock();
-    if (self && !self->notify_pending_.exchange(true)) net::post(self->ex_, [self] { self->on_outputs(); });
+  // On the engine thread: no strong reference there (see NotifyGate).
+  gen_->set_listener([weak = weak_from_this(), gate = gate_, pending = notify_pending_, ex = ex_] {
+    std::lock_guard lock(gate->mu);
+    if (gate->open && !pending->exchange(true))
+      net::post(ex, [weak] {
+        if (auto self = weak.lock()) self->on_outputs();
+      });
   });
   watch_client();
   on_outputs();  // what arrived before the listener was set
 }
 
 void HttpSession::on_outputs() {
-  notify_pending_ = false;
+  *notify_pending_ = false;
   if (closed_ || !gen_) return;
   while (auto chunks = gen_->next(std::chrono::milliseconds(0))) {
     if (streaming_)

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -37,12 +38,26 @@ struct HttpLimits {
   bool access_log = true;  // one info line per answered request (off: --disable-log-requests)
 };
 
+// Whether the engine thread may still post "outputs arrived" into the I/O context. The
+// listener closes it before it stops its I/O threads; close() waits for a notification in
+// flight. The engine thread holds no reference to a session, so a session never outlives its
+// listener on another thread.
+struct NotifyGate {
+  std::mutex mu;
+  bool open = true;
+  void close() {
+    std::lock_guard lock(mu);
+    open = false;
+  }
+};
+
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   using Socket = boost::asio::ip::tcp::socket;
-  // `on_destroy` runs in the destructor (the listener's registry of open connections).
+  // `on_destroy` runs in the destructor (the listener's registry of open connections); `gate`
+  // is the listener's (see NotifyGate).
   HttpSession(Socket socket, HttpHandler& handler, boost::asio::thread_pool& workers, const HttpLimits& limits,
-              std::function<void(HttpSession*)> on_destroy);
+              std::function<void(HttpSession*)> on_destroy, std::shared_ptr<NotifyGate> gate);
   ~HttpSession();
 
   void start();  // posts the first read to the session's strand
@@ -91,7 +106,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
   std::function<void(HttpSession*)> on_destroy_;
-  std::atomic<bool> notify_pending_{false};
+  std::shared_ptr<NotifyGate> gate_;
+  // A notification is posted and not yet run (shared with the engine thread's listener).
+  std::shared_ptr<std::atomic<bool>> notify_pending_ = std::make_shared<std::atomic<bool>>(false);
 
   bool keep_alive_ = true;
   bool http10_ = false;
