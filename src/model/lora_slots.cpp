@@ -58,9 +58,13 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
   int64_t widest = 0;  // elements of the largest stacked output the backend takes (f32)
   for (int p = 0; p < kNumLoraProjs; ++p) {
     const Proj& w = layers_.front()[size_t(p)];
-    const int64_t width = w.bt.dim(2) + lora_stacked_width(max_loras, w.a.dim(1));
+    const int64_t P = lora_stacked_width(max_loras, w.a.dim(1)), width = w.bt.dim(2) + P;
+    if (P * w.a.dim(2) * int64_t(dtype_size(dt)) > kMaxStackedBytes) continue;
     for (int n = 1; n <= max_num_tokens; ++n)
-      if (be_.lora_stacked(fused_shape(w, fused_op_of(LoraProj(p)), n))) widest = std::max(widest, n * width);
+      if (be_.lora_stacked(fused_shape(w, fused_op_of(LoraProj(p)), n))) {
+        stackable_[size_t(p)] = true;
+        widest = std::max(widest, n * width);
+      }
   }
   if (widest > 0) stacked_out_ = Tensor::empty({widest}, DType::F32, be_.allocator());
   be_.stream().synchronize();
@@ -79,8 +83,8 @@ void LoraSlots::stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias) {
   const int64_t S = max_loras_, R = pw.a.dim(1), K = pw.a.dim(2), N = pw.bt.dim(2), P = lora_stacked_width(S, R);
   GS_CHECK(w.ndim() == 2 && w.dim(0) == N && w.dim(1) == K && w.dtype() == pw.a.dtype(),
            "LoRA: layer {} projection {}: weight {} is not [{}, {}]", layer, int(p), w.str(), N, K);
-  if (!stacked_out_.defined() || pw.stacked_w.defined()) return;  // the backend never stacks, or done
-  const Tensor old_w = w, old_bias = bias;                        // alive until the copies out of them are done
+  if (!stackable_[size_t(p)] || pw.stacked_w.defined()) return;  // never stacked (or already)
+  const Tensor old_w = w, old_bias = bias;                       // alive until the copies out of them are done
   pw.stacked_w = Tensor::empty({N + P, K}, w.dtype(), be_.allocator());
   be_.fill_zero(pw.stacked_w.rows(N, P));
   be_.copy(pw.stacked_w.rows(0, N), w);

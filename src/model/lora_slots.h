@@ -52,7 +52,8 @@ class LoraSlots {
   // (and its bias, if any) into a new [N + P, K] allocation whose rows after N are this
   // projection's slots (a), so that one GEMM computes the projection and every slot's shrink;
   // w (bias) then views the first N rows. Nothing is moved where the backend never takes the
-  // stacked form. Once per layer and projection, when the model binds the slots (before capture).
+  // stacked form or the slot rows would add more than kMaxStackedBytes to each GEMM. Once per
+  // layer and projection, when the model binds the slots (before capture).
   void stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias);
   // The base projection of x [n, K] into y [n, N] with the adapters' shrink, for the fused expand
   // `op` after it (none: the plain expand): lora_shrink then linear(x, w, bias, y), or one linear
@@ -83,6 +84,12 @@ class LoraSlots {
   Tensor tmp_for(const Proj& w, const Tensor& y, int n) const;
   LoraFusedShape fused_shape(const Proj& w, LoraFusedOp op, int n) const;
   Tensor stacked_out_;  // f32: the widest stacked output the backend takes
+  // The stacked rows cost their bytes in every GEMM of the projection, whichever adapters a step
+  // uses; a shrink kernel costs ~2-3 us in the decode chain, about 7 MB of GEMM reads at ~3 TB/s
+  // (H200). So a projection is stacked only up to this many bytes of slot rows (8 rank-16 slots
+  // on llama3.2-1b: 0.5-2 MB, measured -0.1 ms a step at bs 32; 16 rank-64 slots: 4-17 MB).
+  static constexpr int64_t kMaxStackedBytes = int64_t(4) << 20;
+  std::array<bool, kNumLoraProjs> stackable_{};
   ModelConfig cfg_;
   Backend& be_;
   int max_loras_, max_rank_;
