@@ -136,6 +136,21 @@ void CudaLoraOps::expand(const Tensor& tmp, const Tensor& bt, const Tensor& slot
   });
 }
 
+template <typename F>
+bool CudaLoraOps::run_fused(const Tensor& tmp, const Tensor& y, const LoraShape& l, const char* op, cudaStream_t s,
+                            F&& f) {
+  join(s);
+  bool done = false;
+  by_dtype(dtype_, [&](auto e) {
+    with_tmp_y<decltype(e)>(tmp, y, l, [&](auto tv, auto* yp) {
+      cudaError_t err = cudaSuccess;
+      done = f(e, tv, yp, &err);
+      GS_CUDA_CHECK(err);
+    });
+  });
+  return launched(done, tmp, op);
+}
+
 bool CudaLoraOps::expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots_t,
                                         const LoraParts& parts, const Tensor& qkv, const Tensor& positions,
                                         const Tensor& inv_freq, int D, int long_from, const Tensor& q, const Tensor& k,
@@ -146,20 +161,13 @@ bool CudaLoraOps::expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, con
   check_lora_parts(parts, l);
   const int32_t* slots = slots_of(slots_t, op);
   if (!fused(l.T) || parts.n != 3) return launched(false, tmp, op);
-  join(s);
-  bool done = false;
-  by_dtype(dtype_, [&](auto e) {
+  return run_fused(tmp, qkv, l, op, s, [&](auto e, auto tv, auto* y, cudaError_t* err) {
     using E = decltype(e);
-    with_tmp_y<E>(tmp, qkv, l, [&](auto tv, auto* y) {
-      cudaError_t err = cudaSuccess;
-      done = cuda::lora_expand_split_qkv_rope<E>(tv, ptr<E>(bt), slots, column_parts(parts, l), int(l.R), int(l.S), y,
-                                                 qkv.row_elems(), ptr<int32_t>(positions), ptr<float>(inv_freq),
-                                                 ptr<E>(q), ptr<E>(k), ptr<E>(v), int(l.T), int(q.row_elems() / D),
-                                                 int(k.row_elems() / D), D, long_from, s, &err);
-      GS_CUDA_CHECK(err);
-    });
+    return cuda::lora_expand_split_qkv_rope<E>(tv, ptr<E>(bt), slots, column_parts(parts, l), int(l.R), int(l.S), y,
+                                               qkv.row_elems(), ptr<int32_t>(positions), ptr<float>(inv_freq),
+                                               ptr<E>(q), ptr<E>(k), ptr<E>(v), int(l.T), int(q.row_elems() / D),
+                                               int(k.row_elems() / D), D, long_from, s, err);
   });
-  return launched(done, tmp, op);
 }
 
 bool CudaLoraOps::expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt,
@@ -175,18 +183,11 @@ bool CudaLoraOps::expand_gated_activation(GatedActivation act, const Tensor& tmp
   GS_CHECK(l.N == 2 * I, "{}: gate_up {} must be [{}, 2 x {}]", op, gate_up.str(), l.T, I);
   const int32_t* slots = slots_of(slots_t, op);
   if (!fused(l.T) || parts.n != 2 || parts.begin[1] != I) return launched(false, tmp, op);
-  join(s);
-  bool done = false;
-  by_dtype(dtype_, [&](auto e) {
+  return run_fused(tmp, gate_up, l, op, s, [&](auto e, auto tv, auto* y, cudaError_t* err) {
     using E = decltype(e);
-    with_tmp_y<E>(tmp, gate_up, l, [&](auto tv, auto* y) {
-      cudaError_t err = cudaSuccess;
-      done = cuda::lora_expand_gated_activation<E>(act, tv, ptr<E>(bt), slots, y, gate_up.row_elems(), ptr<E>(out),
-                                                   int(l.T), int(I), int(l.R), int(l.S), s, &err);
-      GS_CUDA_CHECK(err);
-    });
+    return cuda::lora_expand_gated_activation<E>(act, tv, ptr<E>(bt), slots, y, gate_up.row_elems(), ptr<E>(out),
+                                                 int(l.T), int(I), int(l.R), int(l.S), s, err);
   });
-  return launched(done, tmp, op);
 }
 
 bool CudaLoraOps::expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots_t,
@@ -198,24 +199,14 @@ bool CudaLoraOps::expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const
   GS_CHECK(tmp.defined() || out.data() != x.data(), "{}: out must not alias the stacked-shrink x", op);
   const int32_t* slots = slots_of(slots_t, op);
   if (!fused(l.T)) return launched(false, tmp, op);
-  join(s);
-  bool done = false;
-  by_dtype(dtype_, [&](auto e) {
+  return run_fused(tmp, x, l, op, s, [&](auto e, auto tv, auto* y, cudaError_t* err) {
     using E = decltype(e);
-    with_tmp_y<E>(tmp, x, l, [&](auto tv, auto* y) {
-      cudaError_t err = cudaSuccess;
-      auto run = [&](auto* res) {
-        done = cuda::lora_expand_add_rms_norm(tv, ptr<E>(bt), slots, res, y, x.row_elems(), ptr<E>(w), eps, ptr<E>(out),
-                                              int(l.T), int(l.N), int(l.R), int(l.S), s, &err);
-      };
-      if (residual.dtype() == DType::F32)
-        run(ptr<float>(residual));
-      else
-        run(ptr<E>(residual));
-      GS_CUDA_CHECK(err);
-    });
+    auto run = [&](auto* res) {
+      return cuda::lora_expand_add_rms_norm(tv, ptr<E>(bt), slots, res, y, x.row_elems(), ptr<E>(w), eps, ptr<E>(out),
+                                            int(l.T), int(l.N), int(l.R), int(l.S), s, err);
+    };
+    return residual.dtype() == DType::F32 ? run(ptr<float>(residual)) : run(ptr<E>(residual));
   });
-  return launched(done, tmp, op);
 }
 
 }  // namespace gs

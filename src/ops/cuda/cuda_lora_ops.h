@@ -8,6 +8,7 @@
 
 #include "ops/backend.h"
 #include "ops/cuda/backend_util.h"
+#include "ops/lora_shape.h"
 
 namespace gs {
 
@@ -44,6 +45,11 @@ class CudaLoraOps {
   bool fused(int64_t T) const { return T >= 2 && T < fuse_below_; }
   void check_tmp_bt(const Tensor& tmp, const Tensor& bt, const char* op) const;
   static bool launched(bool done, const Tensor& tmp, const char* op);
+  // A fused expand's launch: joins a forked shrink, then calls f(e, tmp view, y pointer, &err)
+  // with e of the compute dtype's element type and the tmp form of `tmp` (lora_shrink's, or the
+  // stacked one in y); f returns whether its kernel launched. Checks err, then launched().
+  template <typename F>
+  bool run_fused(const Tensor& tmp, const Tensor& y, const LoraShape& l, const char* op, cudaStream_t s, F&& f);
   // The stacked shrink up to this many tokens: decode batches, where a GEMM is bound by its
   // weight reads and the stacked rows (~4% more on llama3.2-1b at 8 rank-16 slots) cost little
   // next to the shrink kernels they replace; prefill keeps lora_shrink.
