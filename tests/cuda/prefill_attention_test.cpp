@@ -197,13 +197,16 @@ class PrefillAttention : public ::testing::Test {
   // The kernel's output and cache equal the float64 reference on this case; `split`: with a
   // split workspace (decode batches then split each context over several CTAs), launched twice
   // (the merge's arrival counters must be left at zero for the next launch).
-  void check_against_reference(const Case& c, uint32_t seed, bool short_queries = false, bool split = false) {
+  // `single_token`: launched on decode_attention (every request at most one new token) instead.
+  void check_against_reference(const Case& c, uint32_t seed, bool short_queries = false, bool split = false,
+                               bool single_token = false) {
     const HostBatch h = make_batch(c, seed);
     DeviceBatch d(*gpu, c, h);
     cuda::PagedAttentionParams p = d.params(c, h);
     if (split) with_workspace(p, c.D);
     for (int i = 0; i < (split ? 2 : 1); ++i)
-      GS_CUDA_CHECK(cuda::prefill_attention(p, c.window, h.T, short_queries, stream));
+      GS_CUDA_CHECK(single_token ? cuda::decode_attention(p, c.window, h.T, stream)
+                                 : cuda::prefill_attention(p, c.window, h.T, short_queries, stream));
     sync();
     EXPECT_LT(rel_l2(read(*gpu, d.out), reference(c, h)), 1e-2);
     std::vector<float> kc = h.kc, vc = h.vc;
@@ -325,6 +328,43 @@ TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
   unsetenv("GS_TC_WARP_W");
   unsetenv("GS_TC_WARP_KEYS");
   unsetenv("GS_TC_WARP_PAIRS");
+}
+
+// The keys-as-rows decode kernel (decode_mma.cuh): one new token per request, contexts from 1 to
+// 3000 (the last stage partly filled, one key alone), padded requests and tokens (zero rows, no
+// cache write), GQA 1, 3, 4 and 8 at head dim 64 and 2, 4 at 128, block sizes 16, 32 and 24 (no
+// shift), a sliding window; two requests with a split workspace (each context split over CTAs,
+// launched twice: the arrival counters are left at zero); and which launches the dispatch gives it.
+TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
+  std::vector<Req> decode;
+  for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
+  decode.push_back({1, 64});
+  decode.push_back({1, 65});
+  const std::vector<Req> few = {{1, 3000}, {1, 129}};
+  uint32_t seed = 2100;
+  for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {9, 3, 64}, {8, 8, 64}, {64, 8, 64}, {32, 8, 128}, {16, 8, 128}}) {
+    SCOPED_TRACE(testing::Message() << "hq " << hq << " hkv " << hkv << " D " << D);
+    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true, false, true);
+    check_against_reference(Case{hq, hkv, D, 32, decode, 0, 0, 700}, seed++, true, false, true);
+    check_against_reference(Case{hq, hkv, D, 24, decode, 1, 0}, seed++, true, false, true);
+    check_against_reference(Case{hq, hkv, D, 16, few, 1, 2}, seed++, true, true, true);
+    check_against_reference(Case{hq, hkv, D, 16, few, 0, 0, 1000}, seed++, true, true, true);
+  }
+  const Case c{32, 8, 64, 16, few};
+  const HostBatch h = make_batch(c, 1);
+  DeviceBatch d(*gpu, c, h);
+  cuda::PagedAttentionParams p = d.params(c, h);
+  EXPECT_TRUE(cuda::decode_attention_takes(p));
+  setenv("GS_DECODE_MMA", "0", 1);
+  EXPECT_FALSE(cuda::decode_attention_takes(p));
+  unsetenv("GS_DECODE_MMA");
+  p.D = 128, p.hq = 16, p.num_reqs_padded = 64;  // G 2 at 512 pairs: the warp-per-pair kernel's
+  EXPECT_FALSE(cuda::decode_attention_takes(p));
+  p.hq = 32;  // G 4: this kernel's
+  EXPECT_TRUE(cuda::decode_attention_takes(p));
+  p.hq = 8 * 16;  // G 16: more columns than the n8 tile
+  EXPECT_FALSE(cuda::decode_attention_takes(p));
+  EXPECT_EQ(cuda::decode_attention(p, -1, h.T, stream), cudaErrorInvalidValue);
 }
 
 // Decode batches split over the context (flash-decoding on tensor cores): one to three requests

@@ -42,6 +42,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "attention/cuda/decode_mma.cuh"
 #include "attention/cuda/decode_warp.cuh"
 #include "attention/cuda/prefill_attention.h"
 #include "attention/cuda/tc_decode_split.cuh"
@@ -133,6 +134,9 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
+  // Block sizes are powers of two in practice: a shift instead of an integer division per row.
+  const bool pow2 = (p.block_size & (p.block_size - 1)) == 0;
+  const int shift = __ffs(p.block_size) - 1;
   for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
@@ -143,8 +147,9 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
     if (ok && j >= new0) {
       off = int64_t(ti.tok0 + j - new0) * p.hkv * D;
     } else if (ok) {
-      const int blk = min(max(bt[j / p.block_size], 0), p.num_blocks - 1);
-      off = (int64_t(blk) * p.block_size + j % p.block_size) * p.hkv * D;
+      const int bi = pow2 ? j >> shift : j / p.block_size;
+      const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
+      off = (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
       kp = static_cast<const uint16_t*>(p.k_cache);
       vp = static_cast<const uint16_t*>(p.v_cache);
     }
@@ -448,6 +453,22 @@ cudaError_t decode_warp(const PagedAttentionParams& p, int window, int T, cudaSt
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
+// The keys-as-rows decode kernel (decode_mma.cuh) with NS K/V stages: three at head dim 64 (the
+// whole 130-key context of a prompt-128 step in flight at once: bs 32 / 128 1.171 / 1.593 ms vs 1.190-1.223
+// / 1.609 with two), two at 128 (three would leave two CTAs an SM). Splits each context as the
+// tensor-core decode kernel does (decode_splits).
+template <int D, int NS>
+cudaError_t launch_decode_mma(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  using C = dm::Cfg<D, NS>;
+  constexpr auto kernel = dm::decode_mma_kernel<D, NS>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
+  if (attr != cudaSuccess) return attr;
+  const int gx = p.num_reqs_padded + 1;
+  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(decode_splits(p, T, gx)));
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, tc_split_min_tiles());
+}
+
 }  // namespace
 
 bool prefill_attention_supported(const PagedAttentionParams& p) {
@@ -471,6 +492,19 @@ cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, 
   if (p.D == 128) return launch<128, 1, false>(p, window, T, s);
   if (wgmma_d64()) return launch<64, 1, true>(p, window, T, s);
   return tiles_per_warp_d64() == 2 ? launch<64, 2, false>(p, window, T, s) : launch<64, 1, false>(p, window, T, s);
+}
+
+// Every single-token decode it holds (GS_DECODE_MMA=0: never, for A/B), but those the warp-per-pair
+// kernel takes (head dim 128, G <= 2, from 512 pairs: qwen3-0.6b bs 128 1.969 vs 2.141 ms).
+bool decode_attention_takes(const PagedAttentionParams& p) {
+  if (env_is("GS_DECODE_MMA", "0") || !prefill_attention_supported(p) || p.softcap != 0.0f) return false;
+  return p.hq / p.hkv <= dm::kMaxG && !use_decode_warp(p);
+}
+
+cudaError_t decode_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+  if (T <= 0) return cudaGetLastError();
+  if (!prefill_attention_supported(p) || p.hq / p.hkv > dm::kMaxG) return cudaErrorInvalidValue;
+  return p.D == 128 ? launch_decode_mma<128, 2>(p, window, T, s) : launch_decode_mma<64, 3>(p, window, T, s);
 }
 
 }  // namespace gs::cuda

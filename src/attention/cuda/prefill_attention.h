@@ -29,4 +29,13 @@ bool prefill_attention_supported(const PagedAttentionParams& p);
 // padded shape, the splits used from the actual context; the last CTA of each split group merges).
 cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s);
 
+// Whether a single-token decode launch (every request at most one new token: max_query_len 1) of
+// these parameters takes decode_attention: prefill_attention_supported, at most 8 query heads per kv
+// head, no softcap, and not a launch the warp-per-pair kernel serves better (GS_DECODE_MMA=0: never).
+bool decode_attention_takes(const PagedAttentionParams& p);
+// The same contract as prefill_attention(short_queries) for such a launch, on the decode kernel with
+// the keys as the MMA's rows (decode_mma.cuh); with a split workspace in p, each context is split
+// over several CTAs as prefill_attention splits it.
+cudaError_t decode_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s);
+
 }  // namespace gs::cuda

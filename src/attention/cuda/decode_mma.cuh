@@ -1,0 +1,298 @@
+// Decode attention on tensor cores with the keys as the MMA's 16-row side (prefill_attention.cu
+// launches it for single-token decode batches of many (request, kv head) pairs; tools/gpu/NOTES.md,
+// "decode with the keys as the MMA's rows").
+//
+// The tensor-core decode kernel puts a GQA group's G <= 8 query rows on the 16-row side of
+// m16n8k16 and 64 keys on the 8-column side, so at G = 4 three quarters of its mma, softmax and
+// state work is on empty rows, and one 64-key tile a warp makes a long serial chain per CTA. Here
+// S^T = K Q^T: a warp takes a block of 16 keys (A, by ldmatrix from the swizzled K stage) times
+// the group's 8 query columns (B, Q^T held in registers, columns past G zero), so a 16-key block
+// costs D / 16 mma; the online softmax runs per query column (a lane holds 2 columns of 2 keys
+// per block, the column's 8 lanes agree on its maximum by 3 shuffles); P^T goes from the S^T
+// accumulators to O^T = V^T P^T's B fragments by movmatrix.trans (no shared memory), and V^T's A
+// fragments come from the V stage by ldmatrix.trans. A CTA of 4 warps serves one pair: K/V stages
+// of 64 keys (16 a warp) stream through NS shared-memory buffers by cp.async, and the warps'
+// states merge through shared memory at the end (in warp order: deterministic). Few pairs split
+// each context over grid z as the tensor-core kernel does (its split count from the padded shape,
+// its 64-key tiles = this kernel's stages, the partials merged by the last CTA to arrive:
+// tc_decode_split.cuh), so short and long contexts both keep the GPU busy. The keys at this
+// step's position come straight from k, v (no CTA waits on a cache write); the CTA writes its
+// head's new k, v to the cache. Pairs of the pseudo-request num_reqs_padded (tokens past
+// query_start_loc[num_reqs_padded]) write the cache and zero their output rows. Needs every
+// request to have at most one new token (max_query_len 1). Included only by prefill_attention.cu.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/tc_decode_split.cuh"
+#include "attention/cuda/tc_tile.cuh"
+#include "ops/cuda/launch.cuh"
+
+namespace gs::cuda::dm {
+
+using tc::cp_async16;
+using tc::fast_exp2;
+using tc::swz;
+
+constexpr int kWarps = 4;                     // key blocks of a stage, one a warp
+constexpr int kStageKeys = 16 * kWarps;       // keys of a K/V stage
+static_assert(kStageKeys == tc::kKeys, "a stage is a split tile of the tensor-core kernel");
+constexpr int kMaxG = 8;                      // query columns of the n8 tiles
+constexpr unsigned kFull = 0xffffffffu;
+
+template <int D, int NS>
+struct Cfg {
+  static constexpr int threads = kWarps * 32;
+  static constexpr size_t smem = size_t(2 * NS * kStageKeys) * D * sizeof(uint16_t);
+  // The merge's floats a warp leaves: O^T (D x 8) then m, l of the 8 columns.
+  static constexpr int merge_floats = D * kMaxG + 2 * kMaxG;
+  static_assert(size_t(kWarps) * merge_floats * sizeof(float) <= smem, "the merge reuses the K/V stages");
+};
+
+__device__ __forceinline__ uint32_t movmatrix_t(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
+// Keys [kv0, kv0 + kStageKeys) of kv head g of request r into one K and one V stage (zeros past
+// kv_end); the key at position `now` is this step's token tok, read from k, v.
+template <int D, int NT>
+__device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
+                           int now, int tok, uint16_t* ks, uint16_t* vs) {
+  constexpr int CPR = D / 8, RPP = NT / CPR;
+  const int ch = int(threadIdx.x) % CPR;
+  for (int row = int(threadIdx.x) / CPR; row < kStageKeys; row += RPP) {
+    const int j = kv0 + row;
+    const bool ok = j < kv_end;
+    const uint16_t* kp = static_cast<const uint16_t*>(p.k);
+    const uint16_t* vp = static_cast<const uint16_t*>(p.v);
+    int64_t off = 0;
+    if (ok && j == now) {
+      off = int64_t(tok) * p.hkv * D;
+    } else if (ok) {
+      const int bi = shift >= 0 ? j >> shift : j / p.block_size;
+      const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
+      off = (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
+      kp = static_cast<const uint16_t*>(p.k_cache);
+      vp = static_cast<const uint16_t*>(p.v_cache);
+    }
+    off += int64_t(g) * D + ch * 8;
+    cp_async16(ks + swz<D>(row, ch), kp + off, ok);
+    cp_async16(vs + swz<D>(row, ch), vp + off, ok);
+  }
+}
+
+// A warp's online-softmax state of its lane's 2 query columns (2 (lane % 4) and + 1): O^T
+// accumulators of D / 16 m16 tiles (dims 16 mt + lane / 4 (+ 8)), the column maxima (log2
+// domain, equal across the column's 8 lanes) and this lane's share of the column sums.
+template <int D>
+struct ColState {
+  float o[D / 16][4];
+  float m[2], l[2];
+};
+
+// One 16-key block (keys kb0 .. of the stage rows at ks / vs) for one warp: S^T = K Q^T, mask keys
+// >= kv_end, softmax step per column, O^T += V^T P^T.
+template <int D>
+__device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], const uint16_t* ks, const uint16_t* vs,
+                                             int row0, ColState<D>& st, int key0, int kv_end, float sl2) {
+  const int lane = int(threadIdx.x) & 31;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    tc::ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
+    tc::mma16816(s, a, qf[kk][0], qf[kk][1]);
+  }
+  // s[e]: key key0 + lane / 4 + 8 (e / 2), column 2 (lane % 4) + e % 2.
+  const int k_lo = key0 + (lane >> 2);
+  if (k_lo >= kv_end) s[0] = s[1] = -INFINITY;
+  if (k_lo + 8 >= kv_end) s[2] = s[3] = -INFINITY;
+  float corr[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    float mx = fmaxf(s[c], s[2 + c]);
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 4));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 8));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 16));
+    const float mnew = fmaxf(st.m[c], mx * sl2);
+    const float base = mnew == -INFINITY ? 0.0f : mnew;
+    corr[c] = fast_exp2(st.m[c] - base);
+    st.m[c] = mnew;
+    s[c] = fast_exp2(fmaf(s[c], sl2, -base));
+    s[2 + c] = fast_exp2(fmaf(s[2 + c], sl2, -base));
+    st.l[c] = st.l[c] * corr[c] + s[c] + s[2 + c];
+  }
+  // P (16 keys x 8 columns) as two 8x8 bf16 blocks in the accumulator layout -> P^T, the B
+  // fragment of O^T += V^T P^T (k = the block's 16 keys, n = the 8 columns).
+  const uint32_t b0 = movmatrix_t(tc::pack_bf16(s[0], s[1]));
+  const uint32_t b1 = movmatrix_t(tc::pack_bf16(s[2], s[3]));
+#pragma unroll
+  for (int mt = 0; mt < D / 16; ++mt) {
+    st.o[mt][0] *= corr[0], st.o[mt][2] *= corr[0];
+    st.o[mt][1] *= corr[1], st.o[mt][3] *= corr[1];
+    uint32_t a[4];  // V^T rows 16 mt .. (dims), columns = the block's keys
+    tc::ldsm_x4_t(a, vs + swz<D>(row0 + (lane & 7) + ((lane >> 4) << 3), mt * 2 + ((lane >> 3) & 1)));
+    tc::mma16816(st.o[mt], a, b0, b1);
+  }
+}
+
+// The CTA's 4 warp states -> out rows of the G heads (merged in warp order), through `scratch`;
+// with splits > 1 the CTA's part (m, l, O / l) goes to the split workspace instead, and the last
+// CTA of the (request, kv head) to arrive merges the parts into out.
+template <int D>
+__device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, int tok, int g, int G, int T,
+                                int splits, float* scratch) {
+  constexpr int F = Cfg<D, 1>::merge_floats;
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {  // the column's sum over its 8 lanes
+    st.l[c] += __shfl_xor_sync(kFull, st.l[c], 4);
+    st.l[c] += __shfl_xor_sync(kFull, st.l[c], 8);
+    st.l[c] += __shfl_xor_sync(kFull, st.l[c], 16);
+  }
+  __syncthreads();  // every warp is done with the K/V stages
+  float* w = scratch + warp * F;
+  const int c0 = 2 * (lane & 3);
+#pragma unroll
+  for (int mt = 0; mt < D / 16; ++mt) {
+    const int d = mt * 16 + (lane >> 2);
+    w[d * kMaxG + c0] = st.o[mt][0], w[d * kMaxG + c0 + 1] = st.o[mt][1];
+    w[(d + 8) * kMaxG + c0] = st.o[mt][2], w[(d + 8) * kMaxG + c0 + 1] = st.o[mt][3];
+  }
+  if (lane < 4) {
+    w[D * kMaxG + c0] = st.m[0], w[D * kMaxG + c0 + 1] = st.m[1];
+    w[D * kMaxG + kMaxG + c0] = st.l[0], w[D * kMaxG + kMaxG + c0 + 1] = st.l[1];
+  }
+  __syncthreads();
+  uint16_t* out = static_cast<uint16_t*>(p.out) + (int64_t(tok) * p.hq + int64_t(g) * G) * D;
+  const tc::SplitWorkspace ws(p, T);
+  for (int e = int(threadIdx.x); e < G * D; e += int(blockDim.x)) {
+    const int c = e / D, d = e % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) mx = fmaxf(mx, scratch[v * F + D * kMaxG + c]);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float num = 0.0f, den = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) {
+      const float f = fast_exp2(scratch[v * F + D * kMaxG + c] - base);  // a warp that saw no key: 0
+      num += f * scratch[v * F + d * kMaxG + c];
+      den += f * scratch[v * F + D * kMaxG + kMaxG + c];
+    }
+    const float o = den > 0.0f ? num / den : 0.0f;
+    if (splits > 1) {  // part (token, head, split) as tc::SplitWorkspace lays it out
+      const int64_t part = (int64_t(tok) * p.hq + int64_t(g) * G + c) * gridDim.z + blockIdx.z;
+      ws.o[part * D + d] = o;
+      if (d == 0) ws.ml[2 * part] = mx, ws.ml[2 * part + 1] = den;
+      continue;
+    }
+    const __nv_bfloat16 b = __float2bfloat16_rn(o);
+    out[e] = *reinterpret_cast<const uint16_t*>(&b);
+  }
+  if (splits > 1) {
+    __syncthreads();  // every thread is done with scratch, which the merge reuses
+    const tc::TileInfo ti{0, tok, 1, 0, 1};
+    tc::merge_partials<D, kWarps * 32>(p, ti, g, G, G, T, splits, scratch);
+  }
+}
+
+// Head g's k, v of token tok -> its cache slot; out rows of the group zeroed when `zero_out`.
+template <int D>
+__device__ void write_token(const PagedAttentionParams& p, int tok, int g, int G, bool zero_out) {
+  constexpr int CPR = D / 8;
+  const int64_t slot = p.slot_mapping[tok];
+  for (int c = int(threadIdx.x); c < CPR; c += int(blockDim.x)) {
+    if (slot < 0 || slot >= p.num_slots) break;
+    const int64_t src = (int64_t(tok) * p.hkv + g) * D + c * 8, dst = (slot * p.hkv + g) * D + c * 8;
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
+  }
+  if (!zero_out) return;
+  uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + (int64_t(tok) * p.hq + int64_t(g) * G) * D);
+  for (int c = int(threadIdx.x); c < G * CPR; c += int(blockDim.x)) out[c] = make_uint4(0, 0, 0, 0);
+}
+
+// Grid (num_reqs_padded + 1, hkv, splits): CTA (r, g, z) serves split z of request r's token (if
+// it has one) and kv head g; column num_reqs_padded serves the tail tokens [qsl[num_reqs_padded], T).
+template <int D, int NS>
+__global__ void __launch_bounds__(Cfg<D, NS>::threads)
+    decode_mma_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles) {
+  using C = Cfg<D, NS>;
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* k_s = smem;                       // NS stages of kStageKeys x D
+  uint16_t* v_s = smem + NS * kStageKeys * D;
+  pdl_wait();
+  pdl_trigger();
+  const int r = int(blockIdx.x), g = int(blockIdx.y), G = p.hq / p.hkv;
+  const int tok = p.query_start_loc[r];
+  if (r == p.num_reqs_padded) {  // the tail: cache writes (padding slots are skipped) and zero rows
+    if (blockIdx.z == 0)
+      for (int t = tok; t < T; ++t) write_token<D>(p, t, g, G, true);
+    return;
+  }
+  if (p.query_start_loc[r + 1] - tok != 1) return;  // no token this step
+  const int seq = p.seq_lens[r];
+  const int ctx = min(seq, p.max_blocks_per_req * p.block_size), now = seq - 1;
+  const int kv_begin = window > 0 ? max(0, now - window + 1) : 0;
+  const int kv_end0 = max(kv_begin, min(ctx, now + 1));
+  // This CTA's stages of the context's n_all: all of them, or its split's share.
+  const int n_all = (kv_end0 - kv_begin + kStageKeys - 1) / kStageKeys;
+  const tc::SplitRange sr = tc::split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z));
+  if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
+  const int nst = sr.tiles, kv_lo = kv_begin + sr.tile0 * kStageKeys;
+  const int kv_end = min(kv_end0, kv_lo + nst * kStageKeys);
+  const int32_t* bt = p.block_table + int64_t(r) * p.max_blocks_per_req;
+  const int shift = (p.block_size & (p.block_size - 1)) == 0 ? __ffs(p.block_size) - 1 : -1;
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    if (i < nst)
+      load_stage<D, C::threads>(p, bt, shift, g, kv_lo + i * kStageKeys, kv_end, now, tok, k_s + i * kStageKeys * D,
+                                v_s + i * kStageKeys * D);
+    tc::cp_async_commit();
+  }
+  if (blockIdx.z == 0) write_token<D>(p, tok, g, G, false);  // overlaps the copies in flight (stages read k, v)
+
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  // Q^T's B fragments: column n = lane / 4 (head g G + n, zero past G), dims 16 kk + 2 (lane % 4) (+ 8).
+  uint32_t qf[D / 16][2];
+  {
+    const int n = lane >> 2;
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.q) +
+                                                          (int64_t(tok) * p.hq + int64_t(g) * G + min(n, G - 1)) * D);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][0] = n < G ? q[kk * 8 + (lane & 3)] : 0u;
+      qf[kk][1] = n < G ? q[kk * 8 + 4 + (lane & 3)] : 0u;
+    }
+  }
+  ColState<D> st;
+#pragma unroll
+  for (int mt = 0; mt < D / 16; ++mt) st.o[mt][0] = st.o[mt][1] = st.o[mt][2] = st.o[mt][3] = 0.0f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.0f;
+  const float sl2 = p.scale * 1.4426950408889634f;
+
+  for (int s = 0; s < nst; ++s) {
+    tc::cp_async_wait<NS - 1>();  // stage s (groups 0 .. s of the NS + s committed) has landed
+    __syncthreads();
+    const int buf = s % NS, key0 = kv_lo + s * kStageKeys + warp * 16;
+    if (key0 < kv_end)
+      attend_block<D>(qf, k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D, warp * 16, st, key0, kv_end, sl2);
+    if (s + NS < nst) {
+      __syncthreads();  // every warp is done with this buffer
+      load_stage<D, C::threads>(p, bt, shift, g, kv_lo + (s + NS) * kStageKeys, kv_end, now, tok,
+                                k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D);
+    }
+    tc::cp_async_commit();
+  }
+  tc::cp_async_wait<0>();
+  merge_and_store<D>(p, st, tok, g, G, T, sr.splits, reinterpret_cast<float*>(smem));
+}
+
+}  // namespace gs::cuda::dm
