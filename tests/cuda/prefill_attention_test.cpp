@@ -334,7 +334,8 @@ TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
 // 3000 (the last stage partly filled, one key alone), padded requests and tokens (zero rows, no
 // cache write), GQA 1, 3, 4 and 8 at head dim 64 and 2, 4 at 128, block sizes 16, 32 and 24 (no
 // shift), a sliding window; two requests with a split workspace (each context split over CTAs,
-// launched twice: the arrival counters are left at zero); and which launches the dispatch gives it.
+// launched twice: the arrival counters are left at zero); with the cache rows loaded after
+// pdl_wait as well; and which launches the dispatch gives it.
 TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
   std::vector<Req> decode;
   for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
@@ -349,6 +350,9 @@ TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
     check_against_reference(Case{hq, hkv, D, 24, decode, 1, 0}, seed++, true, false, true);
     check_against_reference(Case{hq, hkv, D, 16, few, 1, 2}, seed++, true, true, true);
     check_against_reference(Case{hq, hkv, D, 16, few, 0, 0, 1000}, seed++, true, true, true);
+    setenv("GS_DECODE_MMA_EARLY", "0", 1);  // everything after pdl_wait (the A/B switch)
+    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true, false, true);
+    unsetenv("GS_DECODE_MMA_EARLY");
   }
   const Case c{32, 8, 64, 16, few};
   const HostBatch h = make_batch(c, 1);

@@ -36,10 +36,10 @@ using tc::cp_async16;
 using tc::fast_exp2;
 using tc::swz;
 
-constexpr int kWarps = 4;                     // key blocks of a stage, one a warp
-constexpr int kStageKeys = 16 * kWarps;       // keys of a K/V stage
+constexpr int kWarps = 4;                // key blocks of a stage, one a warp
+constexpr int kStageKeys = 16 * kWarps;  // keys of a K/V stage
 static_assert(kStageKeys == tc::kKeys, "a stage is a split tile of the tensor-core kernel");
-constexpr int kMaxG = 8;                      // query columns of the n8 tiles
+constexpr int kMaxG = 8;  // query columns of the n8 tiles
 constexpr unsigned kFull = 0xffffffffu;
 
 template <int D, int NS>
@@ -58,15 +58,17 @@ __device__ __forceinline__ uint32_t movmatrix_t(uint32_t a) {
 }
 
 // Keys [kv0, kv0 + kStageKeys) of kv head g of request r into one K and one V stage (zeros past
-// kv_end); the key at position `now` is this step's token tok, read from k, v.
+// kv_end); the key at position `now` is this step's token tok, read from k, v, or left out
+// (with_now false: copy_now() writes it once the QKV projection is done).
 template <int D, int NT>
 __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
-                           int now, int tok, uint16_t* ks, uint16_t* vs) {
+                           int now, int tok, uint16_t* ks, uint16_t* vs, bool with_now = true) {
   constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = int(threadIdx.x) % CPR;
   for (int row = int(threadIdx.x) / CPR; row < kStageKeys; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
+    if (j == now && !with_now) continue;
     const uint16_t* kp = static_cast<const uint16_t*>(p.k);
     const uint16_t* vp = static_cast<const uint16_t*>(p.v);
     int64_t off = 0;
@@ -82,6 +84,20 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
     off += int64_t(g) * D + ch * 8;
     cp_async16(ks + swz<D>(row, ch), kp + off, ok);
     cp_async16(vs + swz<D>(row, ch), vp + off, ok);
+  }
+}
+
+// This step's k, v of head g (token tok) into row `row` of one K and one V stage (plain loads and
+// stores: visible to the CTA after its next barrier).
+template <int D>
+__device__ void copy_now(const PagedAttentionParams& p, int tok, int g, int row, uint16_t* ks, uint16_t* vs) {
+  constexpr int CPR = D / 8;
+  const int64_t src = (int64_t(tok) * p.hkv + g) * D;
+  for (int c = int(threadIdx.x); c < CPR; c += int(blockDim.x)) {
+    *reinterpret_cast<uint4*>(ks + swz<D>(row, c)) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src + c * 8);
+    *reinterpret_cast<uint4*>(vs + swz<D>(row, c)) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src + c * 8);
   }
 }
 
@@ -222,22 +238,27 @@ __device__ void write_token(const PagedAttentionParams& p, int tok, int g, int G
 // it has one) and kv head g; column num_reqs_padded serves the tail tokens [qsl[num_reqs_padded], T).
 template <int D, int NS>
 __global__ void __launch_bounds__(Cfg<D, NS>::threads)
-    decode_mma_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles) {
+    decode_mma_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool early) {
   using C = Cfg<D, NS>;
   extern __shared__ __align__(128) uint16_t smem[];
-  uint16_t* k_s = smem;                       // NS stages of kStageKeys x D
+  uint16_t* k_s = smem;  // NS stages of kStageKeys x D
   uint16_t* v_s = smem + NS * kStageKeys * D;
-  pdl_wait();
-  pdl_trigger();
+  // `early` (the default; GS_DECODE_MMA_EARLY=0 for A/B): the step's metadata (query_start_loc,
+  // seq_lens, block table) and the cache rows of earlier positions are written before the step's
+  // first kernel and by no kernel of it (this kernel writes position `now` only), so they load
+  // before pdl_wait(), overlapping the previous kernel's tail; q and this token's k, v wait.
+  if (!early) pdl_wait(), pdl_trigger();
   const int r = int(blockIdx.x), g = int(blockIdx.y), G = p.hq / p.hkv;
+  const bool tail = r == p.num_reqs_padded;
   const int tok = p.query_start_loc[r];
-  if (r == p.num_reqs_padded) {  // the tail: cache writes (padding slots are skipped) and zero rows
+  const int qlen = tail ? 0 : p.query_start_loc[r + 1] - tok, seq = tail ? 0 : p.seq_lens[r];
+  if (tail) {  // the tail: cache writes (padding slots are skipped) and zero rows
+    if (early) pdl_wait(), pdl_trigger();
     if (blockIdx.z == 0)
       for (int t = tok; t < T; ++t) write_token<D>(p, t, g, G, true);
     return;
   }
-  if (p.query_start_loc[r + 1] - tok != 1) return;  // no token this step
-  const int seq = p.seq_lens[r];
+  if (qlen != 1) return;  // no token this step
   const int ctx = min(seq, p.max_blocks_per_req * p.block_size), now = seq - 1;
   const int kv_begin = window > 0 ? max(0, now - window + 1) : 0;
   const int kv_end0 = max(kv_begin, min(ctx, now + 1));
@@ -253,8 +274,15 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   for (int i = 0; i < NS; ++i) {
     if (i < nst)
       load_stage<D, C::threads>(p, bt, shift, g, kv_lo + i * kStageKeys, kv_end, now, tok, k_s + i * kStageKeys * D,
-                                v_s + i * kStageKeys * D);
+                                v_s + i * kStageKeys * D, !early);
     tc::cp_async_commit();
+  }
+  if (early) {
+    pdl_wait(), pdl_trigger();
+    const int i_now = (now - kv_lo) / kStageKeys;  // now's stage, if the prologue loaded it
+    if (now >= kv_lo && now < kv_end && i_now < NS)
+      copy_now<D>(p, tok, g, now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D,
+                  v_s + i_now * kStageKeys * D);
   }
   if (blockIdx.z == 0) write_token<D>(p, tok, g, G, false);  // overlaps the copies in flight (stages read k, v)
 

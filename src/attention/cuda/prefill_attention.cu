@@ -466,7 +466,8 @@ cudaError_t launch_decode_mma(const PagedAttentionParams& p, int window, int T, 
   if (attr != cudaSuccess) return attr;
   const int gx = p.num_reqs_padded + 1;
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(decode_splits(p, T, gx)));
-  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, tc_split_min_tiles());
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, tc_split_min_tiles(),
+                    !env_is("GS_DECODE_MMA_EARLY", "0"));
 }
 
 }  // namespace
