@@ -75,9 +75,7 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
     if (ok && j == now) {
       off = int64_t(tok) * p.hkv * D;
     } else if (ok) {
-      const int bi = shift >= 0 ? j >> shift : j / p.block_size;
-      const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
-      off = (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
+      off = tc::cache_row_offset<D>(p, bt, shift, j);
       kp = static_cast<const uint16_t*>(p.k_cache);
       vp = static_cast<const uint16_t*>(p.v_cache);
     }
@@ -269,7 +267,7 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   const int nst = sr.tiles, kv_lo = kv_begin + sr.tile0 * kStageKeys;
   const int kv_end = min(kv_end0, kv_lo + nst * kStageKeys);
   const int32_t* bt = p.block_table + int64_t(r) * p.max_blocks_per_req;
-  const int shift = (p.block_size & (p.block_size - 1)) == 0 ? __ffs(p.block_size) - 1 : -1;
+  const int shift = tc::block_shift(p.block_size);
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
     if (i < nst)

@@ -134,9 +134,7 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
-  // Block sizes are powers of two in practice: a shift instead of an integer division per row.
-  const bool pow2 = (p.block_size & (p.block_size - 1)) == 0;
-  const int shift = __ffs(p.block_size) - 1;
+  const int shift = block_shift(p.block_size);  // powers of two in practice: no division per row
   for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
@@ -147,9 +145,7 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
     if (ok && j >= new0) {
       off = int64_t(ti.tok0 + j - new0) * p.hkv * D;
     } else if (ok) {
-      const int bi = pow2 ? j >> shift : j / p.block_size;
-      const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
-      off = (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
+      off = cache_row_offset<D>(p, bt, shift, j);
       kp = static_cast<const uint16_t*>(p.k_cache);
       vp = static_cast<const uint16_t*>(p.v_cache);
     }

@@ -19,6 +19,21 @@ __device__ __forceinline__ int swz(int row, int ch) {
   return row * D + ((ch ^ (row & 7)) << 3);
 }
 
+// log2 of a power-of-two block size (the block index of a position by shift), else -1 (by division).
+__device__ __forceinline__ int block_shift(int block_size) {
+  return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+}
+
+// Element offset of position j's row (kv head 0) in a paged cache [blocks, block_size, hkv, D]
+// through a request's block table bt (entries clamped to the cache); shift = block_shift(block_size).
+template <int D>
+__device__ __forceinline__ int64_t cache_row_offset(const PagedAttentionParams& p, const int32_t* bt, int shift,
+                                                    int j) {
+  const int bi = shift >= 0 ? j >> shift : j / p.block_size;
+  const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
+  return (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
+}
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
