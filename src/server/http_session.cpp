@@ -47,13 +47,19 @@ HttpSession::HttpSession(Socket socket, HttpHandler& handler, net::thread_pool& 
       limits_(limits),
       buffer_(limits.max_header_bytes + kPipelineSlack),
       on_destroy_(std::move(on_destroy)),
-      gate_(std::move(gate)) {
+      gate_(std::move(gate)),
+      notify_(std::make_shared<NotifyTarget>()) {
+  notify_->ex = ex_;
   error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
   if (!ec) peer_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
 }
 
 HttpSession::~HttpSession() {
+  {
+    std::lock_guard lock(gate_->mu);  // waits for a notification being posted
+    notify_->ex.reset();
+  }
   gen_.reset();  // aborts what is unfinished
   if (on_destroy_) on_destroy_(this);
 }
@@ -215,10 +221,10 @@ void HttpSession::start_generation(std::shared_ptr<Generation> gen) {
     for (const nlohmann::json& c : gen_->builder().opening_chunks()) queue_chunk(sse_event(c));
   }
   // On the engine thread: no strong reference there (see NotifyGate).
-  gen_->set_listener([weak = weak_from_this(), gate = gate_, pending = notify_pending_, ex = ex_] {
+  gen_->set_listener([weak = weak_from_this(), gate = gate_, target = notify_] {
     std::lock_guard lock(gate->mu);
-    if (gate->open && !pending->exchange(true))
-      net::post(ex, [weak] {
+    if (gate->open && target->ex && !target->pending.exchange(true))
+      net::post(*target->ex, [weak] {
         if (auto self = weak.lock()) self->on_outputs();
       });
   });
@@ -227,7 +233,7 @@ void HttpSession::start_generation(std::shared_ptr<Generation> gen) {
 }
 
 void HttpSession::on_outputs() {
-  *notify_pending_ = false;
+  notify_->pending = false;
   if (closed_ || !gen_) return;
   while (auto chunks = gen_->next(std::chrono::milliseconds(0))) {
     if (streaming_)

@@ -51,6 +51,14 @@ struct NotifyGate {
   }
 };
 
+// Where the engine thread's output listener posts: the session's strand while the session lives
+// (its destructor drops the executor under the gate's lock), so no copy of an executor outlives
+// the I/O context on the engine thread (a strand's last copy touches its io_context's service).
+struct NotifyTarget {
+  std::optional<boost::asio::any_io_executor> ex;
+  std::atomic<bool> pending{false};  // a notification is posted and has not run yet
+};
+
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   using Socket = boost::asio::ip::tcp::socket;
@@ -107,8 +115,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<Parser> parser_;
   std::function<void(HttpSession*)> on_destroy_;
   std::shared_ptr<NotifyGate> gate_;
-  // A notification is posted and not yet run (shared with the engine thread's listener).
-  std::shared_ptr<std::atomic<bool>> notify_pending_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<NotifyTarget> notify_;  // shared with the engine thread's listener
 
   bool keep_alive_ = true;
   bool http10_ = false;
