@@ -352,9 +352,8 @@ int tc_split_min_tiles() {
   static const int v = env_int("GS_TC_SPLIT_MIN_TILES", 1, 64, kDecodeSplitMinTiles);
   return v;
 }
-// GS_TC_PREFETCH=1: decode launches start loading the cache rows before pdl_wait(). Off by
-// default: no measurable gain on an H200 (llama3.2-1b bs 1 / 4 / 8, prompt 128: 0.919 / 1.143 /
-// 1.198 ms vs 0.925 / 1.136 / 1.164 without; tools/gpu/NOTES.md).
+// GS_TC_PREFETCH=1: decode launches start loading the cache rows before pdl_wait() (off: no
+// measurable gain on an H200; tools/gpu/NOTES.md).
 bool tc_prefetch() {
   static const bool on = env_int("GS_TC_PREFETCH", 0, 1, 0) == 1;
   return on;
@@ -408,12 +407,10 @@ int tiles_per_warp_d64() {
 // Whether D = 64 prefill runs the wgmma kernel (GS_PREFILL_WGMMA=0: the mma.sync one, for A/B).
 bool wgmma_d64() { return !env_is("GS_PREFILL_WGMMA", "0"); }
 
-// The warp-per-pair decode kernel (decode_warp.cuh) holds the GQA group in registers at D 128 with
-// G <= 2 and at D 64 with G <= 4 (no softcap). It runs decode batches of at least
-// GS_TC_WARP_PAIRS (request, kv head) pairs (default kWarpPairsMin; 0: never) at D 128, and at D 64
-// only when GS_TC_WARP_PAIRS is set: on an H200 it won at D 128 (qwen3-0.6b bs 64 / 128, prompt 128
-// and 4096) and never at D 64 (llama3.2-1b; tools/gpu/NOTES.md, "bs-128 decode attention"). Read
-// at every launch (the GPU tests switch it).
+// The warp-per-pair decode kernel (decode_warp.cuh; G in registers: D 128 G <= 2, D 64 G <= 4, no
+// softcap) runs decode batches of at least GS_TC_WARP_PAIRS pairs (default kWarpPairsMin; 0: never)
+// at D 128, at D 64 only when GS_TC_WARP_PAIRS is set (it won at D 128 and never at D 64 on an H200;
+// tools/gpu/NOTES.md, "bs-128 decode attention"). Read at every launch (the GPU tests switch it).
 constexpr int kWarpPairsMin = 512;
 bool use_decode_warp(const PagedAttentionParams& p) {
   if (env_is("GS_TC_WARP_PAIRS", "0")) return false;
@@ -449,10 +446,8 @@ cudaError_t decode_warp(const PagedAttentionParams& p, int window, int T, cudaSt
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-// The keys-as-rows decode kernel (decode_mma.cuh) with NS K/V stages: three at head dim 64 (the
-// whole 130-key context of a prompt-128 step in flight at once: bs 32 / 128 1.171 / 1.593 ms vs 1.190-1.223
-// / 1.609 with two), two at 128 (three would leave two CTAs an SM). Splits each context as the
-// tensor-core decode kernel does (decode_splits).
+// The keys-as-rows decode kernel (decode_mma.cuh) with NS K/V stages (D 64: 3, D 128: 2; NOTES.md),
+// each context split as the tensor-core decode kernel splits it (decode_splits).
 template <int D, int NS>
 cudaError_t launch_decode_mma(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
   using C = dm::Cfg<D, NS>;
@@ -491,8 +486,7 @@ cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, 
   return tiles_per_warp_d64() == 2 ? launch<64, 2, false>(p, window, T, s) : launch<64, 1, false>(p, window, T, s);
 }
 
-// Every single-token decode it holds (GS_DECODE_MMA=0: never, for A/B), but those the warp-per-pair
-// kernel takes (head dim 128, G <= 2, from 512 pairs: qwen3-0.6b bs 128 1.969 vs 2.141 ms).
+// All it holds but the warp-per-pair kernel's launches (D 128, G <= 2, >= 512 pairs: faster there).
 bool decode_attention_takes(const PagedAttentionParams& p) {
   if (env_is("GS_DECODE_MMA", "0") || !prefill_attention_supported(p) || p.softcap != 0.0f) return false;
   return p.hq / p.hkv <= dm::kMaxG && !use_decode_warp(p);
