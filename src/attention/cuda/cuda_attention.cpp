@@ -105,11 +105,11 @@ class CudaAttention final : public AttentionBackend {
     p.scale = shape_.scale;
     p.window = window;
     p.softcap = shape_.softcap;
-    // The tensor-core prefill kernel has no logit soft-capping (Gemma 2 stays on the paged kernel).
     if (md.max_query_len == 1 && prefill_kernel_enabled() && cuda::decode_attention_takes(p)) {
       GS_CUDA_CHECK(cuda::decode_attention(p, window, int(T), stream_));
       return;
     }
+    // The tensor-core prefill kernel has no logit soft-capping (Gemma 2 stays on the paged kernel).
     const bool long_queries = md.max_query_len >= kPrefillMinQueryLen;
     const bool wide_decode = tensor_core_decode_enabled() && p.num_reqs_padded * hkv >= tensor_core_decode_min_pairs();
     if ((long_queries || wide_decode) && prefill_kernel_enabled() && shape_.softcap == 0.0f &&

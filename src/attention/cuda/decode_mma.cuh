@@ -42,13 +42,15 @@ static_assert(kStageKeys == tc::kKeys, "a stage is a split tile of the tensor-co
 constexpr int kMaxG = 8;  // query columns of the n8 tiles
 constexpr unsigned kFull = 0xffffffffu;
 
+// The merge's floats a warp leaves: O^T (D x 8) then m, l of the 8 columns.
+template <int D>
+constexpr int kMergeFloats = kMaxG * D + 2 * kMaxG;
+
 template <int D, int NS>
 struct Cfg {
   static constexpr int threads = kWarps * 32;
   static constexpr size_t smem = size_t(2 * NS * kStageKeys) * D * sizeof(uint16_t);
-  // The merge's floats a warp leaves: O^T (D x 8) then m, l of the 8 columns.
-  static constexpr int merge_floats = D * kMaxG + 2 * kMaxG;
-  static_assert(size_t(kWarps) * merge_floats * sizeof(float) <= smem, "the merge reuses the K/V stages");
+  static_assert(size_t(kWarps) * kMergeFloats<D> * sizeof(float) <= smem, "the merge reuses the K/V stages");
 };
 
 __device__ __forceinline__ uint32_t movmatrix_t(uint32_t a) {
@@ -160,7 +162,7 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
 template <int D>
 __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, int tok, int g, int G, int T,
                                 int splits, float* scratch) {
-  constexpr int F = Cfg<D, 1>::merge_floats;
+  constexpr int F = kMergeFloats<D>;
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
 #pragma unroll
   for (int c = 0; c < 2; ++c) {  // the column's sum over its 8 lanes
@@ -214,24 +216,6 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
   }
 }
 
-// Head g's k, v of token tok -> its cache slot; out rows of the group zeroed when `zero_out`.
-template <int D>
-__device__ void write_token(const PagedAttentionParams& p, int tok, int g, int G, bool zero_out) {
-  constexpr int CPR = D / 8;
-  const int64_t slot = p.slot_mapping[tok];
-  for (int c = int(threadIdx.x); c < CPR; c += int(blockDim.x)) {
-    if (slot < 0 || slot >= p.num_slots) break;
-    const int64_t src = (int64_t(tok) * p.hkv + g) * D + c * 8, dst = (slot * p.hkv + g) * D + c * 8;
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
-  }
-  if (!zero_out) return;
-  uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + (int64_t(tok) * p.hq + int64_t(g) * G) * D);
-  for (int c = int(threadIdx.x); c < G * CPR; c += int(blockDim.x)) out[c] = make_uint4(0, 0, 0, 0);
-}
-
 // Grid (num_reqs_padded + 1, hkv, splits): CTA (r, g, z) serves split z of request r's token (if
 // it has one) and kv head g; column num_reqs_padded serves the tail tokens [qsl[num_reqs_padded], T).
 template <int D, int NS>
@@ -252,8 +236,10 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   const int qlen = tail ? 0 : p.query_start_loc[r + 1] - tok, seq = tail ? 0 : p.seq_lens[r];
   if (tail) {  // the tail: cache writes (padding slots are skipped) and zero rows
     if (early) pdl_wait(), pdl_trigger();
-    if (blockIdx.z == 0)
-      for (int t = tok; t < T; ++t) write_token<D>(p, t, g, G, true);
+    if (blockIdx.z == 0) {
+      tc::write_cache_rows<D>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
+      tc::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
+    }
     return;
   }
   if (qlen != 1) return;  // no token this step
@@ -282,7 +268,8 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
       copy_now<D>(p, tok, g, now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D,
                   v_s + i_now * kStageKeys * D);
   }
-  if (blockIdx.z == 0) write_token<D>(p, tok, g, G, false);  // overlaps the copies in flight (stages read k, v)
+  if (blockIdx.z == 0)  // overlaps the copies in flight (the stages read now's k, v from k, v)
+    tc::write_cache_rows<D>(p, tok, 1, g, int(threadIdx.x), C::threads);
 
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   // Q^T's B fragments: column n = lane / 4 (head g G + n, zero past G), dims 16 kk + 2 (lane % 4) (+ 8).

@@ -256,22 +256,6 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
   }
 }
 
-// Head g of tokens [t0, t0 + n) -> their cache slots, by one warp.
-template <int D>
-__device__ void warp_write_cache(const PagedAttentionParams& p, int t0, int n, int g) {
-  constexpr int CPR = D / 8;
-  for (int i = int(threadIdx.x) & 31; i < n * CPR; i += 32) {
-    const int t = t0 + i / CPR, ch = i % CPR;
-    const int64_t slot = p.slot_mapping[t];
-    if (slot < 0 || slot >= p.num_slots) continue;
-    const int64_t src = (int64_t(t) * p.hkv + g) * D + ch * 8, dst = (slot * p.hkv + g) * D + ch * 8;
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
-  }
-}
-
 // Grid: ceil((num_reqs_padded + 1) x hkv x W / kWarps) CTAs of kWarps warps; W (1, 2 or 4) warps
 // per pair: warp -> pair (request, kv head) = divmod((blockIdx.x kWarps + warp) / W, hkv), and
 // w = warp % W takes rounds w, w + W, .. of the pair's keys.
@@ -288,14 +272,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_warp_kernel(PagedAttention
   const int tok0 = p.query_start_loc[r];
   const int qlen = (r < p.num_reqs_padded ? p.query_start_loc[r + 1] : T) - tok0;
   if (qlen <= 0) return;
-  if (w == 0) warp_write_cache<D>(p, tok0, qlen, g);
+  const int lane = int(threadIdx.x) & 31;
+  if (w == 0) tc::write_cache_rows<D>(p, tok0, qlen, g, lane, 32);
   if (r == p.num_reqs_padded) {  // tokens of no request: zero rows
-    const int G = p.hq / p.hkv;
-    uint16_t* out = static_cast<uint16_t*>(p.out);
-    for (int i = int(threadIdx.x) & 31; w == 0 && i < qlen * G * (D / 8); i += 32) {
-      const int t = i / (G * (D / 8)), rest = i % (G * (D / 8));
-      *reinterpret_cast<uint4*>(out + (int64_t(tok0 + t) * p.hq + g * G) * D + rest * 8) = make_uint4(0, 0, 0, 0);
-    }
+    if (w == 0) tc::zero_out_rows<D>(p, tok0, qlen, g, p.hq / p.hkv, lane, 32);
     return;
   }
   const int seq = p.seq_lens[r];

@@ -107,22 +107,6 @@ __device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileI
   return true;
 }
 
-// Head g of tokens [t0, t0 + n) -> their cache slots.
-template <int D, int NT>
-__device__ void write_cache(const PagedAttentionParams& p, int t0, int n, int g) {
-  constexpr int CPR = D / 8;
-  for (int c = threadIdx.x; c < n * CPR; c += NT) {
-    const int t = t0 + c / CPR, ch = c % CPR;
-    const int64_t slot = p.slot_mapping[t];
-    if (slot < 0 || slot >= p.num_slots) continue;
-    const int64_t src = (int64_t(t) * p.hkv + g) * D + ch * 8, dst = (slot * p.hkv + g) * D + ch * 8;
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
-  }
-}
-
 // Which rows of a tile load_kv issues: all, only the cache's (and the zeros past the end: no
 // read of this step's k, v), or only this step's new positions (from k, v).
 enum class KvRows { All, Cache, New };
@@ -232,7 +216,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   cp_async_commit();
   // The cache write's loads and stores overlap the copies in flight (this kernel reads the new
   // positions from k, v, never from the cache).
-  if (blockIdx.z == 0) write_cache<D, NT>(p, ti.tok0 + ti.first, ti.ntok, g);
+  if (blockIdx.z == 0) write_cache_rows<D>(p, ti.tok0 + ti.first, ti.ntok, g, int(threadIdx.x), NT);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Warp split (decode, the tile's rows fit one warp's 16): every warp holds the same rows and

@@ -1,6 +1,7 @@
-// Building blocks of the tensor-core attention kernels (prefill_attention.cu): cp.async, ldmatrix and
+// Building blocks of the tensor-core attention kernels (prefill_attention.cu): the paged cache's row
+// addressing, cache writes and zero rows (shared with the decode kernels), cp.async, ldmatrix and
 // mma.sync m16n8k16 wrappers, the swizzled tile layout, a warp's online-softmax state and one 64-key
-// K/V tile of FlashAttention-2 on mma.sync. Included only by prefill_attention.cu.
+// K/V tile of FlashAttention-2 on mma.sync. Included only by prefill_attention.cu and its headers.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -32,6 +33,35 @@ __device__ __forceinline__ int64_t cache_row_offset(const PagedAttentionParams& 
   const int bi = shift >= 0 ? j >> shift : j / p.block_size;
   const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
   return (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
+}
+
+// Head g's k, v of tokens [t0, t0 + n) -> their cache slots (slots outside the cache skipped), in
+// 16-byte chunks by `count` threads of which the caller is number `idx`.
+template <int D>
+__device__ void write_cache_rows(const PagedAttentionParams& p, int t0, int n, int g, int idx, int count) {
+  constexpr int CPR = D / 8;
+  for (int c = idx; c < n * CPR; c += count) {
+    const int t = t0 + c / CPR, ch = c % CPR;
+    const int64_t slot = p.slot_mapping[t];
+    if (slot < 0 || slot >= p.num_slots) continue;
+    const int64_t src = (int64_t(t) * p.hkv + g) * D + ch * 8, dst = (slot * p.hkv + g) * D + ch * 8;
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
+        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
+  }
+}
+
+// Zero output rows of kv head g's G query heads for tokens [t0, t0 + n) (tokens of no request), by
+// `count` threads of which the caller is number `idx`.
+template <int D>
+__device__ void zero_out_rows(const PagedAttentionParams& p, int t0, int n, int g, int G, int idx, int count) {
+  constexpr int CPR = D / 8;
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  for (int i = idx; i < n * G * CPR; i += count) {
+    const int t = i / (G * CPR), rest = i % (G * CPR);
+    *reinterpret_cast<uint4*>(out + (int64_t(t0 + t) * p.hq + g * G) * D + rest * 8) = make_uint4(0, 0, 0, 0);
+  }
 }
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
