@@ -44,7 +44,7 @@ constexpr unsigned kFull = 0xffffffffu;
 
 // The merge's floats a warp leaves: O^T (D x 8) then m, l of the 8 columns.
 template <int D>
-constexpr int kMergeFloats = kMaxG * D + 2 * kMaxG;
+constexpr int kMergeFloats = (D + 2) * kMaxG;
 
 template <int D, int NS>
 struct Cfg {
