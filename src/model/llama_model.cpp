@@ -68,11 +68,17 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
       be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
     }
     if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
-    be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
+    if (!defers_norm(in, n))  // else layer 0's QKV projection norms the residual
+      be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
   } else {
-    finish_layer(i - 1, in, n, next_norm);
+    mlp_in(i - 1, in, n);
+    mlp_out(i - 1, in, n, next_norm);
   }
   if (i < L) start_layer(i, in, n);
+}
+
+bool LlamaModel::defers_norm(const ForwardInputs& in, int n) const {
+  return !in.has_lora && !tp_.sharded() && !cfg_.gemma_norms && be_.defers_norm(n);
 }
 
 const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
@@ -127,25 +133,43 @@ Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInput
   return y;
 }
 
-// o_proj, residual add + post-attention norm, MLP, then the next residual add + norm.
-void LlamaModel::finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm) {
+// o_proj, residual add + post-attention norm, then the MLP's gate/up projection and activation
+// (with the norm deferred into that projection where the backend takes it).
+void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
-  const bool lora = lora_slots(in) != nullptr;
+  const Tensor gate_up = buf_.gate_up.rows(0, n), act = buf_.act.rows(0, n);
+  if (defers_norm(in, n)) {
+    be_.linear_add_rms_norm(buf_.attn_out.rows(0, n), w.o_proj, hid, res, w.post_norm, eps, hid);
+    be_.rms_norm_linear_gated_activation(res, w.post_norm, eps, hid, cfg_.activation, w.gate_up, gate_up, act);
+    return;
+  }
   const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
-  const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
   const Tensor o = row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
   add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
-  if (lora) {  // the adapter adds to the gate/up projection, in the activation's op
-    const Tensor gate_up = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up,
-                                          Tensor(), buf_.gate_up.rows(0, n), in.lora_slots, n);
-    lora_->expand_gated_activation(layer, cfg_.activation, gate_up, buf_.act.rows(0, n), in.lora_slots, n);
+  if (lora_slots(in)) {  // the adapter adds to the gate/up projection, in the activation's op
+    const Tensor y = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up, Tensor(),
+                                    gate_up, in.lora_slots, n);
+    lora_->expand_gated_activation(layer, cfg_.activation, y, act, in.lora_slots, n);
   } else {
-    be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, buf_.gate_up.rows(0, n), buf_.act.rows(0, n));
+    be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, gate_up, act);
   }
-  const Tensor down = row_parallel_linear(layer, LoraProj::Down, in, buf_.act.rows(0, n), w.down, hid, after_down);
+}
+
+// down, then the residual add + the next norm (deferred into the next layer's QKV projection
+// where the backend takes it; the final norm never is: compute_logits reads it from hidden).
+void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor& next_norm) {
+  const LlamaLayerWeights& w = w_.layers[size_t(layer)];
+  const float eps = cfg_.rms_norm_eps;
+  const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n), act = buf_.act.rows(0, n);
+  if (layer + 1 < cfg_.num_layers && defers_norm(in, n)) {
+    be_.linear_add_rms_norm(act, w.down, hid, res, next_norm, eps, hid);
+    return;
+  }
+  const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
+  const Tensor down = row_parallel_linear(layer, LoraProj::Down, in, act, w.down, hid, after_down);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2 (down is hid)
   add_rms_norm(layer, after_down, in, res, down, next_norm, hid, n);
 }
@@ -163,6 +187,9 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
     const auto op = cfg_.qk_norm ? std::nullopt : std::optional(LoraFusedOp::SplitQkvRope);
     const Tensor y = lora_->project(layer, LoraProj::Qkv, op, x, w.qkv, w.qkv_bias, qkv, in.lora_slots, n);
     lora_->expand_split_qkv_rope(layer, y, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
+  } else if (defers_norm(in, n)) {  // the input norm of the residual (mlp_out or piece 0 left it)
+    be_.rms_norm_linear_split_qkv_rope(buf_.residual.rows(0, n), w.input_norm, eps, x, w.qkv, w.qkv_bias, pos,
+                                       cfg_.rope, qn, kn, qkv, q, k, v);
   } else {
     be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
   }

@@ -8,9 +8,10 @@
 // Piece i (0..L): for i > 0, the rest of layer i-1 (o_proj, residual add + post-attention norm,
 // SwiGLU MLP); for i < L, the start of layer i (input norm fused with the residual add, the
 // fused q/k/v projection, its split into q, k, v with Qwen3 q/k norm and RoPE); piece L ends
-// with the final norm. Attention i runs between pieces i and i+1. All activations live in buffers allocated at
-// construction for max_num_tokens rows; a forward of n tokens uses their first n rows, so views (and the addresses
-// graphs bake in) are the same for every n.
+// with the final norm. Where the backend defers norms (one token on the GPU), o_proj and down add
+// into the residual and the gate/up and QKV projections compute the norm themselves. Attention i runs between pieces i
+// and i+1. All activations live in buffers allocated at construction for max_num_tokens rows; a forward of n tokens
+// uses their first n rows, so views (and the addresses graphs bake in) are the same for every n.
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
 // and down end in an all-reduce of their partial sums (fused with the residual add + norm after
@@ -59,7 +60,13 @@ class LlamaModel final : public PiecewiseModel {
   void reduce(const Tensor& t);
 
   int check_tokens(const ForwardInputs& in) const;
-  void finish_layer(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
+  // The rest of a layer: mlp_in (o_proj, add + norm, gate/up and activation), mlp_out (down, add +
+  // the next norm).
+  void mlp_in(int layer, const ForwardInputs& in, int n);
+  void mlp_out(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
+  // Whether this forward defers the residual norms into the projections after them
+  // (Backend::defers_norm; never with LoRA, tensor parallelism or Gemma 2's norms).
+  bool defers_norm(const ForwardInputs& in, int n) const;
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
   // What the residual add + norm after o_proj or down takes over from the op before it: the

@@ -126,6 +126,38 @@ class Backend {
     gated_activation(act, gate_up, out);
   }
 
+  // Decode's deferred norm: where defers_norm(T) is true the model lets the projection before a
+  // residual add + norm do the add (linear_add_rms_norm, leaving out unwritten) and the projection
+  // after it compute the norm from the residual (rms_norm_linear_*), saving the norm's launch.
+  virtual bool defers_norm(int64_t tokens) const {
+    (void)tokens;
+    return false;
+  }
+  // y = x w^T (no bias), then add_rms_norm(residual, y, norm_w, eps, out); y is scratch. Called
+  // where defers_norm is true, out may be left unwritten: the op that reads the norm must then be
+  // an rms_norm_linear_* of residual.
+  virtual void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
+                                   const Tensor& norm_w, float eps, const Tensor& out) {
+    linear(x, w, Tensor(), y);
+    add_rms_norm(residual, y, norm_w, eps, out);
+  }
+  // rms_norm(residual, norm_w, eps, normed), then linear_split_qkv_rope / linear_gated_activation
+  // of normed (scratch: its contents are unspecified afterwards).
+  virtual void rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& norm_w, float eps,
+                                              const Tensor& normed, const Tensor& w, const Tensor& bias,
+                                              const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
+                                              const Tensor& k_norm, const Tensor& qkv, const Tensor& q, const Tensor& k,
+                                              const Tensor& v) {
+    rms_norm(residual, norm_w, eps, normed);
+    linear_split_qkv_rope(normed, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
+  }
+  virtual void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps,
+                                                const Tensor& normed, GatedActivation act, const Tensor& w,
+                                                const Tensor& gate_up, const Tensor& out) {
+    rms_norm(residual, norm_w, eps, normed);
+    linear_gated_activation(act, normed, w, gate_up, out);
+  }
+
   // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
   virtual void scale(const Tensor& x, float alpha) = 0;
   // In place: x = cap * tanh(x / cap) (logit soft-capping; x f32 or compute dtype)

@@ -232,6 +232,66 @@ TEST_P(CudaOps, LinearGatedActivation) {
   }
 }
 
+// The deferred norm at one token: linear_add_rms_norm adds o_proj / down's output into the f32
+// residual in the GEMV (the same residual, bit for bit, as linear + add_rms_norm), and the gated /
+// QKV projection after it computes the norm itself (within rounding of rms_norm + projection);
+// from two tokens the backend does not defer.
+TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
+  ASSERT_TRUE(gpu->defers_norm(1));
+  EXPECT_FALSE(gpu->defers_norm(2));
+  EXPECT_FALSE(cpu->defers_norm(1));
+  const float eps = 1e-5f;
+  struct Case {
+    int H, Kin, I;  // residual width, the adding projection's input, the gated MLP's width
+  };
+  for (const Case c : {Case{2048, 8192, 1000}, Case{512, 2048, 4096}, Case{136, 264, 96}}) {
+    SCOPED_TRACE(testing::Message() << "H=" << c.H << " Kin=" << c.Kin << " I=" << c.I);
+    auto [cx, gx] = both(randn(size_t(c.Kin), 70), {1, c.Kin});
+    auto [cwo, gwo] = both(randn(size_t(c.H) * c.Kin, 71, 0.05f), {c.H, c.Kin});
+    auto [cg, gg] = both(randn(size_t(c.H), 72), {c.H});
+    const auto r0 = randn(size_t(c.H), 73);
+    Tensor cr = on(*cpu, r0, {1, c.H}, DType::F32), gr = on(*gpu, r0, {1, c.H}, DType::F32);
+    Tensor gr_plain = on(*gpu, r0, {1, c.H}, DType::F32);
+    auto [cy, gy] = empty({1, c.H});
+    auto [cn, gn] = empty({1, c.H});
+    cpu->linear_add_rms_norm(cx, cwo, cy, cr, cg, eps, cn);
+    gpu->linear_add_rms_norm(gx, gwo, gy, gr, gg, eps, gn);
+    gpu->linear(gx, gwo, Tensor(), gy);
+    gpu->add_rms_norm(gr_plain, gy, gg, eps, gn);
+    EXPECT_EQ(read(*gpu, gr), read(*gpu, gr_plain));
+    expect_close(cr, gr);
+    for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+      auto [cw, gw] = both(randn(size_t(2 * c.I) * c.H, 74, 0.05f), {2 * c.I, c.H});
+      auto [cs, gs] = empty({1, 2 * c.I});
+      auto [co, go] = empty({1, c.I});
+      cpu->rms_norm_linear_gated_activation(cr, cg, eps, cn, act, cw, cs, co);
+      gpu->rms_norm_linear_gated_activation(gr, gg, eps, gn, act, gw, gs, go);
+      expect_close(co, go);
+    }
+    RopeConfig cfg;
+    cfg.head_dim = 64;
+    const int hq = 4, hkv = 2, W = (hq + 2 * hkv) * cfg.head_dim;
+    auto [cw, gw] = both(randn(size_t(W) * c.H, 75, 0.05f), {W, c.H});
+    auto [cqn, gqn] = both(randn(64, 76), {64});
+    auto [ckn, gkn] = both(randn(64, 77), {64});
+    for (bool qk_norm : {false, true}) {
+      SCOPED_TRACE(qk_norm ? "q/k norm" : "RoPE epilogue");
+      auto [cs, gs] = empty({1, W});
+      auto [cq, gq] = empty({1, hq * 64});
+      auto [ck, gk] = empty({1, hkv * 64});
+      auto [cv, gv] = empty({1, hkv * 64});
+      const std::vector<int32_t> pos = {1234};
+      cpu->rms_norm_linear_split_qkv_rope(cr, cg, eps, cn, cw, Tensor(), on_i32(*cpu, pos, {1}), cfg,
+                                          qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), cs, cq, ck, cv);
+      gpu->rms_norm_linear_split_qkv_rope(gr, gg, eps, gn, gw, Tensor(), on_i32(*gpu, pos, {1}), cfg,
+                                          qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), gs, gq, gk, gv);
+      expect_close(cq, gq);
+      expect_close(ck, gk);
+      expect_close(cv, gv);
+    }
+  }
+}
+
 TEST_P(CudaOps, GatherRows) {
   const int T = 9, V = 5003;
   std::vector<float> logits = randn(T * V, 60);

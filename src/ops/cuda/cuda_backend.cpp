@@ -276,6 +276,76 @@ class CudaBackend final : public Backend {
     Backend::linear_gated_activation(act, x, w, gate_up, out);
   }
 
+  // The deferred norm at one token (GS_NORM_FUSION=0: off, for A/B timing): o_proj / down add
+  // into the f32 residual in the GEMV's epilogue, and the QKV / gate-up GEMV that follows computes
+  // the norm of the residual row while it streams its weights (GemvInput).
+  bool defers_norm(int64_t tokens) const override { return decode_fusion_ && norm_fusion_ && tokens == 1; }
+
+  void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
+                           const Tensor& norm_w, float eps, const Tensor& out) override {
+    const char* op = "linear_add_rms_norm";
+    need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
+    if (defers_norm(M) && K > 0 && w.row_elems() == K && residual.defined() && residual.dtype() == DType::F32 &&
+        residual.device().is_cuda() && residual.dim(0) == M && residual.row_elems() == N &&
+        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+      by_dtype([&](auto e) {
+        using E = decltype(e);
+        GS_CUDA_CHECK(
+            cuda::gemv_add_residual<E>(ptr<E>(x), ptr<E>(w), ptr<float>(residual), int(M), int(N), int(K), s()));
+      });
+      return;
+    }
+    Backend::linear_add_rms_norm(x, w, y, residual, norm_w, eps, out);
+  }
+
+  void rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
+                                      const Tensor& w, const Tensor& bias, const Tensor& positions,
+                                      const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
+                                      const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
+    const int64_t M = residual.ndim() >= 1 ? residual.dim(0) : 0, K = residual.row_elems();
+    const bool rope_fused = !q_norm.defined() && qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
+    if (!normed_gemv_fits(residual, norm_w, w, "rms_norm_linear_split_qkv_rope") ||
+        (!rope_fused && !(w.row_elems() == K && qkv.dim(0) == M && qkv.row_elems() == w.dim(0)))) {
+      Backend::rms_norm_linear_split_qkv_rope(residual, norm_w, eps, normed, w, bias, positions, cfg, q_norm, k_norm,
+                                              qkv, q, k, v);
+      return;
+    }
+    need(qkv, dtype_, "rms_norm_linear_split_qkv_rope", "qkv");
+    if (bias.defined()) need(bias, dtype_, "rms_norm_linear_split_qkv_rope", "bias");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+      const E* b = bias.defined() ? ptr<E>(bias) : nullptr;
+      const int D = cfg.head_dim;
+      if (rope_fused) {
+        GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(in, ptr<E>(w), b, ptr<int32_t>(positions), ptr<float>(inv_freq(cfg)),
+                                             ptr<E>(q), ptr<E>(k), ptr<E>(v), 1, int(q.row_elems() / D),
+                                             int(k.row_elems() / D), D, int(K), cfg.long_from, s()));
+      } else {  // Qwen3's q/k norm: the normed projection into qkv, then split_qkv_rope
+        GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
+        split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
+      }
+    });
+  }
+
+  void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
+                                        GatedActivation act, const Tensor& w, const Tensor& gate_up,
+                                        const Tensor& out) override {
+    const char* op = "rms_norm_linear_gated_activation";
+    const int64_t K = residual.row_elems(), I = out.row_elems();
+    if (!normed_gemv_fits(residual, norm_w, w, op) || w.dim(0) != 2 * I || out.dim(0) != 1) {
+      Backend::rms_norm_linear_gated_activation(residual, norm_w, eps, normed, act, w, gate_up, out);
+      return;
+    }
+    need(out, dtype_, op, "out");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+      GS_CUDA_CHECK(cuda::gemv_gated<E>(act, in, ptr<E>(w), ptr<E>(out), 1, int(I), int(K), s()));
+    });
+  }
+
   void scale(const Tensor& x, float alpha) override { scale_softcap(x, alpha, 0.0f, "scale"); }
 
   void softcap(const Tensor& x, float cap) override {
@@ -367,6 +437,23 @@ class CudaBackend final : public Backend {
     return H;
   }
 
+  // Whether a GEMV with the norm fused (GemvInput) takes the f32 residual [1, K], norm_w [K] and the
+  // weight w [N, K] (one token, deferred norm on, aligned rows).
+  bool normed_gemv_fits(const Tensor& residual, const Tensor& norm_w, const Tensor& w, const char* op) const {
+    need(w, dtype_, op, "w"), need(norm_w, dtype_, op, "norm_w");
+    const int64_t K = residual.defined() ? residual.row_elems() : 0;
+    if (!residual.defined() || residual.dtype() != DType::F32 || !residual.device().is_cuda() || residual.dim(0) != 1 ||
+        !defers_norm(1) || K == 0 || w.row_elems() != K || norm_w.numel() != K)
+      return false;
+    bool ok = false;
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      ok =
+          cuda::gemv_supported<E>(1, int(K), cuda::GemvInput<E>(ptr<float>(residual), ptr<E>(norm_w), 0.0f), ptr<E>(w));
+    });
+    return ok;
+  }
+
   // Whether the QKV GEMV with the RoPE epilogue takes these shapes (M tokens of K inputs).
   bool qkv_rope_gemv_fits(const Tensor& w, const Tensor& bias, const Tensor& positions, const RopeConfig& cfg,
                           const Tensor& q, const Tensor& k, const Tensor& v, int64_t M, int64_t K) const {
@@ -431,6 +518,7 @@ class CudaBackend final : public Backend {
   DType dtype_;
   bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
   bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");  // the skinny GEMM's gated / RoPE epilogues
+  bool norm_fusion_ = !env_is("GS_NORM_FUSION", "0");      // the deferred norm (defers_norm)
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;

@@ -16,29 +16,69 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kUnroll = 4;
 
-// acc[m] += w chunk . x[m] chunk kv (x through the read-only path).
-template <typename T, int M>
-__device__ __forceinline__ void fma_chunk(const uint4& wv, const T* x, int64_t K, int kv, float (&acc)[M]) {
+// The GEMV's input row, chunk kv (kVecElems<T> elements) at a time into xf (through the read-only
+// path): x itself (XRow), or rms_norm(residual) * norm_w (NormedRow, one token) computed on the
+// fly: xf = residual * norm_w, and the squares of the residual chunks a warp reads summed into ss,
+// so that the kernel scales each output by 1 / rms(residual) at the end (x . w = (r * g) . w / rms).
+template <typename T>
+struct XRow {
+  static constexpr bool kNormed = false;
+  const T* x;
+  __device__ __forceinline__ float scale(float, int) const { return 1.0f; }
+  __device__ __forceinline__ void load(int64_t K, int m, int kv, float (&xf)[kVecElems<T>], float&) const {
+    unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(x + m * K) + kv), xf);
+  }
+};
+template <typename T>
+struct NormedRow {
+  static constexpr bool kNormed = true;
+  const float* residual;
+  const T* norm_w;
+  float eps;
+  __device__ __forceinline__ float scale(float ss, int K) const { return rsqrtf(ss / float(K) + eps); }
+  __device__ __forceinline__ void load(int64_t, int, int kv, float (&xf)[kVecElems<T>], float& ss) const {
+    constexpr int V = kVecElems<T>;
+    float r[V], g[V];
+#pragma unroll
+    for (int i = 0; i < V / 4; ++i) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(residual) + kv * (V / 4) + i);
+      r[4 * i] = f.x, r[4 * i + 1] = f.y, r[4 * i + 2] = f.z, r[4 * i + 3] = f.w;
+    }
+    unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(norm_w) + kv), g);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      ss = fmaf(r[j], r[j], ss);
+      xf[j] = r[j] * g[j];
+    }
+  }
+};
+
+// acc[r][m] += w chunk of row r . x chunk of token m, the x chunk loaded once for the R rows.
+template <typename T, int M, int R, typename Src>
+__device__ __forceinline__ void fma_chunk(const Src& src, const uint4 (&wv)[R], int64_t K, int kv, float (&acc)[R][M],
+                                          float& ss) {
   constexpr int V = kVecElems<T>;
-  float wf[V];
-  unpack_vec<T>(wv, wf);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float xf[V];
-    const uint4* xv = reinterpret_cast<const uint4*>(x + m * K) + kv;
-    unpack_vec<T>(__ldg(xv), xf);
+    src.load(K, m, kv, xf, ss);
 #pragma unroll
-    for (int j = 0; j < V; ++j) acc[m] = fmaf(wf[j], xf[j], acc[m]);
+    for (int r = 0; r < R; ++r) {
+      float wf[V];
+      unpack_vec<T>(wv[r], wf);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[r][m] = fmaf(wf[j], xf[j], acc[r][m]);
+    }
   }
 }
 
 // One warp per output n < N (KS > 1: KS warps per output, each over a contiguous 1 / KS of K,
 // summed through shared memory in a fixed order): streams the epilogue's R weight rows of n, then
-// stores.
-template <typename T, int M, typename Epi, int WARPS = kWarpsPerBlock, int KS = 1>
-__global__ void __launch_bounds__(WARPS * 32)
-    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, Epi epi, int N, int K) {
+// stores. A NormedRow source scales the sums by 1 / rms of the residual row first.
+template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
+__device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ w, const Epi& epi, int N, int K) {
   static_assert(KS == 1 || (M == 1 && WARPS % KS == 0), "split K: one token, whole outputs per block");
+  static_assert(!Src::kNormed || M == 1, "the norm is fused for one token");
   constexpr int R = Epi::R;
   const int warp = int(threadIdx.x >> 5), lane = threadIdx.x & 31;
   const int n = int(blockIdx.x) * (WARPS / KS) + warp / KS;
@@ -52,72 +92,91 @@ __global__ void __launch_bounds__(WARPS * 32)
   int kv = kv0 + lane;
   // The first batch of weight loads (constant data) before pdl_wait(): it overlaps the previous
   // kernel's tail. Then the plain loop (a guarded loop body measured 4-12% slower).
-  uint4 wv0[R][kUnroll];
+  uint4 wv0[kUnroll][R];
   const bool first = n < N && kv + 32 * (kUnroll - 1) < kv_end;
   if (first) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv0[r][u] = __ldcs(wrow[r] + kv + 32 * u);
+      for (int u = 0; u < kUnroll; ++u) wv0[u][r] = __ldcs(wrow[r] + kv + 32 * u);
   }
   pdl_wait();
   pdl_trigger();
   if (KS == 1 && n >= N) return;  // never warp 0 (a block has at least one output)
-  float acc[R][M];
+  float acc[R][M], ss = 0.0f;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
   if (first) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv0[r][u], x, K, kv + 32 * u, acc[r]);
+    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss);
     kv += 32 * kUnroll;
   }
   if (n >= N) kv = kv_end;  // split K: a block's warps past N only join the barrier below
   for (; kv + 32 * (kUnroll - 1) < kv_end; kv += 32 * kUnroll) {
-    uint4 wv[R][kUnroll];
+    uint4 wv[kUnroll][R];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wrow[r] + kv + 32 * u);  // streamed, used once
+      for (int u = 0; u < kUnroll; ++u) wv[u][r] = __ldcs(wrow[r] + kv + 32 * u);  // streamed, used once
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M>(wv[r][u], x, K, kv + 32 * u, acc[r]);
+    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, R>(src, wv[u], K, kv + 32 * u, acc, ss);
   }
-  for (; kv < kv_end; kv += 32)
+  for (; kv < kv_end; kv += 32) {
+    uint4 wv[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) fma_chunk<T, M>(__ldcs(wrow[r] + kv), x, K, kv, acc[r]);
+    for (int r = 0; r < R; ++r) wv[r] = __ldcs(wrow[r] + kv);
+    fma_chunk<T, M, R>(src, wv, K, kv, acc, ss);
+  }
 
   if constexpr (KS > 1) {
-    __shared__ float part[WARPS][R];
+    constexpr int P = R + (Src::kNormed ? 1 : 0);  // the R sums, then the sum of squares
+    __shared__ float part[WARPS][P];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float v = warp_sum(acc[r][0]);
-      if (lane == 0) part[warp][r] = v;
+    for (int p = 0; p < P; ++p) {
+      const float v = warp_sum(p < R ? acc[p][0] : ss);
+      if (lane == 0) part[warp][p] = v;
     }
     __syncthreads();
     if (warp % KS == 0 && lane == 0 && n < N) {
-      float v[R];
+      float v[P];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        v[r] = 0.0f;
+      for (int p = 0; p < P; ++p) {
+        v[p] = 0.0f;
 #pragma unroll
-        for (int k = 0; k < KS; ++k) v[r] += part[warp + k][r];
+        for (int k = 0; k < KS; ++k) v[p] += part[warp + k][p];
       }
-      epi.store(n, 0, v);
+      const float scale = src.scale(v[P - 1], K);
+      float out[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) out[r] = Src::kNormed ? v[r] * scale : v[r];
+      epi.store(n, 0, out);
     }
   } else {
+    const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float v[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][m]);
+      for (int r = 0; r < R; ++r) v[r] = Src::kNormed ? warp_sum(acc[r][m]) * scale : warp_sum(acc[r][m]);
       if (lane == m) epi.store(n, m, v);
     }
   }
+}
+
+template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
+__global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
+}
+// The same with a minimum of one block an SM, which lets ptxas use up to ~120 registers and hoist
+// more of the unrolled loads: taken by the split-K GEMVs and those fusing the norm (H200, bs 1
+// llama3.2-1b 0.82 -> 0.78 ms; one warp per output of llama3.1-8b's 4096-wide o_proj / down
+// lost 3.96 -> 4.05, so not there). GS_GEMV_WIDE=0 / =1: never / always, for A/B.
+template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
 }
 
 // Warps per output of a GEMV reading x from global memory: split K when N alone leaves the GPU
@@ -132,37 +191,62 @@ int gemv_k_split(int N, int KV) {
   return 1;
 }
 
-template <typename T, typename Epi, int KS>
-cudaError_t launch_split_k(const T* x, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
-  constexpr int per_block = kWarpsPerBlock / KS;
-  return launch_pdl(gemv_kernel<T, 1, Epi, kWarpsPerBlock, KS>, (N + per_block - 1) / per_block, kWarpsPerBlock * 32, 0,
-                    s, x, w, epi, N, K);
+template <typename T, typename Src, typename Epi, int KS, int WARPS>
+cudaError_t launch_split_k(const Src& src, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
+  constexpr int per_block = WARPS / KS;
+  const int blocks = (N + per_block - 1) / per_block;
+  if constexpr (!Src::kNormed) {
+    static const bool wide = KS > 1 ? !env_is("GS_GEMV_WIDE", "0") : env_is("GS_GEMV_WIDE", "1");
+    if (!wide) return launch_pdl(gemv_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K);
+  }
+  return launch_pdl(gemv_wide_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K);
+}
+
+template <typename T, typename Src, typename Epi, int WARPS = kWarpsPerBlock>
+cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
+  const int ks = gemv_k_split(N, K / kVecElems<T>);
+  if (ks == 4) return launch_split_k<T, Src, Epi, 4, WARPS>(src, w, epi, N, K, s);
+  if (ks == 2) return launch_split_k<T, Src, Epi, 2, WARPS>(src, w, epi, N, K, s);
+  return launch_split_k<T, Src, Epi, 1, WARPS>(src, w, epi, N, K, s);
 }
 
 template <typename T, typename Epi>
-cudaError_t launch_gemv(const T* x, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
+cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
-  const int ks = gemv_k_split(N, K / kVecElems<T>);
-  if (ks == 4) return launch_split_k<T, Epi, 4>(x, w, epi, N, K, s);
-  if (ks == 2) return launch_split_k<T, Epi, 2>(x, w, epi, N, K, s);
-  return launch_split_k<T, Epi, 1>(x, w, epi, N, K, s);
+  if (in.residual) {
+    return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
+  }
+  return launch_rows(XRow<T>{in.x}, w, epi, N, K, s);
 }
 
 }  // namespace
 
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return M >= 1 && M <= kGemvMaxM && elem_bytes > 0 && K % (16 / elem_bytes) == 0 && aligned(x) && aligned(w);
+  return M >= 1 && M <= kGemvMaxM && elem_bytes > 0 && K % (16 / elem_bytes) == 0 && vec_aligned(x, w);
 }
 
 template <typename T>
-cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s) {
+bool gemv_supported(int M, int K, const GemvInput<T>& in, const T* w) {
+  const void* x = in.residual ? static_cast<const void*>(in.residual) : in.x;
+  return gemv_supported(M, K, int(sizeof(T)), x, w) && (!in.residual || vec_aligned(in.norm_w));
+}
+
+template <typename T>
+cudaError_t gemv(const GemvInput<T>& x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K,
+                 cudaStream_t s) {
   if (M != 1) return cudaErrorInvalidValue;
   return launch_gemv(x, w, PlainEpilogue<T>{bias, y, y_f32, N}, N, K, s);
 }
 
 template <typename T>
-cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s) {
+cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s) {
+  if (M != 1) return cudaErrorInvalidValue;
+  return launch_rows(XRow<T>{x}, w, ResidualAddEpilogue<T>{residual, N}, N, K, s);
+}
+
+template <typename T>
+cudaError_t gemv_gated(GatedActivation act, const GemvInput<T>& x, const T* w, T* out, int M, int I, int K,
+                       cudaStream_t s) {
   if (M != 1) return cudaErrorInvalidValue;
   if (act == GatedActivation::GeluTanh)
     return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I, false}, I, K, s);
@@ -170,19 +254,22 @@ cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int 
 }
 
 template <typename T>
-cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* positions, const float* inv_freq, T* q,
-                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
+cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
+                          const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
+                          cudaStream_t s) {
   if (M != 1 || D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
   return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false},
                      (hq + 2 * hkv) * half, K, s);
 }
 
-#define GS_INSTANTIATE(T)                                                                                            \
-  template cudaError_t gemv<T>(const T*, const T*, const T*, void*, bool, int, int, int, cudaStream_t);              \
-  template cudaError_t gemv_gated<T>(GatedActivation, const T*, const T*, T*, int, int, int, cudaStream_t);          \
-  template cudaError_t gemv_qkv_rope<T>(const T*, const T*, const T*, const int32_t*, const float*, T*, T*, T*, int, \
-                                        int, int, int, int, int, cudaStream_t);
+#define GS_INSTANTIATE(T)                                                                                              \
+  template bool gemv_supported<T>(int, int, const GemvInput<T>&, const T*);                                            \
+  template cudaError_t gemv<T>(const GemvInput<T>&, const T*, const T*, void*, bool, int, int, int, cudaStream_t);     \
+  template cudaError_t gemv_add_residual<T>(const T*, const T*, float*, int, int, int, cudaStream_t);                  \
+  template cudaError_t gemv_gated<T>(GatedActivation, const GemvInput<T>&, const T*, T*, int, int, int, cudaStream_t); \
+  template cudaError_t gemv_qkv_rope<T>(const GemvInput<T>&, const T*, const T*, const int32_t*, const float*, T*, T*, \
+                                        T*, int, int, int, int, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE

@@ -52,17 +52,39 @@ cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int
 // vector), so M = 1 only.
 constexpr int kGemvMaxM = 1;
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w);
+// A GEMV's input row: x, or (norm fused, M = 1) x = rms_norm(residual) * norm_w (eps) of the f32
+// residual row, computed inside the GEMV: each warp sums the squares of the residual chunks it
+// reads, and the outputs are scaled by 1 / rms before the epilogue (saving the norm's launch;
+// x is not rounded to T, so results differ from rms_norm + gemv by rounding only).
 template <typename T>
-cudaError_t gemv(const T* x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K, cudaStream_t s);
+struct GemvInput {
+  const T* x = nullptr;
+  const float* residual = nullptr;
+  const T* norm_w = nullptr;
+  float eps = 0.0f;
+  GemvInput(const T* x_) : x(x_) {}  // NOLINT(google-explicit-constructor): plain x reads as before
+  GemvInput(const float* residual_, const T* norm_w_, float eps_) : residual(residual_), norm_w(norm_w_), eps(eps_) {}
+};
+template <typename T>
+bool gemv_supported(int M, int K, const GemvInput<T>& x, const T* w);
+template <typename T>
+cudaError_t gemv(const GemvInput<T>& x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K,
+                 cudaStream_t s);
+// residual[n] += x . w[n] rounded to T (M = 1; the o_proj / down GEMV with linear + add_rms_norm's
+// residual add in its epilogue, for a following GEMV that fuses the norm).
+template <typename T>
+cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s);
 // QKV GEMV with split_qkv_rope's epilogue (no q/k norm), M = 1: the rotary pair of rows (i,
 // i + D/2) of every head in one warp, q and k rotated at positions[0] (inv_freq as rope), all
 // three written split; bias [(hq + 2 hkv) D] or null.
 template <typename T>
-cudaError_t gemv_qkv_rope(const T* x, const T* w, const T* bias, const int32_t* positions, const float* inv_freq, T* q,
-                          T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s);
+cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
+                          const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
+                          cudaStream_t s);
 // Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
 // fused gate/up weight w [2I, K] and out [M, I].
 template <typename T>
-cudaError_t gemv_gated(GatedActivation act, const T* x, const T* w, T* out, int M, int I, int K, cudaStream_t s);
+cudaError_t gemv_gated(GatedActivation act, const GemvInput<T>& x, const T* w, T* out, int M, int I, int K,
+                       cudaStream_t s);
 
 }  // namespace gs::cuda

@@ -31,6 +31,21 @@ struct PlainEpilogue {
   }
 };
 
+// residual[m, n] += x[m] . w[n] rounded to T (the f32 residual stream's add, as linear into T then
+// add_rms_norm computes it). One thread adds to each element, so the atomic add (a reduction the
+// thread does not wait for) gives the sum a load + store would, without the load's latency at the
+// kernel's tail (H200 bs 1 llama3.2-1b: 0.88 ms with load + store, 0.84 with the reduction).
+template <typename T>
+struct ResidualAddEpilogue {
+  static constexpr int R = 1;
+  float* residual;
+  int N;
+  __device__ int64_t row(int n, int) const { return n; }
+  __device__ void store(int n, int m, const float (&v)[R]) const {
+    atomicAdd(residual + int64_t(m) * N + n, to_f(from_f<T>(v[0])));
+  }
+};
+
 // out[m, n] = act(x[m] . w[n]) * (x[m] . w[N + n]) for w = [gate; up].
 template <typename T, GatedActivation A>
 struct GatedEpilogue {
