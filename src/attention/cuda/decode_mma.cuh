@@ -61,7 +61,7 @@ __device__ __forceinline__ uint32_t movmatrix_t(uint32_t a) {
 
 // Keys [kv0, kv0 + kStageKeys) of kv head g of request r into one K and one V stage (zeros past
 // kv_end); the key at position `now` is this step's token tok, read from k, v, or left out
-// (with_now false: copy_now() writes it once the QKV projection is done).
+// (with_now false: NowChunk::to_stage() writes it once the QKV projection is done).
 template <int D, int NT>
 __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
                            int now, int tok, uint16_t* ks, uint16_t* vs, bool with_now = true) {
@@ -87,19 +87,33 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
   }
 }
 
-// This step's k, v of head g (token tok) into row `row` of one K and one V stage (plain loads and
-// stores: visible to the CTA after its next barrier).
+// This step's k, v of head g (token tok): thread c < D / 8 holds 16-byte chunk c of each, loaded
+// with the CTA's q (one L2 round trip for all three), then stored to the stage row and the cache.
 template <int D>
-__device__ void copy_now(const PagedAttentionParams& p, int tok, int g, int row, uint16_t* ks, uint16_t* vs) {
-  constexpr int CPR = D / 8;
-  const int64_t src = (int64_t(tok) * p.hkv + g) * D;
-  for (int c = int(threadIdx.x); c < CPR; c += int(blockDim.x)) {
-    *reinterpret_cast<uint4*>(ks + swz<D>(row, c)) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src + c * 8);
-    *reinterpret_cast<uint4*>(vs + swz<D>(row, c)) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src + c * 8);
+struct NowChunk {
+  uint4 k, v;
+  bool has;
+  __device__ NowChunk(const PagedAttentionParams& p, int tok, int g) : has(int(threadIdx.x) < D / 8) {
+    const int64_t src = (int64_t(tok) * p.hkv + g) * D + int(threadIdx.x) * 8;
+    if (has) {
+      k = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
+      v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
+    }
   }
-}
+  // Into row `row` of one K and one V stage (plain stores: visible to the CTA after its next barrier).
+  __device__ void to_stage(int row, uint16_t* ks, uint16_t* vs) const {
+    if (!has) return;
+    *reinterpret_cast<uint4*>(ks + swz<D>(row, int(threadIdx.x))) = k;
+    *reinterpret_cast<uint4*>(vs + swz<D>(row, int(threadIdx.x))) = v;
+  }
+  // Into the token's cache slot (skipped outside the cache), as tc::write_cache_rows writes it.
+  __device__ void to_cache(const PagedAttentionParams& p, int64_t slot, int g) const {
+    if (!has || slot < 0 || slot >= p.num_slots) return;
+    const int64_t dst = (slot * p.hkv + g) * D + int(threadIdx.x) * 8;
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) = k;
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) = v;
+  }
+};
 
 // A warp's online-softmax state of its lane's 2 query columns (2 (lane % 4) and + 1): O^T
 // accumulators of D / 16 m16 tiles (dims 16 mt + lane / 4 (+ 8)), the column maxima (log2
@@ -261,16 +275,10 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
                                 v_s + i * kStageKeys * D, !early);
     tc::cp_async_commit();
   }
-  if (early) {
-    pdl_wait(), pdl_trigger();
-    const int i_now = (now - kv_lo) / kStageKeys;  // now's stage, if the prologue loaded it
-    if (now >= kv_lo && now < kv_end && i_now < NS)
-      copy_now<D>(p, tok, g, now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D,
-                  v_s + i_now * kStageKeys * D);
-  }
-  if (blockIdx.z == 0)  // overlaps the copies in flight (the stages read now's k, v from k, v)
-    tc::write_cache_rows<D>(p, tok, 1, g, int(threadIdx.x), C::threads);
-
+  if (early) pdl_wait(), pdl_trigger();
+  // Every global load of what the previous kernels wrote (q, this token's k, v) and the slot, at once.
+  const int64_t slot = p.slot_mapping[tok];
+  const NowChunk<D> now_kv(p, tok, g);
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   // Q^T's B fragments: column n = lane / 4 (head g G + n, zero past G), dims 16 kk + 2 (lane % 4) (+ 8).
   uint32_t qf[D / 16][2];
@@ -279,11 +287,19 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
     const uint32_t* q = reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.q) +
                                                           (int64_t(tok) * p.hq + int64_t(g) * G + min(n, G - 1)) * D);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      qf[kk][0] = n < G ? q[kk * 8 + (lane & 3)] : 0u;
-      qf[kk][1] = n < G ? q[kk * 8 + 4 + (lane & 3)] : 0u;
+    for (int kk = 0; kk < D / 16; ++kk) {  // loaded whatever n (a valid head), then zeroed past G
+      const uint32_t lo = q[kk * 8 + (lane & 3)], hi = q[kk * 8 + 4 + (lane & 3)];
+      qf[kk][0] = n < G ? lo : 0u;
+      qf[kk][1] = n < G ? hi : 0u;
     }
   }
+  if (early) {  // the prologue left now's row of its stage (if it loaded that stage) to this copy
+    const int i_now = (now - kv_lo) / kStageKeys;
+    if (now >= kv_lo && now < kv_end && i_now < NS)
+      now_kv.to_stage(now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D, v_s + i_now * kStageKeys * D);
+  }
+  if (blockIdx.z == 0) now_kv.to_cache(p, slot, g);  // the stages read now's k, v from k, v, never the cache
+
   ColState<D> st;
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) st.o[mt][0] = st.o[mt][1] = st.o[mt][2] = st.o[mt][3] = 0.0f;
