@@ -113,7 +113,7 @@ TEST_P(CudaOps, LinearAllPaths) {
   for (const Case c : {Case{1, 256, 512, false, false}, Case{3, 130, 256, true, false}, Case{8, 64, 1024, false, true},
                        Case{17, 200, 96, true, true}, Case{64, 384, 512, false, false}, Case{2, 33, 50, false, false},
                        Case{2, 96, 64, true, true}, Case{1, 1000, 2048, false, true}, Case{1, 1001, 2048, true, false},
-                       Case{1, 2049, 8192, false, false}}) {
+                       Case{1, 2049, 8192, false, false}, Case{1, 77, 576, true, false}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K);
     auto [cx, gx] = both(randn(size_t(c.M) * c.K, 10 + c.M), {c.M, c.K});
     auto [cw, gw] = both(randn(size_t(c.N) * c.K, 20 + c.N, 0.05f), {c.N, c.K});
@@ -188,7 +188,7 @@ TEST_P(CudaOps, LinearSplitQkvRope) {
   cfg.theta = 500000.0f;
   for (const Case c : {Case{1, 32, 8, 64, 512, false, false}, Case{1, 6, 2, 128, 264, true, false},
                        Case{3, 4, 2, 64, 256, true, false}, Case{1, 4, 2, 64, 256, false, true},
-                       Case{1, 8, 2, 64, 2048, true, false}}) {
+                       Case{1, 8, 2, 64, 2048, true, false}, Case{1, 16, 8, 128, 1024, true, true}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " hq=" << c.hq << " D=" << c.D << " bias=" << c.bias
                                     << " qk_norm=" << c.qk_norm);
     cfg.head_dim = c.D;
@@ -268,26 +268,29 @@ TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
       gpu->rms_norm_linear_gated_activation(gr, gg, eps, gn, act, gw, gs, go);
       expect_close(co, go);
     }
-    RopeConfig cfg;
-    cfg.head_dim = 64;
-    const int hq = 4, hkv = 2, W = (hq + 2 * hkv) * cfg.head_dim;
-    auto [cw, gw] = both(randn(size_t(W) * c.H, 75, 0.05f), {W, c.H});
-    auto [cqn, gqn] = both(randn(64, 76), {64});
-    auto [ckn, gkn] = both(randn(64, 77), {64});
-    for (bool qk_norm : {false, true}) {
-      SCOPED_TRACE(qk_norm ? "q/k norm" : "RoPE epilogue");
-      auto [cs, gs] = empty({1, W});
-      auto [cq, gq] = empty({1, hq * 64});
-      auto [ck, gk] = empty({1, hkv * 64});
-      auto [cv, gv] = empty({1, hkv * 64});
-      const std::vector<int32_t> pos = {1234};
-      cpu->rms_norm_linear_split_qkv_rope(cr, cg, eps, cn, cw, Tensor(), on_i32(*cpu, pos, {1}), cfg,
-                                          qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), cs, cq, ck, cv);
-      gpu->rms_norm_linear_split_qkv_rope(gr, gg, eps, gn, gw, Tensor(), on_i32(*gpu, pos, {1}), cfg,
-                                          qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), gs, gq, gk, gv);
-      expect_close(cq, gq);
-      expect_close(ck, gk);
-      expect_close(cv, gv);
+    // Head dims 64 and 128: the q/k norm's clusters of 4 and 8 GEMV blocks a head.
+    for (int D : {64, 128}) {
+      RopeConfig cfg;
+      cfg.head_dim = D;
+      const int hq = 4, hkv = 2, W = (hq + 2 * hkv) * D;
+      auto [cw, gw] = both(randn(size_t(W) * c.H, 75, 0.05f), {W, c.H});
+      auto [cqn, gqn] = both(randn(D, 76), {D});
+      auto [ckn, gkn] = both(randn(D, 77), {D});
+      for (bool qk_norm : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "D=" << D << (qk_norm ? " q/k norm" : " RoPE epilogue"));
+        auto [cs, gs] = empty({1, W});
+        auto [cq, gq] = empty({1, hq * D});
+        auto [ck, gk] = empty({1, hkv * D});
+        auto [cv, gv] = empty({1, hkv * D});
+        const std::vector<int32_t> pos = {1234};
+        cpu->rms_norm_linear_split_qkv_rope(cr, cg, eps, cn, cw, Tensor(), on_i32(*cpu, pos, {1}), cfg,
+                                            qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), cs, cq, ck, cv);
+        gpu->rms_norm_linear_split_qkv_rope(gr, gg, eps, gn, gw, Tensor(), on_i32(*gpu, pos, {1}), cfg,
+                                            qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), gs, gq, gk, gv);
+        expect_close(cq, gq);
+        expect_close(ck, gk);
+        expect_close(cv, gv);
+      }
     }
   }
 }

@@ -244,10 +244,11 @@ class CudaBackend final : public Backend {
                              const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
     need(x, dtype_, "linear_split_qkv_rope", "x");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
-    if (decode_fusion_ && !q_norm.defined() && qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K) &&
-        (cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data()) ||
-         (skinny_fusion_ && skinny(M, w.dim(0), K, x, w)))) {
-      qkv_rope_gemv(x, w, bias, positions, cfg, q, k, v);
+    const bool gemv = cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data());
+    if (decode_fusion_ && (!q_norm.defined() || (gemv && qk_norm_fits(q_norm, k_norm, cfg))) &&
+        qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K) &&
+        (gemv || (skinny_fusion_ && skinny(M, w.dim(0), K, x, w)))) {
+      qkv_rope_gemv(x, w, bias, positions, cfg, q_norm, k_norm, eps, q, k, v);
       return;
     }
     Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
@@ -304,7 +305,8 @@ class CudaBackend final : public Backend {
                                       const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
                                       const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
     const int64_t M = residual.ndim() >= 1 ? residual.dim(0) : 0, K = residual.row_elems();
-    const bool rope_fused = !q_norm.defined() && qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
+    const bool rope_fused = (!q_norm.defined() || qk_norm_fits(q_norm, k_norm, cfg)) &&
+                            qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
     if (!normed_gemv_fits(residual, norm_w, w, "rms_norm_linear_split_qkv_rope") ||
         (!rope_fused && !(w.row_elems() == K && qkv.dim(0) == M && qkv.row_elems() == w.dim(0)))) {
       Backend::rms_norm_linear_split_qkv_rope(residual, norm_w, eps, normed, w, bias, positions, cfg, q_norm, k_norm,
@@ -321,8 +323,9 @@ class CudaBackend final : public Backend {
       if (rope_fused) {
         GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(in, ptr<E>(w), b, ptr<int32_t>(positions), ptr<float>(inv_freq(cfg)),
                                              ptr<E>(q), ptr<E>(k), ptr<E>(v), 1, int(q.row_elems() / D),
-                                             int(k.row_elems() / D), D, int(K), cfg.long_from, s()));
-      } else {  // Qwen3's q/k norm: the normed projection into qkv, then split_qkv_rope
+                                             int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
+                                             qk_norm_of<E>(q_norm, k_norm, eps)));
+      } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
         GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
         split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
       }
@@ -472,9 +475,23 @@ class CudaBackend final : public Backend {
     return dtype_ == DType::BF16 && cuda::skinny_supported(int(M), N, int(K), x.data(), w.data());
   }
 
-  // The QKV GEMV (M = 1) or skinny GEMM with the RoPE epilogue.
+  // Whether the QKV GEMV takes Qwen3's q/k norm (weights [head_dim] in the compute dtype) at this
+  // head dim; GS_QK_NORM_FUSION=0: never (the projection, then split_qkv_rope; A/B).
+  bool qk_norm_fits(const Tensor& q_norm, const Tensor& k_norm, const RopeConfig& cfg) const {
+    return qk_norm_fusion_ && cuda::gemv_qk_norm_supported(cfg.head_dim) && k_norm.defined() &&
+           q_norm.numel() == cfg.head_dim && k_norm.numel() == cfg.head_dim && q_norm.dtype() == dtype_ &&
+           k_norm.dtype() == dtype_;
+  }
+  template <typename E>
+  static cuda::QkNorm<E> qk_norm_of(const Tensor& q_norm, const Tensor& k_norm, float eps) {
+    if (!q_norm.defined()) return {};
+    return {ptr<E>(q_norm), ptr<E>(k_norm), eps};
+  }
+
+  // The QKV GEMV (M = 1; with a q/k norm where qk_norm_fits) or skinny GEMM with the RoPE epilogue.
   void qkv_rope_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
-                     const RopeConfig& cfg, const Tensor& q, const Tensor& k, const Tensor& v) {
+                     const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
+                     const Tensor& k, const Tensor& v) {
     const int D = cfg.head_dim;
     const Tensor& inv = inv_freq(cfg);
     if (q.dim(0) > 1) {
@@ -489,7 +506,7 @@ class CudaBackend final : public Backend {
       GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr,
                                            ptr<int32_t>(positions), ptr<float>(inv), ptr<E>(q), ptr<E>(k), ptr<E>(v),
                                            int(q.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D,
-                                           int(w.row_elems()), cfg.long_from, s()));
+                                           int(w.row_elems()), cfg.long_from, s(), qk_norm_of<E>(q_norm, k_norm, eps)));
     });
   }
 
@@ -517,8 +534,9 @@ class CudaBackend final : public Backend {
   int device_;
   DType dtype_;
   bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
-  bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");  // the skinny GEMM's gated / RoPE epilogues
-  bool norm_fusion_ = !env_is("GS_NORM_FUSION", "0");      // the deferred norm (defers_norm)
+  bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");    // the skinny GEMM's gated / RoPE epilogues
+  bool norm_fusion_ = !env_is("GS_NORM_FUSION", "0");        // the deferred norm (defers_norm)
+  bool qk_norm_fusion_ = !env_is("GS_QK_NORM_FUSION", "0");  // Qwen3's q/k norm in the QKV GEMV (qk_norm_fits)
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;

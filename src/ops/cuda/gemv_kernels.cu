@@ -3,6 +3,10 @@
 // L1/L2. cuBLAS is launch/ramp bound at M = 1 (4-6 us per small GEMM on an H200). An epilogue
 // (ops/cuda/linear_epilogues.cuh) decides which rows a warp streams and what it stores, so the
 // decode step's neighbours of a projection fold into it. Launched with PDL (ops/cuda/launch.cuh).
+#include <cooperative_groups.h>
+
+#include <type_traits>
+
 #include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
@@ -72,11 +76,50 @@ __device__ __forceinline__ void fma_chunk(const Src& src, const uint4 (&wv)[R], 
   }
 }
 
+// Whether an epilogue RMS-norms whole heads (QkvRopeEpilogue<T, true>).
+template <typename E, typename = void>
+struct HeadNormed : std::false_type {};
+template <typename E>
+struct HeadNormed<E, std::void_t<decltype(E::kHeadNorm)>> : std::bool_constant<E::kHeadNorm> {};
+
+// Stores warp `warp`'s output n (lane 0) through a head-norm epilogue. The thread-block cluster
+// computes one head (its blocks' WARPS outputs each, a pair of rows an output): each block sums
+// its pairs' squares in shared memory, the cluster's sums are read through distributed shared
+// memory in rank order (the same bits every run), and the second cluster barrier keeps every
+// block's sum alive until the others have read it.
+template <int WARPS, typename Epi>
+__device__ __forceinline__ void store_head_normed(const Epi& epi, int n, const float (&v)[Epi::R], int warp, int lane) {
+  namespace cg = cooperative_groups;
+  __shared__ float part[WARPS];
+  __shared__ float block_ss;
+  const float2 ab = epi.inputs(n, v);
+  float inv_rms = 1.0f;
+  if (epi.normed(n)) {  // the same for the whole cluster (one head)
+    const cg::cluster_group cluster = cg::this_cluster();
+    if (lane == 0) part[warp] = ab.x * ab.x + ab.y * ab.y;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float ss = 0.0f;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) ss += part[w];
+      block_ss = ss;
+    }
+    cluster.sync();
+    float ss = 0.0f;
+    if (lane == 0)
+      for (unsigned r = 0; r < cluster.num_blocks(); ++r) ss += *cluster.map_shared_rank(&block_ss, r);
+    cluster.sync();
+    inv_rms = rsqrtf(ss / float(2 * epi.half) + epi.eps);
+  }
+  if (lane == 0) epi.store_pair(n, 0, ab, inv_rms);
+}
+
 // One warp per output n < N (KS > 1: KS warps per output, each over a contiguous 1 / KS of K,
 // summed through shared memory in a fixed order): streams the epilogue's R weight rows of n, then
 // stores. A NormedRow source scales the sums by 1 / rms of the residual row first.
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
-__device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ w, const Epi& epi, int N, int K) {
+__device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ w, const Epi& epi, int N, int K,
+                                          bool short_rows_early) {
   static_assert(KS == 1 || (M == 1 && WARPS % KS == 0), "split K: one token, whole outputs per block");
   static_assert(!Src::kNormed || M == 1, "the norm is fused for one token");
   constexpr int R = Epi::R;
@@ -92,13 +135,21 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
   int kv = kv0 + lane;
   // The first batch of weight loads (constant data) before pdl_wait(): it overlaps the previous
   // kernel's tail. Then the plain loop (a guarded loop body measured 4-12% slower).
+  // A row too short for a full batch (K = 576: 2-3 chunks a lane) loads all its chunks there, guarded.
   uint4 wv0[kUnroll][R];
   const bool first = n < N && kv + 32 * (kUnroll - 1) < kv_end;
+  const bool few = !first && n < N && short_rows_early;
   if (first) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) wv0[u][r] = __ldcs(wrow[r] + kv + 32 * u);
+  } else if (few) {
+#pragma unroll
+    for (int u = 0; u < kUnroll - 1; ++u)
+      if (kv + 32 * u < kv_end)
+#pragma unroll
+        for (int r = 0; r < R; ++r) wv0[u][r] = __ldcs(wrow[r] + kv + 32 * u);
   }
   pdl_wait();
   pdl_trigger();
@@ -112,6 +163,11 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss);
     kv += 32 * kUnroll;
+  } else if (few) {
+#pragma unroll
+    for (int u = 0; u < kUnroll - 1; ++u)
+      if (kv + 32 * u < kv_end) fma_chunk<T, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss);
+    kv = kv_end;
   }
   if (n >= N) kv = kv_end;  // split K: a block's warps past N only join the barrier below
   for (; kv + 32 * (kUnroll - 1) < kv_end; kv += 32 * kUnroll) {
@@ -153,6 +209,13 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
       for (int r = 0; r < R; ++r) out[r] = Src::kNormed ? v[r] * scale : v[r];
       epi.store(n, 0, out);
     }
+  } else if constexpr (HeadNormed<Epi>::value) {
+    static_assert(M == 1, "the head norm is fused for one token");
+    const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
+    float v[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][0]) * scale;
+    store_head_normed<WARPS>(epi, n, v, warp, lane);
   } else {
     const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
 #pragma unroll
@@ -166,8 +229,9 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
 }
 
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
-__global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
-  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K, bool short_rows_early) {
+  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K, short_rows_early);
 }
 // The same with a minimum of one block an SM, which lets ptxas use up to ~120 registers and hoist
 // more of the unrolled loads: taken by the split-K GEMVs and those fusing the norm (H200, bs 1
@@ -175,8 +239,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __re
 // lost 3.96 -> 4.05, so not there). GS_GEMV_WIDE=0 / =1: never / always, for A/B.
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
-    gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
-  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
+    gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K, bool short_rows_early) {
+  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K, short_rows_early);
 }
 
 // Warps per output of a GEMV reading x from global memory: split K when N alone leaves the GPU
@@ -191,15 +255,26 @@ int gemv_k_split(int N, int KV) {
   return 1;
 }
 
+// GS_GEMV_SHORT_EARLY=0: rows too short for a full batch of loads start loading after pdl_wait()
+// (A/B; H200 bs 1 smollm2-135m, K = 576: 0.494-0.497 ms that way, 0.461-0.480 before it).
+bool short_rows_early() {
+  static const bool on = !env_is("GS_GEMV_SHORT_EARLY", "0");
+  return on;
+}
+
 template <typename T, typename Src, typename Epi, int KS, int WARPS>
 cudaError_t launch_split_k(const Src& src, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   constexpr int per_block = WARPS / KS;
   const int blocks = (N + per_block - 1) / per_block;
+  const bool short_early = short_rows_early();
   if constexpr (!Src::kNormed) {
     static const bool wide = KS > 1 ? !env_is("GS_GEMV_WIDE", "0") : env_is("GS_GEMV_WIDE", "1");
-    if (!wide) return launch_pdl(gemv_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K);
+    if (!wide)
+      return launch_pdl(gemv_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K,
+                        short_early);
   }
-  return launch_pdl(gemv_wide_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K);
+  return launch_pdl(gemv_wide_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K,
+                    short_early);
 }
 
 template <typename T, typename Src, typename Epi, int WARPS = kWarpsPerBlock>
@@ -210,13 +285,27 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
   return launch_split_k<T, Src, Epi, 1, WARPS>(src, w, epi, N, K, s);
 }
 
+// The QKV GEMV with the q / k head norm: kHeadNormWarps outputs a block, a cluster of
+// half / kHeadNormWarps blocks a head, no split K (a head's pairs are whole in its cluster).
+constexpr int kHeadNormWarps = 8;
+template <typename T, typename Src>
+cudaError_t launch_head_norm(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
+                             cudaStream_t s) {
+  constexpr auto kernel = gemv_wide_kernel<T, 1, Src, QkvRopeEpilogue<T, true>, kHeadNormWarps, 1>;
+  return launch_pdl_cluster(kernel, N / kHeadNormWarps, kHeadNormWarps * 32, 0, s, unsigned(epi.half / kHeadNormWarps),
+                            src, w, epi, N, K, short_rows_early());
+}
+
 template <typename T, typename Epi>
 cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
-  if (in.residual) {
-    return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
+  if constexpr (HeadNormed<Epi>::value) {
+    if (in.residual) return launch_head_norm(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
+    return launch_head_norm(XRow<T>{in.x}, w, epi, N, K, s);
+  } else {
+    if (in.residual) return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
+    return launch_rows(XRow<T>{in.x}, w, epi, N, K, s);
   }
-  return launch_rows(XRow<T>{in.x}, w, epi, N, K, s);
 }
 
 }  // namespace
@@ -253,14 +342,26 @@ cudaError_t gemv_gated(GatedActivation act, const GemvInput<T>& x, const T* w, T
   return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I, false}, I, K, s);
 }
 
+bool gemv_qk_norm_supported(int D) {
+  const int half = D / 2;
+  return D % 2 == 0 && half % kHeadNormWarps == 0 && half / kHeadNormWarps <= 8;  // 8: the portable cluster size
+}
+
 template <typename T>
 cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
                           const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
-                          cudaStream_t s) {
+                          cudaStream_t s, const QkNorm<T>& qk_norm) {
   if (M != 1 || D % 2 != 0) return cudaErrorInvalidValue;
-  const int half = D / 2;
-  return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false},
-                     (hq + 2 * hkv) * half, K, s);
+  const int half = D / 2, N = (hq + 2 * hkv) * half;
+  if (qk_norm.q) {  // the inputs rounded to T first, as split_qkv_rope reads them
+    if (!gemv_qk_norm_supported(D) || !qk_norm.k) return cudaErrorInvalidValue;
+    return launch_gemv(x, w,
+                       QkvRopeEpilogue<T, true>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true,
+                                                qk_norm.q, qk_norm.k, qk_norm.eps},
+                       N, K, s);
+  }
+  return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false}, N,
+                     K, s);
 }
 
 #define GS_INSTANTIATE(T)                                                                                              \
@@ -269,7 +370,7 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
   template cudaError_t gemv_add_residual<T>(const T*, const T*, float*, int, int, int, cudaStream_t);                  \
   template cudaError_t gemv_gated<T>(GatedActivation, const GemvInput<T>&, const T*, T*, int, int, int, cudaStream_t); \
   template cudaError_t gemv_qkv_rope<T>(const GemvInput<T>&, const T*, const T*, const int32_t*, const float*, T*, T*, \
-                                        T*, int, int, int, int, int, int, cudaStream_t);
+                                        T*, int, int, int, int, int, int, cudaStream_t, const QkNorm<T>&);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE

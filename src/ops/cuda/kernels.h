@@ -74,13 +74,22 @@ cudaError_t gemv(const GemvInput<T>& x, const T* w, const T* bias, void* y, bool
 // residual add in its epilogue, for a following GEMV that fuses the norm).
 template <typename T>
 cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s);
-// QKV GEMV with split_qkv_rope's epilogue (no q/k norm), M = 1: the rotary pair of rows (i,
-// i + D/2) of every head in one warp, q and k rotated at positions[0] (inv_freq as rope), all
-// three written split; bias [(hq + 2 hkv) D] or null.
+// Qwen3's per-head q / k RMSNorm (weights [D], eps) for gemv_qkv_rope; q null: none.
+template <typename T>
+struct QkNorm {
+  const T* q = nullptr;
+  const T* k = nullptr;
+  float eps = 0.0f;
+};
+// Whether gemv_qkv_rope takes a QkNorm at head dim D (a cluster of at most 8 blocks computes a head).
+bool gemv_qk_norm_supported(int D);
+// QKV GEMV with split_qkv_rope's epilogue, M = 1: the rotary pair of rows (i, i + D/2) of every
+// head in one warp, q and k (RMS-normed first with a QkNorm) rotated at positions[0] (inv_freq as
+// rope), all three written split; bias [(hq + 2 hkv) D] or null.
 template <typename T>
 cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
                           const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
-                          cudaStream_t s);
+                          cudaStream_t s, const QkNorm<T>& qk_norm = {});
 // Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
 // fused gate/up weight w [2I, K] and out [M, I].
 template <typename T>

@@ -62,29 +62,49 @@ struct GatedEpilogue {
 
 // Output n = (head h, pair i) of the fused qkv rows (heads in q, k, v order, D = 2 half wide): rows
 // h D + i and h D + i + half (+ bias); q and k heads are rotated by token m's position and
-// stored into q [M, hq D], k or v [M, hkv D].
-template <typename T>
+// stored into q [M, hq D], k or v [M, hkv D]. With kHeadNorm (Qwen3) the q and k heads are first
+// RMS-normed over their D outputs (times q_norm / k_norm), as split_qkv_rope does: the kernel
+// sums a head's squares (pair_squares) across the warps computing it and passes 1 / rms to
+// store_pair.
+template <typename T, bool kHeadNorm_ = false>
 struct QkvRopeEpilogue {
   static constexpr int R = 2;
+  static constexpr bool kHeadNorm = kHeadNorm_;
   const T* bias;
   const int32_t* positions;
   const float* inv_freq;
   T *q, *k, *v;
   int hq, hkv, half, long_from;
   bool round_inputs = false;
+  const T *q_norm = nullptr, *k_norm = nullptr;
+  float eps = 0.0f;
   __device__ int64_t row(int n, int r) const {
     const int h = n / half, i = n % half;
     return int64_t(h) * 2 * half + i + r * half;
   }
-  __device__ void store(int n, int m, const float (&val)[R]) const {
+  // The pair's two outputs (+ bias, rounded to T where the unfused linear's output is).
+  __device__ float2 inputs(int n, const float (&val)[R]) const {
     const int h = n / half, i = n % half, D = 2 * half;
     float a = val[0], b = val[1];
     if (bias) a += to_f(bias[h * D + i]), b += to_f(bias[h * D + i + half]);
     if (round_inputs) a = to_f(from_f<T>(a)), b = to_f(from_f<T>(b));
+    return {a, b};
+  }
+  // Whether output n's head is RMS-normed (a q or k head, with kHeadNorm).
+  __device__ bool normed(int n) const { return kHeadNorm && n / half < hq + hkv; }
+  __device__ void store(int n, int m, const float (&val)[R]) const { store_pair(n, m, inputs(n, val), 1.0f); }
+  // Stores the pair (a, b) of inputs(): v as is; q, k normed by inv_rms (where normed()) and rotated.
+  __device__ void store_pair(int n, int m, float2 ab, float inv_rms) const {
+    const int h = n / half, i = n % half, D = 2 * half;
+    float a = ab.x, b = ab.y;
     T* dst;
     if (h >= hq + hkv) {
       dst = v + (int64_t(m) * hkv + h - hq - hkv) * D;
     } else {
+      if (kHeadNorm) {
+        const T* w = h < hq ? q_norm : k_norm;
+        a *= inv_rms * to_f(w[i]), b *= inv_rms * to_f(w[i + half]);
+      }
       const int pos = positions[m];
       float sn, cs;
       sincosf(float(pos) * inv_freq[(long_from > 0 && pos >= long_from ? half : 0) + i], &sn, &cs);
