@@ -209,7 +209,14 @@ TEST_F(SkinnyGemm, RejectsUnsupportedShapes) {
   EXPECT_EQ(run(129, 128), cudaErrorInvalidValue);
   EXPECT_EQ(run(4, 100), cudaErrorInvalidValue);
   EXPECT_EQ(run(4, 128), cudaSuccess);
-  EXPECT_TRUE(cuda::skinny_supported(4, 64, 128, x.data(), w.data()) == (cuda::skinny_max_m() >= 4));
+  EXPECT_TRUE(cuda::skinny_supported(4, 64, 128, x.data(), w.data()) ==
+              (cuda::skinny_max_m() >= 4 || cuda::skinny_small_max_m() >= 4));
+  // 32 tokens: small weights (up to 2^23 elements) by skinny_small_max_m(), larger ones by skinny_max_m().
+  const int64_t big_rows = cuda::kSkinnySmallWeights / 128 + 1;
+  EXPECT_EQ(cuda::skinny_supported(32, 64, 128, x.data(), w.data()),
+            cuda::skinny_small_max_m() >= 32 || cuda::skinny_max_m() >= 32);
+  EXPECT_EQ(cuda::skinny_supported(32, big_rows, 128, x.data(), w.data()),
+            cuda::skinny_max_m() >= 32 && big_rows * 128 <= cuda::skinny_max_weights());
   EXPECT_FALSE(cuda::skinny_supported(4, 64, 100, x.data(), w.data()));
   EXPECT_EQ(cuda::skinny_supported(4, cuda::skinny_max_weights() / 128 + 1, 128, x.data(), w.data()), false);
   gpu->stream().synchronize();

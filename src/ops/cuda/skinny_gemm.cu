@@ -199,9 +199,17 @@ int64_t skinny_max_weights() {
   return max_w;
 }
 
+int skinny_small_max_m() {
+  static const int max_m =
+      env_is("GS_SKINNY_GEMM", "0") ? 0 : env_int("GS_SKINNY_SMALL_MAX_M", kSkinnyMinM, kSkinnyMaxM, 32);
+  return max_m;
+}
+
 bool skinny_supported(int M, int64_t N, int K, const void* x, const void* w) {
-  return M >= kSkinnyMinM && M <= skinny_max_m() && N * K <= skinny_max_weights() && K > 0 && K % kKMultiple == 0 &&
-         vec_aligned(x, w);
+  const int64_t weights = N * K;
+  const bool by_size = (M <= skinny_max_m() && weights <= skinny_max_weights()) ||
+                       (M <= skinny_small_max_m() && weights <= kSkinnySmallWeights);
+  return M >= kSkinnyMinM && by_size && K > 0 && K % kKMultiple == 0 && vec_aligned(x, w);
 }
 
 cudaError_t skinny_gemm(const bf16_t* x, const bf16_t* w, const bf16_t* bias, void* y, bool y_f32, int M, int N, int K,

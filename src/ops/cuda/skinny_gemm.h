@@ -25,6 +25,12 @@ constexpr int kSkinnyMaxM = 128;
 // cuBLASLt streams as fast; GS_SKINNY_GEMM=all lifts the limit, for measuring).
 int skinny_max_m();
 int64_t skinny_max_weights();
+// Small weights (at most 2^23 elements: smollm2-135m's and qwen3-0.6b's projections, llama3.2-1b's
+// qkv and o_proj) go on up to skinny_small_max_m() tokens (GS_SKINNY_SMALL_MAX_M, default 32):
+// there cuBLASLt is launch- and ramp-bound and the fused epilogues take the RoPE / activation
+// kernels with them (H200 bs 32: smollm2-135m 0.82 -> 0.74 ms, qwen3-0.6b 1.34 -> 1.23).
+constexpr int64_t kSkinnySmallWeights = int64_t(1) << 23;
+int skinny_small_max_m();
 
 // Whether the backend sends M rows of K bf16 inputs times w [N, K] (N rows, all of them the fused
 // epilogue's) here: the limits above, K a multiple of 32, x and w 16-byte aligned.
