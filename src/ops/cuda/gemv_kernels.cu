@@ -209,21 +209,18 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
       for (int r = 0; r < R; ++r) out[r] = Src::kNormed ? v[r] * scale : v[r];
       epi.store(n, 0, out);
     }
-  } else if constexpr (HeadNormed<Epi>::value) {
-    static_assert(M == 1, "the head norm is fused for one token");
-    const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
-    float v[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][0]) * scale;
-    store_head_normed<WARPS>(epi, n, v, warp, lane);
   } else {
+    static_assert(!HeadNormed<Epi>::value || M == 1, "the head norm is fused for one token");
     const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float v[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] = Src::kNormed ? warp_sum(acc[r][m]) * scale : warp_sum(acc[r][m]);
-      if (lane == m) epi.store(n, m, v);
+      if constexpr (HeadNormed<Epi>::value)
+        store_head_normed<WARPS>(epi, n, v, warp, lane);  // every lane: the block and cluster barriers
+      else if (lane == m)
+        epi.store(n, m, v);
     }
   }
 }

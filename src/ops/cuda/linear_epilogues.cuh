@@ -64,8 +64,8 @@ struct GatedEpilogue {
 // h D + i and h D + i + half (+ bias); q and k heads are rotated by token m's position and
 // stored into q [M, hq D], k or v [M, hkv D]. With kHeadNorm (Qwen3) the q and k heads are first
 // RMS-normed over their D outputs (times q_norm / k_norm), as split_qkv_rope does: the kernel
-// sums a head's squares (pair_squares) across the warps computing it and passes 1 / rms to
-// store_pair.
+// sums the squares of a head's inputs() across the warps computing it (where normed()) and passes
+// 1 / rms to store_pair.
 template <typename T, bool kHeadNorm_ = false>
 struct QkvRopeEpilogue {
   static constexpr int R = 2;

@@ -28,7 +28,7 @@ int64_t skinny_max_weights();
 // Small weights (at most 2^23 elements: smollm2-135m's and qwen3-0.6b's projections, llama3.2-1b's
 // qkv and o_proj) go on up to skinny_small_max_m() tokens (GS_SKINNY_SMALL_MAX_M, default 32):
 // there cuBLASLt is launch- and ramp-bound and the fused epilogues take the RoPE / activation
-// kernels with them (H200 bs 32: smollm2-135m 0.82 -> 0.74 ms, qwen3-0.6b 1.34 -> 1.23).
+// kernels with them (H200 bs 32: smollm2-135m 0.92-0.93 -> 0.73 ms, qwen3-0.6b 1.32-1.35 -> 1.23-1.25).
 constexpr int64_t kSkinnySmallWeights = int64_t(1) << 23;
 int skinny_small_max_m();
 
