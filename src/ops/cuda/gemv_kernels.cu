@@ -19,6 +19,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kUnroll = 4;
+constexpr int kWideMaxK = 8192;  // one warp an output takes the wide kernel up to this K (gemv_wide_kernel)
 
 // The GEMV's input row, chunk kv (kVecElems<T> elements) at a time into xf (through the read-only
 // path): x itself (XRow), or rms_norm(residual) * norm_w (NormedRow, one token) computed on the
@@ -231,9 +232,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K, short_rows_early);
 }
 // The same with a minimum of one block an SM, which lets ptxas use up to ~120 registers and hoist
-// more of the unrolled loads: taken by the split-K GEMVs and those fusing the norm (H200, bs 1
-// llama3.2-1b 0.82 -> 0.78 ms; one warp per output of llama3.1-8b's 4096-wide o_proj / down
-// lost 3.96 -> 4.05, so not there). GS_GEMV_WIDE=0 / =1: never / always, for A/B.
+// more of the unrolled loads: taken by the split-K GEMVs, those fusing the norm (H200, bs 1
+// llama3.2-1b 0.82 -> 0.78 ms) and one warp an output over K <= kWideMaxK (H200 bs 1, same call:
+// llama3.1-8b 4.000 / 4.016 -> 3.983 / 3.980 ms, its TP=2 rank's shapes 2.310 / 2.308 -> 2.278 /
+// 2.275; down's K = 14336 lost: every K 3.999 / 3.999). GS_GEMV_WIDE=0 / =1: never / always (A/B).
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K, bool short_rows_early) {
@@ -265,8 +267,8 @@ cudaError_t launch_split_k(const Src& src, const T* w, const Epi& epi, int N, in
   const int blocks = (N + per_block - 1) / per_block;
   const bool short_early = short_rows_early();
   if constexpr (!Src::kNormed) {
-    static const bool wide = KS > 1 ? !env_is("GS_GEMV_WIDE", "0") : env_is("GS_GEMV_WIDE", "1");
-    if (!wide)
+    static const bool never = env_is("GS_GEMV_WIDE", "0"), always = env_is("GS_GEMV_WIDE", "1");
+    if (never || (!always && KS == 1 && K > kWideMaxK))
       return launch_pdl(gemv_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K,
                         short_early);
   }
