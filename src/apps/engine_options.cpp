@@ -77,6 +77,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size,
                  "GPUs to shard the model over (one worker process each)")
       ->capture_default_str();
+  cmd.add_option("--distributed-executor-backend", cfg.distributed_executor_backend,
+                 "where the model runs: uni (this process, one GPU) or mp (one worker process per GPU); default uni "
+                 "for one GPU, mp for more")
+      ->check(CLI::IsMember({"uni", "mp"}));
   cmd.add_flag("--disable-custom-all-reduce", cfg.disable_custom_all_reduce,
                "NCCL for every all-reduce size (no custom all-reduce over NVLink peer memory)");
   cmd.add_option("--nnodes", cfg.nnodes, "hosts the tensor-parallel ranks span (others run graphserve worker)")

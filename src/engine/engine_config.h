@@ -25,6 +25,9 @@ struct EngineConfig : RunnerConfig {
   int master_port = 0;
   // A worker that does not answer a step within this many seconds is taken as hung.
   double worker_timeout_s = 300.0;
+  // Where the model runs (vLLM's --distributed-executor-backend): "uni" in this process (one GPU),
+  // "mp" in one worker process per rank; "" picks uni for one rank and mp for more.
+  std::string distributed_executor_backend;
 };
 
 }  // namespace gs

@@ -44,8 +44,8 @@ class Executor {
 // The real one: a ModelRunner built from `cfg` (defined in runner_executor.cpp, so code that
 // only uses fakes does not link the model).
 std::unique_ptr<Executor> make_runner_executor(const EngineConfig& cfg);
-// Tensor parallelism (cfg.tensor_parallel_size > 1): one worker process per rank, this process
-// the driver (multiproc_executor.cpp).
+// One worker process per rank (tensor parallelism, or --distributed-executor-backend mp), this
+// process the driver (multiproc_executor.cpp).
 std::unique_ptr<Executor> make_multiproc_executor(const EngineConfig& cfg);
 // The executor as the latency benchmark drives it.
 inline BenchModel bench_model(Executor& e) {
@@ -56,9 +56,23 @@ inline BenchModel bench_model(Executor& e) {
           e.num_kv_blocks(),
           e.model_config().vocab_size};
 }
+// Whether cfg runs the model in worker processes (--distributed-executor-backend mp, the default
+// for more than one rank) rather than in this process (uni); refuses a backend that cannot run cfg.
+inline bool uses_worker_processes(const EngineConfig& cfg) {
+  const std::string& b = cfg.distributed_executor_backend;
+  GS_CHECK(b.empty() || b == "uni" || b == "mp", "--distributed-executor-backend must be uni or mp, got '{}'", b);
+  GS_CHECK(b != "uni" || cfg.tensor_parallel_size == 1,
+           "--distributed-executor-backend uni runs the model in this process on one GPU; --tensor-parallel-size {} "
+           "needs mp (one worker process per GPU)",
+           cfg.tensor_parallel_size);
+  GS_CHECK(b != "mp" || !cfg.enable_lora,
+           "--enable-lora needs the model in this process (--distributed-executor-backend uni): the worker "
+           "processes serve no LoRA adapters");
+  return b == "mp" || cfg.tensor_parallel_size > 1;
+}
 // The executor cfg asks for: the in-process runner, or the worker processes.
 inline std::unique_ptr<Executor> make_executor(const EngineConfig& cfg) {
-  return cfg.tensor_parallel_size > 1 ? make_multiproc_executor(cfg) : make_runner_executor(cfg);
+  return uses_worker_processes(cfg) ? make_multiproc_executor(cfg) : make_runner_executor(cfg);
 }
 
 }  // namespace gs

@@ -1,4 +1,5 @@
-// MultiprocExecutor: tensor parallelism as one worker process per rank (worker/worker.h).
+// MultiprocExecutor: one worker process per rank (worker/worker.h): tensor parallelism, or one
+// rank out of this process (--distributed-executor-backend mp).
 //
 // The driver (this process: scheduler, API server) listens on --master-addr:--master-port, starts
 // this host's ranks (other hosts run `graphserve worker --node-rank k ...`), hands every rank the
@@ -53,6 +54,7 @@ class MultiprocExecutor final : public Executor {
   }
 
   ~MultiprocExecutor() override {
+    timing_.log();
     for (auto& c : conns_) {
       try {
         c.send(MsgType::Shutdown, "");
@@ -71,21 +73,22 @@ class MultiprocExecutor final : public Executor {
 
   RunnerOutput execute(const SchedulerOutput& batch) override {
     GS_CHECK(broken_.empty(), "{}", broken_);
+    const auto t0 = std::chrono::steady_clock::now();
     const std::string msg = enc_.encode(batch);
     std::string error;
     StepReply rank0;
     try {
       for (auto& c : conns_) c.send(MsgType::Step, msg);
+      const auto sent = std::chrono::steady_clock::now();
       // Replies in whatever order they come, so a rank that died is seen at once (its end of
       // stream), not after the timeout of a peer that waits for it in a collective.
       std::vector<int> pending(static_cast<size_t>(world_));
       for (int r = 0; r < world_; ++r) pending[size_t(r)] = r;
-      const auto t0 = std::chrono::steady_clock::now();
       while (!pending.empty()) {
         std::vector<const Connection*> waiting;
         for (int r : pending) waiting.push_back(&conns_[size_t(r)]);
         const double left =
-            cfg_.worker_timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            cfg_.worker_timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
         const int i = wait_any(waiting, std::max(0.0, left), spin_s_);
         GS_CHECK(i >= 0, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)",
                  peer(pending.front()), cfg_.worker_timeout_s);
@@ -100,6 +103,7 @@ class MultiprocExecutor final : public Executor {
         step_seconds_[size_t(r)] = rep.step_seconds;
         if (r == 0) rank0 = std::move(rep);
       }
+      timing_.add(t0, sent, rank0);
     } catch (const Error& e) {
       fail_for_good(e.what());
     }
@@ -180,6 +184,27 @@ class MultiprocExecutor final : public Executor {
     throw Error(broken_);
   }
 
+  // Where a step's time goes on the driver's side, logged at shutdown: the round trip to the
+  // workers is what one GPU in this process (--distributed-executor-backend uni) does not pay.
+  struct StepTiming {
+    using Clock = std::chrono::steady_clock;
+    uint64_t steps = 0;
+    double total = 0, send = 0, handle = 0, runner = 0;
+    void add(Clock::time_point t0, Clock::time_point sent, const StepReply& rank0) {
+      const auto s = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+      ++steps, total += s(Clock::now() - t0), send += s(sent - t0);
+      handle += rank0.handle_seconds, runner += rank0.step_seconds;
+    }
+    void log() const {
+      if (steps == 0) return;
+      const double us = 1e6 / double(steps);
+      spdlog::info(
+          "tensor parallel: {} steps, per step {:.1f} us in the driver = encode + send {:.1f} + rank 0's runner {:.1f} "
+          "+ its decode {:.1f} + the rest (transport, reply) {:.1f}",
+          steps, total * us, send * us, runner * us, (handle - runner) * us, (total - send - handle) * us);
+    }
+  };
+
   EngineConfig cfg_;
   ModelConfig mcfg_;
   int world_;
@@ -190,6 +215,7 @@ class MultiprocExecutor final : public Executor {
   BatchEncoder enc_;
   RunnerStats stats_;
   std::vector<double> step_seconds_;
+  StepTiming timing_;
   double spin_s_ = 0;  // busy-polls for the replies this long (tp_spin_seconds)
   std::string broken_;
 };

@@ -99,7 +99,7 @@ WorkerLimits decode_limits(const std::string& s) {
 
 std::string encode_step_reply(const StepReply& rep) {
   WireWriter w;
-  w.put(rep.stats), w.put(rep.step_seconds);
+  w.put(rep.stats), w.put(rep.step_seconds), w.put(rep.handle_seconds);
   w.put<uint64_t>(rep.output.sampled.size());
   for (const SampledToken& t : rep.output.sampled)
     w.put(t.id), w.put(t.token), w.put(t.logprob), put_top(w, t.top_logprobs);
@@ -112,7 +112,7 @@ std::string encode_step_reply(const StepReply& rep) {
 StepReply decode_step_reply(const std::string& s) {
   WireReader r(s);
   StepReply rep;
-  rep.stats = r.get<RunnerStats>(), rep.step_seconds = r.get<double>();
+  rep.stats = r.get<RunnerStats>(), rep.step_seconds = r.get<double>(), rep.handle_seconds = r.get<double>();
   rep.output.sampled.resize(r.get<uint64_t>());
   for (SampledToken& t : rep.output.sampled) {
     t.id = r.get<RequestId>(), t.token = r.get<int32_t>(), t.logprob = r.get<float>();

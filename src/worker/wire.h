@@ -93,7 +93,8 @@ WorkerLimits decode_limits(const std::string& s);
 struct StepReply {
   RunnerOutput output;
   RunnerStats stats;
-  double step_seconds = 0;
+  double step_seconds = 0;    // the runner's execute()
+  double handle_seconds = 0;  // from the step's message read to its reply made (decode + execute)
 };
 std::string encode_step_reply(const StepReply& r);
 StepReply decode_step_reply(const std::string& s);

@@ -151,8 +151,10 @@ int run_worker(const WorkerArgs& a) {
     if (m.type == MsgType::Shutdown) return 0;
     GS_CHECK(m.type == MsgType::Step, "worker rank {}: unexpected message {}", a.rank, int(m.type));
     try {
-      conn.send(MsgType::StepReply,
-                encode_step_reply(execute(*runner, decoder.decode(m.payload), a.rank == 0, profile.get())));
+      const auto t0 = std::chrono::steady_clock::now();
+      StepReply rep = execute(*runner, decoder.decode(m.payload), a.rank == 0, profile.get());
+      rep.handle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      conn.send(MsgType::StepReply, encode_step_reply(rep));
     } catch (const Error& e) {
       conn.send(MsgType::ErrorReply, e.what());  // e.g. a request the runner refuses: the engine isolates it
     }

@@ -1,6 +1,7 @@
 // Tensor parallelism through worker processes (the graphserve binary): the engine at TP 2 gives
 // TP 1's greedy tokens on stories260K; two "nodes" (the driver's host and a `graphserve worker
-// --node-rank 1` process) give the same; a worker that dies or hangs fails the engine loudly
+// --node-rank 1` process) give the same, and so does one rank in a worker process
+// (--distributed-executor-backend mp); a worker that dies or hangs fails the engine loudly
 // (requests end with an error, stats().fatal_error names the rank) instead of hanging.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -96,6 +97,43 @@ TEST(MultiprocTensorParallel, WorkerProcessesEqualTp1) {
   EXPECT_EQ(tp2.stats().rank_step_seconds.size(), 2u);
   EXPECT_TRUE(tp2.stats().fatal_error.empty());
   EXPECT_GT(tp2.stats().graphs.steps_full, 0u);
+}
+
+// --distributed-executor-backend mp at one rank: the model in one worker process, the same tokens.
+TEST(MultiprocTensorParallel, OneRankInAWorkerProcessEqualsInProcess) {
+  LLMEngine uni(stories(1));
+  EXPECT_TRUE(child_pids().empty());
+  const Outcome ref = generate(uni, 32);
+  EngineConfig c = stories(1);
+  c.distributed_executor_backend = "mp";
+  LLMEngine mp(c);
+  EXPECT_EQ(child_pids().size(), 1u);
+  const Outcome got = generate(mp, 32);
+  EXPECT_TRUE(got.errors.empty());
+  EXPECT_EQ(got.tokens, ref.tokens);
+  EXPECT_EQ(mp.stats().rank_step_seconds.size(), 1u);
+}
+
+TEST(MultiprocTensorParallel, ExecutorBackendsThatCannotRunTheConfigAreRefused) {
+  auto refused = [](EngineConfig c, const std::string& expected) {
+    try {
+      LLMEngine engine(c);
+      ADD_FAILURE() << "accepted; expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(child_pids().empty());
+  };
+  EngineConfig uni_tp2 = stories(2);
+  uni_tp2.distributed_executor_backend = "uni";
+  refused(uni_tp2, "--tensor-parallel-size 2 needs mp");
+  EngineConfig mp_lora = stories(1);
+  mp_lora.distributed_executor_backend = "mp";
+  mp_lora.enable_lora = true;
+  refused(mp_lora, "--enable-lora needs the model in this process");
+  EngineConfig ray = stories(1);
+  ray.distributed_executor_backend = "ray";
+  refused(ray, "must be uni or mp, got 'ray'");
 }
 
 TEST(MultiprocTensorParallel, TwoNodesOnOneMachineEqualTp1) {
