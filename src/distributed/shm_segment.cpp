@@ -24,16 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Waits while *word == expected, at most `ms` milliseconds (spurious wake-ups are fine).
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
-  timespec ts{ms / 1000, long(ms % 1000) * 1000000L};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futex_wake_all(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
-
 // Opens (rank 0: creates) the segment's file descriptor.
 int open_segment(const std::string& name, int rank, size_t bytes, double timeout_s) {
   if (rank == 0) {
@@ -62,6 +52,15 @@ int open_segment(const std::string& name, int rank, size_t bytes, double timeout
 
 }  // namespace
 
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
+  timespec ts{ms / 1000, long(ms % 1000) * 1000000L};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 ShmSegment::ShmSegment(const std::string& name, int rank, int world, size_t slot_bytes, double timeout_s)
     : name_(name),
       rank_(rank),
@@ -84,6 +83,10 @@ ShmSegment::~ShmSegment() {
   // Destroyed by an exception (this rank failed): its peers must not wait for it.
   if (std::uncaught_exceptions() > 0) mark_failed();
   munmap(base_, total_bytes_);
+  unlink_name();
+}
+
+void ShmSegment::unlink_name() const {
   if (rank_ == 0) shm_unlink(name_.c_str());
 }
 

@@ -8,6 +8,11 @@
 
 namespace gs {
 
+// Process-shared futex on a word of a shared mapping: waits while *word == expected, at most ms
+// milliseconds (spurious wake-ups are fine); wakes every waiter.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int ms);
+void futex_wake_all(std::atomic<uint32_t>* word);
+
 class ShmSegment {
  public:
   // Rank 0 creates the segment (and unlinks its name when destroyed); other ranks wait up to
@@ -25,6 +30,9 @@ class ShmSegment {
   void barrier(const char* what);
   // Marks the group failed: every rank's next (or current) barrier throws.
   void mark_failed();
+  // Removes the segment's name (rank 0; every rank mapped it): nothing is left behind if a
+  // process is killed. The destructor does it otherwise.
+  void unlink_name() const;
 
  private:
   struct Header {

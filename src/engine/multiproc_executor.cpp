@@ -4,16 +4,19 @@
 // The driver (this process: scheduler, API server) listens on --master-addr:--master-port, starts
 // this host's ranks (other hosts run `graphserve worker --node-rank k ...`), hands every rank the
 // runner config (and the group rank 0 created), then sends each step's batch to every rank and
-// takes the sampled tokens from rank 0. Every rank answers every step, so a rank that exits (end
-// of stream) or hangs (no answer within worker_timeout_s) is found at once: the executor fails
-// for good with an error naming the rank, and the engine reports itself unhealthy.
+// takes the sampled tokens from rank 0 (over a shared-memory lane per local worker where the ranks
+// busy-poll, worker/shm_lane.h). Every rank answers every step, so a rank that exits (end of stream)
+// or hangs (no answer within worker_timeout_s) is found at once: the executor fails for good with
+// an error naming the rank, and the engine reports itself unhealthy.
 #include <chrono>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
 #include "model/model_factory.h"
 #include "worker/connection.h"
+#include "worker/shm_lane.h"
 #include "worker/wire.h"
 #include "worker/worker.h"
 
@@ -153,6 +156,21 @@ class MultiprocExecutor final : public Executor {
     }
     step_seconds_.assign(size_t(world_), 0.0);
     spin_s_ = tp_spin_seconds(limits_.device.rfind("cuda", 0) == 0);
+    if (spin_s_ > 0 && !env_is("GRAPHSERVE_TP_SHM", "0"))
+      for (int r = 0; r < world_; ++r) attach_lane(r);
+  }
+
+  // Offers rank r a shared-memory lane for its steps (ShmLane; taken by the workers of this
+  // host). Only where the ranks spin: a lane's receiver that stopped spinning wakes late.
+  void attach_lane(int r) {
+    Connection& c = conns_[size_t(r)];
+    auto lane = std::make_unique<ShmLane>(ShmLane::make_name(), 0);
+    c.send(MsgType::Lane, lane->name());
+    const Message m = c.recv(60.0, peer(r));
+    GS_CHECK(m.type == MsgType::Lane, "{} answered the lane offer with message {}", peer(r), int(m.type));
+    lane->unlink_name();
+    if (m.payload == "1") c.attach_lane(std::move(lane));
+    spdlog::info("tensor parallel: rank {} steps over {}", r, c.has_lane() ? "shared memory" : "TCP");
   }
 
   // The next worker's connection; a local worker that exits first is an error at once.

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "worker/shm_lane.h"
 
 namespace gs {
 
@@ -64,6 +66,10 @@ void set_nodelay(int fd) {
 
 }  // namespace
 
+Connection::Connection(int fd) : fd_(fd) {}
+
+Connection::Connection(Connection&& o) noexcept : fd_(o.fd_), lane_(std::move(o.lane_)) { o.fd_ = -1; }
+
 Connection::~Connection() {
   if (fd_ >= 0) close(fd_);
 }
@@ -72,9 +78,18 @@ Connection& Connection::operator=(Connection&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) close(fd_);
     fd_ = o.fd_;
+    lane_ = std::move(o.lane_);
     o.fd_ = -1;
   }
   return *this;
+}
+
+void Connection::attach_lane(std::unique_ptr<ShmLane> lane) { lane_ = std::move(lane); }
+
+bool Connection::ready() const {
+  if (lane_ && lane_->has_message()) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, 0) != 0;
 }
 
 Connection Connection::connect(const std::string& host, int port, double timeout_s) {
@@ -98,6 +113,7 @@ Connection Connection::connect(const std::string& host, int port, double timeout
 }
 
 void Connection::send(MsgType type, const std::string& payload) {
+  if (lane_ && lane_->post(type, payload)) return;
   std::string frame(12 + payload.size(), '\0');
   const uint32_t t = uint32_t(type);
   const uint64_t n = payload.size();
@@ -126,9 +142,31 @@ bool Connection::read_exact(void* p, size_t n, double deadline, const std::strin
 }
 
 Message Connection::recv(double timeout_s, const std::string& peer, double spin_s) {
-  const double now = now_s(), deadline = now + timeout_s;
+  const double now = now_s(), deadline = now + timeout_s, spin_until = now + std::min(spin_s, timeout_s);
+  const Message m = lane_ ? recv_lane(deadline, peer, spin_until) : recv_socket(deadline, peer, spin_until);
+  GS_CHECK(m.type != MsgType{}, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)", peer,
+           timeout_s);
+  return m;
+}
+
+// The lane's next message (type 0 at the deadline); the socket is checked now and then for what
+// did not fit the lane and for the end of stream of a peer that died.
+Message Connection::recv_lane(double deadline, const std::string& peer, double spin_until_s) {
+  for (uint32_t i = 0;; ++i) {
+    if (std::optional<Message> m = lane_->take()) return std::move(*m);
+    const bool spinning = now_s() < spin_until_s;
+    if (!spinning || i % 64 == 63) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 0) != 0) return recv_socket(deadline, peer, 0);
+      if (now_s() >= deadline) return {};
+    }
+    if (!spinning) lane_->sleep(10);
+  }
+}
+
+Message Connection::recv_socket(double deadline, const std::string& peer, double spin_until_s) {
   uint8_t head[12];
-  bool ok = read_exact(head, 12, deadline, peer, now + std::min(spin_s, timeout_s));
+  bool ok = read_exact(head, 12, deadline, peer, spin_until_s);
   Message m{};
   uint64_t n = 0;
   if (ok) {
@@ -138,13 +176,22 @@ Message Connection::recv(double timeout_s, const std::string& peer, double spin_
     GS_CHECK(n < (uint64_t(1) << 32), "{} sent a malformed message ({} bytes)", peer, n);
     m.type = MsgType(t);
     m.payload.resize(size_t(n));
-    ok = read_exact(m.payload.data(), size_t(n), deadline + 60.0, peer);
+    ok = read_exact(m.payload.data(), size_t(n), deadline + 60.0, peer, spin_until_s);
   }
-  GS_CHECK(ok, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)", peer, timeout_s);
-  return m;
+  return ok ? m : Message{};
 }
 
 int wait_any(const std::vector<const Connection*>& conns, double timeout_s, double spin_s) {
+  if (std::any_of(conns.begin(), conns.end(), [](const Connection* c) { return c->has_lane(); })) {
+    const double now = now_s(), deadline = now + timeout_s, spin_until = now + std::min(spin_s, timeout_s);
+    for (;;) {
+      for (size_t i = 0; i < conns.size(); ++i)
+        if (conns[i]->ready()) return int(i);
+      const double t = now_s();
+      if (t >= deadline) return -1;
+      if (t >= spin_until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   std::vector<pollfd> fds;
   for (const Connection* c : conns) fds.push_back({c->fd(), POLLIN, 0});
   int r = spin_poll(fds.data(), fds.size(), now_s() + std::min(spin_s, timeout_s));
@@ -156,9 +203,9 @@ int wait_any(const std::vector<const Connection*>& conns, double timeout_s, doub
 }
 
 double tp_spin_seconds(bool gpu_ranks) {
-  if (!gpu_ranks) return 0.0;
   const char* e = std::getenv("GRAPHSERVE_TP_SPIN_MS");
-  return std::max(0.0, e && *e ? std::atof(e) : kTpSpinMs) / 1000.0;
+  if (e && *e) return std::max(0.0, std::atof(e)) / 1000.0;
+  return gpu_ranks ? kTpSpinMs / 1000.0 : 0.0;
 }
 
 Listener::Listener(const std::string& host, int port) {

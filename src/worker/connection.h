@@ -2,6 +2,7 @@
 // deadlines on every wait, so a peer that dies (EOF) or hangs (timeout) is an error, never a hang.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ enum class MsgType : uint32_t {
   StepReply,   // worker -> driver: the sampled tokens (rank 0) or an empty ack, and its step time
   ErrorReply,  // worker -> driver: an error message instead of a reply
   Shutdown,    // driver -> workers: exit
+  Lane,        // driver -> worker: a ShmLane's name to map; worker -> driver: "1" mapped, "0" not
 };
 
 struct Message {
@@ -24,12 +26,14 @@ struct Message {
   std::string payload;
 };
 
+class ShmLane;
+
 class Connection {
  public:
   Connection() = default;  // not connected (fd() < 0)
-  explicit Connection(int fd) : fd_(fd) {}
+  explicit Connection(int fd);
   ~Connection();
-  Connection(Connection&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Connection(Connection&& o) noexcept;
   Connection& operator=(Connection&& o) noexcept;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -37,27 +41,39 @@ class Connection {
   // Connects to host:port, retrying until timeout_s (the listener may not be up yet).
   static Connection connect(const std::string& host, int port, double timeout_s);
 
+  // From here on, messages go through `lane` where they fit (both ends attach theirs at the same
+  // point of the stream; messages go one at a time each way, request then reply, so the lane and
+  // the socket never reorder them).
+  void attach_lane(std::unique_ptr<ShmLane> lane);
+  bool has_lane() const { return lane_ != nullptr; }
+
   void send(MsgType type, const std::string& payload);
   // The next message; throws gs::Error on EOF (peer gone) or after timeout_s seconds. For the
   // first spin_s seconds it polls without sleeping (a woken process starts late: see
   // tp_spin_seconds).
   Message recv(double timeout_s, const std::string& peer, double spin_s = 0);
+  // Whether recv() would return at once: a message on the lane, or data or end of stream on the socket.
+  bool ready() const;
   int fd() const { return fd_; }
 
  private:
   bool read_exact(void* p, size_t n, double deadline_s, const std::string& peer, double spin_until_s = 0);
+  Message recv_socket(double deadline, const std::string& peer, double spin_until_s);
+  Message recv_lane(double deadline, const std::string& peer, double spin_until_s);
   int fd_ = -1;
+  std::unique_ptr<ShmLane> lane_;
 };
 
-// The index of a connection with data (or end of stream) to read, or -1 after timeout_s; polls
-// without sleeping for the first spin_s seconds.
+// The index of a connection with a message (or end of stream) to read, or -1 after timeout_s;
+// polls without sleeping for the first spin_s seconds (then, with lanes, every millisecond).
 int wait_any(const std::vector<const Connection*>& conns, double timeout_s, double spin_s = 0);
 
 // How long the driver and the workers of GPU ranks busy-poll for the next step's message or
 // reply before they sleep in poll() (a process woken from poll() starts its step late; vLLM's
 // workers poll too): $GRAPHSERVE_TP_SPIN_MS milliseconds, default kTpSpinMs (0: sleep at once).
 // On the H200 pair the spin took 1.5-3% off TP=2 decode steps of llama3.1-8b
-// (tools/gpu/results/tp_h200x2_allreduce.txt). CPU ranks never spin: they need the cores.
+// (tools/gpu/results/tp_h200x2_allreduce.txt). CPU ranks spin only when the variable says so:
+// they need the cores. Ranks that spin step over shared memory (ShmLane) unless GRAPHSERVE_TP_SHM=0.
 inline constexpr double kTpSpinMs = 50;
 double tp_spin_seconds(bool gpu_ranks);
 

@@ -23,6 +23,7 @@
 #include "runner/kernel_breakdown.h"
 #include "runner/model_runner.h"
 #include "worker/connection.h"
+#include "worker/shm_lane.h"
 #include "worker/wire.h"
 
 extern char** environ;
@@ -125,6 +126,19 @@ void watch_driver(int fd, int rank) {
   }).detach();
 }
 
+// Maps the driver's ShmLane `name` and answers whether it could ("0" from another host), on the
+// socket, before the lane carries anything.
+void attach_lane(Connection& conn, const std::string& name, int rank) {
+  std::unique_ptr<ShmLane> lane;
+  try {
+    lane = std::make_unique<ShmLane>(name, 1);
+  } catch (const Error& e) {
+    spdlog::info("worker rank {}: no shared-memory lane to the driver ({}); messages go over TCP", rank, e.what());
+  }
+  conn.send(MsgType::Lane, lane ? "1" : "0");
+  if (lane) conn.attach_lane(std::move(lane));
+}
+
 }  // namespace
 
 int run_worker(const WorkerArgs& a) {
@@ -149,6 +163,10 @@ int run_worker(const WorkerArgs& a) {
   for (;;) {
     Message m = conn.recv(kIdleTimeoutS, "the driver", spin_s);
     if (m.type == MsgType::Shutdown) return 0;
+    if (m.type == MsgType::Lane) {
+      attach_lane(conn, m.payload, a.rank);
+      continue;
+    }
     GS_CHECK(m.type == MsgType::Step, "worker rank {}: unexpected message {}", a.rank, int(m.type));
     try {
       const auto t0 = std::chrono::steady_clock::now();

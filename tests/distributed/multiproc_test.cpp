@@ -99,6 +99,28 @@ TEST(MultiprocTensorParallel, WorkerProcessesEqualTp1) {
   EXPECT_GT(tp2.stats().graphs.steps_full, 0u);
 }
 
+// Ranks that busy-poll step over shared-memory lanes (ShmLane): the same tokens, and a worker
+// that dies is still found at once.
+TEST(MultiprocTensorParallel, SpinningWorkersOverSharedMemoryEqualTp1AndFailLoudly) {
+  LLMEngine tp1(stories(1));
+  const Outcome ref = generate(tp1, 32);
+  setenv("GRAPHSERVE_TP_SPIN_MS", "20", 1);
+  {
+    LLMEngine tp2(stories(2));
+    const Outcome got = generate(tp2, 32);
+    EXPECT_TRUE(got.errors.empty());
+    EXPECT_EQ(got.tokens, ref.tokens);
+    const auto pids = child_pids();
+    ASSERT_EQ(pids.size(), 2u);
+    kill(pids[0], SIGKILL);
+    const Outcome o = generate(tp2, 8);
+    ASSERT_FALSE(o.errors.empty());
+    EXPECT_NE(tp2.stats().fatal_error.find("tensor-parallel worker rank 0 closed"), std::string::npos)
+        << tp2.stats().fatal_error;
+  }
+  unsetenv("GRAPHSERVE_TP_SPIN_MS");
+}
+
 // --distributed-executor-backend mp at one rank: the model in one worker process, the same tokens.
 TEST(MultiprocTensorParallel, OneRankInAWorkerProcessEqualsInProcess) {
   LLMEngine uni(stories(1));

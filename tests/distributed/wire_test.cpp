@@ -1,13 +1,15 @@
 // The driver -> worker batch stream: a decoded batch equals the scheduled one although each step
 // sends only new tokens; requests that leave are dropped; one that starts over (or a reused id)
-// is sent whole again. The connection's busy-polling receive.
+// is sent whole again. The connection's busy-polling receive, and its shared-memory lane.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
+#include "core/error.h"
 #include "worker/connection.h"
+#include "worker/shm_lane.h"
 #include "worker/wire.h"
 
 namespace gs {
@@ -97,7 +99,7 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   EXPECT_THROW(decode_step_reply("xy"), Error);
 }
 
-TEST(Connection, BusyPollsOnlyForGpuRanksAndReceivesWhenTheSpinEnds) {
+TEST(Connection, BusyPollsByDefaultOnlyForGpuRanksAndReceivesWhenTheSpinEnds) {
   unsetenv("GRAPHSERVE_TP_SPIN_MS");
   EXPECT_EQ(tp_spin_seconds(false), 0.0);
   EXPECT_DOUBLE_EQ(tp_spin_seconds(true), kTpSpinMs / 1000.0);
@@ -105,7 +107,7 @@ TEST(Connection, BusyPollsOnlyForGpuRanksAndReceivesWhenTheSpinEnds) {
   EXPECT_EQ(tp_spin_seconds(true), 0.0);
   setenv("GRAPHSERVE_TP_SPIN_MS", "5", 1);
   EXPECT_DOUBLE_EQ(tp_spin_seconds(true), 0.005);
-  EXPECT_EQ(tp_spin_seconds(false), 0.0);
+  EXPECT_DOUBLE_EQ(tp_spin_seconds(false), 0.005);  // CPU ranks when told to
   unsetenv("GRAPHSERVE_TP_SPIN_MS");
 
   Listener listener("127.0.0.1", 0);
@@ -123,6 +125,71 @@ TEST(Connection, BusyPollsOnlyForGpuRanksAndReceivesWhenTheSpinEnds) {
   EXPECT_EQ(wait_any({&conn}, 5.0, 0.005), 0);
   EXPECT_EQ(conn.recv(5.0, "the test's peer").type, MsgType::StepReply);
   peer.join();
+}
+
+// Two ends of one TCP connection, each with its side of one shared-memory lane.
+struct LanePair {
+  Listener listener{"127.0.0.1", 0};
+  Connection driver, worker;
+  LanePair() {
+    std::thread t([this] { worker = Connection::connect("127.0.0.1", listener.port(), 5.0); });
+    driver = listener.accept(5.0, "the test's worker");
+    t.join();
+    auto mine = std::make_unique<ShmLane>(ShmLane::make_name(), 0);
+    auto theirs = std::make_unique<ShmLane>(mine->name(), 1);
+    mine->unlink_name();
+    driver.attach_lane(std::move(mine));
+    worker.attach_lane(std::move(theirs));
+  }
+};
+
+TEST(Connection, ShmLaneCarriesMessagesInOrderAndTheSocketWhatDoesNotFit) {
+  LanePair p;
+  EXPECT_FALSE(p.worker.ready());
+  p.driver.send(MsgType::Step, "step 1");
+  EXPECT_TRUE(p.worker.ready());
+  const Message m = p.worker.recv(5.0, "the driver", 1.0);
+  EXPECT_EQ(m.type, MsgType::Step);
+  EXPECT_EQ(m.payload, "step 1");
+  EXPECT_FALSE(p.worker.ready());
+  p.worker.send(MsgType::StepReply, "");  // empty payloads too
+  EXPECT_EQ(wait_any({&p.driver}, 5.0, 1.0), 0);
+  EXPECT_EQ(p.driver.recv(5.0, "a worker").type, MsgType::StepReply);
+  // Too large for the lane: the socket carries it, intact.
+  const std::string big(ShmLane::kCapacity + 17, 'x');
+  std::thread sender([&] { p.driver.send(MsgType::Step, big); });  // more than the socket buffers
+  EXPECT_EQ(p.worker.recv(5.0, "the driver", 1.0).payload, big);
+  sender.join();
+  // A second message before the first was taken takes the socket too; both arrive.
+  p.driver.send(MsgType::Step, "a");
+  p.driver.send(MsgType::Shutdown, "b");
+  EXPECT_EQ(p.worker.recv(5.0, "the driver").payload, "a");
+  EXPECT_EQ(p.worker.recv(5.0, "the driver").type, MsgType::Shutdown);
+}
+
+TEST(Connection, ShmLaneWakesASleepingReceiverAndReportsHangsAndExits) {
+  LanePair p;
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the receiver has stopped spinning
+    p.worker.send(MsgType::StepReply, "late");
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(p.driver.recv(5.0, "a worker", 0.0).payload, "late");  // asleep on the futex, woken by the post
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  sender.join();
+  try {
+    p.driver.recv(0.05, "a worker", 0.0);
+    ADD_FAILURE() << "no error for a peer that sends nothing";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a worker did not answer within 0 s"), std::string::npos) << e.what();
+  }
+  p.worker = Connection();  // the worker's process ends: its socket closes
+  try {
+    p.driver.recv(5.0, "a worker", 0.0);
+    ADD_FAILURE() << "no error for a peer that exited";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a worker closed its connection"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
