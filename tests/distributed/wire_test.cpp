@@ -177,6 +177,7 @@ TEST(Connection, ShmLaneWakesASleepingReceiverAndReportsHangsAndExits) {
   EXPECT_EQ(p.driver.recv(5.0, "a worker", 0.0).payload, "late");  // asleep on the futex, woken by the post
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
   sender.join();
+  EXPECT_EQ(wait_any({&p.driver}, 0.05, 0.01), -1);  // nothing within the time: -1, the caller's error
   try {
     p.driver.recv(0.05, "a worker", 0.0);
     ADD_FAILURE() << "no error for a peer that sends nothing";
