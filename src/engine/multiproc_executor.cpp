@@ -218,7 +218,7 @@ class MultiprocExecutor final : public Executor {
       const double us = 1e6 / double(steps);
       spdlog::info(
           "tensor parallel: {} steps, per step {:.1f} us in the driver = encode + send {:.1f} + rank 0's runner {:.1f} "
-          "+ its decode {:.1f} + the rest (transport, reply) {:.1f}",
+          "+ its decode {:.1f} + the rest (transport, replies, the other ranks) {:.1f}",
           steps, total * us, send * us, runner * us, (handle - runner) * us, (total - send - handle) * us);
     }
   };
