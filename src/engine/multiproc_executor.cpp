@@ -9,12 +9,14 @@
 // or hangs (no answer within worker_timeout_s) is found at once: the executor fails for good with
 // an error naming the rank, and the engine reports itself unhealthy.
 #include <chrono>
+#include <cstdlib>
 
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
 #include "model/model_factory.h"
+#include "runner/device_setup.h"
 #include "worker/connection.h"
 #include "worker/shm_lane.h"
 #include "worker/wire.h"
@@ -47,6 +49,7 @@ class MultiprocExecutor final : public Executor {
     listener_ = std::make_unique<Listener>(cfg.nnodes == 1 ? "127.0.0.1" : "0.0.0.0", cfg.master_port);
     std::vector<int> local;
     for (int r = 0; r < world_ / cfg.nnodes; ++r) local.push_back(r);
+    check_local_gpus(local.size());
     pids_ = spawn_workers(worker_executable(), "127.0.0.1", listener_->port(), local);
     try {
       start();
@@ -83,29 +86,16 @@ class MultiprocExecutor final : public Executor {
     try {
       for (auto& c : conns_) c.send(MsgType::Step, msg);
       const auto sent = std::chrono::steady_clock::now();
-      // Replies in whatever order they come, so a rank that died is seen at once (its end of
-      // stream), not after the timeout of a peer that waits for it in a collective.
-      std::vector<int> pending(static_cast<size_t>(world_));
-      for (int r = 0; r < world_; ++r) pending[size_t(r)] = r;
-      while (!pending.empty()) {
-        std::vector<const Connection*> waiting;
-        for (int r : pending) waiting.push_back(&conns_[size_t(r)]);
-        const double left =
-            cfg_.worker_timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
-        const int i = wait_any(waiting, std::max(0.0, left), spin_s_);
-        GS_CHECK(i >= 0, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)",
-                 peer(pending.front()), cfg_.worker_timeout_s);
-        const int r = pending[size_t(i)];
-        pending.erase(pending.begin() + i);
-        const Message m = conns_[size_t(r)].recv(cfg_.worker_timeout_s, peer(r));
-        if (m.type == MsgType::ErrorReply) {
-          if (error.empty()) error = m.payload;
-          continue;
-        }
-        StepReply rep = decode_step_reply(m.payload);
-        step_seconds_[size_t(r)] = rep.step_seconds;
-        if (r == 0) rank0 = std::move(rep);
-      }
+      receive_from_all(cfg_.worker_timeout_s, spin_s_, "did not answer (it hangs, or a peer rank it waits for died)",
+                       [&](int r, const Message& m) {
+                         if (m.type == MsgType::ErrorReply) {
+                           if (error.empty()) error = m.payload;
+                           return;
+                         }
+                         StepReply rep = decode_step_reply(m.payload);
+                         step_seconds_[size_t(r)] = rep.step_seconds;
+                         if (r == 0) rank0 = std::move(rep);
+                       });
       timing_.add(t0, sent, rank0);
     } catch (const Error& e) {
       fail_for_good(e.what());
@@ -127,6 +117,40 @@ class MultiprocExecutor final : public Executor {
  private:
   std::string peer(int r) const { return fmt::format("tensor-parallel worker rank {}", r); }
 
+  // One message from every rank, take(rank, message) each, in the order they come: a rank that
+  // failed or exited is seen at once, not after the timeout of a peer that waits for it in a
+  // collective. Throws gs::Error naming the first rank still silent after timeout_s: "<rank>
+  // <silent> within <timeout_s> s".
+  template <typename Take>
+  void receive_from_all(double timeout_s, double spin_s, const char* silent, const Take& take) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<int> pending;
+    for (int r = 0; r < world_; ++r) pending.push_back(r);
+    while (!pending.empty()) {
+      std::vector<const Connection*> waiting;
+      for (int r : pending) waiting.push_back(&conns_[size_t(r)]);
+      const double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const int i = wait_any(waiting, std::max(0.0, left), spin_s);
+      GS_CHECK(i >= 0, "{} {} within {:.0f} s", peer(pending.front()), silent, timeout_s);
+      const int r = pending[size_t(i)];
+      pending.erase(pending.begin() + i);
+      take(r, conns_[size_t(r)].recv(timeout_s, peer(r)));
+    }
+  }
+
+  // Every rank of this host needs a GPU of its own, checked before any process starts: one without
+  // would run on the CPU (device auto) or fail while its peers wait in NCCL's set-up.
+  void check_local_gpus(size_t ranks) const {
+    if (!uses_cuda(cfg_.device)) return;
+    const int gpus = visible_gpus();
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    GS_CHECK(size_t(gpus) >= ranks,
+             "--tensor-parallel-size {} runs {} rank{} on this host, one GPU each, but it has {} GPU{} visible{}: "
+             "lower --tensor-parallel-size, or spread the ranks over hosts with --nnodes",
+             world_, ranks, ranks == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s",
+             visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
+  }
+
   // Accepts every rank, lets rank 0 create the group, sends the others the group, waits for all.
   void start() {
     conns_.resize(size_t(world_));
@@ -140,20 +164,22 @@ class MultiprocExecutor final : public Executor {
     }
     RunnerConfig rc = cfg_;
     rc.tp_group.clear();
+    rc.device = uses_cuda(cfg_.device) ? "cuda" : "cpu";       // "auto" means the same on every rank
     if (cfg_.nnodes > 1) rc.disable_custom_all_reduce = true;  // peer memory reaches one host only
     conns_[0].send(MsgType::Init, encode_runner_config(rc));
     const Message g = conns_[0].recv(kStartupTimeoutS, peer(0));
     GS_CHECK(g.type == MsgType::GroupId, "{} failed to create the group: {}", peer(0), g.payload);
     rc.tp_group = g.payload;
     for (int r = 1; r < world_; ++r) conns_[size_t(r)].send(MsgType::Init, encode_runner_config(rc));
-    for (int r = 0; r < world_; ++r) {
-      const Message m = conns_[size_t(r)].recv(kStartupTimeoutS, peer(r));
+    std::vector<WorkerLimits> limits(static_cast<size_t>(world_));
+    receive_from_all(kStartupTimeoutS, 0.0, "did not start", [&](int r, const Message& m) {
       GS_CHECK(m.type == MsgType::Ready, "{} failed to start: {}", peer(r), m.payload);
-      const WorkerLimits l = decode_limits(m.payload);
-      if (r == 0) limits_ = l, stats_ = l.stats;
-      limits_.num_kv_blocks = std::min(limits_.num_kv_blocks, l.num_kv_blocks);
-      spdlog::info("tensor parallel: rank {} of {} on {} ({} KV blocks)", r, world_, l.device, l.num_kv_blocks);
-    }
+      limits[size_t(r)] = decode_limits(m.payload);
+      spdlog::info("tensor parallel: rank {} of {} on {} ({} KV blocks)", r, world_, limits[size_t(r)].device,
+                   limits[size_t(r)].num_kv_blocks);
+    });
+    limits_ = limits[0], stats_ = limits[0].stats;
+    for (const WorkerLimits& l : limits) limits_.num_kv_blocks = std::min(limits_.num_kv_blocks, l.num_kv_blocks);
     step_seconds_.assign(size_t(world_), 0.0);
     spin_s_ = tp_spin_seconds(limits_.device.rfind("cuda", 0) == 0);
     if (spin_s_ > 0 && !env_is("GRAPHSERVE_TP_SHM", "0"))

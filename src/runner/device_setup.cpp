@@ -25,6 +25,14 @@ bool uses_cuda(const std::string& device) {
 #endif
 }
 
+int visible_gpus() {
+#ifdef GS_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
 namespace {
 
 #ifdef GS_HAVE_CUDA

@@ -15,6 +15,8 @@ namespace gs {
 // Whether `device` ("cpu", "cuda" or "auto") means the CUDA backend: "auto" does when this build
 // has CUDA and a GPU is present. Throws gs::Error for an unknown device.
 bool uses_cuda(const std::string& device);
+// The GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 without CUDA.
+int visible_gpus();
 
 // device "cpu", "cuda" or "auto" (CUDA when this build has it and a GPU is present).
 // dtype (RunnerConfig::dtype) picks the CUDA backend's compute dtype: "auto" = the checkpoint's

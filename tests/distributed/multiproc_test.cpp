@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
+#include "runner/device_setup.h"
 #include "test_paths.h"
 
 namespace gs {
@@ -203,6 +204,20 @@ TEST(MultiprocTensorParallel, AWorkerThatDiesFailsTheEngineLoudly) { expect_fail
 
 TEST(MultiprocTensorParallel, AWorkerThatHangsFailsTheEngineLoudly) {
   expect_failure_is_loud(SIGSTOP, "did not answer");
+}
+
+TEST(MultiprocTensorParallel, MoreRanksThanGpusAreRefusedBeforeStarting) {
+  if (visible_gpus() >= 2) GTEST_SKIP() << "this host has the GPUs";
+  EngineConfig c = stories(2);
+  c.device = "cuda";
+  try {
+    LLMEngine engine(c);
+    FAIL() << "TP 2 on " << visible_gpus() << " GPUs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runs 2 ranks on this host, one GPU each, but it has"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(child_pids().empty());
 }
 
 TEST(MultiprocTensorParallel, ModelsThatDoNotSplitAreRefusedBeforeStarting) {
