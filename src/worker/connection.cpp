@@ -1,4 +1,5 @@
-// TCP framing: [u32 type][u64 length][payload], blocking sockets polled against deadlines.
+// TCP framing: [u32 type][u64 length][payload], blocking sockets polled against deadlines; an
+// attached ShmLane first, the socket for the rest.
 #include "worker/connection.h"
 
 #include <arpa/inet.h>
