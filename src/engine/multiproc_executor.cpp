@@ -41,15 +41,19 @@ ModelConfig driver_model_config(const RunnerConfig& cfg) {
 class MultiprocExecutor final : public Executor {
  public:
   explicit MultiprocExecutor(const EngineConfig& cfg)
-      : cfg_(cfg), mcfg_(driver_model_config(cfg)), world_(cfg.tensor_parallel_size) {
+      : cfg_(cfg),
+        mcfg_(driver_model_config(cfg)),
+        world_(cfg.tensor_parallel_size),
+        device_(uses_cuda(cfg.device) ? "cuda" : "cpu") {
     GS_CHECK(cfg.nnodes >= 1 && world_ % cfg.nnodes == 0,
              "--tensor-parallel-size {} must split evenly over --nnodes {}", world_, cfg.nnodes);
     GS_CHECK(cfg.node_rank == 0, "graphserve serve / generate run on node 0; other nodes run `graphserve worker`");
     GS_CHECK(cfg.nnodes == 1 || cfg.master_port > 0, "--nnodes {} needs --master-port (and --master-addr)", cfg.nnodes);
     listener_ = std::make_unique<Listener>(cfg.nnodes == 1 ? "127.0.0.1" : "0.0.0.0", cfg.master_port);
+    local_ranks_ = world_ / cfg.nnodes;
     std::vector<int> local;
-    for (int r = 0; r < world_ / cfg.nnodes; ++r) local.push_back(r);
-    check_local_gpus(local.size());
+    for (int r = 0; r < local_ranks_; ++r) local.push_back(r);
+    check_local_gpus();
     pids_ = spawn_workers(worker_executable(), "127.0.0.1", listener_->port(), local);
     try {
       start();
@@ -140,14 +144,14 @@ class MultiprocExecutor final : public Executor {
 
   // Every rank of this host needs a GPU of its own, checked before any process starts: one without
   // would run on the CPU (device auto) or fail while its peers wait in NCCL's set-up.
-  void check_local_gpus(size_t ranks) const {
-    if (!uses_cuda(cfg_.device)) return;
+  void check_local_gpus() const {
+    if (device_ != "cuda") return;
     const int gpus = visible_gpus();
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    GS_CHECK(size_t(gpus) >= ranks,
+    GS_CHECK(gpus >= local_ranks_,
              "--tensor-parallel-size {} runs {} rank{} on this host, one GPU each, but it has {} GPU{} visible{}: "
              "lower --tensor-parallel-size, or spread the ranks over hosts with --nnodes",
-             world_, ranks, ranks == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s",
+             world_, local_ranks_, local_ranks_ == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s",
              visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
   }
 
@@ -164,7 +168,7 @@ class MultiprocExecutor final : public Executor {
     }
     RunnerConfig rc = cfg_;
     rc.tp_group.clear();
-    rc.device = uses_cuda(cfg_.device) ? "cuda" : "cpu";       // "auto" means the same on every rank
+    rc.device = device_;                                       // "auto" means the same on every rank
     if (cfg_.nnodes > 1) rc.disable_custom_all_reduce = true;  // peer memory reaches one host only
     conns_[0].send(MsgType::Init, encode_runner_config(rc));
     const Message g = conns_[0].recv(kStartupTimeoutS, peer(0));
@@ -183,11 +187,12 @@ class MultiprocExecutor final : public Executor {
     step_seconds_.assign(size_t(world_), 0.0);
     spin_s_ = tp_spin_seconds(limits_.device.rfind("cuda", 0) == 0);
     if (spin_s_ > 0 && !env_is("GRAPHSERVE_TP_SHM", "0"))
-      for (int r = 0; r < world_; ++r) attach_lane(r);
+      for (int r = 0; r < local_ranks_; ++r) attach_lane(r);
   }
 
-  // Offers rank r a shared-memory lane for its steps (ShmLane; taken by the workers of this
-  // host). Only where the ranks spin: a lane's receiver that stopped spinning wakes late.
+  // Offers rank r, one this process started, a shared-memory lane for its steps (ShmLane; other
+  // hosts' ranks stay on TCP). Only where the ranks spin: a lane's receiver that stopped spinning
+  // wakes late.
   void attach_lane(int r) {
     Connection& c = conns_[size_t(r)];
     auto lane = std::make_unique<ShmLane>(ShmLane::make_name(), 0);
@@ -252,6 +257,8 @@ class MultiprocExecutor final : public Executor {
   EngineConfig cfg_;
   ModelConfig mcfg_;
   int world_;
+  std::string device_;   // "cuda" or "cpu" for every rank (cfg.device resolved once)
+  int local_ranks_ = 0;  // ranks 0 .. local_ranks_ - 1 run on this host
   std::unique_ptr<Listener> listener_;
   std::vector<int> pids_;
   std::vector<Connection> conns_;  // by rank

@@ -144,42 +144,37 @@ bool Connection::read_exact(void* p, size_t n, double deadline, const std::strin
 
 Message Connection::recv(double timeout_s, const std::string& peer, double spin_s) {
   const double now = now_s(), deadline = now + timeout_s, spin_until = now + std::min(spin_s, timeout_s);
-  const Message m = lane_ ? recv_lane(deadline, peer, spin_until) : recv_socket(deadline, peer, spin_until);
-  GS_CHECK(m.type != MsgType{}, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)", peer,
-           timeout_s);
-  return m;
+  std::optional<Message> m = lane_ ? recv_lane(deadline, peer, spin_until) : recv_socket(deadline, peer, spin_until);
+  GS_CHECK(m, "{} did not answer within {:.0f} s: it hangs (or a peer rank it waits for died)", peer, timeout_s);
+  return std::move(*m);
 }
 
-// The lane's next message (type 0 at the deadline); the socket is checked now and then for what
-// did not fit the lane and for the end of stream of a peer that died.
-Message Connection::recv_lane(double deadline, const std::string& peer, double spin_until_s) {
+// The lane's next message; the socket is checked now and then for what did not fit the lane and
+// for the end of stream of a peer that died.
+std::optional<Message> Connection::recv_lane(double deadline, const std::string& peer, double spin_until_s) {
   for (uint32_t i = 0;; ++i) {
-    if (std::optional<Message> m = lane_->take()) return std::move(*m);
+    if (std::optional<Message> m = lane_->take()) return m;
     const bool spinning = now_s() < spin_until_s;
     if (!spinning || i % 64 == 63) {
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, 0) != 0) return recv_socket(deadline, peer, 0);
-      if (now_s() >= deadline) return {};
+      if (now_s() >= deadline) return std::nullopt;
     }
     if (!spinning) lane_->sleep(10);
   }
 }
 
-Message Connection::recv_socket(double deadline, const std::string& peer, double spin_until_s) {
+std::optional<Message> Connection::recv_socket(double deadline, const std::string& peer, double spin_until_s) {
   uint8_t head[12];
-  bool ok = read_exact(head, 12, deadline, peer, spin_until_s);
-  Message m{};
+  if (!read_exact(head, 12, deadline, peer, spin_until_s)) return std::nullopt;
+  uint32_t t = 0;
   uint64_t n = 0;
-  if (ok) {
-    uint32_t t = 0;
-    std::memcpy(&t, head, 4);
-    std::memcpy(&n, head + 4, 8);
-    GS_CHECK(n < (uint64_t(1) << 32), "{} sent a malformed message ({} bytes)", peer, n);
-    m.type = MsgType(t);
-    m.payload.resize(size_t(n));
-    ok = read_exact(m.payload.data(), size_t(n), deadline + 60.0, peer, spin_until_s);
-  }
-  return ok ? m : Message{};
+  std::memcpy(&t, head, 4);
+  std::memcpy(&n, head + 4, 8);
+  GS_CHECK(n < (uint64_t(1) << 32), "{} sent a malformed message ({} bytes)", peer, n);
+  Message m{MsgType(t), std::string(size_t(n), '\0')};
+  if (!read_exact(m.payload.data(), size_t(n), deadline + 60.0, peer, spin_until_s)) return std::nullopt;
+  return m;
 }
 
 int wait_any(const std::vector<const Connection*>& conns, double timeout_s, double spin_s) {

@@ -59,8 +59,9 @@ class Connection {
 
  private:
   bool read_exact(void* p, size_t n, double deadline_s, const std::string& peer, double spin_until_s = 0);
-  Message recv_socket(double deadline, const std::string& peer, double spin_until_s);
-  Message recv_lane(double deadline, const std::string& peer, double spin_until_s);
+  // The next message, or nothing at the deadline.
+  std::optional<Message> recv_socket(double deadline, const std::string& peer, double spin_until_s);
+  std::optional<Message> recv_lane(double deadline, const std::string& peer, double spin_until_s);
   int fd_ = -1;
   std::unique_ptr<ShmLane> lane_;
 };

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -113,6 +114,11 @@ TEST(MultiprocTensorParallel, SpinningWorkersOverSharedMemoryEqualTp1AndFailLoud
     EXPECT_EQ(got.tokens, ref.tokens);
     const auto pids = child_pids();
     ASSERT_EQ(pids.size(), 2u);
+    for (pid_t p : pids) {  // each worker maps its lane's segment (unlinked once both sides had it)
+      std::ifstream maps("/proc/" + std::to_string(p) + "/maps");
+      const std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+      EXPECT_NE(all.find("/dev/shm/graphserve-lane-"), std::string::npos) << "worker " << p << " has no lane";
+    }
     kill(pids[0], SIGKILL);
     const Outcome o = generate(tp2, 8);
     ASSERT_FALSE(o.errors.empty());
