@@ -1,5 +1,6 @@
-// Developer A/B switches read from the environment: the GS_... timing knobs, each documented where
-// it is used and measured in tools/gpu/NOTES.md. Callers read their switch once (into a static).
+// Reading the operational environment variables (the ones a deployment sets: docs/ENVIRONMENT.md
+// lists every variable graphserve reads, with its meaning). Kernel variants are never chosen here:
+// they are typed options (ops/kernel_options.h).
 #pragma once
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 
 namespace gs {
 
-// Whether $name is set to exactly `value` ("0" turns a default-on switch off, "1" a default-off
+// Whether $name is set to exactly `value` ("0" turns a default-on setting off, "1" a default-off
 // one on).
 inline bool env_is(const char* name, const char* value) {
   const char* e = std::getenv(name);

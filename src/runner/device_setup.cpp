@@ -50,21 +50,25 @@ DType cuda_dtype(const std::string& dtype, DType checkpoint) {
 #endif
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype, DType checkpoint_dtype) {
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype, DType checkpoint_dtype,
+                                      const KernelOptions& options) {
   if (!uses_cuda(device)) return make_cpu_backend();
 #ifdef GS_HAVE_CUDA
   GS_CHECK(cuda_device_count() > 0, "device 'cuda' was requested but no CUDA GPU is present");
   const DType dt = cuda_dtype(dtype, checkpoint_dtype);
   spdlog::info("CUDA compute dtype: {} (--dtype {})", dtype_name(dt), dtype);
-  return make_cuda_backend(0, dt);
+  return make_cuda_backend(0, dt, options);
 #else
   throw Unsupported("device 'cuda' was requested but this graphserve was built without CUDA; use --device cpu");
 #endif
 }
 
-std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape) {
+std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape,
+                                                 const AttentionKernelOptions& options) {
 #ifdef GS_HAVE_CUDA
-  if (backend.device().is_cuda()) return make_cuda_attention(backend, shape);
+  if (backend.device().is_cuda()) return make_cuda_attention(backend, shape, options);
+#else
+  (void)options;
 #endif
   return make_cpu_attention(backend, shape);
 }
@@ -84,7 +88,7 @@ std::unique_ptr<Communicator> make_communicator(Backend& backend, const RunnerCo
 #ifdef GS_HAVE_CUDA
   if (backend.device().is_cuda())
     return make_nccl_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend,
-                                  cfg.disable_custom_all_reduce);
+                                  cfg.disable_custom_all_reduce, cfg.kernel_options.all_reduce);
 #endif
   return make_shm_communicator(cfg.tp_group, cfg.tp_rank, cfg.tensor_parallel_size, backend);
 }

@@ -23,9 +23,11 @@ int visible_gpus();
 // torch_dtype (float16 checkpoints run in bfloat16), "bfloat16", "float32"; "float16" is an
 // error there. The CPU backend always computes in float32 (the reference).
 // Throws gs::Error for an unknown device or dtype and gs::Unsupported for CUDA without CUDA.
+// `options` picks the CUDA backend's and attention's kernel variants (the CPU has one of each).
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype = "auto",
-                                      DType checkpoint_dtype = DType::BF16);
-std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape);
+                                      DType checkpoint_dtype = DType::BF16, const KernelOptions& options = {});
+std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape,
+                                                 const AttentionKernelOptions& options = {});
 std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend);
 
 // Joins tensor-parallel group cfg.tp_group as rank cfg.tp_rank of cfg.tensor_parallel_size: the

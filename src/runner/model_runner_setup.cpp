@@ -30,11 +30,11 @@ void ModelRunner::Impl::build_model() {
   src.preset = cfg.preset;
   src.seed = cfg.seed;
   mcfg = resolve_model_config(src);
-  backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype);
+  backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype, cfg.kernel_options);
   make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size);  // a model that does not split: before joining
   if (cfg.tensor_parallel_size > 1) comm = make_communicator(*backend, cfg);
   local_cfg = tp_layout(mcfg, comm.get()).local;
-  attention = make_attention(*backend, attention_shape(local_cfg));
+  attention = make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
   uniform_query_len = cfg.speculative.uniform_query_len();

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/env.h"
 #include "core/logging.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner_impl.h"
@@ -59,10 +58,10 @@ void ModelRunner::Impl::warm_up() {
   backend->stream().synchronize();
 }
 
-// docs/CUDA_GRAPHS.md §9: the GEMMs of compile_sizes (none by default), timed or read from the cache.
-// GS_GEMM_AUTOTUNE=0 keeps the heuristic's choices (the A/B).
+// docs/CUDA_GRAPHS.md §9: the GEMMs of compile_sizes (none by default: the heuristic's choices), timed or
+// read from the cache.
 void ModelRunner::Impl::tune_gemms() {
-  if (env_is("GS_GEMM_AUTOTUNE", "0") || !backend->device().is_cuda()) return;  // the CPU has one algorithm
+  if (!backend->device().is_cuda()) return;  // the CPU has one algorithm
   const CompilationConfig& cc = cfg.compilation;
   GemmTuningOptions opts{.sizes = cc.compile_sizes, .use_cache = !cc.disable_compile_cache, .cache_dir = cc.cache_dir};
   if (std::erase_if(opts.sizes, [this](int s) { return s > max_tokens; }) > 0)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cudagraph/compilation_config.h"
+#include "ops/kernel_options.h"
 #include "spec/speculative_config.h"
 
 namespace gs {
@@ -35,6 +36,9 @@ struct RunnerConfig {
   // --disable-custom-all-reduce: NCCL for every all-reduce size (the driver also sets it when the
   // ranks span several hosts).
   bool disable_custom_all_reduce = false;
+  // Which kernel variants the CUDA backend, attention and all-reduce run (the defaults in production;
+  // tests and benchmarks set fields to compare variants).
+  KernelOptions kernel_options;
 
   // Multi-LoRA serving (vLLM's flags): PEFT adapters loaded at start-up, selected per request
   // by name; at most max_loras distinct adapters per batch (device slots).

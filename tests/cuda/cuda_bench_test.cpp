@@ -72,7 +72,7 @@ TEST(CudaBench, Linear) {
     int N, K;
     bool f32;
   };
-  // backend: Backend::linear's own path (GEMV at M = 1, the skinny GEMM up to skinny_max_m()).
+  // backend: Backend::linear's own path (GEMV at M = 1, the skinny GEMM up to kSkinnyTokens).
   std::printf("[bench] %-16s %4s %10s %9s %10s %9s\n", "linear NxK", "M", "backend us", "TB/s", "cublasLt us", "TB/s");
   for (const Shape2 sh :
        {Shape2{2048, 2048, false}, Shape2{3072, 2048, false}, Shape2{8192, 2048, false}, Shape2{2048, 8192, false},

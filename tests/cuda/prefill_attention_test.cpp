@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <numeric>
 #include <random>
 
 #include "attention/attention_backend.h"
+#include "attention/attention_kernel_selection.h"
 #include "attention/cuda/attention_kernels.h"
 #include "attention/cuda/cuda_attention.h"
 #include "attention/cuda/prefill_attention.h"
@@ -194,19 +194,30 @@ class PrefillAttention : public ::testing::Test {
   }
   void sync() { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
-  // The kernel's output and cache equal the float64 reference on this case; `split`: with a
-  // split workspace (decode batches then split each context over several CTAs), launched twice
-  // (the merge's arrival counters must be left at zero for the next launch).
-  // `single_token`: launched on decode_attention (every request at most one new token) instead.
-  void check_against_reference(const Case& c, uint32_t seed, bool short_queries = false, bool split = false,
-                               bool single_token = false) {
+  // One launch of `kernel` (a tensor-core or decode kernel) on the test's stream.
+  cudaError_t launch(AttentionKernel kernel, const cuda::PagedAttentionParams& p, const AttentionKernelOptions& o,
+                     int window, int T) {
+    switch (kernel) {
+      case AttentionKernel::TensorCorePrefill: return cuda::prefill_attention(p, o, window, T, stream);
+      case AttentionKernel::TensorCoreDecode: return cuda::tensor_core_decode_attention(p, o, window, T, stream);
+      case AttentionKernel::KeysAsRowsDecode: return cuda::keys_as_rows_decode_attention(p, o, window, T, stream);
+      case AttentionKernel::WarpPerPairDecode: return cuda::warp_per_pair_decode_attention(p, o, window, T, stream);
+      case AttentionKernel::FlashDecoding: break;
+    }
+    return cuda::paged_attention(p, T, stream);
+  }
+
+  // `kernel`'s output and cache equal the float64 reference on this case under options `o`;
+  // `split`: with a split workspace (decode batches then split each context over several CTAs),
+  // launched twice (the merge's arrival counters must be left at zero for the next launch).
+  void check_against_reference(const Case& c, uint32_t seed,
+                               AttentionKernel kernel = AttentionKernel::TensorCorePrefill, bool split = false,
+                               const AttentionKernelOptions& o = {}) {
     const HostBatch h = make_batch(c, seed);
     DeviceBatch d(*gpu, c, h);
     cuda::PagedAttentionParams p = d.params(c, h);
     if (split) with_workspace(p, c.D);
-    for (int i = 0; i < (split ? 2 : 1); ++i)
-      GS_CUDA_CHECK(single_token ? cuda::decode_attention(p, c.window, h.T, stream)
-                                 : cuda::prefill_attention(p, c.window, h.T, short_queries, stream));
+    for (int i = 0; i < (split ? 2 : 1); ++i) GS_CUDA_CHECK(launch(kernel, p, o, c.window, h.T));
     sync();
     EXPECT_LT(rel_l2(read(*gpu, d.out), reference(c, h)), 1e-2);
     std::vector<float> kc = h.kc, vc = h.vc;
@@ -247,87 +258,90 @@ TEST_F(PrefillAttention, MixedBatchMatchesReference) {
     }
 }
 
-// The D = 64 kernel with two m16 tiles per warp (128-row CTAs), as GS_PREFILL_MT=2 selects.
-TEST_F(PrefillAttention, TwoTilesPerWarpMatchesReference) {
-  setenv("GS_PREFILL_WGMMA", "0", 1);
-  setenv("GS_PREFILL_MT", "2", 1);
+// The D = 64 mma.sync kernel with one and with two m16 tiles per warp (64- and 128-row CTAs).
+TEST_F(PrefillAttention, OneAndTwoTilesPerWarpMatchReference) {
+  AttentionKernelOptions o;
+  o.prefill_wgmma = false;
   uint32_t seed = 1500;
-  for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {8, 1}, {12, 2}})
-    check_against_reference(Case{hq, hkv, 64, 16, mixed(), 2, 5, hq == 8 ? 70 : -1}, seed++);
-  unsetenv("GS_PREFILL_MT");
-  unsetenv("GS_PREFILL_WGMMA");
+  for (int tiles : {2, 1}) {
+    o.prefill_tiles_per_warp_d64 = tiles;
+    for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {8, 1}, {12, 2}}) {
+      SCOPED_TRACE(testing::Message() << "tiles " << tiles << " hq " << hq << " hkv " << hkv);
+      check_against_reference(Case{hq, hkv, 64, 16, mixed(), 2, 5, hq == 8 ? 70 : -1}, seed++,
+                              AttentionKernel::TensorCorePrefill, false, o);
+    }
+  }
 }
 
-// The D = 64 prefill on mma.sync (GS_PREFILL_WGMMA=0) and on wgmma (the default): GQA ratios 1,
-// 4 and 8, block sizes 16 and 32, a mixed batch (prefills, chunks, decodes, padding) and a batch
-// with a chunk and a decode at contexts near 8k.
+// The D = 64 prefill on mma.sync and on wgmma (the default): GQA ratios 1, 4 and 8, block sizes
+// 16 and 32, a mixed batch (prefills, chunks, decodes, padding) and a batch with a chunk and a
+// decode at contexts near 8k.
 TEST_F(PrefillAttention, WgmmaAndMmaSyncMatchReference) {
   uint32_t seed = 7000;
-  for (const char* wgmma : {"0", "1"}) {
-    setenv("GS_PREFILL_WGMMA", wgmma, 1);
+  for (bool wgmma : {false, true}) {
+    AttentionKernelOptions o;
+    o.prefill_wgmma = wgmma;
     for (int bs : {16, 32})
       for (int G : {1, 4, 8}) {
         SCOPED_TRACE(testing::Message() << "wgmma " << wgmma << " block " << bs << " G " << G);
-        check_against_reference(Case{8 * G, 8, 64, bs, mixed(), 2, 5}, seed++);
-        check_against_reference(Case{G, 1, 64, bs, {{96, 8192}, {1, 7999}, {40, 40}}, 1, 3}, seed++);
+        check_against_reference(Case{8 * G, 8, 64, bs, mixed(), 2, 5}, seed++, AttentionKernel::TensorCorePrefill,
+                                false, o);
+        check_against_reference(Case{G, 1, 64, bs, {{96, 8192}, {1, 7999}, {40, 40}}, 1, 3}, seed++,
+                                AttentionKernel::TensorCorePrefill, false, o);
       }
   }
-  unsetenv("GS_PREFILL_WGMMA");
 }
 
-// Decode batches as the attention backend sends them at large batch (short_queries: 64-row
-// tiles): one or four new tokens per request, contexts from 1 to 3000, padded requests and tokens;
-// with the tiles shared out among the CTA's warps (the default when a tile's rows fit one warp:
-// 4 tokens x G 8 do not), query_start_loc staged in shared memory and (D 64) registers capped for
-// four CTAs an SM, and without any of these (GS_TC_WARP_SPLIT=0 GS_TC_STAGE=0 GS_TC_DECODE_OCC=0,
-// on the 1B shape at head dims 64 and 128).
+// Decode batches on the tensor-core decode kernel (64-row tiles): one or four new tokens per
+// request, contexts from 1 to 3000, padded requests and tokens; with the tiles shared out among the
+// CTA's warps (the default when a tile's rows fit one warp: 4 tokens x G 8 do not), query_start_loc
+// staged in shared memory and (D 64) registers capped for four CTAs an SM, and without any of these
+// (on the 1B shape at head dims 64 and 128).
 TEST_F(PrefillAttention, DecodeBatchOnSmallTilesMatchesReference) {
   std::vector<Req> decode, verify;
   for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
   for (int i = 0; i < 12; ++i) verify.push_back({4, 4 + (i * 211) % 900});
   uint32_t seed = 1700;
-  for (const char* warp_split : {"1", "0"}) {
-    setenv("GS_TC_WARP_SPLIT", warp_split, 1);
-    setenv("GS_TC_STAGE", warp_split, 1);
-    setenv("GS_TC_DECODE_OCC", warp_split, 1);
+  for (bool on : {true, false}) {
+    AttentionKernelOptions o;
+    o.decode_warp_split = o.stage_query_starts = o.decode_four_ctas_per_sm = on;
     for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {8, 8, 64}, {64, 8, 64}, {32, 8, 128}}) {
-      if (warp_split[0] == '0' && hq != 32) continue;  // the old path: one shape is enough
-      SCOPED_TRACE(testing::Message() << "warp split " << warp_split << " hq " << hq << " hkv " << hkv << " D " << D);
-      check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true);
-      check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, true);
+      if (!on && hq != 32) continue;  // the plain path: one shape is enough
+      SCOPED_TRACE(testing::Message() << "warp split " << on << " hq " << hq << " hkv " << hkv << " D " << D);
+      check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, AttentionKernel::TensorCoreDecode, false, o);
+      check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, AttentionKernel::TensorCoreDecode, false, o);
     }
   }
-  unsetenv("GS_TC_WARP_SPLIT");
-  unsetenv("GS_TC_STAGE");
-  unsetenv("GS_TC_DECODE_OCC");
 }
 
-// The warp-per-pair decode kernel (GS_TC_WARP_PAIRS=1 forces it at any pair count): one and four
-// new tokens per request, contexts from 1 to 2000 (the block table read 32 entries at a time),
-// padded requests and tokens, GQA 1, 3, 4 at head dim 64 and 1, 2 at 128, block sizes 16 and 32,
-// a sliding window; with 1, 2 and 4 warps a pair (GS_TC_WARP_W) and 8 or 4 keys a slot's round
-// (GS_TC_WARP_KEYS, D 64); a shape it does not hold (G 16) falls back to the tensor-core kernel.
+// The warp-per-pair decode kernel at any pair count: one and four new tokens per request,
+// contexts from 1 to 2000 (the block table read 32 entries at a time), padded requests and tokens,
+// GQA 1 and 2 at head dim 128, block sizes 16 and 32, a sliding window; with 1, 2 and 4 warps a
+// pair; a shape it does not hold (head dim 64, G 4) is refused.
 TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
   std::vector<Req> decode, verify;
   for (int i = 0; i < 24; ++i) decode.push_back({1, 1 + (i * 397) % 2000});
   for (int i = 0; i < 8; ++i) verify.push_back({4, 4 + (i * 211) % 900});
-  setenv("GS_TC_WARP_PAIRS", "1", 1);
   uint32_t seed = 1900;
-  for (auto [keys, warps] : {std::pair{"8", "1"}, {"4", "2"}, {"8", "4"}}) {
-    setenv("GS_TC_WARP_KEYS", keys, 1);
-    setenv("GS_TC_WARP_W", warps, 1);
-    for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {9, 3, 64}, {16, 8, 128}, {8, 8, 64}, {8, 8, 128}, {128, 8, 64}}) {
-      if (warps[0] != '1' && hq <= 8) continue;  // GQA 1: one round of warps is enough
-      SCOPED_TRACE(testing::Message() << "keys " << keys << " warps " << warps << " hq " << hq << " hkv " << hkv
-                                      << " D " << D);
-      check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true);
-      check_against_reference(Case{hq, hkv, D, 32, verify, 1, 4}, seed++, true);
-      check_against_reference(Case{hq, hkv, D, 16, decode, 0, 0, 700}, seed++, true, true);
+  const AttentionKernel kernel = AttentionKernel::WarpPerPairDecode;
+  for (int warps : {1, 2, 4}) {
+    AttentionKernelOptions o;
+    o.warps_per_pair = warps;
+    for (auto [hq, hkv] : {std::pair{16, 8}, {8, 8}}) {
+      if (warps != 1 && hq == 8) continue;  // GQA 1: one round of warps is enough
+      SCOPED_TRACE(testing::Message() << "warps " << warps << " hq " << hq << " hkv " << hkv);
+      check_against_reference(Case{hq, hkv, 128, 16, decode, 3, 3}, seed++, kernel, false, o);
+      check_against_reference(Case{hq, hkv, 128, 32, verify, 1, 4}, seed++, kernel, false, o);
+      check_against_reference(Case{hq, hkv, 128, 16, decode, 0, 0, 700}, seed++, kernel, true, o);
     }
   }
-  unsetenv("GS_TC_WARP_W");
-  unsetenv("GS_TC_WARP_KEYS");
-  unsetenv("GS_TC_WARP_PAIRS");
+  const Case c{32, 8, 128, 16, decode};
+  const HostBatch h = make_batch(c, 1);
+  DeviceBatch d(*gpu, c, h);
+  cuda::PagedAttentionParams p = d.params(c, h);
+  EXPECT_EQ(cuda::warp_per_pair_decode_attention(p, {}, -1, h.T, stream), cudaErrorInvalidValue);
+  p.hq = 16, p.D = 64;
+  EXPECT_EQ(cuda::warp_per_pair_decode_attention(p, {}, -1, h.T, stream), cudaErrorInvalidValue);
 }
 
 // The keys-as-rows decode kernel (decode_mma.cuh): one new token per request, contexts from 1 to
@@ -335,7 +349,7 @@ TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
 // cache write), GQA 1, 3, 4 and 8 at head dim 64 and 2, 4 at 128, block sizes 16, 32 and 24 (no
 // shift), a sliding window; two requests with a split workspace (each context split over CTAs,
 // launched twice: the arrival counters are left at zero); with the cache rows loaded after
-// pdl_wait as well; and which launches the dispatch gives it.
+// pdl_wait as well; a group it does not hold (G 16) is refused.
 TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
   std::vector<Req> decode;
   for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
@@ -345,30 +359,20 @@ TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
   uint32_t seed = 2100;
   for (auto [hq, hkv, D] : {std::tuple{32, 8, 64}, {9, 3, 64}, {8, 8, 64}, {64, 8, 64}, {32, 8, 128}, {16, 8, 128}}) {
     SCOPED_TRACE(testing::Message() << "hq " << hq << " hkv " << hkv << " D " << D);
-    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true, false, true);
-    check_against_reference(Case{hq, hkv, D, 32, decode, 0, 0, 700}, seed++, true, false, true);
-    check_against_reference(Case{hq, hkv, D, 24, decode, 1, 0}, seed++, true, false, true);
-    check_against_reference(Case{hq, hkv, D, 16, few, 1, 2}, seed++, true, true, true);
-    check_against_reference(Case{hq, hkv, D, 16, few, 0, 0, 1000}, seed++, true, true, true);
-    setenv("GS_DECODE_MMA_EARLY", "0", 1);  // everything after pdl_wait (the A/B switch)
-    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, true, false, true);
-    unsetenv("GS_DECODE_MMA_EARLY");
+    const AttentionKernel kernel = AttentionKernel::KeysAsRowsDecode;
+    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, kernel);
+    check_against_reference(Case{hq, hkv, D, 32, decode, 0, 0, 700}, seed++, kernel);
+    check_against_reference(Case{hq, hkv, D, 24, decode, 1, 0}, seed++, kernel);
+    check_against_reference(Case{hq, hkv, D, 16, few, 1, 2}, seed++, kernel, true);
+    check_against_reference(Case{hq, hkv, D, 16, few, 0, 0, 1000}, seed++, kernel, true);
+    AttentionKernelOptions late;
+    late.keys_as_rows_early_loads = false;  // everything after pdl_wait
+    check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, kernel, false, late);
   }
-  const Case c{32, 8, 64, 16, few};
+  const Case c{128, 8, 64, 16, few};  // G 16: more columns than the n8 tile
   const HostBatch h = make_batch(c, 1);
   DeviceBatch d(*gpu, c, h);
-  cuda::PagedAttentionParams p = d.params(c, h);
-  EXPECT_TRUE(cuda::decode_attention_takes(p));
-  setenv("GS_DECODE_MMA", "0", 1);
-  EXPECT_FALSE(cuda::decode_attention_takes(p));
-  unsetenv("GS_DECODE_MMA");
-  p.D = 128, p.hq = 16, p.num_reqs_padded = 64;  // G 2 at 512 pairs: the warp-per-pair kernel's
-  EXPECT_FALSE(cuda::decode_attention_takes(p));
-  p.hq = 32;  // G 4: this kernel's
-  EXPECT_TRUE(cuda::decode_attention_takes(p));
-  p.hq = 8 * 16;  // G 16: more columns than the n8 tile
-  EXPECT_FALSE(cuda::decode_attention_takes(p));
-  EXPECT_EQ(cuda::decode_attention(p, -1, h.T, stream), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::keys_as_rows_decode_attention(d.params(c, h), {}, -1, h.T, stream), cudaErrorInvalidValue);
 }
 
 // Decode batches split over the context (flash-decoding on tensor cores): one to three requests
@@ -384,10 +388,12 @@ TEST_F(PrefillAttention, DecodeSplitOverTheContextMatchesReference) {
     for (auto [G, D] : {std::pair{1, 64}, {4, 64}, {8, 64}, {4, 128}})
       for (const auto& reqs : batches) {
         SCOPED_TRACE(testing::Message() << "block " << bs << " G " << G << " D " << D << " first ctx " << reqs[0].ctx);
-        check_against_reference(Case{2 * G, 2, D, bs, reqs, 1, 1}, seed++, true, true);
+        check_against_reference(Case{2 * G, 2, D, bs, reqs, 1, 1}, seed++, AttentionKernel::TensorCoreDecode, true);
       }
-  check_against_reference(Case{32, 8, 64, 16, {{4, 3000}, {4, 70}}, 1, 2}, seed++, true, true);
-  check_against_reference(Case{8, 2, 128, 32, {{1, 5000}, {1, 900}}, 0, 0, 700}, seed++, true, true);
+  check_against_reference(Case{32, 8, 64, 16, {{4, 3000}, {4, 70}}, 1, 2}, seed++, AttentionKernel::TensorCoreDecode,
+                          true);
+  check_against_reference(Case{8, 2, 128, 32, {{1, 5000}, {1, 900}}, 0, 0, 700}, seed++,
+                          AttentionKernel::TensorCoreDecode, true);
 }
 
 // A split decode launch captured on short contexts and replayed on long ones (and back): the
@@ -412,9 +418,9 @@ TEST_F(PrefillAttention, DecodeSplitGraphReplaysOnOtherContexts) {
   with_workspace(p, 64);
   const auto load = [&](const Case& c, const HostBatch& h) { d.load(*gpu, DeviceBatch(*gpu, c, h)); };
   load(shortc, hs);
-  GS_CUDA_CHECK(cuda::prefill_attention(p, -1, hs.T, true, stream));  // eager warm-up
+  GS_CUDA_CHECK(cuda::tensor_core_decode_attention(p, {}, -1, hs.T, stream));  // eager warm-up
   gpu->stream().begin_capture();
-  GS_CUDA_CHECK(cuda::prefill_attention(p, -1, hs.T, true, stream));
+  GS_CUDA_CHECK(cuda::tensor_core_decode_attention(p, {}, -1, hs.T, stream));
   auto graph = gpu->stream().end_capture();
   for (int round = 0; round < 2; ++round)
     for (auto [c, h] : {std::pair{&longc, &hl}, {&shortc, &hs}}) {
@@ -444,7 +450,7 @@ TEST_F(PrefillAttention, EightThousandPrefillEqualsDecodeKernel) {
                         Case{32, 8, 128, 32, {{4000, 4000}, {1, 7000}, {500, 6000}}, 3, 7}}) {
     const HostBatch h = make_batch(c, 4000);
     DeviceBatch d(*gpu, c, h), ref(*gpu, c, h);
-    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, false, stream));
+    GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), {}, c.window, h.T, stream));
     GS_CUDA_CHECK(cuda::paged_attention(ref.params(c, h), h.T, stream));
     sync();
     const auto got = read(*gpu, d.out), want = read(*gpu, ref.out);
@@ -475,9 +481,9 @@ TEST_F(PrefillAttention, GraphReplayOnAnotherBatch) {
   hb.q.resize(ha.q.size()), hb.k.resize(ha.k.size()), hb.v.resize(ha.v.size());
 
   DeviceBatch d(*gpu, a, ha);
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, false, stream));  // eager warm-up
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), {}, a.window, ha.T, stream));  // eager warm-up
   gpu->stream().begin_capture();
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), a.window, ha.T, false, stream));
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(a, ha), {}, a.window, ha.T, stream));
   auto graph = gpu->stream().end_capture();
 
   d.load(*gpu, DeviceBatch(*gpu, b, hb));
@@ -518,7 +524,7 @@ TEST_F(PrefillAttention, BackendDispatchMatchesCpu) {
   EXPECT_LT(rel_l2(outs[0], outs[1]), 1e-2);
   expect_zero_tail(c, h, outs[0]);
   DeviceBatch d(*gpu, c, h);
-  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), c.window, h.T, false, stream));
+  GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), {}, c.window, h.T, stream));
   sync();
   EXPECT_TRUE(read(*gpu, d.out) == outs[0]) << "the backend did not run the prefill kernel";
 }

@@ -1,7 +1,7 @@
 // Prefill timings (not a test of speed: it only runs with GS_CUDA_BENCH=1 and prints lines
 // starting "[prefill]"): one attention layer of the llama3.2-1b shape (32 q heads, 8 kv heads,
-// D 64) on the tensor-core kernel (at D 64: wgmma, also with Q reloaded per tile as
-// GS_PREFILL_QRELOAD=1 selects, and mma.sync as GS_PREFILL_WGMMA=0 selects) and on the
+// D 64) on the tensor-core kernel (at D 64: wgmma, and mma.sync with
+// AttentionKernelOptions::prefill_wgmma off) and on the
 // flash-decoding kernel, the same layer of an 8k prompt in prefill chunks, and the layer's cuBLASLt
 // GEMMs at large M, each as ms and TFLOP/s (median of eager launches timed with CUDA events).
 #include <gtest/gtest.h>
@@ -80,11 +80,12 @@ struct Layer {
     p.scale = 0.125f;
     return p;
   }
-  // Median ms of one prefill_attention launch for those tokens.
-  double time(cudaStream_t s, int start, int n, const Tensor& qsl, const Tensor& seq) const {
+  // Median ms of one prefill_attention launch for those tokens under options o.
+  double time(cudaStream_t s, int start, int n, const Tensor& qsl, const Tensor& seq,
+              const AttentionKernelOptions& o = {}) const {
     const cuda::PagedAttentionParams p = params(start, qsl, seq);
     return median_ms(
-        s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, -1, n, false, s)); }, 20);
+        s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, o, -1, n, s)); }, 20);
   }
   // Causal attention FLOPs of new tokens [start, start + n).
   double flop(int start, int n) const { return 4.0 * D * hq * (double(start) * n + 0.5 * double(n) * n); }
@@ -100,14 +101,11 @@ TEST(PrefillBench, AttentionLayer) {
       const Layer L(*gpu, D, T);
       const Tensor qsl = test::on_i32(*gpu, {0, T}, {2}), seq = test::on_i32(*gpu, {T}, {1});
       const double flop = L.flop(0, T), tc = L.time(s, 0, T, qsl, seq);
-      double tc2 = 0.0, reload = 0.0;
+      double tc2 = 0.0;
       if (D == 64) {
-        setenv("GS_PREFILL_WGMMA", "0", 1);
-        tc2 = L.time(s, 0, T, qsl, seq);
-        unsetenv("GS_PREFILL_WGMMA");
-        setenv("GS_PREFILL_QRELOAD", "1", 1);
-        reload = L.time(s, 0, T, qsl, seq);
-        unsetenv("GS_PREFILL_QRELOAD");
+        AttentionKernelOptions mma_sync;
+        mma_sync.prefill_wgmma = false;
+        tc2 = L.time(s, 0, T, qsl, seq, mma_sync);
       }
       double old = 0.0;
       if (D == 64 && T <= 2048) {  // the decode-style kernel takes ~60 ms at 8k
@@ -116,10 +114,9 @@ TEST(PrefillBench, AttentionLayer) {
             s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3);
       }
       printf(
-          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), Q reloaded per tile %.3f ms (%.0f), "
-          "mma.sync %.3f ms (%.0f), decode kernel %.3f ms\n",
-          D, T, tc, flop / tc * 1e-9, reload, reload > 0 ? flop / reload * 1e-9 : 0.0, tc2,
-          tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
+          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), mma.sync %.3f ms (%.0f), decode "
+          "kernel %.3f ms\n",
+          D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
     }
   }
 }

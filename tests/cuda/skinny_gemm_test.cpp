@@ -209,16 +209,17 @@ TEST_F(SkinnyGemm, RejectsUnsupportedShapes) {
   EXPECT_EQ(run(129, 128), cudaErrorInvalidValue);
   EXPECT_EQ(run(4, 100), cudaErrorInvalidValue);
   EXPECT_EQ(run(4, 128), cudaSuccess);
-  EXPECT_TRUE(cuda::skinny_supported(4, 64, 128, x.data(), w.data()) ==
-              (cuda::skinny_max_m() >= 4 || cuda::skinny_small_max_m() >= 4));
-  // 32 tokens: small weights (up to 2^23 elements) by skinny_small_max_m(), larger ones by skinny_max_m().
+  EXPECT_TRUE(cuda::skinny_supported(4, 64, 128, x.data(), w.data()));
+  EXPECT_FALSE(cuda::skinny_supported(1, 64, 128, x.data(), w.data()));  // one token: the GEMV's
+  // Up to kSkinnyTokens tokens on weights up to kSkinnyMaxWeights; up to kSkinnySmallTokens on
+  // small weights (up to kSkinnySmallWeights elements).
   const int64_t big_rows = cuda::kSkinnySmallWeights / 128 + 1;
-  EXPECT_EQ(cuda::skinny_supported(32, 64, 128, x.data(), w.data()),
-            cuda::skinny_small_max_m() >= 32 || cuda::skinny_max_m() >= 32);
-  EXPECT_EQ(cuda::skinny_supported(32, big_rows, 128, x.data(), w.data()),
-            cuda::skinny_max_m() >= 32 && big_rows * 128 <= cuda::skinny_max_weights());
+  EXPECT_TRUE(cuda::skinny_supported(cuda::kSkinnyTokens, big_rows, 128, x.data(), w.data()));
+  EXPECT_TRUE(cuda::skinny_supported(cuda::kSkinnySmallTokens, 64, 128, x.data(), w.data()));
+  EXPECT_FALSE(cuda::skinny_supported(cuda::kSkinnySmallTokens + 1, 64, 128, x.data(), w.data()));
+  EXPECT_FALSE(cuda::skinny_supported(cuda::kSkinnySmallTokens, big_rows, 128, x.data(), w.data()));
   EXPECT_FALSE(cuda::skinny_supported(4, 64, 100, x.data(), w.data()));
-  EXPECT_EQ(cuda::skinny_supported(4, cuda::skinny_max_weights() / 128 + 1, 128, x.data(), w.data()), false);
+  EXPECT_FALSE(cuda::skinny_supported(4, cuda::kSkinnyMaxWeights / 128 + 1, 128, x.data(), w.data()));
   gpu->stream().synchronize();
 }
 

@@ -1,14 +1,15 @@
 // The fused all-reduce + residual add + RMSNorm of the tensor-parallel communicator on two GPUs:
 // one process per rank (this test binary re-executed with the rank in its environment, as the
-// workers run), each comparing the fused kernel (the flagless one, then with GS_AR_LAMPORT=0 the
-// one with the barrier) with the one-shot all-reduce then the backend's add_rms_norm, after every
-// earlier size's timed graph replays (so the flagless kernel's buffers have been reused and
+// workers run), each comparing the fused kernel (the flagless one, then with
+// AllReduceKernelOptions::lamport off the one with the barrier) with the one-shot all-reduce then the backend's
+// add_rms_norm, after every earlier size's timed graph replays (so the flagless kernel's buffers have been reused and
 // refilled across sizes). Skips with fewer than two GPUs.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,10 +40,12 @@ int wait_for(pid_t pid, double timeout_s) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// One rank, in its own process with one visible GPU.
-void run_rank(int rank, const std::string& group) {
+// One rank, in its own process with one visible GPU; lamport: the fused kernel's variant.
+void run_rank(int rank, const std::string& group, bool lamport) {
   auto backend = make_cuda_backend(0, DType::BF16);
-  auto comm = make_nccl_communicator(group, rank, 2, *backend);
+  AllReduceKernelOptions options;
+  options.lamport = lamport;
+  auto comm = make_nccl_communicator(group, rank, 2, *backend, /*disable_custom_all_reduce=*/false, options);
   ASSERT_EQ(comm->name(), "custom+nccl") << "the two GPUs cannot map each other's memory";
   // 1, 7, 32 and (at hidden 1024) 64 rows: the fused kernel (blocks with no row, one row, two
   // rows); past kFusedNormMaxBytes the two ops run, and agree trivially.
@@ -61,7 +64,8 @@ void run_rank(int rank, const std::string& group) {
 
 TEST(CudaTp, FusedAllReduceAddRmsNormEqualsTheTwoOpsOnTwoGpus) {
   if (const char* r = std::getenv("GS_TP_TEST_RANK")) {  // a re-executed rank
-    run_rank(std::atoi(r), std::getenv("GS_TP_TEST_GROUP"));
+    const char* lamport = std::getenv("GS_TP_TEST_LAMPORT");
+    run_rank(std::atoi(r), std::getenv("GS_TP_TEST_GROUP"), lamport == nullptr || std::strcmp(lamport, "0") != 0);
     return;
   }
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
@@ -83,7 +87,7 @@ TEST(CudaTp, FusedAllReduceAddRmsNormEqualsTheTwoOpsOnTwoGpus) {
       if (pid == 0) {
         setenv("GS_TP_TEST_RANK", std::to_string(r).c_str(), 1);
         setenv("GS_TP_TEST_GROUP", group.c_str(), 1);
-        setenv("GS_AR_LAMPORT", lamport, 1);
+        setenv("GS_TP_TEST_LAMPORT", lamport, 1);  // the re-executed rank's option (the test's own variable)
         setenv("CUDA_VISIBLE_DEVICES", gpus[size_t(r)].c_str(), 1);
         const std::string filter = std::string("--gtest_filter=") + kTest;
         execl(exe.c_str(), exe.c_str(), filter.c_str(), static_cast<char*>(nullptr));
@@ -92,7 +96,7 @@ TEST(CudaTp, FusedAllReduceAddRmsNormEqualsTheTwoOpsOnTwoGpus) {
       pids.push_back(pid);
     }
     for (int r = 0; r < 2; ++r)
-      EXPECT_EQ(wait_for(pids[size_t(r)], 180.0), 0) << "rank " << r << ", GS_AR_LAMPORT=" << lamport << " failed";
+      EXPECT_EQ(wait_for(pids[size_t(r)], 180.0), 0) << "rank " << r << ", lamport " << lamport << " failed";
   }
 }
 

@@ -11,7 +11,6 @@
 #include <cfloat>
 
 #include "attention/cuda/attention_kernels.h"
-#include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 
@@ -21,23 +20,16 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kGroup = 8;  // query heads per CTA (GQA group, split when larger)
-// Splits: up to max_splits() CTAs per context (16), aiming at split_target() CTAs in all (256,
-// about two per SM of an H100/H200). GS_MAX_SPLITS / GS_SPLIT_TARGET raise them up to the
-// capacities below (workspace, counters, shared arrays). H200, llama3.2-1b bs 1 (NOTES.md): 64 /
-// 512 cut the decode step at context 8k from 2.47 to 2.16 ms but cost 0.07 ms at context 128 (the
-// FULL graphs' split count follows max_model_len, not the context), so they are not the default.
+// Splits: up to kSplitsPerContext CTAs per context, aiming at kSplitCtas CTAs in all (about two per
+// SM). More splits speed up long contexts but slow down short ones inside FULL graphs, whose split
+// count follows the block table's reach (max_model_len), not the actual context. The workspace,
+// counters and shared arrays are sized for up to kMaxSplits and kSplitTarget (the tensor-core
+// decode kernels share the workspace).
+constexpr int kSplitsPerContext = 16;
+constexpr int kSplitCtas = 256;
 constexpr int kMaxSplits = 64;
 constexpr int kSplitTarget = 512;
 static_assert(kSplitTarget <= kSplitCounters, "a split launch needs up to kSplitTarget arrival counters");
-
-int max_splits() {
-  static const int v = env_int("GS_MAX_SPLITS", 1, kMaxSplits, 16);
-  return v;
-}
-int split_target() {
-  static const int v = env_int("GS_SPLIT_TARGET", 1, kSplitTarget, 256);
-  return v;
-}
 
 // Largest r in [0, n] with qsl[r] <= t (qsl is non-decreasing, qsl[0] = 0).
 __device__ int find_request(const int32_t* qsl, int n, int t) {
@@ -331,7 +323,7 @@ size_t split_workspace_floats(int D) {
 int attention_splits(int T, int hq, int hkv, int max_context) {
   const int G = hq / hkv;
   const int base = T * hkv * ((G + kGroup - 1) / kGroup);
-  const int target = split_target(), most = max_splits();
+  const int target = kSplitCtas, most = kSplitsPerContext;
   if (base <= 0 || base >= target) return 1;
   int S = (target + base - 1) / base;
   S = S < most ? S : most;

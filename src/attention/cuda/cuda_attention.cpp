@@ -2,14 +2,13 @@
 #include "attention/cuda/cuda_attention.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 
+#include "attention/attention_kernel_selection.h"
 #include "attention/cuda/attention_kernels.h"
 #include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
-#include "core/env.h"
 
 namespace gs {
 
@@ -20,38 +19,10 @@ void need(const Tensor& t, DType d, const char* name) {
            name, dtype_name(d), t.defined() ? t.str() : std::string("undefined"));
 }
 
-// Batches whose longest query (md.max_query_len: the padded shape's value inside FULL graphs, so a
-// capture and its replays take the same path) reaches this many tokens run the tensor-core
-// prefill kernel; shorter ones (decode, speculative verification) the flash-decoding kernel.
-constexpr int kPrefillMinQueryLen = 16;
-
-// Decode batches (short queries) of at least this many (request, kv head) pairs run the
-// tensor-core kernel, which streams each pair's K/V tiles through cp.async stages and splits each
-// context over several CTAs (its grid from the padded shape), so it serves short and long
-// contexts at every batch size; fewer pairs would keep the flash-decoding kernel. 1: every decode
-// batch the kernel supports (bf16, head dim 64 or 128, no soft-capping). H200 (tools/gpu/NOTES.md,
-// llama3.2-1b): the unsplit tensor-core kernel was used from 64 pairs (it lost at bs 1-4 on long
-// contexts); with splits it wins at bs 1 too. GS_TC_DECODE_MIN_PAIRS=N overrides it (the A/B).
-constexpr int kTensorCoreDecodeMinPairs = 1;
-int tensor_core_decode_min_pairs() {
-  static const int n = env_int("GS_TC_DECODE_MIN_PAIRS", 1, INT_MAX, kTensorCoreDecodeMinPairs);
-  return n;
-}
-
-// GS_PREFILL_ATTENTION=0 keeps every batch on the flash-decoding kernel.
-bool prefill_kernel_enabled() {
-  static const bool on = !env_is("GS_PREFILL_ATTENTION", "0");
-  return on;
-}
-// GS_TC_DECODE=0 keeps decode batches on flash-decoding whatever their size.
-bool tensor_core_decode_enabled() {
-  static const bool on = !env_is("GS_TC_DECODE", "0");
-  return on;
-}
-
 class CudaAttention final : public AttentionBackend {
  public:
-  CudaAttention(Backend& backend, const AttentionShape& shape) : backend_(backend), shape_(shape) {
+  CudaAttention(Backend& backend, const AttentionShape& shape, const AttentionKernelOptions& options)
+      : backend_(backend), shape_(shape), options_(options) {
     if (shape_.scale <= 0 && shape_.head_dim > 0) shape_.scale = 1.0f / std::sqrt(float(shape_.head_dim));
     auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
     GS_CHECK(cs, "cuda attention needs the CUDA backend, got backend '{}'", backend.name());
@@ -105,22 +76,33 @@ class CudaAttention final : public AttentionBackend {
     p.scale = shape_.scale;
     p.window = window;
     p.softcap = shape_.softcap;
-    if (md.max_query_len == 1 && prefill_kernel_enabled() && cuda::decode_attention_takes(p)) {
-      GS_CUDA_CHECK(cuda::decode_attention(p, window, int(T), stream_));
-      return;
-    }
-    // The tensor-core prefill kernel has no logit soft-capping (Gemma 2 stays on the paged kernel).
-    const bool long_queries = md.max_query_len >= kPrefillMinQueryLen;
-    const bool wide_decode = tensor_core_decode_enabled() && p.num_reqs_padded * hkv >= tensor_core_decode_min_pairs();
-    if ((long_queries || wide_decode) && prefill_kernel_enabled() && shape_.softcap == 0.0f &&
-        cuda::prefill_attention_supported(p)) {
-      GS_CUDA_CHECK(cuda::prefill_attention(p, window, int(T), /*short_queries=*/!long_queries, stream_));
-      return;
-    }
-    GS_CUDA_CHECK(cuda::paged_attention(p, int(T), stream_));
+    AttentionLaunch launch;
+    launch.bf16 = !p.f32;
+    launch.aligned16 = cuda::attention_buffers_aligned16(p);
+    launch.num_heads = hq;
+    launch.num_kv_heads = hkv;
+    launch.head_dim = D;
+    launch.softcap = shape_.softcap;
+    launch.max_query_len = md.max_query_len;
+    launch.num_reqs_padded = p.num_reqs_padded;
+    GS_CUDA_CHECK(run(select_attention_kernel(launch, options_), p, window, int(T)));
   }
 
  private:
+  cudaError_t run(AttentionKernel kernel, const cuda::PagedAttentionParams& p, int window, int T) const {
+    switch (kernel) {
+      case AttentionKernel::TensorCorePrefill: return cuda::prefill_attention(p, options_, window, T, stream_);
+      case AttentionKernel::TensorCoreDecode:
+        return cuda::tensor_core_decode_attention(p, options_, window, T, stream_);
+      case AttentionKernel::KeysAsRowsDecode:
+        return cuda::keys_as_rows_decode_attention(p, options_, window, T, stream_);
+      case AttentionKernel::WarpPerPairDecode:
+        return cuda::warp_per_pair_decode_attention(p, options_, window, T, stream_);
+      case AttentionKernel::FlashDecoding: break;
+    }
+    return cuda::paged_attention(p, T, stream_);
+  }
+
   void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                     const AttentionMetadata& md, const Tensor& out, int64_t T) const {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
@@ -152,6 +134,7 @@ class CudaAttention final : public AttentionBackend {
 
   Backend& backend_;
   AttentionShape shape_;
+  AttentionKernelOptions options_;
   cudaStream_t stream_ = nullptr;
   DType dtype_ = DType::BF16;
   Tensor split_ws_;
@@ -160,8 +143,9 @@ class CudaAttention final : public AttentionBackend {
 
 }  // namespace
 
-std::unique_ptr<AttentionBackend> make_cuda_attention(Backend& backend, const AttentionShape& shape) {
-  return std::make_unique<CudaAttention>(backend, shape);
+std::unique_ptr<AttentionBackend> make_cuda_attention(Backend& backend, const AttentionShape& shape,
+                                                      const AttentionKernelOptions& options) {
+  return std::make_unique<CudaAttention>(backend, shape, options);
 }
 
 }  // namespace gs

@@ -10,11 +10,14 @@
 #include <memory>
 
 #include "attention/attention_backend.h"
+#include "ops/kernel_options.h"
 
 namespace gs {
 
 // `backend` must be the CUDA backend (its stream is used). Throws gs::Error for head dims over
-// 256 or head counts that are not a GQA grouping.
-std::unique_ptr<AttentionBackend> make_cuda_attention(Backend& backend, const AttentionShape& shape);
+// 256 or head counts that are not a GQA grouping. Each launch runs the kernel that
+// select_attention_kernel (attention/attention_kernel_selection.h) picks under `options`.
+std::unique_ptr<AttentionBackend> make_cuda_attention(Backend& backend, const AttentionShape& shape,
+                                                      const AttentionKernelOptions& options = {});
 
 }  // namespace gs

@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* k_s = smem;  // NS stages of kStageKeys x D
   uint16_t* v_s = smem + NS * kStageKeys * D;
-  // `early` (the default; GS_DECODE_MMA_EARLY=0 for A/B): the step's metadata (query_start_loc,
+  // `early` (AttentionKernelOptions::keys_as_rows_early_loads): the step's metadata (query_start_loc,
   // seq_lens, block table) and the cache rows of earlier positions are written before the step's
   // first kernel and by no kernel of it (this kernel writes position `now` only), so they load
   // before pdl_wait(), overlapping the previous kernel's tail; q and this token's k, v wait.

@@ -30,9 +30,7 @@
 // to the workspace and the last CTA of a (tile, kv head) to finish merges them (no combine launch).
 // When a decode tile's rows fit one warp (tokens x G <= 16), the CTA's warps share out its K/V
 // tiles instead and merge their softmax states at the end (merge_warps), and at D 64 the decode
-// kernel is register-capped so four CTAs fit an SM (tools/gpu/NOTES.md, large-batch decode).
-// Large decode batches at head dim 128 run a CUDA-core kernel with one or two warps per (request,
-// kv head) pair instead (decode_warp.cuh; use_decode_warp below).
+// kernel is register-capped so four CTAs fit an SM.
 //
 // This file holds the kernel and its launchers; its building blocks are in tc_tile.cuh (mma.sync
 // tile, softmax state), tc_wgmma.cuh (the wgmma tile) and tc_decode_split.cuh (split and warp merges).
@@ -40,7 +38,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 
 #include "attention/cuda/decode_mma.cuh"
 #include "attention/cuda/decode_warp.cuh"
@@ -48,7 +45,6 @@
 #include "attention/cuda/tc_decode_split.cuh"
 #include "attention/cuda/tc_tile.cuh"
 #include "attention/cuda/tc_wgmma.cuh"
-#include "core/env.h"
 #include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
@@ -57,13 +53,7 @@ namespace {
 
 using namespace tc;  // NOLINT(google-build-using-namespace): the kernel's own building blocks
 
-constexpr int kDefaultMtD64 = 2;  // 270 vs 216 TFLOP/s at T = 8k on an H200 (NOTES.md)
-constexpr int kStages = 3;        // K/V tiles in flight: tile it + 2 loads while tile it computes
-// Decode launches (short queries) split each context over up to S CTAs (grid z, from the padded
-// shape): S = kDecodeSplitTarget / (num_reqs_padded x kv heads), each split at least
-// kDecodeSplitMinTiles tiles of the actual context (NOTES.md: H200 A/B).
-constexpr int kDecodeSplitTarget = 256;
-constexpr int kDecodeSplitMinTiles = 2;
+constexpr int kStages = 3;  // K/V tiles in flight: tile it + 2 loads while tile it computes
 
 // A CTA's shape. mma.sync (WG false): 4 warps, each owning MT m16 tiles, so every K/V fragment
 // it loads from shared memory feeds MT mma pairs. wgmma (WG true, D 64, MT 1): 8 warps = two
@@ -107,14 +97,10 @@ __device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileI
   return true;
 }
 
-// Which rows of a tile load_kv issues: all, only the cache's (and the zeros past the end: no
-// read of this step's k, v), or only this step's new positions (from k, v).
-enum class KvRows { All, Cache, New };
-
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
 template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
-                        uint16_t* ks, uint16_t* vs, KvRows rows = KvRows::All) {
+                        uint16_t* ks, uint16_t* vs) {
   constexpr int CPR = D / 8, RPP = NT / CPR;
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
@@ -122,7 +108,6 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
-    if (rows != KvRows::All && (rows == KvRows::New) != (ok && j >= new0)) continue;
     const uint16_t* kp = static_cast<const uint16_t*>(p.k);
     const uint16_t* vp = static_cast<const uint16_t*>(p.v);
     int64_t off = 0;
@@ -143,8 +128,8 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
 // of shared memory fit four times).
 template <int D, int MT, bool WG, bool SPLIT, int MINB = 0>
 __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
-    prefill_attention_kernel(PagedAttentionParams p, int window, int T, bool reload_q, int split_min_tiles,
-                             bool prefetch, bool warp_split, bool stage_qsl) {
+    prefill_attention_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool warp_split,
+                             bool stage_qsl) {
   using C = Cfg<D, MT, WG>;
   constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem_raw[];
@@ -156,15 +141,8 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   uint16_t* smem = q_s;
   uint16_t* k_s = smem + ROWS * D;  // kStages stages of kKeys x D
   uint16_t* v_s = k_s + kStages * kKeys * D;
-  // With `prefetch` (GS_TC_PREFETCH=1), decode (SPLIT) launches read the metadata and start loading
-  // the cache rows of their first two tiles before pdl_wait(): no kernel of the step writes either (the metadata is
-  // copied in before the forward, and only this kernel writes this layer's cache, at new positions), so these loads
-  // overlap the QKV projection's tail; q and the new k, v rows wait.
-  const bool early = SPLIT && prefetch;
-  if (!early) {
-    pdl_wait();
-    pdl_trigger();
-  }
+  pdl_wait();
+  pdl_trigger();
 
   const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
   TileInfo ti;
@@ -186,14 +164,6 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   const int n_kv = sr.tiles;
   const int kv_lo = kv_begin + sr.tile0 * kKeys;  // the first key of this CTA's tiles
   __syncthreads();                                // every thread is done with locate_tile's scratch (the K/V stages)
-  if (early) {
-    if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, KvRows::Cache);
-    if (n_kv > 1)
-      load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, KvRows::Cache);
-    pdl_wait();
-    pdl_trigger();
-  }
-  const KvRows first_rows = early ? KvRows::New : KvRows::All;  // the rest of the first two tiles
 
   // Q tile: row = token * G + head of the group; rows past the tile's tokens are zeros.
   constexpr int CPR = D / 8;
@@ -206,11 +176,10 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   }
   // Groups: Q + tile 0, tile 1, tile 2, then one per iteration from the second on (tile it + 2,
   // possibly empty), so group i holds tile i and at iteration it > 0 "all but the newest group
-  // done" means tile it has landed (decode: the first group also holds the cache rows of tile 1
-  // issued before pdl_wait, which only makes it wait longer).
-  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s, first_rows);
+  // done" means tile it has landed.
+  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s);
   cp_async_commit();
-  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D, first_rows);
+  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
   cp_async_commit();
   if (n_kv > 2) load_kv<D, NT>(p, ti, new0, g, kv_lo + 2 * kKeys, kv_end, k_s + 2 * kKeys * D, v_s + 2 * kKeys * D);
   cp_async_commit();
@@ -248,12 +217,8 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     st[mt].m[0] = st[mt].m[1] = -INFINITY;
     st[mt].l[0] = st[mt].l[1] = 0.0f;
   }
-  // Q's fragments, loaded once before the loop so that they are defined on every path into it.
-  // Loaded inside the loop's first iteration instead (`if (it == 0)`), ptxas did not keep them live
-  // across the loop in the wgmma kernel: their registers were reused by the first tile's softmax
-  // (SASS, 121 registers), so S of every later tile was computed from garbage. Defined before the
-  // loop: 128 registers, no spills. reload_q (GS_PREFILL_QRELOAD=1, for A/B timing) reloads them
-  // for every tile as the previous workaround did.
+  // Q's fragments, loaded once before the loop so that they are defined on every path into it (loaded
+  // inside the loop's first iteration, ptxas reused their registers in the wgmma kernel).
   uint32_t qf[MT][D / 16][4];
   cp_async_wait<2>();  // the group of Q and tile 0
   __syncthreads();
@@ -287,7 +252,6 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     }
     if (it > 0) cp_async_commit();
     if (active) {
-      if (WG && reload_q && it > 0) load_q_frags<D, MT>(qf, q_s, warp * WROWS, lane);
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
       if constexpr (WG)
         attend_tile_wg(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
@@ -321,50 +285,23 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     }
 }
 
-// Whether the wgmma kernel reloads Q's fragments for every K/V tile (GS_PREFILL_QRELOAD=1, for A/B
-// timing against keeping them in registers, the default).
-bool reload_q_per_tile() { return env_is("GS_PREFILL_QRELOAD", "1"); }
-
-// Decode splits: aim at tc_split_target() CTAs in all (GS_TC_SPLIT_TARGET), each split at least
-// tc_split_min_tiles() 64-key tiles (GS_TC_SPLIT_MIN_TILES), at most kMaxDecodeSplits per context.
-constexpr int kMaxDecodeSplits = 64;
-int tc_split_target() {
-  static const int v = env_int("GS_TC_SPLIT_TARGET", 1, 4096, kDecodeSplitTarget);
-  return v;
-}
-int tc_split_min_tiles() {
-  static const int v = env_int("GS_TC_SPLIT_MIN_TILES", 1, 64, kDecodeSplitMinTiles);
-  return v;
-}
-// GS_TC_PREFETCH=1: decode launches start loading the cache rows before pdl_wait() (off: no
-// measurable gain on an H200; tools/gpu/NOTES.md).
-bool tc_prefetch() {
-  static const bool on = env_int("GS_TC_PREFETCH", 0, 1, 0) == 1;
-  return on;
-}
-
-// GS_TC_WARP_SPLIT=0: a decode CTA's tiles all go to the warp that holds its rows (one after the
-// other) instead of being shared out among its warps (for A/B timing).
-bool tc_warp_split() { return !env_is("GS_TC_WARP_SPLIT", "0"); }
-// GS_TC_STAGE=0: locate_tile searches query_start_loc in global memory instead of staging it in
-// shared memory (for A/B timing).
-bool tc_stage() { return !env_is("GS_TC_STAGE", "0"); }
-// GS_TC_DECODE_OCC=0: the D 64 decode kernel without its four-CTAs-per-SM register cap (for A/B).
-bool tc_decode_four_per_sm() { return !env_is("GS_TC_DECODE_OCC", "0"); }
-
 // Splits per context of a decode launch, from the padded shape alone (num_reqs_padded, the block
-// table's reach, T): 1 without a workspace, or when the workspace or the counters are too small.
-int decode_splits(const PagedAttentionParams& p, int T, int gx) {
+// table's reach, T): about o.decode_split_target CTAs in all, each split at least
+// o.decode_split_min_tiles tiles, at most kMaxDecodeSplits per context; 1 without a workspace, or
+// when the workspace or the counters are too small.
+constexpr int kMaxDecodeSplits = 64;
+int decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx) {
   if (!p.split_workspace || !p.split_counters || gx * p.hkv > kSplitCounters) return 1;
   const int pairs = std::max(1, p.num_reqs_padded * p.hkv);
-  const int by_ctx = p.max_blocks_per_req * p.block_size / (kKeys * tc_split_min_tiles());
+  const int by_ctx = p.max_blocks_per_req * p.block_size / (kKeys * std::max(1, o.decode_split_min_tiles));
   const int by_ws = int(split_workspace_floats(p.D) / (size_t(T) * p.hq * (p.D + 2)));
-  const int S = std::min({(tc_split_target() + pairs - 1) / pairs, kMaxDecodeSplits, by_ctx, by_ws});
+  const int target = std::max(1, o.decode_split_target);
+  const int S = std::min({(target + pairs - 1) / pairs, kMaxDecodeSplits, by_ctx, by_ws});
   return std::max(S, 1);
 }
 
 template <int D, int MT, bool WG, bool SPLIT = false, int MINB = 0>
-cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+cudaError_t launch(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T, cudaStream_t s) {
   using C = Cfg<D, MT, WG>;
   constexpr auto kernel = prefill_attention_kernel<D, MT, WG, SPLIT, MINB>;
   static const cudaError_t attr = [&] {
@@ -375,111 +312,91 @@ cudaError_t launch(const PagedAttentionParams& p, int window, int T, cudaStream_
   if (attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
-  const int S = SPLIT ? decode_splits(p, T, gx) : 1;
+  const int S = SPLIT ? decode_splits(p, o, T, gx) : 1;
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(S));
-  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, WG && reload_q_per_tile(), tc_split_min_tiles(),
-                    SPLIT && tc_prefetch(), SPLIT && tc_warp_split(), tc_stage());
-}
-
-// m16 tiles per warp at D = 64 on mma.sync (1 or 2; GS_PREFILL_MT overrides, for A/B timing); D =
-// 128 keeps 1 (2 would need more than 255 registers).
-int tiles_per_warp_d64() {
-  const char* e = std::getenv("GS_PREFILL_MT");
-  return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : kDefaultMtD64;
-}
-
-// Whether D = 64 prefill runs the wgmma kernel (GS_PREFILL_WGMMA=0: the mma.sync one, for A/B).
-bool wgmma_d64() { return !env_is("GS_PREFILL_WGMMA", "0"); }
-
-// The warp-per-pair decode kernel (decode_warp.cuh; G in registers: D 128 G <= 2, D 64 G <= 4, no
-// softcap) runs decode batches of at least GS_TC_WARP_PAIRS pairs (default kWarpPairsMin; 0: never)
-// at D 128, at D 64 only when GS_TC_WARP_PAIRS is set (it won at D 128 and never at D 64 on an H200;
-// tools/gpu/NOTES.md, "bs-128 decode attention"). Read at every launch (the GPU tests switch it).
-constexpr int kWarpPairsMin = 512;
-bool use_decode_warp(const PagedAttentionParams& p) {
-  if (env_is("GS_TC_WARP_PAIRS", "0")) return false;
-  const bool asked = env_int("GS_TC_WARP_PAIRS", 1, INT_MAX, 0) > 0;
-  const int min_pairs = env_int("GS_TC_WARP_PAIRS", 1, INT_MAX, kWarpPairsMin);
-  const int G = p.hq / p.hkv;
-  const bool fits = (p.D == 64 && G <= 4 && asked) || (p.D == 128 && G <= 2);
-  return fits && p.softcap == 0.0f && p.num_reqs_padded * p.hkv >= min_pairs;
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, std::max(1, o.decode_split_min_tiles),
+                    SPLIT && o.decode_warp_split, o.stage_query_starts);
 }
 
 // Warps a pair, from the padded shape: 1 from kOneWarpPairs pairs (every pair in flight at once),
-// else 2 (each takes every other round of keys); GS_TC_WARP_W=1, 2 or 4 overrides.
+// else 2 (each takes every other round of keys); o.warps_per_pair (1, 2 or 4) overrides.
 constexpr int kOneWarpPairs = 1024;
-int warps_per_pair(const PagedAttentionParams& p) {
-  const int v = env_int("GS_TC_WARP_W", 1, 4, p.num_reqs_padded * p.hkv >= kOneWarpPairs ? 1 : 2);
-  return v == 3 ? 2 : v;
-}
-
-// GS_TC_WARP_KEYS=4 or 8: keys a slot loads per round at D 64 (default 8).
-template <int D, int GM, int U>
-cudaError_t launch_decode_warp(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
-  const int W = warps_per_pair(p);
-  const int warps = (p.num_reqs_padded + 1) * p.hkv * W;
-  const dim3 grid(unsigned((warps + dw::kWarps - 1) / dw::kWarps));
-  return launch_pdl(dw::decode_warp_kernel<D, GM, U>, grid, dw::kWarps * 32, 0, s, p, window, T, W);
-}
-
-cudaError_t decode_warp(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
-  if (p.D == 128) return launch_decode_warp<128, 2, 4>(p, window, T, s);
-  return env_int("GS_TC_WARP_KEYS", 4, 8, 8) == 4 ? launch_decode_warp<64, 4, 4>(p, window, T, s)
-                                                  : launch_decode_warp<64, 4, 8>(p, window, T, s);
+int warps_per_pair(const PagedAttentionParams& p, const AttentionKernelOptions& o) {
+  if (o.warps_per_pair == 1 || o.warps_per_pair == 2 || o.warps_per_pair == 4) return o.warps_per_pair;
+  return p.num_reqs_padded * p.hkv >= kOneWarpPairs ? 1 : 2;
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-// The keys-as-rows decode kernel (decode_mma.cuh) with NS K/V stages (D 64: 3, D 128: 2; NOTES.md),
-// each context split as the tensor-core decode kernel splits it (decode_splits).
+// The keys-as-rows decode kernel (decode_mma.cuh) with NS K/V stages (D 64: 3, D 128: 2), each
+// context split as the tensor-core decode kernel splits it (decode_splits).
 template <int D, int NS>
-cudaError_t launch_decode_mma(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+cudaError_t launch_decode_mma(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
+                              cudaStream_t s) {
   using C = dm::Cfg<D, NS>;
   constexpr auto kernel = dm::decode_mma_kernel<D, NS>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
   if (attr != cudaSuccess) return attr;
   const int gx = p.num_reqs_padded + 1;
-  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(decode_splits(p, T, gx)));
-  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, tc_split_min_tiles(),
-                    !env_is("GS_DECODE_MMA_EARLY", "0"));
+  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(decode_splits(p, o, T, gx)));
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, std::max(1, o.decode_split_min_tiles),
+                    o.keys_as_rows_early_loads);
 }
+
+static_assert(dm::kMaxG == kKeysAsRowsMaxGroup, "the selection's limit is the keys-as-rows kernel's");
+static_assert(Cfg<64, 1, false>::rows == kTensorCoreMaxGroup, "the selection's limit is a decode tile's rows");
 
 }  // namespace
 
-bool prefill_attention_supported(const PagedAttentionParams& p) {
-  if (p.f32 || (p.D != 64 && p.D != 128)) return false;
-  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > Cfg<64, 1, false>::rows) return false;
+bool attention_buffers_aligned16(const PagedAttentionParams& p) {
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out), static_cast<const void*>(p.k_cache),
                           static_cast<const void*>(p.v_cache)})
     if (!aligned16(ptr)) return false;
   return true;
 }
 
-cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s) {
+bool prefill_attention_supported(const PagedAttentionParams& p) {
+  if (p.f32 || (p.D != 64 && p.D != 128)) return false;
+  if (p.hkv <= 0 || p.hq % p.hkv != 0 || p.hq / p.hkv > kTensorCoreMaxGroup) return false;
+  return attention_buffers_aligned16(p);
+}
+
+cudaError_t prefill_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
+                              cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  if (short_queries) {
-    if (use_decode_warp(p)) return decode_warp(p, window, T, s);
-    if (p.D == 128) return launch<128, 1, false, true>(p, window, T, s);
-    return tc_decode_four_per_sm() ? launch<64, 1, false, true, 4>(p, window, T, s)
-                                   : launch<64, 1, false, true>(p, window, T, s);
-  }
-  if (p.D == 128) return launch<128, 1, false>(p, window, T, s);
-  if (wgmma_d64()) return launch<64, 1, true>(p, window, T, s);
-  return tiles_per_warp_d64() == 2 ? launch<64, 2, false>(p, window, T, s) : launch<64, 1, false>(p, window, T, s);
+  if (p.D == 128) return launch<128, 1, false>(p, o, window, T, s);
+  if (o.prefill_wgmma) return launch<64, 1, true>(p, o, window, T, s);
+  return o.prefill_tiles_per_warp_d64 == 1 ? launch<64, 1, false>(p, o, window, T, s)
+                                           : launch<64, 2, false>(p, o, window, T, s);
 }
 
-// All it holds but the warp-per-pair kernel's launches (D 128, G <= 2, >= 512 pairs: faster there).
-bool decode_attention_takes(const PagedAttentionParams& p) {
-  if (env_is("GS_DECODE_MMA", "0") || !prefill_attention_supported(p) || p.softcap != 0.0f) return false;
-  return p.hq / p.hkv <= dm::kMaxG && !use_decode_warp(p);
-}
-
-cudaError_t decode_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s) {
+cudaError_t tensor_core_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                         int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
-  if (!prefill_attention_supported(p) || p.hq / p.hkv > dm::kMaxG) return cudaErrorInvalidValue;
-  return p.D == 128 ? launch_decode_mma<128, 2>(p, window, T, s) : launch_decode_mma<64, 3>(p, window, T, s);
+  if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
+  if (p.D == 128) return launch<128, 1, false, true>(p, o, window, T, s);
+  return o.decode_four_ctas_per_sm ? launch<64, 1, false, true, 4>(p, o, window, T, s)
+                                   : launch<64, 1, false, true>(p, o, window, T, s);
+}
+
+cudaError_t keys_as_rows_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                          int T, cudaStream_t s) {
+  if (T <= 0) return cudaGetLastError();
+  if (!prefill_attention_supported(p) || p.hq / p.hkv > kKeysAsRowsMaxGroup) return cudaErrorInvalidValue;
+  return p.D == 128 ? launch_decode_mma<128, 2>(p, o, window, T, s) : launch_decode_mma<64, 3>(p, o, window, T, s);
+}
+
+cudaError_t warp_per_pair_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                           int T, cudaStream_t s) {
+  if (T <= 0) return cudaGetLastError();
+  if (!prefill_attention_supported(p) || p.D != 128 || p.hq / p.hkv > kWarpPerPairMaxGroup)
+    return cudaErrorInvalidValue;
+  const int W = warps_per_pair(p, o);
+  const int warps = (p.num_reqs_padded + 1) * p.hkv * W;
+  const dim3 grid(unsigned((warps + dw::kWarps - 1) / dw::kWarps));
+  return launch_pdl(dw::decode_warp_kernel<128, kWarpPerPairMaxGroup, 4>, grid, dw::kWarps * 32, 0, s, p, window, T, W);
 }
 
 }  // namespace gs::cuda

@@ -1,5 +1,5 @@
 // Launcher of the tensor-core (bf16 in / fp32 accumulate: wgmma m64n64k16 on sm_90a for head_dim
-// 64 prefill, GS_PREFILL_WGMMA=0 for mma.sync there; mma.sync m16n8k16 otherwise) paged attention for
+// 64 prefill unless AttentionKernelOptions::prefill_wgmma is off; mma.sync m16n8k16 otherwise) paged attention for
 // prefill and mixed batches: FlashAttention-2 tiling with online softmax, variable-length
 // queries per request over the paged KV cache, causal mask, optional sliding window, GQA heads
 // packed into the tile's rows. It takes the flash-decoding kernel's parameters (its split
@@ -11,31 +11,43 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "attention/attention_kernel_selection.h"
 #include "attention/cuda/attention_kernels.h"
+#include "ops/kernel_options.h"
 
 namespace gs::cuda {
 
-// Whether prefill_attention handles these parameters: bf16 (not f32), head_dim 64 or 128,
-// hq / hkv <= 64, 16-byte aligned q, k, v, out and cache.
+// Whether the tensor-core kernels handle these parameters: bf16 (not f32), head_dim 64 or 128,
+// hq / hkv <= kTensorCoreMaxGroup, 16-byte aligned q, k, v, out and cache (soft-capping aside:
+// tensor_core_attention_fits adds that).
 bool prefill_attention_supported(const PagedAttentionParams& p);
+// Whether q, k, v, out and both caches are 16-byte aligned (the tensor-core kernels' vector loads).
+bool attention_buffers_aligned16(const PagedAttentionParams& p);
 
 // Same contract as paged_attention (attention_kernels.h): cache writes of tokens t < T, causal
 // attention of each request's new queries over its context, zero rows for tokens of no request
 // and for queries with an empty context. window > 0: a query at position p sees only keys in
-// (p - window, p]; <= 0: no window.
-// short_queries: every request has few new tokens (decode, speculative verification), so the
-// smaller 64-row tile is used (most rows of a tile are empty then), and, when p has a split
-// workspace, each context is split over several CTAs (flash-decoding: the split count from the
-// padded shape, the splits used from the actual context; the last CTA of each split group merges).
-cudaError_t prefill_attention(const PagedAttentionParams& p, int window, int T, bool short_queries, cudaStream_t s);
+// (p - window, p]; <= 0: no window. Tiles of 64 query rows per warp (128 per CTA).
+cudaError_t prefill_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
+                              cudaStream_t s);
 
-// Whether a single-token decode launch (every request at most one new token: max_query_len 1) of
-// these parameters takes decode_attention: prefill_attention_supported, at most 8 query heads per kv
-// head, no softcap, and not a launch the warp-per-pair kernel serves better (GS_DECODE_MMA=0: never).
-bool decode_attention_takes(const PagedAttentionParams& p);
-// The same contract as prefill_attention(short_queries) for such a launch, on the decode kernel with
-// the keys as the MMA's rows (decode_mma.cuh); with a split workspace in p, each context is split
-// over several CTAs as prefill_attention splits it.
-cudaError_t decode_attention(const PagedAttentionParams& p, int window, int T, cudaStream_t s);
+// The same contract for batches whose requests all have few new tokens (decode, speculative
+// verification): the smaller 64-row tile, and, when p has a split workspace, each context split
+// over several CTAs (flash-decoding: the split count from the padded shape, the splits used from
+// the actual context; the last CTA of each split group merges).
+cudaError_t tensor_core_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                         int T, cudaStream_t s);
+
+// The same contract for single-token decode (every request at most one new token), on the kernel
+// with the keys as the MMA's rows (decode_mma.cuh); hq / hkv <= kKeysAsRowsMaxGroup; contexts
+// split as tensor_core_decode_attention splits them.
+cudaError_t keys_as_rows_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                          int T, cudaStream_t s);
+
+// The same contract for decode batches (short queries) at head dim 128, hq / hkv <=
+// kWarpPerPairMaxGroup, on CUDA cores: one or more warps per (request, kv head) pair
+// (decode_warp.cuh).
+cudaError_t warp_per_pair_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                           int T, cudaStream_t s);
 
 }  // namespace gs::cuda

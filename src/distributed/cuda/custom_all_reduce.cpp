@@ -62,7 +62,7 @@ CustomAllReduce::~CustomAllReduce() {
 }
 
 std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, int device, DType activations,
-                                                         bool disabled, const HostAllGather& all_gather,
+                                                         bool disabled, bool lamport, const HostAllGather& all_gather,
                                                          std::string* why_not) {
   AllReduceGroupFacts facts;
   facts.world = world, facts.disabled = disabled;
@@ -72,6 +72,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, in
 
   std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, policy));
   ar->lamport_dtype_ = activations;
+  ar->lamport_ = lamport;
   const size_t bytes = kSignalBytes + 2 * policy.custom_max_bytes + 3 * ar->lamport_bytes();
   GS_CUDA_CHECK(cudaSetDevice(device));
   GS_CUDA_CHECK(cudaMalloc(&ar->own_, bytes));

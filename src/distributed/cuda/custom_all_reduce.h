@@ -23,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "core/env.h"
 #include "core/tensor.h"
 #include "distributed/all_reduce_policy.h"
 
@@ -41,9 +40,10 @@ class CustomAllReduce {
  public:
   // Collective: every rank of the group calls it with the same world, dtype and `disabled`.
   // Returns nullptr on every rank (and *why_not says why) unless every rank is on the same host
-  // and maps every peer's buffer; all ranks reach the same answer.
+  // and maps every peer's buffer; all ranks reach the same answer. lamport: the fused add + norm
+  // kernel is the flagless one (else the one with a barrier between ranks).
   static std::unique_ptr<CustomAllReduce> create(int rank, int world, int device, DType activations, bool disabled,
-                                                 const HostAllGather& all_gather, std::string* why_not);
+                                                 bool lamport, const HostAllGather& all_gather, std::string* why_not);
   ~CustomAllReduce();
   CustomAllReduce(const CustomAllReduce&) = delete;
   CustomAllReduce& operator=(const CustomAllReduce&) = delete;
@@ -61,8 +61,8 @@ class CustomAllReduce {
   // out = rms_norm(residual) * w (Communicator::all_reduce_add_rms_norm; x is left as it was
   // unless out aliases it). Throws gs::Error unless fits_add_rms_norm. x in the activations'
   // dtype runs the flagless (Lamport) kernel: bit for bit the all-reduce then add_rms_norm, but
-  // for the sign of a zero where a rank's partial is exactly -0; GS_AR_LAMPORT=0 (A/B timing),
-  // or x in the other dtype, runs the kernel with the barrier, bit for bit the two ops.
+  // for the sign of a zero where a rank's partial is exactly -0; the lamport option off
+  // (create), or x in the other dtype, runs the kernel with the barrier, bit for bit the two ops.
   void all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
                                cudaStream_t stream);
 
@@ -86,7 +86,7 @@ class CustomAllReduce {
   std::string trace_path_;
   int debug_ = 0;
   DType lamport_dtype_ = DType::BF16;  // the sentinel the Lamport buffers hold
-  bool lamport_ = !env_is("GS_AR_LAMPORT", "0");
+  bool lamport_ = true;
   void* own_ = nullptr;        // this rank's buffer (cudaMalloc)
   std::vector<void*> peers_;   // every rank's buffer as this process sees it (own_ at rank_)
   std::vector<void*> opened_;  // the IPC mappings to close

@@ -13,7 +13,6 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "distributed/cuda/custom_all_reduce.h"
@@ -42,8 +41,9 @@ ncclDataType_t nccl_type(DType dt) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const std::string& group, int rank, int world, Backend& backend, bool disable_custom)
-      : rank_(rank), world_(world), stream_(cuda_stream(backend)) {
+  NcclCommunicator(const std::string& group, int rank, int world, Backend& backend, bool disable_custom,
+                   const AllReduceKernelOptions& options)
+      : rank_(rank), world_(world), stream_(cuda_stream(backend)), fuse_norm_(options.fuse_add_rms_norm) {
     GS_CHECK(group.size() == 2 * sizeof(ncclUniqueId), "NCCL group id must be {} hex digits, got {}",
              2 * sizeof(ncclUniqueId), group.size());
     ncclUniqueId id;
@@ -55,7 +55,7 @@ class NcclCommunicator final : public Communicator {
     barrier();  // connects the ranks now, before the KV cache takes the memory NCCL's buffers need
     std::string why_not;
     custom_ = CustomAllReduce::create(
-        rank, world, backend.device().index, backend.compute_dtype(), disable_custom,
+        rank, world, backend.device().index, backend.compute_dtype(), disable_custom, options.lamport,
         [this](const void* mine, size_t bytes) { return all_gather_host(mine, bytes); }, &why_not);
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, backend.device().index);
@@ -91,7 +91,7 @@ class NcclCommunicator final : public Communicator {
     GS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_));
   }
   // One fused kernel where the custom one-shot all-reduce serves x (decode sizes), else the
-  // all-reduce and the backend's add_rms_norm (always with GS_FUSED_ALLREDUCE_NORM=0: A/B timing).
+  // all-reduce and the backend's add_rms_norm (always with AllReduceKernelOptions::fuse_add_rms_norm off).
   void all_reduce_add_rms_norm(Backend& backend, const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                                const Tensor& out) override {
     if (custom_ && fuse_norm_ && custom_->fits_add_rms_norm(residual, x, w, out))
@@ -157,7 +157,7 @@ class NcclCommunicator final : public Communicator {
   void* flag_ = nullptr;
   std::unique_ptr<CustomAllReduce> custom_;
   AllReducePolicy no_custom_;
-  const bool fuse_norm_ = !env_is("GS_FUSED_ALLREDUCE_NORM", "0");
+  bool fuse_norm_ = true;
 };
 
 }  // namespace
@@ -171,8 +171,9 @@ std::string make_nccl_group_id() {
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const std::string& group, int rank, int world, Backend& backend,
-                                                     bool disable_custom_all_reduce) {
-  return std::make_unique<NcclCommunicator>(group, rank, world, backend, disable_custom_all_reduce);
+                                                     bool disable_custom_all_reduce,
+                                                     const AllReduceKernelOptions& options) {
+  return std::make_unique<NcclCommunicator>(group, rank, world, backend, disable_custom_all_reduce, options);
 }
 
 void all_reduce_with(Communicator& comm, const Tensor& t, AllReduceAlgo algo) {

@@ -6,6 +6,7 @@
 
 #include "distributed/all_reduce_policy.h"
 #include "distributed/communicator.h"
+#include "ops/kernel_options.h"
 
 namespace gs {
 
@@ -15,8 +16,10 @@ std::string make_nccl_group_id();
 // backend's device. Blocks until every rank has joined. Unless disable_custom_all_reduce, the
 // ranks then set up the custom all-reduce (distributed/cuda/custom_all_reduce.h) when every
 // rank is on one host and maps every peer's memory; start-up logs which all-reduce each size uses.
+// `options`: the custom all-reduce's fused kernel variants.
 std::unique_ptr<Communicator> make_nccl_communicator(const std::string& group, int rank, int world, Backend& backend,
-                                                     bool disable_custom_all_reduce = false);
+                                                     bool disable_custom_all_reduce = false,
+                                                     const AllReduceKernelOptions& options = {});
 
 // One all-reduce of t on `comm` (made by make_nccl_communicator) with `algo`, whatever the policy
 // would pick: how the all-reduce benchmark times each path. A custom algo needs the custom path.

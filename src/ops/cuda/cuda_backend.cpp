@@ -10,7 +10,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_stream.h"
-#include "core/env.h"
 #include "ops/cuda/cuda_lora_ops.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
@@ -38,8 +37,14 @@ cudaMemcpyKind copy_kind(const Tensor& dst, const Tensor& src) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, DType dtype)
-      : device_(device), dtype_(dtype), alloc_(device), stream_(device, &alloc_), gemm_(alloc_) {}
+  CudaBackend(int device, DType dtype, const KernelOptions& options)
+      : device_(device),
+        dtype_(dtype),
+        linear_(options.linear),
+        alloc_(device),
+        stream_(device, &alloc_),
+        gemm_(alloc_),
+        lora_(device, dtype, options.lora) {}
 
   Device device() const override { return Device::cuda(device_); }
   std::string name() const override { return "cuda"; }
@@ -238,16 +243,16 @@ class CudaBackend final : public Backend {
   }
 
   // One GEMV (M = 1) or skinny GEMM (decode batches) with the RoPE epilogue without q/k norm;
-  // linear then split_qkv_rope otherwise (and with GS_DECODE_FUSION=0 or GS_SKINNY_FUSION=0).
+  // linear then split_qkv_rope otherwise (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
   void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
                              const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
                              const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
     need(x, dtype_, "linear_split_qkv_rope", "x");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
     const bool gemv = cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data());
-    if (decode_fusion_ && (!q_norm.defined() || (gemv && qk_norm_fits(q_norm, k_norm, cfg))) &&
+    if (linear_.decode_fusion && (!q_norm.defined() || (gemv && qk_norm_fits(q_norm, k_norm, cfg))) &&
         qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K) &&
-        (gemv || (skinny_fusion_ && skinny(M, w.dim(0), K, x, w)))) {
+        (gemv || (linear_.skinny_fusion && skinny(M, w.dim(0), K, x, w)))) {
       qkv_rope_gemv(x, w, bias, positions, cfg, q_norm, k_norm, eps, q, k, v);
       return;
     }
@@ -255,14 +260,15 @@ class CudaBackend final : public Backend {
   }
 
   // One gated GEMV (M = 1) or skinny GEMM (decode batches); linear then gated_activation otherwise
-  // (and with GS_DECODE_FUSION=0 or GS_SKINNY_FUSION=0, for A/B timing).
+  // (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
   void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
                                const Tensor& out) override {
     const char* op = "linear_gated_activation";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
-    const bool fits = decode_fusion_ && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M;
-    if (fits && skinny_fusion_ && skinny(M, w.dim(0), K, x, w)) {
+    const bool fits =
+        linear_.decode_fusion && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M;
+    if (fits && linear_.skinny_fusion && skinny(M, w.dim(0), K, x, w)) {
       GS_CUDA_CHECK(
           cuda::skinny_gemm_gated(act, ptr<bf16_t>(x), ptr<bf16_t>(w), ptr<bf16_t>(out), int(M), int(I), int(K), s()));
       return;
@@ -277,10 +283,12 @@ class CudaBackend final : public Backend {
     Backend::linear_gated_activation(act, x, w, gate_up, out);
   }
 
-  // The deferred norm at one token (GS_NORM_FUSION=0: off, for A/B timing): o_proj / down add
+  // The deferred norm at one token (unless LinearKernelOptions::norm_fusion is off): o_proj / down add
   // into the f32 residual in the GEMV's epilogue, and the QKV / gate-up GEMV that follows computes
   // the norm of the residual row while it streams its weights (GemvInput).
-  bool defers_norm(int64_t tokens) const override { return decode_fusion_ && norm_fusion_ && tokens == 1; }
+  bool defers_norm(int64_t tokens) const override {
+    return linear_.decode_fusion && linear_.norm_fusion && tokens == 1;
+  }
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
                            const Tensor& norm_w, float eps, const Tensor& out) override {
@@ -476,9 +484,9 @@ class CudaBackend final : public Backend {
   }
 
   // Whether the QKV GEMV takes Qwen3's q/k norm (weights [head_dim] in the compute dtype) at this
-  // head dim; GS_QK_NORM_FUSION=0: never (the projection, then split_qkv_rope; A/B).
+  // head dim; LinearKernelOptions::qk_norm_fusion off: never (the projection, then split_qkv_rope).
   bool qk_norm_fits(const Tensor& q_norm, const Tensor& k_norm, const RopeConfig& cfg) const {
-    return qk_norm_fusion_ && cuda::gemv_qk_norm_supported(cfg.head_dim) && k_norm.defined() &&
+    return linear_.qk_norm_fusion && cuda::gemv_qk_norm_supported(cfg.head_dim) && k_norm.defined() &&
            q_norm.numel() == cfg.head_dim && k_norm.numel() == cfg.head_dim && q_norm.dtype() == dtype_ &&
            k_norm.dtype() == dtype_;
   }
@@ -533,26 +541,23 @@ class CudaBackend final : public Backend {
 
   int device_;
   DType dtype_;
-  bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
-  bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");    // the skinny GEMM's gated / RoPE epilogues
-  bool norm_fusion_ = !env_is("GS_NORM_FUSION", "0");        // the deferred norm (defers_norm)
-  bool qk_norm_fusion_ = !env_is("GS_QK_NORM_FUSION", "0");  // Qwen3's q/k norm in the QKV GEMV (qk_norm_fits)
+  LinearKernelOptions linear_;
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;
-  CudaLoraOps lora_{device_, dtype_};
+  CudaLoraOps lora_;
   std::map<RopeKey, Tensor> rope_tables_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype) {
+std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype, const KernelOptions& options) {
   const int n = cuda_device_count();
   GS_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} device(s) visible)", device, n);
   GS_CHECK(dtype == DType::BF16 || dtype == DType::F32,
            "the CUDA backend computes in bfloat16 or float32, not {}; use --dtype bfloat16 or float32",
            dtype_name(dtype));
-  return std::make_unique<CudaBackend>(device, dtype);
+  return std::make_unique<CudaBackend>(device, dtype, options);
 }
 
 }  // namespace gs

@@ -3,7 +3,6 @@
 
 #include <climits>
 
-#include "core/env.h"
 #include "ops/cuda/lora_kernels.h"
 #include "ops/lora_shape.h"
 
@@ -51,21 +50,6 @@ void with_tmp_y(const Tensor& tmp, const Tensor& y, const LoraShape& l, F&& f) {
 
 }  // namespace
 
-// Measured on an H200 (tools/gpu/NOTES.md): forking -0.075 ms a step at bs 1, +0.03 ms at bs 32
-// (beside a cuBLASLt GEMM it only competes; with v5's rows-form shrink still +0.012), so larger
-// batches stay on the main stream; GS_LORA_FORK=0 keeps every shrink there, =all forks every one.
-int64_t CudaLoraOps::fork_upto() {
-  if (env_is("GS_LORA_FORK", "all")) return INT64_MAX;
-  return env_is("GS_LORA_FORK", "0") ? 0 : 1;
-}
-
-// The fused expand ops run one kernel below this many tokens (where their shapes allow):
-// always by default; GS_LORA_FUSE=0 never, =small below 64 (A/B, tools/gpu/lora_ab.sh).
-int64_t CudaLoraOps::fuse_below() {
-  if (env_is("GS_LORA_FUSE", "small")) return 64;
-  return env_is("GS_LORA_FUSE", "0") ? 0 : INT64_MAX;
-}
-
 void CudaLoraOps::join(cudaStream_t s) {
   if (joined_) return;
   GS_CUDA_CHECK(cudaStreamWaitEvent(s, side_.join, 0));
@@ -78,10 +62,10 @@ void CudaLoraOps::check_tmp_bt(const Tensor& tmp, const Tensor& bt, const char* 
 }
 
 // The fused kernels' limits (lora_kernels.h), for the shapes the model asks about; the stacked
-// shrink from 2 tokens (one token keeps the GEMV and the forked shrink) up to kStackedUpTo, and
-// never with GS_LORA_STACKED=0 (A/B).
+// shrink from 2 tokens (one token keeps the GEMV and the forked shrink) up to kStackedUpTo, where
+// options_.stacked_shrink allows it.
 bool CudaLoraOps::stacked(const LoraFusedShape& sh) const {
-  if (!stacked_ || !fused(sh.tokens) || sh.tokens > kStackedUpTo || sh.width % 8 != 0) return false;
+  if (!options_.stacked_shrink || !fused(sh.tokens) || sh.tokens > kStackedUpTo || sh.width % 8 != 0) return false;
   switch (sh.op) {
     case LoraFusedOp::SplitQkvRope:
       return sh.head_dim == 32 || sh.head_dim == 64 || sh.head_dim == 128 || sh.head_dim == 256;
@@ -90,8 +74,6 @@ bool CudaLoraOps::stacked(const LoraFusedShape& sh) const {
   }
   return false;
 }
-
-bool CudaLoraOps::stacked_enabled() { return !env_is("GS_LORA_STACKED", "0"); }
 
 // A fused kernel that launched nothing: fine with lora_shrink's tmp (the caller falls back to
 // the expand and the plain op), an error in the stacked form (lora_stacked() promised it).
@@ -104,7 +86,7 @@ void CudaLoraOps::shrink(const Tensor& x, const Tensor& a, const Tensor& slots_t
   need(x, dtype_, "lora_shrink", "x"), need(a, dtype_, "lora_shrink", "a"), need(tmp, DType::F32, "lora_shrink", "tmp");
   const LoraShape l = check_lora_shrink(x, a, slots_t, tmp);
   const int32_t* slots = slots_of(slots_t, "lora_shrink");
-  const bool fork = l.T <= fork_upto_;
+  const bool fork = l.T <= options_.fork_up_to_tokens;
   cudaStream_t on = s;
   if (fork) {
     GS_CUDA_CHECK(cudaEventRecord(side_.fork, s));

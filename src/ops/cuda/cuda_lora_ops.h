@@ -1,6 +1,6 @@
 // CudaLoraOps: the CUDA backend's batched LoRA ops (Backend::lora_shrink, lora_expand and the
 // expands fused into the op after the projection): checks, dtype dispatch to ops/cuda/lora_kernels.h,
-// the side stream a one-token shrink forks onto, and the GS_LORA_* A/B switches.
+// the side stream a one-token shrink forks onto, under LoraKernelOptions (ops/kernel_options.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -8,13 +8,15 @@
 
 #include "ops/backend.h"
 #include "ops/cuda/backend_util.h"
+#include "ops/kernel_options.h"
 #include "ops/lora_shape.h"
 
 namespace gs {
 
 class CudaLoraOps {
  public:
-  CudaLoraOps(int device, DType dtype) : dtype_(dtype), side_(device) {}
+  CudaLoraOps(int device, DType dtype, const LoraKernelOptions& options)
+      : dtype_(dtype), options_(options), side_(device) {}
 
   // Backend::lora_shrink / lora_expand on stream s. At one token the shrink runs on the side
   // stream, forked from s (beside the GEMV enqueued next); the next expand (or fused op) joins it.
@@ -39,10 +41,10 @@ class CudaLoraOps {
 
  private:
   void join(cudaStream_t s);  // s waits for a forked shrink (before the op that reads its tmp)
-  // Whether the fused expands run one kernel at T tokens: not at one token (measured slower:
-  // the fused ops' single blocks per token against the unfused expand's many), else below
-  // fuse_below_.
-  bool fused(int64_t T) const { return T >= 2 && T < fuse_below_; }
+  // Whether the fused expands run one kernel at T tokens: not at one token (the fused ops' single
+  // blocks per token are slower there than the unfused expand's many), else below
+  // options_.fuse_below_tokens.
+  bool fused(int64_t T) const { return T >= 2 && T < options_.fuse_below_tokens; }
   void check_tmp_bt(const Tensor& tmp, const Tensor& bt, const char* op) const;
   static bool launched(bool done, const Tensor& tmp, const char* op);
   // A fused expand's launch: joins a forked shrink, then calls f(e, tmp view, y pointer, &err)
@@ -56,15 +58,9 @@ class CudaLoraOps {
   static constexpr int64_t kStackedUpTo = 256;
 
   DType dtype_;
-  int64_t fork_upto_ = fork_upto();
-  int64_t fuse_below_ = fuse_below();
-  bool stacked_ = stacked_enabled();
+  LoraKernelOptions options_;
   cuda_backend::SideStream side_;
   bool joined_ = true;  // false from a forked shrink to the expand that joins it
-
-  static int64_t fork_upto();
-  static int64_t fuse_below();
-  static bool stacked_enabled();
 };
 
 }  // namespace gs

@@ -1,13 +1,12 @@
 // Bandwidth-bound GEMV for small M (decode): one warp per output streams R weight rows once
 // with 16-byte loads (4 in flight per lane) and reuses them for all M rows of x, which stay in
-// L1/L2. cuBLAS is launch/ramp bound at M = 1 (4-6 us per small GEMM on an H200). An epilogue
+// L1/L2. cuBLAS is launch/ramp bound at M = 1. An epilogue
 // (ops/cuda/linear_epilogues.cuh) decides which rows a warp streams and what it stores, so the
 // decode step's neighbours of a projection fold into it. Launched with PDL (ops/cuda/launch.cuh).
 #include <cooperative_groups.h>
 
 #include <type_traits>
 
-#include "core/env.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
@@ -119,8 +118,7 @@ __device__ __forceinline__ void store_head_normed(const Epi& epi, int n, const f
 // summed through shared memory in a fixed order): streams the epilogue's R weight rows of n, then
 // stores. A NormedRow source scales the sums by 1 / rms of the residual row first.
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
-__device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ w, const Epi& epi, int N, int K,
-                                          bool short_rows_early) {
+__device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ w, const Epi& epi, int N, int K) {
   static_assert(KS == 1 || (M == 1 && WARPS % KS == 0), "split K: one token, whole outputs per block");
   static_assert(!Src::kNormed || M == 1, "the norm is fused for one token");
   constexpr int R = Epi::R;
@@ -139,7 +137,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
   // A row too short for a full batch (K = 576: 2-3 chunks a lane) loads all its chunks there, guarded.
   uint4 wv0[kUnroll][R];
   const bool first = n < N && kv + 32 * (kUnroll - 1) < kv_end;
-  const bool few = !first && n < N && short_rows_early;
+  const bool few = !first && n < N;
   if (first) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -227,53 +225,37 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
 }
 
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
-__global__ void __launch_bounds__(WARPS * 32)
-    gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K, bool short_rows_early) {
-  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K, short_rows_early);
+__global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
 }
 // The same with a minimum of one block an SM, which lets ptxas use up to ~120 registers and hoist
-// more of the unrolled loads: taken by the split-K GEMVs, those fusing the norm (H200, bs 1
-// llama3.2-1b 0.82 -> 0.78 ms) and one warp an output over K <= kWideMaxK (H200 bs 1, same call:
-// llama3.1-8b 4.000 / 4.016 -> 3.983 / 3.980 ms, its TP=2 rank's shapes 2.310 / 2.308 -> 2.278 /
-// 2.275; down's K = 14336 lost: every K 3.999 / 3.999). GS_GEMV_WIDE=0 / =1: never / always (A/B).
+// more of the unrolled loads: taken by the split-K GEMVs, those fusing the norm and one warp an
+// output over K <= kWideMaxK (over longer rows the narrow bound is as fast).
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
-    gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K, bool short_rows_early) {
-  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K, short_rows_early);
+    gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+  gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
 }
 
 // Warps per output of a GEMV reading x from global memory: split K when N alone leaves the GPU
 // short of warps (< 4096 outputs: the decode step's o_proj, down and qkv at the 1B shape), as far
 // as each warp keeps at least one full batch of kUnroll loads (K / 8 >= 32 kUnroll KS).
-// GS_GEMV_KSPLIT=0: one warp per output (A/B).
 int gemv_k_split(int N, int KV) {
-  static const bool on = !env_is("GS_GEMV_KSPLIT", "0");
-  if (!on || N >= 4096) return 1;
+  if (N >= 4096) return 1;
   for (int ks : {4, 2})
     if (KV >= 32 * kUnroll * ks) return ks;
   return 1;
-}
-
-// GS_GEMV_SHORT_EARLY=0: rows too short for a full batch of loads start loading after pdl_wait()
-// (A/B; H200 bs 1 smollm2-135m, K = 576: 0.494-0.497 ms that way, 0.461-0.480 before it).
-bool short_rows_early() {
-  static const bool on = !env_is("GS_GEMV_SHORT_EARLY", "0");
-  return on;
 }
 
 template <typename T, typename Src, typename Epi, int KS, int WARPS>
 cudaError_t launch_split_k(const Src& src, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   constexpr int per_block = WARPS / KS;
   const int blocks = (N + per_block - 1) / per_block;
-  const bool short_early = short_rows_early();
   if constexpr (!Src::kNormed) {
-    static const bool never = env_is("GS_GEMV_WIDE", "0"), always = env_is("GS_GEMV_WIDE", "1");
-    if (never || (!always && KS == 1 && K > kWideMaxK))
-      return launch_pdl(gemv_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K,
-                        short_early);
+    if (KS == 1 && K > kWideMaxK)
+      return launch_pdl(gemv_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K);
   }
-  return launch_pdl(gemv_wide_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K,
-                    short_early);
+  return launch_pdl(gemv_wide_kernel<T, 1, Src, Epi, WARPS, KS>, blocks, WARPS * 32, 0, s, src, w, epi, N, K);
 }
 
 template <typename T, typename Src, typename Epi, int WARPS = kWarpsPerBlock>
@@ -292,7 +274,7 @@ cudaError_t launch_head_norm(const Src& src, const T* w, const QkvRopeEpilogue<T
                              cudaStream_t s) {
   constexpr auto kernel = gemv_wide_kernel<T, 1, Src, QkvRopeEpilogue<T, true>, kHeadNormWarps, 1>;
   return launch_pdl_cluster(kernel, N / kHeadNormWarps, kHeadNormWarps * 32, 0, s, unsigned(epi.half / kHeadNormWarps),
-                            src, w, epi, N, K, short_rows_early());
+                            src, w, epi, N, K);
 }
 
 template <typename T, typename Epi>

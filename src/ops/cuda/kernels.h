@@ -47,9 +47,8 @@ cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int
 
 // Small-M GEMV: y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for M <= kGemvMaxM rows.
 // Needs K a multiple of a 16-byte vector and 16-byte aligned x and w (gemv_supported says
-// whether it applies). Measured on an H200: faster than cuBLASLt at M = 1 (2048x2048: 4.1 vs
-// 5.7 us), slower from M = 2 on for the large projections (it re-reads x from L1 per weight
-// vector), so M = 1 only.
+// whether it applies). Faster than cuBLASLt at M = 1, slower from M = 2 on for the large
+// projections (it re-reads x from L1 per weight vector), so M = 1 only.
 constexpr int kGemvMaxM = 1;
 bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w);
 // A GEMV's input row: x, or (norm fused, M = 1) x = rms_norm(residual) * norm_w (eps) of the f32

@@ -8,25 +8,15 @@
 //   - it may call pdl_trigger() (after its own pdl_wait()) to let the next kernel start early:
 //     correctness never depends on where, since pdl_wait() waits for the whole previous grid to
 //     finish and its memory to be visible.
-// GS_CUDA_PDL=0 in the environment launches everything without the attribute (A/B timing).
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
-
-#include "core/env.h"
 
 namespace gs::cuda {
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
-inline bool pdl_enabled() {
-  static const bool on = !env_is("GS_CUDA_PDL", "0");
-  return on;
-}
 
 // kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute, in thread-block clusters of
 // cluster_x blocks along x where cluster_x > 1; returns the launch's error.
@@ -40,7 +30,7 @@ cudaError_t launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
   cfg.stream = s;
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   attr[1].id = cudaLaunchAttributeClusterDimension;
   attr[1].val.clusterDim.x = cluster_x;
   attr[1].val.clusterDim.y = 1;

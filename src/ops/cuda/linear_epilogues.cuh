@@ -34,7 +34,7 @@ struct PlainEpilogue {
 // residual[m, n] += x[m] . w[n] rounded to T (the f32 residual stream's add, as linear into T then
 // add_rms_norm computes it). One thread adds to each element, so the atomic add (a reduction the
 // thread does not wait for) gives the sum a load + store would, without the load's latency at the
-// kernel's tail (H200 bs 1 llama3.2-1b: 0.88 ms with load + store, 0.84 with the reduction).
+// kernel's tail.
 template <typename T>
 struct ResidualAddEpilogue {
   static constexpr int R = 1;

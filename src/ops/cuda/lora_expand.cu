@@ -7,9 +7,7 @@
 //          latency-bound);
 //   segmented (from 64 tokens, punica's SGMV form): a block per (32 column groups, chunk of 16
 //          tokens, slot s) gathers the chunk's tokens of slot s and applies adapter s's B^T, read
-//          once, to all of them (measured on an H200, tools/gpu/NOTES.md: 1 adapter at bs 128
-//          2.50 -> 2.20 ms per step, the 32-token prefill 8.9 -> 6.3 ms; equal at bs 32, slower
-//          at bs 1).
+//          once, to all of them (faster than per token from 64 tokens on, slower below).
 // Most steps run the expand inside the op that consumes y instead (lora_fused.cu).
 // Odd shapes (a row not a multiple of 16 bytes, or unaligned) take a scalar kernel, per token.
 #include <climits>

@@ -1,5 +1,5 @@
 // The LoRA expand fused into the op that consumes the projection's output (from 2 tokens on; one
-// kernel instead of two, y read once; tools/gpu/NOTES.md, LoRA v5 and v6):
+// kernel instead of two, y read once):
 //   split_qkv_rope (no q/k norm): a block per (token, 16 heads);
 //   the residual add + RMSNorm after o and down: a block per token;
 //   the gated activation: a block per (token, 256 columns), below 64 tokens.
@@ -151,12 +151,8 @@ __global__ void lora_expand_split_qkv_rope_kernel(LoraTmp tmp, const T* __restri
   store_rotated8(h < hq ? q + (t * hq + h) * D : k + (t * hkv + (h - hq)) * D, c, half, a, bv, cs);
 }
 
-// Heads of a token a block of the fused qkv expand takes (GS_LORA_QKV_HEADS; 16: 3 blocks a
-// token of llama3.2-1b, measured 1.477 -> 1.465 ms at bs 32 against all heads in one block).
-int qkv_heads_per_block() {
-  static const int hb = env_int("GS_LORA_QKV_HEADS", 1, INT_MAX, 16);
-  return hb;
-}
+// Heads of a token a block of the fused qkv expand takes (3 blocks a token of llama3.2-1b).
+constexpr int kQkvHeadsPerBlock = 16;
 
 }  // namespace
 
@@ -197,7 +193,7 @@ template <typename T, typename Ty>
 bool lora_expand_split_qkv_rope(LoraTmp tmp, const T* bt, const int32_t* slots, LoraColumnParts parts, int R, int S,
                                 const Ty* qkv, int64_t ld, const int32_t* positions, const float* inv_freq, T* q, T* k,
                                 T* v, int T_, int hq, int hkv, int D, int long_from, cudaStream_t s, cudaError_t* err) {
-  const int heads = hq + 2 * hkv, hb = std::min(heads, qkv_heads_per_block()), threads = hb * (D / 16);
+  const int heads = hq + 2 * hkv, hb = std::min(heads, kQkvHeadsPerBlock), threads = hb * (D / 16);
   const bool heads_split = parts.begin1 == hq * D && parts.begin2 == (hq + hkv) * D && parts.rows * 3 == R;
   if (D % 16 != 0 || ld % 8 != 0 || threads > 1024 || !heads_split || !vec_aligned(bt, qkv, q, k, v)) return false;
   if (T_ == 0) return true;

@@ -63,7 +63,7 @@ bool lora_expand_split_qkv_rope(LoraTmp tmp, const T* bt, const int32_t* slots, 
 // ([I, 2I), [R/2, R)), then out = act(gate) * up. gate_up is left as it was. Needs I % 8 == 0,
 // 16-byte aligned rows and fewer than 64 tokens (from there the segmented expand, then the
 // plain activation: it reads each adapter once per 16-token chunk, the per-token kernel once per
-// token; measured on an H200, tools/gpu/NOTES.md).
+// token).
 template <typename T, typename Ty>
 bool lora_expand_gated_activation(GatedActivation act, LoraTmp tmp, const T* bt, const int32_t* slots,
                                   const Ty* gate_up, int64_t ld, T* out, int T_, int I, int R, int S, cudaStream_t s,

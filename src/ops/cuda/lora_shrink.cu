@@ -3,14 +3,13 @@
 //   one token: a block per rank row whose threads prefetch up to 8 16-byte pieces of the A row
 //              (all of K <= 8192 in bf16), then dot them with x and reduce into tmp[t, r] (f32);
 //   from 2 tokens: the rows form, a block of 256 threads per (token, 1 to 4 rank rows), x read
-//              once for its rows. (A block per chunk of one adapter's tokens, A read once for
-//              them, lost at bs 32 and 128: tools/gpu/NOTES.md, LoRA v6.)
+//              once for its rows (more blocks than a block per chunk of one adapter's tokens,
+//              which would read A once for them: the decode step is latency-bound).
 // Odd shapes (K not a multiple of 16 bytes, or unaligned) take a scalar kernel, per token.
 #include <algorithm>
 #include <climits>
 #include <type_traits>
 
-#include "core/env.h"
 #include "ops/cuda/lora_common.cuh"
 
 namespace gs::cuda {
@@ -100,21 +99,13 @@ __global__ void __launch_bounds__(kScalarThreads)
   if (threadIdx.x == 0) tmp[int64_t(t) * R + r] = acc;
 }
 
-// The rows form's A pieces a thread holds: 16 / this (GS_LORA_SHRINK_SPLIT, A/B).
-// Measured on an H200 (tools/gpu/NOTES.md, LoRA v5): 4 (1 to 4 rank rows a block, more blocks)
-// beats 1 at bs 32 (1.509 -> 1.477 ms a step) and 128 (2.285 -> 2.250); 8 ties, 16 loses.
-int shrink_split() {
-  static const int split = env_int("GS_LORA_SHRINK_SPLIT", 1, INT_MAX, 4);
-  return split;
-}
+// The rows form's A pieces a thread holds: 16 / this (1 to 4 rank rows a block: more blocks than
+// whole rows, fewer than single pieces).
+constexpr int kShrinkSplit = 4;
 
 // The shrink's rows form (a block per token and 16 / X rank rows, x read once for them) from this
-// many tokens on; the per-row form below (GS_LORA_SHRINK_ROWS_FROM, A/B; 1: always). Measured
-// on an H200: at one token the per-row form wins (1.277 -> 1.312 ms a step with the rows form).
-int shrink_rows_from() {
-  static const int from = env_int("GS_LORA_SHRINK_ROWS_FROM", 1, INT_MAX, 2);
-  return from;
-}
+// many tokens on; at one token the per-row form below is faster.
+constexpr int kShrinkRowsFrom = 2;
 
 // f(P) for the A pieces P (1, 2, 4, 8 or 16) a thread of kRowsThreads needs to cover X.
 template <typename F>
@@ -141,17 +132,17 @@ cudaError_t with_rows(int rb, F&& f) {
 }
 
 // At one token a block of kThreads per rank row (the most blocks: the GEMV beside it leaves SMs
-// free); from shrink_rows_from() tokens the rows form, kRowsThreads threads per (token, 16 / (X split) rank
+// free); from kShrinkRowsFrom tokens the rows form, kRowsThreads threads per (token, 16 / (X split) rank
 // rows), as long as a thread's X pieces cover K; past that kRowsPerBlock rows a block from
 // kManyTokens tokens on.
 template <typename T>
 cudaError_t launch_shrink(const T* x, const T* a, const int32_t* slots, float* tmp, int T_, int K, int R, int S,
                           cudaStream_t s) {
   const int X = (K / kVecElems<T> + kRowsThreads - 1) / kRowsThreads;  // x vectors a thread of the rows form holds
-  if (T_ >= shrink_rows_from() && X <= 16)
+  if (T_ >= kShrinkRowsFrom && X <= 16)
     return with_pieces(X, [&](auto pc) {
       constexpr int P = decltype(pc)::value;
-      return with_rows<P>(std::max(1, 16 / (P * shrink_split())), [&](auto rc) {
+      return with_rows<P>(std::max(1, 16 / (P * kShrinkSplit)), [&](auto rc) {
         constexpr int RB = decltype(rc)::value;
         return launch_pdl(lora_shrink_kernel<T, RB, P, kRowsThreads>, dim3(unsigned(T_), ceil_div(R, RB)),
                           dim3(kRowsThreads), 0, s, x, a, slots, tmp, K, R, S);

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/env.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/linear_epilogues.cuh"
 #include "ops/cuda/skinny_gemm.h"
@@ -47,8 +46,8 @@ __device__ __forceinline__ void mma_8k(const uint4& wa, const uint4& wb, const b
   }
 }
 
-// PF: the next step's weights load while this step multiplies (two register sets).
-template <int MT, int KS, bool PF, typename Epi>
+// The next step's weights load while this step multiplies (two register sets).
+template <int MT, int KS, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 warps) an SM up to 64 tokens
     skinny_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w, Epi epi, int M, int n_out, int K) {
   constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4;
@@ -87,23 +86,18 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   if (first) load(wa, wb, k);
   pdl_wait();
   pdl_trigger();
-  if constexpr (PF) {
-    // wa / wb hold step k on entry; each half loads the other set's step before multiplying.
-    while (k + kStep <= k1) {
-      const bool more = k + 2 * kStep <= k1;
-      if (more) load(wa2, wb2, k + kStep);
-      step(wa, wb, k);
-      k += kStep;
-      if (!more) break;
-      const bool more2 = k + 2 * kStep <= k1;
-      if (more2) load(wa, wb, k + kStep);
-      step(wa2, wb2, k);
-      k += kStep;
-      if (!more2) break;
-    }
-  } else {
-    if (first) step(wa, wb, k), k += kStep;
-    for (; k + kStep <= k1; k += kStep) load(wa, wb, k), step(wa, wb, k);
+  // wa / wb hold step k on entry; each half loads the other set's step before multiplying.
+  while (k + kStep <= k1) {
+    const bool more = k + 2 * kStep <= k1;
+    if (more) load(wa2, wb2, k + kStep);
+    step(wa, wb, k);
+    k += kStep;
+    if (!more) break;
+    const bool more2 = k + 2 * kStep <= k1;
+    if (more2) load(wa, wb, k + kStep);
+    step(wa2, wb2, k);
+    k += kStep;
+    if (!more2) break;
   }
   for (; k < k1; k += 32) {
     const uint4 a = __ldcs(reinterpret_cast<const uint4*>(wa_row + k + 8 * t));
@@ -146,16 +140,10 @@ int pick_split(int tiles, int K) {
   return best;
 }
 
-// GS_SKINNY_PREFETCH=0: one register set of weights a warp (A/B).
-bool prefetch() {
-  static const bool on = !env_is("GS_SKINNY_PREFETCH", "0");
-  return on;
-}
-
 template <int MT, int KS, typename Epi>
 cudaError_t launch_ks(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, int tiles,
                       cudaStream_t s) {
-  auto* kernel = prefetch() ? skinny_kernel<MT, KS, true, Epi> : skinny_kernel<MT, KS, false, Epi>;
+  auto* kernel = skinny_kernel<MT, KS, Epi>;
   const size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
   if (smem > 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -189,26 +177,10 @@ cudaError_t launch(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int 
 
 }  // namespace
 
-int skinny_max_m() {
-  static const int max_m = env_is("GS_SKINNY_GEMM", "0") ? 0 : env_int("GS_SKINNY_MAX_M", kSkinnyMinM, kSkinnyMaxM, 16);
-  return max_m;
-}
-
-int64_t skinny_max_weights() {
-  static const int64_t max_w = env_is("GS_SKINNY_GEMM", "all") ? INT64_MAX : int64_t(1) << 25;
-  return max_w;
-}
-
-int skinny_small_max_m() {
-  static const int max_m =
-      env_is("GS_SKINNY_GEMM", "0") ? 0 : env_int("GS_SKINNY_SMALL_MAX_M", kSkinnyMinM, kSkinnyMaxM, 32);
-  return max_m;
-}
-
 bool skinny_supported(int M, int64_t N, int K, const void* x, const void* w) {
   const int64_t weights = N * K;
-  const bool by_size = (M <= skinny_max_m() && weights <= skinny_max_weights()) ||
-                       (M <= skinny_small_max_m() && weights <= kSkinnySmallWeights);
+  const bool by_size = (M <= kSkinnyTokens && weights <= kSkinnyMaxWeights) ||
+                       (M <= kSkinnySmallTokens && weights <= kSkinnySmallWeights);
   return M >= kSkinnyMinM && by_size && K > 0 && K % kKMultiple == 0 && vec_aligned(x, w);
 }
 

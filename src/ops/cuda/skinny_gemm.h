@@ -19,18 +19,16 @@ namespace gs::cuda {
 constexpr int kSkinnyMinM = 2;
 constexpr int kSkinnyMaxM = 128;
 
-// Where the backend uses it (measured on an H200, tools/gpu/NOTES.md "Skinny decode GEMM"): up to
-// skinny_max_m() tokens, GS_SKINNY_MAX_M (2..128, default 16; 0 when GS_SKINNY_GEMM=0 turns it off
-// for A/B against cuBLASLt), and weights of at most skinny_max_weights() elements (2^25; beyond,
-// cuBLASLt streams as fast; GS_SKINNY_GEMM=all lifts the limit, for measuring).
-int skinny_max_m();
-int64_t skinny_max_weights();
+// Where the backend uses it (docs/PERF.md, "Skinny decode GEMM"): up to kSkinnyTokens tokens on
+// weights of at most kSkinnyMaxWeights elements (it streams the weights faster than cuBLASLt there;
+// from 32 tokens on, or on larger weights, cuBLASLt is as fast or faster).
+constexpr int kSkinnyTokens = 16;
+constexpr int64_t kSkinnyMaxWeights = int64_t(1) << 25;
 // Small weights (at most 2^23 elements: smollm2-135m's and qwen3-0.6b's projections, llama3.2-1b's
-// qkv and o_proj) go on up to skinny_small_max_m() tokens (GS_SKINNY_SMALL_MAX_M, default 32):
-// there cuBLASLt is launch- and ramp-bound and the fused epilogues take the RoPE / activation
-// kernels with them (H200 bs 32: smollm2-135m 0.92-0.93 -> 0.73 ms, qwen3-0.6b 1.32-1.35 -> 1.23-1.25).
+// qkv and o_proj) go on up to kSkinnySmallTokens tokens: there cuBLASLt is launch- and ramp-bound
+// and the fused epilogues take the RoPE / activation kernels with them.
 constexpr int64_t kSkinnySmallWeights = int64_t(1) << 23;
-int skinny_small_max_m();
+constexpr int kSkinnySmallTokens = 32;
 
 // Whether the backend sends M rows of K bf16 inputs times w [N, K] (N rows, all of them the fused
 // epilogue's) here: the limits above, K a multiple of 32, x and w 16-byte aligned.

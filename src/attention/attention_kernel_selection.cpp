@@ -1,0 +1,33 @@
+// Implements attention/attention_kernel_selection.h.
+#include "attention/attention_kernel_selection.h"
+
+namespace gs {
+
+namespace {
+
+int group(const AttentionLaunch& l) { return l.num_kv_heads > 0 ? l.num_heads / l.num_kv_heads : 0; }
+
+bool warp_per_pair_fits(const AttentionLaunch& l, const AttentionKernelOptions& o) {
+  return o.warp_per_pair_min_pairs > 0 && l.head_dim == 128 && group(l) <= kWarpPerPairMaxGroup &&
+         l.num_reqs_padded * l.num_kv_heads >= o.warp_per_pair_min_pairs;
+}
+
+}  // namespace
+
+bool tensor_core_attention_fits(const AttentionLaunch& l) {
+  const int G = group(l);
+  return l.bf16 && l.aligned16 && (l.head_dim == 64 || l.head_dim == 128) && l.num_kv_heads > 0 &&
+         l.num_heads % l.num_kv_heads == 0 && G >= 1 && G <= kTensorCoreMaxGroup && l.softcap == 0.0f;
+}
+
+AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o) {
+  if (!o.tensor_core || !tensor_core_attention_fits(l)) return AttentionKernel::FlashDecoding;
+  if (l.max_query_len >= kPrefillMinQueryLen) return AttentionKernel::TensorCorePrefill;
+  const bool warp_per_pair = warp_per_pair_fits(l, o);
+  if (l.max_query_len == 1 && o.keys_as_rows_decode && group(l) <= kKeysAsRowsMaxGroup && !warp_per_pair)
+    return AttentionKernel::KeysAsRowsDecode;
+  if (!o.tensor_core_decode || l.num_reqs_padded < 1) return AttentionKernel::FlashDecoding;
+  return warp_per_pair ? AttentionKernel::WarpPerPairDecode : AttentionKernel::TensorCoreDecode;
+}
+
+}  // namespace gs

@@ -1,0 +1,58 @@
+// Which attention kernel runs a launch: the one place that decides it, for every backend with
+// several kernels (today the CUDA one, attention/cuda/cuda_attention.cpp). Pure host code, so the
+// choice is unit-tested without a GPU (tests/attention/attention_kernel_selection_test.cpp).
+//
+// The choice depends only on values fixed for a captured graph (the layer's shape, the padded
+// request count, the planned longest query), never on per-batch device values, so a graph's
+// capture and its replays launch the same kernel.
+#pragma once
+#include "ops/kernel_options.h"
+
+namespace gs {
+
+enum class AttentionKernel {
+  FlashDecoding,      // CUDA cores, any dtype / head dim / softcap: the fallback (paged_attention)
+  TensorCorePrefill,  // tensor cores, long queries (prefill, mixed batches): prefill_attention
+  TensorCoreDecode,   // tensor cores, short queries, contexts split over CTAs: tensor_core_decode_attention
+  KeysAsRowsDecode,   // tensor cores, one query a request, the keys as the MMA's rows
+  WarpPerPairDecode,  // CUDA cores, one or more warps per (request, kv head) pair at head dim 128
+};
+
+// What the choice reads of a launch.
+struct AttentionLaunch {
+  bool bf16 = true;         // compute dtype bf16 (else f32)
+  bool aligned16 = true;    // q, k, v, out and both caches 16-byte aligned
+  int num_heads = 0;        // query heads (hq)
+  int num_kv_heads = 0;     // hkv
+  int head_dim = 0;         // D
+  float softcap = 0.0f;     // > 0: logit soft-capping (only flash-decoding has it)
+  int max_query_len = 0;    // the planned longest query (the padded shape's inside FULL graphs)
+  int num_reqs_padded = 0;  // request rows of the launch
+};
+
+// Queries at least this long run the prefill tile; shorter ones (decode, speculative verification)
+// a decode kernel.
+constexpr int kPrefillMinQueryLen = 16;
+// Most query heads per kv head the tensor-core kernels hold (rows of a 64-row tile).
+constexpr int kTensorCoreMaxGroup = 64;
+// Most query heads per kv head the keys-as-rows kernel holds (the columns of its n8 tile).
+constexpr int kKeysAsRowsMaxGroup = 8;
+// Most query heads per kv head the warp-per-pair kernel keeps in registers.
+constexpr int kWarpPerPairMaxGroup = 2;
+
+// Whether the tensor-core kernels can run this launch: bf16, head dim 64 or 128, a GQA group of at
+// most kTensorCoreMaxGroup, 16-byte aligned buffers, no soft-capping.
+bool tensor_core_attention_fits(const AttentionLaunch& l);
+
+// The kernel for this launch under these options:
+//  - flash-decoding when the tensor-core kernels are off or do not fit (f32, other head dims,
+//    soft-capping);
+//  - the tensor-core prefill kernel for queries of kPrefillMinQueryLen tokens or more;
+//  - the warp-per-pair kernel for decode batches of at least o.warp_per_pair_min_pairs (request,
+//    kv head) pairs at head dim 128 and a group of at most kWarpPerPairMaxGroup (it keeps every
+//    pair in flight where the tensor-core tiles would be mostly empty rows);
+//  - else, for one query a request, the keys-as-rows kernel (group <= kKeysAsRowsMaxGroup);
+//  - else the tensor-core decode kernel (flash-decoding unless o.tensor_core_decode).
+AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o);
+
+}  // namespace gs

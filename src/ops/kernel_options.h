@@ -1,0 +1,81 @@
+// KernelOptions: which kernel variant the CUDA backends run, as typed values. Built once (the
+// defaults below are the production choice), passed by value to the backend, attention backend and
+// communicator at construction, and never read from the environment. Tests set fields to reach the
+// other variants; docs/PERF.md records why each default is what it is.
+#pragma once
+#include <cstdint>
+#include <limits>
+
+namespace gs {
+
+// Attention kernels (src/attention/attention_kernel_selection.h decides which one runs a launch).
+struct AttentionKernelOptions {
+  // The tensor-core kernels at all: false keeps every launch on the flash-decoding kernel.
+  bool tensor_core = true;
+  // Decode batches (short queries) on the tensor-core kernels; false: on flash-decoding.
+  bool tensor_core_decode = true;
+  // Single-token decode on the keys-as-rows kernel (decode_keys_as_rows.cuh) where it applies.
+  bool keys_as_rows_decode = true;
+  // The keys-as-rows kernel loads the metadata and the cache rows of earlier positions before it waits
+  // for the previous kernel (no kernel of the step writes them); false: everything after the wait.
+  bool keys_as_rows_early_loads = true;
+  // Decode batches of at least this many (request, kv head) pairs at head dim 128 and a GQA group
+  // of at most 2 run the warp-per-pair kernel (decode_warp_per_pair.cuh); 0: never.
+  int warp_per_pair_min_pairs = 512;
+  // Warps a (request, kv head) pair in that kernel: 1, 2 or 4; 0: from the padded shape.
+  int warps_per_pair = 0;
+  // Prefill at head dim 64 on Hopper's wgmma; false: on mma.sync.
+  bool prefill_wgmma = true;
+  // m16 tiles a warp of the mma.sync prefill kernel at head dim 64 (1 or 2; head dim 128 keeps 1).
+  int prefill_tiles_per_warp_d64 = 2;
+  // Tensor-core decode splits each context so that about this many CTAs run in all ...
+  int decode_split_target = 256;
+  // ... each split holding at least this many 64-key tiles of the actual context.
+  int decode_split_min_tiles = 2;
+  // Decode tiles whose rows fit one warp share their K/V tiles among the CTA's warps.
+  bool decode_warp_split = true;
+  // The tile search reads query_start_loc from shared memory (one parallel load).
+  bool stage_query_starts = true;
+  // The head-dim-64 tensor-core decode kernel is register-capped so that four CTAs fit an SM.
+  bool decode_four_ctas_per_sm = true;
+};
+
+// Fused epilogues of the linear ops (ops/cuda/cuda_backend.cpp).
+struct LinearKernelOptions {
+  // One-token and skinny decode linears with their split / RoPE / gated epilogues (the fused ops).
+  bool decode_fusion = true;
+  // The skinny tensor-core GEMM's gated and RoPE epilogues (needs decode_fusion).
+  bool skinny_fusion = true;
+  // The next layer's RMSNorm computed inside its GEMV (Backend::defers_norm; needs decode_fusion).
+  bool norm_fusion = true;
+  // Qwen3's per-head q / k norm inside the QKV GEMV.
+  bool qk_norm_fusion = true;
+};
+
+// The LoRA kernels (ops/cuda/cuda_lora_ops.h).
+struct LoraKernelOptions {
+  // Batches of at most this many tokens run the shrink on a side stream beside the base GEMV (beside
+  // a larger batch's GEMM it only competes for the GPU).
+  int64_t fork_up_to_tokens = 1;
+  // The fused expand ops run one kernel below this many tokens (and from 2).
+  int64_t fuse_below_tokens = std::numeric_limits<int64_t>::max();
+  // Decode batches take the shrink stacked into the base GEMM where the fused op allows it.
+  bool stacked_shrink = true;
+};
+
+// The tensor-parallel all-reduce (distributed/cuda).
+struct AllReduceKernelOptions {
+  // The fused all-reduce + residual add + RMSNorm for rows that fit the custom kernel.
+  bool fuse_add_rms_norm = true;
+  // That kernel flagless (Lamport sentinels in the data); false: with a barrier between ranks.
+  bool lamport = true;
+};
+
+struct KernelOptions {
+  AttentionKernelOptions attention;
+  LinearKernelOptions linear;
+  LoraKernelOptions lora;
+  AllReduceKernelOptions all_reduce;
+};
+
+}  // namespace gs

@@ -1,0 +1,101 @@
+// select_attention_kernel (attention/attention_kernel_selection.h): which kernel each launch of the
+// supported model shapes gets under the default options, and what each option changes.
+#include "attention/attention_kernel_selection.h"
+
+#include <gtest/gtest.h>
+
+namespace gs {
+namespace {
+
+using K = AttentionKernel;
+
+// A bf16 launch of hq / hkv heads at head dim D: requests rows, longest query.
+AttentionLaunch launch(int hq, int hkv, int D, int requests, int max_query_len) {
+  AttentionLaunch l;
+  l.num_heads = hq, l.num_kv_heads = hkv, l.head_dim = D;
+  l.num_reqs_padded = requests, l.max_query_len = max_query_len;
+  return l;
+}
+
+K pick(const AttentionLaunch& l, const AttentionKernelOptions& o = {}) { return select_attention_kernel(l, o); }
+
+TEST(AttentionKernelSelection, LongQueriesRunThePrefillKernel) {
+  EXPECT_EQ(pick(launch(32, 8, 64, 1, kPrefillMinQueryLen)), K::TensorCorePrefill);
+  EXPECT_EQ(pick(launch(32, 8, 128, 7, 2048)), K::TensorCorePrefill);
+  EXPECT_EQ(pick(launch(64, 1, 64, 3, 100)), K::TensorCorePrefill);  // a group of 64: one tile's rows
+  // One token short of the prefill tile: a decode kernel.
+  EXPECT_EQ(pick(launch(32, 8, 64, 4, kPrefillMinQueryLen - 1)), K::TensorCoreDecode);
+}
+
+// llama3.2-1b (32 / 8 heads, D 64) and llama3.1-8b (32 / 8, D 128) decode at every batch size on
+// the keys-as-rows kernel; speculative verification (several queries a request) on the tensor-core
+// decode kernel.
+TEST(AttentionKernelSelection, SingleTokenDecodeRunsKeysAsRows) {
+  for (int D : {64, 128})
+    for (int bs : {1, 8, 32, 128, 512}) {
+      EXPECT_EQ(pick(launch(32, 8, D, bs, 1)), K::KeysAsRowsDecode) << D << " " << bs;
+      EXPECT_EQ(pick(launch(32, 8, D, bs, 4)), K::TensorCoreDecode) << D << " " << bs;
+    }
+  // Groups past the keys-as-rows tile's 8 columns: the tensor-core decode kernel.
+  EXPECT_EQ(pick(launch(kKeysAsRowsMaxGroup * 4, 2, 64, 1, 1)), K::TensorCoreDecode);
+  EXPECT_EQ(pick(launch(kKeysAsRowsMaxGroup * 2, 1, 64, 1, 1)), K::TensorCoreDecode);
+  EXPECT_EQ(pick(launch(kKeysAsRowsMaxGroup, 1, 64, 1, 1)), K::KeysAsRowsDecode);
+}
+
+// Head dim 128 with a group of at most 2 from 512 (request, kv head) pairs: the warp-per-pair kernel,
+// one query a request or several; never at head dim 64 or larger groups.
+TEST(AttentionKernelSelection, WideDecodeAtSmallGroupsRunsWarpPerPair) {
+  const int pairs = AttentionKernelOptions{}.warp_per_pair_min_pairs;
+  ASSERT_EQ(pairs, 512);
+  EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8, 1)), K::WarpPerPairDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8, 4)), K::WarpPerPairDecode);
+  EXPECT_EQ(pick(launch(8, 8, 128, pairs / 8, 1)), K::WarpPerPairDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8 - 1, 1)), K::KeysAsRowsDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8 - 1, 4)), K::TensorCoreDecode);
+  EXPECT_EQ(pick(launch(32, 8, 128, 1024, 1)), K::KeysAsRowsDecode);  // group 4
+  EXPECT_EQ(pick(launch(16, 8, 64, 1024, 1)), K::KeysAsRowsDecode);   // head dim 64
+  AttentionKernelOptions never;
+  never.warp_per_pair_min_pairs = 0;
+  EXPECT_EQ(pick(launch(16, 8, 128, 1024, 1), never), K::KeysAsRowsDecode);
+  AttentionKernelOptions always;
+  always.warp_per_pair_min_pairs = 1;
+  EXPECT_EQ(pick(launch(16, 8, 128, 1, 1), always), K::WarpPerPairDecode);
+}
+
+// What the tensor-core kernels do not hold goes to flash-decoding: f32, head dims other than 64 and
+// 128, soft-capping (Gemma 2), unaligned buffers, groups over a tile's rows, no requests at all.
+TEST(AttentionKernelSelection, WhatTensorCoresDoNotHoldRunsFlashDecoding) {
+  for (int q : {1, 4, 100}) {
+    AttentionLaunch f32 = launch(32, 8, 64, 4, q);
+    f32.bf16 = false;
+    EXPECT_EQ(pick(f32), K::FlashDecoding);
+    EXPECT_EQ(pick(launch(8, 4, 256, 4, q)), K::FlashDecoding);
+    EXPECT_EQ(pick(launch(8, 4, 96, 4, q)), K::FlashDecoding);
+    AttentionLaunch capped = launch(8, 4, 128, 4, q);
+    capped.softcap = 50.0f;
+    EXPECT_EQ(pick(capped), K::FlashDecoding);
+    AttentionLaunch unaligned = launch(32, 8, 64, 4, q);
+    unaligned.aligned16 = false;
+    EXPECT_EQ(pick(unaligned), K::FlashDecoding);
+    EXPECT_EQ(pick(launch(kTensorCoreMaxGroup * 2, 1, 64, 4, q)), K::FlashDecoding);
+    EXPECT_EQ(pick(launch(12, 8, 64, 4, q)), K::FlashDecoding);  // not a GQA grouping
+  }
+  EXPECT_EQ(pick(launch(32, 8, 64, 0, 4)), K::FlashDecoding);
+}
+
+TEST(AttentionKernelSelection, OptionsTurnKernelsOff) {
+  AttentionKernelOptions no_tensor_cores;
+  no_tensor_cores.tensor_core = false;
+  for (int q : {1, 4, 512}) EXPECT_EQ(pick(launch(32, 8, 64, 8, q), no_tensor_cores), K::FlashDecoding);
+  AttentionKernelOptions no_tc_decode;
+  no_tc_decode.tensor_core_decode = false;
+  EXPECT_EQ(pick(launch(32, 8, 64, 8, 512), no_tc_decode), K::TensorCorePrefill);
+  EXPECT_EQ(pick(launch(32, 8, 64, 8, 4), no_tc_decode), K::FlashDecoding);
+  EXPECT_EQ(pick(launch(32, 8, 64, 8, 1), no_tc_decode), K::KeysAsRowsDecode);
+  AttentionKernelOptions no_keys_as_rows;
+  no_keys_as_rows.keys_as_rows_decode = false;
+  EXPECT_EQ(pick(launch(32, 8, 64, 8, 1), no_keys_as_rows), K::TensorCoreDecode);
+}
+
+}  // namespace
+}  // namespace gs
