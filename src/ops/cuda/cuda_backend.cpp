@@ -12,6 +12,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "core/env.h"
 #include "ops/cuda/cuda_lora_ops.h"
+#include "ops/cuda/cuda_moe_ops.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
 #include "ops/cuda/shard_kernels.h"
@@ -174,6 +175,13 @@ class CudaBackend final : public Backend {
       if (b) GS_CUDA_CHECK(cuda::add_bias<E>(y.data(), f32, b, int(M), int(N), s()));
     });
   }
+
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
+                 const Tensor& weights) override {
+    cuda_backend::moe_route(logits, bias, r, ids, weights, s());
+  }
+  void moe_experts(const MoeExpertsArgs& a) override { cuda_backend::moe_experts(a, dtype_, moe_opts_, s()); }
+  std::string moe_kernels() const override { return cuda_backend::moe_kernels(moe_opts_); }
 
   GemmTuningReport tune_gemms(const GemmTuningOptions& opts) override {
     GS_CHECK(!stream_.capturing(), "tune_gemms: GEMMs cannot be timed inside a graph capture");
@@ -534,8 +542,9 @@ class CudaBackend final : public Backend {
   int device_;
   DType dtype_;
   bool decode_fusion_ = !env_is("GS_DECODE_FUSION", "0");
-  bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");    // the skinny GEMM's gated / RoPE epilogues
-  bool norm_fusion_ = !env_is("GS_NORM_FUSION", "0");        // the deferred norm (defers_norm)
+  bool skinny_fusion_ = !env_is("GS_SKINNY_FUSION", "0");  // the skinny GEMM's gated / RoPE epilogues
+  bool norm_fusion_ = !env_is("GS_NORM_FUSION", "0");      // the deferred norm (defers_norm)
+  cuda::MoeKernelOptions moe_opts_;
   bool qk_norm_fusion_ = !env_is("GS_QK_NORM_FUSION", "0");  // Qwen3's q/k norm in the QKV GEMV (qk_norm_fits)
   CudaAllocator alloc_;
   CudaStream stream_;
