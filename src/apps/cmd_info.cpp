@@ -41,6 +41,12 @@ void print_memory_plan(const ModelConfig& c) {
   const double params = double(c.num_parameters());
   const double kv_elems_per_token = 2.0 * c.num_layers * c.kv_size();
   fmt::print("parameters: {} ({:.3f}B)\n", c.num_parameters(), params / 1e9);
+  if (c.moe.enabled())
+    fmt::print("active parameters per token: {} ({:.3f}B; {} experts of width {}, top {}{})\n",
+               c.num_active_parameters(), double(c.num_active_parameters()) / 1e9, c.moe.num_experts,
+               c.moe.expert_intermediate, c.moe.routing.top_k,
+               c.moe.shared_intermediate > 0 ? fmt::format(", shared expert of width {}", c.moe.shared_intermediate)
+                                             : std::string());
   fmt::print("memory plan:\n");
   fmt::print("  weights bf16: {}\n  weights f32:  {}\n", gib(params * 2), gib(params * 4));
   fmt::print("  kv cache per token: {} bytes bf16, {} bytes f32\n", int64_t(kv_elems_per_token * 2),

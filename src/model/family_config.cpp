@@ -48,10 +48,11 @@ std::vector<int> windows_from_layer_types(const json& types, int window, const f
 }
 
 std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const ModelConfig& c) {
-  int window = parse_window(j, file);
-  const bool qwen = c.arch == Architecture::Qwen2 || c.arch == Architecture::Qwen3;
-  // Qwen2/Qwen3 use their sliding_window only with use_sliding_window (as HF does).
-  if (qwen && !json_bool(j, "use_sliding_window", false, file)) window = -1;
+  const bool qwen = c.arch == Architecture::Qwen2 || c.arch == Architecture::Qwen3 ||
+                    c.arch == Architecture::Qwen2Moe || c.arch == Architecture::Qwen3Moe;
+  // Qwen2/Qwen3 use their sliding_window only with use_sliding_window (as HF does; transformers 5
+  // writes 0 there without it).
+  const int window = qwen && !json_bool(j, "use_sliding_window", false, file) ? -1 : parse_window(j, file);
   if (is_set(j, "layer_types")) return windows_from_layer_types(j.at("layer_types"), window, file, c.num_layers);
   std::vector<int> w(size_t(c.num_layers), -1);
   if (window <= 0) return w;
@@ -59,9 +60,12 @@ std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const 
   for (int i = 0; i < c.num_layers; ++i) {
     switch (c.arch) {
       case Architecture::Mistral:
+      case Architecture::Mixtral:
       case Architecture::Phi3: w[size_t(i)] = window; break;
       case Architecture::Qwen2:
-      case Architecture::Qwen3: w[size_t(i)] = i >= first_sliding ? window : -1; break;
+      case Architecture::Qwen3:
+      case Architecture::Qwen2Moe:
+      case Architecture::Qwen3Moe: w[size_t(i)] = i >= first_sliding ? window : -1; break;
       case Architecture::Gemma2: w[size_t(i)] = i % 2 == 0 ? window : -1; break;  // HF: (i + 1) % 2
       case Architecture::Llama:
         fail(
@@ -144,6 +148,7 @@ void parse_family_fields(const json& j, const fs::path& file, ModelConfig& c) {
   c.layer_windows = parse_layer_windows(j, file, c);
   c.activation = parse_activation(j, file, c);
   if (c.arch == Architecture::Gemma2) parse_gemma2(j, file, c);
+  parse_moe_fields(j, file, c);
   GS_CHECK(!json_bool(j, "mlp_bias", false, file), "{}: 'mlp_bias' true is not supported", file.string());
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
     GS_CHECK(c.arch == Architecture::Gemma2 || !is_set(j, key), "{}: '{}' is only supported for Gemma2ForCausalLM",

@@ -13,6 +13,12 @@
 // and i+1. All activations live in buffers allocated at construction for max_num_tokens rows; a forward of n tokens
 // uses their first n rows, so views (and the addresses graphs bake in) are the same for every n.
 //
+// Mixture of experts (Mixtral, Qwen2/Qwen3-MoE): a sparse layer's MLP is the router's linear,
+// Backend::moe_route and Backend::moe_experts (with the shared expert's MLP and gate computed
+// before it and added in it); its output takes down's place before the residual add + norm.
+// MoE models never defer norms and take no LoRA; under tensor parallelism each rank holds its
+// channels of every expert and the block's output is reduced in the residual add + norm.
+//
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
 // and down end in an all-reduce of their partial sums (fused with the residual add + norm after
 // it where no LoRA delta or Gemma 2 norm comes between), the vocab-parallel embedding in one of
@@ -55,7 +61,14 @@ class LlamaModel final : public PiecewiseModel {
   struct Buffers {
     Tensor residual, hidden, qkv, q, k, v, attn_out, gate_up, act, gathered;
     Tensor logits_local, logits_scratch;  // sharded: f32 [rows, V / N] and the gather's [N rows, V / N]
+    // MoE (cfg.moe): router logits f32 [M, E], routing ids / weights [M, k], the shared expert's
+    // gate_up / act / out and gate logit f32 [M, 8], the block's output, moe_experts' workspace.
+    Tensor router_logits, topk_ids, topk_weights, shared_gate_up, shared_act, shared_out, shared_gate, moe_out;
+    Tensor pair_act, pair_out, moe_index;
   };
+  void alloc_moe_buffers();
+  // A sparse layer's MLP of the normed hidden state into buf_.moe_out (MoE models; after mlp_in's norm).
+  void moe_block(int layer, int n);
   // Sums a row-parallel projection's partial outputs over the ranks (nothing when unsharded).
   void reduce(const Tensor& t);
 

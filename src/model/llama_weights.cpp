@@ -114,6 +114,43 @@ class Loader {
     w.down = row_parallel(p + "mlp.down_proj.weight", H, I);
   }
 
+  // A sparse layer's experts (Mixtral: block_sparse_moe.experts.N.w1 / w3 / w2; Qwen:
+  // mlp.experts.N.gate_proj / up_proj / down_proj), router and shared expert; the rank's channels
+  // of every expert (gate / up rows, down columns), the router whole.
+  void moe(MoeLayerWeights& w, const std::string& p) {
+    const MoeConfig& m = cfg_.moe;
+    const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate, Is = m.shared_intermediate;
+    const int64_t li = tp_.local.moe.expert_intermediate, ls = tp_.local.moe.shared_intermediate;
+    const bool mixtral = cfg_.arch == Architecture::Mixtral;
+    const std::string b = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    const WeightSlice ex_rows = rows(tp_.expert_inter_begin, li), ex_cols{1, tp_.expert_inter_begin, li};
+    w.router = matrix(b + "gate.weight", E, H);
+    w.experts_gate_up = alloc({E * 2 * li, H});
+    w.experts_down = alloc({E * H, li});
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = fmt::format("{}experts.{}.", b, e);
+      const auto init = WeightInit::Uniform;
+      part(w.experts_gate_up, e * 2 * li, x + (mixtral ? "w1.weight" : "gate_proj.weight"), {I, H}, init, H, ex_rows);
+      part(w.experts_gate_up, e * 2 * li + li, x + (mixtral ? "w3.weight" : "up_proj.weight"), {I, H}, init, H,
+           ex_rows);
+      part(w.experts_down, e * H, x + (mixtral ? "w2.weight" : "down_proj.weight"), {H, I}, init, I, ex_cols);
+    }
+    if (Is > 0) {
+      const WeightSlice sh_rows = rows(tp_.shared_inter_begin, ls);
+      w.shared_gate_up = alloc({2 * ls, H});
+      part(w.shared_gate_up, 0, b + "shared_expert.gate_proj.weight", {Is, H}, WeightInit::Uniform, H, sh_rows);
+      part(w.shared_gate_up, ls, b + "shared_expert.up_proj.weight", {Is, H}, WeightInit::Uniform, H, sh_rows);
+      w.shared_down = alloc({H, ls});
+      part(w.shared_down, 0, b + "shared_expert.down_proj.weight", {H, Is}, WeightInit::Uniform, Is,
+           {1, tp_.shared_inter_begin, ls});
+    }
+    if (m.shared_gate) {
+      w.shared_gate = alloc({8, H});
+      be_.fill_zero(w.shared_gate);
+      part(w.shared_gate, 0, b + "shared_expert_gate.weight", {1, H}, WeightInit::Uniform, H);
+    }
+  }
+
   LlamaLayerWeights layer(int i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     const int64_t H = cfg_.hidden_size;
@@ -132,7 +169,10 @@ class Loader {
     } else {
       w.post_norm = norm(p + "post_attention_layernorm.weight", H);
     }
-    mlp(w, p);
+    if (cfg_.moe.sparse(i))
+      moe(w.moe, p);
+    else
+      mlp(w, p);
     return w;
   }
 

@@ -13,6 +13,17 @@
 
 namespace gs {
 
+// The MoE block of a sparse layer (cfg.moe): E experts of width I stacked as
+// Backend::moe_experts takes them, and the shared expert of width Is.
+struct MoeLayerWeights {
+  Tensor router;           // [E, H]
+  Tensor experts_gate_up;  // [E 2I, H]
+  Tensor experts_down;     // [E H, I]
+  Tensor shared_gate_up;   // [2 Is, H] or undefined
+  Tensor shared_down;      // [H, Is]
+  Tensor shared_gate;      // [8, H]: row 0 the shared expert's gate (Qwen2-MoE), zero rows keep the GEMM aligned
+};
+
 struct LlamaLayerWeights {
   Tensor input_norm;     // [H]
   Tensor qkv;            // [q + 2 kv, H]: rows q_proj, then k_proj, then v_proj
@@ -25,6 +36,7 @@ struct LlamaLayerWeights {
   Tensor mlp_out_norm;   // [H]: Gemma 2's post_feedforward_layernorm, or undefined
   Tensor gate_up;        // [2 I, H]: rows gate_proj, then up_proj
   Tensor down;           // [H, I]
+  MoeLayerWeights moe;   // a sparse layer's MLP (gate_up and down are then undefined)
 };
 
 // Shapes are those of the whole model; a tensor-parallel shard holds its rows of q/k/v, gate/up,

@@ -17,12 +17,15 @@ struct ArchEntry {
   const char* name;
   Architecture arch;
 };
-constexpr std::array<ArchEntry, 6> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+constexpr std::array<ArchEntry, 9> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
                                                    {"MistralForCausalLM", Architecture::Mistral},
                                                    {"Qwen2ForCausalLM", Architecture::Qwen2},
                                                    {"Qwen3ForCausalLM", Architecture::Qwen3},
                                                    {"Phi3ForCausalLM", Architecture::Phi3},
-                                                   {"Gemma2ForCausalLM", Architecture::Gemma2}}};
+                                                   {"Gemma2ForCausalLM", Architecture::Gemma2},
+                                                   {"MixtralForCausalLM", Architecture::Mixtral},
+                                                   {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
+                                                   {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe}}};
 
 void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   auto it = j.find("architectures");
@@ -38,7 +41,8 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   }
   fail(
       "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-      "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM)",
+      "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+      "Qwen3MoeForCausalLM)",
       file.string(), name);
 }
 
@@ -121,15 +125,34 @@ void validate(const ModelConfig& c, const fs::path& file) {
 
 }  // namespace
 
-int64_t ModelConfig::num_parameters() const {
-  const int64_t H = hidden_size, I = intermediate_size, qkv = q_size() + 2 * kv_size();
-  int64_t layer = (gemma_norms ? 4 : 2) * H + qkv * H + int64_t(q_size()) * H + 3 * H * I;
-  if (attention_bias) layer += qkv;
-  if (qk_norm) layer += 2 * head_dim;
-  int64_t n = int64_t(vocab_size) * H + int64_t(num_layers) * layer + H;
-  if (!tie_word_embeddings) n += int64_t(vocab_size) * H;
+namespace {
+
+// Parameters of layer `l`'s MLP: all of them, or (active) those one token uses.
+int64_t mlp_parameters(const ModelConfig& c, int l, bool active) {
+  const int64_t H = c.hidden_size;
+  if (!c.moe.sparse(l)) return 3 * H * c.intermediate_size;
+  const MoeConfig& m = c.moe;
+  const int64_t experts = active ? m.routing.top_k : m.num_experts;
+  int64_t n = experts * 3 * H * m.expert_intermediate + int64_t(m.num_experts) * H;  // experts + router
+  n += 3 * H * m.shared_intermediate + (m.shared_gate ? H : 0);
   return n;
 }
+
+int64_t parameters(const ModelConfig& c, bool active) {
+  const int64_t H = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size();
+  int64_t layer = (c.gemma_norms ? 4 : 2) * H + qkv * H + int64_t(c.q_size()) * H;
+  if (c.attention_bias) layer += qkv;
+  if (c.qk_norm) layer += 2 * c.head_dim;
+  int64_t n = int64_t(c.vocab_size) * H + int64_t(c.num_layers) * layer + H;
+  for (int l = 0; l < c.num_layers; ++l) n += mlp_parameters(c, l, active);
+  if (!c.tie_word_embeddings) n += int64_t(c.vocab_size) * H;
+  return n;
+}
+
+}  // namespace
+
+int64_t ModelConfig::num_parameters() const { return parameters(*this, false); }
+int64_t ModelConfig::num_active_parameters() const { return parameters(*this, true); }
 
 ModelConfig load_model_config(const fs::path& model_dir) {
   GS_CHECK(fs::is_directory(model_dir), "model directory {} does not exist", model_dir.string());
@@ -150,8 +173,11 @@ ModelConfig load_model_config(const fs::path& model_dir) {
   c.tie_word_embeddings = json_bool(j, "tie_word_embeddings", false, file);
   c.max_position_embeddings = json_int(j, "max_position_embeddings", 4096, file);
   // Qwen2 always has q/k/v biases (its config does not say so); others follow attention_bias.
-  c.attention_bias = c.arch == Architecture::Qwen2 || json_bool(j, "attention_bias", false, file);
-  c.qk_norm = c.arch == Architecture::Qwen3;
+  // Qwen2-MoE too (its config may say so in qkv_bias).
+  c.attention_bias = c.arch == Architecture::Qwen2 ||
+                     (c.arch == Architecture::Qwen2Moe && json_bool(j, "qkv_bias", true, file)) ||
+                     json_bool(j, "attention_bias", false, file);
+  c.qk_norm = c.arch == Architecture::Qwen3 || c.arch == Architecture::Qwen3Moe;
   c.torch_dtype = parse_torch_dtype(j, file);
   parse_rope(j, file, c);
   detail::parse_family_fields(j, file, c);

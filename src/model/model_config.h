@@ -10,8 +10,21 @@
 
 namespace gs {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, Gemma2 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, Gemma2, Mixtral, Qwen2Moe, Qwen3Moe };
 using Activation = GatedActivation;  // the MLP's gate activation (ops/gated_activation.h)
+
+// The mixture-of-experts fields (model/moe_config.cpp); num_experts == 0: a dense model.
+struct MoeConfig {
+  int num_experts = 0;
+  int expert_intermediate = 0;  // each routed expert's MLP width (moe_intermediate_size; Mixtral's intermediate_size)
+  int shared_intermediate = 0;  // the shared expert's MLP width, 0: none
+  bool shared_gate = false;     // Qwen2-MoE: the shared expert's output is scaled by sigmoid(x . g)
+  MoeRouting routing;           // top_k, scores, renormalisation
+  std::vector<bool> sparse_layers;  // per layer: the MLP is the MoE block (else a dense MLP of intermediate_size)
+
+  bool enabled() const { return num_experts > 0; }
+  bool sparse(int layer) const { return enabled() && sparse_layers[size_t(layer)]; }
+};
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;
@@ -41,6 +54,7 @@ struct ModelConfig {
   float final_softcap = 0.0f;          // > 0: logits soft-capped (Gemma 2)
   float query_pre_attn_scalar = 0.0f;  // > 0: softmax scale is its -1/2 power (Gemma 2), else head_dim's
   float rope_attention_factor = 1.0f;  // longrope's cos/sin scale, folded into the softmax scale
+  MoeConfig moe;
 
   int window(int layer) const { return layer_windows.empty() ? -1 : layer_windows[size_t(layer)]; }
   // True when every layer has a sliding window (KV older than the largest window can be freed).
@@ -51,6 +65,8 @@ struct ModelConfig {
   int q_size() const { return num_heads * head_dim; }
   int kv_size() const { return num_kv_heads * head_dim; }
   int64_t num_parameters() const;
+  // Parameters one token computes with: every routed expert counts top_k / num_experts.
+  int64_t num_active_parameters() const;
 };
 
 // Parses <dir>/config.json (and generation_config.json for eos/bos when present).
@@ -62,6 +78,8 @@ namespace detail {
 // (family_config.cpp); called by load_model_config after the common fields.
 void parse_family_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
 // rope_scaling of type longrope / su (Phi-3) into c.rope and c.rope_attention_factor.
+// The MoE fields of Mixtral, Qwen2-MoE and Qwen3-MoE into c.moe (moe_config.cpp).
+void parse_moe_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
 void parse_longrope(const nlohmann::json& scaling, const nlohmann::json& j, const std::filesystem::path& file,
                     ModelConfig& c);
 }  // namespace detail

@@ -30,7 +30,7 @@ ModelConfig make(const Shape_& s) {
   c.rope.head_dim = s.head_dim;
   c.tie_word_embeddings = s.tied;
   c.attention_bias = s.arch == Architecture::Qwen2;
-  c.qk_norm = s.arch == Architecture::Qwen3;
+  c.qk_norm = s.arch == Architecture::Qwen3 || s.arch == Architecture::Qwen3Moe;
   c.max_position_embeddings = s.max_pos;
   c.bos_token_id = s.bos;
   c.eos_token_ids = s.eos;
@@ -93,9 +93,66 @@ ModelConfig gemma2_2b() {
   return c;
 }
 
+// A mixture of experts on every layer: E experts of width I, top k, softmax scores.
+ModelConfig with_experts(ModelConfig c, int E, int k, int I, bool renormalize) {
+  c.moe.num_experts = E;
+  c.moe.expert_intermediate = I;
+  c.moe.routing.num_experts = E;
+  c.moe.routing.top_k = k;
+  c.moe.routing.renormalize = renormalize;
+  c.moe.sparse_layers.assign(size_t(c.num_layers), true);
+  return c;
+}
+
+// Mixtral-8x7B: 8 experts of width 14336, top 2.
+ModelConfig mixtral_8x7b() {
+  ModelConfig c = make({Architecture::Mixtral,
+                        "MixtralForCausalLM",
+                        32000,
+                        4096,
+                        14336,
+                        32,
+                        32,
+                        8,
+                        128,
+                        1e-5f,
+                        1e6f,
+                        false,
+                        32768,
+                        1,
+                        {2}});
+  return with_experts(c, 8, 2, 14336, true);
+}
+
+// Qwen3-30B-A3B: 128 experts of width 768, top 8, renormalised (norm_topk_prob).
+ModelConfig qwen3_30b_a3b() {
+  ModelConfig c = make({Architecture::Qwen3Moe,
+                        "Qwen3MoeForCausalLM",
+                        151936,
+                        2048,
+                        6144,
+                        48,
+                        32,
+                        4,
+                        128,
+                        1e-6f,
+                        1e6f,
+                        false,
+                        40960,
+                        151643,
+                        {151645, 151643}});
+  return with_experts(c, 128, 8, 768, true);
+}
+
+std::string format_params(double n) {
+  return n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.1f}M", n / 1e6);
+}
+
 std::string describe(const char* what, const ModelConfig& c) {
-  const double n = double(c.num_parameters());
-  const std::string params = n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.1f}M", n / 1e6);
+  std::string params = format_params(double(c.num_parameters()));
+  if (c.moe.enabled())
+    params += fmt::format(" ({} active; {} experts, top {})", format_params(double(c.num_active_parameters())),
+                          c.moe.num_experts, c.moe.routing.top_k);
   return fmt::format("{} shape ({}, {} layers, hidden {}, GQA {}/{}, vocab {}, {} params)", what, c.architecture_name,
                      c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size, params);
 }
@@ -157,6 +214,13 @@ std::vector<Preset> build() {
             8.0f)}},
       {"phi3-mini", {"Phi-3-mini-4k", phi3_mini()}},
       {"gemma2-2b", {"Gemma-2-2B", gemma2_2b()}},
+      {"tiny-qwen3-moe",
+       {"tiny Qwen3-MoE (16 experts, top 4)",
+        with_experts(
+            make({A::Qwen3Moe, "Qwen3MoeForCausalLM", 512, 64, 128, 2, 4, 2, 32, 1e-6f, 1e6f, true, 512, 1, {2}}), 16,
+            4, 32, true)}},
+      {"mixtral-8x7b", {"Mixtral-8x7B", mixtral_8x7b()}},
+      {"qwen3-30b-a3b", {"Qwen3-30B-A3B", qwen3_30b_a3b()}},
   };
   std::vector<Preset> out;
   for (auto& [name, d] : p) out.push_back({name, describe(d.first, d.second), d.second});

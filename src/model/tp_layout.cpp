@@ -9,6 +9,11 @@ namespace gs {
 
 TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size) {
   GS_CHECK(size >= 1 && rank >= 0 && rank < size, "tensor-parallel rank {} outside [0, {})", rank, size);
+  const MoeConfig& moe = cfg.moe;
+  GS_CHECK(!moe.enabled() || (moe.expert_intermediate % size == 0 && moe.shared_intermediate % size == 0),
+           "--tensor-parallel-size {} must divide the experts' width {} (moe_intermediate_size) and the shared "
+           "expert's {} (shared_expert_intermediate_size)",
+           size, moe.expert_intermediate, moe.shared_intermediate);
   GS_CHECK(cfg.num_heads % size == 0,
            "--tensor-parallel-size {} must divide the model's {} attention heads (num_attention_heads)", size,
            cfg.num_heads);
@@ -33,6 +38,10 @@ TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size) {
   }
   t.local.intermediate_size = cfg.intermediate_size / size;
   t.inter_begin = rank * t.local.intermediate_size;
+  t.local.moe.expert_intermediate = moe.expert_intermediate / size;
+  t.local.moe.shared_intermediate = moe.shared_intermediate / size;
+  t.expert_inter_begin = rank * t.local.moe.expert_intermediate;
+  t.shared_inter_begin = rank * t.local.moe.shared_intermediate;
   t.vocab_shard = (int64_t(cfg.vocab_size) + size - 1) / size;
   t.vocab_begin = std::min<int64_t>(int64_t(rank) * t.vocab_shard, cfg.vocab_size);
   t.vocab_count = std::min<int64_t>(t.vocab_shard, cfg.vocab_size - t.vocab_begin);

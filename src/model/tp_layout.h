@@ -4,7 +4,9 @@
 // followed by an all-reduce): o_proj and down. Vocab-parallel: the embedding and lm_head rows,
 // ceil(V / N) per rank (the last rank's tail is zero padding). Query heads must divide by N;
 // KV heads are split when they divide by N, else each is replicated on N / Hkv ranks (N must
-// then be a multiple of Hkv). At N = 1 the layout is the whole model.
+// then be a multiple of Hkv). Mixture-of-experts layers shard every expert (and the shared
+// expert) on its intermediate dimension like the dense MLP (vLLM's default); the router is
+// replicated. At N = 1 the layout is the whole model.
 #pragma once
 #include <cstdint>
 
@@ -14,13 +16,15 @@ namespace gs {
 
 struct TpLayout {
   int rank = 0, size = 1;
-  ModelConfig local;        // the rank's shapes: num_heads, num_kv_heads, intermediate_size of its shard
-  int head_begin = 0;       // first query head of this rank
-  int kv_head_begin = 0;    // first KV head of this rank
-  int inter_begin = 0;      // first MLP channel of this rank
-  int64_t vocab_shard = 0;  // embedding / lm_head rows per rank (ceil(V / N))
-  int64_t vocab_begin = 0;  // first vocabulary row of this rank
-  int64_t vocab_count = 0;  // real rows of this rank (vocab_shard, or fewer on the last rank)
+  ModelConfig local;           // the rank's shapes: num_heads, num_kv_heads, intermediate_size of its shard
+  int head_begin = 0;          // first query head of this rank
+  int kv_head_begin = 0;       // first KV head of this rank
+  int inter_begin = 0;         // first MLP channel of this rank
+  int expert_inter_begin = 0;  // first channel of every routed expert's MLP on this rank (MoE)
+  int shared_inter_begin = 0;  // first channel of the shared expert's MLP on this rank (MoE)
+  int64_t vocab_shard = 0;     // embedding / lm_head rows per rank (ceil(V / N))
+  int64_t vocab_begin = 0;     // first vocabulary row of this rank
+  int64_t vocab_count = 0;     // real rows of this rank (vocab_shard, or fewer on the last rank)
 
   bool sharded() const { return size > 1; }
 };

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "ops/gated_activation.h"
 #include "ops/gemm_tuning.h"
+#include "ops/moe.h"
 
 namespace gs {
 
@@ -38,6 +39,24 @@ struct LoraFusedShape {
 // Columns the stacked shrink adds to a projection's output for S slots of R rank rows: S R,
 // rounded up to 8 so that rows stay 16-byte aligned.
 inline int64_t lora_stacked_width(int64_t S, int64_t R) { return (S * R + 7) / 8 * 8; }
+
+// Backend::moe_experts' operands: k = ids' width, E experts of intermediate width I.
+//   out[t] = sum_j weights[t, j] * down_e(act(gate_e x[t]) * up_e x[t]), e = ids[t, j]
+//            + sigmoid(shared_gate[t, 0]) * shared[t]   (factor 1 without shared_gate)
+struct MoeExpertsArgs {
+  GatedActivation act = GatedActivation::Silu;
+  Tensor x;            // [T, H]
+  Tensor gate_up;      // [E 2I, H]: expert e's gate rows [2eI, 2eI + I), then its up rows
+  Tensor down;         // [E H, I]: expert e's rows [eH, (e + 1) H)
+  Tensor ids;          // [T, k] i32 (moe_route's)
+  Tensor weights;      // [T, k] f32
+  Tensor shared;       // [T, H] or undefined: the shared expert's output
+  Tensor shared_gate;  // [T, G] f32 or undefined: the shared expert's gate logit in column 0
+  Tensor act_scratch;  // [T k, I]: the (token, slot) pairs' activations
+  Tensor pair_out;     // [T k, H] f32: the pairs' weighted outputs
+  Tensor index;        // [moe_index_elems(T, k, E)] i32
+  Tensor out;          // [T, H]
+};
 
 struct RopeConfig {
   float theta = 10000.0f;
@@ -219,6 +238,16 @@ class Backend {
     lora_shrink(x, a, slots, tmp);
     lora_expand(tmp, bt, slots, y, parts);
   }
+
+  // Mixture of experts (ops/moe.h). moe_route: the router's logits [T, E] f32 and bias [E] f32
+  // (or undefined) -> ids [T, k] i32 and weights [T, k] f32, by the rule `r`.
+  virtual void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
+                         const Tensor& weights) = 0;
+  // The routed experts of every token (MoeExpertsArgs), reading only the experts some token
+  // selected; no host synchronisation, so it runs inside graphs.
+  virtual void moe_experts(const MoeExpertsArgs& a) = 0;
+  // The kernels moe_experts runs (for the start-up log).
+  virtual std::string moe_kernels() const { return "reference"; }
 
   // Start-up GEMM autotuning (docs/CUDA_GRAPHS.md §9): for every GEMM shape the ops have run so
   // far (the warm-up) and every token count of opts.sizes, time the library's candidate

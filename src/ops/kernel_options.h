@@ -71,11 +71,18 @@ struct AllReduceKernelOptions {
   bool lamport = true;
 };
 
+// The fused MoE kernels (ops/cuda/moe_kernels.h).
+struct MoeKernelOptions {
+  // (token, expert) pairs a warp of the grouped GEMV computes per read of a weight row: 1, 2, 4 or 8.
+  int tokens_per_pass = 8;
+};
+
 struct KernelOptions {
   AttentionKernelOptions attention;
   LinearKernelOptions linear;
   LoraKernelOptions lora;
   AllReduceKernelOptions all_reduce;
+  MoeKernelOptions moe;
 };
 
 }  // namespace gs

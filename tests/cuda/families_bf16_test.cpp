@@ -74,7 +74,9 @@ TEST_P(FamiliesBf16, CloseToHuggingFaceF32) {
       "free-running FULL_AND_PIECEWISE tokens equal to HF f32 before the first difference: %d/%d\n",
       GetParam().c_str(), agree, total, sum / std::max(n_rel, 1), worst, prefix, total);
   EXPECT_GE(agree, total * 9 / 10);
-  EXPECT_LT(worst, 0.05);
+  // bf16 also flips a mixture of experts' near-tied expert choices: HF's own bf16 reaches a
+  // rel-L2 of 0.067 on the qwen3_moe fixture.
+  EXPECT_LT(worst, load_model_config(src.dir).moe.enabled() ? 0.1 : 0.05);
 }
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, FamiliesBf16, ::testing::ValuesIn(test::family_names()),

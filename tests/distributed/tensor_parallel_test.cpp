@@ -79,7 +79,8 @@ TEST(TensorParallel, Stories260KEqualsTp1InEveryGraphMode) {
 }
 
 // tiny-qwen2: 4 heads, 2 KV heads (split at TP 2, replicated at TP 4), q/k/v biases, an untied
-// lm_head; tiny-qwen3: q/k norms. Vocabulary 512.
+// lm_head; tiny-qwen3: q/k norms; tiny-qwen3-moe: 16 experts (top 4) sharded on their channels.
+// Vocabulary 512.
 TEST(TensorParallel, DummyPresetsSplitOrReplicateKvHeads) {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 3; ++i) {
@@ -87,7 +88,7 @@ TEST(TensorParallel, DummyPresetsSplitOrReplicateKvHeads) {
     for (int t = 0; t < 5 + 9 * i; ++t) prompts.back().push_back((37 * t + 11 * i + 5) % 512);
   }
   const auto reqs = workload(prompts, 24);
-  for (const char* preset : {"tiny-qwen2", "tiny-qwen3"}) {
+  for (const char* preset : {"tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe"}) {
     SCOPED_TRACE(preset);
     RunnerConfig c = config(M::FULL_AND_PIECEWISE);
     c.load_format = "dummy";

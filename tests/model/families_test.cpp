@@ -2,7 +2,10 @@
 // batch, then decoded together feeding HF's tokens; at every step our argmax must be HF's greedy
 // token, and the logits HF kept must match within 1e-4. The fixtures cover Llama, Llama 3 rope
 // scaling, Mistral and Qwen2 with sliding windows shorter than the long prompt, Qwen3, Phi-3
-// (fused weights, longrope past original_max_position_embeddings) and Gemma 2.
+// (fused weights, longrope past original_max_position_embeddings), Gemma 2, and the mixtures of
+// experts in the Hub's per-expert tensors: Mixtral (softmax top-2 renormalised), Qwen2-MoE (a
+// gated shared expert, unnormalised weights, decoder_sparse_step 2: a dense layer between sparse
+// ones) and Qwen3-MoE (norm_topk_prob, mlp_only_layers, q/k norm).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +65,11 @@ TEST(FamilyConfigs, WindowsPerLayerFollowEachFamily) {
   EXPECT_TRUE(g.gemma_norms && g.tie_word_embeddings);
   EXPECT_EQ(g.activation, Activation::GeluTanh);
   EXPECT_FLOAT_EQ(g.attention_scale(), 1.0f / std::sqrt(24.0f));
+  // decoder_sparse_step 2 (Qwen2-MoE), mlp_only_layers [1] (Qwen3-MoE): dense layers between sparse ones.
+  EXPECT_EQ(load_model_config(test::family_dir("qwen2_moe")).moe.sparse_layers,
+            (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(load_model_config(test::family_dir("qwen3_moe")).moe.sparse_layers, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(load_model_config(test::family_dir("mixtral")).moe.num_experts, 4);
 }
 
 }  // namespace

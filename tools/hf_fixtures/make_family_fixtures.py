@@ -2,9 +2,9 @@
 """Small random-weight HF models of each family graphserve serves, with HF's greedy output.
 
 Run where torch + transformers are installed (the GPU machine; no internet needed):
-  make_family_fixtures.py fixtures OUT_DIR --tokenizer DIR   f32 models + hf_greedy.json (CPU)
+  make_family_fixtures.py fixtures OUT_DIR --tokenizer DIR [--only a,b]   f32 models + hf_greedy.json (CPU)
   make_family_fixtures.py bf16 FIXTURES_DIR OUT.json          HF bf16 greedy/logits on the GPU
-  make_family_fixtures.py peer OUT.json                        HF decode ms/step, real shapes
+  make_family_fixtures.py peer OUT.json [names]                HF decode ms/step, real shapes
 
 Each fixture directory holds config.json, model.safetensors (f32), the tokenizer files, and
 hf_greedy.json: {prompts, steps, tokens, logit_steps, logits}: for both prompts, the 48 tokens
@@ -15,6 +15,7 @@ compares graphserve with them.
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -63,6 +64,81 @@ def families():
     }
 
 
+def moe_families():
+    """Mixture-of-experts families; expert widths differ from hidden and hidden / 2 so that the
+    fused-tensor layouts of transformers 5 are told apart by shape (hub_state_dict)."""
+    return {
+        "mixtral": ("mixtral", dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=48,
+                                    sliding_window=None, rope_parameters=rope("default", 1e6))),
+        "qwen2_moe": ("qwen2_moe", dict(num_experts=8, num_experts_per_tok=4, moe_intermediate_size=40,
+                                        shared_expert_intermediate_size=96, norm_topk_prob=False,
+                                        decoder_sparse_step=2, num_hidden_layers=3, use_sliding_window=False,
+                                        rope_parameters=rope("default"))),
+        "qwen3_moe": ("qwen3_moe", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=40,
+                                        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+                                        num_hidden_layers=3, head_dim=32, use_sliding_window=False,
+                                        rope_parameters=rope("default"))),
+    }
+
+
+def hub_state_dict(model, model_type, hidden, inter):
+    """The state dict as the Hub's checkpoints name it: one tensor per expert and projection
+    (Mixtral: block_sparse_moe.experts.N.w1 / w3 / w2; Qwen: mlp.experts.N.gate_proj / up_proj /
+    down_proj), whatever fused layout this transformers version keeps in memory."""
+    out = {}
+    mixtral = model_type == "mixtral"
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    for k, v in model.state_dict().items():
+        v = v.detach().contiguous()
+        if mixtral:
+            k = re.sub(r"\.mlp\.(gate|experts)\b", r".block_sparse_moe.\1", k)
+        m = re.match(r"(.*\.experts)\.(gate_up_proj|down_proj)$", k)
+        if not m or v.dim() != 3:
+            out[k] = v
+            continue
+        for e in range(v.shape[0]):
+            w = v[e]
+            if m.group(2) == "gate_up_proj":
+                if w.shape != (2 * inter, hidden):
+                    w = w.t()
+                assert w.shape == (2 * inter, hidden), (k, tuple(v.shape))
+                out[f"{m.group(1)}.{e}.{names[0]}.weight"] = w[:inter].contiguous()
+                out[f"{m.group(1)}.{e}.{names[1]}.weight"] = w[inter:].contiguous()
+            else:
+                if w.shape != (hidden, inter):
+                    w = w.t()
+                assert w.shape == (hidden, inter), (k, tuple(v.shape))
+                out[f"{m.group(1)}.{e}.{names[2]}.weight"] = w.contiguous()
+    return out
+
+
+def save_hub_format(model, model_type, extra, d, probe):
+    """save_pretrained, then model.safetensors rewritten in the Hub's per-expert names, checked
+    by loading it back: no missing or unexpected tensors, the same logits."""
+    from safetensors.torch import save_file
+    model.save_pretrained(d, safe_serialization=True)
+    for f in os.listdir(d):
+        if f.endswith(".safetensors") or f.endswith(".safetensors.index.json"):
+            os.remove(os.path.join(d, f))
+    kw = dict(COMMON)
+    kw.update(extra)
+    inter = kw.get("moe_intermediate_size", kw["intermediate_size"])
+    sd = hub_state_dict(model, model_type, kw["hidden_size"], inter)
+    if model.config.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    try:  # HF's own loading of the Hub names is a check of the renaming, not a condition for the fixture
+        back, info = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
+                                                          output_loading_info=True)
+        bad = {k: list(v)[:4] for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys")}
+        x = torch.tensor([probe])
+        with torch.no_grad():
+            diff = float((back.eval()(input_ids=x).logits - model(input_ids=x).logits).abs().max())
+        return f"HF reload: {'ok' if not bad and diff < 1e-5 else 'MISMATCH'} (max |dlogit| {diff:.2e}, {bad})"
+    except Exception as e:  # noqa: BLE001
+        return f"HF reload failed: {e!r}"[:400]
+
+
 def build(model_type, extra, dtype=torch.float32):
     kw = dict(COMMON)
     kw.update(extra)
@@ -73,6 +149,8 @@ def build(model_type, extra, dtype=torch.float32):
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.add_(0.2 * torch.randn_like(p))
+            if re.search(r"\.(mlp|block_sparse_moe)\.gate\.weight$", name):  # routers: decisive, no near-ties
+                p.mul_(8.0)
     return model.eval()
 
 
@@ -103,15 +181,23 @@ def encode_prompts(tok_dir):
     return [[1] + tok.encode(p, add_special_tokens=False).ids for p in PROMPTS]
 
 
-def cmd_fixtures(out_dir, tok_dir):
+def cmd_fixtures(out_dir, tok_dir, only=None):
     prompts = encode_prompts(tok_dir)
     assert len(prompts[1]) > WINDOW, f"the long prompt has {len(prompts[1])} tokens, the window is {WINDOW}"
     report = {}
-    for name, (mt, extra) in families().items():
+    moe = moe_families()
+    for name, (mt, extra) in {**families(), **moe}.items():
+        if only and name not in only:
+            continue
         try:
             model = build(mt, extra)
             d = os.path.join(out_dir, name)
-            model.save_pretrained(d, safe_serialization=True)
+            reload = None
+            if name in moe:
+                reload = save_hub_format(model, mt, extra, d, prompts[0])
+                print(name, reload, flush=True)
+            else:
+                model.save_pretrained(d, safe_serialization=True)
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(tok_dir, f), d)
             res = dict(prompts=prompts, steps=STEPS, logit_steps=LOGIT_STEPS, tokens=[], logits=[])
@@ -122,6 +208,8 @@ def cmd_fixtures(out_dir, tok_dir):
             with open(os.path.join(d, "hf_greedy.json"), "w") as f:
                 json.dump(res, f, separators=(",", ":"))
             report[name] = dict(ok=True, prompt_lens=[len(p) for p in prompts], tokens=res["tokens"])
+            if reload:
+                report[name]["hub_format"] = reload
             print(name, "ok", res["tokens"][0][:12], flush=True)
         except Exception as e:  # one family's failure must not hide the others'
             report[name] = dict(ok=False, error=repr(e))
@@ -166,18 +254,31 @@ PEER_SHAPES = {
                                  num_attention_heads=8, num_key_value_heads=4, head_dim=256,
                                  query_pre_attn_scalar=256, sliding_window=4096, attn_logit_softcapping=50.0,
                                  final_logit_softcapping=30.0, tie_word_embeddings=True, pad_token_id=0)),
+    "qwen3-30b-a3b": ("qwen3_moe", dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                                        num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4,
+                                        head_dim=128, num_experts=128, num_experts_per_tok=8,
+                                        moe_intermediate_size=768, norm_topk_prob=True, pad_token_id=0)),
+    "mixtral-8x7b": ("mixtral", dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                                     num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                                     num_local_experts=8, num_experts_per_tok=2, pad_token_id=0)),
 }
 
 
 @torch.no_grad()
-def cmd_peer(out_json, prompt=128, steps=32, warm=4):
-    """HF eager decode ms per step (bf16, DynamicCache) for the real shapes at bs 1 and 32."""
+def cmd_peer(out_json, names=None, prompt=128, steps=32, warm=4):
+    """HF eager decode ms per step (bf16, DynamicCache) for the real shapes at bs 1 and 32
+    (MoE shapes: 1, 32 and 128, fewer steps)."""
     res = {}
     for name, (mt, kw) in PEER_SHAPES.items():
+        if names and name not in names:
+            continue
+        moe = "num_experts_per_tok" in kw
+        if moe:
+            steps, warm = 8, 2
         cfg = AutoConfig.for_model(mt, **kw)
         with torch.device("cuda"):
             model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
-        for bs in (1, 32):
+        for bs in (1, 32, 128) if moe else (1, 32):
             x = torch.randint(3, 1000, (bs, prompt), device="cuda")
             out = model(input_ids=x, use_cache=True)
             past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
@@ -201,14 +302,15 @@ def cmd_peer(out_json, prompt=128, steps=32, warm=4):
 def main(argv):
     if len(argv) >= 3 and argv[1] == "fixtures":
         tok = argv[argv.index("--tokenizer") + 1]
-        report = cmd_fixtures(argv[2], tok)
+        only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else None
+        report = cmd_fixtures(argv[2], tok, only)
         json.dump(report, open(os.path.join(argv[2], "report.json"), "w"), indent=1)
         return 0 if all(r["ok"] for r in report.values()) else 1
     if len(argv) == 4 and argv[1] == "bf16":
         cmd_bf16(argv[2], argv[3])
         return 0
-    if len(argv) == 3 and argv[1] == "peer":
-        cmd_peer(argv[2])
+    if len(argv) in (3, 4) and argv[1] == "peer":
+        cmd_peer(argv[2], argv[3].split(",") if len(argv) == 4 else None)
         return 0
     print(__doc__, file=sys.stderr)
     return 2

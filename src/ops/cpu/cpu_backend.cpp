@@ -11,6 +11,7 @@
 #include "ops/backend.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/cpu_lora.h"
+#include "ops/cpu/cpu_moe.h"
 #include "ops/lora_shape.h"
 
 namespace gs {
@@ -248,6 +249,12 @@ class CpuBackend final : public Backend {
     auto* o = fm(out);
     stream_.launch([=] { cpu::gather_rows(xp, ip, o, n, rows, H); });
   }
+
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
+                 const Tensor& weights) override {
+    cpu::enqueue_moe_route(stream_, logits, bias, r, ids, weights);
+  }
+  void moe_experts(const MoeExpertsArgs& a) override { cpu::enqueue_moe_experts(stream_, a); }
 
  private:
   CpuAllocator alloc_;

@@ -11,6 +11,7 @@
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_stream.h"
 #include "ops/cuda/cuda_lora_ops.h"
+#include "ops/cuda/cuda_moe_ops.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
 #include "ops/cuda/shard_kernels.h"
@@ -41,6 +42,7 @@ class CudaBackend final : public Backend {
       : device_(device),
         dtype_(dtype),
         linear_(options.linear),
+        moe_(options.moe),
         alloc_(device),
         stream_(device, &alloc_),
         gemm_(alloc_),
@@ -179,6 +181,13 @@ class CudaBackend final : public Backend {
       if (b) GS_CUDA_CHECK(cuda::add_bias<E>(y.data(), f32, b, int(M), int(N), s()));
     });
   }
+
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
+                 const Tensor& weights) override {
+    cuda_backend::moe_route(logits, bias, r, ids, weights, s());
+  }
+  void moe_experts(const MoeExpertsArgs& a) override { cuda_backend::moe_experts(a, dtype_, moe_, s()); }
+  std::string moe_kernels() const override { return cuda_backend::moe_kernels(moe_); }
 
   GemmTuningReport tune_gemms(const GemmTuningOptions& opts) override {
     GS_CHECK(!stream_.capturing(), "tune_gemms: GEMMs cannot be timed inside a graph capture");
@@ -542,6 +551,7 @@ class CudaBackend final : public Backend {
   int device_;
   DType dtype_;
   LinearKernelOptions linear_;
+  MoeKernelOptions moe_;
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;

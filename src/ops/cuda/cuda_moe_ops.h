@@ -1,0 +1,19 @@
+// The CUDA backend's mixture-of-experts ops (Backend::moe_route, moe_experts): checks, dtype
+// dispatch and the launch of the fused kernels (moe_kernels.h) on the backend's stream.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "ops/backend.h"
+#include "ops/cuda/moe_kernels.h"
+
+namespace gs::cuda_backend {
+
+void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids, const Tensor& weights,
+               cudaStream_t s);
+void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, cudaStream_t s);
+// The kernels moe_experts runs with `opts` (the start-up log names them).
+std::string moe_kernels(const MoeKernelOptions& opts);
+
+}  // namespace gs::cuda_backend

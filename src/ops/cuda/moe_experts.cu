@@ -1,0 +1,208 @@
+// The fused experts of a mixture-of-experts layer (moe_kernels.h): align, grouped GEMVs over
+// the experts some token selected, reduce.
+#include "ops/cuda/device_util.cuh"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/moe_kernels.h"
+
+namespace gs::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;  // rows a block (one warp a row)
+constexpr int kAlignThreads = 1024;
+
+// The index workspace (ops/moe.h): sorted pairs [P], offsets [E + 1], active experts [E], count.
+struct MoeIndex {
+  int32_t *sorted, *offsets, *active, *num_active;
+  __host__ __device__ MoeIndex(int32_t* p, int P, int E)
+      : sorted(p), offsets(p + P), active(p + P + E + 1), num_active(p + P + 2 * E + 1) {}
+};
+
+__global__ void moe_align_kernel(const int32_t* ids, int P, int E, int32_t* index) {
+  extern __shared__ int smem[];
+  int *count = smem, *cursor = smem + E;
+  pdl_wait();
+  const MoeIndex ix(index, P, E);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < P; p += blockDim.x) atomicAdd(&count[min(max(ids[p], 0), E - 1)], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int off = 0, n = 0;
+    for (int e = 0; e < E; ++e) {
+      ix.offsets[e] = cursor[e] = off;
+      if (count[e] > 0) ix.active[n++] = e;
+      off += count[e];
+    }
+    ix.offsets[E] = off;
+    *ix.num_active = n;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < P; p += blockDim.x) ix.sorted[atomicAdd(&cursor[min(max(ids[p], 0), E - 1)], 1)] = p;
+}
+
+// The expert of block row blockIdx.y and its pairs [begin, end), or false when the row has none.
+__device__ __forceinline__ bool block_expert(const MoeIndex& ix, int E, int& e, int& begin, int& end) {
+  if (int(blockIdx.y) >= *ix.num_active) return false;
+  e = ix.active[blockIdx.y];
+  begin = ix.offsets[e], end = ix.offsets[e + 1];
+  return true;
+}
+
+template <int NT>
+__device__ __forceinline__ void warp_sum_n(float* v) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i) v[i] = warp_sum(v[i]);
+}
+
+// act[pair, row] = act(gate_e[row] . x[t]) * (up_e[row] . x[t]) for the expert's pairs.
+template <typename T, int NT, GatedActivation A>
+__global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P, int E, int k, int I, int H,
+                                   T* act_out) {
+  pdl_wait();
+  const MoeIndex ix(index, P, E);
+  int e, begin, end;
+  const int lane = threadIdx.x & 31, row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= I || !block_expert(ix, E, e, begin, end)) return;
+  const T* wg = w + (int64_t(e) * 2 * I + row) * H;
+  const T* wu = wg + int64_t(I) * H;
+  for (int base = begin; base < end; base += NT) {
+    const int n = min(NT, end - base);
+    int pair[NT];
+    float g[NT], u[NT];
+#pragma unroll
+    for (int i = 0; i < NT; ++i) pair[i] = ix.sorted[base + (i < n ? i : 0)], g[i] = u[i] = 0.0f;
+#pragma unroll 2
+    for (int c = lane * 8; c < H; c += 256) {
+      float a[8], b[8];
+      load8(wg + c, a);
+      load8(wu + c, b);
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
+        float xv[8];
+        load8(x + int64_t(pair[i] / k) * H + c, xv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) g[i] += a[j] * xv[j], u[i] += b[j] * xv[j];
+      }
+    }
+    warp_sum_n<NT>(g);
+    warp_sum_n<NT>(u);
+    if (lane == 0)
+      for (int i = 0; i < n; ++i) act_out[int64_t(pair[i]) * I + row] = from_f<T>(gated_act<A>(g[i], u[i]));
+  }
+}
+
+// pair_out[pair, row] = weight[pair] * (down_e[row] . act[pair]) for the expert's pairs.
+template <typename T, int NT>
+__global__ void moe_down_kernel(const T* act, const T* w, const float* weights, int32_t* index, int P, int E, int I,
+                                int H, float* pair_out) {
+  pdl_wait();
+  const MoeIndex ix(index, P, E);
+  int e, begin, end;
+  const int lane = threadIdx.x & 31, row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= H || !block_expert(ix, E, e, begin, end)) return;
+  const T* wd = w + (int64_t(e) * H + row) * I;
+  for (int base = begin; base < end; base += NT) {
+    const int n = min(NT, end - base);
+    int pair[NT];
+    float d[NT];
+#pragma unroll
+    for (int i = 0; i < NT; ++i) pair[i] = ix.sorted[base + (i < n ? i : 0)], d[i] = 0.0f;
+#pragma unroll 2
+    for (int c = lane * 8; c < I; c += 256) {
+      float a[8];
+      load8(wd + c, a);
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
+        float v[8];
+        load8(act + int64_t(pair[i]) * I + c, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d[i] += a[j] * v[j];
+      }
+    }
+    warp_sum_n<NT>(d);
+    if (lane == 0)
+      for (int i = 0; i < n; ++i) pair_out[int64_t(pair[i]) * H + row] = weights[pair[i]] * d[i];
+  }
+}
+
+// out[t, h] = sum_j pair_out[t k + j, h] + f(t) shared[t, h]; one thread 8 columns.
+template <typename T>
+__global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const float* shared_gate, int gate_stride,
+                                  int k, int H, T* out, int64_t n8) {
+  pdl_wait();
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n8) return;
+  const int64_t t = i / (H / 8);
+  const int h = int(i % (H / 8)) * 8;
+  float acc[8] = {};
+  for (int j = 0; j < k; ++j) {
+    const float4* p = reinterpret_cast<const float4*>(pair_out + (t * k + j) * H + h);
+    const float4 a = p[0], b = p[1];
+    acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
+    acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
+  }
+  if (shared) {
+    const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
+    float sv[8];
+    load8(shared + t * H + h, sv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] += f * sv[j];
+  }
+  store8(out + t * H + h, acc);
+}
+
+template <typename T, int NT>
+cudaError_t launch_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const float* weights,
+                           T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E, int I, int H,
+                           cudaStream_t s) {
+  const int groups = P < E ? P : E;  // at most this many experts have pairs
+  const dim3 gu((I + kWarps - 1) / kWarps, groups), dn((H + kWarps - 1) / kWarps, groups);
+  cudaError_t err = act == GatedActivation::Silu
+                        ? launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::Silu>, gu, 32 * kWarps, 0, s, x,
+                                     gate_up, index, P, E, k, I, H, act_scratch)
+                        : launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::GeluTanh>, gu, 32 * kWarps, 0, s, x,
+                                     gate_up, index, P, E, k, I, H, act_scratch);
+  if (err != cudaSuccess) return err;
+  return launch_pdl(moe_down_kernel<T, NT>, dn, 32 * kWarps, 0, s, act_scratch, down, weights, index, P, E, I, H,
+                    pair_out);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
+                        const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
+                        T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
+                        const MoeKernelOptions& opts, cudaStream_t s) {
+  if (T_ <= 0) return cudaGetLastError();
+  const int P = T_ * k;
+  cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, size_t(2 * E) * sizeof(int), s, ids, P, E, index);
+  if (err != cudaSuccess) return err;
+  switch (opts.tokens_per_pass) {
+    case 1:
+      err = launch_experts<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+      break;
+    case 2:
+      err = launch_experts<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+      break;
+    case 4:
+      err = launch_experts<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+      break;
+    default: err = launch_experts<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+  }
+  if (err != cudaSuccess) return err;
+  const int64_t n8 = int64_t(T_) * (H / 8);
+  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, shared, shared_gate,
+                    shared_gate_stride, k, H, out, n8);
+}
+
+#define GS_MOE_INSTANTIATE(T)                                                                                         \
+  template cudaError_t moe_experts<T>(GatedActivation, const T*, const T*, const T*, const int32_t*, const float*,    \
+                                      const T*, const float*, int, T*, float*, int32_t*, T*, int, int, int, int, int, \
+                                      const MoeKernelOptions&, cudaStream_t);
+GS_MOE_INSTANTIATE(bf16_t)
+GS_MOE_INSTANTIATE(float)
+
+}  // namespace gs::cuda

@@ -1,0 +1,66 @@
+// Implements ops/moe_checks.h.
+#include "ops/moe_checks.h"
+
+#include "core/error.h"
+
+namespace gs {
+
+namespace {
+
+void need(const Tensor& t, DType d, const char* op, const char* name) {
+  GS_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  GS_CHECK(t.dtype() == d, "{}: {} must be {}, got {}", op, name, dtype_name(d), t.str());
+}
+void need_shape(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
+  GS_CHECK(t.ndim() >= 1 && t.dim(0) == rows && t.row_elems() == cols, "{}: {} must be [{}, {}], got {}", op, name,
+           rows, cols, t.str());
+}
+
+}  // namespace
+
+MoeDims check_moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
+                        const Tensor& weights) {
+  const char* op = "moe_route";
+  const int64_t E = r.num_experts, k = r.top_k;
+  GS_CHECK(E > 0 && E <= kMaxMoeExperts && k > 0 && k <= kMaxMoeTopK && k <= E,
+           "moe_route: {} experts, top {}: supported up to {} experts and top {}", E, k, kMaxMoeExperts, kMaxMoeTopK);
+  GS_CHECK(r.n_group >= 1 && r.n_group <= 64 && E % r.n_group == 0 && r.topk_group >= 1 && r.topk_group <= r.n_group &&
+               int64_t(r.topk_group) * (E / r.n_group) >= k,
+           "moe_route: {} groups (top {}) of {} experts cannot give {} experts", r.n_group, r.topk_group, E, k);
+  need(logits, DType::F32, op, "logits");
+  const int64_t T = logits.dim(0);
+  need_shape(logits, T, E, op, "logits");
+  need(ids, DType::I32, op, "ids"), need_shape(ids, T, k, op, "ids");
+  need(weights, DType::F32, op, "weights"), need_shape(weights, T, k, op, "weights");
+  if (bias.defined()) {
+    need(bias, DType::F32, op, "bias");
+    GS_CHECK(bias.numel() == E, "moe_route: bias {} must have {} elements", bias.str(), E);
+  }
+  return {T, k, E, 0, 0};
+}
+
+MoeDims check_moe_experts(const MoeExpertsArgs& a, DType dt) {
+  const char* op = "moe_experts";
+  need(a.x, dt, op, "x"), need(a.gate_up, dt, op, "gate_up"), need(a.down, dt, op, "down");
+  need(a.ids, DType::I32, op, "ids"), need(a.weights, DType::F32, op, "weights");
+  const int64_t T = a.x.dim(0), H = a.x.row_elems(), k = a.ids.row_elems(), I = a.down.row_elems();
+  GS_CHECK(I > 0 && a.down.dim(0) % H == 0, "moe_experts: down {} must be [E * {}, I]", a.down.str(), H);
+  const int64_t E = a.down.dim(0) / H;
+  need_shape(a.gate_up, E * 2 * I, H, op, "gate_up");
+  need_shape(a.ids, T, k, op, "ids"), need_shape(a.weights, T, k, op, "weights");
+  need(a.out, dt, op, "out"), need_shape(a.out, T, H, op, "out");
+  need(a.act_scratch, dt, op, "act_scratch"), need_shape(a.act_scratch, T * k, I, op, "act_scratch");
+  need(a.pair_out, DType::F32, op, "pair_out"), need_shape(a.pair_out, T * k, H, op, "pair_out");
+  need(a.index, DType::I32, op, "index");
+  GS_CHECK(a.index.numel() >= moe_index_elems(T, k, E), "moe_experts: index {} needs {} elements", a.index.str(),
+           moe_index_elems(T, k, E));
+  if (a.shared.defined()) need(a.shared, dt, op, "shared"), need_shape(a.shared, T, H, op, "shared");
+  if (a.shared_gate.defined()) {
+    GS_CHECK(a.shared.defined(), "moe_experts: shared_gate without shared");
+    need(a.shared_gate, DType::F32, op, "shared_gate");
+    GS_CHECK(a.shared_gate.dim(0) == T, "moe_experts: shared_gate {} must have {} rows", a.shared_gate.str(), T);
+  }
+  return {T, k, E, I, H};
+}
+
+}  // namespace gs
