@@ -28,6 +28,7 @@ inline constexpr int kNumLoraProjs = 4;
 // swap copies to the device (prepared once, when the adapter is read).
 struct LoraSlotImage {
   std::string name;
+  std::string path;  // the PEFT directory it was read from (read again once the host cache drops it)
   std::vector<std::vector<uint8_t>> parts;  // per layer, per projection: a, then bt
 };
 
