@@ -13,13 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "apps/bench_model.h"
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
+#include "bench/kernel_breakdown.h"
+#include "bench/latency_bench.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
-#include "runner/kernel_breakdown.h"
-#include "runner/latency_bench.h"
 #include "worker/worker.h"
 
 namespace gs {

@@ -6,12 +6,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_model.h"
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
+#include "bench/latency_bench.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
-#include "runner/latency_bench.h"
 
 namespace gs {
 
