@@ -31,7 +31,7 @@ struct AllReduceArgs {
   std::vector<std::string> sizes{"4K",   "8K", "16K", "32K", "64K", "128K", "256K",
                                  "512K", "1M", "2M",  "4M",  "8M",  "16M"};
   bool disable_custom_all_reduce = false;
-  double nvlink_peak_gbs = 450;  // H100 / H200 NVLink 4: 18 links x 25 GB/s per direction
+  double nvlink_peak_gbs = 450;  // Hopper's NVLink 4: 18 links x 25 GB/s per direction
   int calls = 20, replays = 20;
   int norm_hidden = 4096;  // llama3.1-8b's hidden size
   std::vector<int> norm_rows{1, 8, 16, 32, 128};

@@ -7,13 +7,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_model.h"
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
+#include "bench/latency_bench.h"
+#include "bench/run_program.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
-#include "runner/latency_bench.h"
-#include "server/run_program.h"
 
 namespace gs {
 

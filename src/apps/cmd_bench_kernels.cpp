@@ -13,13 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "apps/bench_model.h"
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
+#include "bench/kernel_breakdown.h"
+#include "bench/latency_bench.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
-#include "runner/kernel_breakdown.h"
-#include "runner/latency_bench.h"
 #include "worker/worker.h"
 
 namespace gs {
@@ -84,8 +85,10 @@ void run(KernelsArgs& a) {
   GS_CHECK(a.bench.output_len >= 2, "bench kernels: --output-len must be >= 2 (one decode step), got {}",
            a.bench.output_len);
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
-  GS_CHECK(a.bench.num_loras <= int(a.cfg.lora_modules.size()), "--lora-spread {}: {} adapters are loaded",
-           a.bench.num_loras, a.cfg.lora_modules.size());
+  GS_CHECK(a.bench.num_loras <= std::min(int(a.cfg.lora_modules.size()), a.cfg.lora_host_capacity()),
+           "--lora-spread {}: the runner holds {} of the {} --lora-modules (raise --max-cpu-loras to hold more)",
+           a.bench.num_loras, std::min(int(a.cfg.lora_modules.size()), a.cfg.lora_host_capacity()),
+           a.cfg.lora_modules.size());
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());

@@ -1,16 +1,18 @@
 // graphserve bench latency: prefill and per-step decode latency of the model runner alone.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_model.h"
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
+#include "bench/latency_bench.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/executor.h"
-#include "runner/latency_bench.h"
 
 namespace gs {
 
@@ -27,8 +29,10 @@ struct LatencyArgs {
 // One latency line per --lora-spread value, in the same process (the same graphs).
 void run_lora_spreads(LatencyArgs& a, Executor& runner) {
   for (int n : a.lora_spreads) {
-    GS_CHECK(n >= 0 && n <= int(a.cfg.lora_modules.size()), "--lora-spread {}: {} adapters are loaded", n,
-             a.cfg.lora_modules.size());
+    const int held = std::min(int(a.cfg.lora_modules.size()), a.cfg.lora_host_capacity());
+    GS_CHECK(n >= 0 && n <= held,
+             "--lora-spread {}: the runner holds {} of the {} --lora-modules (raise --max-cpu-loras to hold more)", n,
+             held, a.cfg.lora_modules.size());
     a.bench.num_loras = n;
     const LatencyResult r = run_latency_bench(bench_model(runner), a.bench);
     fmt::print("lora spread {} (batch {}): decode / step {:.3f} ms median, {:.3f} ms p90, prefill {:.3f} ms\n", n,

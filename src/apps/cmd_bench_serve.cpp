@@ -9,8 +9,8 @@
 #include "apps/commands.h"
 #include "apps/sampling_flags.h"
 
+#include "bench/serve_bench.h"
 #include "core/error.h"
-#include "server/serve_bench.h"
 
 namespace gs {
 

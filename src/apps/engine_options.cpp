@@ -108,7 +108,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
       ->expected(1, -1);
   cmd.add_option("--max-loras", cfg.max_loras, "most adapters in one batch (device slots)")->capture_default_str();
   cmd.add_option("--max-lora-rank", cfg.max_lora_rank, "largest adapter rank")->capture_default_str();
-  cmd.add_option("--max-cpu-loras", cfg.max_cpu_loras, "adapters held in host memory (0: --max-loras)")
+  cmd.add_option("--max-cpu-loras", cfg.max_cpu_loras,
+                 "LRU capacity of adapters in host memory; the others are read when named (0: --max-loras)")
       ->capture_default_str();
   cmd.add_option_function<int>(
       "-O", [&cfg](int level) { apply_level(cfg.compilation, level); },

@@ -16,7 +16,7 @@ std::vector<int> resolve_capture_sizes(const CompilationConfig& cfg, int max_num
 
 // The sizes that get piecewise (mixed) graphs in `mode` (docs/CUDA_GRAPHS.md §8). With separate
 // FULL decode graphs (FULL_AND_PIECEWISE) piecewise graphs serve only prefill and mixed batches,
-// and every one of the (pieces x sizes) graphs costs ~135 KiB of device memory: the capture
+// and every one of the (pieces x sizes) graphs costs device memory of its own: the capture
 // sizes that are powers of two from 8, plus the largest (which keeps the range). Otherwise, or
 // with `dense`, every capture size. `capture_sizes` ascending.
 std::vector<int> piecewise_capture_sizes(CUDAGraphMode mode, const std::vector<int>& capture_sizes, bool dense = false);

@@ -5,9 +5,11 @@ namespace gs {
 
 namespace {
 constexpr size_t kKiB = 1024;
-constexpr size_t kPieceGraphBytes = 200 * kKiB;        // measured ~135 KiB, x1.5
-constexpr size_t kFullGraphBytesPerPiece = 48 * kKiB;  // measured ~32 KiB a piece, x1.5
-constexpr size_t kFullGraphFixedBytes = 160 * kKiB;    // measured ~110 KiB, x1.5
+// 1.5x the costs of docs/CUDA_GRAPHS.md §8: a piecewise graph, a FULL graph's share per piece,
+// and a graph's fixed part.
+constexpr size_t kPieceGraphBytes = 200 * kKiB;
+constexpr size_t kFullGraphBytesPerPiece = 48 * kKiB;
+constexpr size_t kFullGraphFixedBytes = 160 * kKiB;
 constexpr size_t kLazyLoadSlackBytes = size_t(64) << 20;
 }  // namespace
 

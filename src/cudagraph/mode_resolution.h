@@ -18,7 +18,7 @@ BackendCGSupport min_cg_support(const std::vector<BackendCGSupport>& backends);
 
 struct ModeResolution {
   CUDAGraphMode mode = CUDAGraphMode::NONE;
-  std::vector<int> capture_sizes;     // ascending; rounded to multiples of q when rule 6 applies
+  std::vector<int> capture_sizes;     // ascending; rounded up to multiples of q under docs/CUDA_GRAPHS.md §7 rule 5
   std::vector<std::string> warnings;  // one per change, already logged
 };
 

@@ -40,9 +40,10 @@ struct AllReduceGroupFacts {
   bool supported_dtype = true;  // the activations are bf16 or f32
 };
 
-// The thresholds: custom up to 8 MiB, NCCL above. On 2 ranks one-shot for every custom size (on
-// H200 NVLink it beats two-shot and NCCL from 4 KiB to 8 MiB: tools/gpu/results/tp_h200x2_allreduce.txt);
-// on more ranks one-shot up to 256 KiB, two-shot above (each rank then reads 2/N of the data).
+// The thresholds: custom up to 8 MiB, NCCL above. On 2 ranks one-shot for every custom size (there
+// two-shot reads as many bytes of the peer and adds a second phase; docs/PERF.md, "Tensor
+// parallelism"); on more ranks one-shot up to 256 KiB, two-shot above (each rank then reads 2/N of
+// the data).
 AllReducePolicy default_all_reduce_policy(int world);
 // The policy of a group with `facts`, and in *why_not (when not null) why the custom path is
 // off ("" when it is on).
@@ -54,10 +55,9 @@ AllReduceAlgo choose_all_reduce(const AllReducePolicy& p, size_t bytes);
 // row in registers: a row has at most this many elements.
 inline constexpr int64_t kFusedNormMaxHidden = 8 * 4 * 1024;
 // It serves messages up to this size (decode batches: 32 rows of 4096 bf16). One block reduces
-// each row, so larger messages run fewer rows in parallel than the plain one-shot kernel: on the
-// H200 pair the fused kernel saved 1.4-2.0 us a call at 1-32 rows and lost 1 us at 128 rows and
-// 7.7 us at 512 (tools/gpu/results/tp_h200x2_allreduce.txt). Each rank's buffer takes every rank's
-// message: 8 x 256 KiB fits custom_max_bytes.
+// each row, so larger messages run fewer rows in parallel than the plain one-shot kernel and the
+// two unfused ops are faster there (docs/PERF.md, "Tensor parallelism"). Each rank's buffer takes
+// every rank's message: 8 x 256 KiB fits custom_max_bytes.
 inline constexpr size_t kFusedNormMaxBytes = 256 * 1024;
 // Whether Communicator::all_reduce_add_rms_norm of `rows` x `hidden` elements of `elem_bytes`
 // bytes runs as the one fused custom kernel: the message takes the one-shot path and is at most

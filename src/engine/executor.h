@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "engine/engine_config.h"
 #include "model/model_config.h"
-#include "runner/latency_bench.h"
 #include "runner/model_runner.h"
 #include "runner/scheduler_output.h"
 
@@ -47,15 +46,6 @@ std::unique_ptr<Executor> make_runner_executor(const EngineConfig& cfg);
 // One worker process per rank (tensor parallelism, or --distributed-executor-backend mp), this
 // process the driver (multiproc_executor.cpp).
 std::unique_ptr<Executor> make_multiproc_executor(const EngineConfig& cfg);
-// The executor as the latency benchmark drives it.
-inline BenchModel bench_model(Executor& e) {
-  return {[&e](const SchedulerOutput& so) { return e.execute(so); },
-          [&e] { return e.stats(); },
-          e.max_model_len(),
-          e.block_size(),
-          e.num_kv_blocks(),
-          e.model_config().vocab_size};
-}
 // Whether cfg runs the model in worker processes (--distributed-executor-backend mp, the default
 // for more than one rank) rather than in this process (uni); refuses a backend that cannot run cfg.
 inline bool uses_worker_processes(const EngineConfig& cfg) {

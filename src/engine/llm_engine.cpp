@@ -47,6 +47,7 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
       tok(t),
       pool(exec->num_kv_blocks(), exec->block_size()),
       sched(scheduler_config(c, exec->model_config()), pool),
+      loras(*exec, c.lora_host_capacity(), c.enable_lora ? c.lora_modules : decltype(c.lora_modules){}),
       draft(std::move(d)) {
   max_model_len = exec->max_model_len();
   const int kv_tokens = pool.num_blocks() * pool.block_size();
@@ -60,30 +61,22 @@ LLMEngine::Impl::Impl(const EngineConfig& c, std::unique_ptr<Executor> e, const 
   }
   eos_ids = exec->model_config().eos_token_ids;
   if (eos_ids.empty() && tok.eos_id()) eos_ids.push_back(*tok.eos_id());
-  for (const auto& [name, path] : cfg.lora_modules) loras.emplace_back(name, next_lora_id++);  // the executor's ids
   init_speculation();
 }
 
-int LLMEngine::Impl::lora_id(const std::string& name) const {
-  if (name.empty()) return 0;
-  for (const auto& [n, id] : loras)
-    if (n == name) return id;
-  std::string known;
-  for (const auto& [n, id] : loras) known += (known.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("unknown LoRA adapter '{}' (loaded: {})", name, known.empty() ? "none" : known));
+std::set<int> LLMEngine::Impl::loras_in_use() const {
+  std::set<int> ids;
+  for (const auto& [rid, r] : requests)
+    if (r->request().lora_id != 0) ids.insert(r->request().lora_id);
+  return ids;
 }
 
-void LLMEngine::Impl::free_retired_loras() {
-  if (retired_loras.empty()) return;
-  std::erase_if(retired_loras, [&](int id) {
-    for (const auto& [rid, r] : requests)
-      if (r->request().lora_id == id) return false;
-    exec->remove_lora(id);
-    return true;
-  });
+void LLMEngine::Impl::collect_loras() {
+  if (cfg.enable_lora) loras.collect(loras_in_use());
 }
 
-RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params, int lora) {
+RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams& params, const std::string& lora_name,
+                               std::shared_ptr<const LoraSlotImage> lora_image) {
   const int vocab = exec->model_config().vocab_size;
   GS_CHECK(!prompt.empty(), "the prompt is empty: give at least one token");
   for (int32_t t : prompt) GS_CHECK(t >= 0 && t < vocab, "prompt token id {} is out of range [0, {})", t, vocab);
@@ -95,6 +88,7 @@ RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams
            max_model_len_from_kv ? " (limited by the KV cache; raise --kv-cache-memory)" : " (max_model_len)",
            max_model_len - 1);
   params.validate(vocab);
+  const int lora = lora_name.empty() ? 0 : loras.acquire(lora_name, std::move(lora_image), loras_in_use());
   const RequestId id = ++request_counter;
   const uint64_t seed = params.seed ? *params.seed : splitmix64(cfg.seed ^ splitmix64(id));
   auto r = std::make_unique<EngineRequest>(id, id, std::move(prompt), params, seed, tok, eos_ids, now_seconds());
@@ -167,18 +161,19 @@ LLMEngine::LLMEngine(const EngineConfig& cfg, std::unique_ptr<Executor> executor
 LLMEngine::~LLMEngine() = default;
 
 RequestId LLMEngine::add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params) {
-  return impl_->add(std::move(prompt_ids), params, 0);
+  return impl_->add(std::move(prompt_ids), params);
 }
 
 RequestId LLMEngine::add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params,
-                                 const std::string& lora_name) {
-  return impl_->add(std::move(prompt_ids), params, impl_->lora_id(lora_name));
+                                 const std::string& lora_name, std::shared_ptr<const LoraSlotImage> lora_image) {
+  return impl_->add(std::move(prompt_ids), params, lora_name, std::move(lora_image));
 }
 
-std::vector<std::string> LLMEngine::lora_names() const {
-  std::vector<std::string> out;
-  for (const auto& [name, id] : impl_->loras) out.push_back(name);
-  return out;
+std::vector<std::string> LLMEngine::lora_names() const { return impl_->loras.names(); }
+std::vector<std::string> LLMEngine::held_lora_names() const { return impl_->loras.held_names(); }
+std::string LLMEngine::lora_path(const std::string& name) const {
+  const std::string* p = impl_->loras.path(name);
+  return p ? *p : std::string();
 }
 
 std::shared_ptr<const LoraSlotImage> LLMEngine::read_lora_adapter(const std::string& name,
@@ -192,36 +187,26 @@ void LLMEngine::add_lora_adapter(const std::string& name, std::shared_ptr<const 
   Impl& i = *impl_;
   GS_CHECK(i.cfg.enable_lora, "cannot load LoRA adapter '{}': LoRA is not enabled (start with --enable-lora)", name);
   GS_CHECK(!name.empty() && name != model_name(), "a LoRA adapter cannot be named '{}' (the base model's name)", name);
-  for (const auto& [n, id] : i.loras)
-    GS_CHECK(n != name, "the LoRA adapter '{}' has already been loaded (unload it first)", name);
-  i.exec->add_lora(i.next_lora_id, std::move(image));
-  i.loras.emplace_back(name, i.next_lora_id++);
+  i.loras.add(name, std::move(image), i.loras_in_use());
 }
 
-void LLMEngine::remove_lora_adapter(const std::string& name) {
-  Impl& i = *impl_;
-  GS_CHECK(!name.empty(), "remove_lora_adapter: no adapter name given");
-  const int id = i.lora_id(name);  // throws for an unknown name
-  std::erase_if(i.loras, [&](const auto& l) { return l.second == id; });
-  i.retired_loras.push_back(id);
-  i.free_retired_loras();
-}
+void LLMEngine::remove_lora_adapter(const std::string& name) { impl_->loras.remove(name, impl_->loras_in_use()); }
 
 RequestId LLMEngine::add_request(const std::string& prompt, const SamplingParams& params) {
   GS_CHECK(!prompt.empty(), "the prompt is empty: give some text");
-  return impl_->add(impl_->tok.encode(prompt, /*add_special_tokens=*/true), params, 0);
+  return impl_->add(impl_->tok.encode(prompt, /*add_special_tokens=*/true), params);
 }
 
 void LLMEngine::abort_request(RequestId id) {
   impl_->abort(id);
-  impl_->free_retired_loras();
+  impl_->collect_loras();
 }
 
 bool LLMEngine::has_unfinished_requests() const { return !impl_->requests.empty() || !impl_->pending.empty(); }
 
 std::vector<RequestOutput> LLMEngine::step() {
   std::vector<RequestOutput> outs = impl_->step();
-  impl_->free_retired_loras();  // after the step's finished requests are gone
+  impl_->collect_loras();  // after the step's finished requests are gone
   return outs;
 }
 

@@ -102,17 +102,24 @@ class LLMEngine {
   // max_model_len, whichever comes first (max_tokens is not an error when it does not fit).
   RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params);
   RequestId add_request(const std::string& prompt, const SamplingParams& params);
-  // The same, generated with a served LoRA adapter (by name; "" is the base model).
-  // Throws gs::Error for a name that is not served.
-  RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params, const std::string& lora_name);
+  // The same, generated with a served LoRA adapter (by name; "" is the base model). An adapter
+  // not in host memory (beyond --max-cpu-loras, an LRU cache) is taken from `lora_image` when
+  // given (read_lora_adapter off this thread), else read again from its directory here.
+  // Throws gs::Error for a name that is not served, or an adapter that cannot be read.
+  RequestId add_request(std::vector<int32_t> prompt_ids, const SamplingParams& params, const std::string& lora_name,
+                        std::shared_ptr<const LoraSlotImage> lora_image = nullptr);
   // Adapter names served beside the base model: --lora-modules, then run-time loads, in order.
   std::vector<std::string> lora_names() const;
+  // Those of them held in host memory now, and the PEFT directory of a served one ("" if none).
+  std::vector<std::string> held_lora_names() const;
+  std::string lora_path(const std::string& name) const;
 
   // Run-time LoRA adapters (vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter; needs
   // --enable-lora). read_lora_adapter reads and checks a PEFT directory: it is thread-safe, made
   // for a thread other than the one stepping (the slow part, off the step loop). Then, between
   // steps on the stepping thread, add_lora_adapter serves it under `name` from the next step
-  // (throws for a name in use, or beyond --max-cpu-loras), and remove_lora_adapter stops
+  // (throws for a name in use; beyond --max-cpu-loras the least recently used adapter no request
+  // uses leaves host memory, to be read again when named), and remove_lora_adapter stops
   // serving `name` (throws for an unknown name): new requests naming it are refused, those that
   // use it finish with it, then its host memory and device slot are freed. Neither captures
   // graphs nor allocates device memory. Errors are gs::Error naming the file and field at fault.

@@ -2,6 +2,7 @@
 // llm_engine_load.cpp (building the real runner and tokenizer).
 #pragma once
 #include <memory>
+#include <set>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "engine/engine_request.h"
 #include "engine/executor.h"
 #include "engine/llm_engine.h"
+#include "engine/lora_cache.h"
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
 #include "spec/ngram_proposer.h"
@@ -21,10 +23,13 @@ struct LLMEngine::Impl {
   Impl(const EngineConfig& cfg, std::unique_ptr<Executor> exec, const Tokenizer& tok,
        std::unique_ptr<DraftProposer> draft = nullptr);
 
-  RequestId add(std::vector<int32_t> prompt, const SamplingParams& params, int lora_id);
-  int lora_id(const std::string& name) const;  // 0 for "", else the served adapter's id; throws for unknown names
-  // Drops the removed adapters that no request uses any more from the executor.
-  void free_retired_loras();
+  // Validates and queues a request; `lora` ("": the base model) is made held from `lora_image`
+  // or its directory (LoraCache::acquire).
+  RequestId add(std::vector<int32_t> prompt, const SamplingParams& params, const std::string& lora = "",
+                std::shared_ptr<const LoraSlotImage> lora_image = nullptr);
+  std::set<int> loras_in_use() const;  // the adapter ids of live requests
+  // Drops from host memory the removed adapters no request uses, then those beyond --max-cpu-loras.
+  void collect_loras();
   std::vector<RequestOutput> step();
   void abort(RequestId id);
   // Records one sampled token of `s`; finishes the request when that ends it.
@@ -53,12 +58,8 @@ struct LLMEngine::Impl {
   uint64_t request_counter = 0;
   std::unordered_map<RequestId, std::unique_ptr<EngineRequest>> requests;
   std::vector<RequestOutput> pending;  // aborted requests' outputs, returned by the next step
-  // Served LoRA adapters (name, id) in load order: --lora-modules are ids 1..n, run-time loads
-  // take the next ids (never reused). Removed ones wait in retired_loras while requests use them.
-  std::vector<std::pair<std::string, int>> loras;
-  int next_lora_id = 1;
-  std::vector<int> retired_loras;
-  uint64_t prompt_tokens = 0;  // prompt tokens computed, recomputation after preemption included
+  LoraCache loras;                     // the served adapters and those in host memory
+  uint64_t prompt_tokens = 0;          // prompt tokens computed, recomputation after preemption included
   uint64_t generation_tokens = 0;
   std::unique_ptr<NgramProposer> ngram;  // --speculative-config method ngram
   std::unique_ptr<DraftProposer> draft;  // method draft_model (built by the real engine's loader)

@@ -28,6 +28,7 @@ inline constexpr int kNumLoraProjs = 4;
 // swap copies to the device (prepared once, when the adapter is read).
 struct LoraSlotImage {
   std::string name;
+  std::string path;  // the PEFT directory it was read from (read again once the host cache drops it)
   std::vector<std::vector<uint8_t>> parts;  // per layer, per projection: a, then bt
 };
 
@@ -85,9 +86,9 @@ class LoraSlots {
   LoraFusedShape fused_shape(const Proj& w, LoraFusedOp op, int n) const;
   Tensor stacked_out_;  // f32: the widest stacked output the backend takes
   // The stacked rows cost their bytes in every GEMM of the projection, whichever adapters a step
-  // uses; a shrink kernel costs ~2-3 us in the decode chain, about 7 MB of GEMM reads at ~3 TB/s
-  // (H200). So a projection is stacked only up to this many bytes of slot rows (8 rank-16 slots
-  // on llama3.2-1b: 0.5-2 MB, measured -0.1 ms a step at bs 32; 16 rank-64 slots: 4-17 MB).
+  // uses, while a separate shrink kernel costs a fixed launch in the decode chain, worth a few MB
+  // of GEMM reads. So a projection is stacked only up to this many bytes of slot rows (8 rank-16
+  // slots on llama3.2-1b are stacked; 16 rank-64 slots mostly are not; docs/PERF.md, Multi-LoRA).
   static constexpr int64_t kMaxStackedBytes = int64_t(4) << 20;
   std::array<bool, kNumLoraProjs> stackable_{};
   ModelConfig cfg_;

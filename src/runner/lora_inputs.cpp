@@ -11,14 +11,13 @@
 namespace gs {
 
 LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens)
-    : mcfg_(mcfg),
-      max_rank_(cfg.max_lora_rank),
-      max_cpu_loras_(cfg.max_cpu_loras > 0 ? cfg.max_cpu_loras : cfg.max_loras),
-      be_(backend) {
+    : mcfg_(mcfg), max_rank_(cfg.max_lora_rank), be_(backend) {
   const auto t0 = std::chrono::steady_clock::now();
   slots_ = std::make_unique<LoraSlots>(mcfg, backend, cfg.max_loras, cfg.max_lora_rank, max_num_tokens);
-  for (size_t i = 0; i < cfg.lora_modules.size(); ++i)
-    add(int(i) + 1, read(cfg.lora_modules[i].first, cfg.lora_modules[i].second));
+  for (size_t i = 0; i < cfg.lora_modules.size(); ++i) {  // every one is checked; the first ones are kept
+    auto image = read(cfg.lora_modules[i].first, cfg.lora_modules[i].second);
+    if (int(i) < cfg.lora_host_capacity()) add(int(i) + 1, std::move(image));
+  }
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   slot_owner_.assign(size_t(cfg.max_loras), 0);
   slot_used_.assign(size_t(cfg.max_loras), 0);
@@ -26,8 +25,8 @@ LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend
   host_slots_.assign(size_t(max_num_tokens), -1);
   be_.copy(token_slots_, Tensor::wrap(host_slots_.data(), {max_num_tokens}, DType::I32, Device::cpu()));
   be_.stream().synchronize();
-  spdlog::info("LoRA: {} adapters read and prepared in {:.3f} s, {} device slots of rank {}", images_.size(),
-               load_seconds_, cfg.max_loras, cfg.max_lora_rank);
+  spdlog::info("LoRA: {} adapters read and checked in {:.3f} s ({} kept in host memory), {} device slots of rank {}",
+               cfg.lora_modules.size(), load_seconds_, images_.size(), cfg.max_loras, cfg.max_lora_rank);
 }
 
 LoraInputs::~LoraInputs() {
@@ -37,16 +36,14 @@ LoraInputs::~LoraInputs() {
 }
 
 std::shared_ptr<const LoraSlotImage> LoraInputs::read(const std::string& name, const std::string& path) const {
-  return std::make_shared<const LoraSlotImage>(slots_->prepare(load_lora_adapter(name, path, mcfg_, max_rank_)));
+  LoraSlotImage image = slots_->prepare(load_lora_adapter(name, path, mcfg_, max_rank_));
+  image.path = path;
+  return std::make_shared<const LoraSlotImage>(std::move(image));
 }
 
 void LoraInputs::add(int lora_id, std::shared_ptr<const LoraSlotImage> image) {
   GS_CHECK(lora_id >= 1 && image, "internal error: LoRA adapter id {} without an image", lora_id);
   GS_CHECK(!images_.contains(lora_id), "internal error: LoRA adapter id {} is in use", lora_id);
-  GS_CHECK(int(images_.size()) < max_cpu_loras_,
-           "cannot load LoRA adapter '{}': {} adapters are in host memory (an unloaded one stays there until its "
-           "last request ends), --max-cpu-loras is {} (unload one, or restart with a larger --max-cpu-loras)",
-           image->name, images_.size(), max_cpu_loras_);
   images_.emplace(lora_id, std::move(image));
 }
 

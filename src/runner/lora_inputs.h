@@ -1,7 +1,8 @@
-// LoraInputs: the runner's side of multi-LoRA serving. Holds the served adapters in host memory
-// (those of --lora-modules, read at start-up, and those added at run time), the device slots
-// (--max-loras, LRU over adapters), and the persistent per-token slot buffer that the LoRA
-// kernel reads (-1: the base model). Adapters are known by id: 1 + their index in
+// LoraInputs: the runner's side of multi-LoRA serving. Holds the adapters it is given in host
+// memory (at start-up the first --max-cpu-loras of --lora-modules, each of which is read and
+// checked; then those the engine adds and removes, which keeps the host cache's LRU policy), the
+// device slots (--max-loras, LRU over adapters), and the persistent per-token slot buffer that the
+// LoRA kernel reads (-1: the base model). Adapters are known by id: 1 + their index in
 // --lora-modules for those, then whatever ids the engine gives run-time adapters.
 #pragma once
 #include <chrono>
@@ -31,9 +32,9 @@ class LoraInputs {
   // memory and immutable state only: safe on any thread while steps run. Throws gs::Error
   // naming the file and field at fault.
   std::shared_ptr<const LoraSlotImage> read(const std::string& name, const std::string& path) const;
-  // Between steps: serves `image` as adapter `lora_id` (throws for an id in use, or beyond
-  // --max-cpu-loras adapters in host memory) / drops adapter `lora_id` and frees its slot
-  // (throws for an unknown id). No device memory is allocated or freed: the graphs stay valid.
+  // Between steps: serves `image` as adapter `lora_id` (throws for an id in use) / drops adapter
+  // `lora_id` and frees its slot (throws for an unknown id). No device memory is allocated or freed: the graphs stay
+  // valid.
   void add(int lora_id, std::shared_ptr<const LoraSlotImage> image);
   void remove(int lora_id);
 
@@ -48,7 +49,6 @@ class LoraInputs {
 
   ModelConfig mcfg_;
   int max_rank_ = 0;
-  int max_cpu_loras_ = 0;
   Backend& be_;
   std::unique_ptr<LoraSlots> slots_;
   std::map<int, std::shared_ptr<const LoraSlotImage>> images_;  // by lora_id: the adapters in host memory

@@ -22,11 +22,8 @@ void RunnerConfig::validate() const {
   GS_CHECK(max_lora_rank >= 1 && max_lora_rank <= 512, "--max-lora-rank must be in [1, 512], got {}", max_lora_rank);
   GS_CHECK(max_cpu_loras >= 0, "--max-cpu-loras must be >= 0, got {}", max_cpu_loras);
   GS_CHECK(enable_lora || lora_modules.empty(), "--lora-modules needs --enable-lora");
-  const int cpu_loras = max_cpu_loras > 0 ? max_cpu_loras : max_loras;
-  GS_CHECK(cpu_loras >= max_loras, "--max-cpu-loras ({}) must be >= --max-loras ({})", cpu_loras, max_loras);
-  GS_CHECK(int(lora_modules.size()) <= cpu_loras,
-           "{} --lora-modules exceed --max-cpu-loras {} (adapters are held in host memory; raise it)",
-           lora_modules.size(), cpu_loras);
+  GS_CHECK(lora_host_capacity() >= max_loras, "--max-cpu-loras ({}) must be >= --max-loras ({})", lora_host_capacity(),
+           max_loras);
   for (size_t i = 0; i < lora_modules.size(); ++i) {
     GS_CHECK(!lora_modules[i].first.empty(), "--lora-modules: an adapter has an empty name (use name=path)");
     for (size_t j = 0; j < i; ++j)

@@ -40,13 +40,16 @@ struct RunnerConfig {
   // tests and benchmarks set fields to compare variants).
   KernelOptions kernel_options;
 
-  // Multi-LoRA serving (vLLM's flags): PEFT adapters loaded at start-up, selected per request
-  // by name; at most max_loras distinct adapters per batch (device slots).
+  // Multi-LoRA serving (vLLM's flags): PEFT adapters checked at start-up, selected per request
+  // by name; at most max_loras distinct adapters per batch (device slots). max_cpu_loras is the
+  // capacity of the LRU cache of adapters in host memory: the runner holds the first ones of
+  // lora_modules, and the engine reads the others from their directory when a request names them.
   bool enable_lora = false;
   std::vector<std::pair<std::string, std::string>> lora_modules;  // (name, PEFT directory)
   int max_loras = 1;
   int max_lora_rank = 16;
-  int max_cpu_loras = 0;  // adapters held in host memory; 0: max_loras
+  int max_cpu_loras = 0;  // 0: max_loras
+  int lora_host_capacity() const { return max_cpu_loras > 0 ? max_cpu_loras : max_loras; }
 
   bool enforce_eager = false;  // same as cudagraph_mode NONE
   CompilationConfig compilation;

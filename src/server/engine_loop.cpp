@@ -20,6 +20,8 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
     if (n != model_.name) model_.aliases.push_back(n);
   model_.max_model_len = engine_->max_model_len();
   lora_names_ = engine_->lora_names();
+  for (const std::string& n : engine_->held_lora_names()) lora_held_.insert(n);
+  for (const std::string& n : lora_names_) lora_paths_[n] = engine_->lora_path(n);
   model_.vocab_size = tokenizer_.size();
   model_.sampling_defaults = engine_->default_sampling_params();
   model_.chat_template = chat_template.empty() ? tokenizer_.chat_template() : chat_template;
@@ -48,16 +50,38 @@ std::string EngineLoop::token_text(int32_t id) const { return tokenizer_.token_b
 
 RequestId EngineLoop::submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
                              std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) {
+  std::shared_ptr<const LoraSlotImage> image = read_if_dropped(lora);
   std::future<RequestId> accepted;
   {
     std::lock_guard lock(mu_);
     GS_CHECK(!stop_, "the engine is shutting down");
-    Pending p{std::move(prompt_ids), params, std::move(sink), choice, {}, lora};
+    Pending p{std::move(prompt_ids), params, std::move(sink), choice, {}, lora, std::move(image)};
     accepted = p.accepted.get_future();
     pending_.push_back(std::move(p));
   }
   cv_.notify_all();
   return accepted.get();  // rethrows the engine's gs::Error
+}
+
+std::shared_ptr<const LoraSlotImage> EngineLoop::read_if_dropped(const std::string& lora) const {
+  if (lora.empty()) return nullptr;
+  std::string path;
+  {
+    std::lock_guard lock(mu_);
+    auto it = lora_paths_.find(lora);
+    if (lora_held_.contains(lora) || it == lora_paths_.end()) return nullptr;  // held, or refused by the engine
+    path = it->second;
+  }
+  // lora_held_ may be a step old: an adapter dropped since is read by the engine itself, one
+  // taken back since is read here for nothing.
+  try {
+    return engine_->read_lora_adapter(lora, path);
+  } catch (const Error& e) {
+    throw Error(
+        fmt::format("LoRA adapter '{}' is not in host memory (--max-cpu-loras) and could not be read "
+                    "again from {}: {}",
+                    lora, path, e.what()));
+  }
 }
 
 void EngineLoop::abort(RequestId id) {
@@ -130,6 +154,8 @@ void EngineLoop::load_lora(const std::string& name, const std::string& path) {
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   std::lock_guard lock(mu_);
   lora_names_.push_back(name);
+  lora_paths_[name] = path;
+  lora_held_.insert(name);
 }
 
 void EngineLoop::unload_lora(const std::string& name) {
@@ -139,6 +165,7 @@ void EngineLoop::unload_lora(const std::string& name) {
     if (it == lora_names_.end())
       throw ApiError(404, fmt::format("The lora adapter '{}' cannot be found.", name), "lora_name", "not_found_error");
     lora_names_.erase(it);  // new requests naming it are refused from now on
+    lora_paths_.erase(name);
   }
   run_on_engine([&] { engine_->remove_lora_adapter(name); });
   spdlog::info("unloaded LoRA adapter '{}'", name);
@@ -151,7 +178,7 @@ void EngineLoop::admit(std::deque<Pending>& batch, std::vector<RequestId>& abort
   }
   for (Pending& p : batch) {
     try {
-      RequestId id = engine_->add_request(std::move(p.prompt), p.params, p.lora);
+      RequestId id = engine_->add_request(std::move(p.prompt), p.params, p.lora, std::move(p.lora_image));
       routes_[id] = Route{std::move(p.sink), p.choice};
       p.accepted.set_value(id);
     } catch (...) {
@@ -209,8 +236,11 @@ void EngineLoop::run() {
     }
     deliver(std::move(outs));
     EngineStats s = engine_->stats();
+    std::vector<std::string> held;
+    if (engine_->config().enable_lora) held = engine_->held_lora_names();
     std::lock_guard lock(mu_);
     stats_ = s;
+    lora_held_ = std::set<std::string>(held.begin(), held.end());
   }
   // Shutting down: refuse what is still queued, abort what runs.
   std::lock_guard lock(mu_);

@@ -1,13 +1,15 @@
 // EngineLoop: runs an LLMEngine on its own thread and serves it to HTTP threads as an
 // EngineClient. The thread takes new requests, aborts and LoRA adapter changes from a queue
 // (between steps), steps while there is work, and delivers each output to its request's
-// OutputQueue. Adapters are read from disk on the HTTP thread that asks, not on the step loop.
+// OutputQueue. Adapters are read from disk on the HTTP thread that asks, not on the step loop:
+// run-time loads, and a request naming an adapter that the host cache (--max-cpu-loras) dropped.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,6 +51,7 @@ class EngineLoop : public EngineClient {
     int choice = 0;
     std::promise<RequestId> accepted;  // or the engine's error
     std::string lora;
+    std::shared_ptr<const LoraSlotImage> lora_image;  // read here when the engine no longer held it
   };
   struct Route {
     std::shared_ptr<OutputQueue> sink;
@@ -58,6 +61,9 @@ class EngineLoop : public EngineClient {
   void admit(std::deque<Pending>& batch, std::vector<RequestId>& aborts);
   void deliver(std::vector<RequestOutput> outs);
   void fail_all();
+  // The adapter `lora` read from its directory when the engine does not hold it, else nullptr.
+  // Throws gs::Error naming the directory when it cannot be read.
+  std::shared_ptr<const LoraSlotImage> read_if_dropped(const std::string& lora) const;
   // Runs f on the engine thread between steps; returns when it has run (rethrows its error).
   void run_on_engine(std::function<void()> f);
 
@@ -68,9 +74,11 @@ class EngineLoop : public EngineClient {
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   std::vector<RequestId> aborts_;
-  std::deque<std::packaged_task<void()>> tasks_;  // run between steps
-  std::vector<std::string> lora_names_;           // served adapters (what requests may name)
-  std::set<std::string> lora_loading_;            // names of adapters being read
+  std::deque<std::packaged_task<void()>> tasks_;   // run between steps
+  std::vector<std::string> lora_names_;            // served adapters (what requests may name)
+  std::set<std::string> lora_loading_;             // names of adapters being read
+  std::set<std::string> lora_held_;                // served adapters in host memory (after the last step)
+  std::map<std::string, std::string> lora_paths_;  // served adapters' PEFT directories
   EngineStats stats_;
   bool stop_ = false;
   std::unordered_map<RequestId, Route> routes_;  // engine thread only

@@ -73,9 +73,9 @@ int wait_any(const std::vector<const Connection*>& conns, double timeout_s, doub
 // How long the driver and the workers of GPU ranks busy-poll for the next step's message or
 // reply before they sleep in poll() (a process woken from poll() starts its step late; vLLM's
 // workers poll too): $GRAPHSERVE_TP_SPIN_MS milliseconds, default kTpSpinMs (0: sleep at once).
-// On the H200 pair the spin took 1.5-3% off TP=2 decode steps of llama3.1-8b
-// (tools/gpu/results/tp_h200x2_allreduce.txt). CPU ranks spin only when the variable says so:
-// they need the cores. Ranks that spin step over shared memory (ShmLane) unless GRAPHSERVE_TP_SHM=0.
+// The wake-up it saves is a visible share of a decode step (docs/PERF.md). CPU ranks spin only
+// when the variable says so: they need the cores. Ranks that spin step over shared memory
+// (ShmLane) unless GRAPHSERVE_TP_SHM=0.
 inline constexpr double kTpSpinMs = 50;
 double tp_spin_seconds(bool gpu_ranks);
 

@@ -17,10 +17,10 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/kernel_breakdown.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "runner/device_setup.h"
-#include "runner/kernel_breakdown.h"
 #include "runner/model_runner.h"
 #include "worker/connection.h"
 #include "worker/shm_lane.h"

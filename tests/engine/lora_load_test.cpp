@@ -2,9 +2,12 @@
 // the engine steps, installed and removed between steps while requests of other adapters and of
 // the base model run, and every request's tokens equal running it alone (with the adapter it
 // started with, even when that adapter was removed meanwhile). Removed adapters stay in host
-// memory until their last request ends; no graph is captured after start-up.
+// memory until their last request ends; no graph is captured after start-up. The host cache
+// (--max-cpu-loras) is an LRU over every served adapter: with default flags every one of
+// --lora-modules is served, those it dropped read again from their directory when named.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 
 #include "core/error.h"
@@ -50,7 +53,7 @@ void step(LLMEngine& e, std::map<RequestId, std::vector<int32_t>>& out, int n = 
     for (const auto& o : e.step()) out[o.id].insert(out[o.id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
 }
 
-class LoraLoad : public ::testing::TestWithParam<CUDAGraphMode> {
+class LoraAdapters : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 4; ++i)
@@ -75,6 +78,8 @@ class LoraLoad : public ::testing::TestWithParam<CUDAGraphMode> {
   std::unique_ptr<LLMEngine> ref;
 };
 
+class LoraLoad : public LoraAdapters, public ::testing::WithParamInterface<CUDAGraphMode> {};
+
 TEST_P(LoraLoad, LoadAndUnloadUnderLoadKeepEveryRequestIntact) {
   EngineConfig cfg = lora_config(GetParam());
   cfg.lora_modules = {{"a0", dir(0)}, {"a1", dir(1)}};
@@ -87,35 +92,37 @@ TEST_P(LoraLoad, LoadAndUnloadUnderLoadKeepEveryRequestIntact) {
   add(0, "a0"), add(1, ""), add(2, "a1");
   step(e, out, 2);
 
-  // a2 is read on another thread while this one keeps stepping, then installed between steps.
+  // a2 is read on another thread while this one steps (two steps, whatever the read's speed: the
+  // requests' progress must not depend on thread timing), then installed between steps.
   auto reading = std::async(std::launch::async, [&] { return e.read_lora_adapter("a2", dir(2)); });
-  do step(e, out);
-  while (reading.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready);
+  step(e, out, 2);
   e.add_lora_adapter("a2", reading.get());
   add(3, "a2");
   step(e, out, 2);
 
-  // a0 is removed while its request runs: that request finishes with it, new ones are refused.
+  // a0 is removed while its request runs (6 of its 24 tokens so far): that request finishes with
+  // it, new ones are refused.
+  ASSERT_EQ(out[reqs[0].first].size(), 6u);
   e.remove_lora_adapter("a0");
   EXPECT_THROW(e.add_request(kPrompts[1], greedy(), "a0"), Error);
   EXPECT_EQ(e.lora_names(), (std::vector<std::string>{"a1", "a2"}));
-  // a0's weights are still held for its request: a fourth adapter exceeds --max-cpu-loras 3.
-  try {
-    e.add_lora_adapter("a3", e.read_lora_adapter("a3", dir(3)));
-    FAIL() << "a fourth adapter in host memory must be refused";
-  } catch (const Error& ex) {
-    EXPECT_NE(std::string(ex.what()).find("--max-cpu-loras"), std::string::npos) << ex.what();
-  }
+  // a0's weights are still held for its request, and every other adapter has a request: a fourth
+  // adapter goes beyond --max-cpu-loras 3, since nothing can be dropped yet.
+  e.add_lora_adapter("a3", e.read_lora_adapter("a3", dir(3)));
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a1", "a2", "a3"}));
+  // The next request names a1: the cache is over capacity and a3 is the one no request uses.
   add(0, "a1");
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a1", "a2"}));
   step(e, out, 3);
   e.remove_lora_adapter("a2");  // while its request runs, too
   step(e, out, 1 << 20);        // every request ends: a0 and a2 are freed
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a1"}));
 
-  // Room again: a3 loads, and a0 comes back under its old name (a new id).
-  e.add_lora_adapter("a3", e.read_lora_adapter("a3", dir(3)));
+  // a0 comes back under its old name (a new id); a3 is read again from its directory.
   e.add_lora_adapter("a0", e.read_lora_adapter("a0", dir(0)));
   EXPECT_THROW(e.add_lora_adapter("a0", e.read_lora_adapter("a0", dir(0))), Error);  // a name in use
   add(1, "a3"), add(2, "a0"), add(3, "");
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a1", "a3", "a0"}));
   step(e, out, 1 << 20);
 
   for (const auto& [id, what] : reqs) {
@@ -129,6 +136,50 @@ TEST_P(LoraLoad, LoadAndUnloadUnderLoadKeepEveryRequestIntact) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, LoraLoad, ::testing::Values(CUDAGraphMode::NONE, CUDAGraphMode::FULL_AND_PIECEWISE),
                          [](const auto& info) { return std::string(mode_name(info.param)); });
+
+// vLLM's defaults: --max-loras 1, --max-cpu-loras = --max-loras. Three --lora-modules are all
+// served from a host cache of one adapter: the engine starts with the first held, reads the
+// others when requests name them (or takes the image a caller read off its thread), holds every
+// adapter a live request uses, and drops the least recently used ones once requests end.
+TEST_F(LoraAdapters, DefaultFlagsServeEveryModuleThroughTheHostCache) {
+  EngineConfig cfg = lora_config(CUDAGraphMode::NONE);
+  cfg.max_loras = 1;
+  cfg.max_cpu_loras = 0;
+  for (int i = 0; i < 3; ++i) cfg.lora_modules.emplace_back("a" + std::to_string(i), dir(i));
+  LLMEngine e(cfg);
+  EXPECT_EQ(e.lora_names(), (std::vector<std::string>{"a0", "a1", "a2"}));
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a0"}));
+  EXPECT_EQ(e.lora_path("a2"), dir(2));
+
+  std::map<RequestId, std::vector<int32_t>> out;
+  const RequestId r2 = e.add_request(kPrompts[0], greedy(), "a2");  // read here; a0 is dropped
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a2"}));
+  const RequestId r1 = e.add_request(kPrompts[1], greedy(), "a1", e.read_lora_adapter("a1", dir(1)));
+  const RequestId r0 = e.add_request(kPrompts[2], greedy(), "a0");
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a0", "a1", "a2"}));  // each has a live request
+  const RequestId rb = e.add_request(kPrompts[3], greedy(), "");
+  step(e, out, 1 << 20);
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a0"}));  // the most recently named one
+
+  EXPECT_EQ(out[r2], alone(kPrompts[0], "a2"));
+  EXPECT_EQ(out[r1], alone(kPrompts[1], "a1"));
+  EXPECT_EQ(out[r0], alone(kPrompts[2], "a0"));
+  EXPECT_EQ(out[rb], alone(kPrompts[3], ""));
+  EXPECT_NE(alone(kPrompts[0], "a2"), alone(kPrompts[0], "a1"));  // the adapters differ
+
+  // An adapter that can no longer be read is refused with its directory; the others still run.
+  std::filesystem::remove_all(dir(1));
+  try {
+    e.add_request(kPrompts[1], greedy(), "a1");
+    FAIL() << "a dropped adapter whose directory is gone must be refused";
+  } catch (const Error& ex) {
+    EXPECT_NE(std::string(ex.what()).find("could not be read again from " + dir(1)), std::string::npos) << ex.what();
+  }
+  const RequestId again = e.add_request(kPrompts[0], greedy(), "a2");
+  step(e, out, 1 << 20);
+  EXPECT_EQ(out[again], alone(kPrompts[0], "a2"));
+  EXPECT_EQ(e.held_lora_names(), (std::vector<std::string>{"a2"}));
+}
 
 TEST(LoraLoadErrors, MalformedAdaptersAndUnknownNamesAreRefused) {
   test::TempDir tmp;

@@ -96,9 +96,30 @@ TEST(DummyWeights, BatchedRequestsMatchEachAlone) {
   }
 }
 
+// Piece i ends where attention i begins: running the pieces and attention ops one at a time,
+// attention i is the only op that writes layer i's KV cache (no piece touches the cache), and
+// the whole sequence gives the eager forward's logits.
 TEST(LlamaModel, PiecesSplitAtEveryLayersAttention) {
-  test::ModelHarness h(dummy("tiny"));
-  EXPECT_EQ(h.model().num_pieces(), 6);  // 5 layers: 5 attention ops between 6 pieces
+  test::ModelHarness h(dummy("tiny")), whole(dummy("tiny"));
+  const int layers = h.config().num_layers;
+  ASSERT_EQ(h.model().num_pieces(), layers + 1);
+  const ForwardInputs in = h.prepare({{0, kPrompt}});
+  for (int i = 0; i < layers; ++i) {
+    h.model().run_piece(i, in);
+    for (int l = 0; l < layers; ++l) ASSERT_EQ(h.kv_written(l), l < i) << "after piece " << i << ", layer " << l;
+    h.model().run_attention(i, in);
+    for (int l = 0; l < layers; ++l) ASSERT_EQ(h.kv_written(l), l <= i) << "after attention " << i << ", layer " << l;
+  }
+  h.model().run_piece(layers, in);
+  for (int l = 0; l < layers; ++l) EXPECT_TRUE(h.kv_written(l));
+  const auto expected = whole.step({{0, kPrompt}});
+  const Tensor rows = Tensor::empty({1}, DType::I32, h.backend().allocator());
+  const Tensor logits = Tensor::empty({1, h.config().vocab_size}, DType::F32, h.backend().allocator());
+  *rows.data_as<int>() = int(kPrompt.size()) - 1;
+  h.model().compute_logits(rows, logits);
+  h.backend().stream().synchronize();
+  for (int j = 0; j < h.config().vocab_size; ++j)
+    ASSERT_NEAR(logits.data_as<float>()[j], expected.back()[size_t(j)], 1e-5) << j;
 }
 
 int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }

@@ -2,6 +2,7 @@
 // and one forward returning the logits of every token. Blocks are handed out in a scrambled
 // order so block tables are never contiguous.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
@@ -34,7 +35,9 @@ class ModelHarness {
       const Shape s{num_blocks, kBlockSize, cfg_.num_kv_heads, cfg_.head_dim};
       layers.push_back(
           {Tensor::empty(s, DType::F32, be_->allocator()), Tensor::empty(s, DType::F32, be_->allocator())});
+      for (const Tensor& t : {layers.back().k, layers.back().v}) std::fill_n(t.data_as<float>(), t.numel(), 0.0f);
     }
+    kv_ = layers;  // views of the same storage
     model_->bind_kv_cache(std::move(layers));
     logits_ = Tensor::empty({max_tokens, cfg_.vocab_size}, DType::F32, be_->allocator());
   }
@@ -93,6 +96,15 @@ class ModelHarness {
   }
 
   Backend& backend() { return *be_; }
+  // Whether any K or V entry of `layer` was written (the cache starts zeroed).
+  bool kv_written(int layer) {
+    be_->stream().synchronize();
+    const KVCacheLayer& l = kv_[size_t(layer)];
+    for (const Tensor& t : {l.k, l.v})
+      if (std::any_of(t.data_as<float>(), t.data_as<float>() + t.numel(), [](float x) { return x != 0.0f; }))
+        return true;
+    return false;
+  }
 
  private:
   struct Request {
@@ -113,6 +125,7 @@ class ModelHarness {
   AttentionMetadata md_;
   std::map<int, Request> reqs_;
   int next_ = 0;
+  std::vector<KVCacheLayer> kv_;  // views of the bound cache (after be_: freed before the allocator)
 };
 
 }  // namespace gs::test

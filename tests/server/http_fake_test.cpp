@@ -3,10 +3,10 @@
 
 #include <thread>
 
+#include "bench/serve_bench.h"
 #include "fake_engine.h"
 #include "http_client.h"
 #include "server/api_server.h"
-#include "server/serve_bench.h"
 
 namespace gs {
 namespace {

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# A/B of graphserve builds (.gpu/bin/gs_<tag>, copied there beside the pack's own binary) on decode
+# A/B of graphserve builds ($PACK/bin/gs_<tag>, copied there beside the pack's own binary) on decode
 # steps: bench graphs FULL_AND_PIECEWISE, prompt 128, AB_ROUNDS rounds with the builds in turn.
 #   AB_BINS      tags (default "base new")
 #   AB_SHAPES    preset:batch,sizes words (default "llama3.2-1b:1,8,32,128")
 #   AB_SAMPLING  ";"-separated sampling flag sets (default: greedy only, "--temperature 0")
-#   device run, kind nvidia-h200, carry [".gpu-pack"], command:
-#   python3 -c "import tarfile; tarfile.open('.gpu-pack/gpu.tar.xz').extractall()" && bash tools/gpu/build_ab.sh
+#   device run, kind nvidia-h200, carry [".gpu"] (tools/gpu/pack.sh), command: bash tools/gpu/build_ab.sh
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
 source "$(dirname "$0")/env.sh"

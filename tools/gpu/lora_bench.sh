@@ -3,12 +3,13 @@
 # on all seven projections, decode ms per step at bs 1, 32, 128 with no adapter, every row one
 # adapter, and rows spread over 8 adapters, in one process per batch size (the same graphs).
 # Also the LoRA kernel test. Needs the pack of tools/gpu/pack.sh in $PACK (default .gpu).
-# BATCH_SIZES="32 128" narrows the sizes; SKIP_PLAIN=1 skips the run without --enable-lora.
+# BATCH_SIZES="32 128" narrows the sizes; SKIP_PLAIN=1 skips the run without --enable-lora;
+# GS_GPU_SKIP_TESTS=1 skips the LoRA GPU tests.
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
 source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-[[ -x $pack/bin/gs_test_cuda && -z "${SKIP_TESTS:-}" ]] && { timeout 120 "$pack/bin/gs_test_cuda" --gtest_filter='*Lora*' 2>&1 | tail -n 6; }
+[[ -x $pack/bin/gs_test_cuda && -z "${GS_GPU_SKIP_TESTS:-}" ]] && { timeout 120 "$pack/bin/gs_test_cuda" --gtest_filter='*Lora*' 2>&1 | tail -n 6; }
 adapters=${ADAPTERS:-/tmp/gs_lora_adapters}
 python3 "$(dirname "$0")/make_lora_adapters.py" "$adapters" 8 16 16 2048 8192 2048 512 || exit 1
 echo "made 8 adapters, $(du -sh "$adapters" | cut -f1)"

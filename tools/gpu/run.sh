@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the repository root, what tools/gpu/pack.sh put in .gpu/:
+# Runs on the GPU machine, from the repository root, what tools/gpu/pack.sh put in the pack ($PACK, default .gpu):
 # every packed test executable, then the per-op timings (GS_CUDA_BENCH), then any extra
 # commands given as arguments (each run with the same environment, e.g. a graphserve bench).
 # Logs go to $OUT (the device tool's folder) or ./gpu-logs; a short summary goes to stdout.
@@ -8,7 +8,7 @@
 #   GS_GPU_SKIP_TESTS=1, GS_GPU_SKIP_BENCH=1   skip a phase;  GS_TEST_FILTER=...   gtest filter
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-pack=$root/.gpu
+pack=${PACK:-$root/.gpu}
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}

@@ -4,11 +4,9 @@
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/serve_bench.sh [LABEL [SERVE FLAGS...]]
 # Default: LABEL llama3.2-1b, flags --load-format dummy --preset llama3.2-1b.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-out=${OUT:-gpu-logs}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-gs=${GRAPHSERVE:-.gpu/bin/graphserve}
+# shellcheck source=tools/gpu/env.sh
+source "$(dirname "$0")/env.sh"
+cd "$root" || exit
 preset=${1:-llama3.2-1b}
 shift || true
 model=("$@")

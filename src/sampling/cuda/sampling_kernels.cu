@@ -41,9 +41,8 @@ struct Slice {
   }
   // Calls f(i0, v) for every group of 4 tokens i0 .. i0 + 3 (NaN past the slice's end), the same
   // number of times in every thread, in order. kBatch groups are loaded before the first is used
-  // (one load in flight a thread left a pass latency-bound; H200 llama3.2-1b top-k/top-p steps at
-  // bs 1 / 8 / 32: 0.833-0.845 / 1.006-1.017 / 1.245 ms with 1, 0.828 / 0.995 / 1.222 with 2, the
-  // same with 4, whose registers spill more).
+  // (one load in flight a thread leaves a pass latency-bound; 4 spill registers at the 64-register
+  // cap of 1024 threads without being faster than 2).
   template <typename F>
   __device__ __forceinline__ void for_each4(F&& f) const {
     constexpr int kBatch = 2;

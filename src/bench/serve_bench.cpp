@@ -1,5 +1,5 @@
-// Implements server/serve_bench.h.
-#include "server/serve_bench.h"
+// Implements bench/serve_bench.h.
+#include "bench/serve_bench.h"
 
 #include <httplib.h>
 
@@ -17,9 +17,9 @@
 #include <random>
 #include <thread>
 
+#include "bench/run_program.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "server/run_program.h"
 
 namespace gs {
 

@@ -43,7 +43,7 @@ struct LatencyResult {
 };
 
 // The model as the benchmark drives it: the ModelRunner, or the tensor-parallel worker processes
-// (engine/executor.h bench_model).
+// (apps/bench_model.h).
 struct BenchModel {
   std::function<RunnerOutput(const SchedulerOutput&)> execute;
   std::function<RunnerStats()> stats;

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "server/run_program.h"
-#include "server/serve_bench.h"
+#include "bench/run_program.h"
+#include "bench/serve_bench.h"
 
 namespace gs {
 namespace {

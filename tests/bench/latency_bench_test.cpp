@@ -1,8 +1,8 @@
 // The runner latency benchmark on the CPU: decode steps through FULL graphs, and its quantiles.
 #include <gtest/gtest.h>
 
+#include "bench/latency_bench.h"
 #include "core/error.h"
-#include "runner/latency_bench.h"
 #include "test_paths.h"
 
 namespace gs {

@@ -1,5 +1,5 @@
-// Implements runner/kernel_breakdown.h.
-#include "runner/kernel_breakdown.h"
+// Implements bench/kernel_breakdown.h.
+#include "bench/kernel_breakdown.h"
 
 #include <cxxabi.h>
 #include <fmt/format.h>

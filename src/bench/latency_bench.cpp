@@ -1,5 +1,5 @@
-// Implements runner/latency_bench.h.
-#include "runner/latency_bench.h"
+// Implements bench/latency_bench.h.
+#include "bench/latency_bench.h"
 
 #include <algorithm>
 #include <chrono>

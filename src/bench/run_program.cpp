@@ -1,5 +1,5 @@
-// Implements server/run_program.h (run_program).
-#include "server/run_program.h"
+// Implements bench/run_program.h (run_program).
+#include "bench/run_program.h"
 
 #include <spawn.h>
 #include <sys/wait.h>

@@ -2,8 +2,8 @@
 // busy time as the union of overlapping kernels.
 #include <gtest/gtest.h>
 
+#include "bench/kernel_breakdown.h"
 #include "core/error.h"
-#include "runner/kernel_breakdown.h"
 
 namespace gs {
 namespace {
