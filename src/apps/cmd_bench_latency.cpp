@@ -58,6 +58,11 @@ void run(LatencyArgs& a) {
              a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(st.resolved_mode));
   fmt::print("batch {}, input {}, output {}, {} iterations, sampling: {}\n", a.bench.batch_size, a.bench.input_len,
              a.bench.output_len, a.bench.num_iters, describe_sampling(a.bench.sampling));
+  if (a.bench.shared_prefix_len > 0)
+    fmt::print(
+        "every prompt starts with the same {} tokens, computed before the timer (a cached prefix); "
+        "cascade attention steps: {}\n",
+        a.bench.shared_prefix_len, runner.stats().steps_cascade);
   fmt::print("prefill:        {:10.3f} ms\n", r.prefill_ms);
   if (a.bench.num_speculative_tokens > 0)
     fmt::print("decode steps verify k = {} proposals per request (uniform batches of {} tokens)\n",
@@ -74,6 +79,7 @@ void run(LatencyArgs& a) {
       {"cudagraph_mode", mode_name(st.resolved_mode)},
       {"batch_size", a.bench.batch_size},
       {"input_len", a.bench.input_len},
+      {"shared_prefix_len", a.bench.shared_prefix_len},
       {"output_len", a.bench.output_len},
       {"num_iters", a.bench.num_iters},
       {"sampling", describe_sampling(a.bench.sampling)},
@@ -86,6 +92,7 @@ void run(LatencyArgs& a) {
       {"capture_seconds", st.capture_seconds},
       {"graph_memory_bytes", st.graph_memory_bytes},
       {"steps", {{"NONE", end.steps_none}, {"PIECEWISE", end.steps_piecewise}, {"FULL", end.steps_full}}},
+      {"cascade_steps", end.steps_cascade},
       {"padded_tokens", end.padded_tokens},
       {"graph_captures_after_startup", end.graph_captures_after_startup},
   };
@@ -101,6 +108,10 @@ void add_bench_latency(CLI::App& bench) {
   cmd->add_option("--batch-size", args->bench.batch_size, "Sequences per batch")->check(CLI::PositiveNumber);
   cmd->add_option("--input-len", args->bench.input_len, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--output-len", args->bench.output_len, "Generated tokens per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--shared-prefix-len", args->bench.shared_prefix_len,
+                  "Tokens every prompt starts with, in shared KV blocks computed before the timer (a cached "
+                  "system prompt; a multiple of --block-size); --input-len tokens of each prompt follow")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--num-iters", args->bench.num_iters, "Measured iterations")->check(CLI::PositiveNumber);
   cmd->add_option("--num-iters-warmup", args->bench.num_warmup_iters, "Unmeasured iterations first")
       ->check(CLI::NonNegativeNumber);

@@ -91,8 +91,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_option("--master-port", cfg.master_port, "port of node 0 for workers (0: any free port, one node only)")
       ->capture_default_str();
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", cfg.enable_prefix_caching,
-               "reuse the KV cache of common prompt prefixes");
+               "reuse the KV cache of common prompt prefixes (default: on)");
   cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
+  cmd.add_flag("--disable-cascade-attn", cfg.disable_cascade_attn,
+               "never run a batch's shared prompt prefix once for all its requests (cascade attention)");
   cmd.add_flag("--enable-lora", cfg.enable_lora, "serve LoRA adapters (--lora-modules), chosen per request by 'model'");
   cmd.add_option_function<std::vector<std::string>>(
          "--lora-modules",

@@ -30,6 +30,9 @@ class AttentionBackend {
   virtual ~AttentionBackend() = default;
   virtual std::string name() const = 0;
   virtual AttentionCGSupport cudagraph_support() const = 0;
+  // Whether forward() honours md.cascade_prefix_len (attention/cascade.h); backends that do not
+  // get 0 there and attend to each request's whole context.
+  virtual bool supports_cascade() const { return false; }
 
   // Launch planning: fills the host fields of `md` that kernels size their grids and choose their paths by
   // (num_reqs_padded, max_query_len). md.num_reqs must be set first. (SGLang's

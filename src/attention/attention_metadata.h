@@ -25,6 +25,11 @@ struct AttentionMetadata {
   int num_reqs = 0;         // real requests
   int num_reqs_padded = 0;  // request rows kernels must cover: >= num_reqs
   int max_query_len = 0;    // the longest query kernels must expect (a graph's: the longest its shape allows)
+  // Cascade attention (attention/cascade.h): > 0 when every request's first cascade_prefix_len
+  // context tokens lie in the same blocks (the first cascade_prefix_len / block_size columns of
+  // every block-table row) before all its queries. Set only for eager attention (NONE and
+  // PIECEWISE steps), never for a FULL graph, and only for backends that supports_cascade().
+  int cascade_prefix_len = 0;
 };
 
 }  // namespace gs

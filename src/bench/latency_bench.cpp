@@ -39,16 +39,25 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
   GS_CHECK(o.batch_size >= 1 && o.input_len >= 1 && o.output_len >= 1 && o.num_iters >= 1,
            "bench latency: batch size ({}), input len ({}), output len ({}) and iterations ({}) must be >= 1",
            o.batch_size, o.input_len, o.output_len, o.num_iters);
-  const int k = std::max(0, o.num_speculative_tokens);
-  const int total_len = o.input_len + o.output_len * (1 + k);
-  GS_CHECK(total_len <= runner.max_model_len, "bench latency: input + output = {} tokens exceed max_model_len {}",
-           total_len, runner.max_model_len);
   const int bs = runner.block_size;
-  const int blocks_per_req = (total_len + bs - 1) / bs;
-  GS_CHECK(static_cast<long long>(blocks_per_req) * o.batch_size <= runner.num_kv_blocks,
-           "bench latency: {} sequences of {} tokens need {} KV blocks but the cache has {}; lower the batch "
-           "size or raise the KV cache size",
-           o.batch_size, total_len, blocks_per_req * o.batch_size, runner.num_kv_blocks);
+  const int shared = o.shared_prefix_len;
+  GS_CHECK(shared >= 0 && shared % bs == 0,
+           "bench latency: --shared-prefix-len {} must be a multiple of the block size {} (prefixes are shared in "
+           "whole blocks)",
+           shared, bs);
+  const int k = std::max(0, o.num_speculative_tokens);
+  const int prompt_len = shared + o.input_len;
+  const int total_len = prompt_len + o.output_len * (1 + k);
+  GS_CHECK(total_len <= runner.max_model_len,
+           "bench latency: shared prefix + input + output = {} tokens exceed max_model_len {}", total_len,
+           runner.max_model_len);
+  const int shared_blocks = shared / bs;
+  const int blocks_per_req = (total_len + bs - 1) / bs - shared_blocks;  // each request's own blocks
+  const long long blocks = static_cast<long long>(blocks_per_req) * o.batch_size + shared_blocks;
+  GS_CHECK(blocks <= runner.num_kv_blocks,
+           "bench latency: {} sequences of {} tokens ({} shared) need {} KV blocks but the cache has {}; lower the "
+           "batch size or raise the KV cache size",
+           o.batch_size, total_len, shared, blocks, runner.num_kv_blocks);
   const int vocab = runner.vocab_size;
   SamplingParams params = o.sampling;
   params.max_tokens = o.output_len;
@@ -59,15 +68,20 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
     const bool measured = it >= o.num_warmup_iters;
     std::vector<SyntheticRequest> reqs(o.batch_size);
     for (int r = 0; r < o.batch_size; ++r) {
+      for (int t = 0; t < shared; ++t) reqs[r].tokens.push_back((t * 7 + 3) % vocab);
       for (int t = 0; t < o.input_len; ++t) reqs[r].tokens.push_back((r * 131 + t * 7 + 3) % vocab);
-      for (int b = 0; b < blocks_per_req; ++b) reqs[r].blocks.push_back(r * blocks_per_req + b);
+      for (int b = 0; b < shared_blocks; ++b) reqs[r].blocks.push_back(b);
+      for (int b = 0; b < blocks_per_req; ++b) reqs[r].blocks.push_back(shared_blocks + r * blocks_per_req + b);
     }
+    // prefix_only < prompt_len: the untimed pass of request 0 over the shared prefix.
+    int prefix_only = prompt_len;
     auto step = [&](int budget, bool prefill_only) {
       SchedulerOutput so;
       for (size_t r = 0; r < reqs.size() && budget > 0; ++r) {
         SyntheticRequest& s = reqs[r];
-        if (prefill_only && s.computed >= o.input_len) continue;
-        int n = std::min<int>(int(s.tokens.size()) - s.computed, budget);
+        if (prefill_only && s.computed >= prefix_only) continue;
+        const int end = prefill_only ? std::min<int>(int(s.tokens.size()), prefix_only) : int(s.tokens.size());
+        int n = std::min<int>(end - s.computed, budget);
         if (n == 0) continue;
         s.proposals.clear();
         if (!prefill_only && k > 0)  // verification: the last token and k proposals
@@ -76,14 +90,14 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
         budget -= n;
         so.requests.push_back({.id = r,
                                .all_token_ids = &s.tokens,
-                               .num_prompt_tokens = o.input_len,
+                               .num_prompt_tokens = prompt_len,
                                .num_computed_tokens = s.computed,
                                .num_new_tokens = n,
                                .block_ids = &s.blocks,
                                .sample = s.computed + n >= int(s.tokens.size()),
                                .params = &params,
                                .seed = r,
-                               .num_output_tokens = int(s.tokens.size()) - o.input_len,
+                               .num_output_tokens = int(s.tokens.size()) - prompt_len,
                                .lora_id = o.num_loras > 0 ? 1 + int(r) % o.num_loras : 0,
                                .spec_token_ids = &s.proposals});
       }
@@ -92,9 +106,15 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
       for (const auto& t : out.sampled) reqs[t.id].tokens.push_back(t.token);
       for (auto& s : reqs) s.computed = std::min<int>(s.computed, int(s.tokens.size()) - 1);  // rejected proposals
     };
+    if (shared > 0) {  // request 0 computes the shared blocks; the others find them computed
+      prefix_only = shared;
+      for (auto& s : reqs) s.computed = &s == &reqs[0] ? 0 : shared;
+      while (reqs[0].computed < shared) step(o.max_num_batched_tokens, true);
+      prefix_only = prompt_len;
+    }
     const auto t0 = Clock::now();
     auto prefilling = [&] {
-      return std::any_of(reqs.begin(), reqs.end(), [&](const auto& s) { return s.computed < o.input_len; });
+      return std::any_of(reqs.begin(), reqs.end(), [&](const auto& s) { return s.computed < prompt_len; });
     };
     while (prefilling()) step(o.max_num_batched_tokens, true);
     if (measured) prefills.push_back(ms_since(t0));

@@ -1,4 +1,5 @@
 // Latency benchmark of the model runner alone: synthetic batches, no engine, no tokenizer.
+// Optionally every prompt begins with a shared, already computed prefix (shared_prefix_len).
 //
 // One iteration prefills `batch_size` prompts of `input_len` tokens (in chunks of at most
 // max_num_batched_tokens), then decodes `output_len` steps of the whole batch with `sampling`
@@ -23,6 +24,11 @@ struct LatencyBenchOptions {
   int max_num_batched_tokens = 2048;  // the runner's token budget per step (prefill chunks)
   int num_loras = 0;                  // > 0: request r uses LoRA adapter 1 + r % num_loras (--lora-modules order)
   int num_speculative_tokens = 0;     // > 0: decode steps verify this many proposals per request
+  // > 0: every prompt starts with the same shared_prefix_len tokens (a multiple of the block size)
+  // in the same KV blocks, computed before the timer starts, as a prefix cache hit would leave them;
+  // input_len tokens of each prompt follow it. Prefill then times the requests' own tokens (a
+  // cached prompt's time to first token) and decode reads the shared blocks (cascade attention).
+  int shared_prefix_len = 0;
   SamplingParams sampling = greedy();
   // Called around the decode steps of each measured iteration (a kernel profiler's start / stop).
   std::function<void()> on_decode_begin{}, on_decode_end{};

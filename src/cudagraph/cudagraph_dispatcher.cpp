@@ -73,12 +73,15 @@ BatchDescriptor CudagraphDispatcher::pad(const BatchDescriptor& desc) const {
   return out;
 }
 
-std::pair<CUDAGraphMode, BatchDescriptor> CudagraphDispatcher::dispatch(const BatchDescriptor& desc) const {
+std::pair<CUDAGraphMode, BatchDescriptor> CudagraphDispatcher::dispatch(const BatchDescriptor& desc,
+                                                                        bool use_cascade_attn) const {
   if (!initialized_) return {CUDAGraphMode::NONE, desc};
-  const BatchDescriptor padded = pad(desc);
-  const BatchDescriptor relaxed = padded.non_uniform();
-  if (full_keys_.contains(padded)) return {CUDAGraphMode::FULL, padded};
-  if (full_keys_.contains(relaxed)) return {CUDAGraphMode::FULL, relaxed};
+  if (!use_cascade_attn) {
+    const BatchDescriptor padded = pad(desc);
+    const BatchDescriptor relaxed = padded.non_uniform();
+    if (full_keys_.contains(padded)) return {CUDAGraphMode::FULL, padded};
+    if (full_keys_.contains(relaxed)) return {CUDAGraphMode::FULL, relaxed};
+  }
   BatchDescriptor mixed = desc.non_uniform();
   mixed.num_tokens = padded_mixed_tokens(desc.num_tokens);
   if (piecewise_keys_.contains(mixed)) return {CUDAGraphMode::PIECEWISE, mixed};

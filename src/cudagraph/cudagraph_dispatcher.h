@@ -24,8 +24,10 @@ class CudagraphDispatcher {
                                  int max_num_seqs, bool enable_lora = false, std::vector<int> mixed_sizes = {});
 
   // (runtime mode, final descriptor). `desc.num_tokens` is padded to the smallest capture size
-  // >= it first (a no-op when already padded); NONE returns `desc` unpadded.
-  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc) const;
+  // >= it first (a no-op when already padded); NONE returns `desc` unpadded. A batch that uses
+  // cascade attention (attention/cascade.h) never replays a FULL graph, whose attention was
+  // captured without it: PIECEWISE if its mixed key exists, else NONE (docs/CUDA_GRAPHS.md §4).
+  std::pair<CUDAGraphMode, BatchDescriptor> dispatch(const BatchDescriptor& desc, bool use_cascade_attn = false) const;
 
   // The smallest capture size >= num_tokens, or num_tokens when none is that large.
   int padded_num_tokens(int num_tokens) const;

@@ -15,7 +15,7 @@ struct EngineConfig : RunnerConfig {
   // Default sampling parameters: "auto" (the model's generation_config.json), "vllm" (none) or
   // a directory with a generation_config.json.
   std::string generation_config = "auto";
-  bool enable_prefix_caching = false;  // reuse the KV blocks of prompts' common prefixes
+  bool enable_prefix_caching = true;  // reuse the KV blocks of prompts' common prefixes (vLLM's default)
 
   // Tensor parallelism across hosts (vLLM / torchrun's flags): the workers of every node connect
   // to the driver at master_addr:master_port (0 with one node: any free port on 127.0.0.1).

@@ -232,6 +232,7 @@ EngineStats LLMEngine::stats() const {
   s.num_running = i.sched.num_running();
   s.num_waiting = i.sched.num_waiting();
   s.num_preemptions = i.sched.num_preemptions();
+  s.prefix_cache_query_tokens = i.sched.prefix_cache_query_tokens();
   s.prefix_cache_hit_tokens = i.sched.prefix_cache_hit_tokens();
   s.kv_blocks_total = i.pool.num_blocks();
   s.kv_blocks_free = i.pool.num_free();

@@ -73,7 +73,8 @@ struct EngineStats {
   int num_running = 0;
   int num_waiting = 0;
   int num_preemptions = 0;
-  uint64_t prefix_cache_hit_tokens = 0;  // prompt tokens taken from cached blocks
+  uint64_t prefix_cache_query_tokens = 0;  // tokens of requests that looked up the prefix cache
+  uint64_t prefix_cache_hit_tokens = 0;    // of those, tokens taken from cached blocks
   int kv_blocks_total = 0;
   int kv_blocks_free = 0;
   uint64_t prompt_tokens = 0;

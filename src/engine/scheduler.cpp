@@ -54,13 +54,15 @@ void Scheduler::preempt(Request* r) {
   insert_by_arrival(waiting_, r);
 }
 
+// Prompt logprobs need every prompt position computed: such a request takes no cached prefix.
+bool Scheduler::reads_prefix_cache(const Request* r) const {
+  return cfg_.enable_prefix_caching && r->params.prompt_logprobs < 0;
+}
+
 // Takes the cached blocks of the request's longest cached prefix; returns the tokens covered.
 int Scheduler::adopt_cached_prefix(Request* r) {
-  // Prompt logprobs need every prompt position computed, and adapter requests' KV differs from
-  // the base model's: neither takes a cached prefix.
-  if (!cfg_.enable_prefix_caching || r->blocks.num_blocks() > 0 || r->params.prompt_logprobs >= 0 || r->lora_id != 0)
-    return 0;
-  extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
+  if (!reads_prefix_cache(r) || r->blocks.num_blocks() > 0) return 0;
+  extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes, uint64_t(r->lora_id));
   const int max_hits = (r->num_tokens() - 1) / pool_.block_size();
   int hits = 0;
   for (; hits < max_hits; ++hits) {
@@ -107,8 +109,8 @@ void Scheduler::rollback(Request* r, int num_rejected) {
 void Scheduler::on_step_executed() {
   if (cfg_.enable_prefix_caching)
     for (Request* r : last_scheduled_) {
-      if (r->status != RequestStatus::Running || r->lora_id != 0) continue;
-      extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes);
+      if (r->status != RequestStatus::Running) continue;
+      extend_prefix_hashes(r->tokens, pool_.block_size(), r->block_hashes, uint64_t(r->lora_id));
       const int full = r->num_computed_tokens / pool_.block_size();
       for (int j = std::max(r->num_registered_blocks, r->blocks.num_freed()); j < full; ++j)
         pool_.register_hash(r->blocks.ids()[j], r->block_hashes[j]);
@@ -164,7 +166,10 @@ SchedulerOutput Scheduler::schedule() {
       break;
     }
     r->num_computed_tokens = cached;
-    prefix_hit_tokens_ += cached;
+    if (reads_prefix_cache(r)) {
+      prefix_query_tokens_ += uint64_t(r->num_tokens());
+      prefix_hit_tokens_ += uint64_t(cached);
+    }
     waiting_.pop_front();
     r->status = RequestStatus::Running;
     insert_by_arrival(running_, r);

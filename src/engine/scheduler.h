@@ -26,7 +26,8 @@ struct SchedulerConfig {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   // Admitted requests start from the longest cached prefix of full blocks (at least one
-  // token is always computed, so the request still samples).
+  // token is always computed, so the request still samples). Blocks are keyed by their tokens
+  // and the request's LoRA adapter (kv/prefix_hash.h).
   bool enable_prefix_caching = false;
   // > 0 when every layer attends only to its last `sliding_window` positions (the largest
   // window over the layers): blocks wholly before the window of a request's next query are
@@ -60,6 +61,10 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_preemptions() const { return num_preemptions_; }
+  // Prefix cache counters (vLLM's): every token of each admitted request that looked the cache up
+  // (a preempted request looks it up again with its generated tokens), and of those the tokens
+  // its cached blocks covered. hits <= queries.
+  uint64_t prefix_cache_query_tokens() const { return prefix_query_tokens_; }
   uint64_t prefix_cache_hit_tokens() const { return prefix_hit_tokens_; }
   bool empty() const { return running_.empty() && waiting_.empty(); }
 
@@ -67,6 +72,7 @@ class Scheduler {
   void preempt(Request* r);
   static void insert_by_arrival(std::deque<Request*>& q, Request* r);
   static ScheduledRequest make_scheduled(Request* r, int num_new);
+  bool reads_prefix_cache(const Request* r) const;
   int adopt_cached_prefix(Request* r);
   int take_proposals(Request* r, int num_new, int budget);
   void free_outside_window(Request* r);
@@ -77,6 +83,7 @@ class Scheduler {
   std::deque<Request*> running_;  // sorted by arrival: the back is preempted first
   std::deque<Request*> waiting_;  // sorted by arrival
   int num_preemptions_ = 0;
+  uint64_t prefix_query_tokens_ = 0;
   uint64_t prefix_hit_tokens_ = 0;
   std::vector<Request*> last_scheduled_;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "attention/cascade.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "cudagraph/forward_context.h"
@@ -36,9 +37,11 @@ ModelRunner::Impl::Impl(const RunnerConfig& c) : cfg(c), sampling_inputs(std::ma
 }
 
 ModelRunner::Impl::~Impl() {
-  spdlog::info("runner: {} steps (NONE {}, PIECEWISE {}, FULL {}), {} padded tokens, {} captures after start-up",
-               stats.steps_none + stats.steps_piecewise + stats.steps_full, stats.steps_none, stats.steps_piecewise,
-               stats.steps_full, stats.padded_tokens, refused_captures());
+  spdlog::info(
+      "runner: {} steps (NONE {}, PIECEWISE {}, FULL {}; cascade attention {}), {} padded tokens, {} captures after "
+      "start-up",
+      stats.steps_none + stats.steps_piecewise + stats.steps_full, stats.steps_none, stats.steps_piecewise,
+      stats.steps_full, stats.steps_cascade, stats.padded_tokens, refused_captures());
 }
 
 void ModelRunner::Impl::stage(HostBatch& hb, int num_tokens, int sample_rows) {
@@ -63,14 +66,27 @@ void ModelRunner::Impl::upload(const HostBatch& hb, int num_tokens) {
 }
 
 // The attention backend plans the launches: a FULL graph from its key alone (the same at capture and at every
-// replay), other steps from the batch.
-void ModelRunner::Impl::plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& d) {
+// replay), other steps from the batch, with its cascade prefix (never in a FULL graph).
+void ModelRunner::Impl::plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& d,
+                                       int cascade_prefix) {
+  GS_CHECK(runtime != CUDAGraphMode::FULL || cascade_prefix == 0,
+           "internal error: a cascade batch was dispatched to a FULL graph ({})", d.str());
+  md.cascade_prefix_len = cascade_prefix;
   if (runtime == CUDAGraphMode::FULL)
     attention->plan_graph(md, {.num_tokens = d.num_tokens,
                                .request_rows = d.request_rows(max_reqs),
                                .uniform_query_len = d.uniform ? d.uniform_query_len : 0});
   else
     attention->plan_eager(md, hb.max_query_len);
+}
+
+// The batch's shared prefix when cascade attention pays off for it (attention/cascade.h), else 0.
+int ModelRunner::Impl::cascade_prefix(const HostBatch& hb) const {
+  if (!cascade_enabled) return 0;
+  const int p = common_prefix_len(hb.block_table, hb.block_table_width, hb.seq_lens, hb.query_start_loc, hb.num_reqs,
+                                  cfg.block_size);
+  return use_cascade_attention(p, hb.query_start_loc, hb.num_reqs, local_cfg.num_heads, local_cfg.num_kv_heads, {}) ? p
+                                                                                                                    : 0;
 }
 
 // The rows a FULL graph of `d` samples: every token of a uniform batch (one per request in plain
@@ -160,18 +176,20 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
                                    ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len, has_lora)
                                    : BatchDescriptor::mixed(hb.num_actual_tokens, has_lora);
-  const auto [runtime, final_desc] = dispatcher.dispatch(desc);
+  const int cascade = cascade_prefix(hb);
+  const auto [runtime, final_desc] = dispatcher.dispatch(desc, cascade > 0);
   if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.
   const int sample_rows =
       runtime == CUDAGraphMode::FULL ? graph_tail_rows(final_desc) : static_cast<int>(hb.sampled.size());
   stage(hb, final_desc.num_tokens, sample_rows);
-  plan_attention(hb, runtime, final_desc);
+  plan_attention(hb, runtime, final_desc, cascade);
   forward(runtime, final_desc);
 
   if (runtime == CUDAGraphMode::NONE) ++stats.steps_none;
   if (runtime == CUDAGraphMode::PIECEWISE) ++stats.steps_piecewise;
   if (runtime == CUDAGraphMode::FULL) ++stats.steps_full;
+  if (cascade > 0) ++stats.steps_cascade;
   stats.padded_tokens += uint64_t(final_desc.num_tokens - hb.num_actual_tokens);
   RunnerOutput out = collect(hb);
   out.prompt_logprobs = prompt_logprobs(batch, hb);

@@ -17,6 +17,7 @@ struct LoraSlotImage;
 
 struct RunnerStats {
   uint64_t steps_none = 0, steps_piecewise = 0, steps_full = 0;
+  uint64_t steps_cascade = 0;                 // of those, steps with cascade attention (never FULL)
   uint64_t padded_tokens = 0;                 // tokens of padding computed (waste)
   uint64_t graph_captures_after_startup = 0;  // captures the graph layer refused while serving (stays 0)
   uint64_t d2h_bytes = 0;                     // device-to-host bytes of sampled results

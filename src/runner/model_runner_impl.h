@@ -55,6 +55,10 @@ struct ModelRunner::Impl {
   // requests (eager and piecewise), or every request row of the FULL graph's shape.
   int tail_rows = 0;
 
+  // Cascade attention may run (build_model): not --disable-cascade-attn, the backend supports it and
+  // no layer has a sliding window (a window may end inside the shared prefix).
+  bool cascade_enabled = false;
+
   CudagraphDispatcher dispatcher;
   GraphMemoryEstimate graph_reserve;  // held back from the KV cache for the graphs (resolve_mode_and_keys)
   std::vector<std::unique_ptr<CUDAGraphWrapper>> piece_graphs;  // PIECEWISE, one per piece
@@ -82,7 +86,8 @@ struct ModelRunner::Impl {
   void upload(const HostBatch& hb, int num_tokens);
   void stage_sampling(const HostBatch& hb, int rows);
   void run_tail();
-  void plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc);
+  void plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc, int cascade_prefix = 0);
+  int cascade_prefix(const HostBatch& hb) const;
   RunnerOutput execute(const SchedulerOutput& batch);
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
   HostBatchLimits host_limits() const;

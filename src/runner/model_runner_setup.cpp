@@ -35,6 +35,8 @@ void ModelRunner::Impl::build_model() {
   if (cfg.tensor_parallel_size > 1) comm = make_communicator(*backend, cfg);
   local_cfg = tp_layout(mcfg, comm.get()).local;
   attention = make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
+  cascade_enabled = !cfg.disable_cascade_attn && attention->supports_cascade() &&
+                    std::none_of(mcfg.layer_windows.begin(), mcfg.layer_windows.end(), [](int w) { return w > 0; });
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
   uniform_query_len = cfg.speculative.uniform_query_len();

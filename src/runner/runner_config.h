@@ -52,6 +52,9 @@ struct RunnerConfig {
   int lora_host_capacity() const { return max_cpu_loras > 0 ? max_cpu_loras : max_loras; }
 
   bool enforce_eager = false;  // same as cudagraph_mode NONE
+  // --disable-cascade-attn (vLLM's): never run a batch's shared prefix as one attention part
+  // (attention/cascade.h); by default batches that pay off do.
+  bool disable_cascade_attn = false;
   CompilationConfig compilation;
   // Speculative decoding (--speculative-config): verification steps of 1 + k tokens per request.
   SpeculativeConfig speculative;

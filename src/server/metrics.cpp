@@ -121,6 +121,9 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight, const std:
   out += fmt::format("graphserve_forward_steps_total{{mode=\"NONE\"}} {}\n", e.graphs.steps_none);
   out += fmt::format("graphserve_forward_steps_total{{mode=\"PIECEWISE\"}} {}\n", e.graphs.steps_piecewise);
   out += fmt::format("graphserve_forward_steps_total{{mode=\"FULL\"}} {}\n", e.graphs.steps_full);
+  counter(out, "graphserve_cascade_attention_steps_total",
+          "Forward steps whose attention ran the batch's shared prefix once (cascade attention).",
+          e.graphs.steps_cascade);
   counter(out, "graphserve_padded_tokens_total", "Padding tokens added to reach a graph size.", e.graphs.padded_tokens);
   counter(out, "graphserve_graph_captures_after_startup_total", "CUDA graphs captured after start-up (should stay 0).",
           e.graphs.graph_captures_after_startup);

@@ -55,9 +55,9 @@ void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::str
   metric(out, "counter", "vllm:prompt_tokens_total", "Prompt tokens processed.", l, double(e.prompt_tokens));
   metric(out, "counter", "vllm:generation_tokens_total", "Generated tokens.", l, double(e.generation_tokens));
   metric(out, "counter", "vllm:num_preemptions_total", "Preemptions.", l, e.num_preemptions);
-  metric(out, "counter", "vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", l,
-         double(e.prompt_tokens));
-  metric(out, "counter", "vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", l,
+  metric(out, "counter", "vllm:prefix_cache_queries_total", "Tokens looked up in the prefix cache.", l,
+         double(e.prefix_cache_query_tokens));
+  metric(out, "counter", "vllm:prefix_cache_hits_total", "Tokens found in the prefix cache.", l,
          double(e.prefix_cache_hit_tokens));
   render_spec_decode(out, e.spec, l);
   out +=

@@ -49,6 +49,7 @@ void StatsLogger::run() {
     const double dt = std::chrono::duration<double>(now - last_time).count();
     const uint64_t prompt = s.prompt_tokens - last.prompt_tokens, gen = s.generation_tokens - last.generation_tokens;
     const uint64_t hits = s.prefix_cache_hit_tokens - last.prefix_cache_hit_tokens;
+    const uint64_t queries = s.prefix_cache_query_tokens - last.prefix_cache_query_tokens;
     const bool busy = prompt > 0 || gen > 0 || s.num_running > 0 || s.num_waiting > 0;
     if (busy && dt > 0) {
       const double kv = s.kv_blocks_total > 0 ? 100.0 * (1.0 - double(s.kv_blocks_free) / s.kv_blocks_total) : 0.0;
@@ -56,7 +57,7 @@ void StatsLogger::run() {
           "Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, Running: {} "
           "reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
           prompt / dt, gen / dt, s.num_running, s.num_waiting, kv,
-          prompt > 0 ? 100.0 * double(hits) / double(prompt) : 0.0);
+          queries > 0 ? 100.0 * double(hits) / double(queries) : 0.0);
       log_spec_decode(s.spec, last.spec, dt);
     }
     last = s;

@@ -55,6 +55,7 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"tp_group", c.tp_group},
                       {"disable_custom_all_reduce", c.disable_custom_all_reduce},
                       {"enforce_eager", c.enforce_eager},
+                      {"disable_cascade_attn", c.disable_cascade_attn},
                       {"capture_sizes", c.compilation.cudagraph_capture_sizes},
                       {"max_capture_size", c.compilation.max_cudagraph_capture_size},
                       {"compile_sizes", c.compilation.compile_sizes},
@@ -73,7 +74,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
   c.block_size = j["block_size"], c.gpu_memory_utilization = j["gpu_memory_utilization"];
   c.kv_cache_memory_bytes = j["kv_cache_memory_bytes"], c.tensor_parallel_size = j["tensor_parallel_size"];
   c.tp_rank = j["tp_rank"], c.tp_group = j["tp_group"], c.enforce_eager = j["enforce_eager"];
-  c.disable_custom_all_reduce = j["disable_custom_all_reduce"];
+  c.disable_custom_all_reduce = j["disable_custom_all_reduce"], c.disable_cascade_attn = j["disable_cascade_attn"];
   c.compilation.cudagraph_capture_sizes = j["capture_sizes"].get<std::vector<int>>();
   c.compilation.max_cudagraph_capture_size = j["max_capture_size"];
   c.compilation.compile_sizes = j["compile_sizes"].get<std::vector<int>>();

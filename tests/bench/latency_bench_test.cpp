@@ -41,6 +41,38 @@ TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
   EXPECT_THROW(run_latency_bench(runner, o), Error);  // beyond max_model_len
 }
 
+// A shared, already computed prefix: 8 requests decode over the same 256 tokens' blocks, so every
+// decode step cascades (PIECEWISE, never FULL); the same run without cascade replays FULL graphs.
+TEST(LatencyBench, SharedPrefixDecodesWithCascadeAttention) {
+  RunnerConfig c;
+  c.device = "cpu";
+  c.model = test::stories260k_dir().string();
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 64;
+  c.kv_cache_memory_bytes = size_t(4) << 20;
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16, 32, 64};
+  LatencyBenchOptions o{.batch_size = 8,
+                        .input_len = 6,
+                        .output_len = 4,
+                        .num_iters = 1,
+                        .num_warmup_iters = 0,
+                        .max_num_batched_tokens = 64};
+  o.shared_prefix_len = 256;
+  for (bool disable : {false, true}) {
+    c.disable_cascade_attn = disable;
+    ModelRunner runner(c);
+    run_latency_bench(runner, o);
+    const RunnerStats s = runner.stats();
+    EXPECT_EQ(s.steps_cascade, disable ? 0u : 1u + 3u) << "the own-token prefill and every decode step";
+    EXPECT_EQ(s.steps_full, disable ? 3u : 0u);
+    EXPECT_EQ(s.graph_captures_after_startup, 0u);
+    o.shared_prefix_len = 250;
+    EXPECT_THROW(run_latency_bench(runner, o), Error);  // not whole blocks
+    o.shared_prefix_len = 256;
+  }
+}
+
 TEST(LatencyBench, Quantiles) {
   EXPECT_EQ(quantile({}, 0.5), 0.0);
   EXPECT_EQ(quantile({4, 1, 3, 2}, 0.5), 2.0);

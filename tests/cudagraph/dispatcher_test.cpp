@@ -85,6 +85,7 @@ TEST(CudagraphDispatcher, DispatchOfEveryMode) {
     BatchDescriptor in;
     M runtime;
     BatchDescriptor out;
+    bool cascade = false;
   };
   const Row rows[] = {
       {M::NONE, uni(3), M::NONE, uni(3)},
@@ -105,12 +106,23 @@ TEST(CudagraphDispatcher, DispatchOfEveryMode) {
       {M::FULL_AND_PIECEWISE, mixed(3), M::PIECEWISE, mixed(4)},
       {M::FULL_AND_PIECEWISE, uni(5), M::PIECEWISE, mixed(8)},
       {M::FULL_AND_PIECEWISE, mixed(9), M::NONE, mixed(9)},
+      // Cascade batches: PIECEWISE if available, else NONE, never FULL (CUDA_GRAPHS.md §4).
+      {M::NONE, uni(3), M::NONE, uni(3), true},
+      {M::PIECEWISE, uni(3), M::PIECEWISE, mixed(4), true},
+      {M::PIECEWISE, mixed(3), M::PIECEWISE, mixed(4), true},
+      {M::FULL, uni(3), M::NONE, uni(3), true},
+      {M::FULL, mixed(3), M::NONE, mixed(3), true},
+      {M::FULL_DECODE_ONLY, uni(3), M::NONE, uni(3), true},
+      {M::FULL_AND_PIECEWISE, uni(1), M::PIECEWISE, mixed(1), true},
+      {M::FULL_AND_PIECEWISE, uni(3), M::PIECEWISE, mixed(4), true},
+      {M::FULL_AND_PIECEWISE, mixed(3), M::PIECEWISE, mixed(4), true},
+      {M::FULL_AND_PIECEWISE, uni(9), M::NONE, uni(9), true},
   };
   for (const Row& r : rows) {
-    SCOPED_TRACE(fmt::format("{} {}", mode_name(r.mode), r.in.str()));
+    SCOPED_TRACE(fmt::format("{} {}{}", mode_name(r.mode), r.in.str(), r.cascade ? " cascade" : ""));
     CudagraphDispatcher d;
     d.initialize_cudagraph_keys(r.mode, {1, 2, 4, 8}, 1, 4);
-    auto [runtime, out] = d.dispatch(r.in);
+    auto [runtime, out] = d.dispatch(r.in, r.cascade);
     EXPECT_EQ(runtime, r.runtime);
     EXPECT_EQ(out, r.out) << out.str();
   }

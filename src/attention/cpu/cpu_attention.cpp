@@ -1,5 +1,6 @@
 // CPU paged attention (fp32 reference): KV-cache write, then causal GQA attention per request
-// with an online softmax (one pass over the context, no scratch memory).
+// with an online softmax (one pass over the context, no scratch memory); cascade steps run the
+// shared prefix once for the whole batch and merge it into each request's own part.
 //
 // Everything that changes from batch to batch (query_start_loc, seq_lens, block_table,
 // slot_mapping) is read from the metadata buffers inside the kernel, so one recorded closure
@@ -8,7 +9,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <vector>
+
 #include "attention/attention_backend.h"
+#include "attention/cascade.h"
 #include "core/cpu_stream.h"
 #include "core/error.h"
 
@@ -33,8 +37,9 @@ struct Launch {
   int64_t num_tokens, num_reqs, num_blocks, block_size, max_blocks;
   int64_t hq, hkv, d;
   float scale;
-  int64_t window;  // <= 0: none
-  float softcap;   // <= 0: none
+  int64_t window;          // <= 0: none
+  float softcap;           // <= 0: none
+  int64_t cascade_prefix;  // > 0: the batch's shared prefix in tokens (attention/cascade.h)
 
   int64_t kv_row() const { return hkv * d; }
 
@@ -68,12 +73,12 @@ struct Launch {
     }
   }
 
-  // One query head of one token over positions [0, last], or its window's part of them.
-  void attend(int64_t r, int64_t t, int64_t h, int64_t last) const {
-    const int64_t first = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
+  // One query head of token t (request r's blocks) over positions [first, last]: the partial
+  // softmax (running max, normaliser) and the unnormalised value sum in acc[d].
+  SoftmaxPartial partial(int64_t r, int64_t t, int64_t h, int64_t first, int64_t last, float* acc) const {
     const int64_t kvh = h / (hq / hkv);
     const float* qv = q + (t * hq + h) * d;
-    float acc[kMaxHeadDim] = {};
+    std::fill(acc, acc + d, 0.0f);
     float m = -INFINITY, l = 0.0f;
     for (int64_t p = first; p <= last; ++p) {
       const int64_t off = slot_of(r, p) * kv_row() + kvh * d;
@@ -89,13 +94,22 @@ struct Launch {
       l = l * corr + w;
       m = m_new;
     }
+    return {m, l};
+  }
+
+  // One query head of one token over positions [0, last], or its window's part of them.
+  void attend(int64_t r, int64_t t, int64_t h, int64_t last) const {
+    const int64_t first = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
+    float acc[kMaxHeadDim];
+    const SoftmaxPartial part = partial(r, t, h, first, last, acc);
     float* o = out + (t * hq + h) * d;
-    for (int64_t i = 0; i < d; ++i) o[i] = acc[i] / l;
+    for (int64_t i = 0; i < d; ++i) o[i] = acc[i] / part.l;
   }
 
   void run() const {
     std::memset(out, 0, size_t(num_tokens * hq * d) * sizeof(float));  // padded rows read as zeros
     write_cache();
+    if (cascade_prefix > 0 && window <= 0) return run_cascade();
     for (int64_t r = 0; r < num_reqs; ++r) {
       const int64_t q0 = qsl[r], q_len = qsl[r + 1] - q0, ctx = seq_lens[r];
       if (q_len <= 0) continue;
@@ -103,6 +117,39 @@ struct Launch {
 #pragma omp parallel for collapse(2) if (q_len * hq * ctx > 4096)
       for (int64_t i = 0; i < q_len; ++i)
         for (int64_t h = 0; h < hq; ++h) attend(r, q0 + i, h, ctx - q_len + i);
+    }
+  }
+
+  // Cascade (attention/cascade.h): the shared prefix [0, P) once for every query of the batch,
+  // through request 0's blocks (every request holds the same ones there), with no causal mask
+  // (every query lies after it); then each request's own positions [P, p], causally, merged with
+  // the prefix's partial by log-sum-exp.
+  void run_cascade() const {
+    const int64_t actual = qsl[num_reqs], P = cascade_prefix;
+    for (int64_t r = 0; r < num_reqs; ++r)
+      if (qsl[r + 1] > qsl[r]) {
+        check_request(r, qsl[r + 1] - qsl[r], seq_lens[r]);
+        GS_CHECK(seq_lens[r] - (qsl[r + 1] - qsl[r]) >= P,
+                 "attention: request {} has {} computed tokens, before "
+                 "the cascade prefix of {} ends",
+                 r, seq_lens[r] - (qsl[r + 1] - qsl[r]), P);
+      }
+    std::vector<float> prefix_acc(size_t(actual * hq * d));
+    std::vector<SoftmaxPartial> prefix(size_t(actual * hq));
+#pragma omp parallel for collapse(2) if (actual * hq * P > 4096)
+    for (int64_t t = 0; t < actual; ++t)
+      for (int64_t h = 0; h < hq; ++h)
+        prefix[size_t(t * hq + h)] = partial(0, t, h, 0, P - 1, &prefix_acc[size_t((t * hq + h) * d)]);
+    for (int64_t r = 0; r < num_reqs; ++r) {
+      const int64_t q0 = qsl[r], q_len = qsl[r + 1] - q0, ctx = seq_lens[r];
+#pragma omp parallel for collapse(2) if (q_len * hq * (ctx - P) > 4096)
+      for (int64_t i = 0; i < q_len; ++i)
+        for (int64_t h = 0; h < hq; ++h) {
+          const int64_t t = q0 + i, row = t * hq + h;
+          float acc[kMaxHeadDim];
+          const SoftmaxPartial own = partial(r, t, h, P, ctx - q_len + i, acc);
+          merge_partials(prefix[size_t(row)], &prefix_acc[size_t(row * d)], own, acc, int(d), out + row * d);
+        }
     }
   }
 };
@@ -120,6 +167,7 @@ class CpuAttention final : public AttentionBackend {
 
   std::string name() const override { return "cpu"; }
   AttentionCGSupport cudagraph_support() const override { return declared_; }
+  bool supports_cascade() const override { return true; }
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                const AttentionMetadata& md, const Tensor& out, int window) override {
@@ -168,7 +216,8 @@ class CpuAttention final : public AttentionBackend {
                   D,
                   shape_.scale,
                   -1,
-                  shape_.softcap};
+                  shape_.softcap,
+                  md.cascade_prefix_len};
   }
 
   Backend& backend_;
