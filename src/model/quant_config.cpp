@@ -41,8 +41,8 @@ void parse_fp8(const json& qc, const std::string& where, QuantConfig& q) {
   const std::string fmt = str_field(qc, "fmt", "e4m3");
   GS_CHECK(fmt == "e4m3", "{}.fmt '{}' is not supported (only e4m3)", where, fmt);
   const std::string act = str_field(qc, "activation_scheme", "dynamic");
-  GS_CHECK(act == "dynamic" || act == "static", "{}.activation_scheme '{}' is not supported (dynamic or static)",
-           where, act);
+  GS_CHECK(act == "dynamic" || act == "static", "{}.activation_scheme '{}' is not supported (dynamic or static)", where,
+           act);
   q.static_activations = act == "static";
   q.ignore = string_list(qc, "ignored_layers", where);
   for (const auto& m : string_list(qc, "modules_to_not_convert", where)) q.ignore.push_back(m);
@@ -99,8 +99,8 @@ void parse_ct_group(const std::string& name, const json& g, const std::string& w
 
 void parse_compressed_tensors(const json& qc, const std::string& where, QuantConfig& q) {
   const std::string format = str_field(qc, "format", "?");
-  GS_CHECK(format == "float-quantized" || format == "naive-quantized",
-           "{}.format '{}' is not supported ({})", where, format, kSupported);
+  GS_CHECK(format == "float-quantized" || format == "naive-quantized", "{}.format '{}' is not supported ({})", where,
+           format, kSupported);
   auto groups = qc.find("config_groups");
   GS_CHECK(groups != qc.end() && groups->is_object() && groups->size() == 1,
            "{}.config_groups must hold exactly one group (mixed schemes are not supported)", where);
@@ -130,8 +130,9 @@ QuantConfig parse_quant_config(const json& config, const std::filesystem::path& 
 
 void apply_quantization_flag(QuantConfig& q, const std::string& flag) {
   if (flag.empty() || flag == "none" || flag == "None") return;
-  GS_CHECK(flag == "fp8", "--quantization '{}' is not supported (only fp8: FP8 e4m3 weights, per-channel scales "
-                          "computed at load; FP8 checkpoints are detected from config.json)",
+  GS_CHECK(flag == "fp8",
+           "--quantization '{}' is not supported (only fp8: FP8 e4m3 weights, per-channel scales "
+           "computed at load; FP8 checkpoints are detected from config.json)",
            flag);
   if (q.fp8) return;  // an FP8 checkpoint keeps its own scales
   q.fp8 = q.online = true;

@@ -33,7 +33,7 @@ TEST(Fp8E4M3, EveryCodeRoundTripsAndEncodingRoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(f32_to_f8e4m3(-0.0f), 0x80);
   EXPECT_EQ(f8e4m3_to_f32(0x7e), 448.0f);
   EXPECT_EQ(f8e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
-  EXPECT_EQ(f32_to_f8e4m3(1000.0f), 0x7e);                // saturates to 448
+  EXPECT_EQ(f32_to_f8e4m3(1000.0f), 0x7e);               // saturates to 448
   EXPECT_EQ(f32_to_f8e4m3(-1e9f), 0xfe);
   EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.0625f)), 1.0f);   // tie between 1 and 1.125: to even
   EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.1875f)), 1.25f);  // tie between 1.125 and 1.25: to even
@@ -157,7 +157,8 @@ TEST(Fp8Checkpoint, ScalesOfTheWrongShapeOrDtypeOrMissingNameTheTensor) {
       if (t.name == scale) t.dtype = "I32";
   });
   EXPECT_NE(dtype.find(scale), std::string::npos) << dtype;
-  const std::string missing = broken([&](auto& ts) { std::erase_if(ts, [&](const auto& t) { return t.name == scale; }); });
+  const std::string missing =
+      broken([&](auto& ts) { std::erase_if(ts, [&](const auto& t) { return t.name == scale; }); });
   EXPECT_NE(missing.find("has no scale tensor '" + scale + "'"), std::string::npos) << missing;
 }
 
@@ -174,7 +175,8 @@ TEST(Fp8Checkpoint, Fp8TensorsWithoutAQuantizationConfigAreRefused) {
 
 double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
+  for (size_t i = 0; i < want.size(); ++i)
+    num += double(got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
   return std::sqrt(num / den);
 }
 

@@ -71,7 +71,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       fma_chunk<M>(wv[u], x, K, c, kBlock ? __ldg(srow + c * kChunk / 128) : 1.0f, acc);
     }
   }
-  for (; kv < KV; kv += 32) fma_chunk<M>(__ldg(row + kv), x, K, kv, kBlock ? __ldg(srow + kv * kChunk / 128) : 1.0f, acc);
+  for (; kv < KV; kv += 32)
+    fma_chunk<M>(__ldg(row + kv), x, K, kv, kBlock ? __ldg(srow + kv * kChunk / 128) : 1.0f, acc);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float v = acc[m];

@@ -50,9 +50,10 @@ bool Fp8Linear::run_lt(const Tensor& x, const Tensor& w, const Tensor& y, int M,
   const int chunk = opts_.lt_max_rows;
   if (!lt_->supported(std::min(M, chunk), N, K) || (M > chunk && M % chunk && !lt_->supported(M % chunk, N, K))) {
     if (!warned_)
-      spdlog::warn("cuBLASLt has no FP8 GEMM with per-token x per-channel scales for M {} N {} K {}: such shapes "
-                   "dequantize the weight to bf16",
-                   M, N, K);
+      spdlog::warn(
+          "cuBLASLt has no FP8 GEMM with per-token x per-channel scales for M {} N {} K {}: such shapes "
+          "dequantize the weight to bf16",
+          M, N, K);
     warned_ = true;
     return false;
   }

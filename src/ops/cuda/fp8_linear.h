@@ -19,9 +19,9 @@ namespace gs {
 
 // The FP8 kernel choices (typed options of the CUDA backend).
 struct Fp8KernelOptions {
-  int gemv_max_tokens = 8;   // the FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM)
-  bool lt_fp8_gemm = true;   // above it: cuBLASLt FP8 where possible (false: always dequantize to bf16)
-  int lt_max_rows = 4096;    // rows of x quantized at once (the scratch); larger M runs in chunks
+  int gemv_max_tokens = 8;  // the FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM)
+  bool lt_fp8_gemm = true;  // above it: cuBLASLt FP8 where possible (false: always dequantize to bf16)
+  int lt_max_rows = 4096;   // rows of x quantized at once (the scratch); larger M runs in chunks
 };
 
 class Fp8Linear {
@@ -42,8 +42,8 @@ class Fp8Linear {
   Allocator& alloc_;
   Fp8KernelOptions opts_;
   std::unique_ptr<Fp8LtGemm> lt_;
-  Tensor dequant_;  // bf16, as large as the largest FP8 weight
-  Tensor xq_, xs_;  // e4m3 [lt_max_rows, largest K] and f32 [lt_max_rows]: x quantized per token
+  Tensor dequant_;                         // bf16, as large as the largest FP8 weight
+  Tensor xq_, xs_;                         // e4m3 [lt_max_rows, largest K] and f32 [lt_max_rows]: x quantized per token
   const uint8_t* weight_begin_ = nullptr;  // the weight being quantized (quantize's fused parts)
   const uint8_t* part_end_ = nullptr;
   bool warned_ = false;

@@ -64,10 +64,10 @@ void Fp8LtGemm::matmul(const uint8_t* xq, const float* x_scale, const uint8_t* w
   GS_CHECK(p.ok, "cuBLASLt FP8 GEMM: no algorithm for M {} N {} K {}", M, N, K);
   // The scale pointers are the per-call operands: set on the cached descriptor before each launch
   // (host-side; a captured graph keeps the values of its capture, which are the persistent buffers).
-  GS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale) == 0 &&
-               cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
-                                              sizeof x_scale) == 0,
-           "cuBLASLt FP8 GEMM: cannot set the scale pointers");
+  GS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale) == 0 &&
+          cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale) == 0,
+      "cuBLASLt FP8 GEMM: cannot set the scale pointers");
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, wq, p.a, xq, p.b, &beta, y, p.c, y, p.c, &p.algo,
                                            workspace_.data(), kWorkspaceBytes, s);
