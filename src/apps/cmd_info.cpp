@@ -1,4 +1,5 @@
-// graphserve info: a model's config, parameter count and memory plan, or the built-in presets.
+// graphserve info: a model's config, parameter count and memory plan, the built-in presets, or the
+// supported quantization schemes.
 #include <fmt/format.h>
 
 #include <string>
@@ -13,6 +14,7 @@ namespace {
 
 struct InfoOptions {
   bool presets = false;
+  bool quantizations = false;
   std::string model;
   std::string preset;
 };
@@ -35,6 +37,7 @@ void print_config(const ModelConfig& c, const std::string& source) {
              c.qk_norm);
   fmt::print("max_position_embeddings: {}\ntorch_dtype: {}\n", c.max_position_embeddings, dtype_name(c.torch_dtype));
   fmt::print("bos_token_id: {}\neos_token_ids: [{}]\n", c.bos_token_id, fmt::join(c.eos_token_ids, ", "));
+  fmt::print("quantization: {}\n", c.quant.describe());
 }
 
 void print_memory_plan(const ModelConfig& c) {
@@ -61,7 +64,12 @@ void run_info(const InfoOptions& o) {
     for (const auto& p : list_presets()) fmt::print("{:<14} {}\n", p.name, p.description);
     return;
   }
-  GS_CHECK(o.model.empty() != o.preset.empty(), "info: pass exactly one of --model DIR, --preset NAME or --presets");
+  if (o.quantizations) {
+    for (const auto& s : supported_quant_schemes()) fmt::print("{}\n", s);
+    return;
+  }
+  GS_CHECK(o.model.empty() != o.preset.empty(),
+           "info: pass exactly one of --model DIR, --preset NAME, --presets or --quantizations");
   ModelSource src;
   src.dir = o.model;
   src.dummy = !o.preset.empty();
@@ -77,6 +85,7 @@ void add_info_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "print a model's config, parameter count and memory plan, or the presets");
   auto opts = std::make_shared<InfoOptions>();
   cmd->add_flag("--presets", opts->presets, "list the built-in dummy presets");
+  cmd->add_flag("--quantizations", opts->quantizations, "list the supported quantization schemes (FP8)");
   cmd->add_option("--model", opts->model, "Hugging Face model directory");
   cmd->add_option("--preset", opts->preset, "built-in preset name (see --presets)");
   cmd->callback([opts] { run_info(*opts); });

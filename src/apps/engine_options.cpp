@@ -56,6 +56,11 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   }
   cmd.add_option("--device", cfg.device, "auto | cpu | cuda")->capture_default_str();
   cmd.add_option("--dtype", cfg.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
+  cmd.add_option("--quantization,-q", cfg.quantization,
+                 "fp8: quantize a float checkpoint's projections to FP8 at load (FP8 checkpoints are detected "
+                 "from config.json; graphserve info --quantizations)");
+  cmd.add_option("--kv-cache-dtype", cfg.kv_cache_dtype, "auto (the compute dtype) | fp8 | fp8_e4m3")
+      ->capture_default_str();
   cmd.add_option("--seed", cfg.seed, "seed of dummy weights and of requests without their own seed")
       ->capture_default_str();
   cmd.add_option("--generation-config", cfg.generation_config,

@@ -1,6 +1,7 @@
 // Implements core/dtype.h (DType).
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -15,6 +16,7 @@ size_t dtype_size(DType t) {
     case DType::I32: return 4;
     case DType::I64: return 8;
     case DType::U8: return 1;
+    case DType::F8E4M3: return 1;
   }
   return 0;
 }
@@ -27,6 +29,7 @@ std::string_view dtype_name(DType t) {
     case DType::I32: return "i32";
     case DType::I64: return "i64";
     case DType::U8: return "u8";
+    case DType::F8E4M3: return "f8e4m3";
   }
   return "?";
 }
@@ -38,6 +41,7 @@ DType parse_dtype(std::string_view n) {
   if (n == "i32" || n == "int32" || n == "I32") return DType::I32;
   if (n == "i64" || n == "int64" || n == "I64") return DType::I64;
   if (n == "u8" || n == "uint8" || n == "U8") return DType::U8;
+  if (n == "f8e4m3" || n == "float8_e4m3fn" || n == "F8_E4M3") return DType::F8E4M3;
   fail("unknown dtype '{}' (valid: float32, float16, bfloat16)", n);
 }
 
@@ -82,12 +86,34 @@ uint16_t f32_to_f16(float f) {
   return sign | uint16_t((r - 0x38000000u) >> 13);
 }
 
+float f8e4m3_to_f32(uint8_t v) {
+  const float sign = (v & 0x80) ? -1.0f : 1.0f;
+  const int exp = (v >> 3) & 0xf, mant = v & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::nanf("");
+  if (exp == 0) return sign * std::ldexp(float(mant), -9);  // subnormal: mant / 8 * 2^-6
+  return sign * std::ldexp(float(8 + mant), exp - 10);      // (1 + mant / 8) * 2^(exp - 7)
+}
+
+uint8_t f32_to_f8e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::min(std::fabs(f), kF8E4M3Max);
+  if (a < std::ldexp(1.0f, -6)) return sign | uint8_t(std::nearbyint(a * 512.0f));  // subnormals (8 may carry)
+  int e = 0;
+  std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): the significand's unit is 2^(e - 4)
+  const float q = std::nearbyint(std::ldexp(a, 4 - e));  // in [8, 16]
+  const int exp = e - 1 + 7 + (q == 16.0f ? 1 : 0);
+  const int mant = q == 16.0f ? 0 : int(q) - 8;
+  return sign | uint8_t(exp << 3) | uint8_t(mant);
+}
+
 namespace {
 float load(const void* p, DType t, size_t i) {
   switch (t) {
     case DType::F32: return static_cast<const float*>(p)[i];
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F8E4M3: return f8e4m3_to_f32(static_cast<const uint8_t*>(p)[i]);
     default: fail("convert_host: {} is not a float dtype", dtype_name(t));
   }
 }

@@ -8,10 +8,11 @@
 
 namespace gs {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8 };
+// F8E4M3: OCP float8 e4m3 ("fn": no infinities, max 448), the storage of FP8 weights.
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8, F8E4M3 };
 
 size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);      // "f32", "f16", "bf16", "i32", "i64", "u8"
+std::string_view dtype_name(DType t);      // "f32", "f16", "bf16", "i32", "i64", "u8", "f8e4m3"
 DType parse_dtype(std::string_view name);  // accepts names above and torch-style ("float32", "bfloat16", ...)
 
 // Host conversions (round-to-nearest-even for narrowing).
@@ -29,9 +30,13 @@ inline uint16_t f32_to_bf16(float f) {
   return uint16_t(bits >> 16);
 }
 float f16_to_f32(uint16_t v);
+// e4m3 ("fn"): exact decode; encode rounds to nearest even and saturates to +-448 (NaN stays NaN).
+float f8e4m3_to_f32(uint8_t v);
+uint8_t f32_to_f8e4m3(float f);
+constexpr float kF8E4M3Max = 448.0f;
 uint16_t f32_to_f16(float f);
 
-// Converts n elements between float dtypes (F32/F16/BF16) on the host.
+// Converts n elements between float dtypes (F32/F16/BF16; F8E4M3 as a source) on the host.
 void convert_host(const void* src, DType src_t, void* dst, DType dst_t, size_t n);
 
 }  // namespace gs

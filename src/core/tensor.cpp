@@ -65,6 +65,21 @@ Tensor Tensor::rows(int64_t begin, int64_t n) const {
   Tensor t = *this;
   t.data_ = static_cast<char*>(data_) + size_t(begin * row_elems()) * dtype_size(dtype_);
   t.shape_[0] = n;
+  if (scales_) t.scales_ = std::make_shared<const Tensor>(scales_->rows(begin, n));
+  return t;
+}
+
+const Tensor& Tensor::scales() const {
+  static const Tensor none;
+  return scales_ ? *scales_ : none;
+}
+
+Tensor Tensor::with_scales(const Tensor& scales) const {
+  GS_CHECK(ndim() == 2 && scales.ndim() == 2 && scales.dim(0) == dim(0) &&
+               (scales.dim(1) == 1 || scales.dim(1) == (dim(1) + 127) / 128),
+           "scales {} do not fit the rows and column groups of {}", scales.str(), str());
+  Tensor t = *this;
+  t.scales_ = std::make_shared<const Tensor>(scales);
   return t;
 }
 

@@ -52,12 +52,19 @@ class Tensor {
 
   std::string str() const;  // "bf16[4, 64] on cuda:0"
 
+  // A quantized weight's scales, or an undefined tensor: FP8 [N, K] has f32 [N, G], G = 1 (one
+  // scale per row) or ceil(K / 128) (row n's columns [128 g, 128 g + 128) scaled by scales[n, g]).
+  // rows() views slice them along.
+  const Tensor& scales() const;
+  Tensor with_scales(const Tensor& scales) const;
+
  private:
   std::shared_ptr<void> holder_;
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::F32;
   Device device_;
+  std::shared_ptr<const Tensor> scales_;
 };
 
 }  // namespace gs

@@ -31,6 +31,7 @@ ModelConfig driver_model_config(const RunnerConfig& cfg) {
   ModelSource src;
   src.dir = cfg.model;
   src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
+  src.quantization = cfg.quantization;
   src.preset = cfg.preset;
   src.seed = cfg.seed;
   ModelConfig m = resolve_model_config(src);

@@ -1,9 +1,11 @@
-// Weights from a safetensors checkpoint: shape-checked, converted to the compute dtype, and
+// Weights from a safetensors checkpoint: shape-checked, converted to the compute dtype (FP8
+// weights dequantized exactly, model/fp8_checkpoint.h), and
 // every tensor of the checkpoint must be claimed by the model (or be a known harmless extra).
 #include <cstring>
 #include <set>
 
 #include "core/error.h"
+#include "model/fp8_checkpoint.h"
 #include "model/safetensors.h"
 #include "model/weight_source.h"
 
@@ -18,7 +20,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 class CheckpointSource final : public WeightSource {
  public:
   CheckpointSource(const std::string& dir, Backend& backend, const ModelConfig& cfg)
-      : dir_(dir), ckpt_(dir), backend_(backend), cfg_(cfg) {}
+      : dir_(dir), ckpt_(dir), backend_(backend), cfg_(cfg), fp8_(ckpt_, cfg.quant) {}
 
   void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit, int64_t,
             const WeightSlice& slice) override {
@@ -36,7 +38,12 @@ class CheckpointSource final : public WeightSource {
     for (size_t i = 0; i < n; i += run)
       std::memcpy(raw_.data() + i * es, src + size_t(slice.full_index(shape, int64_t(i))) * es, run * es);
     host_.resize(n * dtype_size(dst.dtype()));
-    convert_host(raw_.data(), t->dtype, host_.data(), dst.dtype(), n);
+    if (t->dtype == DType::F8E4M3) {
+      for (auto& used : fp8_.dequantize(*t, raw_, slice, deq_)) used_.insert(used);
+      convert_host(deq_.data(), DType::F32, host_.data(), dst.dtype(), n);
+    } else {
+      convert_host(raw_.data(), t->dtype, host_.data(), dst.dtype(), n);
+    }
     backend_.copy(dst, Tensor::wrap(host_.data(), dst.shape(), dst.dtype(), Device::cpu()));
     backend_.stream().synchronize();  // host_ is reused by the next tensor
     used_.insert(name);
@@ -45,6 +52,7 @@ class CheckpointSource final : public WeightSource {
   void finish() override {
     for (const auto& [name, t] : ckpt_.tensors()) {
       if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
+      if (cfg_.quant.fp8 && Fp8Checkpoint::known_extra(name)) continue;    // KV scales: the KV cache is not FP8
       if (name == "lm_head.weight" && cfg_.tie_word_embeddings) continue;  // tied: the embedding is used
       fail("{}: unexpected tensor '{}' (shape {}) for {}", t.file->path().string(), name, shape_str(t.shape),
            cfg_.architecture_name);
@@ -57,7 +65,9 @@ class CheckpointSource final : public WeightSource {
   Backend& backend_;
   ModelConfig cfg_;
   std::set<std::string> used_;
+  Fp8Checkpoint fp8_;
   std::vector<uint8_t> raw_, host_;
+  std::vector<float> deq_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "ops/fp8_weights.h"
 
 namespace gs {
 
@@ -17,6 +18,15 @@ class Loader {
 
   Tensor alloc(const Shape& s) { return Tensor::empty(s, be_.compute_dtype(), be_.allocator()); }
 
+  // A projection weight [out, in] of `module` (its first part): FP8 with its scales where the
+  // model is quantized and the backend computes in FP8, else in the compute dtype.
+  Tensor proj(const std::string& module, int64_t out, int64_t in) {
+    if (!cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
+    const int64_t groups = cfg_.quant.scales == Fp8WeightScales::Block ? (in + kFp8BlockK - 1) / kFp8BlockK : 1;
+    return Tensor::empty({out, in}, DType::F8E4M3, be_.allocator())
+        .with_scales(Tensor::empty({out, groups}, DType::F32, be_.allocator()));
+  }
+
   // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`.
   void part(const Tensor& dst, int64_t row, const std::string& name, const Shape& shape, WeightInit init,
             int64_t fan_in, const WeightSlice& slice = {}) {
@@ -25,7 +35,29 @@ class Loader {
     int64_t count = 1;
     for (int64_t e : s) count *= e;
     GS_CHECK(d.numel() == count, "{}: slice {} does not fill {}", name, shape_str(s), d.str());
-    src_.load(name, shape, d, init, fan_in, slice);
+    const bool fp8 = d.dtype() == DType::F8E4M3;
+    const Tensor f = fp8 ? Tensor::empty(d.shape(), DType::F32, be_.allocator()) : d;
+    src_.load(name, shape, f, init, fan_in, slice);
+    const bool online = cfg_.quant.online && is_projection(name) && cfg_.quant.quantizes(module_of(name));
+    if (fp8 || online) quantize(f, d, s[0]);
+    if (fp8) be_.stream().synchronize();  // f is freed on return
+  }
+  // The part's values to FP8, scaled in the groups of the checkpoint's layout (so that its exact
+  // values come back), per output channel when quantized at load.
+  void quantize(const Tensor& part, const Tensor& dst, int64_t rows) {
+    const Fp8WeightScales sc = cfg_.quant.online ? Fp8WeightScales::Channel : cfg_.quant.scales;
+    const int64_t group_rows = sc == Fp8WeightScales::Tensor ? rows : sc == Fp8WeightScales::Block ? kFp8BlockK : 1;
+    be_.quantize_fp8(part, group_rows, sc == Fp8WeightScales::Block, dst);
+  }
+  static bool is_projection(const std::string& name) {
+    const std::string p = "_proj.weight";
+    return name.size() > p.size() && name.compare(name.size() - p.size(), p.size(), p) == 0;
+  }
+  static std::string module_of(const std::string& name) {
+    const std::string w = ".weight";
+    return name.size() > w.size() && name.compare(name.size() - w.size(), w.size(), w) == 0
+               ? name.substr(0, name.size() - w.size())
+               : name;
   }
 
   Tensor matrix(const std::string& name, int64_t out, int64_t in) {
@@ -38,7 +70,7 @@ class Loader {
   // This rank's input columns of a row-parallel [out, in] matrix: [in / N] from rank * in / N.
   Tensor row_parallel(const std::string& name, int64_t out, int64_t in) {
     const int64_t k = in / tp_.size;
-    Tensor t = alloc({out, k});
+    Tensor t = proj(module_of(name), out, k);
     part(t, 0, name, {out, in}, WeightInit::Uniform, in, {1, tp_.rank * k, k});
     return t;
   }
@@ -93,8 +125,9 @@ class Loader {
   }
   void attention(LlamaLayerWeights& w, const std::string& p) {
     const int64_t H = cfg_.hidden_size, lqkv = tp_.local.q_size() + 2 * tp_.local.kv_size();
-    w.qkv = alloc({lqkv, H});
-    qkv_parts(w.qkv, p, "weight", cfg_.arch == Architecture::Phi3, H);
+    const bool phi3 = cfg_.arch == Architecture::Phi3;
+    w.qkv = proj(p + (phi3 ? "self_attn.qkv_proj" : "self_attn.q_proj"), lqkv, H);
+    qkv_parts(w.qkv, p, "weight", phi3, H);
     if (cfg_.attention_bias) {
       w.qkv_bias = alloc({lqkv});
       qkv_parts(w.qkv_bias, p, "bias", false, 0);
@@ -102,7 +135,7 @@ class Loader {
   }
   void mlp(LlamaLayerWeights& w, const std::string& p) {
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, li = tp_.local.intermediate_size;
-    w.gate_up = alloc({2 * li, H});
+    w.gate_up = proj(p + (cfg_.arch == Architecture::Phi3 ? "mlp.gate_up_proj" : "mlp.gate_proj"), 2 * li, H);
     if (cfg_.arch == Architecture::Phi3) {  // gate rows first, as HF's chunk(2)
       part(w.gate_up, 0, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
       part(w.gate_up, li, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H,

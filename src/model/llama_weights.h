@@ -1,7 +1,9 @@
 // LlamaWeights: the tensors of a Llama-family model on the backend, in its compute dtype, with
 // q/k/v fused into one [q + 2 kv, hidden] matrix and gate/up into one [2 I, hidden] matrix
 // (Phi-3's checkpoints hold them fused already). Gemma 2's RMSNorm weights w are stored as
-// 1 + w, so one norm kernel serves every family.
+// 1 + w, so one norm kernel serves every family. In an FP8 model (cfg.quant) the projections
+// (qkv, o_proj, gate_up, down) are F8E4M3 with their scales where the backend computes in FP8
+// (Backend::fp8_weights), else the compute dtype holding the FP8 values' exact dequantization.
 #pragma once
 #include <vector>
 

@@ -161,6 +161,7 @@ ModelConfig load_model_config(const fs::path& model_dir) {
   GS_CHECK(j.is_object(), "{}: expected a JSON object", file.string());
   ModelConfig c;
   parse_architecture(j, file, c);
+  c.quant = parse_quant_config(j, file);  // an unsupported scheme is refused before anything else
   c.vocab_size = json_required_int(j, "vocab_size", file);
   c.hidden_size = json_required_int(j, "hidden_size", file);
   c.intermediate_size = json_required_int(j, "intermediate_size", file);

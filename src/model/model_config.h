@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/quant_config.h"
 #include "ops/backend.h"
 
 namespace gs {
@@ -45,6 +46,7 @@ struct ModelConfig {
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
   DType torch_dtype = DType::F32;  // dtype the checkpoint says it holds
+  QuantConfig quant;               // FP8 projection weights (quantization_config or --quantization)
 
   // Model families (model/family_config.cpp).
   std::vector<int> layer_windows;  // per layer: sliding window in tokens, or -1 (full attention)

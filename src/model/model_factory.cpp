@@ -17,10 +17,17 @@ std::vector<PresetInfo> list_presets() {
 }
 
 ModelConfig resolve_model_config(const ModelSource& src) {
-  if (!src.dir.empty()) return load_model_config(src.dir);
-  GS_CHECK(src.dummy, "no model given: pass a model directory, or dummy weights with a preset");
-  GS_CHECK(!src.preset.empty(), "dummy weights need a preset (see graphserve info --presets)");
-  return find_preset(src.preset).config;
+  ModelConfig cfg;
+  if (!src.dir.empty()) {
+    cfg = load_model_config(src.dir);
+  } else {
+    GS_CHECK(src.dummy, "no model given: pass a model directory, or dummy weights with a preset");
+    GS_CHECK(!src.preset.empty(), "dummy weights need a preset (see graphserve info --presets)");
+    cfg = find_preset(src.preset).config;
+  }
+  if (src.dummy && cfg.quant.fp8 && !cfg.quant.online) cfg.quant = QuantConfig{};  // dummy weights are float
+  apply_quantization_flag(cfg.quant, src.quantization);
+  return cfg;
 }
 
 AttentionShape attention_shape(const ModelConfig& cfg) {

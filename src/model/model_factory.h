@@ -15,10 +15,11 @@
 namespace gs {
 
 struct ModelSource {
-  std::string dir;     // HF model directory (load_format auto/safetensors)
-  bool dummy = false;  // random weights of `preset`'s shape (or of dir's config.json)
-  std::string preset;  // dummy preset name (graphserve info --presets)
-  uint64_t seed = 0;   // dummy weights are deterministic by seed
+  std::string dir;           // HF model directory (load_format auto/safetensors)
+  bool dummy = false;        // random weights of `preset`'s shape (or of dir's config.json)
+  std::string preset;        // dummy preset name (graphserve info --presets)
+  uint64_t seed = 0;         // dummy weights are deterministic by seed
+  std::string quantization;  // --quantization: empty (the checkpoint's own) or "fp8" (model/quant_config.h)
 };
 
 struct PresetInfo {

@@ -33,7 +33,7 @@ class MappedFile {
 // One tensor inside a mapped file.
 struct TensorRef {
   std::string name;
-  DType dtype = DType::F32;  // F32, F16 or BF16
+  DType dtype = DType::F32;  // F32, F16, BF16 or F8E4M3
   Shape shape;
   const void* data = nullptr;
   const MappedFile* file = nullptr;

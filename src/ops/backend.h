@@ -248,6 +248,18 @@ class Backend {
   virtual void moe_experts(const MoeExpertsArgs& a) = 0;
   // The kernels moe_experts runs (for the start-up log).
   virtual std::string moe_kernels() const { return "reference"; }
+  // FP8 e4m3 projection weights (model/quant_config.h). fp8_weights(): linear() and its fused
+  // forms take F8E4M3 weights carrying their scales (Tensor::scales, ops/fp8_weights.h); a backend
+  // without FP8 kernels keeps them in the compute dtype, holding FP8's exact dequantization.
+  virtual bool fp8_weights() const { return false; }
+  // The kernels FP8 weights run with here (the start-up log).
+  virtual std::string fp8_kernels() const { return "none: weights dequantized to the compute dtype at load"; }
+  // Quantizes src [r, K] (a float weight, or rows of one) to e4m3 with one scale, amax / 448, per
+  // group of group_rows rows (from src's first row) by K columns (by 128 columns when block128).
+  // Where fp8_weights(), into dst (F8E4M3 [r, K] with scales [r, 1] or [r, ceil(K / 128)], each
+  // row holding its group's scale); otherwise dst (compute dtype; may be src) gets the values the
+  // FP8 weight stands for (q * scale), the reference of what FP8 kernels compute. Setup time.
+  virtual void quantize_fp8(const Tensor& src, int64_t group_rows, bool block128, const Tensor& dst) = 0;
 
   // Start-up GEMM autotuning (docs/CUDA_GRAPHS.md §9): for every GEMM shape the ops have run so
   // far (the warm-up) and every token count of opts.sizes, time the library's candidate

@@ -77,12 +77,23 @@ struct MoeKernelOptions {
   int tokens_per_pass = 8;
 };
 
+// FP8 e4m3 weights (ops/cuda/fp8_linear.h).
+struct Fp8KernelOptions {
+  // The FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM).
+  int gemv_max_tokens = 8;
+  // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.
+  bool lt_fp8_gemm = true;
+  // Rows of x quantized at once (the scratch); larger M runs in chunks.
+  int lt_max_rows = 4096;
+};
+
 struct KernelOptions {
   AttentionKernelOptions attention;
   LinearKernelOptions linear;
   LoraKernelOptions lora;
   AllReduceKernelOptions all_reduce;
   MoeKernelOptions moe;
+  Fp8KernelOptions fp8;
 };
 
 }  // namespace gs

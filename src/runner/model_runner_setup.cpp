@@ -29,6 +29,7 @@ void ModelRunner::Impl::build_model() {
   src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
   src.preset = cfg.preset;
   src.seed = cfg.seed;
+  src.quantization = cfg.quantization;
   mcfg = resolve_model_config(src);
   backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype, cfg.kernel_options);
   make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size);  // a model that does not split: before joining
@@ -49,6 +50,10 @@ void ModelRunner::Impl::build_model() {
                double(backend->allocator().bytes_in_use() - before) / (kMiB * 1024.0),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                src.dummy ? "dummy weights, preset " + src.preset : src.dir);
+  if (mcfg.quant.fp8) spdlog::info("quantization: {}; kernels: {}", mcfg.quant.describe(), backend->fp8_kernels());
+  GS_CHECK(!(cfg.enable_lora && mcfg.quant.fp8 && backend->fp8_weights()),
+           "--enable-lora on FP8 weights ({}) is not supported on {} yet; serve the float checkpoint for LoRA",
+           mcfg.quant.describe(), backend->name());
   if (cfg.enable_lora) {
     lora = std::make_unique<LoraInputs>(cfg, mcfg, *backend, max_tokens);
     model->bind_lora(&lora->slots());

@@ -12,6 +12,16 @@ void RunnerConfig::validate() const {
            "--device must be one of auto, cpu, cuda; got '{}'", device);
   GS_CHECK(dtype == "auto" || dtype == "float32" || dtype == "bfloat16" || dtype == "float16",
            "--dtype must be one of auto, float32, bfloat16, float16; got '{}'", dtype);
+  GS_CHECK(quantization.empty() || quantization == "fp8" || quantization == "none",
+           "--quantization '{}' is not supported (only fp8; FP8 checkpoints are detected from config.json, "
+           "see graphserve info --quantizations)",
+           quantization);
+  GS_CHECK(kv_cache_dtype == "auto" || kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3",
+           "--kv-cache-dtype must be one of auto, fp8, fp8_e4m3; got '{}'", kv_cache_dtype);
+  GS_CHECK(kv_cache_dtype == "auto",
+           "--kv-cache-dtype {}: an FP8 KV cache is not supported yet (FP8 weights are: --quantization fp8 or an "
+           "FP8 checkpoint); use --kv-cache-dtype auto",
+           kv_cache_dtype);
   GS_CHECK(max_num_seqs >= 1, "--max-num-seqs must be >= 1, got {}", max_num_seqs);
   GS_CHECK(max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}", max_num_batched_tokens);
   GS_CHECK(max_model_len >= 0, "--max-model-len must be >= 1 (or 0 for the model's), got {}", max_model_len);

@@ -20,6 +20,9 @@ struct RunnerConfig {
   std::string device = "auto";          // auto (cuda if present) | cpu | cuda
   std::string dtype = "auto";           // auto | float32 | bfloat16 | float16
   uint64_t seed = 0;                    // dummy weights and unseeded sampling
+  // --quantization: empty (the checkpoint's own, from config.json) or fp8 (model/quant_config.h).
+  std::string quantization;
+  std::string kv_cache_dtype = "auto";  // auto (the compute dtype); fp8 / fp8_e4m3 are refused for now
 
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;

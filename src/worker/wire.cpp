@@ -44,6 +44,8 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"device", c.device},
                       {"dtype", c.dtype},
                       {"seed", c.seed},
+                      {"quantization", c.quantization},
+                      {"kv_cache_dtype", c.kv_cache_dtype},
                       {"max_num_seqs", c.max_num_seqs},
                       {"max_num_batched_tokens", c.max_num_batched_tokens},
                       {"max_model_len", c.max_model_len},
@@ -70,6 +72,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
   RunnerConfig c;
   c.model = j["model"], c.load_format = j["load_format"], c.preset = j["preset"], c.device = j["device"];
   c.dtype = j["dtype"], c.seed = j["seed"], c.max_num_seqs = j["max_num_seqs"];
+  c.quantization = j["quantization"], c.kv_cache_dtype = j["kv_cache_dtype"];
   c.max_num_batched_tokens = j["max_num_batched_tokens"], c.max_model_len = j["max_model_len"];
   c.block_size = j["block_size"], c.gpu_memory_utilization = j["gpu_memory_utilization"];
   c.kv_cache_memory_bytes = j["kv_cache_memory_bytes"], c.tensor_parallel_size = j["tensor_parallel_size"];

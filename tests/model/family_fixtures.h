@@ -18,6 +18,14 @@ inline const std::vector<std::string>& family_names() {
   return names;
 }
 
+// FP8 checkpoints of the same kind of models (tools/hf_fixtures/fp8_fixtures.py): per-channel
+// compressed-tensors, 128x128 blocks with weight_scale_inv (Qwen3), per-tensor with input_scale;
+// their HF reference runs in f32 on the exactly dequantized weights.
+inline const std::vector<std::string>& fp8_family_names() {
+  static const std::vector<std::string> names = {"fp8_channel", "fp8_block", "fp8_tensor"};
+  return names;
+}
+
 // $GS_FAMILY_FIXTURES (a packed copy on the GPU machine), else the source tree's.
 inline std::filesystem::path family_dir(const std::string& name) {
   if (const char* p = std::getenv("GS_FAMILY_FIXTURES")) return std::filesystem::path(p) / name;

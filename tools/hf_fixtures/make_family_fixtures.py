@@ -5,6 +5,7 @@ Run where torch + transformers are installed (the GPU machine; no internet neede
   make_family_fixtures.py fixtures OUT_DIR --tokenizer DIR [--only a,b]   f32 models + hf_greedy.json (CPU)
   make_family_fixtures.py bf16 FIXTURES_DIR OUT.json          HF bf16 greedy/logits on the GPU
   make_family_fixtures.py peer OUT.json [names]                HF decode ms/step, real shapes
+  make_family_fixtures.py fp8 OUT_DIR --tokenizer DIR          FP8 checkpoints + HF f32 greedy (CPU)
 
 Each fixture directory holds config.json, model.safetensors (f32), the tokenizer files, and
 hf_greedy.json: {prompts, steps, tokens, logit_steps, logits}: for both prompts, the 48 tokens
@@ -299,12 +300,20 @@ def cmd_peer(out_json, names=None, prompt=128, steps=32, warm=4):
     json.dump(res, open(out_json, "w"), indent=1)
 
 
+from fp8_fixtures import cmd_fp8  # noqa: E402  (FP8 checkpoint layouts of the same models)
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "fixtures":
         tok = argv[argv.index("--tokenizer") + 1]
         only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else None
         report = cmd_fixtures(argv[2], tok, only)
         json.dump(report, open(os.path.join(argv[2], "report.json"), "w"), indent=1)
+        return 0 if all(r["ok"] for r in report.values()) else 1
+    if len(argv) >= 3 and argv[1] == "fp8":
+        tok = argv[argv.index("--tokenizer") + 1]
+        report = cmd_fp8(argv[2], tok, sys.modules[__name__])
+        json.dump(report, open(os.path.join(argv[2], "report_fp8.json"), "w"), indent=1)
         return 0 if all(r["ok"] for r in report.values()) else 1
     if len(argv) == 4 and argv[1] == "bf16":
         cmd_bf16(argv[2], argv[3])

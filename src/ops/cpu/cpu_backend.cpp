@@ -12,6 +12,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/cpu_lora.h"
 #include "ops/cpu/cpu_moe.h"
+#include "ops/fp8_weights.h"
 #include "ops/lora_shape.h"
 
 namespace gs {
@@ -255,6 +256,14 @@ class CpuBackend final : public Backend {
     cpu::enqueue_moe_route(stream_, logits, bias, r, ids, weights);
   }
   void moe_experts(const MoeExpertsArgs& a) override { cpu::enqueue_moe_experts(stream_, a); }
+  // Weights stay f32, holding the exact value of their FP8 quantization.
+  void quantize_fp8(const Tensor& src, int64_t group_rows, bool block128, const Tensor& dst) override {
+    check_f32(src, "quantize_fp8", "src"), check_f32(dst, "quantize_fp8", "dst");
+    GS_CHECK(src.ndim() == 2 && dst.shape() == src.shape(), "quantize_fp8: dst {} must have src's shape {}", dst.str(),
+             src.str());
+    stream_.synchronize();
+    fp8_quantize_host(f(src), src.dim(0), src.dim(1), group_rows, block128, nullptr, nullptr, fm(dst));
+  }
 
  private:
   CpuAllocator alloc_;

@@ -12,10 +12,12 @@
 #include "core/cuda/cuda_stream.h"
 #include "ops/cuda/cuda_lora_ops.h"
 #include "ops/cuda/cuda_moe_ops.h"
+#include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
 #include "ops/cuda/shard_kernels.h"
 #include "ops/cuda/skinny_gemm.h"
+#include "ops/fp8_weights.h"
 #include "ops/lora_shape.h"
 
 namespace gs {
@@ -46,7 +48,8 @@ class CudaBackend final : public Backend {
         alloc_(device),
         stream_(device, &alloc_),
         gemm_(alloc_),
-        lora_(device, dtype, options.lora) {}
+        lora_(device, dtype, options.lora),
+        fp8_(alloc_, options.fp8) {}
 
   Device device() const override { return Device::cuda(device_); }
   std::string name() const override { return "cuda"; }
@@ -150,6 +153,8 @@ class CudaBackend final : public Backend {
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
+    if (w.dtype() == DType::F8E4M3)
+      return fp8_.linear(x, w, bias, y, s(), [&](const Tensor& wb) { linear(x, wb, bias, y); });
     need(x, dtype_, "linear", "x");
     need(w, dtype_, "linear", "w");
     GS_CHECK(y.defined() && y.device().is_cuda() && (y.dtype() == dtype_ || y.dtype() == DType::F32),
@@ -256,6 +261,8 @@ class CudaBackend final : public Backend {
   void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
                              const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
                              const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
+    if (w.dtype() == DType::F8E4M3)  // FP8 weights: linear (Fp8Linear), then the epilogue's own kernel
+      return Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
     need(x, dtype_, "linear_split_qkv_rope", "x");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
     const bool gemv = cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data());
@@ -272,6 +279,7 @@ class CudaBackend final : public Backend {
   // (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
   void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
                                const Tensor& out) override {
+    if (w.dtype() == DType::F8E4M3) return Backend::linear_gated_activation(act, x, w, gate_up, out);
     const char* op = "linear_gated_activation";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
@@ -301,6 +309,7 @@ class CudaBackend final : public Backend {
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
                            const Tensor& norm_w, float eps, const Tensor& out) override {
+    if (w.dtype() == DType::F8E4M3) return Backend::linear_add_rms_norm(x, w, y, residual, norm_w, eps, out);
     const char* op = "linear_add_rms_norm";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
@@ -321,6 +330,9 @@ class CudaBackend final : public Backend {
                                       const Tensor& w, const Tensor& bias, const Tensor& positions,
                                       const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
                                       const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
+    if (w.dtype() == DType::F8E4M3)
+      return Backend::rms_norm_linear_split_qkv_rope(residual, norm_w, eps, normed, w, bias, positions, cfg, q_norm,
+                                                     k_norm, qkv, q, k, v);
     const int64_t M = residual.ndim() >= 1 ? residual.dim(0) : 0, K = residual.row_elems();
     const bool rope_fused = (!q_norm.defined() || qk_norm_fits(q_norm, k_norm, cfg)) &&
                             qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
@@ -352,6 +364,8 @@ class CudaBackend final : public Backend {
   void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
                                         GatedActivation act, const Tensor& w, const Tensor& gate_up,
                                         const Tensor& out) override {
+    if (w.dtype() == DType::F8E4M3)
+      return Backend::rms_norm_linear_gated_activation(residual, norm_w, eps, normed, act, w, gate_up, out);
     const char* op = "rms_norm_linear_gated_activation";
     const int64_t K = residual.row_elems(), I = out.row_elems();
     if (!normed_gemv_fits(residual, norm_w, w, op) || w.dim(0) != 2 * I || out.dim(0) != 1) {
@@ -364,6 +378,23 @@ class CudaBackend final : public Backend {
       const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
       GS_CUDA_CHECK(cuda::gemv_gated<E>(act, in, ptr<E>(w), ptr<E>(out), 1, int(I), int(K), s()));
     });
+  }
+
+  // FP8 weights where the compute dtype is bf16 (ops/cuda/fp8_linear.h); an f32 backend keeps
+  // their dequantization in f32 (the host reference quantization).
+  bool fp8_weights() const override { return dtype_ == DType::BF16; }
+  std::string fp8_kernels() const override { return fp8_weights() ? fp8_.describe() : Backend::fp8_kernels(); }
+  void quantize_fp8(const Tensor& src, int64_t group_rows, bool block128, const Tensor& dst) override {
+    need(src, DType::F32, "quantize_fp8", "src");
+    if (dst.dtype() == DType::F8E4M3) return fp8_.quantize(src, group_rows, block128, dst, s());
+    GS_CHECK(dst.shape() == src.shape() && src.ndim() == 2, "quantize_fp8: dst {} must have src's shape {}", dst.str(),
+             src.str());
+    std::vector<float> h(size_t(src.numel()));
+    copy(Tensor::wrap(h.data(), src.shape(), DType::F32, Device::cpu()), src);
+    stream_.synchronize();
+    fp8_quantize_host(h.data(), src.dim(0), src.dim(1), group_rows, block128, nullptr, nullptr, h.data());
+    copy(dst, upload(h.data(), DType::F32, src.shape(), dst.dtype()));
+    stream_.synchronize();
   }
 
   void scale(const Tensor& x, float alpha) override { scale_softcap(x, alpha, 0.0f, "scale"); }
@@ -556,6 +587,7 @@ class CudaBackend final : public Backend {
   CudaStream stream_;
   LtGemm gemm_;
   CudaLoraOps lora_;
+  Fp8Linear fp8_;
   std::map<RopeKey, Tensor> rope_tables_;
 };
 

@@ -1,0 +1,105 @@
+// Implements ops/cuda/fp8_linear.h.
+#include "ops/cuda/fp8_linear.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/cuda/cuda_check.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "ops/cuda/fp8_kernels.h"
+#include "ops/cuda/kernels.h"
+
+namespace gs {
+
+namespace {
+// Grows `t` (1-D, `dtype`) to at least n elements; load time only.
+void reserve(Tensor& t, int64_t n, DType dtype, Allocator& alloc) {
+  if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, dtype, alloc);
+}
+}  // namespace
+
+void Fp8Linear::quantize(const Tensor& src, int64_t group_rows, bool block128, const Tensor& dst, cudaStream_t s) {
+  GS_CHECK(src.dtype() == DType::F32 && src.ndim() == 2 && dst.shape() == src.shape() && dst.scales().defined(),
+           "quantize_fp8: src {} must be f32 [r, K] and dst {} e4m3 of its shape with scales", src.str(), dst.str());
+  const int64_t r = src.dim(0), K = src.dim(1), G = dst.scales().dim(1);
+  GS_CHECK(G == (block128 ? (K + 127) / 128 : 1), "quantize_fp8: dst scales {} do not match {} groups of {}",
+           dst.scales().str(), block128 ? "128-column" : "whole-row", src.str());
+  Tensor amax = Tensor::empty({(r + group_rows - 1) / group_rows * G}, DType::F32, alloc_);
+  GS_CUDA_CHECK(cuda::fp8_quantize(src.data_as<float>(), int(r), int(K), int(group_rows), block128,
+                                   amax.data_as<float>(), dst.data_as<uint8_t>(), dst.scales().data_as<float>(), s));
+  GS_CUDA_CHECK(cudaStreamSynchronize(s));  // amax is freed on return
+  // The dequantization scratch holds a whole weight: the parts of a fused weight (q|k|v, gate|up)
+  // are quantized one after the other into contiguous rows, so a part that starts where the last
+  // one ended extends the same weight.
+  const auto* begin = dst.data_as<const uint8_t>();
+  if (begin != part_end_) weight_begin_ = begin;
+  part_end_ = begin + r * K;
+  reserve(dequant_, (part_end_ - weight_begin_), DType::BF16, alloc_);
+  if (opts_.lt_fp8_gemm) {
+    if (!lt_) lt_ = std::make_unique<Fp8LtGemm>(alloc_);
+    reserve(xq_, int64_t(opts_.lt_max_rows) * K, DType::U8, alloc_);
+    reserve(xs_, opts_.lt_max_rows, DType::F32, alloc_);
+  }
+}
+
+bool Fp8Linear::run_lt(const Tensor& x, const Tensor& w, const Tensor& y, int M, int N, int K, cudaStream_t s) {
+  if (!lt_ || w.scales().dim(1) != 1 || y.dtype() != DType::BF16 || xq_.numel() < int64_t(opts_.lt_max_rows) * K)
+    return false;
+  const int chunk = opts_.lt_max_rows;
+  if (!lt_->supported(std::min(M, chunk), N, K) || (M > chunk && M % chunk && !lt_->supported(M % chunk, N, K))) {
+    if (!warned_)
+      spdlog::warn(
+          "cuBLASLt has no FP8 GEMM with per-token x per-channel scales for M {} N {} K {}: such shapes "
+          "dequantize the weight to bf16",
+          M, N, K);
+    warned_ = true;
+    return false;
+  }
+  for (int m0 = 0; m0 < M; m0 += chunk) {
+    const int m = std::min(chunk, M - m0);
+    const auto* xr = x.data_as<uint16_t>() + int64_t(m0) * K;
+    GS_CUDA_CHECK(cuda::fp8_quantize_rows(xr, m, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
+    lt_->matmul(xq_.data_as<uint8_t>(), xs_.data_as<float>(), w.data_as<uint8_t>(), w.scales().data_as<float>(),
+                y.data_as<uint16_t>() + int64_t(m0) * N, m, N, K, s);
+  }
+  return true;
+}
+
+void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
+                       const std::function<void(const Tensor& wb)>& dense) {
+  GS_CHECK(x.dtype() == DType::BF16 && w.scales().defined(), "linear: FP8 weight {} needs bf16 x (got {})", w.str(),
+           x.str());
+  const int M = int(x.dim(0)), N = int(w.dim(0)), K = int(w.dim(1)), G = int(w.scales().dim(1));
+  GS_CHECK(x.row_elems() == K, "linear: w {} must be [N, {}] for x {}", w.str(), x.row_elems(), x.str());
+  if (M == 0 || N == 0) return;
+  const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
+  if (M <= std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM) && cuda::fp8_gemv_supported(M, K, x.data(), w.data())) {
+    GS_CUDA_CHECK(cuda::fp8_gemv(x.data_as<uint16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), G, b,
+                                 y.data(), y.dtype() == DType::F32, M, N, K, s));
+    return;
+  }
+  if (opts_.lt_fp8_gemm && run_lt(x, w, y, M, N, K, s)) {
+    if (b) GS_CUDA_CHECK(cuda::add_bias<cuda::bf16_t>(y.data(), false, b, M, N, s));
+    return;
+  }
+  GS_CHECK(dequant_.numel() >= int64_t(N) * K, "linear: FP8 weight {} is larger than the dequantization scratch",
+           w.str());
+  const Tensor wb = dequant_.prefix({N, K});
+  GS_CUDA_CHECK(
+      cuda::fp8_dequantize(w.data_as<uint8_t>(), w.scales().data_as<float>(), G, wb.data_as<uint16_t>(), N, K, s));
+  dense(wb);
+}
+
+std::string Fp8Linear::describe() const {
+  return fmt::format(
+      "FP8 GEMV up to {} tokens (scales in its epilogue); above: {}; the decode fusions (deferred norm, RoPE split, "
+      "SiLU x up, residual add) run as separate kernels after FP8 projections",
+      std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
+      opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM, x quantized per token, per-channel weight scales as outer-vector "
+                          "scale pointers (128x128 block-scaled weights: dequantized to bf16 + the bf16 GEMM)"
+                        : "the weight dequantized to bf16 + the bf16 GEMM");
+}
+
+}  // namespace gs

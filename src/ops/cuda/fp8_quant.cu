@@ -1,0 +1,101 @@
+// FP8 weight quantization at load and dequantization to bf16 (ops/cuda/fp8_kernels.h).
+#include <cuda_fp8.h>
+
+#include "ops/cuda/device_util.cuh"
+#include "ops/cuda/fp8_kernels.h"
+
+namespace gs::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlockK = 128;
+
+__device__ __forceinline__ float scale_of(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
+
+// One thread block per (row group, column group): the group's largest magnitude.
+__global__ void group_amax_kernel(const float* __restrict__ src, int r, int K, int group_rows, int gk, int G,
+                                  float* __restrict__ amax) {
+  const int gr = blockIdx.x / G, gc = blockIdx.x % G;
+  const int r0 = gr * group_rows, r1 = min(r, r0 + group_rows);
+  const int c0 = gc * gk, c1 = min(K, c0 + gk), width = c1 - c0;
+  float m = 0.0f;
+  for (int64_t i = threadIdx.x; i < int64_t(r1 - r0) * width; i += blockDim.x)
+    m = fmaxf(m, fabsf(src[int64_t(r0 + i / width) * K + c0 + i % width]));
+  __shared__ float part[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
+    amax[blockIdx.x] = m;
+  }
+}
+
+// One thread block per row.
+__global__ void quantize_kernel(const float* __restrict__ src, int K, int group_rows, int gk, int G,
+                                const float* __restrict__ amax, uint8_t* __restrict__ q, float* __restrict__ scales) {
+  const int row = blockIdx.x;
+  const float* a = amax + int64_t(row / group_rows) * G;
+  for (int c = threadIdx.x; c < K; c += blockDim.x) {
+    const float v = src[int64_t(row) * K + c] / scale_of(a[c / gk]);
+    q[int64_t(row) * K + c] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  }
+  for (int g = threadIdx.x; g < G; g += blockDim.x) scales[int64_t(row) * G + g] = scale_of(a[g]);
+}
+
+__global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scales, int G,
+                                  uint16_t* __restrict__ out, int K) {
+  const int row = blockIdx.x;
+  for (int c = threadIdx.x; c < K; c += blockDim.x) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(q[int64_t(row) * K + c], __NV_E4M3);
+    const float s = scales[int64_t(row) * G + (G == 1 ? 0 : c / kBlockK)];
+    out[int64_t(row) * K + c] = f2bf(__half2float(__half(h)) * s);
+  }
+}
+
+// One thread block per token: its row of x (bf16) to e4m3 with scale amax / 448.
+__global__ void quantize_rows_kernel(const uint16_t* __restrict__ x, int K, uint8_t* __restrict__ q,
+                                     float* __restrict__ scales) {
+  const int row = blockIdx.x;
+  const uint16_t* xr = x + int64_t(row) * K;
+  float m = 0.0f;
+  for (int c = threadIdx.x; c < K; c += blockDim.x) m = fmaxf(m, fabsf(bf2f(xr[c])));
+  __shared__ float part[kThreads / 32];
+  __shared__ float scale;
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
+    scale = scale_of(m);
+    scales[row] = scale;
+  }
+  __syncthreads();
+  const float inv = 1.0f / scale;
+  for (int c = threadIdx.x; c < K; c += blockDim.x)
+    q[int64_t(row) * K + c] = __nv_cvt_float_to_fp8(bf2f(xr[c]) * inv, __NV_SATFINITE, __NV_E4M3);
+}
+
+}  // namespace
+
+cudaError_t fp8_quantize_rows(const uint16_t* x, int M, int K, uint8_t* q, float* scales, cudaStream_t s) {
+  if (M > 0) quantize_rows_kernel<<<M, kThreads, 0, s>>>(x, K, q, scales);
+  return cudaGetLastError();
+}
+
+cudaError_t fp8_quantize(const float* src, int r, int K, int group_rows, bool block128, float* amax, uint8_t* q,
+                         float* scales, cudaStream_t s) {
+  if (r == 0) return cudaGetLastError();
+  const int gk = block128 ? kBlockK : K, G = (K + gk - 1) / gk, RG = (r + group_rows - 1) / group_rows;
+  group_amax_kernel<<<RG * G, kThreads, 0, s>>>(src, r, K, group_rows, gk, G, amax);
+  quantize_kernel<<<r, kThreads, 0, s>>>(src, K, group_rows, gk, G, amax, q, scales);
+  return cudaGetLastError();
+}
+
+cudaError_t fp8_dequantize(const uint8_t* q, const float* scales, int G, uint16_t* out, int N, int K, cudaStream_t s) {
+  if (N > 0) dequantize_kernel<<<N, kThreads, 0, s>>>(q, scales, G, out, K);
+  return cudaGetLastError();
+}
+
+}  // namespace gs::cuda

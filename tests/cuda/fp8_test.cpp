@@ -1,0 +1,191 @@
+// FP8 weights on the GPU against the CPU reference: the load-time quantization kernel equals the
+// host one bit for bit; linear() on e4m3 weights (the FP8 GEMV up to 8 tokens, cuBLASLt FP8 or
+// the bf16 dequantization above) matches x . dequant(w)^T; the FP8 fixtures against HF f32; and
+// --quantization fp8 against bf16 of the same fixtures, beside bf16 against f32 (the yardstick).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "attention/cuda/cuda_attention.h"
+#include "core/allocator.h"
+#include "cuda_test_util.h"
+#include "device_model.h"
+#include "model/family_fixtures.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/fp8_weights.h"
+#include "runner/model_runner.h"
+#include "runner/serving_sim.h"
+
+namespace gs {
+namespace {
+
+// w [N, K] on the GPU as e4m3 with scales (per row, or per 128 x 128 block), and its exact
+// dequantization on the host.
+struct Fp8Weight {
+  Tensor w;
+  std::vector<float> deq;
+};
+
+Fp8Weight quantized(Backend& be, const std::vector<float>& w, int64_t N, int64_t K, bool block) {
+  const Tensor src = be.upload(w.data(), DType::F32, {N, K}, DType::F32);
+  const int64_t G = block ? (K + 127) / 128 : 1;
+  Tensor q = Tensor::empty({N, K}, DType::F8E4M3, be.allocator())
+                 .with_scales(Tensor::empty({N, G}, DType::F32, be.allocator()));
+  be.quantize_fp8(src, block ? 128 : 1, block, q);
+  Fp8Weight out{q, std::vector<float>(w.size())};
+  fp8_quantize_host(w.data(), N, K, block ? 128 : 1, block, nullptr, nullptr, out.deq.data());
+  return out;
+}
+
+TEST(Fp8Kernels, QuantizationEqualsTheHostReferenceBitForBit) {
+  GS_REQUIRE_GPU();
+  auto be = make_cuda_backend(0, DType::BF16);
+  ASSERT_TRUE(be->fp8_weights());
+  const int64_t N = 200, K = 320;  // partial 128-blocks both ways
+  const auto w = test::randn(size_t(N * K), 7, 0.05f);
+  for (auto [group_rows, block] : {std::pair<int64_t, bool>{1, false}, {128, true}, {N, false}}) {
+    const int64_t G = block ? 3 : 1;
+    const Tensor src = be->upload(w.data(), DType::F32, {N, K}, DType::F32);
+    Tensor q = Tensor::empty({N, K}, DType::F8E4M3, be->allocator())
+                   .with_scales(Tensor::empty({N, G}, DType::F32, be->allocator()));
+    be->quantize_fp8(src, group_rows, block, q);
+    std::vector<uint8_t> got(size_t(N * K)), want(got.size());
+    std::vector<float> want_s(size_t(N * G));
+    be->copy(Tensor::wrap(got.data(), {N, K}, DType::F8E4M3, Device::cpu()), q);
+    const auto got_s = test::read(*be, q.scales());
+    fp8_quantize_host(w.data(), N, K, group_rows, block, want.data(), want_s.data(), nullptr);
+    EXPECT_EQ(got, want) << "groups of " << group_rows << " rows";
+    EXPECT_EQ(got_s, want_s) << "groups of " << group_rows << " rows";
+  }
+}
+
+TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
+  GS_REQUIRE_GPU();
+  auto be = make_cuda_backend(0, DType::BF16);
+  std::printf("[fp8-kernels] %s\n", be->fp8_kernels().c_str());
+  const int64_t N = 384, K = 512;
+  const auto w = test::randn(size_t(N * K), 11, 0.05f);
+  const auto bias = test::randn(size_t(N), 12, 0.1f);
+  for (bool block : {false, true}) {
+    const Fp8Weight fw = quantized(*be, w, N, K, block);
+    for (int64_t M : {1, 2, 5, 8, 9, 32, 128, 300}) {
+      const auto x = test::randn(size_t(M * K), 13 + uint32_t(M), 1.0f);
+      const Tensor xd = test::on(*be, x, {M, K}, DType::BF16), bd = test::on(*be, bias, {N}, DType::BF16);
+      const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
+      be->linear(xd, fw.w, bd, y);
+      const auto got = test::read(*be, y);
+      std::vector<float> want(size_t(M * N));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double s = bias[size_t(n)];
+          for (int64_t k = 0; k < K; ++k) s += double(x[size_t(m * K + k)]) * fw.deq[size_t(n * K + k)];
+          want[size_t(m * N + n)] = float(s);
+        }
+      const double e = test::rel_l2(got, want);
+      // Exact weights and bf16 output: bf16 rounding. Above the GEMV, per-channel weights take the
+      // FP8 GEMM whose activations are e4m3 per token (a few percent); block weights dequantize.
+      const double bound = M <= 8 || block ? 1e-2 : 6e-2;
+      EXPECT_LT(e, bound) << (block ? "block" : "channel") << " M " << M;
+      std::printf("[fp8-kernels] %-7s M %3lld rel-L2 %.5f\n", block ? "block" : "channel", (long long)M, e);
+    }
+  }
+}
+
+// Teacher-forced logits of one prefill over prompt + HF's tokens (as families_bf16_test.cpp).
+struct TeacherForced {
+  std::vector<std::vector<float>> rows;  // per position: the logits choosing HF's token there
+};
+TeacherForced teacher_forced(const ModelSource& src, const test::FamilyFixture& fx, size_t r) {
+  test::DeviceModel m(make_cuda_backend(0, DType::BF16), src, 128, make_cuda_attention);
+  std::vector<int32_t> seq = fx.prompts[r];
+  seq.insert(seq.end(), fx.tokens[r].begin(), fx.tokens[r].end() - 1);
+  const auto logits = m.prefill(seq);
+  TeacherForced t;
+  for (size_t s = 0; s < fx.tokens[r].size(); ++s) t.rows.push_back(logits[fx.prompts[r].size() - 1 + s]);
+  return t;
+}
+
+int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+class Fp8Checkpoints : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8Checkpoints, CloseToHuggingFaceF32AndGreedyThroughTheRunner) {
+  GS_REQUIRE_GPU();
+  const test::FamilyFixture fx = test::load_family_fixture(GetParam());
+  ModelSource src;
+  src.dir = test::family_dir(GetParam()).string();
+  int agree = 0, total = 0;
+  double worst = 0;
+  for (size_t r = 0; r < fx.prompts.size(); ++r) {
+    const TeacherForced t = teacher_forced(src, fx, r);
+    for (size_t s = 0; s < t.rows.size(); ++s, ++total) {
+      agree += argmax(t.rows[s]) == fx.tokens[r][s];
+      const auto k = std::find(fx.logit_steps.begin(), fx.logit_steps.end(), int(s));
+      if (k != fx.logit_steps.end())
+        worst = std::max(worst, test::rel_l2(t.rows[s], fx.logits[r][size_t(k - fx.logit_steps.begin())]));
+    }
+  }
+  RunnerConfig c;
+  c.device = "cuda", c.dtype = "bfloat16", c.model = src.dir;
+  c.max_num_seqs = 4, c.max_num_batched_tokens = 32, c.kv_cache_memory_bytes = size_t(64) << 20;
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  ModelRunner runner(c);
+  std::vector<test::SimRequest> reqs;
+  for (size_t i = 0; i < fx.prompts.size(); ++i)
+    reqs.push_back(test::greedy_request(fx.prompts[i], int(fx.tokens[i].size()), int(i)));
+  const auto res = test::simulate(runner, reqs, 32);
+  int prefix = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    size_t p = 0;
+    while (p < fx.tokens[i].size() && res.outputs[i][p] == fx.tokens[i][p]) ++p;
+    prefix += int(p);
+  }
+  std::printf(
+      "[fp8-checkpoint] %-12s teacher-forced greedy agreement with HF f32 %d/%d, logits rel-L2 max %.4f, "
+      "free-running FULL_AND_PIECEWISE tokens equal before the first difference %d/%d\n",
+      GetParam().c_str(), agree, total, worst, prefix, total);
+  EXPECT_GE(agree, total * 85 / 100);
+  EXPECT_LT(worst, 0.1);
+}
+
+INSTANTIATE_TEST_SUITE_P(HuggingFace, Fp8Checkpoints, ::testing::ValuesIn(test::fp8_family_names()),
+                         [](const auto& info) { return info.param; });
+
+// --quantization fp8 against bf16 of the same model (96 teacher-forced tokens: 2 prompts x 48),
+// beside bf16 against HF f32: FP8 should cost the model about what bf16 does.
+class Fp8Online : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8Online, AgreesWithBf16AboutAsBf16AgreesWithF32) {
+  GS_REQUIRE_GPU();
+  const test::FamilyFixture fx = test::load_family_fixture(GetParam());
+  ModelSource bf16, fp8;
+  bf16.dir = fp8.dir = test::family_dir(GetParam()).string();
+  fp8.quantization = "fp8";
+  int fp8_vs_bf16 = 0, bf16_vs_f32 = 0, total = 0;
+  double rel_fp8 = 0, rel_bf16 = 0;
+  int n_rel = 0;
+  for (size_t r = 0; r < fx.prompts.size(); ++r) {
+    const TeacherForced b = teacher_forced(bf16, fx, r), f = teacher_forced(fp8, fx, r);
+    for (size_t s = 0; s < b.rows.size(); ++s, ++total) {
+      fp8_vs_bf16 += argmax(f.rows[s]) == argmax(b.rows[s]);
+      bf16_vs_f32 += argmax(b.rows[s]) == fx.tokens[r][s];
+      const auto k = std::find(fx.logit_steps.begin(), fx.logit_steps.end(), int(s));
+      if (k == fx.logit_steps.end()) continue;
+      rel_fp8 += test::rel_l2(f.rows[s], b.rows[s]);
+      rel_bf16 += test::rel_l2(b.rows[s], fx.logits[r][size_t(k - fx.logit_steps.begin())]);
+      ++n_rel;
+    }
+  }
+  std::printf(
+      "[fp8-online] %-12s FP8 vs bf16: agreement %d/%d, logits rel-L2 mean %.4f | bf16 vs HF f32: agreement %d/%d, "
+      "rel-L2 mean %.4f\n",
+      GetParam().c_str(), fp8_vs_bf16, total, rel_fp8 / n_rel, bf16_vs_f32, total, rel_bf16 / n_rel);
+  EXPECT_GE(fp8_vs_bf16, total * 8 / 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(HuggingFace, Fp8Online, ::testing::Values("llama", "qwen3", "gemma2"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gs
