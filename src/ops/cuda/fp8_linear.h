@@ -18,7 +18,6 @@
 
 namespace gs {
 
-// The FP8 kernel choices (typed options of the CUDA backend).
 class Fp8Linear {
  public:
   Fp8Linear(Allocator& alloc, Fp8KernelOptions opts) : alloc_(alloc), opts_(opts) {}
