@@ -1,4 +1,5 @@
-// The tensor-core prefill attention (attention/cuda/prefill_attention.h) against a float64 host
+// The tensor-core prefill and the decode attention kernels (attention/cuda/prefill_attention.h,
+// decode_attention.h) against a float64 host
 // reference and against the flash-decoding kernel: ragged batches of fresh prefills, chunked
 // prefills and decodes, padded requests and tokens, block sizes 16 and 32, GQA ratios 1, 4, 6,
 // 8, head dims 64 and 128 (D 64 on both its mma.sync and its wgmma kernel), contexts up to 8k, a sliding window, a
@@ -13,8 +14,9 @@
 
 #include "attention/attention_backend.h"
 #include "attention/attention_kernel_selection.h"
-#include "attention/cuda/attention_kernels.h"
 #include "attention/cuda/cuda_attention.h"
+#include "attention/cuda/decode_attention.h"
+#include "attention/cuda/flash_decoding_attention.h"
 #include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -204,7 +206,7 @@ class PrefillAttention : public ::testing::Test {
       case AttentionKernel::WarpPerPairDecode: return cuda::warp_per_pair_decode_attention(p, o, window, T, stream);
       case AttentionKernel::FlashDecoding: break;
     }
-    return cuda::paged_attention(p, T, stream);
+    return cuda::flash_decoding_attention(p, T, stream);
   }
 
   // `kernel`'s output and cache equal the float64 reference on this case under options `o`;
@@ -344,7 +346,7 @@ TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
   EXPECT_EQ(cuda::warp_per_pair_decode_attention(p, {}, -1, h.T, stream), cudaErrorInvalidValue);
 }
 
-// The keys-as-rows decode kernel (decode_mma.cuh): one new token per request, contexts from 1 to
+// The keys-as-rows decode kernel (keys_as_rows_kernel.cuh): one new token per request, contexts from 1 to
 // 3000 (the last stage partly filled, one key alone), padded requests and tokens (zero rows, no
 // cache write), GQA 1, 3, 4 and 8 at head dim 64 and 2, 4 at 128, block sizes 16, 32 and 24 (no
 // shift), a sliding window; two requests with a split workspace (each context split over CTAs,
@@ -451,7 +453,7 @@ TEST_F(PrefillAttention, EightThousandPrefillEqualsDecodeKernel) {
     const HostBatch h = make_batch(c, 4000);
     DeviceBatch d(*gpu, c, h), ref(*gpu, c, h);
     GS_CUDA_CHECK(cuda::prefill_attention(d.params(c, h), {}, c.window, h.T, stream));
-    GS_CUDA_CHECK(cuda::paged_attention(ref.params(c, h), h.T, stream));
+    GS_CUDA_CHECK(cuda::flash_decoding_attention(ref.params(c, h), h.T, stream));
     sync();
     const auto got = read(*gpu, d.out), want = read(*gpu, ref.out);
     EXPECT_LT(rel_l2(got, want), 1e-2);

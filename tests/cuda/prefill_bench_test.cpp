@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/flash_decoding_attention.h"
 #include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -111,7 +111,7 @@ TEST(PrefillBench, AttentionLayer) {
       if (D == 64 && T <= 2048) {  // the decode-style kernel takes ~60 ms at 8k
         const cuda::PagedAttentionParams p = L.params(0, qsl, seq);
         old = median_ms(
-            s, [&] { GS_CUDA_CHECK(cuda::paged_attention(p, T, s)); }, 3);
+            s, [&] { GS_CUDA_CHECK(cuda::flash_decoding_attention(p, T, s)); }, 3);
       }
       printf(
           "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), mma.sync %.3f ms (%.0f), decode "

@@ -5,7 +5,8 @@
 #include <cmath>
 
 #include "attention/attention_kernel_selection.h"
-#include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/decode_attention.h"
+#include "attention/cuda/flash_decoding_attention.h"
 #include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -100,7 +101,7 @@ class CudaAttention final : public AttentionBackend {
         return cuda::warp_per_pair_decode_attention(p, options_, window, T, stream_);
       case AttentionKernel::FlashDecoding: break;
     }
-    return cuda::paged_attention(p, T, stream_);
+    return cuda::flash_decoding_attention(p, T, stream_);
   }
 
   void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,

@@ -1,15 +1,15 @@
-// Building blocks of the tensor-core attention kernels (prefill_attention.cu): the paged cache's row
+// Building blocks of the tensor-core attention kernels (tensor_core_attention.cuh): the paged cache's row
 // addressing, cache writes and zero rows (shared with the decode kernels), cp.async, ldmatrix and
 // mma.sync m16n8k16 wrappers, the swizzled tile layout, a warp's online-softmax state and one 64-key
-// K/V tile of FlashAttention-2 on mma.sync. Included only by prefill_attention.cu and its headers.
+// K/V tile of FlashAttention-2 on mma.sync. Included by the attention/cuda kernels only.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/paged_attention_params.h"
 
-namespace gs::cuda::tc {
+namespace gs::cuda::tensor_core {
 
 constexpr int kKeys = 64;  // keys per K/V tile
 
@@ -227,4 +227,4 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
   }
 }
 
-}  // namespace gs::cuda::tc
+}  // namespace gs::cuda::tensor_core

@@ -1,6 +1,5 @@
-// Decode attention on tensor cores with the keys as the MMA's 16-row side (prefill_attention.cu
-// launches it for single-token decode batches of many (request, kv head) pairs; tools/gpu/NOTES.md,
-// "decode with the keys as the MMA's rows").
+// Decode attention on tensor cores with the keys as the MMA's 16-row side
+// (keys_as_rows_decode_attention.cu launches it for single-token decode batches).
 //
 // The tensor-core decode kernel puts a GQA group's G <= 8 query rows on the 16-row side of
 // m16n8k16 and 64 keys on the 8-column side, so at G = 4 three quarters of its mma, softmax and
@@ -15,30 +14,30 @@
 // states merge through shared memory at the end (in warp order: deterministic). Few pairs split
 // each context over grid z as the tensor-core kernel does (its split count from the padded shape,
 // its 64-key tiles = this kernel's stages, the partials merged by the last CTA to arrive:
-// tc_decode_split.cuh), so short and long contexts both keep the GPU busy. The keys at this
+// tensor_core_split.cuh), so short and long contexts both keep the GPU busy. The keys at this
 // step's position come straight from k, v (no CTA waits on a cache write); the CTA writes its
 // head's new k, v to the cache. Pairs of the pseudo-request num_reqs_padded (tokens past
 // query_start_loc[num_reqs_padded]) write the cache and zero their output rows. Needs every
-// request to have at most one new token (max_query_len 1). Included only by prefill_attention.cu.
+// request to have at most one new token (max_query_len 1). Included only by keys_as_rows_decode_attention.cu.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "attention/cuda/attention_kernels.h"
-#include "attention/cuda/tc_decode_split.cuh"
-#include "attention/cuda/tc_tile.cuh"
+#include "attention/cuda/paged_attention_params.h"
+#include "attention/cuda/tensor_core_split.cuh"
+#include "attention/cuda/tensor_core_tile.cuh"
 #include "ops/cuda/launch.cuh"
 
-namespace gs::cuda::dm {
+namespace gs::cuda::keys_as_rows {
 
-using tc::cp_async16;
-using tc::fast_exp2;
-using tc::swz;
+using tensor_core::cp_async16;
+using tensor_core::fast_exp2;
+using tensor_core::swz;
 
 constexpr int kWarps = 4;                // key blocks of a stage, one a warp
 constexpr int kStageKeys = 16 * kWarps;  // keys of a K/V stage
-static_assert(kStageKeys == tc::kKeys, "a stage is a split tile of the tensor-core kernel");
+static_assert(kStageKeys == tensor_core::kKeys, "a stage is a split tile of the tensor-core kernel");
 constexpr int kMaxG = 8;  // query columns of the n8 tiles
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -77,7 +76,7 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
     if (ok && j == now) {
       off = int64_t(tok) * p.hkv * D;
     } else if (ok) {
-      off = tc::cache_row_offset<D>(p, bt, shift, j);
+      off = tensor_core::cache_row_offset<D>(p, bt, shift, j);
       kp = static_cast<const uint16_t*>(p.k_cache);
       vp = static_cast<const uint16_t*>(p.v_cache);
     }
@@ -106,7 +105,7 @@ struct NowChunk {
     *reinterpret_cast<uint4*>(ks + swz<D>(row, int(threadIdx.x))) = k;
     *reinterpret_cast<uint4*>(vs + swz<D>(row, int(threadIdx.x))) = v;
   }
-  // Into the token's cache slot (skipped outside the cache), as tc::write_cache_rows writes it.
+  // Into the token's cache slot (skipped outside the cache), as tensor_core::write_cache_rows writes it.
   __device__ void to_cache(const PagedAttentionParams& p, int64_t slot, int g) const {
     if (!has || slot < 0 || slot >= p.num_slots) return;
     const int64_t dst = (slot * p.hkv + g) * D + int(threadIdx.x) * 8;
@@ -134,8 +133,8 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t a[4];
-    tc::ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
-    tc::mma16816(s, a, qf[kk][0], qf[kk][1]);
+    tensor_core::ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
+    tensor_core::mma16816(s, a, qf[kk][0], qf[kk][1]);
   }
   // s[e]: key key0 + lane / 4 + 8 (e / 2), column 2 (lane % 4) + e % 2.
   const int k_lo = key0 + (lane >> 2);
@@ -158,15 +157,15 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
   }
   // P (16 keys x 8 columns) as two 8x8 bf16 blocks in the accumulator layout -> P^T, the B
   // fragment of O^T += V^T P^T (k = the block's 16 keys, n = the 8 columns).
-  const uint32_t b0 = movmatrix_t(tc::pack_bf16(s[0], s[1]));
-  const uint32_t b1 = movmatrix_t(tc::pack_bf16(s[2], s[3]));
+  const uint32_t b0 = movmatrix_t(tensor_core::pack_bf16(s[0], s[1]));
+  const uint32_t b1 = movmatrix_t(tensor_core::pack_bf16(s[2], s[3]));
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) {
     st.o[mt][0] *= corr[0], st.o[mt][2] *= corr[0];
     st.o[mt][1] *= corr[1], st.o[mt][3] *= corr[1];
     uint32_t a[4];  // V^T rows 16 mt .. (dims), columns = the block's keys
-    tc::ldsm_x4_t(a, vs + swz<D>(row0 + (lane & 7) + ((lane >> 4) << 3), mt * 2 + ((lane >> 3) & 1)));
-    tc::mma16816(st.o[mt], a, b0, b1);
+    tensor_core::ldsm_x4_t(a, vs + swz<D>(row0 + (lane & 7) + ((lane >> 4) << 3), mt * 2 + ((lane >> 3) & 1)));
+    tensor_core::mma16816(st.o[mt], a, b0, b1);
   }
 }
 
@@ -199,7 +198,7 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
   }
   __syncthreads();
   uint16_t* out = static_cast<uint16_t*>(p.out) + (int64_t(tok) * p.hq + int64_t(g) * G) * D;
-  const tc::SplitWorkspace ws(p, T);
+  const tensor_core::SplitWorkspace ws(p, T);
   for (int e = int(threadIdx.x); e < G * D; e += int(blockDim.x)) {
     const int c = e / D, d = e % D;
     float mx = -INFINITY;
@@ -214,7 +213,7 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
       den += f * scratch[v * F + D * kMaxG + kMaxG + c];
     }
     const float o = den > 0.0f ? num / den : 0.0f;
-    if (splits > 1) {  // part (token, head, split) as tc::SplitWorkspace lays it out
+    if (splits > 1) {  // part (token, head, split) as tensor_core::SplitWorkspace lays it out
       const int64_t part = (int64_t(tok) * p.hq + int64_t(g) * G + c) * gridDim.z + blockIdx.z;
       ws.o[part * D + d] = o;
       if (d == 0) ws.ml[2 * part] = mx, ws.ml[2 * part + 1] = den;
@@ -225,8 +224,8 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
   }
   if (splits > 1) {
     __syncthreads();  // every thread is done with scratch, which the merge reuses
-    const tc::TileInfo ti{0, tok, 1, 0, 1};
-    tc::merge_partials<D, kWarps * 32>(p, ti, g, G, G, T, splits, scratch);
+    const tensor_core::TileInfo ti{0, tok, 1, 0, 1};
+    tensor_core::merge_partials<D, kWarps * 32>(p, ti, g, G, G, T, splits, scratch);
   }
 }
 
@@ -234,7 +233,7 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
 // it has one) and kv head g; column num_reqs_padded serves the tail tokens [qsl[num_reqs_padded], T).
 template <int D, int NS>
 __global__ void __launch_bounds__(Cfg<D, NS>::threads)
-    decode_mma_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool early) {
+    keys_as_rows_decode_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool early) {
   using C = Cfg<D, NS>;
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* k_s = smem;  // NS stages of kStageKeys x D
@@ -251,8 +250,8 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   if (tail) {  // the tail: cache writes (padding slots are skipped) and zero rows
     if (early) pdl_wait(), pdl_trigger();
     if (blockIdx.z == 0) {
-      tc::write_cache_rows<D>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
-      tc::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
+      tensor_core::write_cache_rows<D>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
+      tensor_core::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
     }
     return;
   }
@@ -262,18 +261,18 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   const int kv_end0 = max(kv_begin, min(ctx, now + 1));
   // This CTA's stages of the context's n_all: all of them, or its split's share.
   const int n_all = (kv_end0 - kv_begin + kStageKeys - 1) / kStageKeys;
-  const tc::SplitRange sr = tc::split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z));
+  const tensor_core::SplitRange sr = tensor_core::split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z));
   if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
   const int nst = sr.tiles, kv_lo = kv_begin + sr.tile0 * kStageKeys;
   const int kv_end = min(kv_end0, kv_lo + nst * kStageKeys);
   const int32_t* bt = p.block_table + int64_t(r) * p.max_blocks_per_req;
-  const int shift = tc::block_shift(p.block_size);
+  const int shift = tensor_core::block_shift(p.block_size);
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
     if (i < nst)
       load_stage<D, C::threads>(p, bt, shift, g, kv_lo + i * kStageKeys, kv_end, now, tok, k_s + i * kStageKeys * D,
                                 v_s + i * kStageKeys * D, !early);
-    tc::cp_async_commit();
+    tensor_core::cp_async_commit();
   }
   if (early) pdl_wait(), pdl_trigger();
   // Every global load of what the previous kernels wrote (q, this token's k, v) and the slot, at once.
@@ -308,7 +307,7 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   const float sl2 = p.scale * 1.4426950408889634f;
 
   for (int s = 0; s < nst; ++s) {
-    tc::cp_async_wait<NS - 1>();  // stage s (groups 0 .. s of the NS + s committed) has landed
+    tensor_core::cp_async_wait<NS - 1>();  // stage s (groups 0 .. s of the NS + s committed) has landed
     __syncthreads();
     const int buf = s % NS, key0 = kv_lo + s * kStageKeys + warp * 16;
     if (key0 < kv_end)
@@ -318,10 +317,10 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
       load_stage<D, C::threads>(p, bt, shift, g, kv_lo + (s + NS) * kStageKeys, kv_end, now, tok,
                                 k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D);
     }
-    tc::cp_async_commit();
+    tensor_core::cp_async_commit();
   }
-  tc::cp_async_wait<0>();
+  tensor_core::cp_async_wait<0>();
   merge_and_store<D>(p, st, tok, g, G, T, sr.splits, reinterpret_cast<float*>(smem));
 }
 
-}  // namespace gs::cuda::dm
+}  // namespace gs::cuda::keys_as_rows

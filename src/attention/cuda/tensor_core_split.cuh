@@ -1,10 +1,10 @@
-// Decode (short-query) launches of the tensor-core attention kernel (prefill_attention.cu): the split
+// Decode (short-query) launches of the tensor-core attention kernel (tensor_core_attention.cuh): the split
 // of a context over grid z (flash-decoding on tensor cores), the partials workspace and the merge by the
-// last CTA of each split group. Included only by prefill_attention.cu.
+// last CTA of each split group. Included by the tensor-core and keys-as-rows kernels.
 #pragma once
-#include "attention/cuda/tc_tile.cuh"
+#include "attention/cuda/tensor_core_tile.cuh"
 
-namespace gs::cuda::tc {
+namespace gs::cuda::tensor_core {
 
 // A context of n tiles split into at most S parts of at least min_tiles tiles each, equal but for
 // the last, so a short context inside a graph captured for long ones uses one or few of its
@@ -157,4 +157,4 @@ __device__ void merge_warps(RowState<D>& st, float* scratch) {
   }
 }
 
-}  // namespace gs::cuda::tc
+}  // namespace gs::cuda::tensor_core

@@ -1,10 +1,10 @@
-// Large-batch decode attention with one warp per (request, kv head) pair (prefill_attention.cu
-// launches it for decode batches of many pairs; tools/gpu/NOTES.md, "bs-128 decode attention").
+// Large-batch decode attention with one warp per (request, kv head) pair
+// (warp_per_pair_decode_attention.cu launches it for decode batches of many pairs at head dim 128).
 //
-// At bs 128 the tensor-core decode kernel runs one 4-warp CTA per pair, 4 CTAs an SM: ~2 waves
+// At large batches the tensor-core decode kernel runs one 4-warp CTA per pair, 4 CTAs an SM: waves
 // of a CTA whose time is a chain of dependent steps, not bandwidth. Here a CTA of 4 warps serves
-// 4 pairs, each warp on its own: no __syncthreads, so every pair of a bs-128 step is in flight at
-// once (1024 warps, ~8 an SM). A warp's lanes form 4 key slots of 8 lanes;
+// 4 pairs, each warp on its own: no __syncthreads, so every pair of a large step is in flight at
+// once. A warp's lanes form 4 key slots of 8 lanes;
 // lane c of a slot holds 16-byte chunks c, c + 8, .. of a D-wide row, so a slot reads one key's K
 // and V row per load (128 contiguous bytes at D 64). Each round a slot loads U keys (4 U a warp,
 // all K and V loads issued before any is used), the 8 lanes sum each query head's dot product by
@@ -18,19 +18,19 @@
 // With W = 2 or 4 warps a pair (fewer pairs than SM slots), warp w of a pair takes rounds w,
 // w + W, .. and the pair's warps merge their states through shared memory on a named barrier.
 // Pairs of the pseudo-request num_reqs_padded (tokens past query_start_loc[num_reqs_padded]) only
-// write the cache and zero their output rows. Included only by prefill_attention.cu.
+// write the cache and zero their output rows. Included only by warp_per_pair_decode_attention.cu.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <climits>
 #include <cstdint>
 
-#include "attention/cuda/attention_kernels.h"
-#include "attention/cuda/tc_tile.cuh"
+#include "attention/cuda/paged_attention_params.h"
+#include "attention/cuda/tensor_core_tile.cuh"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 
-namespace gs::cuda::dw {
+namespace gs::cuda::warp_per_pair {
 
 constexpr int kWarps = 4;  // pairs (warps) of a CTA
 constexpr int kSlots = 4;  // key slots of a warp (8 lanes each)
@@ -60,7 +60,7 @@ struct SlotState {
 template <int GM, int E>
 __device__ __forceinline__ float rescale_to(SlotState<GM, E>& st, int h, float mx) {
   const float base = mx == -INFINITY ? 0.0f : mx;
-  const float f = tc::fast_exp2(st.m[h] - base);
+  const float f = tensor_core::fast_exp2(st.m[h] - base);
   st.m[h] = mx;
   st.l[h] *= f;
 #pragma unroll
@@ -77,7 +77,7 @@ __device__ __forceinline__ void merge_slots(SlotState<GM, E>& st, int mask) {
     const float lo = __shfl_xor_sync(0xffffffffu, st.l[h], mask);
     const float mx = fmaxf(st.m[h], mo);
     const float base = mx == -INFINITY ? 0.0f : mx;
-    const float f = tc::fast_exp2(st.m[h] - base), fo = tc::fast_exp2(mo - base);
+    const float f = tensor_core::fast_exp2(st.m[h] - base), fo = tensor_core::fast_exp2(mo - base);
     st.m[h] = mx;
     st.l[h] = st.l[h] * f + lo * fo;
 #pragma unroll
@@ -120,7 +120,7 @@ __device__ bool merge_pair_warps(SlotState<GM, E>& st, int W, int w, float* scra
     const float base = rescale_to(st, h, mx);
     for (int v = 1; v < W; ++v) {
       const float* src = scratch + ((v - 1) * 8 + lane) * F + h * (E + 2);
-      const float f = tc::fast_exp2(src[0] - base);  // a warp that saw no key: m = -inf, f = 0
+      const float f = tensor_core::fast_exp2(src[0] - base);  // a warp that saw no key: m = -inf, f = 0
       st.l[h] += f * src[1];
 #pragma unroll
       for (int e = 0; e < E; ++e) st.o[h][e] += f * src[2 + e];
@@ -223,7 +223,7 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
         for (int u = 0; u < U; ++u) mx = fmaxf(mx, s[u][h]);
         const float b = rescale_to(st, h, mx);
 #pragma unroll
-        for (int u = 0; u < U; ++u) s[u][h] = tc::fast_exp2(s[u][h] - b), st.l[h] += s[u][h];
+        for (int u = 0; u < U; ++u) s[u][h] = tensor_core::fast_exp2(s[u][h] - b), st.l[h] += s[u][h];
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -248,8 +248,9 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
 #pragma unroll
       for (int k = 0; k < CH; ++k) {
         const float* o = &st.o[h][k * 8];
-        const uint4 w = make_uint4(tc::pack_bf16(o[0] * inv, o[1] * inv), tc::pack_bf16(o[2] * inv, o[3] * inv),
-                                   tc::pack_bf16(o[4] * inv, o[5] * inv), tc::pack_bf16(o[6] * inv, o[7] * inv));
+        const uint4 w =
+            make_uint4(tensor_core::pack_bf16(o[0] * inv, o[1] * inv), tensor_core::pack_bf16(o[2] * inv, o[3] * inv),
+                       tensor_core::pack_bf16(o[4] * inv, o[5] * inv), tensor_core::pack_bf16(o[6] * inv, o[7] * inv));
         *reinterpret_cast<uint4*>(orow + h * D + (c + 8 * k) * 8) = w;
       }
     }
@@ -260,7 +261,8 @@ __device__ void attend_pair(const PagedAttentionParams& p, int window, int r, in
 // per pair: warp -> pair (request, kv head) = divmod((blockIdx.x kWarps + warp) / W, hkv), and
 // w = warp % W takes rounds w, w + W, .. of the pair's keys.
 template <int D, int GM, int U>
-__global__ void __launch_bounds__(kWarps * 32) decode_warp_kernel(PagedAttentionParams p, int window, int T, int W) {
+__global__ void __launch_bounds__(kWarps * 32)
+    warp_per_pair_decode_kernel(PagedAttentionParams p, int window, int T, int W) {
   constexpr int F = GM * (Shape<D, GM, U>::E + 2);
   __shared__ float scratch[kWarps * 8 * F];  // warps of a pair, but its first, leave their states here
   pdl_wait();
@@ -273,9 +275,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_warp_kernel(PagedAttention
   const int qlen = (r < p.num_reqs_padded ? p.query_start_loc[r + 1] : T) - tok0;
   if (qlen <= 0) return;
   const int lane = int(threadIdx.x) & 31;
-  if (w == 0) tc::write_cache_rows<D>(p, tok0, qlen, g, lane, 32);
+  if (w == 0) tensor_core::write_cache_rows<D>(p, tok0, qlen, g, lane, 32);
   if (r == p.num_reqs_padded) {  // tokens of no request: zero rows
-    if (w == 0) tc::zero_out_rows<D>(p, tok0, qlen, g, p.hq / p.hkv, lane, 32);
+    if (w == 0) tensor_core::zero_out_rows<D>(p, tok0, qlen, g, p.hq / p.hkv, lane, 32);
     return;
   }
   const int seq = p.seq_lens[r];
@@ -283,4 +285,4 @@ __global__ void __launch_bounds__(kWarps * 32) decode_warp_kernel(PagedAttention
   attend_pair<D, GM, U>(p, window, r, g, tok0, qlen, ctx, seq - qlen, W, w, scratch + (warp - w) * 8 * F);
 }
 
-}  // namespace gs::cuda::dw
+}  // namespace gs::cuda::warp_per_pair

@@ -1,9 +1,9 @@
-// Launchers of the paged-attention kernels (q/k/v and cache in the compute dtype, bf16 or f32;
-// fp32 softmax and sums).
+// The parameters every paged-attention kernel takes (q/k/v and cache in the compute dtype, bf16 or
+// f32; fp32 softmax and sums), and the split workspace they share.
 //
-// Grids depend only on the padded shape (num_tokens, num_reqs_padded, head counts, the block
-// table's width), never on per-batch values: every per-batch value is read from the device
-// buffers, so one captured graph serves any batch that fits its shape.
+// Every kernel's grid depends only on the padded shape (num_tokens, num_reqs_padded, head counts,
+// the block table's width), never on per-batch values: every per-batch value is read from the
+// device buffers, so one captured graph serves any batch that fits its shape.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -47,19 +47,5 @@ constexpr int kMaxAttentionHeadDim = 256;
 
 // Floats of workspace the split (flash-decoding) path needs for head dim D, whatever T is.
 size_t split_workspace_floats(int D);
-
-// How many CTAs each query token's context is split over for this padded shape (1 = no split):
-// enough to fill the GPU when T x kv-head groups is small, at most one per 32 keys of the
-// longest context the block table can address.
-int attention_splits(int T, int hq, int hkv, int max_context);
-
-// One kernel: writes cache[slot_mapping[t]] = k[t], v[t] for t < T (slots < 0 or >= num_slots
-// skipped), and computes causal paged attention of each of the T query tokens over its
-// request's context (the new positions read straight from k and v, so no CTA waits on another's
-// cache write); tokens of no request, and requests with an empty context, get zero output rows.
-// Splits each context over attention_splits(...) CTAs when p has a workspace; the last CTA of
-// each (token, head group) to finish merges the partial softmax states (an atomic counter that
-// it resets), so the split path is one kernel too.
-cudaError_t paged_attention(const PagedAttentionParams& p, int T, cudaStream_t s);
 
 }  // namespace gs::cuda

@@ -1,16 +1,15 @@
-// Paged attention: one CTA per (query token, kv head, group of up to 8 query heads, context
+// Flash-decoding paged attention: one CTA per (query token, kv head, group of up to 8 query heads, context
 // split), whose four warps each take 32-key chunks of its part of the causal context (one key
 // per lane for q.k, lanes split the head dim for p.v), merged at the end with the
 // online-softmax rule. With one split the CTA writes the output; with several (flash-decoding,
 // for small batches whose few CTAs would leave the GPU idle) each writes its normalised partial
 // output and (max, sum), and the last of them to finish (an atomic counter) merges them. The
 // same kernel writes the new tokens' k, v into the paged cache and reads those positions from
-// k, v directly: one graph node per layer instead of three (cache write, attention, combine),
-// each of which cost ~3-4 us of node latency at bs 1. Prefill, decode and mixed batches run the
-// same kernel; it reads every per-batch value from device buffers.
+// k, v directly: one graph node per layer instead of three (cache write, attention, combine). Prefill, decode and mixed
+// batches run the same kernel; it reads every per-batch value from device buffers.
 #include <cfloat>
 
-#include "attention/cuda/attention_kernels.h"
+#include "attention/cuda/flash_decoding_attention.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 
@@ -99,8 +98,7 @@ __device__ void finish_split(const PagedAttentionParams& p, const float* ml, con
   if (!last) return;
   __threadfence();
   // Weights of every (head, split) first, in parallel, so each output element is one pass of
-  // independent loads (a serial chain of L2 loads per element cost
-  // ~3 us per layer at bs 1).
+  // independent loads rather than a serial chain of L2 loads.
   __shared__ float m_w[kGroup][kMaxSplits], l_w[kGroup][kMaxSplits], den_w[kGroup];
   const int D = p.D;
   const int64_t base0 = (int64_t(t) * p.hq + h0) * S;  // partial (t, h0, split 0)
@@ -142,10 +140,10 @@ template <int DPL>
 constexpr int kVBatch = DPL <= 2 ? 32 : 64 / DPL;
 
 template <typename T, int DPL, bool SPLIT>  // head dims per lane: D <= 32 * DPL
-__global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(PagedAttentionParams p) {
+__global__ void __launch_bounds__(kWarps * 32) flash_decoding_kernel(PagedAttentionParams p) {
   constexpr int MAXD = 32 * DPL;
   // Many V loads in flight only where the grid is small (split path); elsewhere the registers
-  // they cost halve occupancy (bs 128 on an H200: 1.45 -> 1.81 ms with 32 for every path).
+  // they cost would halve occupancy.
   constexpr int VB = SPLIT ? kVBatch<DPL> : 8;
   __shared__ float q_s[kGroup][MAXD];
   __shared__ float m_s[kWarps][kGroup], l_s[kWarps][kGroup];
@@ -300,7 +298,7 @@ template <typename T, int DPL>
 cudaError_t launch(const PagedAttentionParams& p, int T_, int S, cudaStream_t s) {
   const int G = p.hq / p.hkv;
   const dim3 grid(unsigned(T_), unsigned(p.hkv * ((G + kGroup - 1) / kGroup)), unsigned(S));
-  return launch_pdl(S == 1 ? paged_attention_kernel<T, DPL, false> : paged_attention_kernel<T, DPL, true>, grid,
+  return launch_pdl(S == 1 ? flash_decoding_kernel<T, DPL, false> : flash_decoding_kernel<T, DPL, true>, grid,
                     kWarps * 32, 0, s, p);
 }
 
@@ -332,7 +330,7 @@ int attention_splits(int T, int hq, int hkv, int max_context) {
   return S > 1 ? S : 1;
 }
 
-cudaError_t paged_attention(const PagedAttentionParams& p, int T, cudaStream_t s) {
+cudaError_t flash_decoding_attention(const PagedAttentionParams& p, int T, cudaStream_t s) {
   if (T <= 0) return cudaGetLastError();
   const int S =
       p.split_workspace && p.split_counters ? attention_splits(T, p.hq, p.hkv, p.max_blocks_per_req * p.block_size) : 1;

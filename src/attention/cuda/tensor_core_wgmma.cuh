@@ -1,10 +1,10 @@
-// wgmma (sm_90a) form of one K/V tile of the tensor-core attention kernel (prefill_attention.cu):
+// wgmma (sm_90a) form of one K/V tile of the tensor-core attention kernel (tensor_core_attention.cuh):
 // shared-memory descriptors of the 128-byte swizzle, register fences and m64n64k16 for head dim 64.
-// Included only by prefill_attention.cu.
+// Included only by tensor_core_attention.cuh.
 #pragma once
-#include "attention/cuda/tc_tile.cuh"
+#include "attention/cuda/tensor_core_tile.cuh"
 
-namespace gs::cuda::tc {
+namespace gs::cuda::tensor_core {
 
 // Shared-memory matrix descriptor of a 1024-byte-aligned tile of 128-byte rows in the 128-byte
 // swizzle: start address, leading and stride byte offsets of 1024 (8 rows; the leading one is
@@ -92,4 +92,4 @@ __device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const ui
   reg_fence(st[0].o);
 }
 
-}  // namespace gs::cuda::tc
+}  // namespace gs::cuda::tensor_core

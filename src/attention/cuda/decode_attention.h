@@ -1,0 +1,42 @@
+// The decode attention kernels: batches whose requests all have few new tokens (decode,
+// speculative verification), each with the contract of prefill_attention (prefill_attention.h):
+// cache writes of tokens t < T, causal attention of each request's new queries over its context,
+// zero rows for tokens of no request. Which one runs a launch is chosen by
+// select_attention_kernel (attention/attention_kernel_selection.h). With a split workspace in p,
+// the tensor-core kernels split each context over several CTAs (decode_splits).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "attention/attention_kernel_selection.h"
+#include "attention/cuda/paged_attention_params.h"
+#include "ops/kernel_options.h"
+
+namespace gs::cuda {
+
+// The tensor-core kernel (tensor_core_attention.cuh) with 64-row tiles, each context split over
+// several CTAs when p has a split workspace (flash-decoding: the split count from the padded
+// shape, the splits used from the actual context; the last CTA of each split group merges).
+cudaError_t tensor_core_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                         int T, cudaStream_t s);
+
+// The same contract for single-token decode (every request at most one new token), on the kernel
+// with the keys as the MMA's rows (keys_as_rows_kernel.cuh); hq / hkv <= kKeysAsRowsMaxGroup; contexts
+// split as tensor_core_decode_attention splits them.
+cudaError_t keys_as_rows_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                          int T, cudaStream_t s);
+
+// The same contract for decode batches (short queries) at head dim 128, hq / hkv <=
+// kWarpPerPairMaxGroup, on CUDA cores: one or more warps per (request, kv head) pair
+// (warp_per_pair_kernel.cuh).
+cudaError_t warp_per_pair_decode_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window,
+                                           int T, cudaStream_t s);
+
+// Keys of one K/V tile of the tensor-core kernels (the unit a context is split in).
+constexpr int kDecodeTileKeys = 64;
+// Splits per context of a tensor-core decode launch of T tokens and gx CTAs along x, from the
+// padded shape alone (num_reqs_padded, the block table's reach, T): about o.decode_split_target
+// CTAs in all, each split at least o.decode_split_min_tiles tiles; 1 without a workspace, or when
+// the workspace or the counters are too small.
+int decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx);
+
+}  // namespace gs::cuda
