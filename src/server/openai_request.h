@@ -18,7 +18,8 @@ struct GenerationRequest {
   SamplingParams params;                      // for every choice (seeds offset per sample)
   int n = 1;                                  // samples per prompt
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage on every chunk
   int top_logprobs = -1;       // -1: no logprobs; else top alternatives per token
   bool echo = false;           // completions: the prompt leads the text (and logprobs)
   std::string lora;            // the LoRA adapter named in "model"; "": the base model

@@ -166,6 +166,13 @@ TEST_F(E2E, OpenAINodeSdk) {
   EXPECT_EQ(j["chat_usage"], 8) << out;
   EXPECT_EQ(j["completion_usage"], 12) << out;
   EXPECT_EQ(j["bad_status"], 400) << out;
+  EXPECT_EQ(j["retrieved"], "stories260K") << out;
+  EXPECT_EQ(j["response_status"], "incomplete") << out;  // cut by max_output_tokens
+  EXPECT_EQ(j["response_output_tokens"], 8) << out;
+  EXPECT_FALSE(j["response_text"].get<std::string>().empty()) << out;
+  EXPECT_EQ(j["response_stream"], j["response_text"]) << out;
+  EXPECT_EQ(j["response_stream_completed"], j["response_text"]) << out;
+  EXPECT_EQ(j["followup_status"], "incomplete") << out;
 }
 
 }  // namespace

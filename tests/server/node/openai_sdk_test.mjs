@@ -1,5 +1,6 @@
 // Drives a running graphserve with the official OpenAI Node SDK; prints one JSON line of what
-// it saw for tests/server/e2e_test.cpp to check. Usage: node openai_sdk_test.mjs PORT
+// it saw for tests/server/e2e_test.cpp to check (completions, chat, models.retrieve,
+// responses.create). Usage: node openai_sdk_test.mjs PORT
 import OpenAI from "openai";
 
 const port = process.argv[2];
@@ -37,6 +38,29 @@ for await (const chunk of stream) {
 out.chat_stream = streamed;
 out.chat_finish = finish;
 out.chat_usage = usage?.completion_tokens;
+
+const card = await client.models.retrieve(model);
+out.retrieved = card.id;
+
+const resp = await client.responses.create({
+  model, input: "Tell me a story", instructions: "Be brief.", max_output_tokens: 8, temperature: 0,
+});
+out.response_text = resp.output_text;
+out.response_status = resp.status;
+out.response_output_tokens = resp.usage?.output_tokens;
+let deltas = "", completed = null;
+for await (const ev of await client.responses.create({
+  model, input: "Tell me a story", instructions: "Be brief.", max_output_tokens: 8, temperature: 0, stream: true,
+})) {
+  if (ev.type === "response.output_text.delta") deltas += ev.delta;
+  if (ev.type === "response.completed") completed = ev.response;
+}
+out.response_stream = deltas;
+out.response_stream_completed = completed?.output_text ?? completed?.output?.[0]?.content?.[0]?.text;
+const follow = await client.responses.create({
+  model, input: "And then?", previous_response_id: resp.id, max_output_tokens: 4, temperature: 0,
+});
+out.followup_status = follow.status;
 
 try {
   await client.completions.create({ model, prompt: "x", temperature: 5 });
