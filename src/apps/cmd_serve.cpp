@@ -13,9 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
 #include <cerrno>
 #include <cstring>
-#include <sys/resource.h>
 
 #include <fmt/format.h>
 

@@ -93,8 +93,10 @@ void add_runner_options(CLI::App& cmd, EngineConfig& cfg) {
               GS_CHECK(t == "last" || t == "mean", "{}: pooling_type {} is not supported (LAST or MEAN)", name, t);
               cfg.pooling_type = t;
             } else {
-              GS_CHECK(key == "normalize" && value == true, "{}: '{}' is not supported (pooling_type and "
-                       "normalize: true are)", name, key);
+              GS_CHECK(key == "normalize" && value == true,
+                       "{}: '{}' is not supported (pooling_type and "
+                       "normalize: true are)",
+                       name, key);
             }
           }
         },
@@ -159,14 +161,16 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_option_function<std::string>(
          "--max-num-batched-tokens",
          [&cfg](const std::string& v) {
-           cfg.max_num_batched_tokens = int_flag(parse_human_int(v, "--max-num-batched-tokens"), "--max-num-batched-tokens");
+           cfg.max_num_batched_tokens =
+               int_flag(parse_human_int(v, "--max-num-batched-tokens"), "--max-num-batched-tokens");
          },
          "most tokens in one step (2048, 8k = 8000, 8K = 8192)")
       ->default_str(std::to_string(cfg.max_num_batched_tokens));
   cmd.add_option_function<std::string>(
          "--max-model-len",
          [&cfg](const std::string& v) {
-           cfg.max_model_len = v == "auto" || v == "-1" ? 0 : int_flag(parse_human_int(v, "--max-model-len"), "--max-model-len");
+           cfg.max_model_len =
+               v == "auto" || v == "-1" ? 0 : int_flag(parse_human_int(v, "--max-model-len"), "--max-model-len");
          },
          "context length: 4096, 32k (32000), 32K (32768); 0, -1 or auto: the model's")
       ->default_str("auto");

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   gs::add_generate_command(app);
   gs::add_info_command(app);
   gs::add_worker_command(app);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce, embed");
+  CLI::App* bench =
+      app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce, embed");
   bench->require_subcommand(1);
   gs::add_bench_latency(*bench);
   gs::add_bench_throughput(*bench);

@@ -55,7 +55,8 @@ std::string refuse_max_logprobs(const std::string& v) {
 constexpr const char* kPython = "it loads Python code, and graphserve runs none";
 constexpr const char* kNoMultimodal = "graphserve serves text-only models: no multimodal inputs";
 constexpr const char* kLocalOnly = "models are read from local directories; nothing is downloaded";
-constexpr const char* kNoTools = "tool calls are not parsed from the model's text yet: it is returned as the message content";
+constexpr const char* kNoTools =
+    "tool calls are not parsed from the model's text yet: it is returned as the message content";
 
 std::vector<VllmFlag> make_table() {
   std::vector<VllmFlag> t = {
@@ -95,7 +96,8 @@ std::vector<VllmFlag> make_table() {
       noop("--log-error-stack", A::Switch, "", "errors are logged as one line"),
       noop("--api-server-count", A::Value, "1", "one HTTP front end; --io-threads and --http-threads size it"),
       refused("--headless", A::Switch, "", "run `graphserve worker` on the other nodes instead"),
-      refused("--config", A::Value, "config.yaml", "YAML config files are not read: pass the flags on the command line"),
+      refused("--config", A::Value, "config.yaml",
+              "YAML config files are not read: pass the flags on the command line"),
       noop("--chat-template-content-format", A::Value, "auto", "content parts are joined into text"),
       only("--response-role", {"assistant"}, "chat responses always carry the role 'assistant'", ""),
       noop("--disable-log-requests-details", A::Switch, "", "requests are logged as one access line"),

@@ -26,7 +26,6 @@ std::map<std::string, std::string> short_forms() {
       start = end;
     }
   }
-  m.erase("-q");  // a one-letter short option CLI11 declares itself
   return m;
 }
 

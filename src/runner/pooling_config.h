@@ -14,8 +14,8 @@ namespace gs {
 
 struct PoolingConfig {
   Pooling type = Pooling::Last;
-  bool matryoshka = false;              // `dimensions` may shorten the embedding
-  std::vector<int> matryoshka_dims;     // the sizes allowed (empty with matryoshka: any)
+  bool matryoshka = false;           // `dimensions` may shorten the embedding
+  std::vector<int> matryoshka_dims;  // the sizes allowed (empty with matryoshka: any)
 };
 
 // Reads `model_dir` ("" for a built-in preset: the defaults). Throws gs::Error naming the file

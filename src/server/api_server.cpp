@@ -40,9 +40,8 @@ const char* status_type(int status) {
 
 bool is_post_route(const std::string& path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" ||
-         path == "/v1/embeddings" ||
-         path == "/tokenize" || path == "/detokenize" ||
-         path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
+         path == "/v1/embeddings" || path == "/tokenize" || path == "/detokenize" || path == "/v1/load_lora_adapter" ||
+         path == "/v1/unload_lora_adapter";
 }
 
 }  // namespace
@@ -125,8 +124,8 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
     }
     if (p == "/metrics") {
       const Histogram steps = client_.iteration_tokens();
-      std::string text =
-          metrics_.render(client_.stats(), in_flight_.load(), client_.model().name, {&steps, client_.model().cache_config});
+      std::string text = metrics_.render(client_.stats(), in_flight_.load(), client_.model().name,
+                                         {&steps, client_.model().cache_config});
       return {200, "text/plain; version=0.0.4", std::move(text), {}};
     }
     if (p == "/v1/models") {
@@ -167,8 +166,8 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind, bo
     if (responses_api) body = (responses = prepare_responses_call(body, responses_)).chat_body;
     GenerationRequest greq =
         kind == ApiKind::Chat
-            ? parse_chat_request(body, nlohmann::ordered_json::parse(responses_api ? body.dump() : req.body),
-                                 client_, cfg_.chat_template, cfg_.limits)
+            ? parse_chat_request(body, nlohmann::ordered_json::parse(responses_api ? body.dump() : req.body), client_,
+                                 cfg_.chat_template, cfg_.limits)
             : parse_completion_request(body, client_, cfg_.limits);
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
       throw ApiError(503,

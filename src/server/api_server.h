@@ -37,7 +37,7 @@ struct ServerConfig {
   HttpLimits http;            // deadlines and the header size limit
   std::string chat_template;  // overrides the model's template when not empty
   RequestLimits limits;
-  std::string version = "unknown";    // what GET /version reports
+  std::string version = "unknown";     // what GET /version reports
   size_t max_stored_responses = 1000;  // Responses API store (previous_response_id); 0: off
 };
 

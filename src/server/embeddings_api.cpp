@@ -43,7 +43,8 @@ std::vector<std::vector<int32_t>> embedding_inputs(const json& body, const Engin
   } else if (in.is_array() && !in.empty() && in[0].is_number()) {
     out.push_back(ids_of(in));
   } else if (in.is_array() && !in.empty()) {
-    if (in.size() > kMaxInputs) bad_param("input", fmt::format("'input' has {} items; at most {}", in.size(), kMaxInputs));
+    if (in.size() > kMaxInputs)
+      bad_param("input", fmt::format("'input' has {} items; at most {}", in.size(), kMaxInputs));
     for (const json& item : in) {
       if (item.is_string())
         out.push_back(client.encode(item.get<std::string>(), true));
@@ -65,11 +66,13 @@ int requested_dimensions(const json& body, const ServedModel& m) {
   if (!f::present(body, "dimensions")) return m.hidden_size;
   const int d = static_cast<int>(f::get_int(body, "dimensions", m.hidden_size, 1, m.hidden_size));
   if (!m.matryoshka)
-    bad_param("dimensions", "'dimensions': this model does not support Matryoshka representation (it was not "
-                            "trained for shorter embeddings)");
+    bad_param("dimensions",
+              "'dimensions': this model does not support Matryoshka representation (it was not "
+              "trained for shorter embeddings)");
   const auto& allowed = m.matryoshka_dims;
   if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), d) == allowed.end())
-    bad_param("dimensions", fmt::format("'dimensions' {} is not one the model supports: {}", d, fmt::join(allowed, ", ")));
+    bad_param("dimensions",
+              fmt::format("'dimensions' {} is not one the model supports: {}", d, fmt::join(allowed, ", ")));
   return d;
 }
 
@@ -105,8 +108,9 @@ std::string base64(const std::vector<float>& v) {
 HttpResponse ApiServer::handle_embeddings(const HttpRequest& req) {
   const ServedModel& m = client_.model();
   if (!m.pooling)
-    throw ApiError(400, "this server runs a generation model: start it with --runner pooling (or --convert embed) "
-                        "to serve /v1/embeddings");
+    throw ApiError(400,
+                   "this server runs a generation model: start it with --runner pooling (or --convert embed) "
+                   "to serve /v1/embeddings");
   if (draining_) throw ApiError(503, "the server is shutting down", "", "service_unavailable");
   const json body = parse_json_body(req.body, cfg_.max_json_depth);
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");

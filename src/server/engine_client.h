@@ -24,14 +24,14 @@ struct ServedModel {
   int vocab_size = 0;
   std::string chat_template;  // "" when the model has none
   std::string bos_token, eos_token, unk_token, pad_token;
-  SamplingParams sampling_defaults;  // what requests leave out (the model's generation_config.json)
+  SamplingParams sampling_defaults;                 // what requests leave out (the model's generation_config.json)
   std::map<std::string, std::string> cache_config;  // KV cache settings (vllm:cache_config_info labels)
   // A pooling model (--runner pooling) serves /v1/embeddings instead of generation.
   bool pooling = false;
   Pooling pooling_type = Pooling::Last;
-  int hidden_size = 0;                // the embedding's size
-  bool matryoshka = false;            // requests may ask for fewer `dimensions`
-  std::vector<int> matryoshka_dims;   // the sizes allowed (empty: any up to hidden_size)
+  int hidden_size = 0;               // the embedding's size
+  bool matryoshka = false;           // requests may ask for fewer `dimensions`
+  std::vector<int> matryoshka_dims;  // the sizes allowed (empty: any up to hidden_size)
 };
 
 class EngineClient {

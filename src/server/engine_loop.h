@@ -74,7 +74,7 @@ class EngineLoop : public EngineClient {
   std::set<std::string> lora_loading_;            // names of adapters being read
   EngineStats stats_;
   Histogram iteration_tokens_{token_count_bounds()};  // tokens of each step
-  uint64_t step_tokens_seen_ = 0;                      // prompt + generated tokens before this step
+  uint64_t step_tokens_seen_ = 0;                     // prompt + generated tokens before this step
   bool stop_ = false;
   std::unordered_map<RequestId, Route> routes_;  // engine thread only
   std::thread thread_;

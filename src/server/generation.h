@@ -22,10 +22,10 @@ class Generation;
 class OutputFormat {
  public:
   virtual ~OutputFormat() = default;
-  virtual std::string opening(Generation& gen) = 0;                                       // stream start
+  virtual std::string opening(Generation& gen) = 0;                                            // stream start
   virtual std::string events(Generation& gen, const std::vector<nlohmann::json>& chunks) = 0;  // chunks as events
-  virtual std::string closing(Generation& gen) = 0;                                       // stream end
-  virtual std::string body(Generation& gen) = 0;                                          // the whole answer
+  virtual std::string closing(Generation& gen) = 0;                                            // stream end
+  virtual std::string body(Generation& gen) = 0;                                               // the whole answer
 };
 
 class Generation {

@@ -29,8 +29,8 @@ std::optional<HttpResponse> ApiServer::info_route(const HttpRequest& req) {
   if (p.rfind(kResponse, 0) == 0 && p.size() > kResponse.size()) {
     const std::string id = p.substr(kResponse.size());
     if (auto entry = responses_->get(id))
-      return HttpResponse{200, "application/json",
-                          entry->response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
+      return HttpResponse{
+          200, "application/json", entry->response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
     throw ApiError(404, fmt::format("Response with id '{}' not found", id), "response_id", "not_found_error");
   }
   return std::nullopt;

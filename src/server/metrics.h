@@ -41,7 +41,8 @@ class Metrics {
                      const MetricsEngineView& view = {}) const;
 
  private:
-  void render_vllm(std::string& out, const EngineStats& e, const std::string& model_name, const MetricsEngineView& v) const;
+  void render_vllm(std::string& out, const EngineStats& e, const std::string& model_name,
+                   const MetricsEngineView& v) const;
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, decode_, queue_, prefill_;
   Histogram prompt_len_, generation_len_;  // tokens per finished request

@@ -72,8 +72,7 @@ void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::str
   prompt_len_.render(out, "vllm:request_prompt_tokens", "Prompt tokens of each finished request.", l);
   generation_len_.render(out, "vllm:request_generation_tokens", "Generated tokens of each finished request.", l);
   if (v.iteration_tokens)
-    v.iteration_tokens->render(out, "vllm:iteration_tokens_total", "Tokens (prompt and generated) per engine step.",
-                               l);
+    v.iteration_tokens->render(out, "vllm:iteration_tokens_total", "Tokens (prompt and generated) per engine step.", l);
   if (!v.cache_config.empty()) {
     std::string labels;
     for (const auto& [k, val] : v.cache_config) labels += fmt::format(",{}=\"{}\"", k, escaped(val));

@@ -95,13 +95,12 @@ class ResponsesFormat : public OutputFormat {
   ResponsesFormat(const json& body, json conversation, std::shared_ptr<ResponseStore> store)
       : id_(random_id("resp_")),
         item_id_(random_id("msg_")),
-        created_(std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
+        created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                      .count()),
         conversation_(std::move(conversation)),
         store_(f::get_bool(body, "store", true) ? std::move(store) : nullptr) {
-    for (const char* key : {"instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p",
-                            "metadata", "user"})
+    for (const char* key :
+         {"instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p", "metadata", "user"})
       echo_[key] = f::present(body, key) ? body[key] : json(nullptr);
     if (echo_["metadata"].is_null()) echo_["metadata"] = json::object();
   }
@@ -200,9 +199,9 @@ class ResponsesFormat : public OutputFormat {
                         {"output_tokens", u["completion_tokens"]},
                         {"output_tokens_details", {{"reasoning_tokens", 0}}},
                         {"total_tokens", u["total_tokens"]}};
-    json r = response_object(cut ? "incomplete" : "completed",
-                             cut ? json{{"reason", "max_output_tokens"}} : json(nullptr),
-                             json::array({message_item(text, true)}), usage);
+    json r =
+        response_object(cut ? "incomplete" : "completed", cut ? json{{"reason", "max_output_tokens"}} : json(nullptr),
+                        json::array({message_item(text, true)}), usage);
     if (store_ && !stored_) {
       json conversation = conversation_;
       conversation.push_back({{"role", "assistant"}, {"content", text}});

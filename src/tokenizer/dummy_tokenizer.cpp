@@ -20,7 +20,8 @@ std::string pseudo_word(int64_t n) {
   std::string word;
   for (int64_t k = n + 1; k > 0; k = (k - 1) / base) {
     const int64_t s = (k - 1) % base;
-    word.insert(0, std::string{kConsonants[size_t(s / int64_t(kVowels.size()))], kVowels[size_t(s % int64_t(kVowels.size()))]});
+    word.insert(
+        0, std::string{kConsonants[size_t(s / int64_t(kVowels.size()))], kVowels[size_t(s % int64_t(kVowels.size()))]});
   }
   return " " + word;
 }
@@ -37,20 +38,21 @@ Tokenizer Tokenizer::dummy(int vocab_size) {
   TokenMap vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace(bytes_to_chars(std::string(1, static_cast<char>(b))), b);
   for (int id = 258; id < vocab_size; ++id) vocab.emplace(bytes_to_chars(pseudo_word(id - 258)), id);
-  auto impl = std::make_shared<Impl>(Impl{.model = BpeModel(std::move(vocab), {}, {}, "dummy tokenizer"),
-                                          .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
-                                                               AddedToken{.id = 257, .content = "</s>", .special = true}}),
-                                          .normalizer = {},
-                                          .pre_tokenizer = PreTokenizer::byte_level(),
-                                          .post = PostProcessor{{256}, {}},
-                                          .decoder = Decoder::byte_level(),
-                                          .size = vocab_size,
-                                          .special = {256, 257},
-                                          .bos_id = 256,
-                                          .eos_id = 257,
-                                          .bos_token = "<s>",
-                                          .eos_token = "</s>",
-                                          .chat_template = kPlainChatTemplate});
+  auto impl =
+      std::make_shared<Impl>(Impl{.model = BpeModel(std::move(vocab), {}, {}, "dummy tokenizer"),
+                                  .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
+                                                       AddedToken{.id = 257, .content = "</s>", .special = true}}),
+                                  .normalizer = {},
+                                  .pre_tokenizer = PreTokenizer::byte_level(),
+                                  .post = PostProcessor{{256}, {}},
+                                  .decoder = Decoder::byte_level(),
+                                  .size = vocab_size,
+                                  .special = {256, 257},
+                                  .bos_id = 256,
+                                  .eos_id = 257,
+                                  .bos_token = "<s>",
+                                  .eos_token = "</s>",
+                                  .chat_template = kPlainChatTemplate});
   Tokenizer t;
   t.impl_ = std::move(impl);
   return t;

@@ -25,14 +25,14 @@ namespace {
 
 using nlohmann::json;
 
-struct Run {
+struct CliResult {
   int exit_code = -1;
   std::string out;
 };
 
-Run graphserve(const std::string& args) {
+CliResult graphserve(const std::string& args) {
   const std::string cmd = "timeout 60 " + test::graphserve_exe().string() + " " + args + " 2>&1";
-  Run r;
+  CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -44,17 +44,17 @@ Run graphserve(const std::string& args) {
 }
 
 // serve --dry-run with `flags`: the exit code, the log and (on success) the resolved settings.
-Run dry_run(const std::string& flags) { return graphserve("--log-level info serve --dry-run " + flags); }
+CliResult dry_run(const std::string& flags) { return graphserve("--log-level info serve --dry-run " + flags); }
 
-json resolved(const Run& r) {
-  const size_t brace = r.out.find("\n{");
-  return brace == std::string::npos ? json() : json::parse(r.out.substr(brace + 1), nullptr, false);
+json resolved(const CliResult& r) {
+  const size_t brace = r.out.rfind("\n{\n") != std::string::npos ? r.out.rfind("\n{\n") + 1 : r.out.find("{\n");
+  return brace == std::string::npos ? json() : json::parse(r.out.substr(brace), nullptr, false);
 }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 TEST(VllmFlags, EveryFlagOfTheTableIsAcceptedOrRefusedWithItsReason) {
-  const Run table = graphserve("info --vllm-flags json");
+  const CliResult table = graphserve("info --vllm-flags json");
   ASSERT_EQ(table.exit_code, 0) << table.out;
   const json rows = json::parse(table.out);
   ASSERT_GT(rows.size(), 100u);
@@ -62,13 +62,13 @@ TEST(VllmFlags, EveryFlagOfTheTableIsAcceptedOrRefusedWithItsReason) {
     const std::string flag = row["flag"];
     SCOPED_TRACE(flag);
     const std::string arg = row["switch"] ? flag : flag + " " + quoted(row["example"]);
-    const Run r = dry_run(arg);
+    const CliResult r = dry_run(arg);
     if (row["example_accepted"]) {
       EXPECT_EQ(r.exit_code, 0) << r.out;
       EXPECT_NE(r.out.find(flag), std::string::npos) << "no log line names the flag\n" << r.out;
       EXPECT_NE(r.out.find("accepted"), std::string::npos) << r.out;
       if (row["switch"]) {  // the negative form too
-        const Run neg = dry_run("--no-" + flag.substr(2));
+        const CliResult neg = dry_run("--no-" + flag.substr(2));
         EXPECT_EQ(neg.exit_code, 0) << neg.out;
       }
     } else {
@@ -95,7 +95,7 @@ TEST(VllmFlags, ValuesThatCannotBeHonouredAreRefused) {
   };
   for (const auto& [flags, reason] : cases) {
     SCOPED_TRACE(flags);
-    const Run r = dry_run(flags);
+    const CliResult r = dry_run(flags);
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find(reason), std::string::npos) << r.out;
   }
@@ -135,22 +135,22 @@ TEST(VllmFlags, VllmSpellingsResolveAsInVllm) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.flags);
-    const Run r = dry_run(c.flags);
+    const CliResult r = dry_run(c.flags);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(resolved(r)[c.key], c.value) << r.out;
   }
 }
 
 TEST(VllmFlags, AMisspelledFlagGetsASuggestion) {
-  const Run r = dry_run("--max-model-length 100");
+  const CliResult r = dry_run("--max-model-length 100");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("did you mean --max-model-len?"), std::string::npos) << r.out;
-  const Run r2 = dry_run("--trust-remote-cod");
+  const CliResult r2 = dry_run("--trust-remote-cod");
   EXPECT_NE(r2.out.find("did you mean --trust-remote-code?"), std::string::npos) << r2.out;
 }
 
 TEST(VllmFlags, TheDocsCarryTheTable) {
-  const Run table = graphserve("info --vllm-flags md");
+  const CliResult table = graphserve("info --vllm-flags md");
   ASSERT_EQ(table.exit_code, 0) << table.out;
   std::ifstream in(test::source_dir() / "docs" / "VLLM_FLAGS.md");
   ASSERT_TRUE(in.good());
@@ -208,8 +208,8 @@ TEST(VllmFlags, APortInUseFailsBeforeTheModelLoads) {
   const int port = 20000 + static_cast<int>(::getpid() % 2000);
   httplib::Server blocker;
   ASSERT_TRUE(blocker.bind_to_port("127.0.0.1", port));
-  const Run r = graphserve("serve --load-format dummy --preset llama3.2-1b --device cpu --port " +
-                           std::to_string(port));
+  const CliResult r =
+      graphserve("serve --load-format dummy --preset llama3.2-1b --device cpu --port " + std::to_string(port));
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("another server runs there"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("loading weights"), std::string::npos) << r.out;

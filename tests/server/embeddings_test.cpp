@@ -92,7 +92,8 @@ TEST(Embeddings, LastTokenPoolingEqualsTheCpuReference) {
   auto one = test::post(srv.port(), "/v1/embeddings", json{{"input", ids}}.dump());
   ASSERT_EQ(one.status, 200) << one.body;
   expect_close(one.json()["data"][0]["embedding"], reference(ids, false));
-  auto many = test::post(srv.port(), "/v1/embeddings", json{{"input", {ids, ids}}, {"encoding_format", "float"}}.dump());
+  auto many =
+      test::post(srv.port(), "/v1/embeddings", json{{"input", {ids, ids}}, {"encoding_format", "float"}}.dump());
   ASSERT_EQ(many.status, 200) << many.body;
   EXPECT_EQ(many.json()["data"].size(), 2u);
   expect_close(many.json()["data"][1]["embedding"], reference(ids, false));

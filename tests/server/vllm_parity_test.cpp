@@ -93,9 +93,9 @@ TEST_F(Parity, ContinuousUsageStatsOnEveryChunk) {
 }
 
 TEST_F(Parity, MetricsDashboardsRead) {
-  ASSERT_EQ(test::post(port(), "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5,"temperature":0})")
-                .status,
-            200);
+  ASSERT_EQ(
+      test::post(port(), "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5,"temperature":0})").status,
+      200);
   const std::string m = test::get(port(), "/metrics").body;
   for (const char* name :
        {"vllm:time_per_output_token_seconds_bucket", "vllm:request_prompt_tokens_count",
@@ -159,14 +159,17 @@ TEST_F(Parity, ResponsesInstructionsItemsAndPreviousResponse) {
   auto r1 = test::post(port(), "/v1/responses", first.dump());
   ASSERT_EQ(r1.status, 200) << r1.body;
   const std::string t1 = r1.json()["output"][0]["content"][0]["text"];
-  EXPECT_EQ(t1, chat_text(port(), json::array({{{"role", "system"}, {"content", "Be kind."}}, {{"role", "user"}, {"content", "Hi"}}}), 6));
+  EXPECT_EQ(
+      t1, chat_text(port(),
+                    json::array({{{"role", "system"}, {"content", "Be kind."}}, {{"role", "user"}, {"content", "Hi"}}}),
+                    6));
   EXPECT_EQ(r1.json()["instructions"], "Be kind.");
 
   // The follow-up continues the stored conversation (instructions are not carried over).
   const std::string id = r1.json()["id"];
-  auto r2 = test::post(port(), "/v1/responses",
-                       json{{"previous_response_id", id}, {"input", "More"}, {"max_output_tokens", 6}, {"temperature", 0}}
-                           .dump());
+  auto r2 = test::post(
+      port(), "/v1/responses",
+      json{{"previous_response_id", id}, {"input", "More"}, {"max_output_tokens", 6}, {"temperature", 0}}.dump());
   ASSERT_EQ(r2.status, 200) << r2.body;
   EXPECT_EQ(r2.json()["previous_response_id"], id);
   EXPECT_EQ(r2.json()["output"][0]["content"][0]["text"],
