@@ -100,6 +100,7 @@ void run(GenerateArgs& a) {
     for (size_t i = 0; i < ids.size(); ++i)
       fmt::print("--- [{}] {} ({})\n{}\n", i, prompts[i], reasons[ids[i]], texts[ids[i]]);
   }
+  std::fflush(stdout);  // the text, ended by its newline, before the stats on stderr
   if (!a.output_json.empty()) {
     nlohmann::json out = nlohmann::json::array();
     for (size_t i = 0; i < ids.size(); ++i)

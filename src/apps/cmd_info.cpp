@@ -5,6 +5,7 @@
 #include <string>
 
 #include "apps/commands.h"
+#include "apps/vllm_flag_table.h"
 #include "core/error.h"
 #include "model/model_factory.h"
 
@@ -15,6 +16,7 @@ namespace {
 struct InfoOptions {
   bool presets = false;
   bool quantizations = false;
+  std::string vllm_flags;  // "md" or "json": the vLLM flag table
   std::string model;
   std::string preset;
 };
@@ -60,6 +62,10 @@ void print_memory_plan(const ModelConfig& c) {
 }
 
 void run_info(const InfoOptions& o) {
+  if (!o.vllm_flags.empty()) {
+    fmt::print("{}\n", o.vllm_flags == "json" ? vllm_flag_table_json() : vllm_flag_table_markdown());
+    return;
+  }
   if (o.presets) {
     for (const auto& p : list_presets()) fmt::print("{:<14} {}\n", p.name, p.description);
     return;
@@ -86,6 +92,9 @@ void add_info_command(CLI::App& app) {
   auto opts = std::make_shared<InfoOptions>();
   cmd->add_flag("--presets", opts->presets, "list the built-in dummy presets");
   cmd->add_flag("--quantizations", opts->quantizations, "list the supported quantization schemes (FP8)");
+  cmd->add_option("--vllm-flags", opts->vllm_flags,
+                  "print the vLLM serve flags graphserve accepts without a setting of its own (md or json)")
+      ->check(CLI::IsMember({"md", "json"}));
   cmd->add_option("--model", opts->model, "Hugging Face model directory");
   cmd->add_option("--preset", opts->preset, "built-in preset name (see --presets)");
   cmd->callback([opts] { run_info(*opts); });

@@ -8,12 +8,21 @@
 #include <optional>
 #include <sstream>
 
+#include <netdb.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <sys/resource.h>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/commands.h"
+#include "apps/vllm_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/llm_engine.h"
@@ -32,7 +41,29 @@ struct ServeArgs {
   std::vector<std::string> served_names;
   double shutdown_timeout_s = 30.0;
   bool disable_log_stats = false;
+  bool dry_run = false;
+  std::vector<std::string> vllm_notes;  // one line per vLLM flag given that changes nothing here
 };
+
+// --dry-run: the settings the flags resolve to, as JSON on stdout.
+void print_resolved(const ServeArgs& a) {
+  const EngineConfig& c = a.cfg;
+  nlohmann::json j = {{"model", c.model},
+                      {"served_model_names", a.served_names},
+                      {"dtype", c.dtype},
+                      {"max_model_len", c.max_model_len},
+                      {"max_num_seqs", c.max_num_seqs},
+                      {"max_num_batched_tokens", c.max_num_batched_tokens},
+                      {"kv_cache_memory_bytes", c.kv_cache_memory_bytes},
+                      {"tensor_parallel_size", c.tensor_parallel_size},
+                      {"enable_prefix_caching", c.enable_prefix_caching},
+                      {"runner", c.runner},
+                      {"cudagraph_capture_sizes", c.compilation.cudagraph_capture_sizes},
+                      {"host", a.server.host},
+                      {"port", a.server.port},
+                      {"access_log", a.server.http.access_log}};
+  fmt::print("{}\n", j.dump(1));
+}
 
 // --chat-template: a file's contents, or the argument itself when it is an inline template.
 std::string load_chat_template(const std::string& arg) {
@@ -69,6 +100,28 @@ void add_ms_option(CLI::App& cmd, const std::string& name, std::chrono::millisec
       ->check(CLI::Range(0.001, 86400.0));
 }
 
+// Binds host:port for a moment, so that a port in use is reported before the model loads (the
+// server binds it for good once the engine is up).
+void check_port_free(const std::string& host, int port) {
+  if (port == 0) return;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
+    fail("--host '{}': not an address this machine can listen on", host);
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> hold(res, freeaddrinfo);
+  const int fd = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+  if (fd < 0) return;  // the real bind reports it
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const int rc = ::bind(fd, res->ai_addr, res->ai_addrlen);
+  const int err = errno;
+  ::close(fd);
+  GS_CHECK(rc == 0, "cannot listen on {}:{}: {}{}", host, port, std::strerror(err),
+           err == EADDRINUSE ? " (another server runs there: stop it or pass --port)" : "");
+}
+
 // Each connection is a file descriptor: allow as many as the hard limit permits.
 void raise_fd_limit() {
   rlimit lim{};
@@ -79,6 +132,11 @@ void raise_fd_limit() {
 
 void run(ServeArgs& a) {
   finish_engine_options(a.cfg);
+  for (const std::string& note : a.vllm_notes) spdlog::info("{}", note);
+  // vLLM serves the --model string as the model's name; the directory's name stays one too.
+  if (a.served_names.empty() && !a.cfg.model.empty()) a.served_names.push_back(a.cfg.model);
+  if (a.dry_run) return print_resolved(a);
+  check_port_free(a.server.host, a.server.port);
   GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
   const std::string tmpl = load_chat_template(a.chat_template);
   preparse_chat_template(tmpl);  // a broken template is an error now, before the model loads
@@ -103,8 +161,13 @@ void run(ServeArgs& a) {
 
 }  // namespace
 
+#ifndef GS_VERSION
+#define GS_VERSION "unknown"
+#endif
+
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
+  args->server.version = GS_VERSION;
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, ...)");
   add_engine_options(*cmd, args->cfg, &args->served_names);
   cmd->add_option("model_tag", args->cfg.model, "Hugging Face model directory (the same as --model)");
@@ -120,6 +183,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--max-stored-responses", s.max_stored_responses,
+                  "Responses API: finished responses kept in memory for previous_response_id (0: none)")
+      ->capture_default_str();
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body (413 above)")->capture_default_str();
   cmd->add_option("--http-threads", s.http_threads, "worker threads that parse, tokenize and submit requests")
       ->capture_default_str()
@@ -136,9 +202,15 @@ void add_serve_command(CLI::App& app) {
                 "seconds a write may wait on a client that does not read");
   cmd->add_flag(
       "--disable-log-requests", [&s](int64_t) { s.http.access_log = false; }, "no access log line per request");
+  cmd->add_flag(
+      "--enable-log-requests,!--no-enable-log-requests", [&s](int64_t n) { s.http.access_log = n > 0; },
+      "an access log line per request (the default)");
   cmd->add_flag("--disable-log-stats", args->disable_log_stats, "no periodic throughput / load log line");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "check the flags, log what each vLLM-only flag does, print the resolved settings and exit");
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s, "seconds to let in-flight requests finish on SIGTERM")
       ->capture_default_str();
+  add_vllm_flags(*cmd, args->cfg, args->vllm_notes);  // last: flags declared above take precedence
   cmd->callback([args] { run(*args); });
 }
 

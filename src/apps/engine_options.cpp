@@ -1,9 +1,14 @@
 // The engine flags shared by generate, serve and the benchmarks.
+#include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/vllm_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/byte_size.h"
@@ -24,12 +29,99 @@ void apply_cc_extras(CLI::App& cmd, CompilationConfig& cc) {
   for (const std::string& arg : cmd.remaining()) {
     std::string s = arg;
     if (s.rfind("--cc.", 0) == 0) s.erase(0, 1);
-    GS_CHECK(s.rfind("-cc.", 0) == 0, "unknown argument '{}' (see {} --help)", arg, cmd.get_name());
+    if (s.rfind("-cc.", 0) != 0) {
+      const std::string close = suggest_flag(cmd, arg);
+      fail("unknown argument '{}'{} (see graphserve {} --help)", arg,
+           close.empty() ? "" : fmt::format(": did you mean {}?", close), cmd.get_name());
+    }
     s.erase(0, 4);
     const auto eq = s.find('=');
     GS_CHECK(eq != std::string::npos && eq > 0, "'{}': write -cc.KEY=VALUE, e.g. -cc.cudagraph_mode=FULL", arg);
     cc.apply_setting(s.substr(0, eq), s.substr(eq + 1));
   }
+}
+
+// vLLM's --dtype spellings: half = float16, float = float32.
+std::string canonical_dtype(const std::string& v) {
+  if (v == "half") return "float16";
+  if (v == "float") return "float32";
+  return v;
+}
+
+int int_flag(long long v, const char* flag) {
+  GS_CHECK(v >= 0 && v <= (1LL << 31) - 1, "{} {} is out of range", flag, v);
+  return static_cast<int>(v);
+}
+
+// vLLM's --runner / --convert / --task (older) and --pooler-config: generation or pooling
+// (embeddings). "auto" is resolved by finish_engine_options from the model's architecture.
+void add_runner_options(CLI::App& cmd, EngineConfig& cfg) {
+  cmd.add_option_function<std::string>(
+      "--runner",
+      [&cfg](const std::string& v) {
+        GS_CHECK(v == "auto" || v == "generate" || v == "pooling",
+                 "--runner {}: graphserve runs auto, generate or pooling (embedding) models", v);
+        cfg.runner = v;
+      },
+      "generate (text) | pooling (embeddings, /v1/embeddings) | auto (from the architecture)");
+  cmd.add_option_function<std::string>(
+      "--convert",
+      [&cfg](const std::string& v) {
+        GS_CHECK(v == "auto" || v == "none" || v == "embed",
+                 "--convert {}: only embed is supported (a causal LM served as an embedding model)", v);
+        if (v == "embed") cfg.runner = "pooling";
+      },
+      "embed: serve a causal LM as an embedding model (--runner pooling)");
+  cmd.add_option_function<std::string>(
+      "--task",
+      [&cfg](const std::string& v) {
+        GS_CHECK(v == "auto" || v == "generate" || v == "embed" || v == "embedding",
+                 "--task {}: supported tasks are generate and embed", v);
+        if (v == "embed" || v == "embedding") cfg.runner = "pooling";
+      },
+      "older spelling of --runner: generate | embed");
+  for (const char* name : {"--pooler-config", "--override-pooler-config"})
+    cmd.add_option_function<std::string>(
+        name,
+        [&cfg, name](const std::string& v) {
+          const auto j = nlohmann::json::parse(v, nullptr, false);
+          GS_CHECK(j.is_object(), "{}: '{}' is not a JSON object", name, v);
+          for (const auto& [key, value] : j.items()) {
+            if (key == "pooling_type" && value.is_string()) {
+              std::string t = value.get<std::string>();
+              for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+              GS_CHECK(t == "last" || t == "mean", "{}: pooling_type {} is not supported (LAST or MEAN)", name, t);
+              cfg.pooling_type = t;
+            } else {
+              GS_CHECK(key == "normalize" && value == true,
+                       "{}: '{}' is not supported (pooling_type and "
+                       "normalize: true are)",
+                       name, key);
+            }
+          }
+        },
+        "JSON: {\"pooling_type\": \"LAST\" | \"MEAN\"} (embeddings are always L2-normalised)");
+}
+
+// --runner auto: a checkpoint whose architecture is a bare model ("Qwen3Model", "MistralModel":
+// no LM head) is an embedding model, as vLLM decides.
+void resolve_runner(EngineConfig& cfg) {
+  if (cfg.runner == "auto") {
+    cfg.runner = "generate";
+    const std::filesystem::path config = std::filesystem::path(cfg.model) / "config.json";
+    std::ifstream in(config);
+    const auto j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+    if (j.is_object() && j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+        j["architectures"][0].is_string()) {
+      const std::string arch = j["architectures"][0];
+      if (arch.size() > 5 && arch.compare(arch.size() - 5, 5, "Model") == 0) cfg.runner = "pooling";
+    }
+  }
+  if (cfg.runner != "pooling") return;
+  GS_CHECK(cfg.tensor_parallel_size == 1,
+           "--runner pooling with --tensor-parallel-size {} is not supported yet; use --tensor-parallel-size 1",
+           cfg.tensor_parallel_size);
+  GS_CHECK(!cfg.speculative.enabled(), "--runner pooling: speculative decoding does not apply to embedding models");
 }
 
 }  // namespace
@@ -55,7 +147,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
     cmd.add_option("--served-model-name", cfg.served_model_name, "model name clients use");
   }
   cmd.add_option("--device", cfg.device, "auto | cpu | cuda")->capture_default_str();
-  cmd.add_option("--dtype", cfg.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--dtype", [&cfg](const std::string& v) { cfg.dtype = canonical_dtype(v); },
+         "auto | bfloat16 | float16 (half) | float32 (float)")
+      ->default_str(cfg.dtype);
   cmd.add_option("--quantization,-q", cfg.quantization,
                  "fp8: quantize a float checkpoint's projections to FP8 at load (FP8 checkpoints are detected "
                  "from config.json; graphserve info --quantizations)");
@@ -68,19 +163,32 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
                  "directory holding a generation_config.json")
       ->capture_default_str();
   cmd.add_option("--max-num-seqs", cfg.max_num_seqs, "most requests in one step")->capture_default_str();
-  cmd.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens, "most tokens in one step")
-      ->capture_default_str();
-  cmd.add_option("--max-model-len", cfg.max_model_len, "context length (0: the model's)")->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--max-num-batched-tokens",
+         [&cfg](const std::string& v) {
+           cfg.max_num_batched_tokens =
+               int_flag(parse_human_int(v, "--max-num-batched-tokens"), "--max-num-batched-tokens");
+         },
+         "most tokens in one step (2048, 8k = 8000, 8K = 8192)")
+      ->default_str(std::to_string(cfg.max_num_batched_tokens));
+  cmd.add_option_function<std::string>(
+         "--max-model-len",
+         [&cfg](const std::string& v) {
+           cfg.max_model_len =
+               v == "auto" || v == "-1" ? 0 : int_flag(parse_human_int(v, "--max-model-len"), "--max-model-len");
+         },
+         "context length: 4096, 32k (32000), 32K (32768); 0, -1 or auto: the model's")
+      ->default_str("auto");
   cmd.add_option("--block-size", cfg.block_size, "tokens per KV cache block")->capture_default_str();
   cmd.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization,
                  "fraction of GPU memory to use (weights, activations, KV cache)")
       ->capture_default_str();
   cmd.add_option_function<std::string>(
-      "--kv-cache-memory",
+      "--kv-cache-memory,--kv-cache-memory-bytes",
       [&cfg](const std::string& v) { cfg.kv_cache_memory_bytes = parse_byte_size(v, "--kv-cache-memory"); },
       "KV cache size in bytes; suffixes K, M, G (powers of 1024), e.g. 512MiB");
   cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size,
-                 "GPUs to shard the model over (one worker process each)")
+                 "GPUs to shard the model over (one worker process each); -tp N too")
       ->capture_default_str();
   cmd.add_option("--distributed-executor-backend", cfg.distributed_executor_backend,
                  "where the model runs: uni (this process, one GPU) or mp (one worker process per GPU); default uni "
@@ -100,6 +208,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
   cmd.add_flag("--disable-cascade-attn", cfg.disable_cascade_attn,
                "never run a batch's shared prompt prefix once for all its requests (cascade attention)");
+  add_runner_options(cmd, cfg);
   cmd.add_flag("--enable-lora", cfg.enable_lora, "serve LoRA adapters (--lora-modules), chosen per request by 'model'");
   cmd.add_option_function<std::vector<std::string>>(
          "--lora-modules",
@@ -134,6 +243,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.parse_complete_callback([&cmd, &cfg] { apply_cc_extras(cmd, cfg.compilation); });
 }
 
-void finish_engine_options(EngineConfig& cfg) { cfg.validate(); }
+void finish_engine_options(EngineConfig& cfg) {
+  resolve_runner(cfg);
+  cfg.validate();
+}
 
 }  // namespace gs

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/vllm_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -38,6 +39,7 @@ std::vector<std::string> normalize_args(int argc, char** argv) {
   }
   std::vector<std::string> out = {argv[0]};
   out.insert(out.end(), global.begin(), global.end());
+  rest = gs::normalize_vllm_args(std::move(rest));
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
@@ -57,7 +59,8 @@ int main(int argc, char** argv) {
   gs::add_generate_command(app);
   gs::add_info_command(app);
   gs::add_worker_command(app);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce");
+  CLI::App* bench =
+      app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce, embed");
   bench->require_subcommand(1);
   gs::add_bench_latency(*bench);
   gs::add_bench_throughput(*bench);
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   gs::add_bench_serve(*bench);
   gs::add_bench_kernels(*bench);
   gs::add_bench_all_reduce(*bench);
+  gs::add_bench_embed(*bench);
   const std::vector<std::string> args = normalize_args(argc, argv);
   std::vector<const char*> cargs;
   for (const std::string& a : args) cargs.push_back(a.c_str());

@@ -12,6 +12,7 @@ void set_log_level(std::string_view level) {
            "unknown log level '{}' (valid: trace, debug, info, warn, error, off)", level);
   // Logs go to stderr: stdout carries only what a command produces (text, tables, JSON).
   if (spdlog::default_logger()->name() != "stderr") spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");  // no logger name: there is one logger
   spdlog::set_level(l);
 }
 }  // namespace gs

@@ -16,6 +16,10 @@ struct EngineConfig : RunnerConfig {
   // a directory with a generation_config.json.
   std::string generation_config = "auto";
   bool enable_prefix_caching = true;  // reuse the KV blocks of prompts' common prefixes (vLLM's default)
+  // What the model serves (vLLM's --runner): "generate" (text), or "pooling" (embeddings of
+  // prompts, /v1/embeddings); pooling_type "last" | "mean" overrides the model's pooling config.
+  std::string runner = "generate";
+  std::string pooling_type;
 
   // Tensor parallelism across hosts (vLLM / torchrun's flags): the workers of every node connect
   // to the driver at master_addr:master_port (0 with one node: any free port on 127.0.0.1).

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/error.h"
+
 namespace gs {
 namespace {
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -41,6 +43,24 @@ RequestOutput EngineRequest::base_output() const {
 void EngineRequest::on_prompt_logprob(const PromptLogprob& p) {
   if (p.position == static_cast<int>(prompt_logprobs_.size()) + 1 && first_token_time_ == 0.0)
     prompt_logprobs_.push_back({p.token, p.logprob, p.top});
+}
+
+void EngineRequest::on_pooled(const PooledRows& p) {
+  if (p.begin < pooled_upto_) return;  // recomputed after a preemption
+  if (pool_sum_.empty()) pool_sum_.assign(p.sum.size(), 0.0);
+  for (size_t i = 0; i < p.sum.size() && i < pool_sum_.size(); ++i) pool_sum_[i] += p.sum[i];
+  pooled_upto_ = p.begin + p.rows;
+  pool_rows_ += p.rows;
+}
+
+RequestOutput EngineRequest::pooled_output(double now) {
+  RequestOutput o = base_output();
+  if (first_token_time_ == 0.0) first_token_time_ = o.first_token_time = now;
+  GS_CHECK(pool_rows_ > 0, "request {}: no hidden states were pooled", req_.id);
+  o.embedding = finish_pooling(std::move(pool_sum_), pool_rows_, /*normalize=*/true);
+  o.finished = true;
+  o.finish_reason = FinishReason::Stop;
+  return o;
 }
 
 RequestOutput EngineRequest::on_token(const SampledToken& s, int max_model_len, double now) {

@@ -23,6 +23,10 @@ class EngineRequest {
   // text), then stop strings (the text ends before them; min_tokens does not hold them off),
   // then max_tokens or prompt + output reaching `max_model_len` (Length).
   RequestOutput on_token(const SampledToken& s, int max_model_len, double now);
+  // Adds a step's pooled hidden-state rows (a recomputation after preemption repeats them: ignored).
+  void on_pooled(const PooledRows& p);
+  // A pooling request's end: its embedding (the pooled rows' mean, L2-normalised), finished.
+  RequestOutput pooled_output(double now);
   // Records a prompt token's logprob (a recomputation after preemption repeats them: ignored).
   void on_prompt_logprob(const PromptLogprob& p);
   // The output of an aborted request.
@@ -45,6 +49,9 @@ class EngineRequest {
   double first_token_time_ = 0.0;
   double scheduled_time_ = 0.0;
   std::vector<TokenLogprob> prompt_logprobs_;  // handed out with the first token
+  std::vector<double> pool_sum_;               // pooling: the sum of the rows pooled so far
+  int pooled_upto_ = 0;                        // pooling: prompt positions pooled so far
+  int pool_rows_ = 0;
 };
 
 }  // namespace gs

@@ -128,6 +128,8 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
   }
   for (const PromptLogprob& p : result.prompt_logprobs)
     if (auto it = requests.find(p.id); it != requests.end()) it->second->on_prompt_logprob(p);
+  for (const PooledRows& p : result.pooled)
+    if (auto it = requests.find(p.id); it != requests.end()) it->second->on_pooled(p);
   const double now = now_seconds();
   size_t k = 0;
   for (const auto& s : batch.requests) {
@@ -146,8 +148,9 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
 void LLMEngine::Impl::take_token(const ScheduledRequest& s, const SampledToken& t, double now,
                                  std::vector<RequestOutput>& outs) {
   EngineRequest& er = *requests.at(s.id);
-  RequestOutput o = er.on_token(t, max_model_len, now);
-  ++generation_tokens;
+  const bool pooling = er.request().params.pooling != Pooling::None;  // an embedding, not a token
+  RequestOutput o = pooling ? er.pooled_output(now) : er.on_token(t, max_model_len, now);
+  if (!pooling) ++generation_tokens;
   if (o.finished) {
     sched.finish(&er.request());
     requests.erase(s.id);

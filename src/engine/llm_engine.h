@@ -43,6 +43,9 @@ struct RequestOutput {
   double arrival_time = 0.0;      // seconds (steady clock)
   double scheduled_time = 0.0;    // when first scheduled (0 until then): arrival..this is queueing
   double first_token_time = 0.0;  // 0 until the first token
+  // A pooling request's result (SamplingParams::pooling): its L2-normalised embedding, given
+  // once, with finished set and no token.
+  std::vector<float> embedding;
 };
 
 // Speculative decoding counters (vLLM's vllm:spec_decode_*): drafts are requests' proposal runs

@@ -50,6 +50,7 @@ class LlamaModel final : public PiecewiseModel {
   void run_piece(int i, const ForwardInputs& in) override;
   void run_attention(int i, const ForwardInputs& in) override;
   void compute_logits(const Tensor& rows, const Tensor& logits) override;
+  Tensor final_hidden() const override { return buf_.hidden; }
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override;
   // Also stacks each projection's adapter slots under its weight (LoraSlots::stack_under).
   void bind_lora(LoraSlots* slots) override;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/llama_model.h"
+#include "model/load_progress.h"
 #include "model/presets.h"
 #include "model/weight_source.h"
 
@@ -49,6 +50,10 @@ std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const Model
     GS_CHECK(!src.dir.empty(), "no model directory given");
     weights = make_checkpoint_source(src.dir, backend, cfg);
   }
+  const int ranks = parallel.comm ? parallel.comm->world_size() : 1;
+  if (!parallel.comm || parallel.comm->rank() == 0)  // one report per load, from the first rank
+    weights = with_load_progress(std::move(weights),
+                                 cfg.num_parameters() / ranks * int64_t(dtype_size(backend.compute_dtype())));
   const TpLayout tp = tp_layout(cfg, parallel.comm);
   LlamaWeights w = load_llama_weights(cfg, tp, backend, *weights);
   return std::make_unique<LlamaModel>(cfg, std::move(w), backend, attention, max_num_tokens, tp, parallel.comm,

@@ -25,6 +25,9 @@ class PiecewiseModel {
 
   // logits [n, vocab] (F32) of hidden rows selected by `rows` (i32 [n]). Persistent buffers only.
   virtual void compute_logits(const Tensor& rows, const Tensor& logits) = 0;
+  // The final (normed) hidden states the last forward left, [max_num_tokens, hidden] with its
+  // first num_tokens rows valid: what pooling runners read. Undefined: the model cannot pool.
+  virtual Tensor final_hidden() const { return Tensor(); }
 
   // Binds the KV cache (one layer per attention op); called once before the first forward.
   virtual void bind_kv_cache(std::vector<KVCacheLayer> layers) = 0;

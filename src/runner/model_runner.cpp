@@ -9,6 +9,7 @@
 #include "cudagraph/forward_context.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner_impl.h"
+#include "runner/pooled_hidden.h"
 #include "spec/verification.h"
 
 namespace gs {
@@ -193,6 +194,7 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   stats.padded_tokens += uint64_t(final_desc.num_tokens - hb.num_actual_tokens);
   RunnerOutput out = collect(hb);
   out.prompt_logprobs = prompt_logprobs(batch, hb);
+  out.pooled = pool_hidden_rows(*backend, model->final_hidden(), batch, hb);
   return out;
 }
 

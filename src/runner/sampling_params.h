@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "runner/pooling.h"
 #include "sampling/sampling_row.h"
 
 namespace gs {
@@ -35,6 +36,9 @@ struct SamplingParams {
   int logprobs = -1;         // -1 = none; 0..20 = the sampled token's + this many top ones
   int prompt_logprobs = -1;  // -1 = none; 0..20 = each prompt token's (but the first) + top ones
   bool skip_special_tokens = true;
+  // A pooling request (--runner pooling): its prompt's hidden states are pooled into an
+  // embedding (RequestOutput::embedding) and no token is kept.
+  Pooling pooling = Pooling::None;
 
   // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.
   bool greedy() const { return temperature < kGreedyTemperature; }

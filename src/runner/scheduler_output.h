@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "runner/pooling.h"
 #include "runner/sampling_params.h"
 
 namespace gs {
@@ -72,6 +73,8 @@ struct RunnerOutput {
   std::vector<SampledToken> sampled;
   // For requests with params->prompt_logprobs >= 0: the prompt positions this step computed.
   std::vector<PromptLogprob> prompt_logprobs;
+  // For pooling requests: the hidden-state rows this step pooled (runner/pooling.h).
+  std::vector<PooledRows> pooled;
 };
 
 }  // namespace gs

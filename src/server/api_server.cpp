@@ -11,6 +11,7 @@
 #include "server/generation.h"
 #include "server/json_body.h"
 #include "server/json_fields.h"
+#include "server/responses_api.h"
 
 namespace gs {
 
@@ -38,8 +39,9 @@ const char* status_type(int status) {
 }
 
 bool is_post_route(const std::string& path) {
-  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize" ||
-         path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" ||
+         path == "/v1/embeddings" || path == "/tokenize" || path == "/detokenize" || path == "/v1/load_lora_adapter" ||
+         path == "/v1/unload_lora_adapter";
 }
 
 }  // namespace
@@ -49,6 +51,7 @@ ApiServer::ApiServer(EngineClient& client, ServerConfig cfg) : client_(client), 
   preparse_chat_template(cfg_.chat_template);
   cfg_.http.max_body_bytes = cfg_.max_body_bytes;
   HttpHandler& handler = *this;
+  responses_ = std::make_shared<ResponseStore>(cfg_.max_stored_responses);
   listener_ = std::make_unique<HttpListener>(handler, cfg_.http, cfg_.io_threads, cfg_.http_threads);
 }
 
@@ -76,7 +79,7 @@ void ApiServer::finish_one() {
 
 bool ApiServer::authorized(const HttpRequest& req) const {
   if (cfg_.api_key.empty()) return true;
-  if (req.path == "/health" || req.path == "/metrics") return true;
+  if (req.path == "/health" || req.path == "/metrics" || req.path == "/ping" || req.path == "/version") return true;
   return req.authorization == "Bearer " + cfg_.api_key;
 }
 
@@ -107,6 +110,8 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
   if (req.method == "POST") {
     if (p == "/v1/completions") return handle_generate(req, ApiKind::Completion);
     if (p == "/v1/chat/completions") return handle_generate(req, ApiKind::Chat);
+    if (p == "/v1/responses") return handle_generate(req, ApiKind::Chat, /*responses_api=*/true);
+    if (p == "/v1/embeddings") return handle_embeddings(req);
     if (p == "/tokenize") return handle_tokenize(req);
     if (p == "/detokenize") return handle_detokenize(req);
     if (p == "/v1/load_lora_adapter" || p == "/v1/unload_lora_adapter") return handle_lora_adapter(req);
@@ -118,7 +123,9 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
       return json_response(200, json::object());
     }
     if (p == "/metrics") {
-      std::string text = metrics_.render(client_.stats(), in_flight_.load(), client_.model().name);
+      const Histogram steps = client_.iteration_tokens();
+      std::string text = metrics_.render(client_.stats(), in_flight_.load(), client_.model().name,
+                                         {&steps, client_.model().cache_config});
       return {200, "text/plain; version=0.0.4", std::move(text), {}};
     }
     if (p == "/v1/models") {
@@ -143,18 +150,25 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
       return json_response(200, {{"object", "list"}, {"data", data}});
     }
   }
+  if (auto r = info_route(req)) return std::move(*r);
   return error(404, fmt::format("no route for {} {}", req.method, p));
 }
 
-HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind) {
+HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind, bool responses_api) {
   try {
     if (draining_) throw ApiError(503, "the server is shutting down", "", "service_unavailable");
     if (const std::string err = client_.stats().fatal_error; !err.empty())
       throw ApiError(503, "the engine failed: " + err, "", "service_unavailable");
+    if (client_.model().pooling)
+      throw ApiError(400, "this server runs an embedding model (--runner pooling): use /v1/embeddings");
     json body = parse_json_body(req.body, cfg_.max_json_depth);
-    GenerationRequest greq = kind == ApiKind::Chat ? parse_chat_request(body, nlohmann::ordered_json::parse(req.body),
-                                                                        client_, cfg_.chat_template, cfg_.limits)
-                                                   : parse_completion_request(body, client_, cfg_.limits);
+    ResponsesCall responses;
+    if (responses_api) body = (responses = prepare_responses_call(body, responses_)).chat_body;
+    GenerationRequest greq =
+        kind == ApiKind::Chat
+            ? parse_chat_request(body, nlohmann::ordered_json::parse(responses_api ? body.dump() : req.body), client_,
+                                 cfg_.chat_template, cfg_.limits)
+            : parse_completion_request(body, client_, cfg_.limits);
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
       throw ApiError(503,
                      fmt::format("the server is overloaded ({} requests waiting); retry later", client_.num_waiting()),
@@ -163,6 +177,7 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind) {
     try {
       auto gen = std::make_shared<Generation>(std::move(greq), client_.model().name, client_, metrics_,
                                               [this] { finish_one(); });
+      if (responses.format) gen->set_format(std::move(responses.format));
       return HttpResponse{200, "", "", std::move(gen)};
     } catch (const Error& e) {
       throw ApiError(400, e.what());  // the engine refused it (e.g. an invalid sampling value)

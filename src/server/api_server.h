@@ -1,6 +1,7 @@
 // ApiServer: the OpenAI-compatible HTTP API over an EngineClient.
 //   POST /v1/completions, /v1/chat/completions (JSON or Server-Sent Events)
-//   GET  /v1/models, /health, /metrics;  POST /tokenize, /detokenize
+//   POST /v1/responses (server/responses_api.cpp), /v1/embeddings (server/embeddings_api.cpp)
+//   GET  /v1/models, /v1/models/{id}, /health, /ping, /version, /metrics;  POST /tokenize, /detokenize
 //   POST /v1/load_lora_adapter, /v1/unload_lora_adapter (server/lora_routes.cpp)
 // Errors are OpenAI error objects; limits (body size, JSON depth, waiting queue, API key)
 // are enforced before any work is queued. Connections are served by HttpListener (Boost.Beast
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "server/engine_client.h"
@@ -19,6 +21,7 @@
 #include "server/http_message.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/response_store.h"
 
 namespace gs {
 
@@ -34,6 +37,8 @@ struct ServerConfig {
   HttpLimits http;            // deadlines and the header size limit
   std::string chat_template;  // overrides the model's template when not empty
   RequestLimits limits;
+  std::string version = "unknown";     // what GET /version reports
+  size_t max_stored_responses = 1000;  // Responses API store (previous_response_id); 0: off
 };
 
 class ApiServer : private HttpHandler {
@@ -59,7 +64,12 @@ class ApiServer : private HttpHandler {
   HttpResponse handle(const HttpRequest& req) override;
   HttpResponse error(int status, const std::string& message) const override;
   HttpResponse route(const HttpRequest& req);
-  HttpResponse handle_generate(const HttpRequest& req, ApiKind kind);
+  // Chat and completions; `responses_api`: a /v1/responses body, answered as the Responses API.
+  HttpResponse handle_generate(const HttpRequest& req, ApiKind kind, bool responses_api = false);
+  // POST /v1/embeddings (server/embeddings_api.cpp).
+  HttpResponse handle_embeddings(const HttpRequest& req);
+  // GET /version, GET|POST /ping, GET /v1/models/{id}, GET /v1/responses/{id} (server/info_routes.cpp).
+  std::optional<HttpResponse> info_route(const HttpRequest& req);
   HttpResponse handle_tokenize(const HttpRequest& req);
   HttpResponse handle_detokenize(const HttpRequest& req);
   HttpResponse handle_lora_adapter(const HttpRequest& req);
@@ -69,6 +79,7 @@ class ApiServer : private HttpHandler {
   EngineClient& client_;
   ServerConfig cfg_;
   Metrics metrics_;
+  std::shared_ptr<ResponseStore> responses_;
   int port_ = 0;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};

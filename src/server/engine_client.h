@@ -2,6 +2,7 @@
 // Thread-safe; the real one is EngineLoop (over LLMEngine), tests use a fake.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -9,7 +10,9 @@
 #include <vector>
 
 #include "engine/llm_engine.h"
+#include "runner/pooling.h"
 #include "runner/sampling_params.h"
+#include "server/histogram.h"
 #include "server/output_queue.h"
 
 namespace gs {
@@ -21,7 +24,14 @@ struct ServedModel {
   int vocab_size = 0;
   std::string chat_template;  // "" when the model has none
   std::string bos_token, eos_token, unk_token, pad_token;
-  SamplingParams sampling_defaults;  // what requests leave out (the model's generation_config.json)
+  SamplingParams sampling_defaults;                 // what requests leave out (the model's generation_config.json)
+  std::map<std::string, std::string> cache_config;  // KV cache settings (vllm:cache_config_info labels)
+  // A pooling model (--runner pooling) serves /v1/embeddings instead of generation.
+  bool pooling = false;
+  Pooling pooling_type = Pooling::Last;
+  int hidden_size = 0;               // the embedding's size
+  bool matryoshka = false;           // requests may ask for fewer `dimensions`
+  std::vector<int> matryoshka_dims;  // the sizes allowed (empty: any up to hidden_size)
 };
 
 class EngineClient {
@@ -43,6 +53,8 @@ class EngineClient {
   // Requests queued but not yet running (for the --max-waiting-requests bound).
   virtual int num_waiting() const = 0;
   virtual EngineStats stats() const = 0;
+  // Tokens per engine step so far (vllm:iteration_tokens_total); none counted by default.
+  virtual Histogram iteration_tokens() const { return Histogram(token_count_bounds()); }
 
   // LoRA adapters served beside the model (--lora-modules, then run-time loads), in load order.
   virtual std::vector<std::string> lora_names() const = 0;

@@ -5,9 +5,12 @@
 #include <chrono>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/logging.h"
 #include "model/model_config.h"
+#include "runner/pooling_config.h"
 #include "server/api_error.h"
 
 namespace gs {
@@ -28,6 +31,26 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
   model_.bos_token = tokenizer_.bos_token();
   model_.eos_token = tokenizer_.eos_token();
   stats_ = engine_->stats();
+  const EngineConfig& c = engine_->config();
+  model_.cache_config = {{"block_size", std::to_string(c.block_size)},
+                         {"cache_dtype", "auto"},
+                         {"enable_prefix_caching", c.enable_prefix_caching ? "True" : "False"},
+                         {"gpu_memory_utilization", fmt::format("{}", c.gpu_memory_utilization)},
+                         {"num_gpu_blocks", std::to_string(stats_.kv_blocks_total)},
+                         {"num_cpu_blocks", "0"},
+                         {"swap_space", "0"},
+                         {"cpu_offload_gb", "0"}};
+  step_tokens_seen_ = stats_.prompt_tokens + stats_.generation_tokens;
+  model_.hidden_size = engine_->model_config().hidden_size;
+  if (c.runner == "pooling") {
+    const PoolingConfig pc = load_pooling_config(c.model);
+    model_.pooling = true;
+    model_.pooling_type = c.pooling_type.empty() ? pc.type : parse_pooling(c.pooling_type);
+    model_.matryoshka = pc.matryoshka;
+    model_.matryoshka_dims = pc.matryoshka_dims;
+    spdlog::info("pooling runner: {} pooling, L2-normalised embeddings of size {} on /v1/embeddings",
+                 pooling_name(model_.pooling_type), model_.hidden_size);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -100,6 +123,11 @@ int EngineLoop::num_waiting() const {
 EngineStats EngineLoop::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
+}
+
+Histogram EngineLoop::iteration_tokens() const {
+  std::lock_guard lock(mu_);
+  return iteration_tokens_;
 }
 
 std::vector<std::string> EngineLoop::lora_names() const {
@@ -228,8 +256,12 @@ void EngineLoop::run() {
     for (auto& task : tasks) task();  // adapter changes, between steps (errors go to the caller)
     admit(batch, aborts);
     std::vector<RequestOutput> outs;
+    bool stepped = false;
     try {
-      if (engine_->has_unfinished_requests()) outs = engine_->step();
+      if (engine_->has_unfinished_requests()) {
+        stepped = true;
+        outs = engine_->step();
+      }
     } catch (const std::exception& e) {
       spdlog::error("engine step failed: {}; aborting its {} requests", e.what(), routes_.size());
       fail_all();
@@ -238,9 +270,12 @@ void EngineLoop::run() {
     EngineStats s = engine_->stats();
     std::vector<std::string> held;
     if (engine_->config().enable_lora) held = engine_->held_lora_names();
+    const uint64_t tokens = s.prompt_tokens + s.generation_tokens;
     std::lock_guard lock(mu_);
     stats_ = s;
     lora_held_ = std::set<std::string>(held.begin(), held.end());
+    if (stepped && tokens > step_tokens_seen_) iteration_tokens_.observe(double(tokens - step_tokens_seen_));
+    step_tokens_seen_ = tokens;
   }
   // Shutting down: refuse what is still queued, abort what runs.
   std::lock_guard lock(mu_);

@@ -39,6 +39,7 @@ class EngineLoop : public EngineClient {
   void abort(RequestId id) override;
   int num_waiting() const override;
   EngineStats stats() const override;
+  Histogram iteration_tokens() const override;
   std::vector<std::string> lora_names() const override;
   void load_lora(const std::string& name, const std::string& path) override;
   void unload_lora(const std::string& name) override;
@@ -80,6 +81,8 @@ class EngineLoop : public EngineClient {
   std::set<std::string> lora_held_;                // served adapters in host memory (after the last step)
   std::map<std::string, std::string> lora_paths_;  // served adapters' PEFT directories
   EngineStats stats_;
+  Histogram iteration_tokens_{token_count_bounds()};  // tokens of each step
+  uint64_t step_tokens_seen_ = 0;                     // prompt + generated tokens before this step
   bool stop_ = false;
   std::unordered_map<RequestId, Route> routes_;  // engine thread only
   std::thread thread_;

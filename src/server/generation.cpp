@@ -76,4 +76,36 @@ std::optional<std::vector<nlohmann::json>> Generation::next(std::chrono::millise
   return builder_.add(*item);
 }
 
+std::string Generation::stream_opening() {
+  if (format_) return format_->opening(*this);
+  std::string out;
+  for (const nlohmann::json& c : builder_.opening_chunks()) out += sse_event(c);
+  return out;
+}
+
+std::string Generation::stream_events(const std::vector<nlohmann::json>& chunks) {
+  if (format_) return format_->events(*this, chunks);
+  std::string out;
+  for (const nlohmann::json& c : chunks) {
+    if (!req_.continuous_usage) {
+      out += sse_event(c);
+      continue;
+    }
+    nlohmann::json with_usage = c;  // stream_options.continuous_usage_stats: usage so far on every chunk
+    with_usage["usage"] = builder_.usage();
+    out += sse_event(with_usage);
+  }
+  return out;
+}
+
+std::string Generation::stream_closing() {
+  if (format_) return format_->closing(*this);
+  return (req_.include_usage ? sse_event(builder_.usage_chunk()) : "") + sse_done();
+}
+
+std::string Generation::final_body() {
+  if (format_) return format_->body(*this);
+  return builder_.response().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace gs

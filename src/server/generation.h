@@ -15,6 +15,19 @@
 
 namespace gs {
 
+class Generation;
+
+// How a Generation's outputs become the HTTP body, for an API other than chat / completions
+// (the Responses API). Each method returns bytes ready to send (Server-Sent Events or JSON).
+class OutputFormat {
+ public:
+  virtual ~OutputFormat() = default;
+  virtual std::string opening(Generation& gen) = 0;                                            // stream start
+  virtual std::string events(Generation& gen, const std::vector<nlohmann::json>& chunks) = 0;  // chunks as events
+  virtual std::string closing(Generation& gen) = 0;                                            // stream end
+  virtual std::string body(Generation& gen) = 0;                                               // the whole answer
+};
+
 class Generation {
  public:
   using Clock = std::chrono::steady_clock;
@@ -34,6 +47,12 @@ class Generation {
   bool finished() const { return builder_.all_finished(); }
   // Why the engine aborted a choice ("" when none failed): its step threw on it alone.
   const std::string& error() const { return error_; }
+  // The HTTP body in the request's API: chat / completions unless a format is set.
+  void set_format(std::unique_ptr<OutputFormat> format) { format_ = std::move(format); }
+  std::string stream_opening();
+  std::string stream_events(const std::vector<nlohmann::json>& chunks);
+  std::string stream_closing();
+  std::string final_body();
   // Called (on the engine's thread, must not block) whenever an output arrives.
   void set_listener(std::function<void()> listener) { queue_->set_listener(std::move(listener)); }
 
@@ -53,6 +72,7 @@ class Generation {
   std::vector<RequestId> ids_;
   std::vector<Timing> timing_;
   std::string error_;
+  std::unique_ptr<OutputFormat> format_;
 };
 
 }  // namespace gs

@@ -31,8 +31,6 @@ namespace {
 constexpr size_t kPipelineSlack = 128u << 10;
 constexpr std::chrono::milliseconds kLinger{500};
 
-std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
 std::string chunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
 
 }  // namespace
@@ -218,7 +216,7 @@ void HttpSession::start_generation(std::shared_ptr<Generation> gen) {
         "HTTP/1.{} 200 OK\r\nServer: graphserve\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-cache\r\n{}{}\r\n",
         http10_ ? 0 : 1, http10_ ? "" : "Transfer-Encoding: chunked\r\n", keep_alive_ ? "" : "Connection: close\r\n");
-    for (const nlohmann::json& c : gen_->builder().opening_chunks()) queue_chunk(sse_event(c));
+    queue_chunk(gen_->stream_opening());
   }
   // On the engine thread: no strong reference there (see NotifyGate).
   gen_->set_listener([weak = weak_from_this(), gate = gate_, target = notify_] {
@@ -236,8 +234,7 @@ void HttpSession::on_outputs() {
   notify_->pending = false;
   if (closed_ || !gen_) return;
   while (auto chunks = gen_->next(std::chrono::milliseconds(0))) {
-    if (streaming_)
-      for (const nlohmann::json& c : *chunks) queue_chunk(sse_event(c));
+    if (streaming_) queue_chunk(gen_->stream_events(*chunks));
     if (gen_->finished()) break;
   }
   if (!gen_->finished()) return flush();
@@ -249,12 +246,11 @@ void HttpSession::on_outputs() {
     return write_whole(r.status, r.content_type, std::move(r.body), false);
   }
   if (!streaming_) {
-    std::string body = dump(gen_->builder().response());
+    std::string body = gen_->final_body();
     gen_.reset();
     return write_whole(200, "application/json", std::move(body), false);
   }
-  std::string tail = gen_->request().include_usage ? sse_event(gen_->builder().usage_chunk()) : "";
-  finish_stream(tail + sse_done());
+  finish_stream(gen_->stream_closing());
 }
 
 void HttpSession::queue_chunk(const std::string& data) {

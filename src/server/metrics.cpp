@@ -3,32 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace gs {
-
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::observe(double v) {
-  size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
-  ++counts_[i];
-  sum_ += v;
-  ++count_;
-}
-
-void Histogram::render(std::string& out, const std::string& name, const std::string& help,
-                       const std::string& labels) const {
-  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
-  const std::string pre = labels.empty() ? "" : labels + ",";
-  const std::string only = labels.empty() ? "" : "{" + labels + "}";
-  uint64_t cum = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cum += counts_[i];
-    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, pre, bounds_[i], cum);
-  }
-  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n", name, pre, count_);
-  out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, only, sum_, name, only, count_);
-}
 
 namespace {
 
@@ -54,7 +29,9 @@ Metrics::Metrics()
       e2e_(kE2eBounds),
       decode_(kE2eBounds),
       queue_(kE2eBounds),
-      prefill_(kE2eBounds) {
+      prefill_(kE2eBounds),
+      prompt_len_(token_count_bounds()),
+      generation_len_(token_count_bounds()) {
   for (const char* r : {"stop", "length", "abort"}) finished_[r] = 0;
 }
 
@@ -72,6 +49,8 @@ void Metrics::on_finished(const std::string& reason, int prompt_tokens, int outp
   prompt_tokens_ += prompt_tokens;
   generation_tokens_ += output_tokens;
   e2e_.observe(e2e_s);
+  prompt_len_.observe(prompt_tokens);
+  generation_len_.observe(output_tokens);
 }
 void Metrics::on_decode_time(double s) {
   std::lock_guard lock(mu_);
@@ -87,7 +66,8 @@ void Metrics::on_rejected(int status) {
   ++rejected_[status];
 }
 
-std::string Metrics::render(const EngineStats& e, int http_in_flight, const std::string& model_name) const {
+std::string Metrics::render(const EngineStats& e, int http_in_flight, const std::string& model_name,
+                            const MetricsEngineView& view) const {
   std::lock_guard lock(mu_);
   std::string out;
   gauge(out, "graphserve_num_requests_running", "Requests in the engine's running batch.", e.num_running);
@@ -139,7 +119,7 @@ std::string Metrics::render(const EngineStats& e, int http_in_flight, const std:
   }
   gauge(out, "graphserve_engine_healthy", "1 while the engine can run steps, 0 after a worker died or hung.",
         e.fatal_error.empty() ? 1.0 : 0.0);
-  render_vllm(out, e, model_name);
+  render_vllm(out, e, model_name, view);
   return out;
 }
 

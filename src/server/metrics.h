@@ -11,23 +11,15 @@
 #include <vector>
 
 #include "engine/llm_engine.h"
+#include "server/histogram.h"
 
 namespace gs {
 
-// A cumulative histogram over fixed upper bounds (seconds).
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds);
-  void observe(double v);
-  // Appends "_bucket{le=..}", "_sum" and "_count" lines for `name`; `labels` (e.g.
-  // model_name="x") go on every line.
-  void render(std::string& out, const std::string& name, const std::string& help, const std::string& labels = "") const;
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket (not cumulative); last one is +Inf
-  double sum_ = 0.0;
-  uint64_t count_ = 0;
+// What a scrape shows beside the Metrics' own series: the tokens of each engine step (null: not
+// tracked) and the KV cache settings (vllm:cache_config_info labels).
+struct MetricsEngineView {
+  const Histogram* iteration_tokens = nullptr;
+  std::map<std::string, std::string> cache_config;
 };
 
 class Metrics {
@@ -45,12 +37,15 @@ class Metrics {
   // scheduled to first token), for vllm:request_queue_time_seconds / request_prefill_time_seconds.
   void on_first_token_phases(double queue_s, double prefill_s);
 
-  std::string render(const EngineStats& engine, int http_in_flight, const std::string& model_name = "") const;
+  std::string render(const EngineStats& engine, int http_in_flight, const std::string& model_name = "",
+                     const MetricsEngineView& view = {}) const;
 
  private:
-  void render_vllm(std::string& out, const EngineStats& e, const std::string& model_name) const;
+  void render_vllm(std::string& out, const EngineStats& e, const std::string& model_name,
+                   const MetricsEngineView& v) const;
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, decode_, queue_, prefill_;
+  Histogram prompt_len_, generation_len_;  // tokens per finished request
   std::map<std::string, uint64_t> finished_;
   std::map<int, uint64_t> rejected_;
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;

@@ -46,7 +46,8 @@ void render_spec_decode(std::string& out, const SpecDecodeStats& s, const std::s
 
 }  // namespace
 
-void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::string& model_name) const {
+void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::string& model_name,
+                          const MetricsEngineView& v) const {
   const std::string l = fmt::format("model_name=\"{}\"", escaped(model_name));
   metric(out, "gauge", "vllm:num_requests_running", "Requests in the running batch.", l, e.num_running);
   metric(out, "gauge", "vllm:num_requests_waiting", "Requests waiting to be scheduled.", l, e.num_waiting);
@@ -67,6 +68,19 @@ void Metrics::render_vllm(std::string& out, const EngineStats& e, const std::str
     out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", l, reason, n);
   ttft_.render(out, "vllm:time_to_first_token_seconds", "Time to first token.", l);
   itl_.render(out, "vllm:inter_token_latency_seconds", "Time between consecutive outputs of a request.", l);
+  itl_.render(out, "vllm:time_per_output_token_seconds", "Time per output token (between consecutive outputs).", l);
+  prompt_len_.render(out, "vllm:request_prompt_tokens", "Prompt tokens of each finished request.", l);
+  generation_len_.render(out, "vllm:request_generation_tokens", "Generated tokens of each finished request.", l);
+  if (v.iteration_tokens)
+    v.iteration_tokens->render(out, "vllm:iteration_tokens_total", "Tokens (prompt and generated) per engine step.", l);
+  if (!v.cache_config.empty()) {
+    std::string labels;
+    for (const auto& [k, val] : v.cache_config) labels += fmt::format(",{}=\"{}\"", k, escaped(val));
+    out += fmt::format(
+        "# HELP vllm:cache_config_info Information of the LLMEngine's CacheConfig.\n"
+        "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{}}} 1\n",
+        labels.substr(1));
+  }
   e2e_.render(out, "vllm:e2e_request_latency_seconds", "Request latency from arrival to finish.", l);
   decode_.render(out, "vllm:request_decode_time_seconds", "Time from the first token to the finish.", l);
   queue_.render(out, "vllm:request_queue_time_seconds", "Time from arrival to the first scheduling.", l);

@@ -85,6 +85,7 @@ void parse_common(const json& body, GenerationRequest& r, const RequestLimits& l
     if (!so.is_object()) bad_param("stream_options", "'stream_options' must be an object");
     if (!r.stream) bad_param("stream_options", "'stream_options' is only allowed with \"stream\": true");
     r.include_usage = f::get_bool(so, "include_usage", false);
+    r.continuous_usage = r.include_usage && f::get_bool(so, "continuous_usage_stats", false);
   }
   if (f::present(body, "prompt_logprobs"))
     r.params.prompt_logprobs = static_cast<int>(f::get_int(body, "prompt_logprobs", 0, 0, 20));

@@ -18,10 +18,11 @@ struct GenerationRequest {
   SamplingParams params;                      // for every choice (seeds offset per sample)
   int n = 1;                                  // samples per prompt
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  int top_logprobs = -1;       // -1: no logprobs; else top alternatives per token
-  bool echo = false;           // completions: the prompt leads the text (and logprobs)
-  std::string lora;            // the LoRA adapter named in "model"; "": the base model
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage on every chunk
+  int top_logprobs = -1;          // -1: no logprobs; else top alternatives per token
+  bool echo = false;              // completions: the prompt leads the text (and logprobs)
+  std::string lora;               // the LoRA adapter named in "model"; "": the base model
   int num_choices() const { return static_cast<int>(prompts.size()) * n; }
   // Choice c samples prompt c / n.
   const std::vector<int32_t>& prompt_of(int choice) const { return prompts[choice / n]; }

@@ -24,6 +24,9 @@ class Tokenizer {
   // A built-in byte-level tokenizer for models without one (dummy weights): ids 0..255 are
   // bytes, then <s>, </s>; vocab_size must be >= 258.
   static Tokenizer byte_level(int vocab_size);
+  // For dummy (random) weights: byte_level plus a pseudo-word for every id above </s>, and a
+  // plain chat template, so random ids decode to visible text (tokenizer/dummy_tokenizer.cpp).
+  static Tokenizer dummy(int vocab_size);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;

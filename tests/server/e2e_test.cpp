@@ -153,9 +153,17 @@ TEST_F(E2E, OpenAINodeSdk) {
   greedy.temperature = 0;
   greedy.max_tokens = 12;
   const std::string expected = test::offline_text("Once upon a time", greedy);
+  EngineConfig pooling_cfg = test::stories_config();
+  pooling_cfg.runner = "pooling";
+  EngineLoop pooling_engine(std::make_unique<LLMEngine>(pooling_cfg));
+  ServerConfig pooling_server_cfg;
+  pooling_server_cfg.port = 0;
+  ApiServer pooling_server(pooling_engine, pooling_server_cfg);
+  pooling_server.start();
   int rc = -1;
-  std::string out = run_command(
-      "timeout 60 node " + (dir / "openai_sdk_test.mjs").string() + " " + std::to_string(srv->port()) + " 2>&1", &rc);
+  std::string out = run_command("timeout 60 node " + (dir / "openai_sdk_test.mjs").string() + " " +
+                                    std::to_string(srv->port()) + " " + std::to_string(pooling_server.port()) + " 2>&1",
+                                &rc);
   EXPECT_EQ(rc, 0) << out;
   json j = json::parse(out.substr(out.rfind('\n', out.size() - 2) + 1), nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
@@ -166,6 +174,17 @@ TEST_F(E2E, OpenAINodeSdk) {
   EXPECT_EQ(j["chat_usage"], 8) << out;
   EXPECT_EQ(j["completion_usage"], 12) << out;
   EXPECT_EQ(j["bad_status"], 400) << out;
+  EXPECT_EQ(j["retrieved"], "stories260K") << out;
+  EXPECT_EQ(j["response_status"], "incomplete") << out;  // cut by max_output_tokens
+  EXPECT_EQ(j["response_output_tokens"], 8) << out;
+  EXPECT_FALSE(j["response_text"].get<std::string>().empty()) << out;
+  EXPECT_EQ(j["response_stream"], j["response_text"]) << out;
+  EXPECT_EQ(j["response_stream_completed"], j["response_text"]) << out;
+  EXPECT_EQ(j["followup_status"], "incomplete") << out;
+  EXPECT_EQ(j["embedding_count"], 2) << out;
+  EXPECT_EQ(j["embedding_dim"], 64) << out;  // stories260K's hidden size
+  EXPECT_NEAR(j["embedding_norm"].get<double>(), 1.0, 1e-5) << out;
+  EXPECT_LT(j["embedding_b64_vs_float"].get<double>(), 1e-6) << out;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Drives a running graphserve with the official OpenAI Node SDK; prints one JSON line of what
-// it saw for tests/server/e2e_test.cpp to check. Usage: node openai_sdk_test.mjs PORT
+// it saw for tests/server/e2e_test.cpp to check (completions, chat, models.retrieve,
+// responses.create; embeddings.create on a second, pooling server).
+// Usage: node openai_sdk_test.mjs PORT [EMBEDDINGS_PORT]
 import OpenAI from "openai";
 
 const port = process.argv[2];
@@ -37,6 +39,40 @@ for await (const chunk of stream) {
 out.chat_stream = streamed;
 out.chat_finish = finish;
 out.chat_usage = usage?.completion_tokens;
+
+const card = await client.models.retrieve(model);
+out.retrieved = card.id;
+
+const resp = await client.responses.create({
+  model, input: "Tell me a story", instructions: "Be brief.", max_output_tokens: 8, temperature: 0,
+});
+out.response_text = resp.output_text;
+out.response_status = resp.status;
+out.response_output_tokens = resp.usage?.output_tokens;
+let deltas = "", completed = null;
+for await (const ev of await client.responses.create({
+  model, input: "Tell me a story", instructions: "Be brief.", max_output_tokens: 8, temperature: 0, stream: true,
+})) {
+  if (ev.type === "response.output_text.delta") deltas += ev.delta;
+  if (ev.type === "response.completed") completed = ev.response;
+}
+out.response_stream = deltas;
+out.response_stream_completed = completed?.output_text ?? completed?.output?.[0]?.content?.[0]?.text;
+const follow = await client.responses.create({
+  model, input: "And then?", previous_response_id: resp.id, max_output_tokens: 4, temperature: 0,
+});
+out.followup_status = follow.status;
+
+if (process.argv[3]) {
+  const embed = new OpenAI({ baseURL: `http://127.0.0.1:${process.argv[3]}/v1`, apiKey: "unused", maxRetries: 0 });
+  // The SDK asks for base64 and decodes it; an explicit float request is checked too.
+  const e = await embed.embeddings.create({ model, input: ["Once upon a time", "The cat"] });
+  const f = await embed.embeddings.create({ model, input: "The cat", encoding_format: "float" });
+  out.embedding_count = e.data.length;
+  out.embedding_dim = e.data[1].embedding.length;
+  out.embedding_norm = Math.sqrt(e.data[1].embedding.reduce((s, x) => s + x * x, 0));
+  out.embedding_b64_vs_float = Math.max(...e.data[1].embedding.map((x, i) => Math.abs(x - f.data[0].embedding[i])));
+}
 
 try {
   await client.completions.create({ model, prompt: "x", temperature: 5 });
