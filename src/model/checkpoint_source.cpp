@@ -35,6 +35,10 @@ class CheckpointSource final : public WeightSource {
     const size_t run = slice.whole() || slice.dim == 0 ? n : size_t(slice.count);  // columns: of a matrix
     for (size_t i = 0; i < n; i += run)
       std::memcpy(raw_.data() + i * es, src + size_t(slice.full_index(shape, int64_t(i))) * es, run * es);
+    const int64_t bad = first_non_finite(raw_.data(), t->dtype, n);
+    GS_CHECK(bad < 0,
+             "{}: tensor '{}' holds a non-finite value (NaN or infinity) at element {}: the checkpoint is corrupt",
+             t->file->path().string(), name, bad);
     host_.resize(n * dtype_size(dst.dtype()));
     convert_host(raw_.data(), t->dtype, host_.data(), dst.dtype(), n);
     backend_.copy(dst, Tensor::wrap(host_.data(), dst.shape(), dst.dtype(), Device::cpu()));
