@@ -17,6 +17,7 @@
 #include "server/engine_client.h"
 #include "server/http_listener.h"
 #include "server/http_message.h"
+#include "server/lora_policy.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 
@@ -34,6 +35,7 @@ struct ServerConfig {
   HttpLimits http;            // deadlines and the header size limit
   std::string chat_template;  // overrides the model's template when not empty
   RequestLimits limits;
+  LoraRoutePolicy lora;  // run-time LoRA loading: off unless the operator opts in
 };
 
 class ApiServer : private HttpHandler {
@@ -65,13 +67,16 @@ class ApiServer : private HttpHandler {
   HttpResponse handle_lora_adapter(const HttpRequest& req);
   bool authorized(const HttpRequest& req) const;
   void finish_one();
+  void trim_if_idle();  // malloc_trim once no generation runs, after a heavy request
 
   EngineClient& client_;
   ServerConfig cfg_;
+  std::vector<std::string> startup_loras_;  // --lora-modules: never unloaded or replaced over HTTP
   Metrics metrics_;
   int port_ = 0;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
+  std::atomic<bool> heavy_since_trim_{false};
   std::mutex mu_;
   std::condition_variable idle_cv_;
   std::unique_ptr<HttpListener> listener_;  // last: destroyed first, while the rest is alive
