@@ -35,6 +35,8 @@ struct Server {
     EngineConfig cfg = test::stories_config();
     cfg.enable_lora = enable_lora;
     cfg.max_lora_rank = 8;
+    cfg.max_loras = 2;
+    cfg.max_cpu_loras = 4;  // prod and one run-time adapter
     if (enable_lora) cfg.lora_modules = {{"prod", prod.string()}};
     return cfg;
   }
