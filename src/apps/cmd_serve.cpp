@@ -2,6 +2,7 @@
 // dummy preset, so `graphserve serve` alone starts a working server.
 // SIGTERM / SIGINT: stop taking requests, let in-flight ones finish (--shutdown-timeout), exit 0.
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -18,6 +19,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,7 @@
 #include "server/api_server.h"
 #include "server/chat_prompt.h"
 #include "server/engine_loop.h"
+#include "server/lora_policy.h"
 #include "server/stats_logger.h"
 
 namespace gs {
@@ -130,11 +133,25 @@ void raise_fd_limit() {
   setrlimit(RLIMIT_NOFILE, &lim);
 }
 
+// Run-time LoRA updates: --allow-runtime-lora-updating or vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING;
+// adapters load from --lora-dir, by default the directories holding the --lora-modules adapters.
+void finish_lora_policy(const EngineConfig& cfg, LoraRoutePolicy& policy) {
+  if (const char* env = std::getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING"); env && runtime_lora_switch_on(env))
+    policy.allow_runtime_updating = true;
+  if (policy.roots.empty())
+    for (const auto& [name, path] : cfg.lora_modules)
+      policy.roots.push_back(std::filesystem::absolute(path).parent_path().string());
+  if (policy.allow_runtime_updating)
+    spdlog::warn("run-time LoRA updating is on: clients may load adapters from {}",
+                 policy.roots.empty() ? "nowhere (give --lora-dir)" : fmt::format("{}", fmt::join(policy.roots, ", ")));
+}
+
 void run(ServeArgs& a) {
   finish_engine_options(a.cfg);
   for (const std::string& note : a.vllm_notes) spdlog::info("{}", note);
   // vLLM serves the --model string as the model's name; the directory's name stays one too.
   if (a.served_names.empty() && !a.cfg.model.empty()) a.served_names.push_back(a.cfg.model);
+  finish_lora_policy(a.cfg, a.server.lora);
   if (a.dry_run) return print_resolved(a);
   check_port_free(a.server.host, a.server.port);
   GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
@@ -178,6 +195,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1 routes")
       ->envname("GRAPHSERVE_API_KEY");
+  cmd->add_flag(
+      "--allow-runtime-lora-updating", s.lora.allow_runtime_updating,
+      "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (as VLLM_ALLOW_RUNTIME_LORA_UPDATING=true)");
+  cmd->add_option("--lora-dir", s.lora.roots,
+                  "directories run-time LoRA adapters may be loaded from (default: those of --lora-modules)");
   cmd->add_option("--chat-template", args->chat_template,
                   "Jinja chat template: a file, or the template itself (default: the tokenizer's)");
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")

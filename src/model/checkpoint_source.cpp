@@ -37,6 +37,10 @@ class CheckpointSource final : public WeightSource {
     const size_t run = slice.whole() || slice.dim == 0 ? n : size_t(slice.count);  // columns: of a matrix
     for (size_t i = 0; i < n; i += run)
       std::memcpy(raw_.data() + i * es, src + size_t(slice.full_index(shape, int64_t(i))) * es, run * es);
+    const int64_t bad = first_non_finite(raw_.data(), t->dtype, n);
+    GS_CHECK(bad < 0,
+             "{}: tensor '{}' holds a non-finite value (NaN or infinity) at element {}: the checkpoint is corrupt",
+             t->file->path().string(), name, bad);
     host_.resize(n * dtype_size(dst.dtype()));
     if (t->dtype == DType::F8E4M3) {
       for (auto& used : fp8_.dequantize(*t, raw_, slice, deq_)) used_.insert(used);

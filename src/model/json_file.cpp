@@ -20,7 +20,7 @@ json read_json_file(const fs::path& path) {
   ss << in.rdbuf();
   try {
     return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number that overflows
     fail("{} is not valid JSON: {}", path.string(), e.what());
   }
 }

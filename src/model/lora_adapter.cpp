@@ -3,6 +3,7 @@
 #include "model/lora_adapter.h"
 
 #include <fmt/ranges.h>
+#include <charconv>
 #include <cmath>
 
 #include <regex>
@@ -63,12 +64,24 @@ std::array<bool, kNumLoraTargets> parse_targets(const nlohmann::json& j, const f
   return on;
 }
 
-std::vector<float> to_f32(const TensorRef& t) {
+std::vector<float> to_f32(const TensorRef& t, const fs::path& file) {
   size_t n = 1;
   for (int64_t d : t.shape) n *= size_t(d);
+  const int64_t bad = first_non_finite(t.data, t.dtype, n);
+  GS_CHECK(bad < 0, "{}: tensor '{}' holds a non-finite value (NaN or infinity) at element {}", file.string(), t.name,
+           bad);
   std::vector<float> out(n);
   convert_host(t.data, t.dtype, out.data(), DType::F32, n);
   return out;
+}
+
+// The decoder layer a tensor name gives, within the model's `num_layers`.
+int layer_index(const std::string& digits, const std::string& tensor, int num_layers, const fs::path& file) {
+  int layer = -1;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
+  GS_CHECK(ec == std::errc() && end == digits.data() + digits.size() && layer < num_layers,
+           "{}: tensor '{}' names layer {}, the model has {}", file.string(), tensor, digits.substr(0, 32), num_layers);
+  return layer;
 }
 
 void check_shape(const TensorRef& t, int64_t rows, int64_t cols, const fs::path& file) {
@@ -90,6 +103,11 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
   const double alpha = json_number(j, "lora_alpha", ad.rank, cfg_file);
   const bool rslora = json_bool(j, "use_rslora", false, cfg_file);
   ad.scale = float(rslora ? alpha / std::sqrt(double(ad.rank)) : alpha / ad.rank);
+  // A scale past this turns any non-zero delta into infinity in F16 / BF16 activations.
+  constexpr double kMaxScale = 65504.0;
+  GS_CHECK(std::isfinite(alpha) && std::isfinite(ad.scale) && std::fabs(ad.scale) <= kMaxScale,
+           "{}: 'lora_alpha' {} gives the scale {} (lora_alpha / {}), beyond +-{}", cfg_file.string(), alpha,
+           double(ad.scale), rslora ? "sqrt(r)" : "r", kMaxScale);
   const auto targets = parse_targets(j, cfg_file);
   if (auto b = j.find("bias"); b != j.end() && b->is_string())
     GS_CHECK(*b == "none", "{}: 'bias' is '{}': only 'none' is supported", cfg_file.string(), b->get<std::string>());
@@ -106,10 +124,8 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
              "{}: tensor '{}' is not a lora_A / lora_B weight of a decoder layer "
              "projection",
              st_file.string(), tname);
-    const int layer = std::stoi(m[1].str());
+    const int layer = layer_index(m[1].str(), tname, cfg.num_layers, st_file);
     const auto t = target_of(m[2].str());
-    GS_CHECK(layer < cfg.num_layers, "{}: tensor '{}' names layer {}, the model has {}", st_file.string(), tname, layer,
-             cfg.num_layers);
     GS_CHECK(t && targets[size_t(*t)], "{}: tensor '{}' adapts '{}', which 'target_modules' of {} does not list",
              st_file.string(), tname, m[2].str(), cfg_file.string());
     const auto [out, in] = lora_target_shape(cfg, *t);
@@ -117,10 +133,10 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
     if (!slot) slot.emplace();
     if (m[3] == "A") {
       check_shape(ref, ad.rank, in, st_file);
-      slot->a = to_f32(ref);
+      slot->a = to_f32(ref, st_file);
     } else {
       check_shape(ref, out, ad.rank, st_file);
-      slot->b = to_f32(ref);
+      slot->b = to_f32(ref, st_file);
     }
     ++found;
   }

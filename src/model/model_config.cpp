@@ -115,7 +115,27 @@ DType parse_torch_dtype(const json& j, const fs::path& file) {
   return DType::F32;
 }
 
+// Upper bounds on config integers, far above any released model, low enough that products such
+// as num_heads * head_dim, positions * head_dim or vocab_size * hidden_size cannot overflow.
+void check_range(int64_t v, int64_t lo, int64_t hi, const char* key, const fs::path& file) {
+  GS_CHECK(v >= lo && v <= hi, "{}: '{}' is {}, outside [{}, {}]", file.string(), key, v, lo, hi);
+}
+
+void check_ranges(const ModelConfig& c, const fs::path& file) {
+  check_range(c.vocab_size, 1, 1 << 22, "vocab_size", file);
+  check_range(c.hidden_size, 1, 1 << 16, "hidden_size", file);
+  check_range(c.intermediate_size, 1, 1 << 20, "intermediate_size", file);
+  check_range(c.num_layers, 1, 1 << 10, "num_hidden_layers", file);
+  check_range(c.num_heads, 1, 1 << 10, "num_attention_heads", file);
+  check_range(c.num_kv_heads, 1, c.num_heads, "num_key_value_heads", file);
+  check_range(c.head_dim, 1, 1 << 10, "head_dim", file);
+  check_range(c.max_position_embeddings, 1, 1 << 24, "max_position_embeddings", file);
+  check_range(c.rope.llama3_original_max_position, 1, 1 << 24, "original_max_position_embeddings", file);
+  for (int w : c.layer_windows) check_range(w, -1, 1 << 24, "sliding_window", file);
+}
+
 void validate(const ModelConfig& c, const fs::path& file) {
+  check_ranges(c, file);
   GS_CHECK(c.num_heads % c.num_kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
            file.string(), c.num_heads, c.num_kv_heads);
   GS_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim must be a positive even number, got {}", file.string(),

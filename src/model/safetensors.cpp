@@ -64,6 +64,15 @@ Shape parse_shape(const json& j, const std::string& tensor, const fs::path& file
   return s;
 }
 
+// A shard named by model.safetensors.index.json: a relative path that stays inside the model
+// directory (symbolic links are followed as they are: a Hugging Face cache links every file).
+void check_shard_name(const std::string& s, const fs::path& index) {
+  const fs::path p(s);
+  bool inside = !s.empty() && s.find('\0') == std::string::npos && p.is_relative() && !p.has_root_name();
+  for (const auto& part : p) inside = inside && part != "..";
+  GS_CHECK(inside, "{}: shard '{}' is not a file name inside the model directory", index.string(), s);
+}
+
 json parse_header(const MappedFile& f) {
   const std::string file = f.path().string();
   GS_CHECK(f.size() >= 8, "{} is truncated: {} bytes, too short for a safetensors header", file, f.size());
@@ -75,12 +84,32 @@ json parse_header(const MappedFile& f) {
     json h = json::parse(reinterpret_cast<const char*>(f.data()) + 8, reinterpret_cast<const char*>(f.data()) + 8 + n);
     GS_CHECK(h.is_object(), "{}: the safetensors header is not a JSON object", file);
     return h;
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number that overflows
     fail("{}: the safetensors header is not valid JSON: {}", file, e.what());
   }
 }
 
 }  // namespace
+
+int64_t first_non_finite(const void* data, DType dtype, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(data);
+  if (dtype == DType::F32) {
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, b + 4 * i, 4);
+      if ((u & 0x7F800000u) == 0x7F800000u) return int64_t(i);
+    }
+    return -1;
+  }
+  GS_CHECK(dtype == DType::F16 || dtype == DType::BF16, "first_non_finite: unsupported dtype {}", dtype_name(dtype));
+  const uint16_t exp = dtype == DType::F16 ? 0x7C00 : 0x7F80;  // all-ones exponent: Inf or NaN
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, b + 2 * i, 2);
+    if ((h & exp) == exp) return int64_t(i);
+  }
+  return -1;
+}
 
 SafetensorsCheckpoint::SafetensorsCheckpoint(const fs::path& dir) {
   const fs::path single = dir / "model.safetensors";
@@ -92,6 +121,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const fs::path& dir) {
     std::set<std::string> shards;
     for (const auto& [name, file] : wm->items()) {
       GS_CHECK(file.is_string(), "{}: weight_map['{}'] must be a file name", index.string(), name);
+      check_shard_name(file.get<std::string>(), index);
       shards.insert(file.get<std::string>());
     }
     for (const auto& s : shards) add_file(dir / s);

@@ -39,10 +39,15 @@ struct TensorRef {
   const MappedFile* file = nullptr;
 };
 
+// The index of the first NaN or infinity among `n` values of `dtype` (F32, F16 or BF16) at
+// `data` (any alignment), or -1 when all are finite.
+int64_t first_non_finite(const void* data, DType dtype, size_t n);
+
 // All tensors of a checkpoint: model.safetensors, or the shards of model.safetensors.index.json.
 class SafetensorsCheckpoint {
  public:
-  // Throws gs::Error naming the file and problem (missing, bad header, truncated, bad dtype).
+  // Throws gs::Error naming the file and problem (missing, bad header, truncated, bad dtype, a
+  // shard of model.safetensors.index.json outside `model_dir`).
   explicit SafetensorsCheckpoint(const std::filesystem::path& model_dir);
 
   // One safetensors file by itself (a PEFT adapter's adapter_model.safetensors).

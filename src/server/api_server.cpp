@@ -3,6 +3,10 @@
 #include "server/api_server.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <cctype>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -12,6 +16,7 @@
 #include "server/json_body.h"
 #include "server/json_fields.h"
 #include "server/responses_api.h"
+#include "server/request_bounds.h"
 
 namespace gs {
 
@@ -38,6 +43,18 @@ const char* status_type(int status) {
   }
 }
 
+// Served-model and --lora-modules names end up in responses, /v1/models and the log.
+void check_served_names(const EngineClient& client) {
+  std::vector<std::string> names = client.model().aliases;
+  names.push_back(client.model().name);
+  for (const std::string& n : names)
+    if (const std::string why = model_name_problem(n); !why.empty())
+      fail("the served model name '{}' is not valid: {} (choose another with --served-model-name)", log_safe(n), why);
+  for (const std::string& n : client.lora_names())
+    if (const std::string why = model_name_problem(n); !why.empty())
+      fail("the LoRA adapter name '{}' is not valid: {} (see --lora-modules)", log_safe(n), why);
+}
+
 bool is_post_route(const std::string& path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" ||
          path == "/v1/embeddings" || path == "/tokenize" || path == "/detokenize" || path == "/v1/load_lora_adapter" ||
@@ -47,7 +64,12 @@ bool is_post_route(const std::string& path) {
 }  // namespace
 
 ApiServer::ApiServer(EngineClient& client, ServerConfig cfg) : client_(client), cfg_(std::move(cfg)) {
+  // Bodies and replies of a megabyte and more get their own mappings, given back when freed:
+  // glibc would otherwise raise this threshold after the first such free and keep them.
+  mallopt(M_MMAP_THRESHOLD, int(kTrimAfterBodyBytes));
   if (cfg_.chat_template.empty()) cfg_.chat_template = client_.model().chat_template;
+  check_served_names(client_);
+  startup_loras_ = client_.lora_names();
   preparse_chat_template(cfg_.chat_template);
   cfg_.http.max_body_bytes = cfg_.max_body_bytes;
   HttpHandler& handler = *this;
@@ -73,14 +95,31 @@ bool ApiServer::shutdown(std::chrono::milliseconds timeout) {
 }
 
 void ApiServer::finish_one() {
-  std::lock_guard lock(mu_);
-  if (--in_flight_ == 0) idle_cv_.notify_all();
+  {
+    std::lock_guard lock(mu_);
+    if (--in_flight_ == 0) idle_cv_.notify_all();
+  }
+  trim_if_idle();
+}
+
+void ApiServer::trim_if_idle() {
+  if (in_flight_.load() == 0 && heavy_since_trim_.exchange(false)) malloc_trim(0);
 }
 
 bool ApiServer::authorized(const HttpRequest& req) const {
   if (cfg_.api_key.empty()) return true;
   if (req.path == "/health" || req.path == "/metrics" || req.path == "/ping" || req.path == "/version") return true;
-  return req.authorization == "Bearer " + cfg_.api_key;
+  // RFC 9110 11.1: the scheme is case-insensitive; one or more spaces follow it.
+  std::string_view a = req.authorization;
+  constexpr std::string_view kScheme = "bearer";
+  if (a.size() <= kScheme.size() || !std::equal(kScheme.begin(), kScheme.end(), a.begin(), [](char x, char y) {
+        return x == std::tolower(static_cast<unsigned char>(y));
+      }))
+    return false;
+  a.remove_prefix(kScheme.size());
+  if (a.front() != ' ') return false;
+  while (!a.empty() && a.front() == ' ') a.remove_prefix(1);
+  return a == cfg_.api_key;
 }
 
 bool ApiServer::is_fast(const HttpRequest& req) const {
@@ -93,7 +132,10 @@ HttpResponse ApiServer::error(int status, const std::string& message) const {
 
 HttpResponse ApiServer::handle(const HttpRequest& req) {
   try {
-    return route(req);
+    HttpResponse res = route(req);
+    if (req.body.size() >= kTrimAfterBodyBytes) heavy_since_trim_ = true;  // its JSON and prompt are freed by now
+    trim_if_idle();
+    return res;
   } catch (const ApiError& e) {
     return error_response(e);
   } catch (const std::exception& e) {
@@ -115,7 +157,7 @@ HttpResponse ApiServer::route(const HttpRequest& req) {
     if (p == "/tokenize") return handle_tokenize(req);
     if (p == "/detokenize") return handle_detokenize(req);
     if (p == "/v1/load_lora_adapter" || p == "/v1/unload_lora_adapter") return handle_lora_adapter(req);
-  } else if (req.method == "GET") {
+  } else if (req.method == "GET" || req.method == "HEAD") {  // HEAD: the session drops the body
     if (p == "/health") {
       if (draining_) throw ApiError(503, "shutting down", "", "service_unavailable");
       if (const std::string err = client_.stats().fatal_error; !err.empty())
@@ -161,22 +203,28 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind, bo
       throw ApiError(503, "the engine failed: " + err, "", "service_unavailable");
     if (client_.model().pooling)
       throw ApiError(400, "this server runs an embedding model (--runner pooling): use /v1/embeddings");
-    json body = parse_json_body(req.body, cfg_.max_json_depth);
+    GenerationRequest greq;
     ResponsesCall responses;
-    if (responses_api) body = (responses = prepare_responses_call(body, responses_)).chat_body;
-    GenerationRequest greq =
-        kind == ApiKind::Chat
-            ? parse_chat_request(body, nlohmann::ordered_json::parse(responses_api ? body.dump() : req.body), client_,
-                                 cfg_.chat_template, cfg_.limits)
-            : parse_completion_request(body, client_, cfg_.limits);
+    if (kind == ApiKind::Chat) {
+      nlohmann::ordered_json ordered = parse_ordered_json_body(req.body, cfg_.max_json_depth);
+      if (responses_api) {
+        responses = prepare_responses_call(json(ordered), responses_);
+        ordered = nlohmann::ordered_json::parse(responses.chat_body.dump());
+      }
+      greq = parse_chat_request(json(ordered), ordered, client_, cfg_.chat_template, cfg_.limits);
+    } else {
+      greq = parse_completion_request(parse_json_body(req.body, cfg_.max_json_depth), client_, cfg_.limits);
+    }
+    if (worth_trimming_after(greq)) heavy_since_trim_ = true;
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
       throw ApiError(503,
                      fmt::format("the server is overloaded ({} requests waiting); retry later", client_.num_waiting()),
                      "", "service_unavailable");
     ++in_flight_;
     try {
-      auto gen = std::make_shared<Generation>(std::move(greq), client_.model().name, client_, metrics_,
-                                              [this] { finish_one(); });
+      std::string model = greq.lora.empty() ? client_.model().name : greq.lora;  // vLLM names the adapter
+      auto gen =
+          std::make_shared<Generation>(std::move(greq), std::move(model), client_, metrics_, [this] { finish_one(); });
       if (responses.format) gen->set_format(std::move(responses.format));
       return HttpResponse{200, "", "", std::move(gen)};
     } catch (const Error& e) {
@@ -193,19 +241,22 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind, bo
 
 HttpResponse ApiServer::handle_tokenize(const HttpRequest& req) {
   try {
-    json body = parse_json_body(req.body, cfg_.max_json_depth);
+    const nlohmann::ordered_json ordered = parse_ordered_json_body(req.body, cfg_.max_json_depth);
+    const json body(ordered);
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      auto ordered = nlohmann::ordered_json::parse(req.body);
       auto messages = normalize_chat_messages(ordered["messages"]);
       bool gen_prompt = fields::get_bool(body, "add_generation_prompt", true);
       std::string prompt =
           render_chat_prompt(cfg_.chat_template, messages, chat_tools(ordered), gen_prompt, client_.model());
+      check_prompt_bytes(prompt.size(), client_.model(), "messages");
       ids = client_.encode(prompt, fields::get_bool(body, "add_special_tokens", false));
     } else {
       if (!body.contains("prompt") || !body["prompt"].is_string())
         bad_param("prompt", "'prompt' (a string) or 'messages' is required");
-      ids = client_.encode(body["prompt"].get<std::string>(), fields::get_bool(body, "add_special_tokens", true));
+      const std::string& prompt = body["prompt"].get_ref<const std::string&>();
+      check_prompt_bytes(prompt.size(), client_.model(), "prompt");
+      ids = client_.encode(prompt, fields::get_bool(body, "add_special_tokens", true));
     }
     return json_response(200,
                          {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", client_.model().max_model_len}});

@@ -19,6 +19,7 @@
 #include "server/engine_client.h"
 #include "server/http_listener.h"
 #include "server/http_message.h"
+#include "server/lora_policy.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/response_store.h"
@@ -39,6 +40,7 @@ struct ServerConfig {
   RequestLimits limits;
   std::string version = "unknown";     // what GET /version reports
   size_t max_stored_responses = 1000;  // Responses API store (previous_response_id); 0: off
+  LoraRoutePolicy lora;  // run-time LoRA loading: off unless the operator opts in
 };
 
 class ApiServer : private HttpHandler {
@@ -75,14 +77,17 @@ class ApiServer : private HttpHandler {
   HttpResponse handle_lora_adapter(const HttpRequest& req);
   bool authorized(const HttpRequest& req) const;
   void finish_one();
+  void trim_if_idle();  // malloc_trim once no generation runs, after a heavy request
 
   EngineClient& client_;
   ServerConfig cfg_;
+  std::vector<std::string> startup_loras_;  // --lora-modules: never unloaded or replaced over HTTP
   Metrics metrics_;
   std::shared_ptr<ResponseStore> responses_;
   int port_ = 0;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
+  std::atomic<bool> heavy_since_trim_{false};
   std::mutex mu_;
   std::condition_variable idle_cv_;
   std::unique_ptr<HttpListener> listener_;  // last: destroyed first, while the rest is alive

@@ -32,6 +32,8 @@ struct ServedModel {
   int hidden_size = 0;               // the embedding's size
   bool matryoshka = false;           // requests may ask for fewer `dimensions`
   std::vector<int> matryoshka_dims;  // the sizes allowed (empty: any up to hidden_size)
+  bool lora_enabled = false;         // --enable-lora: adapters may be served
+  int max_token_bytes = 0;           // the longest token's text, in bytes (0: unknown)
 };
 
 class EngineClient {
@@ -61,9 +63,9 @@ class EngineClient {
   // Run-time adapters (POST /v1/load_lora_adapter, /v1/unload_lora_adapter), as vLLM has them.
   // load_lora reads and checks the PEFT directory `path` on the calling thread, then the engine
   // serves it under `name` from its next step; unload_lora stops serving `name` (requests using
-  // it finish with it). Both return once done and throw ApiError: 400 for a name already served,
-  // a malformed adapter (the message names the file and field) or LoRA not enabled; 404 for a
-  // path with no adapter or an unknown name.
+  // it finish with it). Both return once done and throw ApiError: 400 for a name already served
+  // or a malformed adapter (one sentence for the client: the reason goes to the log); 404 for an
+  // unknown name. `path` is checked by the caller (server/lora_policy.h).
   virtual void load_lora(const std::string& name, const std::string& path) = 0;
   virtual void unload_lora(const std::string& name) = 0;
 };

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -12,6 +11,7 @@
 #include "model/model_config.h"
 #include "runner/pooling_config.h"
 #include "server/api_error.h"
+#include "server/lora_policy.h"
 
 namespace gs {
 
@@ -27,6 +27,9 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
   for (const std::string& n : lora_names_) lora_paths_[n] = engine_->lora_path(n);
   model_.vocab_size = tokenizer_.size();
   model_.sampling_defaults = engine_->default_sampling_params();
+  model_.lora_enabled = engine_->config().enable_lora;
+  for (int32_t id = 0; id < model_.vocab_size; ++id)
+    model_.max_token_bytes = std::max(model_.max_token_bytes, int(tokenizer_.token_bytes(id).size()));
   model_.chat_template = chat_template.empty() ? tokenizer_.chat_template() : chat_template;
   model_.bos_token = tokenizer_.bos_token();
   model_.eos_token = tokenizer_.eos_token();
@@ -166,19 +169,17 @@ void EngineLoop::load_lora(const std::string& name, const std::string& path) {
       loop.lora_loading_.erase(name);
     }
   } unreserve{*this, name};
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))
-    throw ApiError(404, fmt::format("No adapter found at '{}': it is not a directory", path), "lora_path",
-                   "not_found_error");
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const LoraSlotImage> image;
   try {
     image = engine_->read_lora_adapter(name, path);  // the slow part, on this thread
     run_on_engine([&] { engine_->add_lora_adapter(name, image); });
   } catch (const Error& e) {
-    throw ApiError(400, e.what(), "lora_path");
+    // The reason may quote the adapter's files: it goes to the log, never to the client.
+    spdlog::warn("LoRA adapter '{}' was not loaded: {}", log_safe(name), log_safe(e.what()));
+    refuse_lora_path(name);
   }
-  spdlog::info("loaded LoRA adapter '{}' from {} in {:.1f} ms", name, path,
+  spdlog::info("loaded LoRA adapter '{}' from {} in {:.1f} ms", log_safe(name), log_safe(path),
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   std::lock_guard lock(mu_);
   lora_names_.push_back(name);
@@ -196,7 +197,7 @@ void EngineLoop::unload_lora(const std::string& name) {
     lora_paths_.erase(name);
   }
   run_on_engine([&] { engine_->remove_lora_adapter(name); });
-  spdlog::info("unloaded LoRA adapter '{}'", name);
+  spdlog::info("unloaded LoRA adapter '{}'", log_safe(name));
 }
 
 void EngineLoop::admit(std::deque<Pending>& batch, std::vector<RequestId>& aborts) {

@@ -11,6 +11,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cerrno>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,33 @@ constexpr size_t kPipelineSlack = 128u << 10;
 constexpr std::chrono::milliseconds kLinger{500};
 
 std::string chunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
+
+beast::string_view trimmed(beast::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+// What a request's headers ask that we do not do (RFC 9112 6.1, RFC 9110 8.4 and 7.2), as
+// nginx answers: a transfer coding other than chunked is 501, a content coding 415, and an
+// HTTP/1.1 request without Host 400.
+struct Refusal {
+  int status;
+  std::string message;
+};
+std::optional<Refusal> unsupported_framing(const http::request<http::string_body>& req) {
+  if (auto te = req.find(http::field::transfer_encoding); te != req.end())
+    if (!beast::iequals(trimmed(te->value()), "chunked"))
+      return Refusal{501, fmt::format("Transfer-Encoding '{}' is not supported: send the body plain or chunked",
+                                      std::string(trimmed(te->value()).substr(0, 64)))};
+  if (auto ce = req.find(http::field::content_encoding); ce != req.end())
+    if (!beast::iequals(trimmed(ce->value()), "identity"))
+      return Refusal{415, fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed",
+                                      std::string(trimmed(ce->value()).substr(0, 64)))};
+  if (req.version() >= 11 && req.find(http::field::host) == req.end())
+    return Refusal{400, "an HTTP/1.1 request needs a Host header"};
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -100,6 +128,7 @@ void HttpSession::on_header(error_code ec) {
   const auto& req = parser_->get();
   http10_ = req.version() < 11;
   keep_alive_ = req.keep_alive();
+  if (const auto no = unsupported_framing(req)) return refuse(no->status, no->message);
   // Without either, a request has no body (RFC 9112 6.3): say so instead of parsing the body
   // that follows as the next request.
   if (req.method() == http::verb::post && !parser_->content_length() && !parser_->chunked())
@@ -182,6 +211,7 @@ void HttpSession::write_whole(int status, const std::string& content_type, std::
   msg->keep_alive(keep_alive_);
   msg->body() = std::move(body);
   msg->prepare_payload();
+  if (method_ == "HEAD") msg->body().clear();  // the GET's headers, Content-Length included, and no body
   writing_ = true;
   arm(limits_.write_timeout);
   http::async_write(socket_, *msg, [self = shared_from_this(), msg](error_code ec, size_t) {

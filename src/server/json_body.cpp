@@ -32,20 +32,29 @@ int nesting_depth(std::string_view s, int limit) {
   return deepest;
 }
 
-}  // namespace
-
-nlohmann::json parse_json_body(std::string_view body, int max_depth) {
+template <typename Json>
+Json parse_body(std::string_view body, int max_depth) {
   if (body.empty()) throw ApiError(400, "the request body is empty; send a JSON object");
   if (nesting_depth(body, max_depth) > max_depth)
     throw ApiError(400, "the request body nests deeper than " + std::to_string(max_depth) + " levels");
-  nlohmann::json j;
+  Json j;
   try {
-    j = nlohmann::json::parse(body);  // validates UTF-8 and number ranges
+    j = Json::parse(body);  // validates UTF-8 and number ranges
   } catch (const nlohmann::json::exception& e) {
     throw ApiError(400, std::string("invalid JSON in the request body: ") + e.what());
   }
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_body(std::string_view body, int max_depth) {
+  return parse_body<nlohmann::json>(body, max_depth);
+}
+
+nlohmann::ordered_json parse_ordered_json_body(std::string_view body, int max_depth) {
+  return parse_body<nlohmann::ordered_json>(body, max_depth);
 }
 
 }  // namespace gs

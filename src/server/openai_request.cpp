@@ -10,6 +10,8 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/json_fields.h"
+#include "server/lora_policy.h"
+#include "server/request_bounds.h"
 #include "server/request_fields.h"
 
 namespace gs {
@@ -26,6 +28,9 @@ constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 std::string check_model(const json& body, const EngineClient& client) {
   if (!f::present(body, "model")) return "";  // optional: the one served model
   std::string model = f::get_string(body, "model", "");
+  if (model.size() > kMaxModelNameBytes)
+    bad_param("model", fmt::format("'model' is {} bytes long; no served name is longer than {}", model.size(),
+                                   kMaxModelNameBytes));
   const auto& aliases = client.model().aliases;
   if (model == client.model().name || std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return "";
   const std::vector<std::string> loras = client.lora_names();
@@ -74,6 +79,7 @@ void parse_common(const json& body, GenerationRequest& r, const RequestLimits& l
           f::get_optional_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
     p.seed = static_cast<uint64_t>(*seed);
   p.stop = f::get_string_or_list(body, "stop", 16);
+  check_stop_bytes(p.stop);
   p.stop_token_ids = f::get_int_list(body, "stop_token_ids", 0, kIntMax, kMaxStopTokenIds);
   p.ignore_eos = f::get_bool(body, "ignore_eos", false);
   p.min_tokens = static_cast<int>(f::get_int(body, "min_tokens", 0, 0, kIntMax));
@@ -114,7 +120,8 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
   if (p.is_string() && p.get_ref<const std::string&>().empty()) {
     bad_param("prompt", "'prompt' is an empty string");
   } else if (p.is_string()) {
-    out.push_back(client.encode(p.get<std::string>(), true));
+    check_prompt_bytes(p.get_ref<const std::string&>().size(), client.model(), "prompt");
+    out.push_back(client.encode(p.get_ref<const std::string&>(), true));
   } else if (p.is_array() && !p.empty() && p[0].is_number()) {
     out.push_back(token_list(p, client));
   } else if (p.is_array() && !p.empty()) {
@@ -124,9 +131,10 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
     for (const json& item : p) {
       if (item.is_string() && item.get_ref<const std::string&>().empty())
         bad_param("prompt", "a prompt in the list is an empty string");
-      else if (item.is_string())
-        out.push_back(client.encode(item.get<std::string>(), true));
-      else if (item.is_array())
+      else if (item.is_string()) {
+        check_prompt_bytes(item.get_ref<const std::string&>().size(), client.model(), "prompt");
+        out.push_back(client.encode(item.get_ref<const std::string&>(), true));
+      } else if (item.is_array())
         out.push_back(token_list(item, client));
       else
         bad_param("prompt", "'prompt' lists must hold strings or lists of token ids");
@@ -187,6 +195,7 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
   r.params.logprobs = r.top_logprobs;
   // echo with logprobs reports the prompt's tokens too (the first has none).
   if (r.echo && r.top_logprobs >= 0) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
+  check_logprob_volume(r);
   return r;
 }
 
@@ -209,12 +218,14 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
   std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());
   // The template already writes the special tokens it wants (as vLLM: no BOS added here).
+  check_prompt_bytes(prompt.size(), client.model(), "messages");
   r.prompts.push_back(client.encode(prompt, false));
   if (r.prompts[0].empty()) bad_param("messages", "the chat template rendered an empty prompt");
   check_choices(r, limits);
   const char* key = f::present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   resolve_max_tokens(body, key, 0, r, client);
   r.params.logprobs = r.top_logprobs;
+  check_logprob_volume(r);
   return r;
 }
 

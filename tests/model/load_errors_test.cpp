@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "checkpoint_writer.h"
+#include "load_util.h"
 #include "model_harness.h"
 #include "test_paths.h"
 
@@ -15,52 +16,13 @@ namespace gs {
 namespace {
 
 namespace fs = std::filesystem;
+using test::dir_source;
+using test::edit_config;
+using test::load_error;
 using test::StTensor;
 using test::TempDir;
-
-ModelSource dir_source(const fs::path& p) {
-  ModelSource s;
-  s.dir = p.string();
-  return s;
-}
-
-// The message of the gs::Error that loading `dir` throws, or "" when it loads.
-std::string load_error(const fs::path& dir) {
-  try {
-    auto be = make_cpu_backend();
-    const ModelSource src = dir_source(dir);
-    const ModelConfig cfg = resolve_model_config(src);
-    auto attn = make_cpu_attention(*be, attention_shape(cfg));
-    create_model(cfg, src, *be, *attn, 8);
-    return "";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
-// A copy of stories260K with `edit` applied to its tensors.
-template <typename Edit>
-void write_model(const fs::path& dir, Edit edit) {
-  test::copy_configs(test::stories260k_dir(), dir);
-  auto ts = test::read_tensors(test::stories260k_dir());
-  edit(ts);
-  test::write_safetensors(dir / "model.safetensors", ts);
-}
-
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
-
-void edit_config(const fs::path& dir, const std::string& key, const nlohmann::json& value) {
-  std::ifstream in(dir / "config.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  j[key] = value;
-  write_text(dir / "config.json", j.dump());
-}
-
-#define EXPECT_ERROR_HAS(msg, ...)                                                            \
-  do {                                                                                        \
-    for (const char* part : {__VA_ARGS__})                                                    \
-      EXPECT_NE((msg).find(part), std::string::npos) << "'" << part << "' not in: " << (msg); \
-  } while (0)
+using test::write_model;
+using test::write_text;
 
 TEST(ModelLoad, UnchangedCopyLoads) {
   TempDir d;

@@ -1,0 +1,58 @@
+// Implements server/request_bounds.h.
+#include "server/request_bounds.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "server/api_error.h"
+
+namespace gs {
+
+size_t max_prompt_bytes(const ServedModel& m) {
+  constexpr size_t kNormalizerShrink = 4;
+  if (m.max_token_bytes <= 0 || m.max_model_len <= 0) return 0;
+  return size_t(m.max_model_len) * size_t(m.max_token_bytes) * kNormalizerShrink;
+}
+
+void check_prompt_bytes(size_t bytes, const ServedModel& m, const char* param) {
+  const size_t bound = max_prompt_bytes(m);
+  if (bound == 0 || bytes <= bound) return;
+  throw ApiError(400,
+                 fmt::format("the prompt has {} bytes: more than the {} tokens of this model's context can hold (at "
+                             "most {} bytes); shorten the prompt",
+                             bytes, m.max_model_len, bound),
+                 param, "invalid_request_error", "context_length_exceeded");
+}
+
+void check_stop_bytes(const std::vector<std::string>& stop) {
+  size_t total = 0;
+  for (const std::string& s : stop) total += s.size();
+  if (total > kMaxStopBytes)
+    bad_param("stop",
+              fmt::format("the stop strings have {} bytes together; at most {} are allowed", total, kMaxStopBytes));
+}
+
+void check_logprob_volume(const GenerationRequest& r) {
+  const SamplingParams& p = r.params;
+  int64_t entries = 0;
+  for (int c = 0; c < r.num_choices(); ++c) {
+    if (p.prompt_logprobs >= 0) entries += int64_t(r.prompt_of(c).size()) * (p.prompt_logprobs + 1);
+    if (p.logprobs >= 0 && !r.stream) entries += int64_t(p.max_tokens) * (p.logprobs + 1);
+  }
+  if (entries > kMaxLogprobEntries)
+    bad_param("logprobs", fmt::format("this request could return {} logprob entries (choices x tokens x (alternatives "
+                                      "+ 1)); one reply holds at most {}: lower n, max_tokens or the number of "
+                                      "logprobs, or set \"stream\": true",
+                                      entries, kMaxLogprobEntries));
+}
+
+bool worth_trimming_after(const GenerationRequest& r) {
+  const SamplingParams& p = r.params;
+  int64_t entries = 0;
+  for (int c = 0; c < r.num_choices(); ++c)
+    entries += (int64_t(r.prompt_of(c).size()) + p.max_tokens) * (std::max({p.logprobs, p.prompt_logprobs, 0}) + 1);
+  return entries >= kTrimAfterEntries;
+}
+
+}  // namespace gs
