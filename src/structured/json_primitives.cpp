@@ -50,12 +50,19 @@ Symbol JsonPrimitives::json_char() {
 // Each use gets its own rules (no memo): a rule used in one place lets the mask cache follow
 // its end into the enclosing rule, so tokens that close a string stay context-independent.
 Symbol JsonPrimitives::string() {
-  Symbol plain = b_.star_of(plain_chars());
-  Symbol esc = b_.choice({{b_.byte('\\'), b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
-                          cat(b_.literal("\\u"), Sequence(4, b_.bytes(byte_range('0', '9') | byte_range('a', 'f') |
-                                                                       byte_range('A', 'F'))))},
-                         "escape");
-  return b_.choice({{b_.byte('"'), plain, b_.star({esc, plain}), b_.byte('"')}}, "string");
+  ByteSet ascii = plain_chars() & byte_range(0, 0x7F);
+  Symbol plain = b_.star_of(ascii);
+  Symbol hex = b_.bytes(byte_range('0', '9') | byte_range('a', 'f') | byte_range('A', 'F'));
+  Symbol cont = b_.bytes(byte_range(0x80, 0xBF));
+  // Runs of ASCII stay one byte-class star; escapes and multi-byte characters (well-formed
+  // UTF-8 only, so a detokenized output always parses) separate them.
+  Symbol other = b_.choice({{b_.byte('\\'), b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
+                            {b_.byte('\\'), b_.byte('u'), hex, hex, hex, hex},
+                            {b_.bytes(byte_range(0xC2, 0xDF)), cont},
+                            {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
+                            {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont}},
+                           "escape_or_utf8");
+  return b_.choice({{b_.byte('"'), plain, b_.star({other, plain}), b_.byte('"')}}, "string");
 }
 
 Symbol JsonPrimitives::string_length(size_t min, long max) {
@@ -132,10 +139,10 @@ Symbol JsonPrimitives::integer(std::optional<int64_t> lo, std::optional<int64_t>
 
 Symbol JsonPrimitives::fraction_exponent() {
   Symbol digit = b_.bytes(byte_range('0', '9'));
-  Symbol digit_star = b_.star_of(byte_range('0', '9'));
-  Symbol frac = b_.optional({b_.byte('.'), digit, digit_star});
+  Symbol frac = b_.optional({b_.byte('.'), digit, b_.star_of(byte_range('0', '9'))});
+  // At most two exponent digits: every such number is a finite double.
   Symbol exp = b_.optional({b_.bytes(ByteSet().set('e').set('E')), b_.optional({b_.bytes(ByteSet().set('+').set('-'))}), digit,
-                            digit_star});
+                            b_.optional({digit})});
   return b_.choice({{frac, exp}}, "frac_exp");
 }
 

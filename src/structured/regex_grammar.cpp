@@ -61,10 +61,19 @@ class RegexParser {
     return seq;
   }
 
+  // A class's ASCII bytes, and any well-formed multi-byte character if it holds bytes >= 0x80
+  // (negated classes and `.`).
   Symbol set_symbol(ByteSet set) {
     if (allowed_) set &= *allowed_;
     if (set.none()) fail("a character class matches no allowed character");
-    return b_.bytes(set);
+    ByteSet ascii = set & byte_range(0, 0x7F);
+    if ((set & byte_range(0x80, 0xFF)).none()) return b_.bytes(ascii);
+    Symbol cont = b_.bytes(byte_range(0x80, 0xBF));
+    std::vector<Sequence> alts{{b_.bytes(byte_range(0xC2, 0xDF)), cont},
+                               {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
+                               {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont}};
+    if (ascii.any()) alts.push_back({b_.bytes(ascii)});
+    return b_.choice(std::move(alts), "char");
   }
 
   void quantify(Sequence& atom_seq) {
@@ -158,10 +167,7 @@ class RegexParser {
       u += static_cast<char>(0x80 | (cp & 0x3F));
     }
     Sequence seq;
-    for (unsigned char ch : u) {
-      auto one = literal_byte(ch);
-      seq.push_back(one[0]);
-    }
+    for (unsigned char ch : u) seq.push_back(b_.byte(ch));
     return seq;
   }
 

@@ -5,8 +5,8 @@
 // classes [...] with ranges and negation, \d \w \s \D \W \S, groups (...) and (?:...),
 // alternation, quantifiers * + ? {n} {n,} {n,m} (a lazy `?` suffix changes nothing here), and
 // ^ / $ at the ends. Not supported (a ConstraintError names it): backreferences, lookaround,
-// named groups, ranges of non-ASCII characters. Non-ASCII bytes match `.` and negated classes
-// byte by byte (so a repetition counts bytes there).
+// named groups, ranges of non-ASCII characters. `.` and negated classes match any well-formed
+// non-ASCII character.
 #pragma once
 #include <string_view>
 
