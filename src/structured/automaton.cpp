@@ -68,9 +68,7 @@ void Automaton::expand(NodePool& pool, uint32_t n, std::vector<uint32_t>& out, S
     const Node node = pool[cur];
     const Element& e = elems_[node.pos];
     switch (e.kind) {
-      case Element::kBytesStar:
-        work.push_back(push(pool, node.pos + 1, node.parent));
-        [[fallthrough]];
+      case Element::kBytesStar: work.push_back(push(pool, node.pos + 1, node.parent)); [[fallthrough]];
       case Element::kBytes: {
         bool dup = false;
         for (uint32_t o : out)
@@ -88,9 +86,12 @@ void Automaton::expand(NodePool& pool, uint32_t n, std::vector<uint32_t>& out, S
           flags.complete = true;
         } else if (node.parent == kUnknownParent) {
           uint32_t c = continuation_[e.arg];
-          if (c == kRootEnd) flags.complete = true;
-          else if (c == kNoContinuation) flags.bottom = true;
-          else work.push_back(push(pool, c, kUnknownParent));
+          if (c == kRootEnd)
+            flags.complete = true;
+          else if (c == kNoContinuation)
+            flags.bottom = true;
+          else
+            work.push_back(push(pool, c, kUnknownParent));
         } else {
           work.push_back(node.parent);
         }
@@ -104,8 +105,10 @@ void Automaton::advance(NodePool& pool, const std::vector<uint32_t>& in, uint8_t
   for (uint32_t n : in) {
     const Node node = pool[n];
     if (!accepts(node.pos, byte)) continue;
-    if (elems_[node.pos].kind == Element::kBytesStar) expand(pool, n, out, flags);
-    else expand(pool, push(pool, node.pos + 1, node.parent), out, flags);
+    if (elems_[node.pos].kind == Element::kBytesStar)
+      expand(pool, n, out, flags);
+    else
+      expand(pool, push(pool, node.pos + 1, node.parent), out, flags);
   }
 }
 

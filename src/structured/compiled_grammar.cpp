@@ -66,8 +66,10 @@ MaskEntry CompiledGrammar::build(uint32_t pos) const {
     } else {
       uncertain = levels[d].bottom_so_far;
     }
-    if (accepted) out.accepted[id >> 5] |= 1u << (id & 31);
-    else if (uncertain) out.uncertain.push_back(id);
+    if (accepted)
+      out.accepted[id >> 5] |= 1u << (id & 31);
+    else if (uncertain)
+      out.uncertain.push_back(id);
   }
   return out;
 }

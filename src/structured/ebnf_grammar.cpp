@@ -45,9 +45,12 @@ class EbnfParser {
 
   void skip() {
     while (!at_end()) {
-      if (std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-      else if (s_[i_] == '#') while (!at_end() && s_[i_] != '\n') ++i_;
-      else break;
+      if (std::isspace(static_cast<unsigned char>(s_[i_])))
+        ++i_;
+      else if (s_[i_] == '#')
+        while (!at_end() && s_[i_] != '\n') ++i_;
+      else
+        break;
     }
   }
 
@@ -101,9 +104,12 @@ class EbnfParser {
     char c = s_[i_];
     size_t min = 0;
     long max = -1;
-    if (c == '*') ++i_;
-    else if (c == '+') min = 1, ++i_;
-    else if (c == '?') max = 1, ++i_;
+    if (c == '*')
+      ++i_;
+    else if (c == '+')
+      min = 1, ++i_;
+    else if (c == '?')
+      max = 1, ++i_;
     else if (c == '{') {
       ++i_;
       min = count();
@@ -174,8 +180,10 @@ class EbnfParser {
 
   static std::string utf8(uint32_t cp) {
     std::string u;
-    if (cp < 0x80) u += static_cast<char>(cp);
-    else if (cp < 0x800) u += static_cast<char>(0xC0 | (cp >> 6)), u += static_cast<char>(0x80 | (cp & 0x3F));
+    if (cp < 0x80)
+      u += static_cast<char>(cp);
+    else if (cp < 0x800)
+      u += static_cast<char>(0xC0 | (cp >> 6)), u += static_cast<char>(0x80 | (cp & 0x3F));
     else if (cp < 0x10000)
       u += static_cast<char>(0xE0 | (cp >> 12)), u += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
           u += static_cast<char>(0x80 | (cp & 0x3F));
@@ -218,9 +226,12 @@ class EbnfParser {
           hi = escape_or_char(']');
         }
         if (hi < lo) fail(at, "a character range is reversed");
-        if (hi < 0x80) set |= byte_range(static_cast<uint8_t>(lo), static_cast<uint8_t>(hi));
-        else if (lo == hi && !negate) multibyte.push_back(b_.literal(utf8(lo)));
-        else fail(at, "ranges of non-ASCII characters are not supported");
+        if (hi < 0x80)
+          set |= byte_range(static_cast<uint8_t>(lo), static_cast<uint8_t>(hi));
+        else if (lo == hi && !negate)
+          multibyte.push_back(b_.literal(utf8(lo)));
+        else
+          fail(at, "ranges of non-ASCII characters are not supported");
       }
       if (at_end()) fail(at, "missing ']'");
       ++i_;

@@ -158,7 +158,8 @@ void check_left_recursion(const Grammar& g) {
 Grammar GrammarBuilder::finish() && {
   if (g_.rules.empty()) throw ConstraintError("the grammar has no rules");
   for (const auto& r : g_.rules)
-    if (r.alternatives.empty()) throw ConstraintError(fmt::format("grammar rule '{}' is used but never defined", r.name));
+    if (r.alternatives.empty())
+      throw ConstraintError(fmt::format("grammar rule '{}' is used but never defined", r.name));
   check_left_recursion(g_);
   return std::move(g_);
 }
@@ -168,7 +169,9 @@ namespace {
 std::string set_text(const ByteSet& s) {
   if (s.count() == 1)
     for (int b = 0; b < 256; ++b)
-      if (s.test(b)) return (b >= 0x20 && b < 0x7f && b != '"' && b != '\\') ? fmt::format("\"{}\"", char(b)) : fmt::format("[\\x{:02x}]", b);
+      if (s.test(b))
+        return (b >= 0x20 && b < 0x7f && b != '"' && b != '\\') ? fmt::format("\"{}\"", char(b))
+                                                                : fmt::format("[\\x{:02x}]", b);
   std::string out = "[";
   for (int b = 0; b < 256;) {
     if (!s.test(b)) {
@@ -177,7 +180,10 @@ std::string set_text(const ByteSet& s) {
     }
     int e = b;
     while (e + 1 < 256 && s.test(e + 1)) ++e;
-    auto one = [](int c) { return (c > 0x20 && c < 0x7f && c != ']' && c != '\\' && c != '-') ? std::string(1, char(c)) : fmt::format("\\x{:02x}", c); };
+    auto one = [](int c) {
+      return (c > 0x20 && c < 0x7f && c != ']' && c != '\\' && c != '-') ? std::string(1, char(c))
+                                                                         : fmt::format("\\x{:02x}", c);
+    };
     out += one(b);
     if (e > b) out += "-" + one(e);
     b = e + 1;
@@ -194,8 +200,10 @@ std::string to_string(const Grammar& g) {
     for (size_t a = 0; a < g.rules[r].alternatives.size(); ++a) {
       if (a) out += " |";
       for (const auto& s : g.rules[r].alternatives[a]) {
-        if (s.kind == Symbol::kRule) out += fmt::format(" {}_{}", g.rules[s.arg].name, s.arg);
-        else out += " " + set_text(g.byte_sets[s.arg]) + (s.kind == Symbol::kBytesStar ? "*" : "");
+        if (s.kind == Symbol::kRule)
+          out += fmt::format(" {}_{}", g.rules[s.arg].name, s.arg);
+        else
+          out += " " + set_text(g.byte_sets[s.arg]) + (s.kind == Symbol::kBytesStar ? "*" : "");
       }
       if (g.rules[r].alternatives[a].empty()) out += " \"\"";
     }

@@ -39,8 +39,8 @@ struct Grammar {
 struct GrammarLimits {
   size_t max_rules = 50000;
   size_t max_symbols = 400000;
-  int max_nesting = 64;            // schema / regex / EBNF group nesting
-  size_t max_repetition = 2000;    // the largest {n,m} bound expanded
+  int max_nesting = 64;          // schema / regex / EBNF group nesting
+  size_t max_repetition = 2000;  // the largest {n,m} bound expanded
   size_t max_source_bytes = 1 << 20;
 };
 

@@ -45,7 +45,8 @@ class GrammarCompiler {
   GrammarLimits limits_;
   std::mutex mu_;
   std::list<std::string> lru_;  // most recent first
-  std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>, std::list<std::string>::iterator>> cache_;
+  std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>, std::list<std::string>::iterator>>
+      cache_;
 };
 
 }  // namespace gs::structured

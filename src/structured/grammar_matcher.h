@@ -23,7 +23,7 @@ class GrammarMatcher {
   bool accept_bytes(std::string_view bytes);
   // `mask` has vocab().mask_words() words.
   void fill_mask(std::span<uint32_t> mask) const;
-  bool can_end() const { return complete_; }  // the output so far is a whole sentence
+  bool can_end() const { return complete_; }   // the output so far is a whole sentence
   bool finished() const { return finished_; }  // an end token was accepted
   const CompiledGrammar& grammar() const { return *grammar_; }
 

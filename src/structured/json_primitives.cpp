@@ -33,18 +33,18 @@ ByteSet JsonPrimitives::plain_chars() {
 }
 
 Symbol JsonPrimitives::json_char() {
-  Symbol esc_tail = b_.choice({{b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
-                               cat(b_.literal("u"), Sequence(4, b_.bytes(byte_range('0', '9') | byte_range('a', 'f') |
-                                                                          byte_range('A', 'F'))))},
-                              "escape");
+  Symbol esc_tail = b_.choice(
+      {{b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
+       cat(b_.literal("u"), Sequence(4, b_.bytes(byte_range('0', '9') | byte_range('a', 'f') | byte_range('A', 'F'))))},
+      "escape");
   Symbol cont = b_.bytes(byte_range(0x80, 0xBF));
   ByteSet ascii = plain_chars() & byte_range(0, 0x7F);
   return b_.choice({{b_.bytes(ascii)},
-                     {b_.bytes(byte_range(0xC2, 0xDF)), cont},
-                     {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
-                     {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont},
-                     {b_.byte('\\'), esc_tail}},
-                    "char");
+                    {b_.bytes(byte_range(0xC2, 0xDF)), cont},
+                    {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
+                    {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont},
+                    {b_.byte('\\'), esc_tail}},
+                   "char");
 }
 
 // Each use gets its own rules (no memo): a rule used in one place lets the mask cache follow
@@ -56,12 +56,13 @@ Symbol JsonPrimitives::string() {
   Symbol cont = b_.bytes(byte_range(0x80, 0xBF));
   // Runs of ASCII stay one byte-class star; escapes and multi-byte characters (well-formed
   // UTF-8 only, so a detokenized output always parses) separate them.
-  Symbol other = b_.choice({{b_.byte('\\'), b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
-                            {b_.byte('\\'), b_.byte('u'), hex, hex, hex, hex},
-                            {b_.bytes(byte_range(0xC2, 0xDF)), cont},
-                            {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
-                            {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont}},
-                           "escape_or_utf8");
+  Symbol other = b_.choice(
+      {{b_.byte('\\'), b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
+       {b_.byte('\\'), b_.byte('u'), hex, hex, hex, hex},
+       {b_.bytes(byte_range(0xC2, 0xDF)), cont},
+       {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
+       {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont}},
+      "escape_or_utf8");
   return b_.choice({{b_.byte('"'), plain, b_.star({other, plain}), b_.byte('"')}}, "string");
 }
 
@@ -76,7 +77,9 @@ Symbol JsonPrimitives::string_pattern(std::string_view regex) {
   return b_.choice({{b_.byte('"'), GrammarBuilder::ref(r), b_.byte('"')}}, "string");
 }
 
-Symbol JsonPrimitives::digits(size_t n) { return b_.repeat({b_.bytes(byte_range('0', '9'))}, n, static_cast<long>(n), "digits"); }
+Symbol JsonPrimitives::digits(size_t n) {
+  return b_.repeat({b_.bytes(byte_range('0', '9'))}, n, static_cast<long>(n), "digits");
+}
 
 // Equal-length decimal strings lo <= hi: the classic range-to-pattern split.
 std::vector<Sequence> JsonPrimitives::same_length(const std::string& lo, const std::string& hi) {
@@ -96,7 +99,8 @@ std::vector<Sequence> JsonPrimitives::same_length(const std::string& lo, const s
   }
   if (!hi_nines) --to;
   if (from <= to) out.push_back({b_.bytes(byte_range(from, to)), digits(n - 1)});
-  if (!hi_nines) out.push_back({b_.byte(hi[0]), b_.choice(same_length(std::string(n - 1, '0'), hi.substr(1)), "digits")});
+  if (!hi_nines)
+    out.push_back({b_.byte(hi[0]), b_.choice(same_length(std::string(n - 1, '0'), hi.substr(1)), "digits")});
   return out;
 }
 
@@ -141,13 +145,14 @@ Symbol JsonPrimitives::fraction_exponent() {
   Symbol digit = b_.bytes(byte_range('0', '9'));
   Symbol frac = b_.optional({b_.byte('.'), digit, b_.star_of(byte_range('0', '9'))});
   // At most two exponent digits: every such number is a finite double.
-  Symbol exp = b_.optional({b_.bytes(ByteSet().set('e').set('E')), b_.optional({b_.bytes(ByteSet().set('+').set('-'))}), digit,
-                            b_.optional({digit})});
+  Symbol exp = b_.optional({b_.bytes(ByteSet().set('e').set('E')), b_.optional({b_.bytes(ByteSet().set('+').set('-'))}),
+                            digit, b_.optional({digit})});
   return b_.choice({{frac, exp}}, "frac_exp");
 }
 
 Symbol JsonPrimitives::number(bool allow_negative) {
-  Symbol int_part = b_.choice({{b_.byte('0')}, {b_.bytes(byte_range('1', '9')), b_.star_of(byte_range('0', '9'))}}, "int");
+  Symbol int_part =
+      b_.choice({{b_.byte('0')}, {b_.bytes(byte_range('1', '9')), b_.star_of(byte_range('0', '9'))}}, "int");
   Sequence seq;
   if (allow_negative) seq.push_back(b_.optional({b_.byte('-')}));
   seq.push_back(int_part);

@@ -18,9 +18,9 @@ class JsonPrimitives {
   // ws "," ws, ws ":" ws
   Sequence comma() const;
   Sequence colon() const;
-  Symbol string();                                    // any JSON string
-  Symbol string_length(size_t min, long max);         // a string of min..max characters
-  Symbol string_pattern(std::string_view regex);      // a string whose content matches
+  Symbol string();                                // any JSON string
+  Symbol string_length(size_t min, long max);     // a string of min..max characters
+  Symbol string_pattern(std::string_view regex);  // a string whose content matches
   // Integers in [lo, hi] (each bound optional); |bounds| <= 1e17.
   Symbol integer(std::optional<int64_t> lo, std::optional<int64_t> hi);
   Symbol number(bool allow_negative);

@@ -39,7 +39,8 @@ class SchemaCompiler {
 
   Symbol value(const Json& s, int depth, const std::string& path) {
     if (depth > b_.limits().max_nesting)
-      throw ConstraintError(fmt::format("the schema nests deeper than {} levels (at {})", b_.limits().max_nesting, path));
+      throw ConstraintError(
+          fmt::format("the schema nests deeper than {} levels (at {})", b_.limits().max_nesting, path));
     if (s.is_boolean()) {
       if (!s.get<bool>()) throw ConstraintError(fmt::format("schema 'false' at {} matches nothing", path));
       return p_.any_value();
@@ -49,14 +50,16 @@ class SchemaCompiler {
     if (s.contains("$ref")) return reference(s["$ref"], depth);
     if (s.contains("const")) return b_.choice({b_.literal(s["const"].dump())}, "const");
     if (s.contains("enum")) {
-      if (!s["enum"].is_array() || s["enum"].empty()) throw ConstraintError(fmt::format("'enum' at {} must be a non-empty array", path));
+      if (!s["enum"].is_array() || s["enum"].empty())
+        throw ConstraintError(fmt::format("'enum' at {} must be a non-empty array", path));
       std::vector<Sequence> alts;
       for (const auto& v : s["enum"]) alts.push_back(b_.literal(v.dump()));
       return b_.choice(std::move(alts), "enum");
     }
     for (const char* key : {"anyOf", "oneOf"})
       if (s.contains(key)) {
-        if (!s[key].is_array() || s[key].empty()) throw ConstraintError(fmt::format("'{}' at {} must be a non-empty array", key, path));
+        if (!s[key].is_array() || s[key].empty())
+          throw ConstraintError(fmt::format("'{}' at {} must be a non-empty array", key, path));
         std::vector<Sequence> alts;
         for (size_t i = 0; i < s[key].size(); ++i)
           alts.push_back({value(merged(s, key, s[key][i]), depth + 1, fmt::format("{}/{}/{}", path, key, i))});
@@ -91,10 +94,25 @@ class SchemaCompiler {
   }
 
   void check_keywords(const Json& s, const std::string& path) const {
-    static const std::set<std::string> rejected = {
-        "minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
-        "dependentSchemas", "dependencies", "if", "then", "else", "not", "contains", "minContains", "maxContains",
-        "multipleOf", "unevaluatedProperties", "unevaluatedItems", "additionalItems", "$dynamicRef"};
+    static const std::set<std::string> rejected = {"minProperties",
+                                                   "maxProperties",
+                                                   "patternProperties",
+                                                   "propertyNames",
+                                                   "dependentRequired",
+                                                   "dependentSchemas",
+                                                   "dependencies",
+                                                   "if",
+                                                   "then",
+                                                   "else",
+                                                   "not",
+                                                   "contains",
+                                                   "minContains",
+                                                   "maxContains",
+                                                   "multipleOf",
+                                                   "unevaluatedProperties",
+                                                   "unevaluatedItems",
+                                                   "additionalItems",
+                                                   "$dynamicRef"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       const std::string& k = it.key();
       if (k == "unevaluatedProperties" && it.value() == false) continue;
@@ -110,9 +128,12 @@ class SchemaCompiler {
       return s["type"].get<std::string>();
     }
     if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) return "object";
-    if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) return "array";
-    if (s.contains("pattern") || s.contains("format") || s.contains("minLength") || s.contains("maxLength")) return "string";
-    if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum"))
+    if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems"))
+      return "array";
+    if (s.contains("pattern") || s.contains("format") || s.contains("minLength") || s.contains("maxLength"))
+      return "string";
+    if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+        s.contains("exclusiveMaximum"))
       return "number";
     return "any";
   }
@@ -133,7 +154,8 @@ class SchemaCompiler {
     if (!ref.is_string()) throw ConstraintError("'$ref' must be a string");
     const std::string r = ref.get<std::string>();
     if (auto it = refs_.find(r); it != refs_.end()) return GrammarBuilder::ref(it->second);
-    if (r.empty() || r[0] != '#') throw ConstraintError(fmt::format("unsupported '$ref' '{}' (only local '#/...' references)", r));
+    if (r.empty() || r[0] != '#')
+      throw ConstraintError(fmt::format("unsupported '$ref' '{}' (only local '#/...' references)", r));
     const Json* target = &root_;
     size_t i = 1;
     while (i < r.size()) {
@@ -142,7 +164,8 @@ class SchemaCompiler {
       std::string part = r.substr(i + 1, j == std::string::npos ? std::string::npos : j - i - 1);
       for (size_t k; (k = part.find("~1")) != std::string::npos;) part.replace(k, 2, "/");
       for (size_t k; (k = part.find("~0")) != std::string::npos;) part.replace(k, 2, "~");
-      if (!target->is_object() || !target->contains(part)) throw ConstraintError(fmt::format("'$ref' '{}' does not resolve", r));
+      if (!target->is_object() || !target->contains(part))
+        throw ConstraintError(fmt::format("'$ref' '{}' does not resolve", r));
       target = &(*target)[part];
       i = j == std::string::npos ? r.size() : j;
     }
@@ -160,7 +183,8 @@ class SchemaCompiler {
     if (s.contains("format")) {
       std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
       auto it = format_patterns().find(f);
-      if (it == format_patterns().end()) throw ConstraintError(fmt::format("unsupported string format '{}' at {} (keyword 'format')", f, path));
+      if (it == format_patterns().end())
+        throw ConstraintError(fmt::format("unsupported string format '{}' at {} (keyword 'format')", f, path));
       return p_.string_pattern(it->second);
     }
     size_t min = s.value("minLength", size_t{0});
@@ -175,12 +199,16 @@ class SchemaCompiler {
     if (s.contains("minimum")) lo = s["minimum"].get<double>();
     if (s.contains("maximum")) hi = s["maximum"].get<double>();
     if (s.contains("exclusiveMinimum")) {
-      if (s["exclusiveMinimum"].is_boolean()) lo_excl = s["exclusiveMinimum"].get<bool>();
-      else lo = s["exclusiveMinimum"].get<double>(), lo_excl = true;
+      if (s["exclusiveMinimum"].is_boolean())
+        lo_excl = s["exclusiveMinimum"].get<bool>();
+      else
+        lo = s["exclusiveMinimum"].get<double>(), lo_excl = true;
     }
     if (s.contains("exclusiveMaximum")) {
-      if (s["exclusiveMaximum"].is_boolean()) hi_excl = s["exclusiveMaximum"].get<bool>();
-      else hi = s["exclusiveMaximum"].get<double>(), hi_excl = true;
+      if (s["exclusiveMaximum"].is_boolean())
+        hi_excl = s["exclusiveMaximum"].get<bool>();
+      else
+        hi = s["exclusiveMaximum"].get<double>(), hi_excl = true;
     }
     return {lo, hi};
   }
@@ -225,7 +253,8 @@ class SchemaCompiler {
       for (const auto& r : s["required"]) required.insert(r.get<std::string>());
     }
     if (s.contains("properties")) {
-      if (!s["properties"].is_object()) throw ConstraintError(fmt::format("'properties' at {} must be an object", path));
+      if (!s["properties"].is_object())
+        throw ConstraintError(fmt::format("'properties' at {} must be an object", path));
       for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it)
         props.push_back({it.key(), &it.value(), required.count(it.key()) > 0});
     }
@@ -293,13 +322,16 @@ class SchemaCompiler {
         prefix.push_back(value(s["prefixItems"][i], depth + 1, fmt::format("{}/prefixItems/{}", path, i)));
     }
     bool extra_allowed = !(s.contains("items") && s["items"] == false) && !(prefix.size() && !s.contains("items"));
-    Symbol item = extra_allowed ? (s.contains("items") ? value(s["items"], depth + 1, path + "/items") : p_.any_value()) : Symbol{};
-    if (max >= 0 && static_cast<size_t>(max) < prefix.size()) throw ConstraintError(fmt::format("'maxItems' at {} is below the prefixItems", path));
+    Symbol item = extra_allowed ? (s.contains("items") ? value(s["items"], depth + 1, path + "/items") : p_.any_value())
+                                : Symbol{};
+    if (max >= 0 && static_cast<size_t>(max) < prefix.size())
+      throw ConstraintError(fmt::format("'maxItems' at {} is below the prefixItems", path));
     Sequence seq{b_.byte('[')};
     for (auto sym : p_.ws()) seq.push_back(sym);
     Sequence body;
     for (size_t i = 0; i < prefix.size(); ++i) {
-      if (i) for (auto sym : p_.comma()) body.push_back(sym);
+      if (i)
+        for (auto sym : p_.comma()) body.push_back(sym);
       body.push_back(prefix[i]);
     }
     if (extra_allowed) {

@@ -18,8 +18,7 @@ ByteSet space_set() {
 
 class RegexParser {
  public:
-  RegexParser(GrammarBuilder& b, std::string_view src, const ByteSet* allowed)
-      : b_(b), s_(src), allowed_(allowed) {}
+  RegexParser(GrammarBuilder& b, std::string_view src, const ByteSet* allowed) : b_(b), s_(src), allowed_(allowed) {}
 
   uint32_t parse(std::string_view name) {
     if (!s_.empty() && s_.front() == '^') ++i_;
@@ -119,8 +118,10 @@ class RegexParser {
     switch (c) {
       case '(': {
         if (!at_end() && peek() == '?') {
-          if (i_ + 1 < s_.size() && s_[i_ + 1] == ':') i_ += 2;
-          else fail("lookaround and named groups are not supported");
+          if (i_ + 1 < s_.size() && s_[i_ + 1] == ':')
+            i_ += 2;
+          else
+            fail("lookaround and named groups are not supported");
         }
         auto alts = alternatives(depth + 1);
         if (at_end() || peek() != ')') fail("missing ')'");
@@ -133,20 +134,14 @@ class RegexParser {
         s.reset('\n');
         return {set_symbol(s)};
       }
-      case '[':
-        return {set_symbol(bracket())};
-      case '\\':
-        return escape_atom();
+      case '[': return {set_symbol(bracket())};
+      case '\\': return escape_atom();
       case '*':
       case '+':
-      case '?':
-        fail(fmt::format("nothing to repeat before '{}'", c));
-      case '^':
-        fail("'^' inside the pattern is not supported");
-      case '$':
-        fail("'$' inside the pattern is not supported");
-      default:
-        return literal_byte(static_cast<uint8_t>(c));
+      case '?': fail(fmt::format("nothing to repeat before '{}'", c));
+      case '^': fail("'^' inside the pattern is not supported");
+      case '$': fail("'$' inside the pattern is not supported");
+      default: return literal_byte(static_cast<uint8_t>(c));
     }
   }
 

@@ -8,8 +8,8 @@ namespace gs::structured {
 
 TokenVocab::TokenVocab(const Tokenizer& tok, int vocab_size, std::vector<int32_t> end_tokens)
     : end_tokens_(std::move(end_tokens)) {
-  bytes_.resize(std::max(vocab_size, tok.size()));
-  for (int id = 0; id < tok.size(); ++id)
+  bytes_.resize(vocab_size);
+  for (int id = 0; id < std::min(vocab_size, tok.size()); ++id)
     if (!tok.is_special(id)) bytes_[id] = tok.token_bytes(id);
   for (int32_t e : end_tokens_)
     if (e >= 0 && e < static_cast<int32_t>(bytes_.size())) bytes_[e].clear();

@@ -19,7 +19,8 @@ namespace gs::structured {
 
 class TokenVocab {
  public:
-  // `vocab_size`: the model's logits width (>= the tokenizer's size; ids past it have no bytes).
+  // `vocab_size`: the model's logits width (ids past the tokenizer's have no bytes; the
+  // tokenizer's ids past it are never produced).
   TokenVocab(const Tokenizer& tok, int vocab_size, std::vector<int32_t> end_tokens);
   TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens);
 

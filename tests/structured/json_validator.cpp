@@ -19,7 +19,8 @@ bool is_type(const Json& v, const std::string& t) {
   if (t == "null") return v.is_null();
   if (t == "boolean") return v.is_boolean();
   if (t == "string") return v.is_string();
-  if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   if (t == "number") return v.is_number();
   if (t == "object") return v.is_object();
   if (t == "array") return v.is_array();
@@ -58,12 +59,15 @@ class Validator {
     }
     if (s.contains("type")) {
       bool ok = false;
-      if (s["type"].is_array()) for (const auto& t : s["type"]) ok |= is_type(v, t);
-      else ok = is_type(v, s["type"]);
+      if (s["type"].is_array())
+        for (const auto& t : s["type"]) ok |= is_type(v, t);
+      else
+        ok = is_type(v, s["type"]);
       if (!ok) return at + ": not of type " + s["type"].dump();
     }
     if (s.contains("const") && v != s["const"]) return at + ": not the const";
-    if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) return at + ": not in enum";
+    if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
+      return at + ": not in enum";
     if (s.contains("anyOf")) {
       bool any = false;
       for (const auto& sub : s["anyOf"]) any |= check(v, sub, at).empty();
@@ -86,8 +90,10 @@ class Validator {
 
  private:
   std::string string(const std::string& str, const Json& s, const std::string& at) {
-    if (s.contains("minLength") && code_points(str) < s["minLength"].get<size_t>()) return at + ": shorter than minLength";
-    if (s.contains("maxLength") && code_points(str) > s["maxLength"].get<size_t>()) return at + ": longer than maxLength";
+    if (s.contains("minLength") && code_points(str) < s["minLength"].get<size_t>())
+      return at + ": shorter than minLength";
+    if (s.contains("maxLength") && code_points(str) > s["maxLength"].get<size_t>())
+      return at + ": longer than maxLength";
     if (s.contains("pattern") && !std::regex_search(str, std::regex(s["pattern"].get<std::string>())))
       return at + ": does not match pattern";
     if (s.contains("format") && !std::regex_search(str, std::regex(formats().at(s["format"]))))
@@ -98,8 +104,10 @@ class Validator {
   std::string number(double x, const Json& s, const std::string& at) {
     if (s.contains("minimum") && x < s["minimum"].get<double>()) return at + ": below minimum";
     if (s.contains("maximum") && x > s["maximum"].get<double>()) return at + ": above maximum";
-    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return at + ": not above exclusiveMinimum";
-    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return at + ": not below exclusiveMaximum";
+    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>())
+      return at + ": not above exclusiveMinimum";
+    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>())
+      return at + ": not below exclusiveMaximum";
     return "";
   }
 

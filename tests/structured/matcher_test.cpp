@@ -37,7 +37,8 @@ void expect_mask_exact(const GrammarMatcher& m) {
     GrammarMatcher copy = m;
     bool ok = copy.accept_token(id);
     bool bit = mask[id >> 5] >> (id & 31) & 1;
-    if (ok != bit && ++mismatches < 5) ADD_FAILURE() << "token " << id << " '" << v.bytes(id) << "': mask " << bit << ", matcher " << ok;
+    if (ok != bit && ++mismatches < 5)
+      ADD_FAILURE() << "token " << id << " '" << v.bytes(id) << "': mask " << bit << ", matcher " << ok;
   }
   EXPECT_EQ(mismatches, 0);
 }
@@ -75,9 +76,9 @@ TEST(Ebnf, GbnfGrammar) {
   EXPECT_TRUE(full_match(g, "1+(22-3)"));
   EXPECT_FALSE(full_match(g, "1+"));
   EXPECT_FALSE(full_match(g, "(1"));
-  EXPECT_THROW(ebnf_grammar("root ::= a\n"), ConstraintError);           // a undefined
+  EXPECT_THROW(ebnf_grammar("root ::= a\n"), ConstraintError);                   // a undefined
   EXPECT_THROW(ebnf_grammar("root ::= root \"x\" | \"y\"\n"), ConstraintError);  // left recursion
-  EXPECT_THROW(ebnf_grammar("expr ::= \"x\"\n"), ConstraintError);      // no root
+  EXPECT_THROW(ebnf_grammar("expr ::= \"x\"\n"), ConstraintError);               // no root
 }
 
 TEST(Choice, OnlyTheChoices) {
@@ -97,7 +98,8 @@ TEST(Mask, ExactOnJsonStates) {
       "tags":{"type":"array","items":{"type":"string"},"maxItems":3}},"required":["name","age"]})");
   GrammarMatcher m(g);
   expect_mask_exact(m);
-  for (std::string_view piece : {"{", "\"name\"", ": \"Bo", "b\\n", "\"", ", \"age\": 1", "2", ", \"tags\": [\"a\"", "]"}) {
+  for (std::string_view piece :
+       {"{", "\"name\"", ": \"Bo", "b\\n", "\"", ", \"age\": 1", "2", ", \"tags\": [\"a\"", "]"}) {
     ASSERT_TRUE(m.accept_bytes(piece)) << piece;
     expect_mask_exact(m);
   }

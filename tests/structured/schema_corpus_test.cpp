@@ -73,7 +73,8 @@ TEST(SchemaCorpus, CapsTurnPathologicalSchemasIntoErrors) {
   EXPECT_THROW(json_schema_grammar(R"({"type":"string","maxLength":1000000})"), ConstraintError);
   GrammarLimits small;
   small.max_rules = 5;
-  EXPECT_THROW(json_schema_grammar(R"({"type":"integer","minimum":123456,"maximum":98765432})", {}, small), ConstraintError);
+  EXPECT_THROW(json_schema_grammar(R"({"type":"integer","minimum":123456,"maximum":98765432})", {}, small),
+               ConstraintError);
 }
 
 }  // namespace

@@ -19,10 +19,8 @@ structured::GrammarCompiler& qwen_compiler();
 // The token ids allowed by a mask.
 std::vector<int32_t> allowed_tokens(const std::vector<uint32_t>& mask);
 
-// Generates text under `grammar` by picking allowed tokens: random ones first, then (after
-// `budget` tokens) tokens that close structures, until an end token. Every token is checked
-// against the mask it was picked from and accepted by the matcher. Returns the text, or
-// nullopt if it did not end within `max_tokens`.
+// structured::walk_grammar, failing the test on a mask that allows nothing or a masked token
+// the matcher refuses. Returns the text, or nullopt if it did not end within `max_tokens`.
 std::optional<std::string> walk(const std::shared_ptr<const structured::CompiledGrammar>& grammar, uint32_t seed,
                                 int budget = 24, int max_tokens = 600);
 
