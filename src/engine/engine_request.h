@@ -7,6 +7,7 @@
 #include "engine/llm_engine.h"
 #include "engine/request.h"
 #include "engine/stop_strings.h"
+#include "structured/grammar_matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gs {
@@ -27,6 +28,9 @@ class EngineRequest {
   void on_prompt_logprob(const PromptLogprob& p);
   // The output of an aborted request.
   RequestOutput aborted() const;
+  // Structured output: the tokens the next sampled token may be (its grammar's mask after the
+  // tokens so far), or null for an unconstrained request.
+  const std::vector<uint32_t>* next_bitmask();
   // Records the first time the scheduler ran the request (queue time ends, prefill begins).
   void on_scheduled(double now) {
     if (scheduled_time_ == 0.0) scheduled_time_ = now;
@@ -44,7 +48,9 @@ class EngineRequest {
   double arrival_time_ = 0.0;
   double first_token_time_ = 0.0;
   double scheduled_time_ = 0.0;
-  std::vector<TokenLogprob> prompt_logprobs_;  // handed out with the first token
+  std::vector<TokenLogprob> prompt_logprobs_;            // handed out with the first token
+  std::unique_ptr<structured::GrammarMatcher> matcher_;  // structured output
+  std::vector<uint32_t> bitmask_;
 };
 
 }  // namespace gs

@@ -1,6 +1,7 @@
 // SamplingParams: how one request picks its next tokens, and when it stops.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -9,6 +10,10 @@
 #include "sampling/sampling_row.h"
 
 namespace gs {
+
+namespace structured {
+class CompiledGrammar;
+}
 
 // Each request's logit adjustments (bias entries + stop ids masked below min_tokens, + a few eos
 // ids) must fit one device row of kMaxAdjustmentsPerRow.
@@ -35,6 +40,9 @@ struct SamplingParams {
   int logprobs = -1;         // -1 = none; 0..20 = the sampled token's + this many top ones
   int prompt_logprobs = -1;  // -1 = none; 0..20 = each prompt token's (but the first) + top ones
   bool skip_special_tokens = true;
+  // Structured output: the grammar the output follows (compiled off the engine thread by
+  // LLMEngine::compile_constraint); null: unconstrained.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 
   // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.
   bool greedy() const { return temperature < kGreedyTemperature; }
