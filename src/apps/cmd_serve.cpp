@@ -79,6 +79,7 @@ void raise_fd_limit() {
 
 void run(ServeArgs& a) {
   finish_engine_options(a.cfg);
+  validate(a.server.chat_output);
   GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
   const std::string tmpl = load_chat_template(a.chat_template);
   preparse_chat_template(tmpl);  // a broken template is an error now, before the model loads
@@ -117,6 +118,12 @@ void add_serve_command(CLI::App& app) {
       ->envname("GRAPHSERVE_API_KEY");
   cmd->add_option("--chat-template", args->chat_template,
                   "Jinja chat template: a file, or the template itself (default: the tokenizer's)");
+  cmd->add_flag("--enable-auto-tool-choice", s.chat_output.enable_auto_tool_choice,
+                "tool_choice \"auto\": parse the model's tool calls (needs --tool-call-parser)");
+  cmd->add_option("--tool-call-parser", s.chat_output.tool_call_parser,
+                  "how tool calls are read from the output: hermes, llama3_json, mistral, pythonic");
+  cmd->add_option("--reasoning-parser", s.chat_output.reasoning_parser,
+                  "move <think>...</think> into reasoning_content: deepseek_r1, qwen3");
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));

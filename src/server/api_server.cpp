@@ -152,9 +152,11 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind) {
     if (const std::string err = client_.stats().fatal_error; !err.empty())
       throw ApiError(503, "the engine failed: " + err, "", "service_unavailable");
     json body = parse_json_body(req.body, cfg_.max_json_depth);
-    GenerationRequest greq = kind == ApiKind::Chat ? parse_chat_request(body, nlohmann::ordered_json::parse(req.body),
-                                                                        client_, cfg_.chat_template, cfg_.limits)
-                                                   : parse_completion_request(body, client_, cfg_.limits);
+    const auto ordered_body = nlohmann::ordered_json::parse(req.body);
+    GenerationRequest greq = kind == ApiKind::Chat
+                                 ? parse_chat_request(body, ordered_body, client_, cfg_.chat_template, cfg_.limits)
+                                 : parse_completion_request(body, client_, cfg_.limits, &ordered_body);
+    if (kind == ApiKind::Chat) apply_tool_choice(ordered_body, cfg_.chat_output, client_, greq);
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
       throw ApiError(503,
                      fmt::format("the server is overloaded ({} requests waiting); retry later", client_.num_waiting()),

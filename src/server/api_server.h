@@ -34,6 +34,7 @@ struct ServerConfig {
   HttpLimits http;            // deadlines and the header size limit
   std::string chat_template;  // overrides the model's template when not empty
   RequestLimits limits;
+  ChatOutputFlags chat_output;  // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser
 };
 
 class ApiServer : private HttpHandler {

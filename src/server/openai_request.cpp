@@ -1,5 +1,6 @@
 // Implements server/openai_request.h (GenerationRequest).
 #include "server/openai_request.h"
+#include "server/structured_request.h"
 
 #include <fmt/format.h>
 
@@ -171,7 +172,8 @@ void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
 
 }  // namespace
 
-GenerationRequest parse_completion_request(const json& body, const EngineClient& client, const RequestLimits& limits) {
+GenerationRequest parse_completion_request(const json& body, const EngineClient& client, const RequestLimits& limits,
+                                           const nlohmann::ordered_json* ordered) {
   check_request_fields(body, ApiKind::Completion);
   GenerationRequest r;
   r.lora = check_model(body, client);
@@ -186,6 +188,8 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
   r.params.logprobs = r.top_logprobs;
   // echo with logprobs reports the prompt's tokens too (the first has none).
   if (r.echo && r.top_logprobs >= 0) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
+  if (auto f = parse_structured_fields(ordered ? *ordered : nlohmann::ordered_json(body)))
+    apply_structured_field(*f, client, r.params);
   return r;
 }
 
@@ -214,6 +218,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   const char* key = f::present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   resolve_max_tokens(body, key, 0, r, client);
   r.params.logprobs = r.top_logprobs;
+  if (auto f = parse_structured_fields(ordered)) apply_structured_field(*f, client, r.params);
   return r;
 }
 

@@ -7,6 +7,7 @@
 
 #include "runner/sampling_params.h"
 #include "server/engine_client.h"
+#include "server/tool_calls.h"
 
 namespace gs {
 
@@ -18,10 +19,11 @@ struct GenerationRequest {
   SamplingParams params;                      // for every choice (seeds offset per sample)
   int n = 1;                                  // samples per prompt
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  int top_logprobs = -1;       // -1: no logprobs; else top alternatives per token
-  bool echo = false;           // completions: the prompt leads the text (and logprobs)
-  std::string lora;            // the LoRA adapter named in "model"; "": the base model
+  bool include_usage = false;     // stream_options.include_usage
+  int top_logprobs = -1;          // -1: no logprobs; else top alternatives per token
+  bool echo = false;              // completions: the prompt leads the text (and logprobs)
+  std::string lora;               // the LoRA adapter named in "model"; "": the base model
+  ChatOutputOptions chat_output;  // chat: tool calls and reasoning in the output (server/tool_calls.h)
   int num_choices() const { return static_cast<int>(prompts.size()) * n; }
   // Choice c samples prompt c / n.
   const std::vector<int32_t>& prompt_of(int choice) const { return prompts[choice / n]; }
@@ -34,8 +36,10 @@ struct RequestLimits {
 };
 
 // Throw ApiError (400) naming the field at fault.
+// `ordered`, when given, is the body parsed keeping key order (a JSON schema's property order).
 GenerationRequest parse_completion_request(const nlohmann::json& body, const EngineClient& client,
-                                           const RequestLimits& limits = {});
+                                           const RequestLimits& limits = {},
+                                           const nlohmann::ordered_json* ordered = nullptr);
 // `ordered` is the same body parsed keeping key order (for messages and tools).
 GenerationRequest parse_chat_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered,
                                      const EngineClient& client, const std::string& chat_template,

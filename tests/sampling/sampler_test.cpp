@@ -127,7 +127,8 @@ TEST_F(CpuSampler, BitmaskRowsDrawOnlyAllowedTokensAndOthersAreUntouched) {
   for (int t : allowed1) masks[size_t(words + (t >> 5))] |= 1u << (t & 31);
   std::set<int> seen;
   for (int step = 0; step < 200; ++step) {
-    SamplingRow a = sampling_row(1.0f, 0, 1.0f, 0.0f, 3, step), b = sampling_row(0.0f), free = sampling_row(0.9f, 0, 1.0f, 0.0f, 8, step);
+    SamplingRow a = sampling_row(1.0f, 0, 1.0f, 0.0f, 3, step), b = sampling_row(0.0f),
+                free = sampling_row(0.9f, 0, 1.0f, 0.0f, 8, step);
     a.bitmask_row = 0, b.bitmask_row = 1;
     const int alone = h.run({x}, {free})[0].token;
     auto out = h.run({x}, {a, free, b}, {}, masks);
