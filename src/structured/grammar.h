@@ -42,6 +42,7 @@ struct GrammarLimits {
   int max_nesting = 64;          // schema / regex / EBNF group nesting
   size_t max_repetition = 2000;  // the largest {n,m} bound expanded
   size_t max_source_bytes = 1 << 20;
+  size_t max_eager_positions = 4000;  // GrammarCompiler builds the whole mask cache up to this size
 };
 
 // Builds a Grammar: rules, deduplicated byte sets and the auxiliary rules of repetition.

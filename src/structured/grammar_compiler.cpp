@@ -37,6 +37,9 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const Constraint
     }
   }
   auto compiled = std::make_shared<const CompiledGrammar>(build_grammar(spec, limits_), vocab_);
+  // Building the mask cache here keeps it off the engine thread (a cold entry costs a walk of
+  // the vocabulary); grammars past the cap build their entries as requests reach them.
+  if (compiled->automaton().num_positions() <= limits_.max_eager_positions) compiled->warm();
   std::lock_guard lock(mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
   lru_.push_front(key);

@@ -2,6 +2,8 @@
 //
 // Thread-safe; the server calls it on its HTTP threads, so compilation never runs on the engine
 // thread and a constraint that fails to compile is a 400 before the request reaches the engine.
+// Compiling includes building the mask cache (CompiledGrammar::warm) for grammars of up to
+// GrammarLimits::max_eager_positions positions.
 #pragma once
 #include <cstdint>
 #include <list>

@@ -40,7 +40,8 @@ WalkResult walk_grammar(const std::shared_ptr<const CompiledGrammar>& grammar, c
     if (on_mask) on_mask(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     allowed.clear();
     for (size_t w = 0; w < mask.size(); ++w)
-      for (uint32_t bits = mask[w]; bits; bits &= bits - 1) allowed.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
+      for (uint32_t bits = mask[w]; bits; bits &= bits - 1)
+        allowed.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
     if (allowed.empty()) {
       out.error = "no token allowed after: " + text;
       return out;

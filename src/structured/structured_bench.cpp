@@ -22,7 +22,8 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
-StructuredBenchResult bench_structured(std::shared_ptr<const TokenVocab> vocab, const std::vector<std::string>& schemas) {
+StructuredBenchResult bench_structured(std::shared_ptr<const TokenVocab> vocab,
+                                       const std::vector<std::string>& schemas) {
   StructuredBenchResult r;
   std::vector<double> compile_ms, warm_ms, cold_us, warm_us;
   for (size_t i = 0; i < schemas.size(); ++i) {

@@ -29,6 +29,7 @@ struct StructuredBenchResult {
   Percentiles warm_mask_us;           // per token, a walk with every entry built
 };
 
-StructuredBenchResult bench_structured(std::shared_ptr<const TokenVocab> vocab, const std::vector<std::string>& schemas);
+StructuredBenchResult bench_structured(std::shared_ptr<const TokenVocab> vocab,
+                                       const std::vector<std::string>& schemas);
 
 }  // namespace gs::structured

@@ -30,20 +30,8 @@ EngineConfig qwen_vocab_config() {
   return cfg;
 }
 
-struct QwenServer {
-  QwenServer() : engine(std::make_unique<LLMEngine>(qwen_vocab_config()), test::kTestChatTemplate) {
-    ServerConfig cfg;
-    cfg.port = 0;
-    server = std::make_unique<ApiServer>(engine, cfg);
-    server->start();
-  }
-  int port() const { return server->port(); }
-  EngineLoop engine;
-  std::unique_ptr<ApiServer> server;
-};
-
-QwenServer& server() {
-  static QwenServer s;
+test::RealServer& server() {
+  static test::RealServer s(qwen_vocab_config());
   return s;
 }
 
@@ -69,7 +57,8 @@ TEST(StructuredE2E, ChatResponseFormatJsonSchema) {
   json body = {{"messages", {{{"role", "user"}, {"content", "answer"}}}},
                {"max_tokens", 48},
                {"temperature", 0},
-               {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", kSchema}, {"strict", true}}}}}};
+               {"response_format",
+                {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", kSchema}, {"strict", true}}}}}};
   auto r = test::post(server().port(), "/v1/chat/completions", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   json choice = r.json()["choices"][0];
@@ -87,7 +76,8 @@ TEST(StructuredE2E, CompletionsRegexChoiceGrammarAndGuidedSpellings) {
       {{{"guided_regex", "(yes|no)!"}}, {Kind::kRegex, "(yes|no)!", {}}},
       {{{"structured_outputs", {{"choice", {"alpha", "beta"}}}}}, {Kind::kChoice, "", {"alpha", "beta"}}},
       {{{"guided_choice", {"up", "down"}}}, {Kind::kChoice, "", {"up", "down"}}},
-      {{{"structured_outputs", {{"grammar", "root ::= \"(\" [0-9]+ \")\""}}}}, {Kind::kGrammar, "root ::= \"(\" [0-9]+ \")\"", {}}},
+      {{{"structured_outputs", {{"grammar", "root ::= \"(\" [0-9]+ \")\""}}}},
+       {Kind::kGrammar, "root ::= \"(\" [0-9]+ \")\"", {}}},
       {{{"guided_json", kSchema}}, schema_spec(kSchema)},
       {{{"response_format", {{"type", "json_object"}}}}, {Kind::kJsonObject, "", {}}},
   };
@@ -118,8 +108,11 @@ TEST(StructuredE2E, BadConstraintsAre400sNamingFieldAndKeyword) {
     std::string param, needle;
   };
   std::vector<Case> cases = {
-      {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"minProperties", 1}}}}}}}},
-       "response_format.json_schema.schema", "minProperties"},
+      {{{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"minProperties", 1}}}}}}}},
+       "response_format.json_schema.schema",
+       "minProperties"},
       {{{"guided_regex", "(a)\\1"}}, "guided_regex", "backreferences"},
       {{{"structured_outputs", {{"grammar", "root ::= missing"}}}}, "structured_outputs.grammar", "missing"},
       {{{"guided_json", {{"type", "string"}, {"format", "ipv6"}}}}, "guided_json", "format"},
@@ -146,8 +139,12 @@ TEST(StructuredE2E, RequiredAndNamedToolChoiceGiveValidCalls) {
   for (json tc : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}) {
     for (bool streamed : {false, true}) {
       SCOPED_TRACE(tc.dump() + (streamed ? " streamed" : ""));
-      json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}}, {"max_tokens", 300}, {"temperature", 0},
-                   {"tools", kTools}, {"tool_choice", tc}, {"stream", streamed}};
+      json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}},
+                   {"max_tokens", 300},
+                   {"temperature", 0},
+                   {"tools", kTools},
+                   {"tool_choice", tc},
+                   {"stream", streamed}};
       json message, finish;
       if (streamed) {
         auto r = test::post_stream(server().port(), "/v1/chat/completions", body.dump());
@@ -156,7 +153,8 @@ TEST(StructuredE2E, RequiredAndNamedToolChoiceGiveValidCalls) {
         for (const auto& e : r.events) {
           if (e["choices"].empty()) continue;
           const json& ch = e["choices"][0];
-          if (ch["delta"].contains("tool_calls")) for (const auto& c : ch["delta"]["tool_calls"]) message["tool_calls"].push_back(c);
+          if (ch["delta"].contains("tool_calls"))
+            for (const auto& c : ch["delta"]["tool_calls"]) message["tool_calls"].push_back(c);
           if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
         }
       } else {
@@ -186,7 +184,8 @@ TEST(StructuredE2E, RequiredAndNamedToolChoiceGiveValidCalls) {
 
 TEST(StructuredE2E, ToolChoiceErrorsAre400s) {
   auto ask = [](json tc, json tools) {
-    json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 4}, {"tools", tools}, {"tool_choice", tc}};
+    json body = {
+        {"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 4}, {"tools", tools}, {"tool_choice", tc}};
     return test::post(server().port(), "/v1/chat/completions", body.dump());
   };
   auto r = ask("auto", kTools);  // this server runs without --enable-auto-tool-choice
@@ -221,8 +220,12 @@ TEST(StructuredE2E, FreeRequestsBesideConstrainedOnesKeepTheirOutput) {
       together[i] = r.status == 200 ? r.json()["choices"][0]["text"].get<std::string>() : r.body;
     });
     threads.emplace_back([&, i] {
-      json body = {{"prompt", "Data " + std::to_string(i)}, {"max_tokens", 32}, {"temperature", 1.0}, {"seed", i},
-                   {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", kSchema}}}}}};
+      json body = {
+          {"prompt", "Data " + std::to_string(i)},
+          {"max_tokens", 32},
+          {"temperature", 1.0},
+          {"seed", i},
+          {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", kSchema}}}}}};
       auto r = test::post(server().port(), "/v1/completions", body.dump());
       constrained[i] = r.status == 200 ? r.json()["choices"][0] : json{{"error", r.body}};
     });

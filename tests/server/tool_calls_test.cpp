@@ -27,7 +27,8 @@ Json stream(const ChatOutputOptions& o, const std::string& text, size_t step, bo
   auto take = [&](const Json& d) {
     if (d.contains("content")) content += d["content"].get<std::string>();
     if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    if (d.contains("tool_calls")) for (const auto& c : d["tool_calls"]) tool_calls.push_back(c);
+    if (d.contains("tool_calls"))
+      for (const auto& c : d["tool_calls"]) tool_calls.push_back(c);
   };
   for (size_t i = 0; i < text.size(); i += step) take(s.feed(text.substr(i, step)));
   take(s.finish(calls));
@@ -47,12 +48,17 @@ TEST(ToolCallParsers, EachParserFindsTheCallsWholeAndStreamed) {
        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
        {{"get_weather", {{"city", "Paris"}}}, {"get_time", Json::object()}},
        "Let me check.\n"},
-      {"llama3_json", "{\"name\": \"search\", \"parameters\": {\"q\": \"c++\", \"n\": 3}}; {\"name\": \"noop\", \"parameters\": {}}",
+      {"llama3_json",
+       "{\"name\": \"search\", \"parameters\": {\"q\": \"c++\", \"n\": 3}}; {\"name\": \"noop\", \"parameters\": {}}",
        {{"search", {{"q", "c++"}, {"n", 3}}}, {"noop", Json::object()}},
        ""},
       {"llama3_json", "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": [1, 2]}}", {{"f", {{"x", {1, 2}}}}}, ""},
-      {"mistral", "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]", {{"add", {{"a", 1}, {"b", 2}}}}, ""},
-      {"pythonic", "[get_weather(city='Paris', units=\"metric\"), ping(), scale(v=[1, 2.5], on=True, tag=None)]",
+      {"mistral",
+       "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
+       {{"add", {{"a", 1}, {"b", 2}}}},
+       ""},
+      {"pythonic",
+       "[get_weather(city='Paris', units=\"metric\"), ping(), scale(v=[1, 2.5], on=True, tag=None)]",
        {{"get_weather", {{"city", "Paris"}, {"units", "metric"}}},
         {"ping", Json::object()},
         {"scale", {{"v", {1, 2.5}}, {"on", true}, {"tag", nullptr}}}},
@@ -109,7 +115,8 @@ TEST(ReasoningParsers, ThinkMovesIntoReasoningContent) {
 
 TEST(ReasoningParsers, ToolCallsAfterReasoning) {
   bool calls = false;
-  const std::string text = "<think>I should call it.</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  const std::string text =
+      "<think>I should call it.</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
   Json m = ChatOutputStream::message(auto_tools("hermes", "qwen3"), text, calls);
   EXPECT_TRUE(calls);
   EXPECT_EQ(m["reasoning_content"], "I should call it.");
@@ -131,8 +138,8 @@ TEST(ToolChoice, RequiredAndNamedOutputsBecomeCalls) {
   EXPECT_EQ(Json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()), Json({{"city", "Oslo"}}));
   ChatOutputOptions required;
   required.tools = Tools::kRequired;
-  m = ChatOutputStream::message(required, "[{\"name\": \"a\", \"parameters\": {\"x\": 1}}, {\"name\": \"b\", \"parameters\": {}}]",
-                                calls);
+  m = ChatOutputStream::message(
+      required, "[{\"name\": \"a\", \"parameters\": {\"x\": 1}}, {\"name\": \"b\", \"parameters\": {}}]", calls);
   ASSERT_EQ(m["tool_calls"].size(), 2u);
   EXPECT_EQ(m["tool_calls"][1]["function"]["name"], "b");
   Json s = stream(required, "[{\"name\": \"a\", \"parameters\": {\"x\": 1}}]", 4, calls);
