@@ -1,5 +1,7 @@
 #include "structured/json_primitives.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 #include "structured/constraint_error.h"
@@ -32,21 +34,6 @@ ByteSet JsonPrimitives::plain_chars() {
   return s;
 }
 
-Symbol JsonPrimitives::json_char() {
-  Symbol esc_tail = b_.choice(
-      {{b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
-       cat(b_.literal("u"), Sequence(4, b_.bytes(byte_range('0', '9') | byte_range('a', 'f') | byte_range('A', 'F'))))},
-      "escape");
-  Symbol cont = b_.bytes(byte_range(0x80, 0xBF));
-  ByteSet ascii = plain_chars() & byte_range(0, 0x7F);
-  return b_.choice({{b_.bytes(ascii)},
-                    {b_.bytes(byte_range(0xC2, 0xDF)), cont},
-                    {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
-                    {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont},
-                    {b_.byte('\\'), esc_tail}},
-                   "char");
-}
-
 // Each use gets its own rules (no memo): a rule used in one place lets the mask cache follow
 // its end into the enclosing rule, so tokens that close a string stay context-independent.
 Symbol JsonPrimitives::string() {
@@ -66,9 +53,51 @@ Symbol JsonPrimitives::string() {
   return b_.choice({{b_.byte('"'), plain, b_.star({other, plain}), b_.byte('"')}}, "string");
 }
 
+// A chain of rules, one per character still allowed, each listing the character's forms
+// inline and naming the next link in tail position: every link is used in one place, so the
+// mask cache follows a character's end into the next one (a shared character rule would leave
+// most of the vocabulary to be checked per step).
 Symbol JsonPrimitives::string_length(size_t min, long max) {
   if (min == 0 && max < 0) return string();
-  return b_.choice({{b_.byte('"'), b_.repeat({json_char()}, min, max, "chars"), b_.byte('"')}}, "string");
+  if (min > b_.limits().max_repetition || (max >= 0 && static_cast<size_t>(max) > b_.limits().max_repetition))
+    throw ConstraintError(fmt::format("a string length bound above {} is not supported", b_.limits().max_repetition));
+  if (max >= 0 && static_cast<size_t>(max) < min) throw ConstraintError("a string's maxLength is below its minLength");
+  Symbol cont = b_.bytes(byte_range(0x80, 0xBF));
+  Symbol hex = b_.bytes(byte_range('0', '9') | byte_range('a', 'f') | byte_range('A', 'F'));
+  const std::vector<Sequence> forms = {
+      {b_.bytes(plain_chars() & byte_range(0, 0x7F))},
+      {b_.bytes(byte_range(0xC2, 0xDF)), cont},
+      {b_.bytes(byte_range(0xE0, 0xEF)), cont, cont},
+      {b_.bytes(byte_range(0xF0, 0xF4)), cont, cont, cont},
+      {b_.byte('\\'), b_.bytes(ByteSet().set('"').set('\\').set('/').set('b').set('f').set('n').set('r').set('t'))},
+      {b_.byte('\\'), b_.byte('u'), hex, hex, hex, hex}};
+  auto link = [&](std::optional<Symbol> next, bool optional) {
+    uint32_t r = b_.new_rule("chars");
+    for (Sequence f : forms) {
+      if (next) f.push_back(*next);
+      b_.add_alternative(r, std::move(f));
+    }
+    if (optional) b_.add_alternative(r, {});
+    return GrammarBuilder::ref(r);
+  };
+  std::optional<Symbol> tail;  // the characters past min
+  if (max < 0) {
+    uint32_t loop = b_.new_rule("chars_star");
+    for (Sequence f : forms) {
+      f.push_back(GrammarBuilder::ref(loop));
+      b_.add_alternative(loop, std::move(f));
+    }
+    b_.add_alternative(loop, {});
+    tail = GrammarBuilder::ref(loop);
+  } else {
+    for (long k = 0; k < max - static_cast<long>(min); ++k) tail = link(tail, true);
+  }
+  std::optional<Symbol> chain = tail;
+  for (size_t k = 0; k < min; ++k) chain = link(chain, false);
+  Sequence seq{b_.byte('"')};
+  if (chain) seq.push_back(*chain);
+  seq.push_back(b_.byte('"'));
+  return b_.choice({seq}, "string");
 }
 
 Symbol JsonPrimitives::string_pattern(std::string_view regex) {

@@ -36,7 +36,6 @@ class JsonPrimitives {
   std::vector<Sequence> same_length(const std::string& lo, const std::string& hi);
   Symbol digits(size_t n);  // [0-9]{n}
   Symbol fraction_exponent();
-  Symbol json_char();
 
   GrammarBuilder& b_;
   Sequence ws_;
