@@ -38,8 +38,8 @@ void run(const StructuredArgs& a) {
   fmt::print("vocabulary {} tokens, {} schemas ({} not compiled)\n", vocab->size(), r.schemas, r.failures.size());
   for (const auto& f : r.failures) fmt::print("  not compiled: {}\n", f);
   auto line = [](const char* what, const structured::Percentiles& p, const char* unit) {
-    fmt::print("{:<28} n {:>6}  p50 {:>9.2f}  p90 {:>9.2f}  p99 {:>9.2f}  mean {:>9.2f}  max {:>9.2f} {}\n", what, p.count,
-               p.p50, p.p90, p.p99, p.mean, p.max, unit);
+    fmt::print("{:<28} n {:>6}  p50 {:>9.2f}  p90 {:>9.2f}  p99 {:>9.2f}  mean {:>9.2f}  max {:>9.2f} {}\n", what,
+               p.count, p.p50, p.p90, p.p99, p.mean, p.max, unit);
   };
   line("schema compile", r.compile_ms, "ms");
   line("cache warm-up (all entries)", r.warm_all_ms, "ms");
@@ -58,9 +58,11 @@ void run(const StructuredArgs& a) {
 
 void add_bench_structured(CLI::App& bench) {
   auto args = std::make_shared<StructuredArgs>();
-  CLI::App* cmd = bench.add_subcommand("structured", "structured output's host cost: schema compile and token-mask times");
+  CLI::App* cmd =
+      bench.add_subcommand("structured", "structured output's host cost: schema compile and token-mask times");
   cmd->add_option("--tokenizer", args->tokenizer, "a Hugging Face tokenizer directory (tokenizer.json)")->required();
-  cmd->add_option("--schemas", args->schemas, "a JSON file holding an array of JSON schemas (e.g. tests/data/structured/schemas.json)")
+  cmd->add_option("--schemas", args->schemas,
+                  "a JSON file holding an array of JSON schemas (e.g. tests/data/structured/schemas.json)")
       ->required();
   cmd->add_option("--output-json", args->output_json, "also write the results here");
   cmd->callback([args] { run(*args); });

@@ -55,7 +55,8 @@ View view(const ChatOutputOptions& o, const std::string& text, bool final) {
   View v;
   std::string c = text;
   if (!o.reasoning_parser.empty()) {
-    if (!final && o.reasoning_parser == "qwen3" && text.size() < kThink.size() && kThink.compare(0, text.size(), text) == 0)
+    if (!final && o.reasoning_parser == "qwen3" && text.size() < kThink.size() &&
+        kThink.compare(0, text.size(), text) == 0)
       return v;  // not yet known whether it opens with <think>
     const bool opens = text.rfind(kThink, 0) == 0;
     if (o.reasoning_parser == "deepseek_r1" || opens) {
@@ -72,9 +73,7 @@ View view(const ChatOutputOptions& o, const std::string& text, bool final) {
     }
   }
   switch (o.tools) {
-    case Tools::kNone:
-      v.content = c;
-      break;
+    case Tools::kNone: v.content = c; break;
     case Tools::kRequired:
     case Tools::kNamed:
       if (final) {
@@ -97,7 +96,8 @@ View view(const ChatOutputOptions& o, const std::string& text, bool final) {
         v.calls = std::move(p.calls);
       } else {
         size_t s = tool_start(o.tool_parser, c);
-        v.content = s == std::string::npos ? c.substr(0, c.size() - holdback(c, tool_marker(o.tool_parser))) : c.substr(0, s);
+        v.content =
+            s == std::string::npos ? c.substr(0, c.size() - holdback(c, tool_marker(o.tool_parser))) : c.substr(0, s);
         const size_t first = c.find_first_not_of(" \t\n");
         const bool opening = o.tool_parser == "llama3_json" || o.tool_parser == "pythonic";
         static const std::string kPythonTag = "<|python_tag|>";
@@ -136,7 +136,8 @@ Json ChatOutputStream::feed(const std::string& text) {
   Json delta = Json::object();
   const std::string r = v.reasoning.value_or("");
   if (r.size() > sent_reasoning_) delta["reasoning_content"] = r.substr(sent_reasoning_), sent_reasoning_ = r.size();
-  if (v.content.size() > sent_content_) delta["content"] = v.content.substr(sent_content_), sent_content_ = v.content.size();
+  if (v.content.size() > sent_content_)
+    delta["content"] = v.content.substr(sent_content_), sent_content_ = v.content.size();
   return delta;
 }
 

@@ -37,8 +37,7 @@ std::string text(const Json& v, const std::string& field) {
 }
 
 void add(std::optional<StructuredField>& out, std::string field, structured::ConstraintSpec spec) {
-  if (out)
-    bad(field, fmt::format("'{}' and '{}' both constrain the output; give one", out->field, field));
+  if (out) bad(field, fmt::format("'{}' and '{}' both constrain the output; give one", out->field, field));
   out = StructuredField{std::move(field), std::move(spec)};
 }
 
@@ -55,11 +54,13 @@ void response_format(const Json& rf, std::optional<StructuredField>& out) {
     if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
       bad("response_format.json_schema", "response_format type json_schema needs a 'json_schema' object");
     const Json& js = rf["json_schema"];
-    if (!js.contains("schema")) bad("response_format.json_schema.schema", "'response_format.json_schema' needs a 'schema'");
+    if (!js.contains("schema"))
+      bad("response_format.json_schema.schema", "'response_format.json_schema' needs a 'schema'");
     s.kind = Kind::kJsonSchema;
     s.text = schema_text(js["schema"], "response_format.json_schema.schema");
   } else {
-    bad("response_format.type", fmt::format("unknown response_format type '{}' (text, json_object or json_schema)", type));
+    bad("response_format.type",
+        fmt::format("unknown response_format type '{}' (text, json_object or json_schema)", type));
   }
   add(out, type == "json_object" ? "response_format" : "response_format.json_schema.schema", std::move(s));
 }
@@ -69,16 +70,20 @@ void structured_outputs(const Json& so, std::optional<StructuredField>& out) {
   if (!so.is_object()) bad("structured_outputs", "'structured_outputs' must be an object");
   const bool compact = so.contains("disable_any_whitespace") && so["disable_any_whitespace"] == true;
   for (const auto& [key, v] : so.items()) {
-    if (v.is_null() || key == "disable_any_whitespace" || key == "disable_fallback" || key == "disable_additional_properties" ||
-        key == "backend" || key == "whitespace_pattern")
+    if (v.is_null() || key == "disable_any_whitespace" || key == "disable_fallback" ||
+        key == "disable_additional_properties" || key == "backend" || key == "whitespace_pattern")
       continue;
     const std::string field = "structured_outputs." + key;
     structured::ConstraintSpec s;
     s.any_whitespace = !compact;
-    if (key == "json") s.kind = Kind::kJsonSchema, s.text = schema_text(v, field);
-    else if (key == "regex") s.kind = Kind::kRegex, s.text = text(v, field);
-    else if (key == "choice") s.kind = Kind::kChoice, s.choices = choices(v, field);
-    else if (key == "grammar") s.kind = Kind::kGrammar, s.text = text(v, field);
+    if (key == "json")
+      s.kind = Kind::kJsonSchema, s.text = schema_text(v, field);
+    else if (key == "regex")
+      s.kind = Kind::kRegex, s.text = text(v, field);
+    else if (key == "choice")
+      s.kind = Kind::kChoice, s.choices = choices(v, field);
+    else if (key == "grammar")
+      s.kind = Kind::kGrammar, s.text = text(v, field);
     else if (key == "json_object") {
       if (v != true) continue;
       s.kind = Kind::kJsonObject;
@@ -122,7 +127,8 @@ void apply_structured_field(const StructuredField& f, const EngineClient& client
 
 namespace gs {
 
-std::shared_ptr<const structured::CompiledGrammar> EngineClient::compile_constraint(const structured::ConstraintSpec&) const {
+std::shared_ptr<const structured::CompiledGrammar> EngineClient::compile_constraint(
+    const structured::ConstraintSpec&) const {
   throw ApiError(400, "structured output is not available on this engine");
 }
 

@@ -16,8 +16,10 @@ size_t json_extent(const std::string& s, size_t i) {
   for (size_t k = i; k < s.size(); ++k) {
     char c = s[k];
     if (in_str) {
-      if (c == '\\') ++k;
-      else if (c == '"') in_str = false;
+      if (c == '\\')
+        ++k;
+      else if (c == '"')
+        in_str = false;
     } else if (c == '"') {
       in_str = true;
     } else if (c == '{' || c == '[') {
@@ -120,12 +122,16 @@ class PyLiteral {
     if (c == '[' || c == '(') return list(i, out, c == '[' ? ']' : ')');
     if (c == '{') return dict(i, out);
     size_t start = i;
-    while (i < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i])) || s_[i] == '.' || s_[i] == '-' || s_[i] == '+' || s_[i] == '_'))
+    while (i < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i])) || s_[i] == '.' || s_[i] == '-' ||
+                             s_[i] == '+' || s_[i] == '_'))
       ++i;
     std::string word = s_.substr(start, i - start);
-    if (word == "True") out = true;
-    else if (word == "False") out = false;
-    else if (word == "None") out = nullptr;
+    if (word == "True")
+      out = true;
+    else if (word == "False")
+      out = false;
+    else if (word == "None")
+      out = nullptr;
     else {
       out = Json::parse(word, nullptr, false);
       if (out.is_discarded() || !out.is_number()) return false;

@@ -26,7 +26,9 @@ const std::vector<std::string>& reasoning_parsers() {
 
 namespace {
 
-bool one_of(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool one_of(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -60,18 +62,21 @@ Json parameters_of(const Json& tool) {
 
 }  // namespace
 
-void apply_tool_choice(const Json& body, const ChatOutputFlags& flags, const EngineClient& client, GenerationRequest& req) {
+void apply_tool_choice(const Json& body, const ChatOutputFlags& flags, const EngineClient& client,
+                       GenerationRequest& req) {
   req.chat_output.reasoning_parser = flags.reasoning_parser;
   const Json tools = body.contains("tools") && body["tools"].is_array() ? body["tools"] : Json::array();
   for (size_t i = 0; i < tools.size(); ++i)
     if (!tools[i].is_object() || !tools[i].contains("function") || !tools[i]["function"].is_object() ||
         !tools[i]["function"].contains("name") || !tools[i]["function"]["name"].is_string())
-      throw ApiError(400, fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i),
+      throw ApiError(400,
+                     fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i),
                      "tools");
   const Json tc = body.contains("tool_choice") ? body["tool_choice"] : Json();
   const bool parallel = !body.contains("parallel_tool_calls") || body["parallel_tool_calls"] != false;
   auto needs_tools = [&](const char* what) {
-    if (tools.empty()) throw ApiError(400, fmt::format("tool_choice {} needs a non-empty 'tools'", what), "tool_choice");
+    if (tools.empty())
+      throw ApiError(400, fmt::format("tool_choice {} needs a non-empty 'tools'", what), "tool_choice");
   };
   StructuredField field{"tool_choice", {}};
   field.spec.kind = structured::ConstraintSpec::Kind::kJsonSchema;
@@ -94,12 +99,13 @@ void apply_tool_choice(const Json& body, const ChatOutputFlags& flags, const Eng
     if (!parallel) schema["maxItems"] = 1;
     field.spec.text = schema.dump();
     req.chat_output.tools = Tools::kRequired;
-  } else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") && tc["function"].is_object() &&
-             tc["function"].contains("name")) {
+  } else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") &&
+             tc["function"].is_object() && tc["function"].contains("name")) {
     needs_tools("naming a function");
     const std::string name = tc["function"]["name"].get<std::string>();
     const Json* tool = find_tool(tools, name);
-    if (!tool) throw ApiError(400, fmt::format("tool_choice names function '{}', which is not in 'tools'", name), "tool_choice");
+    if (!tool)
+      throw ApiError(400, fmt::format("tool_choice names function '{}', which is not in 'tools'", name), "tool_choice");
     field.spec.text = parameters_of(*tool).dump();
     req.chat_output.tools = Tools::kNamed;
     req.chat_output.named_function = name;
