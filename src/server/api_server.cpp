@@ -186,8 +186,8 @@ HttpResponse ApiServer::handle_tokenize(const HttpRequest& req) {
       auto ordered = nlohmann::ordered_json::parse(req.body);
       auto messages = normalize_chat_messages(ordered["messages"]);
       bool gen_prompt = fields::get_bool(body, "add_generation_prompt", true);
-      std::string prompt =
-          render_chat_prompt(cfg_.chat_template, messages, chat_tools(ordered), gen_prompt, client_.model());
+      std::string prompt = render_chat_prompt(cfg_.chat_template, messages, chat_tools(ordered), gen_prompt,
+                                              client_.model(), chat_template_kwargs(ordered));
       ids = client_.encode(prompt, fields::get_bool(body, "add_special_tokens", false));
     } else {
       if (!body.contains("prompt") || !body["prompt"].is_string())

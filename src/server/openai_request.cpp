@@ -210,7 +210,8 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   nlohmann::ordered_json messages = normalize_chat_messages(ordered["messages"]);
   nlohmann::ordered_json tools = chat_tools(ordered);
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
-  std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());
+  std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model(),
+                                          chat_template_kwargs(ordered));
   // The template already writes the special tokens it wants (as vLLM: no BOS added here).
   r.prompts.push_back(client.encode(prompt, false));
   if (r.prompts[0].empty()) bad_param("messages", "the chat template rendered an empty prompt");

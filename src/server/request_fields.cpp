@@ -54,9 +54,9 @@ constexpr std::array<std::string_view, 35> kCommon = {
     "guided_grammar",
     "guided_decoding_backend"};
 constexpr std::array<std::string_view, 2> kCompletion = {"prompt", "suffix"};
-constexpr std::array<std::string_view, 7> kChat = {
+constexpr std::array<std::string_view, 8> kChat = {
     "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
-    "tools",    "parallel_tool_calls",   "tool_choice"};  // server/tool_calls.h
+    "tools",    "parallel_tool_calls",   "tool_choice",  "chat_template_kwargs"};  // server/tool_calls.h
 
 // Supported only at their default value (false / "none" / empty), which is our behaviour.
 bool is_default(const json& v) {
@@ -71,10 +71,9 @@ struct Unsupported {
   std::string_view name;
   std::string_view why;
 };
-constexpr std::array<Unsupported, 7> kUnsupported = {{
+constexpr std::array<Unsupported, 6> kUnsupported = {{
     {"functions", "function calling is not supported"},
     {"function_call", "function calling is not supported (only \"none\")"},
-    {"chat_template_kwargs", "chat template arguments are not supported"},
     {"chat_template", "a per-request chat template is not supported; start the server with --chat-template"},
     {"include_stop_str_in_output", "'include_stop_str_in_output': true is not supported"},
     {"continue_final_message", "'continue_final_message': true is not supported"},
