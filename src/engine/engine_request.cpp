@@ -26,10 +26,12 @@ EngineRequest::EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t
     if (!contains(req_.params.stop_token_ids, e)) req_.params.stop_token_ids.push_back(e);
   req_.seed = seed;
   if (params.grammar) matcher_ = std::make_unique<structured::GrammarMatcher>(params.grammar);
+  grammar_waits_ = matcher_ && params.grammar_after_token >= 0;
 }
 
 const std::vector<uint32_t>* EngineRequest::next_bitmask() {
-  if (!matcher_ || matcher_->finished()) return nullptr;  // past the grammar's end only under ignore_eos
+  if (!matcher_ || grammar_waits_ || matcher_->finished())
+    return nullptr;  // past the grammar's end only under ignore_eos
   bitmask_.resize(static_cast<size_t>(matcher_->grammar().vocab().mask_words()));
   matcher_->fill_mask(bitmask_);
   return &bitmask_;
@@ -62,7 +64,9 @@ RequestOutput EngineRequest::on_token(const SampledToken& s, int max_model_len, 
   if (req_.params.logprobs >= 0) o.logprobs.push_back({s.token, s.logprob, s.top_logprobs});
 
   const SamplingParams& p = req_.params;
-  if (matcher_ && !matcher_->finished() && !matcher_->accept_token(s.token)) {
+  if (grammar_waits_) {
+    grammar_waits_ = s.token != p.grammar_after_token;  // the reasoning's end: the grammar starts next
+  } else if (matcher_ && !matcher_->finished() && !matcher_->accept_token(s.token)) {
     // Only when the mask left nothing to sample (e.g. min_tokens holding off the end the grammar needs).
     o.finished = true;
     o.finish_reason = FinishReason::Abort;

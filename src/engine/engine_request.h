@@ -51,6 +51,7 @@ class EngineRequest {
   std::vector<TokenLogprob> prompt_logprobs_;            // handed out with the first token
   std::unique_ptr<structured::GrammarMatcher> matcher_;  // structured output
   std::vector<uint32_t> bitmask_;
+  bool grammar_waits_ = false;  // the grammar waits for SamplingParams::grammar_after_token
 };
 
 }  // namespace gs

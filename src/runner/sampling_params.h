@@ -43,6 +43,9 @@ struct SamplingParams {
   // Structured output: the grammar the output follows (compiled off the engine thread by
   // LLMEngine::compile_constraint); null: unconstrained.
   std::shared_ptr<const structured::CompiledGrammar> grammar;
+  // With a grammar: the token that ends the model's reasoning (</think>), after which the grammar
+  // applies; the reasoning before it is free. -1: the grammar applies from the first token.
+  int32_t grammar_after_token = -1;
 
   // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.
   bool greedy() const { return temperature < kGreedyTemperature; }

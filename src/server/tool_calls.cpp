@@ -125,6 +125,18 @@ void apply_tool_choice(const Json& body, const ChatOutputFlags& flags, const Eng
                      "tool_choice");
     apply_structured_field(field, client, req.params);
   }
+  wait_for_reasoning_end(client, req);
+}
+
+void wait_for_reasoning_end(const EngineClient& client, GenerationRequest& req) {
+  if (req.chat_output.reasoning_parser.empty() || !req.params.grammar) return;
+  const std::vector<int32_t> end = client.encode("</think>", false);
+  if (end.size() != 1) return;  // the model has no </think> token: nothing to wait for
+  // As vLLM: a prompt that already holds the end (Qwen3's template with enable_thinking false
+  // writes an empty <think></think>) means the reasoning is over.
+  for (const auto& prompt : req.prompts)
+    if (std::find(prompt.begin(), prompt.end(), end[0]) != prompt.end()) return;
+  req.params.grammar_after_token = end[0];
 }
 
 }  // namespace gs

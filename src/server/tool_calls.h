@@ -45,6 +45,10 @@ struct ChatOutputOptions {
 // required / named choices, constrains req.params (compiled through `client`). Throws ApiError(400).
 void apply_tool_choice(const nlohmann::ordered_json& body, const ChatOutputFlags& flags, const EngineClient& client,
                        GenerationRequest& req);
+// With a reasoning parser, a constrained request's grammar waits for the model's </think> token
+// (unless the prompt already holds it), so the reasoning is free and the answer follows the
+// constraint. Called by apply_tool_choice.
+void wait_for_reasoning_end(const EngineClient& client, GenerationRequest& req);
 
 struct ToolCall {
   std::string name;
