@@ -48,6 +48,7 @@ struct View {
   std::optional<std::string> reasoning;
   std::string content;
   std::vector<ToolCall> calls;
+  std::optional<std::string> named_arguments;  // a named tool_choice past the reasoning: its arguments so far
 };
 
 // What the text so far shows; `final`: the whole output (parse the calls, release held text).
@@ -76,6 +77,7 @@ View view(const ChatOutputOptions& o, const std::string& text, bool final) {
     case Tools::kNone: v.content = c; break;
     case Tools::kRequired:
     case Tools::kNamed:
+      if (!final && o.tools == Tools::kNamed) v.named_arguments = c;
       if (final) {
         if (o.tools == Tools::kNamed) {
           v.calls.push_back({o.named_function, c});
@@ -138,7 +140,24 @@ Json ChatOutputStream::feed(const std::string& text) {
   if (r.size() > sent_reasoning_) delta["reasoning_content"] = r.substr(sent_reasoning_), sent_reasoning_ = r.size();
   if (v.content.size() > sent_content_)
     delta["content"] = v.content.substr(sent_content_), sent_content_ = v.content.size();
+  if (v.named_arguments) stream_named(*v.named_arguments, delta);
   return delta;
+}
+
+// A named tool_choice streams as OpenAI does: the call's id, type and name with the arguments so
+// far once, then each later piece of the arguments alone (same index).
+void ChatOutputStream::stream_named(const std::string& arguments, Json& delta) {
+  Json call = {{"index", 0}};
+  if (!named_opened_) {
+    call = call_json({opts_.named_function, arguments}, 0, true);
+    named_opened_ = true;
+  } else if (arguments.size() > sent_arguments_) {
+    call["function"] = {{"arguments", arguments.substr(sent_arguments_)}};
+  } else {
+    return;
+  }
+  sent_arguments_ = arguments.size();
+  delta["tool_calls"] = Json::array({call});
 }
 
 Json ChatOutputStream::finish(bool& has_calls) {
@@ -148,7 +167,9 @@ Json ChatOutputStream::finish(bool& has_calls) {
   if (r.size() > sent_reasoning_) delta["reasoning_content"] = r.substr(sent_reasoning_);
   if (v.content.size() > sent_content_) delta["content"] = v.content.substr(sent_content_);
   has_calls = !v.calls.empty();
-  if (has_calls) {
+  if (has_calls && opts_.tools == Tools::kNamed) {
+    stream_named(v.calls[0].arguments, delta);
+  } else if (has_calls) {
     Json calls = Json::array();
     for (size_t i = 0; i < v.calls.size(); ++i) calls.push_back(call_json(v.calls[i], static_cast<int>(i), true));
     delta["tool_calls"] = calls;

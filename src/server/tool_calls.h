@@ -72,7 +72,8 @@ ReasoningSplit split_reasoning(const std::string& parser, const std::string& tex
 // One choice's streamed chat output: feed() returns the delta fields to send now
 // ({"content": ...} and/or {"reasoning_content": ...}, possibly empty), holding back text that
 // may start a marker or belongs to a tool call; finish() returns the rest, tool calls included
-// (as OpenAI's streamed tool_calls deltas), and whether the output holds calls.
+// (as OpenAI's streamed tool_calls deltas), and whether the output holds calls. A named
+// tool_choice's arguments stream as they come, in fragments of one call (index 0).
 class ChatOutputStream {
  public:
   explicit ChatOutputStream(ChatOutputOptions opts) : opts_(std::move(opts)) {}
@@ -82,9 +83,13 @@ class ChatOutputStream {
   static nlohmann::ordered_json message(const ChatOutputOptions& opts, const std::string& text, bool& has_calls);
 
  private:
+  void stream_named(const std::string& arguments, nlohmann::ordered_json& delta);
+
   ChatOutputOptions opts_;
   std::string all_;  // every text fed
   size_t sent_reasoning_ = 0, sent_content_ = 0;
+  bool named_opened_ = false;  // a named tool_choice's call (id, name) was sent
+  size_t sent_arguments_ = 0;  // of its arguments
 };
 
 }  // namespace gs

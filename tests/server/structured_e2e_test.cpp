@@ -154,7 +154,17 @@ TEST(StructuredE2E, RequiredAndNamedToolChoiceGiveValidCalls) {
           if (e["choices"].empty()) continue;
           const json& ch = e["choices"][0];
           if (ch["delta"].contains("tool_calls"))
-            for (const auto& c : ch["delta"]["tool_calls"]) message["tool_calls"].push_back(c);
+            for (const auto& c : ch["delta"]["tool_calls"]) {  // fragments of a known index extend it
+              json* known = nullptr;
+              for (auto& m : message["tool_calls"])
+                if (m["index"] == c["index"]) known = &m;
+              if (!known) {
+                message["tool_calls"].push_back(c);
+              } else if (c.contains("function") && c["function"].contains("arguments")) {
+                (*known)["function"]["arguments"] = (*known)["function"]["arguments"].get<std::string>() +
+                                                    c["function"]["arguments"].get<std::string>();
+              }
+            }
           if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
         }
       } else {

@@ -19,6 +19,20 @@ ChatOutputOptions auto_tools(const std::string& parser, const std::string& reaso
   return o;
 }
 
+// Adds a streamed tool_calls entry as OpenAI clients do: a new index opens a call, a known one
+// appends its arguments fragment.
+inline void merge_tool_call(nlohmann::ordered_json& calls, const nlohmann::ordered_json& piece) {
+  for (auto& c : calls)
+    if (c["index"] == piece["index"]) {
+      std::string args = c["function"]["arguments"].get<std::string>();
+      if (piece.contains("function") && piece["function"].contains("arguments"))
+        args += piece["function"]["arguments"].get<std::string>();
+      c["function"]["arguments"] = args;
+      return;
+    }
+  calls.push_back(piece);
+}
+
 // Streams `text` in pieces of `step` bytes; returns the accumulated content, reasoning and calls.
 Json stream(const ChatOutputOptions& o, const std::string& text, size_t step, bool& calls) {
   ChatOutputStream s(o);
@@ -28,7 +42,7 @@ Json stream(const ChatOutputOptions& o, const std::string& text, size_t step, bo
     if (d.contains("content")) content += d["content"].get<std::string>();
     if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
     if (d.contains("tool_calls"))
-      for (const auto& c : d["tool_calls"]) tool_calls.push_back(c);
+      for (const auto& c : d["tool_calls"]) merge_tool_call(tool_calls, c);
   };
   for (size_t i = 0; i < text.size(); i += step) take(s.feed(text.substr(i, step)));
   take(s.finish(calls));
@@ -145,6 +159,41 @@ TEST(ToolChoice, RequiredAndNamedOutputsBecomeCalls) {
   Json s = stream(required, "[{\"name\": \"a\", \"parameters\": {\"x\": 1}}]", 4, calls);
   EXPECT_EQ(s["content"], "");
   EXPECT_EQ(s["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
+}
+
+// A named tool_choice streams its call's name first, then the arguments in fragments (after the
+// reasoning, with a reasoning parser), and the fragments add up to the whole arguments.
+TEST(ToolChoice, NamedCallStreamsArgumentFragments) {
+  ChatOutputOptions named;
+  named.tools = Tools::kNamed;
+  named.named_function = "get_weather";
+  named.reasoning_parser = "qwen3";
+  const std::string args = "{\"city\": \"Oslo\", \"days\": 3}";
+  ChatOutputStream s(named);
+  std::vector<Json> pieces;
+  std::string reasoning;
+  auto take = [&](const Json& d) {
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    EXPECT_FALSE(d.contains("content")) << d.dump();
+    if (d.contains("tool_calls")) pieces.push_back(d["tool_calls"][0]);
+  };
+  const std::string text = "<think>\nOslo it is.\n</think>\n\n" + args;
+  for (size_t i = 0; i < text.size(); i += 3) take(s.feed(text.substr(i, 3)));
+  bool calls = false;
+  take(s.finish(calls));
+  EXPECT_TRUE(calls);
+  EXPECT_EQ(reasoning, "\nOslo it is.\n");
+  ASSERT_GE(pieces.size(), 3u) << "the arguments came in one piece";
+  EXPECT_EQ(pieces[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(pieces[0]["type"], "function");
+  EXPECT_TRUE(pieces[0].contains("id"));
+  std::string joined;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(pieces[i]["index"], 0);
+    if (i > 0) EXPECT_FALSE(pieces[i].contains("id")) << "only the first piece opens the call";
+    joined += pieces[i]["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(joined, args);
 }
 
 }  // namespace
