@@ -166,6 +166,14 @@ TEST_F(E2E, OpenAINodeSdk) {
   EXPECT_EQ(j["chat_usage"], 8) << out;
   EXPECT_EQ(j["completion_usage"], 12) << out;
   EXPECT_EQ(j["bad_status"], 400) << out;
+  // A named tool_choice: the call, whole and streamed (greedy, so the same arguments).
+  EXPECT_EQ(j["tool_name"], "get_weather") << out;
+  EXPECT_EQ(j["tool_stream_name"], "get_weather") << out;
+  EXPECT_EQ(j["tool_stream_arguments"], j["tool_arguments"]) << out;
+  if (j["tool_finish"] == "stop") {
+    json args = json::parse(j["tool_arguments"].get<std::string>(), nullptr, false);
+    EXPECT_TRUE(args.is_object() && (args["unit"] == "c" || args["unit"] == "f")) << out;
+  }
 }
 
 }  // namespace

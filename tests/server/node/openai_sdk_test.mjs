@@ -38,6 +38,34 @@ out.chat_stream = streamed;
 out.chat_finish = finish;
 out.chat_usage = usage?.completion_tokens;
 
+// Tools: a named tool_choice (constrained to the function's parameters), whole and streamed.
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "The weather in a city",
+    parameters: { type: "object", properties: { unit: { enum: ["c", "f"] } }, required: ["unit"], additionalProperties: false },
+  },
+}];
+const tool_choice = { type: "function", function: { name: "get_weather" } };
+const weather = [{ role: "user", content: "What is the weather?" }];
+const tc = await client.chat.completions.create({ model, messages: weather, tools, tool_choice, max_tokens: 48, temperature: 0 });
+const call = tc.choices[0].message.tool_calls?.[0];
+out.tool_name = call?.function.name;
+out.tool_arguments = call?.function.arguments;
+out.tool_finish = tc.choices[0].finish_reason;
+let args = "", name = null;
+for await (const chunk of await client.chat.completions.create({
+  model, messages: weather, tools, tool_choice, max_tokens: 48, temperature: 0, stream: true,
+})) {
+  for (const piece of chunk.choices[0]?.delta?.tool_calls ?? []) {
+    name ??= piece.function?.name ?? null;
+    args += piece.function?.arguments ?? "";
+  }
+}
+out.tool_stream_name = name;
+out.tool_stream_arguments = args;
+
 try {
   await client.completions.create({ model, prompt: "x", temperature: 5 });
 } catch (e) {
