@@ -6,24 +6,12 @@
 #include <regex>
 
 #include "engine/llm_engine.h"
+#include "qwen_vocab_config.h"
 #include "structured/grammar_compiler.h"
-#include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gs {
 namespace {
-
-EngineConfig qwen_vocab_config() {
-  EngineConfig cfg;
-  cfg.load_format = "dummy";
-  cfg.preset = "tiny-qwen2-151k";
-  cfg.tokenizer = (test::golden_dir() / "tokenizers" / "qwen2.5-instruct").string();
-  cfg.device = "cpu";
-  cfg.enforce_eager = true;
-  cfg.max_model_len = 256;
-  cfg.kv_cache_memory_bytes = 16u << 20;
-  return cfg;
-}
 
 std::vector<int32_t> run(LLMEngine& engine, const SamplingParams& p) {
   RequestId id = engine.add_request(std::string("The answer is"), p);
@@ -39,7 +27,7 @@ std::vector<int32_t> run(LLMEngine& engine, const SamplingParams& p) {
 }
 
 TEST(StructuredEngine, GrammarWaitsForTheReasoningEnd) {
-  LLMEngine engine(qwen_vocab_config());
+  LLMEngine engine(test::qwen_vocab_config());
   structured::ConstraintSpec spec;
   spec.kind = structured::ConstraintSpec::Kind::kRegex;
   spec.text = "[0-9]{3}";

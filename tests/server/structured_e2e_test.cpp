@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "http_client.h"
+#include "qwen_vocab_config.h"
 #include "real_server.h"
 #include "structured/grammar_compiler.h"
 #include "structured/grammar_matcher.h"
@@ -17,21 +18,8 @@ namespace {
 
 using nlohmann::json;
 
-EngineConfig qwen_vocab_config() {
-  EngineConfig cfg;
-  cfg.load_format = "dummy";
-  cfg.preset = "tiny-qwen2-151k";
-  cfg.tokenizer = (test::golden_dir() / "tokenizers" / "qwen2.5-instruct").string();
-  cfg.device = "cpu";
-  cfg.enforce_eager = true;
-  cfg.max_num_seqs = 64;
-  cfg.max_model_len = 1024;
-  cfg.kv_cache_memory_bytes = 64u << 20;
-  return cfg;
-}
-
 test::RealServer& server() {
-  static test::RealServer s(qwen_vocab_config());
+  static test::RealServer s(test::qwen_vocab_config());
   return s;
 }
 
