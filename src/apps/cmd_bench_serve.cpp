@@ -28,6 +28,14 @@ void add_bench_serve(CLI::App& bench) {
   cmd->add_option("--dataset,--dataset-path", cfg->dataset,
                   "prompts file: JSONL with \"prompt\" or plain lines (default: random)");
   cmd->add_option_function<std::string>(
+      "--extra-body",
+      [cfg](const std::string& v) {
+        auto j = nlohmann::json::parse(v, nullptr, false);
+        GS_CHECK(j.is_object(), "--extra-body must be a JSON object, got '{}'", v);
+        cfg->sampling.update(j);
+      },
+      "JSON fields every request also sends (e.g. a response_format: a structured-output load)");
+  cmd->add_option_function<std::string>(
       "--dataset-name",
       [](const std::string& v) {
         GS_CHECK(v == "random" || v == "custom", "--dataset-name: random or custom, got '{}'", v);

@@ -152,6 +152,7 @@ void run(ServeArgs& a) {
   // vLLM serves the --model string as the model's name; the directory's name stays one too.
   if (a.served_names.empty() && !a.cfg.model.empty()) a.served_names.push_back(a.cfg.model);
   finish_lora_policy(a.cfg, a.server.lora);
+  validate(a.server.chat_output);
   if (a.dry_run) return print_resolved(a);
   check_port_free(a.server.host, a.server.port);
   GS_CHECK(a.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0 seconds, got {}", a.shutdown_timeout_s);
@@ -202,6 +203,12 @@ void add_serve_command(CLI::App& app) {
                   "directories run-time LoRA adapters may be loaded from (default: those of --lora-modules)");
   cmd->add_option("--chat-template", args->chat_template,
                   "Jinja chat template: a file, or the template itself (default: the tokenizer's)");
+  cmd->add_flag("--enable-auto-tool-choice", s.chat_output.enable_auto_tool_choice,
+                "tool_choice \"auto\": parse the model's tool calls (needs --tool-call-parser)");
+  cmd->add_option("--tool-call-parser", s.chat_output.tool_call_parser,
+                  "how tool calls are read from the output: hermes, llama3_json, mistral, pythonic");
+  cmd->add_option("--reasoning-parser", s.chat_output.reasoning_parser,
+                  "move <think>...</think> into reasoning_content: deepseek_r1, qwen3");
   cmd->add_option("--max-waiting-requests", s.max_waiting_requests, "queued requests beyond which new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));

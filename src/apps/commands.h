@@ -33,5 +33,6 @@ void add_bench_serve(CLI::App& bench);       // graphserve bench serve
 void add_bench_kernels(CLI::App& bench);     // graphserve bench kernels
 void add_bench_all_reduce(CLI::App& bench);  // graphserve bench all-reduce
 void add_bench_embed(CLI::App& bench);       // graphserve bench embed
+void add_bench_structured(CLI::App& bench);  // graphserve bench structured
 
 }  // namespace gs

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   gs::add_bench_kernels(*bench);
   gs::add_bench_all_reduce(*bench);
   gs::add_bench_embed(*bench);
+  gs::add_bench_structured(*bench);
   const std::vector<std::string> args = normalize_args(argc, argv);
   std::vector<const char*> cargs;
   for (const std::string& a : args) cargs.push_back(a.c_str());

@@ -48,8 +48,6 @@ std::string refuse_max_logprobs(const std::string& v) {
 constexpr const char* kPython = "it loads Python code, and graphserve runs none";
 constexpr const char* kNoMultimodal = "graphserve serves text-only models: no multimodal inputs";
 constexpr const char* kLocalOnly = "models are read from local directories; nothing is downloaded";
-constexpr const char* kNoTools =
-    "tool calls are not parsed from the model's text yet: it is returned as the message content";
 
 std::vector<VllmFlag> make_table() {
   std::vector<VllmFlag> t = {
@@ -70,12 +68,9 @@ std::vector<VllmFlag> make_table() {
       refused("--return-tokens-as-token-ids", A::Switch, "", "tokens are always returned as text"),
       noop("--disable-frontend-multiprocessing", A::Switch, "", "the HTTP front end is threads of one process"),
       noop("--enable-request-id-headers", A::Switch, "", "no X-Request-Id header is sent"),
-      noop("--enable-auto-tool-choice", A::Switch, "", kNoTools),
-      noop("--tool-call-parser", A::Value, "hermes", kNoTools),
       refused("--tool-parser-plugin", A::Value, "plugin.py", kPython),
       noop("--tool-server", A::Value, "demo", "no built-in tool servers"),
-      noop("--exclude-tools-when-tool-choice-none", A::Switch, "", kNoTools),
-      noop("--reasoning-parser", A::Value, "deepseek_r1", "reasoning text is not split from the content yet"),
+      noop("--exclude-tools-when-tool-choice-none", A::Switch, "", "tools stay in the prompt with tool_choice none"),
       noop("--log-config-file", A::Value, "log.json", "logging is spdlog's: --log-level sets it"),
       noop("--max-log-len", A::Value, "100", "prompts are never logged"),
       noop("--disable-fastapi-docs", A::Switch, "", "no /docs pages are served"),
@@ -201,7 +196,7 @@ std::vector<VllmFlag> make_table() {
       noop("--additional-config", A::Value, "{}", "no platform plugins"),
       noop("--structured-outputs-config", A::Value, "{}", "structured output backends are graphserve's own"),
       noop("--guided-decoding-backend", A::Value, "auto", "structured output backends are graphserve's own"),
-      noop("--enable-reasoning", A::Switch, "", "reasoning text is not split from the content yet"),
+      noop("--enable-reasoning", A::Switch, "", "reasoning is split from the content by --reasoning-parser"),
   };
   t.push_back(noop("--max-logprobs", A::Value, "20", "requests may ask for up to 20 logprobs per token"));
   t.back().refuse = refuse_max_logprobs;

@@ -27,6 +27,16 @@ EngineRequest::EngineRequest(RequestId id, uint64_t arrival, std::vector<int32_t
   for (int e : eos_ids_)
     if (!contains(req_.params.stop_token_ids, e)) req_.params.stop_token_ids.push_back(e);
   req_.seed = seed;
+  if (params.grammar) matcher_ = std::make_unique<structured::GrammarMatcher>(params.grammar);
+  grammar_waits_ = matcher_ && params.grammar_after_token >= 0;
+}
+
+const std::vector<uint32_t>* EngineRequest::next_bitmask() {
+  if (!matcher_ || grammar_waits_ || matcher_->finished())
+    return nullptr;  // past the grammar's end only under ignore_eos
+  bitmask_.resize(static_cast<size_t>(matcher_->grammar().vocab().mask_words()));
+  matcher_->fill_mask(bitmask_);
+  return &bitmask_;
 }
 
 RequestOutput EngineRequest::base_output() const {
@@ -74,6 +84,15 @@ RequestOutput EngineRequest::on_token(const SampledToken& s, int max_model_len, 
   if (req_.params.logprobs >= 0) o.logprobs.push_back({s.token, s.logprob, s.top_logprobs});
 
   const SamplingParams& p = req_.params;
+  if (grammar_waits_) {
+    grammar_waits_ = s.token != p.grammar_after_token;  // the reasoning's end: the grammar starts next
+  } else if (matcher_ && !matcher_->finished() && !matcher_->accept_token(s.token)) {
+    // Only when the mask left nothing to sample (e.g. min_tokens holding off the end the grammar needs).
+    o.finished = true;
+    o.finish_reason = FinishReason::Abort;
+    o.error = "structured output: the grammar allows no further token here (is min_tokens holding off its end?)";
+    return o;
+  }
   const bool may_stop = o.num_output_tokens >= p.min_tokens;
   bool string_stop = false;
   if (may_stop && contains(eos_ids_, s.token)) {

@@ -7,6 +7,7 @@
 #include "engine/llm_engine.h"
 #include "engine/request.h"
 #include "engine/stop_strings.h"
+#include "structured/grammar_matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gs {
@@ -31,6 +32,9 @@ class EngineRequest {
   void on_prompt_logprob(const PromptLogprob& p);
   // The output of an aborted request.
   RequestOutput aborted() const;
+  // Structured output: the tokens the next sampled token may be (its grammar's mask after the
+  // tokens so far), or null for an unconstrained request.
+  const std::vector<uint32_t>* next_bitmask();
   // Records the first time the scheduler ran the request (queue time ends, prefill begins).
   void on_scheduled(double now) {
     if (scheduled_time_ == 0.0) scheduled_time_ = now;
@@ -52,6 +56,9 @@ class EngineRequest {
   std::vector<double> pool_sum_;               // pooling: the sum of the rows pooled so far
   int pooled_upto_ = 0;                        // pooling: prompt positions pooled so far
   int pool_rows_ = 0;
+  std::unique_ptr<structured::GrammarMatcher> matcher_;  // structured output
+  std::vector<uint32_t> bitmask_;
+  bool grammar_waits_ = false;  // the grammar waits for SamplingParams::grammar_after_token
 };
 
 }  // namespace gs

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/llm_engine_impl.h"
+#include "structured/compiled_grammar.h"
 
 namespace gs {
 namespace {
@@ -88,6 +89,15 @@ RequestId LLMEngine::Impl::add(std::vector<int32_t> prompt, const SamplingParams
            max_model_len_from_kv ? " (limited by the KV cache; raise --kv-cache-memory)" : " (max_model_len)",
            max_model_len - 1);
   params.validate(vocab);
+  if (params.grammar) {
+    GS_CHECK(!uses_worker_processes(cfg),
+             "structured output (response_format, structured_outputs, guided_*, tool_choice) is not supported with "
+             "worker processes (--tensor-parallel-size > 1 or --distributed-executor-backend mp) yet");
+    GS_CHECK(params.grammar->vocab().size() == vocab,
+             "structured output: the grammar was compiled for {} tokens, the "
+             "model has {}",
+             params.grammar->vocab().size(), vocab);
+  }
   const int lora = lora_name.empty() ? 0 : loras.acquire(lora_name, std::move(lora_image), loras_in_use());
   const RequestId id = ++request_counter;
   const uint64_t seed = params.seed ? *params.seed : splitmix64(cfg.seed ^ splitmix64(id));
@@ -113,6 +123,7 @@ std::vector<RequestOutput> LLMEngine::Impl::step() {
   propose();
   SchedulerOutput batch = sched.schedule();
   GS_CHECK(!batch.requests.empty(), "internal error: the scheduler found no work for {} requests", requests.size());
+  fill_bitmasks(batch);
   const double scheduled_at = now_seconds();
   for (const auto& s : batch.requests) {
     prompt_tokens +=

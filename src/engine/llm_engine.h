@@ -11,6 +11,10 @@
 #include "runner/model_runner.h"
 #include "runner/scheduler_output.h"
 
+namespace gs::structured {
+struct ConstraintSpec;
+}
+
 namespace gs {
 
 class Tokenizer;
@@ -130,6 +134,11 @@ class LLMEngine {
   std::shared_ptr<const LoraSlotImage> read_lora_adapter(const std::string& name, const std::string& path) const;
   void add_lora_adapter(const std::string& name, std::shared_ptr<const LoraSlotImage> image);
   void remove_lora_adapter(const std::string& name);
+  // Structured output: compiles a constraint (JSON schema, regex, choice, grammar) for this
+  // model's vocabulary, cached by the spec. Thread-safe, made for the server's HTTP threads so
+  // compilation never holds up steps; throws structured::ConstraintError naming the problem.
+  // The result goes into SamplingParams::grammar.
+  std::shared_ptr<const structured::CompiledGrammar> compile_constraint(const structured::ConstraintSpec& spec) const;
   // Finishes a request now (finish_reason Abort) and frees its KV blocks. Unknown ids are ignored.
   void abort_request(RequestId id);
 

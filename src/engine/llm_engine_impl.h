@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <set>
+#include <mutex>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
 #include "spec/ngram_proposer.h"
+#include "structured/grammar_compiler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gs {
@@ -45,6 +47,11 @@ struct LLMEngine::Impl {
   // After the executor threw on `batch`: runs each request alone. Those that fail again are
   // aborted with the error (RequestOutput::error); the others take their step (step_isolation.cpp).
   void run_alone(const SchedulerOutput& batch, const std::string& error, std::vector<RequestOutput>& outs);
+  // Points each constrained sampled row of `batch` at its request's bitmask for this step
+  // (llm_engine_structured.cpp).
+  void fill_bitmasks(SchedulerOutput& batch);
+  // The compiler for this model's vocabulary, built on first use (thread-safe).
+  structured::GrammarCompiler& grammar_compiler();
 
   EngineConfig cfg;
   std::unique_ptr<Executor> exec;
@@ -64,6 +71,8 @@ struct LLMEngine::Impl {
   std::unique_ptr<NgramProposer> ngram;  // --speculative-config method ngram
   std::unique_ptr<DraftProposer> draft;  // method draft_model (built by the real engine's loader)
   SpecDecodeStats spec_stats;
+  std::mutex grammar_mu;  // guards the creation of grammar_compiler_
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;
 };
 
 }  // namespace gs

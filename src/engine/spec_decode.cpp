@@ -75,7 +75,7 @@ void LLMEngine::Impl::propose() {
     live.push_back(id);
     r.spec_token_ids.clear();
     if (r.status != RequestStatus::Running || r.num_computed_tokens + 1 != r.num_tokens() ||
-        needs_penalty_slot(r.params))
+        needs_penalty_slot(r.params) || r.params.grammar)  // structured output does not speculate
       continue;
     const int k = std::min({k_max, r.params.max_tokens - r.num_output_tokens() - 1, context - r.num_tokens()});
     if (k <= 0) continue;

@@ -68,6 +68,12 @@ SamplingRow SamplingInputs::row_for(const ScheduledRequest& r, int step_offset) 
   row.adjust_begin = static_cast<int32_t>(adjustments_.size());
   for (const auto& [token, value] : adj) adjustments_.push_back({token, value});
   row.adjust_end = static_cast<int32_t>(adjustments_.size());
+  if (r.bitmask) {
+    GS_CHECK(step_offset == 0, "request {}: a structured-output row cannot sample proposed positions (internal error)",
+             r.id);
+    row.bitmask_row = static_cast<int32_t>(bitmask_sources_.size());
+    bitmask_sources_.push_back(r.bitmask);
+  }
   return row;
 }
 
@@ -80,6 +86,7 @@ void SamplingInputs::build(std::span<const ScheduledRequest* const> reqs, int nu
   rows_.clear();
   adjustments_.clear();
   resets_.clear();
+  bitmask_sources_.clear();
   for (size_t i = 0; i < reqs.size(); ++i)
     rows_.push_back(row_for(*reqs[i], step_offsets.empty() ? 0 : step_offsets[i]));
   rows_.resize(size_t(num_rows), SamplingRow{});
@@ -93,7 +100,13 @@ void SamplingInputs::stage(Sampler& sampler, std::span<const ScheduledRequest* c
     const size_t np = size_t(r.request->num_prompt_tokens);
     sampler.reset_slot(r.slot, tokens.first(np), tokens.subspan(np, size_t(r.request->num_output_tokens)));
   }
-  sampler.stage(rows_, adjustments_);
+  bitmasks_.clear();
+  for (const auto* m : bitmask_sources_) {
+    GS_CHECK(m->size() == size_t(sampler.mask_words()),
+             "structured output: a bitmask of {} words, the sampler takes {}", m->size(), sampler.mask_words());
+    bitmasks_.insert(bitmasks_.end(), m->begin(), m->end());
+  }
+  sampler.stage(rows_, adjustments_, bitmasks_);
 }
 
 }  // namespace gs

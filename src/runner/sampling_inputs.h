@@ -51,6 +51,8 @@ class SamplingInputs {
 
   std::vector<SamplingRow> rows_;
   std::vector<LogitAdjustment> adjustments_;
+  std::vector<const std::vector<uint32_t>*> bitmask_sources_;  // by bitmask_row
+  std::vector<uint32_t> bitmasks_;                             // staged words
   std::vector<SlotReset> resets_;
   std::vector<RequestId> slot_owner_;     // 0: free
   std::vector<uint64_t> slot_last_step_;  // step that last used the slot

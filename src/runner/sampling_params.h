@@ -1,6 +1,7 @@
 // SamplingParams: how one request picks its next tokens, and when it stops.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,6 +11,10 @@
 #include "sampling/sampling_row.h"
 
 namespace gs {
+
+namespace structured {
+class CompiledGrammar;
+}
 
 // Each request's logit adjustments (bias entries + stop ids masked below min_tokens, + a few eos
 // ids) must fit one device row of kMaxAdjustmentsPerRow.
@@ -39,6 +44,12 @@ struct SamplingParams {
   // A pooling request (--runner pooling): its prompt's hidden states are pooled into an
   // embedding (RequestOutput::embedding) and no token is kept.
   Pooling pooling = Pooling::None;
+  // Structured output: the grammar the output follows (compiled off the engine thread by
+  // LLMEngine::compile_constraint); null: unconstrained.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
+  // With a grammar: the token that ends the model's reasoning (</think>), after which the grammar
+  // applies; the reasoning before it is free. -1: the grammar applies from the first token.
+  int32_t grammar_after_token = -1;
 
   // Temperatures under kGreedyTemperature (1e-5) take the argmax, as 0 does.
   bool greedy() const { return temperature < kGreedyTemperature; }

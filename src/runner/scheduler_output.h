@@ -29,6 +29,9 @@ struct ScheduledRequest {
   int num_output_tokens = 0;                             // tokens generated so far (the sampling step's index)
   int lora_id = 0;                                       // LoRA adapter: 0 the base model, else its id (LoraInputs)
   const std::vector<int32_t>* spec_token_ids = nullptr;  // proposed tokens after all_token_ids (or none)
+  // Structured output: the tokens the sampled row may take (Sampler::mask_words() words; bit
+  // t % 32 of word t / 32), or null. Such a request has no proposals.
+  const std::vector<uint32_t>* bitmask = nullptr;
 
   // Proposed tokens this step computes (those past the known tokens).
   int num_spec_tokens() const {

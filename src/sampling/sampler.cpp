@@ -29,6 +29,7 @@ Sampler::Sampler(Backend& backend, std::unique_ptr<SamplingKernels> kernels, con
   adjustments_ = Tensor::empty({R * kMaxAdjustmentsPerRow * 2}, DType::I32, a);
   counts_ = Tensor::empty({int64_t(limits.num_slots), limits.vocab}, DType::I32, a);
   prompt_mask_ = Tensor::empty({int64_t(limits.num_slots), mask_words_}, DType::I32, a);
+  bitmask_ = Tensor::empty({R, mask_words_}, DType::I32, a);
   slot_tokens_ = Tensor::empty({int64_t(limits.max_tokens)}, DType::I32, a);
   sampled_ = Tensor::empty({R}, DType::I32, a);
   logprob_ = Tensor::empty({R}, DType::F32, a);
@@ -40,7 +41,12 @@ Sampler::Sampler(Backend& backend, std::unique_ptr<SamplingKernels> kernels, con
   backend.stream().synchronize();
 }
 
-void Sampler::stage(std::span<const SamplingRow> rows, std::span<const LogitAdjustment> adjustments) {
+void Sampler::stage(std::span<const SamplingRow> rows, std::span<const LogitAdjustment> adjustments,
+                    std::span<const uint32_t> bitmasks) {
+  const int64_t num_masks = int64_t(bitmasks.size()) / mask_words_;
+  GS_CHECK(int64_t(bitmasks.size()) == num_masks * mask_words_ && num_masks <= limits_.max_rows,
+           "sampler: {} bitmask words staged, not a multiple of {} or more than {} rows", bitmasks.size(), mask_words_,
+           limits_.max_rows);
   GS_CHECK(int(rows.size()) <= limits_.max_rows, "sampler: {} rows staged, at most {}", rows.size(), limits_.max_rows);
   GS_CHECK(adjustments.size() <= size_t(limits_.max_rows) * kMaxAdjustmentsPerRow,
            "sampler: {} logit adjustments staged, at most {}", adjustments.size(),
@@ -48,13 +54,14 @@ void Sampler::stage(std::span<const SamplingRow> rows, std::span<const LogitAdju
   for (const SamplingRow& r : rows)
     GS_CHECK(r.adjust_begin >= 0 && r.adjust_begin <= r.adjust_end && r.adjust_end <= int(adjustments.size()) &&
                  r.adjust_end - r.adjust_begin <= kMaxAdjustmentsPerRow && r.penalty_slot < limits_.num_slots &&
-                 r.num_logprobs <= kMaxTopLogprobs,
+                 r.num_logprobs <= kMaxTopLogprobs && r.bitmask_row < num_masks,
              "sampler: a staged row is inconsistent (adjustments [{}, {}) of {}, slot {}, logprobs {})", r.adjust_begin,
              r.adjust_end, adjustments.size(), r.penalty_slot, r.num_logprobs);
   staged_.assign(rows.begin(), rows.end());
   if (!rows.empty()) backend_.copy(rows_.prefix({int64_t(rows.size()) * kRowWords}), host_i32(rows));
   if (!adjustments.empty())
     backend_.copy(adjustments_.prefix({int64_t(adjustments.size()) * 2}), host_i32(adjustments));
+  if (num_masks > 0) backend_.copy(bitmask_.rows(0, num_masks).reshape({-1}), host_i32(bitmasks));
 }
 
 void Sampler::reset_slot(int slot, std::span<const int32_t> prompt, std::span<const int32_t> output) {
@@ -91,6 +98,7 @@ void Sampler::sample(const Tensor& logits, int n) {
   a.counts = counts_.data_as<int32_t>();
   a.prompt_mask = reinterpret_cast<const uint32_t*>(prompt_mask_.data_as<const int32_t>());
   a.mask_words = mask_words_;
+  a.bitmask = reinterpret_cast<const uint32_t*>(bitmask_.data_as<const int32_t>());
   a.sampled = sampled_.data_as<int32_t>();
   a.logprob = logprob_.data_as<float>();
   a.top_ids = top_ids_.data_as<int32_t>();

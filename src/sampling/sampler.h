@@ -39,8 +39,11 @@ class Sampler {
 
   // Copies the rows' parameters and adjustments into the persistent buffers (outside capture).
   // rows.size() <= max_rows; each row's adjustments lie in [adjust_begin, adjust_end) of
-  // `adjustments`, at most kMaxAdjustmentsPerRow of them.
-  void stage(std::span<const SamplingRow> rows, std::span<const LogitAdjustment> adjustments);
+  // `adjustments`, at most kMaxAdjustmentsPerRow of them. `bitmasks` holds mask_words() words
+  // for each bitmask_row the rows name (structured output; rows without one pay nothing).
+  void stage(std::span<const SamplingRow> rows, std::span<const LogitAdjustment> adjustments,
+             std::span<const uint32_t> bitmasks = {});
+  int mask_words() const { return mask_words_; }
   // Rebuilds penalty slot `slot` from a request's prompt and output tokens (outside capture).
   void reset_slot(int slot, std::span<const int32_t> prompt, std::span<const int32_t> output);
   // Samples rows [0, n) of logits (f32 [>= n, vocab], a persistent buffer) with the staged rows.
@@ -60,7 +63,7 @@ class Sampler {
   int mask_words_ = 0;
   std::vector<SamplingRow> staged_;  // host copy of the rows last staged
   uint64_t fetched_bytes_ = 0;
-  Tensor rows_, adjustments_, counts_, prompt_mask_, slot_tokens_;
+  Tensor rows_, adjustments_, counts_, prompt_mask_, slot_tokens_, bitmask_;
   Tensor sampled_, logprob_, top_ids_, top_logprobs_;
 };
 

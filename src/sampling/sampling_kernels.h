@@ -19,6 +19,9 @@ struct SampleArgs {
   int32_t* counts = nullptr;                     // [slots, vocab] output-token counts (updated)
   const uint32_t* prompt_mask = nullptr;         // [slots, mask_words] prompt-token bits
   int mask_words = 0;
+  // [rows, mask_words] allowed tokens (bit t % 32 of word t / 32) of rows with bitmask_row >= 0:
+  // the others' logits become -inf after the penalties and adjustments.
+  const uint32_t* bitmask = nullptr;
   int32_t* sampled = nullptr;     // [n] the tokens
   float* logprob = nullptr;       // [n] the sampled tokens' raw logprobs
   int32_t* top_ids = nullptr;     // [n, kMaxTopLogprobs]

@@ -36,7 +36,7 @@ struct SamplingRow {
   int32_t num_logprobs = -1;                 // -1: none; 0..kMaxTopLogprobs: the sampled token's + top ones
   int32_t adjust_begin = 0, adjust_end = 0;  // this row's range of the adjustment list
   int32_t target_token = -1;  // >= 0: report this token's logprob, not the sampled one's (prompt logprobs)
-  int32_t reserved = 0;
+  int32_t bitmask_row = -1;   // >= 0: this row's allowed-token bitmask (structured output); -1: none
 
   GS_HD bool greedy() const { return !(temperature >= kGreedyTemperature); }  // NaN: greedy
   GS_HD bool has_penalties() const { return penalty_slot >= 0; }

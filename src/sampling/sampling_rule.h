@@ -5,7 +5,8 @@
 //  1. Logprobs (when asked) are of the raw logits: lse = log sum exp x; the sampled token's
 //     x[c] - lse (or r.target_token's: a prompt token's logprob), and the top r.num_logprobs
 //     tokens by (x desc, id asc).
-//  2. Penalties (a penalty slot) and adjustments (logit_bias, min_tokens masks) change x.
+//  2. Penalties (a penalty slot) and adjustments (logit_bias, min_tokens masks) change x; a
+//     structured-output bitmask sets the tokens outside it to -inf.
 //  3. Greedy rows take argmax x (ties: the lowest id). NaN logits never win; a row with no
 //     candidate at all yields token 0.
 //  4. Otherwise s = x / T and m = max s. The kept set K is every token with

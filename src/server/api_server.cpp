@@ -203,18 +203,17 @@ HttpResponse ApiServer::handle_generate(const HttpRequest& req, ApiKind kind, bo
       throw ApiError(503, "the engine failed: " + err, "", "service_unavailable");
     if (client_.model().pooling)
       throw ApiError(400, "this server runs an embedding model (--runner pooling): use /v1/embeddings");
-    GenerationRequest greq;
+    nlohmann::ordered_json ordered = parse_ordered_json_body(req.body, cfg_.max_json_depth);
     ResponsesCall responses;
-    if (kind == ApiKind::Chat) {
-      nlohmann::ordered_json ordered = parse_ordered_json_body(req.body, cfg_.max_json_depth);
-      if (responses_api) {
-        responses = prepare_responses_call(json(ordered), responses_);
-        ordered = nlohmann::ordered_json::parse(responses.chat_body.dump());
-      }
-      greq = parse_chat_request(json(ordered), ordered, client_, cfg_.chat_template, cfg_.limits);
-    } else {
-      greq = parse_completion_request(parse_json_body(req.body, cfg_.max_json_depth), client_, cfg_.limits);
+    if (responses_api) {
+      responses = prepare_responses_call(json(ordered), responses_);
+      ordered = nlohmann::ordered_json::parse(responses.chat_body.dump());
     }
+    const json body(ordered);
+    GenerationRequest greq = kind == ApiKind::Chat
+                                 ? parse_chat_request(body, ordered, client_, cfg_.chat_template, cfg_.limits)
+                                 : parse_completion_request(body, client_, cfg_.limits, &ordered);
+    if (kind == ApiKind::Chat) apply_tool_choice(ordered, cfg_.chat_output, client_, greq);
     if (worth_trimming_after(greq)) heavy_since_trim_ = true;
     if (client_.num_waiting() + greq.num_choices() > cfg_.max_waiting_requests)
       throw ApiError(503,
@@ -247,8 +246,8 @@ HttpResponse ApiServer::handle_tokenize(const HttpRequest& req) {
     if (body.contains("messages")) {
       auto messages = normalize_chat_messages(ordered["messages"]);
       bool gen_prompt = fields::get_bool(body, "add_generation_prompt", true);
-      std::string prompt =
-          render_chat_prompt(cfg_.chat_template, messages, chat_tools(ordered), gen_prompt, client_.model());
+      std::string prompt = render_chat_prompt(cfg_.chat_template, messages, chat_tools(ordered), gen_prompt,
+                                              client_.model(), chat_template_kwargs(ordered));
       check_prompt_bytes(prompt.size(), client_.model(), "messages");
       ids = client_.encode(prompt, fields::get_bool(body, "add_special_tokens", false));
     } else {

@@ -98,8 +98,20 @@ json chat_tools(const json& body) {
   return tools;
 }
 
+json chat_template_kwargs(const json& body) {
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return nullptr;
+  if (!it->is_object())
+    bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object of template variables");
+  for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"})
+    if (it->contains(reserved))
+      bad_param("chat_template_kwargs",
+                fmt::format("chat_template_kwargs may not set '{}' (the request's own field sets it)", reserved));
+  return *it;
+}
+
 std::string render_chat_prompt(const std::string& chat_template, const json& messages, const json& tools,
-                               bool add_generation_prompt, const ServedModel& model) {
+                               bool add_generation_prompt, const ServedModel& model, const json& template_kwargs) {
   if (chat_template.empty())
     throw ApiError(400,
                    fmt::format("model '{}' has no chat template (no chat_template in its "
@@ -112,13 +124,15 @@ std::string render_chat_prompt(const std::string& chat_template, const json& mes
                                     {"eos_token", model.eos_token},
                                     {"unk_token", model.unk_token},
                                     {"pad_token", model.pad_token}};
+  if (template_kwargs.is_object())
+    for (const auto& [name, value] : template_kwargs.items()) special[name] = value;
   try {
     return parsed(chat_template)->render(messages, tools, add_generation_prompt, special);
   } catch (const Error& e) {
     throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
   }
 #else
-  (void)messages, (void)tools, (void)add_generation_prompt;
+  (void)messages, (void)tools, (void)add_generation_prompt, (void)template_kwargs;
   throw ApiError(400, "chat templates are not supported by this build", "messages");
 #endif
 }

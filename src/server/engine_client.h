@@ -15,6 +15,11 @@
 #include "server/histogram.h"
 #include "server/output_queue.h"
 
+namespace gs::structured {
+struct ConstraintSpec;
+class CompiledGrammar;
+}  // namespace gs::structured
+
 namespace gs {
 
 struct ServedModel {
@@ -68,6 +73,11 @@ class EngineClient {
   // unknown name. `path` is checked by the caller (server/lora_policy.h).
   virtual void load_lora(const std::string& name, const std::string& path) = 0;
   virtual void unload_lora(const std::string& name) = 0;
+  // Structured output: compiles a constraint on the calling (HTTP) thread, cached by the spec
+  // (LLMEngine::compile_constraint). Throws structured::ConstraintError for a constraint that
+  // cannot be compiled; engines without a vocabulary to constrain throw ApiError(400).
+  virtual std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
+      const structured::ConstraintSpec& spec) const;
 };
 
 }  // namespace gs

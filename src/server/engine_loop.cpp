@@ -74,6 +74,12 @@ std::string EngineLoop::decode(std::span<const int32_t> ids, bool skip_special_t
 }
 std::string EngineLoop::token_text(int32_t id) const { return tokenizer_.token_bytes(id); }
 
+// LLMEngine::compile_constraint is thread-safe and touches no step state.
+std::shared_ptr<const structured::CompiledGrammar> EngineLoop::compile_constraint(
+    const structured::ConstraintSpec& spec) const {
+  return engine_->compile_constraint(spec);
+}
+
 RequestId EngineLoop::submit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
                              std::shared_ptr<OutputQueue> sink, int choice, const std::string& lora) {
   std::shared_ptr<const LoraSlotImage> image = read_if_dropped(lora);

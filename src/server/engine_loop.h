@@ -43,6 +43,8 @@ class EngineLoop : public EngineClient {
   std::vector<std::string> lora_names() const override;
   void load_lora(const std::string& name, const std::string& path) override;
   void unload_lora(const std::string& name) override;
+  std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
+      const structured::ConstraintSpec& spec) const override;
 
  private:
   struct Pending {

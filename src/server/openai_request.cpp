@@ -1,5 +1,6 @@
 // Implements server/openai_request.h (GenerationRequest).
 #include "server/openai_request.h"
+#include "server/structured_request.h"
 
 #include <fmt/format.h>
 
@@ -180,7 +181,8 @@ void check_choices(const GenerationRequest& r, const RequestLimits& limits) {
 
 }  // namespace
 
-GenerationRequest parse_completion_request(const json& body, const EngineClient& client, const RequestLimits& limits) {
+GenerationRequest parse_completion_request(const json& body, const EngineClient& client, const RequestLimits& limits,
+                                           const nlohmann::ordered_json* ordered) {
   check_request_fields(body, ApiKind::Completion);
   GenerationRequest r;
   r.lora = check_model(body, client);
@@ -195,6 +197,8 @@ GenerationRequest parse_completion_request(const json& body, const EngineClient&
   r.params.logprobs = r.top_logprobs;
   // echo with logprobs reports the prompt's tokens too (the first has none).
   if (r.echo && r.top_logprobs >= 0) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
+  if (auto f = parse_structured_fields(ordered ? *ordered : nlohmann::ordered_json(body)))
+    apply_structured_field(*f, client, r.params);
   check_logprob_volume(r);
   return r;
 }
@@ -216,7 +220,8 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   nlohmann::ordered_json messages = normalize_chat_messages(ordered["messages"]);
   nlohmann::ordered_json tools = chat_tools(ordered);
   bool add_generation_prompt = f::get_bool(body, "add_generation_prompt", true);
-  std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model());
+  std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model(),
+                                          chat_template_kwargs(ordered));
   // The template already writes the special tokens it wants (as vLLM: no BOS added here).
   check_prompt_bytes(prompt.size(), client.model(), "messages");
   r.prompts.push_back(client.encode(prompt, false));
@@ -225,6 +230,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   const char* key = f::present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   resolve_max_tokens(body, key, 0, r, client);
   r.params.logprobs = r.top_logprobs;
+  if (auto f = parse_structured_fields(ordered)) apply_structured_field(*f, client, r.params);
   check_logprob_volume(r);
   return r;
 }

@@ -7,6 +7,7 @@
 
 #include "runner/sampling_params.h"
 #include "server/engine_client.h"
+#include "server/tool_calls.h"
 
 namespace gs {
 
@@ -23,6 +24,7 @@ struct GenerationRequest {
   int top_logprobs = -1;          // -1: no logprobs; else top alternatives per token
   bool echo = false;              // completions: the prompt leads the text (and logprobs)
   std::string lora;               // the LoRA adapter named in "model"; "": the base model
+  ChatOutputOptions chat_output;  // chat: tool calls and reasoning in the output (server/tool_calls.h)
   int num_choices() const { return static_cast<int>(prompts.size()) * n; }
   // Choice c samples prompt c / n.
   const std::vector<int32_t>& prompt_of(int choice) const { return prompts[choice / n]; }
@@ -35,8 +37,10 @@ struct RequestLimits {
 };
 
 // Throw ApiError (400) naming the field at fault.
+// `ordered`, when given, is the body parsed keeping key order (a JSON schema's property order).
 GenerationRequest parse_completion_request(const nlohmann::json& body, const EngineClient& client,
-                                           const RequestLimits& limits = {});
+                                           const RequestLimits& limits = {},
+                                           const nlohmann::ordered_json* ordered = nullptr);
 // `ordered` is the same body parsed keeping key order (for messages and tools).
 GenerationRequest parse_chat_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered,
                                      const EngineClient& client, const std::string& chat_template,

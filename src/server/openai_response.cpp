@@ -63,7 +63,9 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& req, std::string model
       prompts_(req.prompts),
       n_(req.n),
       client_(&client),
-      choices_(req.num_choices()) {
+      choices_(req.num_choices()),
+      chat_output_(req.kind == ApiKind::Chat ? req.chat_output : ChatOutputOptions{}) {
+  if (chat_output_.active()) streams_.assign(choices_.size(), ChatOutputStream(chat_output_));
   for (const auto& p : req.prompts) prompt_tokens_ += static_cast<int>(p.size());
   for (auto& c : choices_) {
     if (top_logprobs_ < 0)
@@ -184,11 +186,13 @@ void ResponseBuilder::append_logprobs(json& acc, const json& delta) {
 
 json ResponseBuilder::choice_chunk(int index, const std::string& text, const json& logprobs, const Choice& c) const {
   json choice = {{"index", index}, {"logprobs", logprobs}};
-  if (kind_ == ApiKind::Chat)
+  if (kind_ == ApiKind::Chat && chat_output_.active())
+    choice["delta"] = json::parse(text);  // the delta ChatOutputStream built (add())
+  else if (kind_ == ApiKind::Chat)
     choice["delta"] = text.empty() && c.finished ? json::object() : json{{"content", text}};
   else
     choice["text"] = text;
-  std::string reason = finish_reason_string(c.reason);
+  std::string reason = c.tool_calls ? "tool_calls" : finish_reason_string(c.reason);
   choice["finish_reason"] = c.finished ? json(reason) : json(nullptr);
   if (kind_ == ApiKind::Completion) choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
   json chunk = chunk_base();
@@ -232,6 +236,15 @@ std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
   // inside a UTF-8 character, or one that decodes to nothing), as vLLM does: clients see every
   // step, and time-to-first-token means the first token.
   if (text.empty() && out.new_token_ids.empty() && !has_logprobs && !out.finished) return {};
+  if (!streams_.empty()) {  // tool calls / reasoning: the delta's fields come from the output stream
+    nlohmann::ordered_json delta = streams_[size_t(item.choice)].feed(text);
+    if (c.finished) {
+      bool calls = false;
+      delta.update(streams_[size_t(item.choice)].finish(calls));
+      c.tool_calls = calls && chat_output_.tools != ChatOutputOptions::Tools::kNamed;
+    }
+    text = delta.dump();
+  }
   json chunk = choice_chunk(item.choice, text, lp, c);
   if (first && prompt_logprobs_) chunk["choices"][0]["prompt_logprobs"] = c.prompt_logprobs;
   return {chunk};
@@ -263,7 +276,11 @@ json ResponseBuilder::response() const {
   for (int i = 0; i < num_choices(); ++i) {
     const Choice& c = choices_[i];
     json choice = {{"index", i}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason_string(c.reason)}};
-    if (kind_ == ApiKind::Chat) {
+    if (kind_ == ApiKind::Chat && chat_output_.active()) {
+      bool calls = false;
+      choice["message"] = json::parse(ChatOutputStream::message(chat_output_, c.text, calls).dump());
+      if (calls && chat_output_.tools != ChatOutputOptions::Tools::kNamed) choice["finish_reason"] = "tool_calls";
+    } else if (kind_ == ApiKind::Chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;

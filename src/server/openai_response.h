@@ -46,6 +46,7 @@ class ResponseBuilder {
     bool finished = false;
     FinishReason reason = FinishReason::None;
     std::string stop_reason;
+    bool tool_calls = false;  // finished with tool calls (finish_reason "tool_calls")
   };
   nlohmann::json chunk_base() const;
   nlohmann::json logprobs_delta(Choice& c, const RequestOutput& out) const;
@@ -67,6 +68,8 @@ class ResponseBuilder {
   int prompt_tokens_ = 0;
   const EngineClient* client_;
   std::vector<Choice> choices_;
+  ChatOutputOptions chat_output_;          // tool calls and reasoning (chat)
+  std::vector<ChatOutputStream> streams_;  // per choice, when chat_output_ is active
 };
 
 }  // namespace gs

@@ -17,37 +17,46 @@ using nlohmann::json;
 namespace {
 
 // Read by parse_common / parse_*_request, or harmless metadata.
-constexpr std::array<std::string_view, 28> kCommon = {"model",
-                                                      "temperature",
-                                                      "top_p",
-                                                      "top_k",
-                                                      "min_p",
-                                                      "presence_penalty",
-                                                      "frequency_penalty",
-                                                      "repetition_penalty",
-                                                      "seed",
-                                                      "stop",
-                                                      "stop_token_ids",
-                                                      "ignore_eos",
-                                                      "min_tokens",
-                                                      "skip_special_tokens",
-                                                      "n",
-                                                      "stream",
-                                                      "stream_options",
-                                                      "echo",
-                                                      "best_of",
-                                                      "max_tokens",
-                                                      "logprobs",
-                                                      "logit_bias",
-                                                      "user",
-                                                      "metadata",
-                                                      "store",
-                                                      "service_tier",
-                                                      "spaces_between_special_tokens",
-                                                      "prompt_logprobs"};
+constexpr std::array<std::string_view, 35> kCommon = {
+    "model",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "min_tokens",
+    "skip_special_tokens",
+    "n",
+    "stream",
+    "stream_options",
+    "echo",
+    "best_of",
+    "max_tokens",
+    "logprobs",
+    "logit_bias",
+    "user",
+    "metadata",
+    "store",
+    "service_tier",
+    "spaces_between_special_tokens",
+    "prompt_logprobs",
+    "response_format",  // structured output: server/structured_request.h
+    "structured_outputs",
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_decoding_backend"};
 constexpr std::array<std::string_view, 2> kCompletion = {"prompt", "suffix"};
-constexpr std::array<std::string_view, 6> kChat = {
-    "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "parallel_tool_calls"};
+constexpr std::array<std::string_view, 8> kChat = {
+    "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
+    "tools",    "parallel_tool_calls",   "tool_choice",  "chat_template_kwargs"};  // server/tool_calls.h
 
 // Supported only at their default value (false / "none" / empty), which is our behaviour.
 bool is_default(const json& v) {
@@ -62,18 +71,9 @@ struct Unsupported {
   std::string_view name;
   std::string_view why;
 };
-constexpr std::array<Unsupported, 15> kUnsupported = {{
-    {"response_format", "structured output is not supported"},
-    {"guided_json", "guided decoding is not supported"},
-    {"guided_regex", "guided decoding is not supported"},
-    {"guided_choice", "guided decoding is not supported"},
-    {"guided_grammar", "guided decoding is not supported"},
-    {"guided_decoding_backend", "guided decoding is not supported"},
-    {"structured_outputs", "structured output is not supported"},
-    {"tool_choice", "tool calling is not supported (only \"none\")"},
+constexpr std::array<Unsupported, 6> kUnsupported = {{
     {"functions", "function calling is not supported"},
     {"function_call", "function calling is not supported (only \"none\")"},
-    {"chat_template_kwargs", "chat template arguments are not supported"},
     {"chat_template", "a per-request chat template is not supported; start the server with --chat-template"},
     {"include_stop_str_in_output", "'include_stop_str_in_output': true is not supported"},
     {"continue_final_message", "'continue_final_message': true is not supported"},

@@ -108,6 +108,34 @@ TEST(CudaSampler, DrawsWhatTheCpuReferenceDraws) {
   }
 }
 
+// Structured output: rows with a bitmask (every other row, about a third of the vocabulary
+// allowed) draw what the CPU reference draws, inside the mask; the other rows are unchanged.
+TEST(CudaSampler, BitmaskRowsDrawWhatTheCpuReferenceDraws) {
+  GS_REQUIRE_GPU();
+  for (int V : {1000, 151936}) {
+    SCOPED_TRACE(V);
+    const int n = 64;
+    Pair p(n, V);
+    p.reset_slots();
+    std::vector<LogitAdjustment> adj;
+    auto rows = mixed_rows(n, adj, V);
+    const int words = (V + 31) / 32;
+    std::vector<uint32_t> masks;
+    int k = 0;
+    for (int i = 0; i < n; i += 2, ++k) {
+      rows[size_t(i)].bitmask_row = k;
+      for (int w = 0; w < words; ++w) masks.push_back(0x49249249u * uint32_t(i + 1) ^ uint32_t(w * 2654435761u));
+    }
+    const auto x = random_rows(n, V, 11);
+    const auto want = p.ref.run(x, rows, adj, masks);
+    expect_same(want, p.dev.run(x, rows, adj, masks), "bitmask batch");
+    for (int i = 0; i < n; i += 2) {
+      const uint32_t t = uint32_t(want[size_t(i)].token);
+      EXPECT_TRUE((masks[size_t(i / 2) * size_t(words) + (t >> 5)] >> (t & 31)) & 1u) << "row " << i;
+    }
+  }
+}
+
 TEST(CudaSampler, ChiSquareOf100kDraws) {
   GS_REQUIRE_GPU();
   constexpr int V = 64, kRows = 256, kDraws = 100000;

@@ -35,7 +35,8 @@ class SamplerHarness {
 
   // Samples rows[i] from logits x[i] (x may hold one row for all).
   std::vector<SampledRow> run(const std::vector<std::vector<float>>& x, const std::vector<SamplingRow>& rows,
-                              const std::vector<LogitAdjustment>& adj = {}) {
+                              const std::vector<LogitAdjustment>& adj = {},
+                              const std::vector<uint32_t>& bitmasks = {}) {
     const int n = int(rows.size());
     std::vector<float> flat;
     for (int i = 0; i < n; ++i) {
@@ -43,7 +44,7 @@ class SamplerHarness {
       flat.insert(flat.end(), row.begin(), row.end());
     }
     be_.copy(logits_.prefix({n, vocab_}), Tensor::wrap(flat.data(), {n, vocab_}, DType::F32, Device::cpu()));
-    sampler_.stage(rows, adj);
+    sampler_.stage(rows, adj, bitmasks);
     sampler_.sample(logits_, n);
     return sampler_.fetch(n);
   }

@@ -116,6 +116,29 @@ TEST_F(CpuSampler, GreedyIsArgmaxWithLowestIdOnTies) {
   EXPECT_EQ(h.run({x}, {sampling_row(1e-6f, 5)})[0].token, 11);  // under 1e-5: greedy
 }
 
+// Structured output: a row with a bitmask draws only allowed tokens (greedy and sampled), and
+// a row without one beside it draws exactly what it draws alone.
+TEST_F(CpuSampler, BitmaskRowsDrawOnlyAllowedTokensAndOthersAreUntouched) {
+  const auto x = random_logits(9, kV);
+  const int words = h.sampler().mask_words();
+  std::vector<uint32_t> masks(size_t(words) * 2, 0u);
+  const std::set<int> allowed0 = {2, 5}, allowed1 = {kV - 1};
+  for (int t : allowed0) masks[size_t(t >> 5)] |= 1u << (t & 31);
+  for (int t : allowed1) masks[size_t(words + (t >> 5))] |= 1u << (t & 31);
+  std::set<int> seen;
+  for (int step = 0; step < 200; ++step) {
+    SamplingRow a = sampling_row(1.0f, 0, 1.0f, 0.0f, 3, step), b = sampling_row(0.0f),
+                free = sampling_row(0.9f, 0, 1.0f, 0.0f, 8, step);
+    a.bitmask_row = 0, b.bitmask_row = 1;
+    const int alone = h.run({x}, {free})[0].token;
+    auto out = h.run({x}, {a, free, b}, {}, masks);
+    seen.insert(out[0].token);
+    EXPECT_EQ(out[1].token, alone);
+    EXPECT_EQ(out[2].token, kV - 1);
+  }
+  EXPECT_EQ(seen, allowed0);
+}
+
 TEST_F(CpuSampler, SeededDrawsDependOnlyOnSeedAndStep) {
   const auto x = random_logits(5, kV);
   const SamplingRow mine = sampling_row(0.9f, 10, 0.9f, 0.0f, 1234, 17);

@@ -185,6 +185,14 @@ TEST_F(E2E, OpenAINodeSdk) {
   EXPECT_EQ(j["embedding_dim"], 64) << out;  // stories260K's hidden size
   EXPECT_NEAR(j["embedding_norm"].get<double>(), 1.0, 1e-5) << out;
   EXPECT_LT(j["embedding_b64_vs_float"].get<double>(), 1e-6) << out;
+  // A named tool_choice: the call, whole and streamed (greedy, so the same arguments).
+  EXPECT_EQ(j["tool_name"], "get_weather") << out;
+  EXPECT_EQ(j["tool_stream_name"], "get_weather") << out;
+  EXPECT_EQ(j["tool_stream_arguments"], j["tool_arguments"]) << out;
+  if (j["tool_finish"] == "stop") {
+    json args = json::parse(j["tool_arguments"].get<std::string>(), nullptr, false);
+    EXPECT_TRUE(args.is_object() && (args["unit"] == "c" || args["unit"] == "f")) << out;
+  }
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ inline const char* kTestChatTemplate =
     "{% if add_generation_prompt %}assistant:{% endif %}";
 
 struct RealServer {
-  RealServer() : engine(std::make_unique<LLMEngine>(stories_config()), kTestChatTemplate) {
+  explicit RealServer(const EngineConfig& model = stories_config())
+      : engine(std::make_unique<LLMEngine>(model), kTestChatTemplate) {
     ServerConfig cfg;
     cfg.port = 0;
     server = std::make_unique<ApiServer>(engine, cfg);

@@ -138,11 +138,15 @@ std::string chat_param_of(json body) {
 }
 
 TEST(RequestParse, KnownUnsupportedFieldsAre400NamingThem) {
-  for (const char* key : {"response_format", "guided_json", "tool_choice", "chat_template_kwargs"}) {
-    json v = std::string(key) == "tool_choice" ? json("auto") : json({{"type", "json_object"}});
-    EXPECT_EQ(chat_param_of({{key, v}}), key);
-    EXPECT_EQ(param_of({{"prompt", "x"}, {key, v}}), key);
+  // Structured-output fields are served; malformed values are 400s naming them.
+  for (const char* key : {"response_format", "guided_choice"}) {
+    EXPECT_EQ(chat_param_of({{key, 7}}), key);
+    EXPECT_EQ(param_of({{"prompt", "x"}, {key, 7}}), key);
   }
+  EXPECT_EQ(chat_param_of({{"chat_template_kwargs", 7}}), "chat_template_kwargs");
+  EXPECT_EQ(chat_param_of({{"chat_template_kwargs", {{"add_generation_prompt", false}}}}), "chat_template_kwargs");
+  EXPECT_EQ(chat_param_of({{"chat_template_kwargs", {{"enable_thinking", false}}}}), "ok");
+  EXPECT_EQ(chat_param_of({{"functions", {{{"name", "f"}}}}}), "functions");
   for (const char* key : {"include_stop_str_in_output", "continue_final_message"}) {
     EXPECT_EQ(chat_param_of({{key, true}}), key);
     EXPECT_EQ(chat_param_of({{key, false}}), "ok") << key << ": false is what we do";
@@ -152,6 +156,22 @@ TEST(RequestParse, KnownUnsupportedFieldsAre400NamingThem) {
   // Unknown fields are ignored (with a debug log line), as vLLM does.
   EXPECT_EQ(chat_param_of({{"some_future_field", 1}}), "ok");
   EXPECT_EQ(param_of({{"prompt", "x"}, {"some_future_field", 1}}), "ok");
+}
+
+// chat_template_kwargs reach the template as variables (Qwen3's enable_thinking is one).
+TEST(RequestParse, ChatTemplateKwargsAreTemplateVariables) {
+  test::FakeEngine engine;
+  const std::string tmpl =
+      "{{ messages[0].content }}{% if enable_thinking is defined and not enable_thinking %}"
+      " /no_think{% endif %}";
+  auto prompt_of = [&](json body) {
+    body["messages"] = {{{"role", "user"}, {"content", "hi"}}};
+    auto r = parse_chat_request(body, nlohmann::ordered_json::parse(body.dump()), engine, tmpl);
+    return std::string(r.prompts[0].begin(), r.prompts[0].end());
+  };
+  EXPECT_EQ(prompt_of(json::object()), "hi");
+  EXPECT_EQ(prompt_of({{"chat_template_kwargs", {{"enable_thinking", false}}}}), "hi /no_think");
+  EXPECT_EQ(prompt_of({{"chat_template_kwargs", {{"enable_thinking", true}}}}), "hi");
 }
 
 TEST(RequestParse, ChatRolesAndToolsAreValidated) {

@@ -139,6 +139,11 @@ void sample_row(const SampleArgs& a, int i) {
     const LogitAdjustment& adj = a.adjustments[j];
     if (adj.token >= 0 && adj.token < V) x[adj.token] = add_rn(x[adj.token], adj.value);
   }
+  if (r.bitmask_row >= 0) {
+    const uint32_t* allowed = a.bitmask + size_t(r.bitmask_row) * a.mask_words;
+    for (int t = 0; t < V; ++t)
+      if (!((allowed[t >> 5] >> (t & 31)) & 1u)) x[t] = kNegInf;
+  }
   const int32_t c = r.greedy() ? argmax(x, V) : Draw{x, V, r}.run();
   a.sampled[i] = c;
   if (r.num_logprobs >= 0 && r.target_token >= 0 && r.target_token < V) {

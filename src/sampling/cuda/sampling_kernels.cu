@@ -212,6 +212,11 @@ __device__ void penalise(float* x, const Slice& sl, const SamplingRow& r, const 
     for (int t = sl.begin + int(threadIdx.x); t < sl.end; t += kThreads)
       x[t] = apply_penalties(x[t], counts[t], prompt_bit(mask, t), r);
   }
+  if (r.bitmask_row >= 0) {  // structured output: tokens outside the grammar's mask
+    const uint32_t* allowed = a.bitmask + int64_t(r.bitmask_row) * a.mask_words;
+    for (int t = sl.begin + int(threadIdx.x); t < sl.end; t += kThreads)
+      if (!prompt_bit(allowed, t)) x[t] = kNegInf;
+  }
   c.sync();
   if (c.rank == 0)
     for (int j = r.adjust_begin + int(threadIdx.x); j < r.adjust_end; j += kThreads) {
@@ -373,7 +378,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     }
     c.sync();
   }
-  const bool modified = r.penalty_slot >= 0 || r.adjust_end > r.adjust_begin;
+  const bool modified = r.penalty_slot >= 0 || r.adjust_end > r.adjust_begin || r.bitmask_row >= 0;
   if (modified) penalise(x, sl, r, a, c);
   const int32_t tok = r.greedy() ? argmax_row(sl, sh, c) : draw(sl, r, sh, c);
   if (c.rank != 0 || threadIdx.x != 0) return;

@@ -73,6 +73,33 @@ if (process.argv[3]) {
   out.embedding_norm = Math.sqrt(e.data[1].embedding.reduce((s, x) => s + x * x, 0));
   out.embedding_b64_vs_float = Math.max(...e.data[1].embedding.map((x, i) => Math.abs(x - f.data[0].embedding[i])));
 }
+// Tools: a named tool_choice (constrained to the function's parameters), whole and streamed.
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "The weather in a city",
+    parameters: { type: "object", properties: { unit: { enum: ["c", "f"] } }, required: ["unit"], additionalProperties: false },
+  },
+}];
+const tool_choice = { type: "function", function: { name: "get_weather" } };
+const weather = [{ role: "user", content: "What is the weather?" }];
+const tc = await client.chat.completions.create({ model, messages: weather, tools, tool_choice, max_tokens: 48, temperature: 0 });
+const call = tc.choices[0].message.tool_calls?.[0];
+out.tool_name = call?.function.name;
+out.tool_arguments = call?.function.arguments;
+out.tool_finish = tc.choices[0].finish_reason;
+let args = "", name = null;
+for await (const chunk of await client.chat.completions.create({
+  model, messages: weather, tools, tool_choice, max_tokens: 48, temperature: 0, stream: true,
+})) {
+  for (const piece of chunk.choices[0]?.delta?.tool_calls ?? []) {
+    name ??= piece.function?.name ?? null;
+    args += piece.function?.arguments ?? "";
+  }
+}
+out.tool_stream_name = name;
+out.tool_stream_arguments = args;
 
 try {
   await client.completions.create({ model, prompt: "x", temperature: 5 });
