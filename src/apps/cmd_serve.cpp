@@ -25,6 +25,7 @@
 
 #include "apps/commands.h"
 #include "apps/vllm_flags.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/llm_engine.h"
@@ -136,7 +137,7 @@ void raise_fd_limit() {
 // Run-time LoRA updates: --allow-runtime-lora-updating or vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING;
 // adapters load from --lora-dir, by default the directories holding the --lora-modules adapters.
 void finish_lora_policy(const EngineConfig& cfg, LoraRoutePolicy& policy) {
-  if (const char* env = std::getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING"); env && runtime_lora_switch_on(env))
+  if (const char* env = env_value("VLLM_ALLOW_RUNTIME_LORA_UPDATING"); env && runtime_lora_switch_on(env))
     policy.allow_runtime_updating = true;
   if (policy.roots.empty())
     for (const auto& [name, path] : cfg.lora_modules)

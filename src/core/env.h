@@ -9,6 +9,9 @@
 
 namespace gs {
 
+// $name's value, or nullptr when it is unset.
+inline const char* env_value(const char* name) { return std::getenv(name); }
+
 // Whether $name is set to exactly `value` ("0" turns a default-on setting off, "1" a default-off
 // one on).
 inline bool env_is(const char* name, const char* value) {

@@ -42,6 +42,9 @@ struct RunnerConfig {
   // Which kernel variants the CUDA backend, attention and all-reduce run (the defaults in production;
   // tests and benchmarks set fields to compare variants).
   KernelOptions kernel_options;
+  // FULL_AND_PIECEWISE captures piecewise graphs on a sparse ladder of sizes (docs/CUDA_GRAPHS.md
+  // §8); true: on every capture size, as vLLM does.
+  bool piecewise_every_capture_size = false;
 
   // Multi-LoRA serving (vLLM's flags): PEFT adapters checked at start-up, selected per request
   // by name; at most max_loras distinct adapters per batch (device slots). max_cpu_loras is the

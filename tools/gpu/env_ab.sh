@@ -2,7 +2,7 @@
 # A/B of environment switches (no rebuild) on decode steps: bench graphs FULL_AND_PIECEWISE, prompt 128,
 # each variant run AB_ROUNDS times in turn (A B A B ...) so drift between runs shows; then an optional
 # gs_test_cuda filter (AB_TESTS) first.
-#   GS_AB      variants: "default" or NAME=VALUE[,NAME=VALUE] words (default: "default GS_CUDA_PDL=0")
+#   GS_AB      variants: "default" or NAME=VALUE[,NAME=VALUE] words (default: "default GRAPHSERVE_TP_SHM=0"; kernel variants are KernelOptions fields, reached by the tests)
 #   AB_SHAPES  preset:batch,sizes words (default: "llama3.2-1b:1,32 smollm2-135m:1 qwen3-0.6b:1")
 #   device run, kind nvidia-h200, carry [".gpu"] (tools/gpu/pack.sh), command: bash tools/gpu/env_ab.sh
 set -uo pipefail
@@ -17,7 +17,7 @@ if [[ -n "${AB_TESTS:-}" ]]; then
   grep -E '^\[  (FAILED|PASSED) |^\[==========\]' "$out/tests.log" | tail -n 12
 fi
 for round in $(seq "${AB_ROUNDS:-2}"); do
-  for v in ${GS_AB:-default GS_CUDA_PDL=0}; do
+  for v in ${GS_AB:-default GRAPHSERVE_TP_SHM=0}; do
     vars=GS_AB_NONE=1
     [[ $v != default ]] && vars=${v//,/ }
     for shape in ${AB_SHAPES:-llama3.2-1b:1,32 smollm2-135m:1 qwen3-0.6b:1}; do

@@ -7,13 +7,12 @@
 #             size, NCCL vs the custom one-shot / two-shot all-reduce, inside CUDA graphs, then the
 #             fused all-reduce + add + norm vs the two ops per row count;
 #  greedy     dummy llama3.1-8b greedy, 128 tokens, TP=1 vs TP=N: first divergence and the rel-L2 of
-#             the sampled tokens' top-5 logprobs (graphserve generate --output-json, tp_compare.py);
-#             then TP=N with GS_AR_LAMPORT=0 vs TP=N (the two fused kernels: expected identical);
+#             the sampled tokens' top-5 logprobs (graphserve generate --output-json, tp_compare.py)
+#             (the fused all-reduce kernel's two forms are compared by the CudaTp tests);
 #  graphs     decode ms/step at bs 1, 32, 128 for TP=1 and TP=N in FULL_AND_PIECEWISE and NONE
-#             (graphserve bench graphs), then in FULL_AND_PIECEWISE TP=N for each of TP_VARIANTS
-#             (default "b u s"): b GS_AR_LAMPORT=0 (the fused kernel with the barrier), u
-#             GS_FUSED_ALLREDUCE_NORM=0 (the unfused A/B), s GRAPHSERVE_TP_SPIN_MS=$SPIN_MS (0:
-#             sockets not busy-polled);
+#             (graphserve bench graphs), then in FULL_AND_PIECEWISE TP=N with
+#             GRAPHSERVE_TP_SPIN_MS=$SPIN_MS (TP_VARIANTS="s", the default; "": none; 0: sockets not
+#             busy-polled);
 #  kernels    `graphserve bench kernels --tensor-parallel-size N` at bs $KERNEL_BS (1,32): rank 0's
 #             kernels per step (KERNEL_TPS="1 2": TP=1 too);
 #  hosts      the multi-host path: two single-GPU "hosts" (CUDA_VISIBLE_DEVICES 0 and 1, a
@@ -47,17 +46,13 @@ fi
 common="--load-format dummy --max-num-seqs 128 --max-model-len 512 -cc.cudagraph_capture_sizes=[1,2,4,8,16,32,64,128]"
 
 if want graphs; then
-  echo "== decode ms/step, $preset (TP=Nb: GS_AR_LAMPORT=0, the fused kernel with the barrier; TP=Nu:" \
-    "GS_FUSED_ALLREDUCE_NORM=0, all-reduce and add_rms_norm unfused; TP=Ns: GRAPHSERVE_TP_SPIN_MS=${SPIN_MS:-0}," \
-    "driver and workers sleep in poll() at once)"
-  for tp in 1 $tps $(for v in ${TP_VARIANTS:-b u s}; do echo "${tps// /$v }$v"; done); do
-    n=${tp%[bus]} modes=NONE,FULL_AND_PIECEWISE
-    fused=1 spin=${GRAPHSERVE_TP_SPIN_MS:-} lamport=1
-    [[ $tp == *b ]] && lamport=0 modes=FULL_AND_PIECEWISE
-    [[ $tp == *u ]] && fused=0 modes=FULL_AND_PIECEWISE
+  echo "== decode ms/step, $preset (TP=Ns: GRAPHSERVE_TP_SPIN_MS=${SPIN_MS:-0}, driver and workers sleep in" \
+    "poll() at once)"
+  for tp in 1 $tps $(for v in ${TP_VARIANTS-s}; do echo "${tps// /$v }$v"; done); do
+    n=${tp%s} modes=NONE,FULL_AND_PIECEWISE spin=${GRAPHSERVE_TP_SPIN_MS:-}
     [[ $tp == *s ]] && spin=${SPIN_MS:-0} modes=FULL_AND_PIECEWISE
     # shellcheck disable=SC2086
-    GS_AR_LAMPORT=$lamport GS_FUSED_ALLREDUCE_NORM=$fused GRAPHSERVE_TP_SPIN_MS=$spin timeout 170 "$gs" bench graphs --preset "$preset" $common \
+    GRAPHSERVE_TP_SPIN_MS=$spin timeout 170 "$gs" bench graphs --preset "$preset" $common \
       --tensor-parallel-size "$n" --modes $modes --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 \
       --output-json "$out/graphs_tp$tp.json" --output-png '' >"$out/graphs_tp$tp.txt" 2>"$out/graphs_tp$tp.log" ||
       { echo "bench tp $tp failed"; tail -n 5 "$out/graphs_tp$tp.log"; }
@@ -85,15 +80,6 @@ for tp in 1 $tps; do
   grep -E "all-reduce:|decode:" "$out/gen_tp$tp.log" | sed 's/^\[[^]]*\] //' | head -n 6
 done
 want greedy && for tp in $tps; do python3 "$(dirname "$0")/tp_compare.py" "$out/gen_tp1.json" "$out/gen_tp$tp.json" "TP=$tp"; done
-# The flagless fused kernel vs the one with the barrier: the same tokens and logprobs (rel-L2 0).
-for tp in $tps; do
-  want greedy || break
-  # shellcheck disable=SC2086
-  GS_AR_LAMPORT=0 timeout 150 "$gs" generate --preset "$preset" $common --tensor-parallel-size "$tp" --temperature 0 \
-    --ignore-eos --max-tokens 128 --logprobs 5 -p "The tensor-parallel model" -p "Once upon a time" \
-    --output-json "$out/gen_tp${tp}b.json" >/dev/null 2>"$out/gen_tp${tp}b.log" || echo "generate tp ${tp}b failed"
-  python3 "$(dirname "$0")/tp_compare.py" "$out/gen_tp$tp.json" "$out/gen_tp${tp}b.json" "TP=$tp flagless vs barrier"
-done
 
 want hosts && echo "== two single-GPU hosts vs one host, TP=2, llama3.2-1b"
 if want hosts; then
