@@ -1,40 +1,82 @@
 #!/usr/bin/env bash
-# The merged tree's GPU check in one device call (after GS_GPU_NO_BUILD=1 GS_GPU_GOLDEN=1 tools/gpu/pack.sh
-# build/release, and ../shared/tools/hf_peer.py copied into the pack, $PACK or .gpu): every GPU test; bench graphs (NONE vs
-# FULL_AND_PIECEWISE, prompt 128) on the issue-8 shapes, sampled as well on llama3.2-1b; bench kernels on
-# llama3.2-1b; LoRA decode (no adapter / one / eight) at bs 1 and 32; the HF peer (static cache + one CUDA graph per step) on the same shapes.
+# The merged tree's GPU check in one device call, from the repository copy with the pack in $PACK
+# (default .gpu; tools/gpu/pack.sh, binaries may be xz-compressed as bin/NAME.xz). FC_PHASES picks
+# the parts (default "tests base moe prefix"):
+#   tests       every GPU test (gs_test_cuda, cut at FC_TEST_S seconds, default 240)
+#   base        decode ms/step of the previous build (bin/gs_base, if packed) against this one:
+#               bench graphs FULL_AND_PIECEWISE, prompt 128, llama3.2-1b bs 1/32/128 and
+#               llama3.1-8b bs 1/128, greedy; this build sampled too
+#   moe         dummy qwen3-30b-a3b decode ms/step, FULL_AND_PIECEWISE and NONE, bs 1/32/128, with
+#               the weight-bytes floor (tools/gpu/moe_check.sh has the full MoE check)
+#   prefix      tools/gpu/prefix_bench.sh's phases in FC_PREFIX (default "ttft chunk")
+#   structured  tools/gpu/structured_bench.sh (needs the llama3 tokenizer in the pack's shared/)
+#   embed       tools/gpu/embed_bench.sh (with the HF peer)
+#   fp8         dummy llama3.1-8b / llama3.2-1b decode, bf16 against --quantization fp8
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/final_check.sh
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
 source "$(dirname "$0")/env.sh"
 cd "$root" || exit
-export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn} GS_FAMILY_FIXTURES=$root/tests/data/families
+export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn} GS_FAMILY_FIXTURES=$root/tests/data/families PYTHONUNBUFFERED=1
+for z in "$pack"/bin/*.xz; do [[ -f $z ]] && xz -d -f "$z" && chmod +x "${z%.xz}"; done
+phases=${FC_PHASES:-tests base moe prefix}
+has() { [[ " $phases " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-if [[ -z "${GS_GPU_SKIP_TESTS:-}" ]]; then
-  timeout 420 "$pack/bin/gs_test_cuda" --gtest_color=no >"$out/tests.log" 2>&1
-  echo "== gs_test_cuda: exit $?"
-  grep -E '^\[  (FAILED|PASSED) |^\[==========\]' "$out/tests.log" | tail -n 20
-fi
-graphs() {  # graphs <tag> <preset> <batch sizes> [args...]
-  local tag=$1 preset=$2 bs=$3; shift 3
-  timeout 300 "$gs" bench graphs --load-format dummy --preset "$preset" --batch-sizes "$bs" --input-len 128 \
-    --output-len 32 --num-iters 5 --output-png '' --output-json "$out/graphs_$tag.json" "$@" 2>/dev/null |
-    grep -E '^(mode|NONE|FULL|device)' | grep -v 'capture 0.00 s'
+SECONDS=0
+
+# graphs BINARY PRESET BATCH_SIZES MODES [args...]: one summary line per mode and batch size.
+graphs() {
+  local bin=$1 preset=$2 bs=$3 modes=$4
+  shift 4
+  timeout 240 "$pack/bin/$bin" bench graphs --load-format dummy --preset "$preset" --batch-sizes "$bs" \
+    --input-len 128 --output-len 32 --num-iters 5 --modes "$modes" --output-png '' --output-json '' "$@" 2>&1 |
+    grep -E '^(NONE|FULL_AND_PIECEWISE) +[0-9]|rror' | awk -v t="$bin $preset" '{print t, $1, $2, $3}'
 }
-echo "== bench graphs"
-graphs llama1b llama3.2-1b 1,8,32,128 --modes NONE,FULL_AND_PIECEWISE
-graphs llama1b_sampled llama3.2-1b 1,8,32,128 --modes FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50
-graphs smollm smollm2-135m 1,128 --modes NONE,FULL_AND_PIECEWISE
-graphs qwen3 qwen3-0.6b 1,128 --modes NONE,FULL_AND_PIECEWISE
-graphs llama8b llama3.1-8b 1,128 --modes NONE,FULL_AND_PIECEWISE
-echo "== bench kernels, llama3.2-1b"
-timeout 200 "$gs" bench kernels --load-format dummy --preset llama3.2-1b --batch-sizes 1,32,128 --top 10 \
-  2>/dev/null | tee "$out/kernels_llama3.2-1b.txt"
-echo "== LoRA, dummy llama3.2-1b, 8 random rank-16 adapters on all 7 projections (lora_bench.sh, bs 1, 32 and 128)"
-GS_GPU_SKIP_TESTS=1 BATCH_SIZES="1 32 128" timeout 300 bash "$root/tools/gpu/lora_bench.sh" 2>&1 |
-  grep -E '^(==|lora spread|decode / step|made)' | grep -v 'without --enable-lora'
-echo "== HF peer (graph variant)"
-[[ -f $pack/hf_peer.py ]] && (cd "$out" && timeout 400 python3 "$pack/hf_peer.py" \
-  llama3.2-1b,smollm2-135m,llama3.1-8b graph 1,32,128 >hf_peer.log 2>&1; tail -n 12 hf_peer.jsonl)
-"$gs" --log-level info generate --load-format dummy --preset llama3.2-1b --prompt Hello --max-tokens 16 --ignore-eos \
-  --temperature 0 2>&1 >/dev/null | grep -iE 'graph memory|captured|gemm' | tail -n 4
+
+if has tests; then
+  timeout "${FC_TEST_S:-240}" "$pack/bin/gs_test_cuda" --gtest_color=no >"$out/tests.log" 2>&1
+  echo "== gs_test_cuda: exit $? (124: cut at ${FC_TEST_S:-240} s; ${SECONDS} s)"
+  grep -E '^\[  (FAILED|PASSED) |^\[==========\]' "$out/tests.log" | tail -n 25
+fi
+if has base; then
+  echo "== decode ms/step, previous build (gs_base) against this one (graphserve) (${SECONDS} s)"
+  for shape in llama3.2-1b:1,32,128 llama3.1-8b:1,128; do
+    for b in gs_base graphserve; do
+      [[ -x $pack/bin/$b ]] && graphs "$b" "${shape%%:*}" "${shape#*:}" FULL_AND_PIECEWISE
+    done
+  done
+  echo "-- sampled (temperature 1, top-p 0.95, top-k 50)"
+  graphs graphserve llama3.2-1b 1,32,128 FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50
+fi
+if has moe; then
+  echo "== qwen3-30b-a3b (${SECONDS} s)"
+  "$gs" info --preset qwen3-30b-a3b 2>/dev/null | grep -E '^(parameters|active)'
+  bw=3350
+  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && bw=4800
+  "$gs" info --preset qwen3-30b-a3b 2>/dev/null | awk -v bw="$bw" '/^active parameters/ {
+    printf "floor bs 1: %.2f GB of active weights = %.3f ms at %d GB/s\n", 2 * $5 / 1e9, 2 * $5 / bw / 1e6, bw }'
+  GRAPHSERVE_LOG_LEVEL=info graphs graphserve qwen3-30b-a3b 1,32,128 FULL_AND_PIECEWISE,NONE
+  graphs graphserve qwen3-30b-a3b 1,32 FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50
+fi
+if has prefix; then
+  echo "== prefix caching (${SECONDS} s)"
+  cp "$root/tools/gpu/prefix_bench.sh" "$pack/"
+  GS_PHASES=${FC_PREFIX:-ttft chunk} bash "$pack/prefix_bench.sh" | grep -v '^NVIDIA'
+fi
+if has structured; then
+  echo "== structured output (${SECONDS} s)"
+  bash "$root/tools/gpu/structured_bench.sh" "$pack"
+fi
+if has embed; then
+  echo "== embeddings (${SECONDS} s)"
+  cp "$root/tools/gpu/embed_bench.sh" "$root/tools/gpu/hf_embed.py" "$pack/"
+  bash "$pack/embed_bench.sh" | grep -v '^NVIDIA'
+fi
+if has fp8; then
+  echo "== FP8 (${SECONDS} s)"
+  for p in llama3.1-8b:1,32,128 llama3.2-1b:1,32,128; do
+    graphs graphserve "${p%%:*}" "${p#*:}" FULL_AND_PIECEWISE | sed 's/$/ bf16/'
+    graphs graphserve "${p%%:*}" "${p#*:}" FULL_AND_PIECEWISE --quantization fp8 | sed 's/$/ fp8/'
+  done
+fi
+echo "== done in ${SECONDS} s"
