@@ -33,28 +33,11 @@ constexpr const char* kPlainChatTemplate =
 }  // namespace
 
 Tokenizer Tokenizer::dummy(int vocab_size) {
-  GS_CHECK(vocab_size >= 258, "dummy tokenizer: vocab_size is {} but must be >= 258 (256 bytes, <s>, </s>)",
-           vocab_size);
   TokenMap vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace(bytes_to_chars(std::string(1, static_cast<char>(b))), b);
   for (int id = 258; id < vocab_size; ++id) vocab.emplace(bytes_to_chars(pseudo_word(id - 258)), id);
-  auto impl =
-      std::make_shared<Impl>(Impl{.model = BpeModel(std::move(vocab), {}, {}, "dummy tokenizer"),
-                                  .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
-                                                       AddedToken{.id = 257, .content = "</s>", .special = true}}),
-                                  .normalizer = {},
-                                  .pre_tokenizer = PreTokenizer::byte_level(),
-                                  .post = PostProcessor{{256}, {}},
-                                  .decoder = Decoder::byte_level(),
-                                  .size = vocab_size,
-                                  .special = {256, 257},
-                                  .bos_id = 256,
-                                  .eos_id = 257,
-                                  .bos_token = "<s>",
-                                  .eos_token = "</s>",
-                                  .chat_template = kPlainChatTemplate});
   Tokenizer t;
-  t.impl_ = std::move(impl);
+  t.impl_ = make_byte_level_impl(std::move(vocab), vocab_size, "dummy tokenizer", kPlainChatTemplate);
   return t;
 }
 

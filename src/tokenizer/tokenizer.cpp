@@ -49,30 +49,31 @@ std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_spec
   return decoder.decode(std::move(tokens));
 }
 
+std::shared_ptr<Tokenizer::Impl> make_byte_level_impl(TokenMap vocab, int vocab_size, const char* name,
+                                                      std::string chat_template) {
+  GS_CHECK(vocab_size >= 258, "{}: vocab_size is {} but must be >= 258 (256 bytes, <s>, </s>)", name, vocab_size);
+  return std::make_shared<Tokenizer::Impl>(
+      Tokenizer::Impl{.model = BpeModel(std::move(vocab), {}, {}, name),
+                      .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
+                                           AddedToken{.id = 257, .content = "</s>", .special = true}}),
+                      .normalizer = {},
+                      .pre_tokenizer = PreTokenizer::byte_level(),
+                      .post = PostProcessor{{256}, {}},
+                      .decoder = Decoder::byte_level(),
+                      .size = vocab_size,
+                      .special = {256, 257},
+                      .bos_id = 256,
+                      .eos_id = 257,
+                      .bos_token = "<s>",
+                      .eos_token = "</s>",
+                      .chat_template = std::move(chat_template)});
+}
+
 Tokenizer Tokenizer::byte_level(int vocab_size) {
-  GS_CHECK(vocab_size >= 258,
-           "byte-level tokenizer: vocab_size is {} but must be >= 258 (256 "
-           "bytes, <s>, </s>)",
-           vocab_size);
   TokenMap vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace(bytes_to_chars(std::string(1, static_cast<char>(b))), b);
-  auto impl =
-      std::make_shared<Impl>(Impl{.model = BpeModel(std::move(vocab), {}, {}, "byte-level tokenizer"),
-                                  .added = AddedVocab({AddedToken{.id = 256, .content = "<s>", .special = true},
-                                                       AddedToken{.id = 257, .content = "</s>", .special = true}}),
-                                  .normalizer = {},
-                                  .pre_tokenizer = PreTokenizer::byte_level(),
-                                  .post = PostProcessor{{256}, {}},
-                                  .decoder = Decoder::byte_level(),
-                                  .size = vocab_size,
-                                  .special = {256, 257},
-                                  .bos_id = 256,
-                                  .eos_id = 257,
-                                  .bos_token = "<s>",
-                                  .eos_token = "</s>",
-                                  .chat_template = ""});
   Tokenizer t;
-  t.impl_ = std::move(impl);
+  t.impl_ = make_byte_level_impl(std::move(vocab), vocab_size, "byte-level tokenizer", "");
   return t;
 }
 

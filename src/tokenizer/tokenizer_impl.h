@@ -1,6 +1,7 @@
 // The shared, immutable state behind gs::Tokenizer: the tokenizer.json pipeline (added tokens,
 // normalizer, pre-tokenizer, BPE model, post-processor, decoder) plus tokenizer_config.json.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -32,5 +33,10 @@ struct Tokenizer::Impl {
   // The vocabulary string of `id` (added tokens first); nullptr when the id is unknown.
   const std::string* token(int32_t id) const;
 };
+
+// The built-in byte-level pipeline of Tokenizer::byte_level and Tokenizer::dummy: `vocab` (the 256
+// bytes first, in byte_level's characters), <s> = 256 and </s> = 257, no merges.
+std::shared_ptr<Tokenizer::Impl> make_byte_level_impl(TokenMap vocab, int vocab_size, const char* name,
+                                                      std::string chat_template);
 
 }  // namespace gs
