@@ -2,8 +2,8 @@
 // llm_engine_load.cpp (building the real runner and tokenizer).
 #pragma once
 #include <memory>
-#include <set>
 #include <mutex>
+#include <set>
 #include <span>
 #include <unordered_map>
 #include <vector>

@@ -164,8 +164,9 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
   ModeResolution res = resolve_cudagraph_mode(*cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
-  dispatcher.initialize_cudagraph_keys(res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora,
-                                       piecewise_capture_sizes(res.mode, res.capture_sizes, cfg.piecewise_every_capture_size));
+  dispatcher.initialize_cudagraph_keys(
+      res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora,
+      piecewise_capture_sizes(res.mode, res.capture_sizes, cfg.piecewise_every_capture_size));
   if (!backend->device().is_cuda()) return;  // the CPU's graphs hold no device memory to reserve
   graph_reserve = estimate_graph_memory(dispatcher.keys(CUDAGraphMode::FULL).size(),
                                         dispatcher.keys(CUDAGraphMode::PIECEWISE).size(), model->num_pieces());

@@ -15,8 +15,8 @@
 #include "server/generation.h"
 #include "server/json_body.h"
 #include "server/json_fields.h"
-#include "server/responses_api.h"
 #include "server/request_bounds.h"
+#include "server/responses_api.h"
 
 namespace gs {
 

@@ -40,8 +40,8 @@ struct ServerConfig {
   RequestLimits limits;
   std::string version = "unknown";     // what GET /version reports
   size_t max_stored_responses = 1000;  // Responses API store (previous_response_id); 0: off
-  LoraRoutePolicy lora;  // run-time LoRA loading: off unless the operator opts in
-  ChatOutputFlags chat_output;  // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser
+  LoraRoutePolicy lora;                // run-time LoRA loading: off unless the operator opts in
+  ChatOutputFlags chat_output;         // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser
 };
 
 class ApiServer : private HttpHandler {
