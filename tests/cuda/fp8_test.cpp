@@ -97,7 +97,8 @@ struct TeacherForced {
   std::vector<std::vector<float>> rows;  // per position: the logits choosing HF's token there
 };
 TeacherForced teacher_forced(const ModelSource& src, const test::FamilyFixture& fx, size_t r) {
-  test::DeviceModel m(make_cuda_backend(0, DType::BF16), src, 128, make_cuda_attention);
+  test::DeviceModel m(make_cuda_backend(0, DType::BF16), src, 128,
+                      [](Backend& b, const AttentionShape& s) { return make_cuda_attention(b, s); });
   std::vector<int32_t> seq = fx.prompts[r];
   seq.insert(seq.end(), fx.tokens[r].begin(), fx.tokens[r].end() - 1);
   const auto logits = m.prefill(seq);

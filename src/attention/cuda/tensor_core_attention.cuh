@@ -68,7 +68,8 @@ struct Cfg {
 // The search reads query_start_loc from `scratch` (shared) when its num_reqs_padded + 1 entries
 // fit `cap`: one parallel load instead of a chain of log2(num_reqs) dependent global loads. The
 // caller syncs before it reuses scratch.
-__device__ bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti, int32_t* scratch, int cap) {
+__device__ inline bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti, int32_t* scratch,
+                                   int cap) {
   const int32_t* qsl = p.query_start_loc;
   if (p.num_reqs_padded + 1 <= cap) {  // block-uniform
     for (int i = int(threadIdx.x); i <= p.num_reqs_padded; i += int(blockDim.x)) scratch[i] = qsl[i];
