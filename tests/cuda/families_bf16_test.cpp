@@ -36,7 +36,8 @@ TEST_P(FamiliesBf16, CloseToHuggingFaceF32) {
   double worst = 0, sum = 0;
   int n_rel = 0;
   for (size_t r = 0; r < fx.prompts.size(); ++r) {
-    test::DeviceModel m(make_cuda_backend(0, DType::BF16), src, 128, make_cuda_attention);
+    test::DeviceModel m(make_cuda_backend(0, DType::BF16), src, 128,
+                        [](Backend& b, const AttentionShape& s) { return make_cuda_attention(b, s); });
     std::vector<int32_t> seq = fx.prompts[r];
     seq.insert(seq.end(), fx.tokens[r].begin(), fx.tokens[r].end() - 1);
     const auto logits = m.prefill(seq);
