@@ -8,6 +8,7 @@
 # 2. FP8 beside bf16 in the same call, dummy weights, FULL_AND_PIECEWISE: decode ms/step at bs
 #    1 / 32 / 128 (llama3.1-8b and llama3.2-1b greedy, llama3.2-1b sampled) and an 8k-token 8B prefill.
 # Logs go to $OUT; each command has its own timeout so one slow phase cannot starve the rest.
+# FP8_QUICK=1 (a call of ~200 s) skips the greedy-text phase and the sampled 1B runs.
 set -uo pipefail
 cd "$(dirname "$0")"
 out=${OUT:-./out}
@@ -22,7 +23,7 @@ if [[ -x bin/gs_test_cuda ]]; then
   grep -E '^\[fp8|FAILED|PASSED|Failure' "$out/fp8_tests.log" | head -60
 fi
 # Greedy text of the HF fixtures (ids printed): bf16 vs --quantization fp8, and the FP8 checkpoints.
-for m in llama qwen3 fp8_channel fp8_block fp8_tensor; do
+[[ -n ${FP8_QUICK:-} ]] || for m in llama qwen3 fp8_channel fp8_block fp8_tensor; do
   for q in "" "--quantization fp8"; do
     [[ $m == fp8_* && -n $q ]] && continue
     printf '%-12s %-18s ' "$m" "${q:-bf16}"
@@ -54,7 +55,7 @@ prefill() {  # preset, timeout
 }
 {
   graphs llama3.1-8b "${FP8_8B_TIMEOUT:-40}"
-  graphs llama3.2-1b 20
-  prefill llama3.1-8b 30
-  graphs llama3.2-1b 20 --temperature 1.0 --top-p 0.9
+  graphs llama3.2-1b "${FP8_1B_TIMEOUT:-20}"
+  prefill llama3.1-8b "${FP8_PREFILL_TIMEOUT:-30}"
+  [[ -n ${FP8_QUICK:-} ]] || graphs llama3.2-1b 20 --temperature 1.0 --top-p 0.9
 } 2>&1 | tee "$out/fp8_bench.log"

@@ -22,6 +22,11 @@ cudaError_t fp8_quantize_rows(const uint16_t* x, int M, int K, uint8_t* q, float
 // out [N, K] bf16 = q * scales (scales [N, G], G = 1 or ceil(K / 128)).
 cudaError_t fp8_dequantize(const uint8_t* q, const float* scales, int G, uint16_t* out, int N, int K, cudaStream_t s);
 
+// The FP8 GEMM's epilogue when the library multiplies unit-scaled e4m3 operands: y [M, N] (bf16,
+// in place) = y * x_scales[m] * w_scales[n] + bias[n] (bias bf16, or null), rounded once to bf16.
+cudaError_t fp8_scale_output(uint16_t* y, const float* x_scales, const float* w_scales, const uint16_t* bias, int M,
+                             int N, cudaStream_t s);
+
 // The most tokens the FP8 GEMV takes (one warp an output, every token's row of x in registers).
 constexpr int kFp8GemvMaxM = 8;
 // Whether fp8_gemv takes M tokens of K (K a multiple of 16, x and w 16-byte aligned).

@@ -44,16 +44,15 @@ void Fp8Linear::quantize(const Tensor& src, int64_t group_rows, bool block128, c
   }
 }
 
-bool Fp8Linear::run_lt(const Tensor& x, const Tensor& w, const Tensor& y, int M, int N, int K, cudaStream_t s) {
+bool Fp8Linear::run_lt(const Tensor& x, const Tensor& w, const uint16_t* bias, const Tensor& y, int M, int N, int K,
+                       cudaStream_t s) {
   if (!lt_ || w.scales().dim(1) != 1 || y.dtype() != DType::BF16 || xq_.numel() < int64_t(opts_.lt_max_rows) * K)
     return false;
   const int chunk = opts_.lt_max_rows;
   if (!lt_->supported(std::min(M, chunk), N, K) || (M > chunk && M % chunk && !lt_->supported(M % chunk, N, K))) {
     if (!warned_)
-      spdlog::warn(
-          "cuBLASLt has no FP8 GEMM with per-token x per-channel scales for M {} N {} K {}: such shapes "
-          "dequantize the weight to bf16",
-          M, N, K);
+      spdlog::warn("cuBLASLt has no FP8 e4m3 GEMM for M {} N {} K {}: such shapes dequantize the weight to bf16", M, N,
+                   K);
     warned_ = true;
     return false;
   }
@@ -61,7 +60,7 @@ bool Fp8Linear::run_lt(const Tensor& x, const Tensor& w, const Tensor& y, int M,
     const int m = std::min(chunk, M - m0);
     const auto* xr = x.data_as<uint16_t>() + int64_t(m0) * K;
     GS_CUDA_CHECK(cuda::fp8_quantize_rows(xr, m, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
-    lt_->matmul(xq_.data_as<uint8_t>(), xs_.data_as<float>(), w.data_as<uint8_t>(), w.scales().data_as<float>(),
+    lt_->matmul(xq_.data_as<uint8_t>(), xs_.data_as<float>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), bias,
                 y.data_as<uint16_t>() + int64_t(m0) * N, m, N, K, s);
   }
   return true;
@@ -80,10 +79,7 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
                                  y.data(), y.dtype() == DType::F32, M, N, K, s));
     return;
   }
-  if (opts_.lt_fp8_gemm && run_lt(x, w, y, M, N, K, s)) {
-    if (b) GS_CUDA_CHECK(cuda::add_bias<cuda::bf16_t>(y.data(), false, b, M, N, s));
-    return;
-  }
+  if (opts_.lt_fp8_gemm && run_lt(x, w, b, y, M, N, K, s)) return;
   GS_CHECK(dequant_.numel() >= int64_t(N) * K, "linear: FP8 weight {} is larger than the dequantization scratch",
            w.str());
   const Tensor wb = dequant_.prefix({N, K});
@@ -97,8 +93,9 @@ std::string Fp8Linear::describe() const {
       "FP8 GEMV up to {} tokens (scales in its epilogue); above: {}; the decode fusions (deferred norm, RoPE split, "
       "SiLU x up, residual add) run as separate kernels after FP8 projections",
       std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
-      opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM, x quantized per token, per-channel weight scales as outer-vector "
-                          "scale pointers (128x128 block-scaled weights: dequantized to bf16 + the bf16 GEMM)"
+      opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel "
+                          "scales and bias in one epilogue kernel (128x128 block-scaled weights: dequantized to bf16 + "
+                          "the bf16 GEMM)"
                         : "the weight dequantized to bf16 + the bf16 GEMM");
 }
 

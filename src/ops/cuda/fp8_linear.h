@@ -1,8 +1,9 @@
 // Fp8Linear: the CUDA backend's linear() for FP8 e4m3 weights (ops/fp8_weights.h) and their
 // quantization at load. Small token counts (decode) run the FP8 GEMV, which streams half the
-// bytes of bf16; larger ones run cuBLASLt's FP8 GEMM on activations quantized per token, or, where
-// that is not available (128x128 block-scaled weights, a shape the library refuses, an f32
-// output), the weight dequantized to bf16 through one persistent scratch and the bf16 GEMM.
+// bytes of bf16; larger ones run cuBLASLt's FP8 GEMM on activations quantized per token (scales
+// and bias applied after it, ops/cuda/fp8_lt_gemm.h), or, where that is not available (128x128
+// block-scaled weights, a shape the library refuses, an f32 output), the weight dequantized to
+// bf16 through one persistent scratch and the bf16 GEMM.
 // The fused decode epilogues (deferred norm, RoPE split, SiLU x up, residual add) are not fused
 // with FP8 weights: the backend runs them as their separate kernels after this linear.
 #pragma once
@@ -31,7 +32,8 @@ class Fp8Linear {
   std::string describe() const;
 
  private:
-  bool run_lt(const Tensor& x, const Tensor& w, const Tensor& y, int M, int N, int K, cudaStream_t s);
+  bool run_lt(const Tensor& x, const Tensor& w, const uint16_t* bias, const Tensor& y, int M, int N, int K,
+              cudaStream_t s);
 
   Allocator& alloc_;
   Fp8KernelOptions opts_;

@@ -2,7 +2,9 @@
 // (K x N, transposed), B is x (K x M), D is y^T (N x M): the "TN" layout FP8 GEMMs require.
 #include "ops/cuda/fp8_lt_gemm.h"
 
+#include "core/cuda/cuda_check.h"
 #include "core/error.h"
+#include "ops/cuda/fp8_kernels.h"
 
 namespace gs {
 
@@ -30,48 +32,38 @@ Fp8LtGemm::Plan& Fp8LtGemm::plan(int M, int N, int K) {
   auto [it, fresh] = plans_.try_emplace({M, N, K});
   Plan& p = it->second;
   if (!fresh) return p;
+  // No scale attributes: the library's default, unit per-tensor scales.
   bool ok = cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
   ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
-  ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec) == 0;
-  ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec) == 0;
   ok = ok && cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K) == 0;
   ok = ok && cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K) == 0;
   ok = ok && cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, N, M, N) == 0;
-  if (ok) {
-    cublasLtMatmulPreference_t pref = nullptr;
-    ok = cublasLtMatmulPreferenceCreate(&pref) == 0;
-    const size_t ws = kWorkspaceBytes;
-    if (ok) cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t res{};
-    int found = 0;
-    ok = ok && cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found) == 0 &&
-         found > 0;
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (ok) p.algo = res.algo;
-  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
+  const size_t ws = kWorkspaceBytes;
+  ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0;
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  ok = ok && cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found) == 0 && found > 0;
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (ok) p.algo = res.algo;
   p.ok = ok;
   return p;
 }
 
 bool Fp8LtGemm::supported(int M, int N, int K) { return M > 0 && N > 0 && K > 0 && K % 16 == 0 && plan(M, N, K).ok; }
 
-void Fp8LtGemm::matmul(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale, uint16_t* y,
-                       int M, int N, int K, cudaStream_t s) {
+void Fp8LtGemm::matmul(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale,
+                       const uint16_t* bias, uint16_t* y, int M, int N, int K, cudaStream_t s) {
   Plan& p = plan(M, N, K);
   GS_CHECK(p.ok, "cuBLASLt FP8 GEMM: no algorithm for M {} N {} K {}", M, N, K);
-  // The scale pointers are the per-call operands: set on the cached descriptor before each launch
-  // (host-side; a captured graph keeps the values of its capture, which are the persistent buffers).
-  GS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale) == 0 &&
-          cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale) == 0,
-      "cuBLASLt FP8 GEMM: cannot set the scale pointers");
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, wq, p.a, xq, p.b, &beta, y, p.c, y, p.c, &p.algo,
                                            workspace_.data(), kWorkspaceBytes, s);
   GS_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt FP8 GEMM (M {} N {} K {}) failed: status {}", M, N, K, int(st));
+  GS_CUDA_CHECK(cuda::fp8_scale_output(y, x_scale, w_scale, bias, M, N, s));
 }
 
 }  // namespace gs
