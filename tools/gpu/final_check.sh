@@ -12,11 +12,13 @@
 #   structured  tools/gpu/structured_bench.sh (needs the llama3 tokenizer in the pack's shared/)
 #   embed       tools/gpu/embed_bench.sh (with the HF peer)
 #   fp8         dummy llama3.1-8b / llama3.2-1b decode, bf16 against --quantization fp8
+#   FC_SOURCE_DIR  the checkout the tests were built in, linked to the repository copy if missing
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/final_check.sh
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
 source "$(dirname "$0")/env.sh"
 cd "$root" || exit
+link_source_dir "${FC_SOURCE_DIR:-}"  # the checkout the tests were built in (their data paths)
 export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn} GS_FAMILY_FIXTURES=$root/tests/data/families PYTHONUNBUFFERED=1
 for z in "$pack"/bin/*.xz; do [[ -f $z ]] && xz -d -f "$z" && chmod +x "${z%.xz}"; done
 phases=${FC_PHASES:-tests base moe prefix}
