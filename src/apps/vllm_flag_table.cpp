@@ -107,7 +107,6 @@ std::vector<VllmFlag> make_table() {
       noop("--max-seq-len-to-capture", A::Value, "8192", "graph sizes come from --cuda-graph-sizes / -cc"),
       only("--logprobs-mode", {"raw_logprobs"}, "logprobs are those of the raw model output", ""),
       noop("--disable-sliding-window", A::Switch, "", "attention follows the model's config"),
-      noop("--disable-cascade-attn", A::Switch, "", "cascade attention is not used"),
       refused("--enable-prompt-embeds", A::Switch, "", "prompts are text or token ids"),
       only("--config-format", {"auto", "hf"}, "only Hugging Face config.json is read", ""),
       refused("--logits-processor-pattern", A::Value, ".*", kPython),

@@ -101,6 +101,11 @@ int64_t first_non_finite(const void* data, DType dtype, size_t n) {
     }
     return -1;
   }
+  if (dtype == DType::F8E4M3) {  // e4m3 has no infinity; S.1111.111 is its NaN
+    for (size_t i = 0; i < n; ++i)
+      if ((b[i] & 0x7F) == 0x7F) return int64_t(i);
+    return -1;
+  }
   GS_CHECK(dtype == DType::F16 || dtype == DType::BF16, "first_non_finite: unsupported dtype {}", dtype_name(dtype));
   const uint16_t exp = dtype == DType::F16 ? 0x7C00 : 0x7F80;  // all-ones exponent: Inf or NaN
   for (size_t i = 0; i < n; ++i) {

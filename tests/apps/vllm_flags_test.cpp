@@ -167,7 +167,7 @@ TEST(VllmFlags, AVllmLaunchLineServes) {
   const std::string model = test::stories260k_dir().string();
   const int port = 18000 + static_cast<int>(::getpid() % 2000);
   const std::string log = (test::binary_dir() / "vllm_flags_serve.log").string();
-  const std::string cmd = "timeout 60 " + test::graphserve_exe().string() + " serve " + model +
+  const std::string cmd = "timeout 60 " + test::graphserve_exe().string() + " --log-level info serve " + model +
                           " --device cpu --enforce-eager --port " + std::to_string(port) +
                           " --trust-remote-code --swap-space 4 -tp 1 --max-model-len 0.5k --kv-cache-dtype auto "
                           "--enable-chunked-prefill --uvicorn-log-level warning --disable-log-stats > " +
