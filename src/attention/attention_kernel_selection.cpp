@@ -22,8 +22,8 @@ bool tensor_core_attention_fits(const AttentionLaunch& l) {
 
 AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o) {
   if (!o.tensor_core || !tensor_core_attention_fits(l)) return AttentionKernel::FlashDecoding;
-  // Head dim 64 prefill runs flash-decoding until the tensor-core prefill kernel at D 64 is correct
-  // again (it disagrees with the reference since the kernels were split into their own files).
+  // Head dim 64 prefill runs flash-decoding: the tensor-core prefill kernel at head dim 64 disagrees
+  // with the reference (docs/PERF.md, Attention).
   if (l.max_query_len >= kPrefillMinQueryLen)
     return l.head_dim == 64 ? AttentionKernel::FlashDecoding : AttentionKernel::TensorCorePrefill;
   const bool warp_per_pair = warp_per_pair_fits(l, o);

@@ -27,8 +27,9 @@ bool visible(const std::string& s) {
 
 TEST(FirstRun, TheDefaultModelAnswersACompletionWithTextAndAChat) {
   const int port = 20000 + static_cast<int>(::getpid() % 2000);
-  const std::string cmd = "timeout 120 " + test::graphserve_exe().string() + " serve --device cpu --enforce-eager --port " +
-                          std::to_string(port) + " > /dev/null 2>&1 & echo $!";
+  const std::string cmd = "timeout 120 " + test::graphserve_exe().string() +
+                          " serve --device cpu --enforce-eager --port " + std::to_string(port) +
+                          " > /dev/null 2>&1 & echo $!";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   int pid = 0;
