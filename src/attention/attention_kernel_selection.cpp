@@ -22,10 +22,7 @@ bool tensor_core_attention_fits(const AttentionLaunch& l) {
 
 AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o) {
   if (!o.tensor_core || !tensor_core_attention_fits(l)) return AttentionKernel::FlashDecoding;
-  // Head dim 64 prefill runs flash-decoding: the tensor-core prefill kernel at head dim 64 disagrees
-  // with the reference (docs/PERF.md, Attention).
-  if (l.max_query_len >= kPrefillMinQueryLen)
-    return l.head_dim == 64 ? AttentionKernel::FlashDecoding : AttentionKernel::TensorCorePrefill;
+  if (l.max_query_len >= kPrefillMinQueryLen) return AttentionKernel::TensorCorePrefill;
   const bool warp_per_pair = warp_per_pair_fits(l, o);
   if (l.max_query_len == 1 && o.keys_as_rows_decode && group(l) <= kKeysAsRowsMaxGroup && !warp_per_pair)
     return AttentionKernel::KeysAsRowsDecode;

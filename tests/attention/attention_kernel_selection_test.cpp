@@ -20,9 +20,9 @@ AttentionLaunch launch(int hq, int hkv, int D, int requests, int max_query_len) 
 K pick(const AttentionLaunch& l, const AttentionKernelOptions& o = {}) { return select_attention_kernel(l, o); }
 
 TEST(AttentionKernelSelection, LongQueriesRunThePrefillKernel) {
-  EXPECT_EQ(pick(launch(32, 8, 64, 1, kPrefillMinQueryLen)), K::FlashDecoding);  // D 64 prefill: flash-decoding for now
+  EXPECT_EQ(pick(launch(32, 8, 64, 1, kPrefillMinQueryLen)), K::TensorCorePrefill);
   EXPECT_EQ(pick(launch(32, 8, 128, 7, 2048)), K::TensorCorePrefill);
-  EXPECT_EQ(pick(launch(64, 1, 64, 3, 100)), K::FlashDecoding);
+  EXPECT_EQ(pick(launch(64, 1, 64, 3, 100)), K::TensorCorePrefill);  // a group of 64: one tile's rows
   // One token short of the prefill tile: a decode kernel.
   EXPECT_EQ(pick(launch(32, 8, 64, 4, kPrefillMinQueryLen - 1)), K::TensorCoreDecode);
 }
@@ -89,7 +89,7 @@ TEST(AttentionKernelSelection, OptionsTurnKernelsOff) {
   for (int q : {1, 4, 512}) EXPECT_EQ(pick(launch(32, 8, 64, 8, q), no_tensor_cores), K::FlashDecoding);
   AttentionKernelOptions no_tc_decode;
   no_tc_decode.tensor_core_decode = false;
-  EXPECT_EQ(pick(launch(32, 8, 64, 8, 512), no_tc_decode), K::FlashDecoding);
+  EXPECT_EQ(pick(launch(32, 8, 64, 8, 512), no_tc_decode), K::TensorCorePrefill);
   EXPECT_EQ(pick(launch(32, 8, 64, 8, 4), no_tc_decode), K::FlashDecoding);
   EXPECT_EQ(pick(launch(32, 8, 64, 8, 1), no_tc_decode), K::KeysAsRowsDecode);
   AttentionKernelOptions no_keys_as_rows;

@@ -2,7 +2,8 @@
 # The merged tree's GPU check in one device call, from the repository copy with the pack in $PACK
 # (default .gpu; tools/gpu/pack.sh, binaries may be xz-compressed as bin/NAME.xz). FC_PHASES picks
 # the parts (default "tests base moe prefix"):
-#   tests       every GPU test (gs_test_cuda, cut at FC_TEST_S seconds, default 240)
+#   tests       every GPU test (gs_test_cuda, cut at FC_TEST_S seconds, default 240), or those of
+#               the gtest filter FC_TEST_FILTER
 #   base        decode ms/step of the previous build (bin/gs_base, if packed) against this one:
 #               bench graphs FULL_AND_PIECEWISE, prompt 128, llama3.2-1b bs 1/32/128 and
 #               llama3.1-8b bs 1/128, greedy; this build sampled too
@@ -36,7 +37,8 @@ graphs() {
 }
 
 if has tests; then
-  timeout "${FC_TEST_S:-240}" "$pack/bin/gs_test_cuda" --gtest_color=no >"$out/tests.log" 2>&1
+  timeout "${FC_TEST_S:-240}" "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter="${FC_TEST_FILTER:-*}" \
+    >"$out/tests.log" 2>&1
   echo "== gs_test_cuda: exit $? (124: cut at ${FC_TEST_S:-240} s; ${SECONDS} s)"
   grep -E '^\[  (FAILED|PASSED) |^\[==========\]' "$out/tests.log" | tail -n 25
 fi

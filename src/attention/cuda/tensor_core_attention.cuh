@@ -216,12 +216,13 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     st[mt].m[0] = st[mt].m[1] = -INFINITY;
     st[mt].l[0] = st[mt].l[1] = 0.0f;
   }
-  // Q's fragments, loaded once before the loop so that they are defined on every path into it (loaded
-  // inside the loop's first iteration, ptxas reused their registers in the wgmma kernel).
+  // Q's fragments. mma.sync keeps them in registers across the loop; the wgmma kernel reads them
+  // again from shared memory for every tile (tensor_core_wgmma.cuh: kept live across the loop, the
+  // registers wgmma reads asynchronously were given to other values, and later tiles saw garbage).
   uint32_t qf[MT][D / 16][4];
   cp_async_wait<2>();  // the group of Q and tile 0
   __syncthreads();
-  load_q_frags<D, MT>(qf, q_s, row0, lane);
+  if constexpr (!WG) load_q_frags<D, MT>(qf, q_s, row0, lane);
 
   if (wsplit) {  // rounds of kStages tiles: warp w < kStages computes tile r0 + w of the round at r0
     for (int r0 = 0; r0 < n_kv; r0 += kStages) {
@@ -252,10 +253,12 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     if (it > 0) cp_async_commit();
     if (active) {
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
-      if constexpr (WG)
+      if constexpr (WG) {
+        load_q_frags<D, MT>(qf, q_s, row0, lane);
         attend_tile_wg(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
-      else
+      } else {
         attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+      }
     }
   }
   cp_async_wait<0>();
