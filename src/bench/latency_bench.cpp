@@ -73,9 +73,11 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
       for (int b = 0; b < shared_blocks; ++b) reqs[r].blocks.push_back(b);
       for (int b = 0; b < blocks_per_req; ++b) reqs[r].blocks.push_back(shared_blocks + r * blocks_per_req + b);
     }
-    // prefix_only < prompt_len: the untimed pass of request 0 over the shared prefix.
+    // prefix_only < prompt_len: the untimed pass of request 0 over the shared prefix. That pass
+    // samples at its end and drops the token: a step that samples nothing returns before the device
+    // has finished it, and the prefix's work would land in the timed prefill.
     int prefix_only = prompt_len;
-    auto step = [&](int budget, bool prefill_only) {
+    auto step = [&](int budget, bool prefill_only, bool prefix_pass = false) {
       SchedulerOutput so;
       for (size_t r = 0; r < reqs.size() && budget > 0; ++r) {
         SyntheticRequest& s = reqs[r];
@@ -94,7 +96,7 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
                                .num_computed_tokens = s.computed,
                                .num_new_tokens = n,
                                .block_ids = &s.blocks,
-                               .sample = s.computed + n >= int(s.tokens.size()),
+                               .sample = s.computed + n >= (prefix_pass ? prefix_only : int(s.tokens.size())),
                                .params = &params,
                                .seed = r,
                                .num_output_tokens = int(s.tokens.size()) - prompt_len,
@@ -103,13 +105,14 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
       }
       const RunnerOutput out = runner.execute(so);
       for (const auto& sr : so.requests) reqs[sr.id].computed += sr.num_new_tokens;
-      for (const auto& t : out.sampled) reqs[t.id].tokens.push_back(t.token);
+      if (!prefix_pass)
+        for (const auto& t : out.sampled) reqs[t.id].tokens.push_back(t.token);
       for (auto& s : reqs) s.computed = std::min<int>(s.computed, int(s.tokens.size()) - 1);  // rejected proposals
     };
     if (shared > 0) {  // request 0 computes the shared blocks; the others find them computed
       prefix_only = shared;
       for (auto& s : reqs) s.computed = &s == &reqs[0] ? 0 : shared;
-      while (reqs[0].computed < shared) step(o.max_num_batched_tokens, true);
+      while (reqs[0].computed < shared) step(o.max_num_batched_tokens, true, true);
       prefix_only = prompt_len;
     }
     const auto t0 = Clock::now();

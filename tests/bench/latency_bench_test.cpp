@@ -73,6 +73,47 @@ TEST(LatencyBench, SharedPrefixDecodesWithCascadeAttention) {
   }
 }
 
+// The untimed pass over the shared prefix ends with a step that samples (its token dropped): a
+// step that samples nothing returns before the GPU has run it, and the prefix's work would be timed
+// as the cached prefill. A recording model: every step before the timed prefill, and what it samples.
+TEST(LatencyBench, SharedPrefixPassSynchronisesBeforeTheTimer) {
+  std::vector<SchedulerOutput> steps;
+  std::vector<std::vector<int32_t>> tokens;  // request 0's tokens as each step saw them
+  BenchModel m{[&](const SchedulerOutput& so) {
+                 steps.push_back(so);
+                 tokens.push_back(*so.requests.at(0).all_token_ids);
+                 RunnerOutput out;
+                 for (const auto& r : so.requests)
+                   if (r.sample) out.sampled.push_back(SampledToken{r.id, 5, 0.0f, {}});
+                 return out;
+               },
+               [] { return RunnerStats{}; },
+               512,
+               16,
+               64,
+               100};
+  LatencyBenchOptions o{.batch_size = 2,
+                        .input_len = 8,
+                        .output_len = 2,
+                        .num_iters = 1,
+                        .num_warmup_iters = 0,
+                        .max_num_batched_tokens = 20};
+  o.shared_prefix_len = 32;
+  run_latency_bench(m, o);
+  // Prefix pass: request 0 alone, 20 + 12 tokens, the last step sampling at the prefix's end.
+  ASSERT_GE(steps.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(steps[i].requests.size(), 1u) << i;
+    EXPECT_EQ(steps[i].requests[0].id, 0u);
+    EXPECT_EQ(steps[i].requests[0].sample, i == 1) << i;
+  }
+  EXPECT_EQ(steps[1].requests[0].num_computed_tokens + steps[1].requests[0].num_new_tokens, 32);
+  // The dropped token: the timed prefill sees the prompt unchanged (32 + 8 tokens) and samples it.
+  EXPECT_EQ(tokens[2].size(), 40u);
+  EXPECT_EQ(steps[2].requests[0].num_computed_tokens, 32);
+  EXPECT_TRUE(steps[2].requests[0].sample);
+}
+
 TEST(LatencyBench, Quantiles) {
   EXPECT_EQ(quantile({}, 0.5), 0.0);
   EXPECT_EQ(quantile({4, 1, 3, 2}, 0.5), 2.0);
