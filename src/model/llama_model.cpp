@@ -89,8 +89,10 @@ void LlamaModel::moe_block(int layer, int n) {
   be_.linear(hid, w.router, Tensor(), buf_.router_logits.rows(0, n));
   be_.moe_route(buf_.router_logits.rows(0, n), Tensor(), m.routing, a.ids, a.weights);
   if (m.shared_intermediate > 0) {
-    be_.linear_gated_activation(cfg_.activation, hid, w.shared_gate_up, buf_.shared_gate_up.rows(0, n),
-                                buf_.shared_act.rows(0, n));
+    be_.linear({.x = hid,
+                .w = w.shared_gate_up,
+                .y = buf_.shared_gate_up.rows(0, n),
+                .then = Gated{cfg_.activation, buf_.shared_act.rows(0, n)}});
     a.shared = buf_.shared_out.rows(0, n);
     be_.linear(buf_.shared_act.rows(0, n), w.shared_down, Tensor(), a.shared);
   }
@@ -172,7 +174,7 @@ void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& 
                               const Tensor& x, const Tensor& w, const Tensor& out, int n) {
   const float eps = cfg_.rms_norm_eps;
   if (join.lora_proj >= 0)
-    lora_->expand_add_rms_norm(layer, LoraProj(join.lora_proj), residual, x, w, eps, out, in.lora_slots, n);
+    lora_->expand(layer, LoraProj(join.lora_proj), x, in.lora_slots, n, AddRmsNorm{residual, w, eps, out});
   else if (join.reduce)
     comm_->all_reduce_add_rms_norm(be_, residual, x, w, eps, out);
   else
@@ -187,7 +189,7 @@ Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInput
   if (lora_slots(in)) {  // never sharded (RunnerConfig refuses LoRA with tensor parallelism)
     const auto op = after.lora_proj >= 0 ? std::optional(LoraFusedOp::AddRmsNorm) : std::nullopt;
     const Tensor out = lora_->project(layer, p, op, x, w, Tensor(), y, in.lora_slots, n);
-    if (!op) lora_->expand(layer, p, y, in.lora_slots, n);
+    if (!op) lora_->expand(layer, p, y, in.lora_slots, n, {});
     return out;
   }
   be_.linear(x, w, Tensor(), y);
@@ -203,8 +205,13 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
   const Tensor gate_up = buf_.gate_up.rows(0, n), act = buf_.act.rows(0, n);
   if (defers_norm(in, n)) {
-    be_.linear_add_rms_norm(buf_.attn_out.rows(0, n), w.o_proj, hid, res, w.post_norm, eps, hid);
-    be_.rms_norm_linear_gated_activation(res, w.post_norm, eps, hid, cfg_.activation, w.gate_up, gate_up, act);
+    be_.linear(
+        {.x = buf_.attn_out.rows(0, n), .w = w.o_proj, .y = hid, .then = AddRmsNorm{res, w.post_norm, eps, hid}});
+    be_.linear({.x = hid,
+                .norm = RmsNormInput{res, w.post_norm, eps},
+                .w = w.gate_up,
+                .y = gate_up,
+                .then = Gated{cfg_.activation, act}});
     return;
   }
   const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
@@ -216,9 +223,9 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   } else if (lora_slots(in)) {  // the adapter adds to the gate/up projection, in the activation's op
     const Tensor y = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up, Tensor(),
                                     gate_up, in.lora_slots, n);
-    lora_->expand_gated_activation(layer, cfg_.activation, y, act, in.lora_slots, n);
+    lora_->expand(layer, LoraProj::GateUp, y, in.lora_slots, n, Gated{cfg_.activation, act});
   } else {
-    be_.linear_gated_activation(cfg_.activation, hid, w.gate_up, gate_up, act);
+    be_.linear({.x = hid, .w = w.gate_up, .y = gate_up, .then = Gated{cfg_.activation, act}});
   }
 }
 
@@ -229,7 +236,7 @@ void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n), act = buf_.act.rows(0, n);
   if (layer + 1 < cfg_.num_layers && defers_norm(in, n)) {
-    be_.linear_add_rms_norm(act, w.down, hid, res, next_norm, eps, hid);
+    be_.linear({.x = act, .w = w.down, .y = hid, .then = AddRmsNorm{res, next_norm, eps, hid}});
     return;
   }
   if (cfg_.moe.sparse(layer)) {  // sharded: the ranks' partial sums, reduced in the add + norm
@@ -251,15 +258,15 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
   const Tensor qn = cfg_.qk_norm ? w.q_norm : Tensor(), kn = cfg_.qk_norm ? w.k_norm : Tensor();
   const float eps = cfg_.rms_norm_eps;
   const Tensor q = buf_.q.rows(0, n), k = buf_.k.rows(0, n), v = buf_.v.rows(0, n);
+  const SplitQkvRope split{pos, &cfg_.rope, qn, kn, eps, q, k, v};
   if (lora_slots(in)) {  // the adapter adds to the projection, in the epilogue's op (with q/k norm: no stacking)
     const auto op = cfg_.qk_norm ? std::nullopt : std::optional(LoraFusedOp::SplitQkvRope);
     const Tensor y = lora_->project(layer, LoraProj::Qkv, op, x, w.qkv, w.qkv_bias, qkv, in.lora_slots, n);
-    lora_->expand_split_qkv_rope(layer, y, pos, cfg_.rope, qn, kn, eps, q, k, v, in.lora_slots, n);
-  } else if (defers_norm(in, n)) {  // the input norm of the residual (mlp_out or piece 0 left it)
-    be_.rms_norm_linear_split_qkv_rope(buf_.residual.rows(0, n), w.input_norm, eps, x, w.qkv, w.qkv_bias, pos,
-                                       cfg_.rope, qn, kn, qkv, q, k, v);
-  } else {
-    be_.linear_split_qkv_rope(x, w.qkv, w.qkv_bias, pos, cfg_.rope, qn, kn, eps, qkv, q, k, v);
+    lora_->expand(layer, LoraProj::Qkv, y, in.lora_slots, n, split);
+  } else {  // deferred: the input norm of the residual (mlp_out or piece 0 left it)
+    const auto norm =
+        defers_norm(in, n) ? std::optional(RmsNormInput{buf_.residual.rows(0, n), w.input_norm, eps}) : std::nullopt;
+    be_.linear({.x = x, .norm = norm, .w = w.qkv, .bias = w.qkv_bias, .y = qkv, .then = split});
   }
 }
 

@@ -97,7 +97,8 @@ class LlamaModel final : public PiecewiseModel {
   Tensor row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
                              const Tensor& y, AddNormJoin after);
   // residual += x, then out = rms_norm(residual) * w, with what `join` names done first in the same
-  // op (LoraSlots::expand_add_rms_norm, Communicator::all_reduce_add_rms_norm: one kernel on the GPU).
+  // op (LoraSlots::expand with an AddRmsNorm epilogue, Communicator::all_reduce_add_rms_norm: one kernel on
+  // the GPU).
   void add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& in, const Tensor& residual, const Tensor& x,
                     const Tensor& w, const Tensor& out, int n);
 

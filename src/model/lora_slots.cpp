@@ -174,30 +174,11 @@ void LoraSlots::shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slo
   be_.lora_shrink(x, w.a, slots.rows(0, n), tmp(w, n));
 }
 
-void LoraSlots::expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n) {
+void LoraSlots::expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n, const LinearEpilogue& then) {
   const Proj& w = layers_[size_t(layer)][size_t(p)];
-  be_.lora_expand(tmp(w, n), w.bt, slots.rows(0, n), y, w.parts);
-}
-
-void LoraSlots::expand_split_qkv_rope(int layer, const Tensor& qkv, const Tensor& positions, const RopeConfig& rope,
-                                      const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
-                                      const Tensor& k, const Tensor& v, const Tensor& slots, int n) {
-  const Proj& w = layers_[size_t(layer)][size_t(LoraProj::Qkv)];
-  be_.lora_expand_split_qkv_rope(tmp_for(w, qkv, n), w.bt, slots.rows(0, n), w.parts, qkv, positions, rope, q_norm,
-                                 k_norm, eps, q, k, v);
-}
-
-void LoraSlots::expand_gated_activation(int layer, GatedActivation act, const Tensor& gate_up, const Tensor& out,
-                                        const Tensor& slots, int n) {
-  const Proj& w = layers_[size_t(layer)][size_t(LoraProj::GateUp)];
-  be_.lora_expand_gated_activation(act, tmp_for(w, gate_up, n), w.bt, slots.rows(0, n), gate_up, w.parts, out);
-}
-
-void LoraSlots::expand_add_rms_norm(int layer, LoraProj p, const Tensor& residual, const Tensor& y, const Tensor& w,
-                                    float eps, const Tensor& out, const Tensor& slots, int n) {
-  GS_CHECK(p == LoraProj::O || p == LoraProj::Down, "expand_add_rms_norm: projection {} is not o or down", int(p));
-  const Proj& pw = layers_[size_t(layer)][size_t(p)];
-  be_.lora_expand_add_rms_norm(tmp_for(pw, y, n), pw.bt, slots.rows(0, n), residual, y, w, eps, out);
+  GS_CHECK(!std::holds_alternative<AddRmsNorm>(then) || p == LoraProj::O || p == LoraProj::Down,
+           "LoRA expand: the residual add + norm follows o or down, not projection {}", int(p));
+  be_.lora_expand(tmp_for(w, y, n), w.bt, slots.rows(0, n), y, w.parts, then);
 }
 
 }  // namespace gs

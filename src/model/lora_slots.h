@@ -45,9 +45,12 @@ class LoraSlots {
   void load(int slot, const LoraAdapter& adapter) { load(slot, prepare(adapter)); }
   // y[:n] += LoRA(x[:n]) for the tokens whose slots[t] >= 0 (slots: i32 [>= n]), in two steps:
   // shrink (x A^T into the scratch) before the base projection, which it may run beside (it
-  // needs only x), and expand (+ scratch B^T into y) after it. One shrink, then its expand.
+  // needs only x), and expand (+ scratch B^T into y) after it, with the op that consumes y
+  // (Backend::lora_expand's epilogue: the split + RoPE after qkv, the gated activation after
+  // gate_up, the residual add + RMSNorm after o or down). One shrink, then its expand. After
+  // project(), y is what project() returned.
   void shrink(int layer, LoraProj p, const Tensor& x, const Tensor& slots, int n);
-  void expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n);
+  void expand(int layer, LoraProj p, const Tensor& y, const Tensor& slots, int n, const LinearEpilogue& then);
 
   // The stacked shrink (Backend::lora_stacked): moves the base weight w [N, K] of projection p
   // (and its bias, if any) into a new [N + P, K] allocation whose rows after N are this
@@ -61,17 +64,6 @@ class LoraSlots {
   // over the stacked weight into a wider f32 scratch. Returns what the expand takes as its y.
   Tensor project(int layer, LoraProj p, std::optional<LoraFusedOp> op, const Tensor& x, const Tensor& w,
                  const Tensor& bias, const Tensor& y, const Tensor& slots, int n);
-  // The expand fused with the op that consumes y (Backend::lora_expand_split_qkv_rope,
-  // lora_expand_gated_activation, lora_expand_add_rms_norm), in place of expand() and that op:
-  // qkv's into the split + RoPE, gate_up's into the gated activation (out [n, I]), o's or
-  // down's (p) into the residual add + RMSNorm that follows them. y: what project() returned.
-  void expand_split_qkv_rope(int layer, const Tensor& qkv, const Tensor& positions, const RopeConfig& rope,
-                             const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k,
-                             const Tensor& v, const Tensor& slots, int n);
-  void expand_gated_activation(int layer, GatedActivation act, const Tensor& gate_up, const Tensor& out,
-                               const Tensor& slots, int n);
-  void expand_add_rms_norm(int layer, LoraProj p, const Tensor& residual, const Tensor& y, const Tensor& w, float eps,
-                           const Tensor& out, const Tensor& slots, int n);
 
  private:
   struct Proj {

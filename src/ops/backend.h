@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "ops/gated_activation.h"
 #include "ops/gemm_tuning.h"
+#include "ops/linear_op.h"
 #include "ops/moe.h"
 
 namespace gs {
@@ -26,9 +27,9 @@ struct LoraParts {
   std::array<int64_t, 3> begin{};
 };
 
-// The fused LoRA expands (Backend::lora_expand_split_qkv_rope without q/k norm,
-// lora_expand_gated_activation, lora_expand_add_rms_norm) and the shape one is asked for, for
-// Backend::lora_stacked: tokens T, y's width N (without stacked columns), the head size (qkv).
+// The fused LoRA expands (Backend::lora_expand with a SplitQkvRope without q/k norm, Gated or
+// AddRmsNorm epilogue) and the shape one is asked for, for Backend::lora_stacked: tokens T, y's width N (without
+// stacked columns), the head size (qkv).
 enum class LoraFusedOp { SplitQkvRope, GatedActivation, AddRmsNorm };
 struct LoraFusedShape {
   LoraFusedOp op = LoraFusedOp::AddRmsNorm;
@@ -58,32 +59,8 @@ struct MoeExpertsArgs {
   Tensor out;          // [T, H]
 };
 
-struct RopeConfig {
-  float theta = 10000.0f;
-  int head_dim = 0;  // rotary dims = head_dim (rotate-half layout, as HF Llama)
-  // llama3 scaling (rope_scaling.rope_type == "llama3"); factor <= 0 means none.
-  float llama3_factor = 0.0f;
-  float llama3_low_freq_factor = 1.0f;
-  float llama3_high_freq_factor = 4.0f;
-  int llama3_original_max_position = 8192;
-  // longrope / su scaling (Phi-3): the inverse frequencies are divided by short_factor at
-  // positions < long_from and by long_factor from there on (HF's per-step switch, made per
-  // token); both have head_dim / 2 entries. long_from == 0 means none. Its attention_factor
-  // scales cos and sin, so the model folds its square into the softmax scale.
-  std::vector<float> short_factor, long_factor;
-  int long_from = 0;
-};
-
 // Throws unless src [rows, w] fits the leading columns of dst [rows, W] (same dtype, w <= W).
 void check_leading_columns(const Tensor& dst, const Tensor& src);
-
-// The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied;
-// with longrope, head_dim entries: the short-factor half, then the long-factor half.
-std::vector<float> rope_inv_freq(const RopeConfig& cfg);
-// Where the rotary table of position `pos` starts in rope_inv_freq's output.
-inline int rope_table_offset(const RopeConfig& cfg, int pos) {
-  return cfg.long_from > 0 && pos >= cfg.long_from ? cfg.head_dim / 2 : 0;
-}
 
 class Backend {
  public:
@@ -126,55 +103,24 @@ class Backend {
   // D = cfg.head_dim; Hq and Hkv are q's and k's widths over D.
   virtual void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
                               const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
-  // The QKV projection and its epilogue: split_qkv_rope(linear(x, w, bias)) with qkv [T, (Hq +
-  // 2 Hkv) D] as scratch (a backend may fuse both; qkv's contents are unspecified afterwards).
-  virtual void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
-                                     const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                                     const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
-    linear(x, w, bias, qkv);
-    split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
-  }
   // out = act(gate) * up                  gate_up [T, 2I] (gate first), out [T, I]
   virtual void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out) = 0;
-  // The gated MLP's first half: out = act(x w_gate^T) * (x w_up^T) for w = [gate; up] [2I, K],
-  // x [T, K], out [T, I]. gate_up [T, 2I] is scratch: a backend may compute linear(x, w) into it
-  // and then gated_activation, or fuse both (its contents are unspecified afterwards).
-  virtual void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
-                                       const Tensor& out) {
-    linear(x, w, Tensor(), gate_up);
-    gated_activation(act, gate_up, out);
-  }
+
+  // One projection with what it is fused with (ops/linear_op.h): the norm before it, the GEMM,
+  // the op after it. This default runs them one after the other; a backend overrides it to fuse
+  // (the QKV GEMV with its split + RoPE, the gate/up GEMV with the activation, the norm computed
+  // while the weight streams).
+  virtual void linear(const LinearOp& op);
+  // The op `then` names, on y (nothing for std::monostate).
+  void apply_epilogue(const Tensor& y, const LinearEpilogue& then);
 
   // Decode's deferred norm: where defers_norm(T) is true the model lets the projection before a
-  // residual add + norm do the add (linear_add_rms_norm, leaving out unwritten) and the projection
-  // after it compute the norm from the residual (rms_norm_linear_*), saving the norm's launch.
+  // residual add + norm do the add (a LinearOp whose AddRmsNorm may leave out unwritten) and the
+  // projection after it compute the norm from the residual (a LinearOp with RmsNormInput), saving
+  // the norm's launch.
   virtual bool defers_norm(int64_t tokens) const {
     (void)tokens;
     return false;
-  }
-  // y = x w^T (no bias), then add_rms_norm(residual, y, norm_w, eps, out); y is scratch. Called
-  // where defers_norm is true, out may be left unwritten: the op that reads the norm must then be
-  // an rms_norm_linear_* of residual.
-  virtual void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
-                                   const Tensor& norm_w, float eps, const Tensor& out) {
-    linear(x, w, Tensor(), y);
-    add_rms_norm(residual, y, norm_w, eps, out);
-  }
-  // rms_norm(residual, norm_w, eps, normed), then linear_split_qkv_rope / linear_gated_activation
-  // of normed (scratch: its contents are unspecified afterwards).
-  virtual void rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& norm_w, float eps,
-                                              const Tensor& normed, const Tensor& w, const Tensor& bias,
-                                              const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
-                                              const Tensor& k_norm, const Tensor& qkv, const Tensor& q, const Tensor& k,
-                                              const Tensor& v) {
-    rms_norm(residual, norm_w, eps, normed);
-    linear_split_qkv_rope(normed, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
-  }
-  virtual void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps,
-                                                const Tensor& normed, GatedActivation act, const Tensor& w,
-                                                const Tensor& gate_up, const Tensor& out) {
-    rms_norm(residual, norm_w, eps, normed);
-    linear_gated_activation(act, normed, w, gate_up, out);
   }
 
   // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
@@ -196,36 +142,19 @@ class Backend {
   // lora_expand: y += tmp bt[s].
   virtual void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
                            const LoraParts& parts) = 0;
-  // The expand fused with the op that consumes y (a backend may run them as one kernel):
-  // lora_expand(tmp, bt, slots, gate_up, parts) then gated_activation(act, gate_up, out), gate_up's
-  // contents unspecified afterwards (parts: gate, up);
-  virtual void lora_expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt,
-                                            const Tensor& slots, const Tensor& gate_up, const LoraParts& parts,
-                                            const Tensor& out) {
-    lora_expand(tmp, bt, slots, gate_up, parts);
-    gated_activation(act, gate_up, out);
-  }
-  // lora_expand(tmp, bt, slots, qkv, parts) then split_qkv_rope(qkv, ...), qkv's contents
-  // unspecified afterwards (parts: q, k, v);
-  virtual void lora_expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots,
-                                          const LoraParts& parts, const Tensor& qkv, const Tensor& positions,
-                                          const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                                          const Tensor& q, const Tensor& k, const Tensor& v) {
-    lora_expand(tmp, bt, slots, qkv, parts);
-    split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
-  }
-  // lora_expand(tmp, bt, slots, x, one target) then add_rms_norm(residual, x, w, eps, out) (out
-  // may alias x).
-  virtual void lora_expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots,
-                                        const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                                        const Tensor& out) {
-    lora_expand(tmp, bt, slots, x, LoraParts{});
-    add_rms_norm(residual, x, w, eps, out);
+  // lora_expand, then the op that consumes y (ops/linear_op.h's epilogues; a backend may run both
+  // as one kernel): the split + RoPE after qkv (parts q, k, v), the gated activation after
+  // gate_up (parts gate, up), the residual add + RMSNorm after o or down (one target; its out
+  // may alias y). y's contents are unspecified afterwards.
+  virtual void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
+                           const LoraParts& parts, const LinearEpilogue& then) {
+    lora_expand(tmp, bt, slots, y, parts);
+    apply_epilogue(y, then);
   }
   // The stacked shrink: with every slot's A rows stacked under the base weight ([N + P, K],
   // P = lora_stacked_width(S, R), LoraSlots), the base GEMM also computes x a[s]^T of every slot
   // s: y [T, N + P] holds x W^T in columns [0, N) and slot s's shrink in [N + s R, N + (s + 1) R),
-  // in f32 (as lora_shrink's tmp). The three fused expands take that y with tmp undefined (no
+  // in f32 (as lora_shrink's tmp). The fused expands take that y with tmp undefined (no
   // lora_shrink ran) where lora_stacked(shape) is true; the add + norm then writes out [T, N]
   // (not aliasing y). Backends without this form return false: the model runs lora_shrink.
   virtual bool lora_stacked(const LoraFusedShape& shape) const {

@@ -204,8 +204,16 @@ TEST_P(CudaOps, LinearSplitQkvRope) {
     auto [cq, gq] = empty({c.M, c.hq * c.D});
     auto [ck, gk] = empty({c.M, c.hkv * c.D});
     auto [cv, gv] = empty({c.M, c.hkv * c.D});
-    cpu->linear_split_qkv_rope(cx, cw, cb, on_i32(*cpu, pos, {c.M}), cfg, cqn, ckn, 1e-6f, cs, cq, ck, cv);
-    gpu->linear_split_qkv_rope(gx, gw, gb, on_i32(*gpu, pos, {c.M}), cfg, gqn, gkn, 1e-6f, gs, gq, gk, gv);
+    cpu->linear({.x = cx,
+                 .w = cw,
+                 .bias = cb,
+                 .y = cs,
+                 .then = SplitQkvRope{on_i32(*cpu, pos, {c.M}), &cfg, cqn, ckn, 1e-6f, cq, ck, cv}});
+    gpu->linear({.x = gx,
+                 .w = gw,
+                 .bias = gb,
+                 .y = gs,
+                 .then = SplitQkvRope{on_i32(*gpu, pos, {c.M}), &cfg, gqn, gkn, 1e-6f, gq, gk, gv}});
     expect_close(cq, gq);
     expect_close(ck, gk);
     expect_close(cv, gv);
@@ -225,14 +233,14 @@ TEST_P(CudaOps, LinearGatedActivation) {
       auto [cw, gw] = both(randn(size_t(2 * c.I) * c.K, 81, 0.05f), {2 * c.I, c.K});
       auto [cs, gs] = empty({c.M, 2 * c.I});
       auto [co, go] = empty({c.M, c.I});
-      cpu->linear_gated_activation(act, cx, cw, cs, co);
-      gpu->linear_gated_activation(act, gx, gw, gs, go);
+      cpu->linear({.x = cx, .w = cw, .y = cs, .then = Gated{act, co}});
+      gpu->linear({.x = gx, .w = gw, .y = gs, .then = Gated{act, go}});
       expect_close(co, go);
     }
   }
 }
 
-// The deferred norm at one token: linear_add_rms_norm adds o_proj / down's output into the f32
+// The deferred norm at one token: an AddRmsNorm epilogue adds o_proj / down's output into the f32
 // residual in the GEMV (the same residual, bit for bit, as linear + add_rms_norm), and the gated /
 // QKV projection after it computes the norm itself (within rounding of rms_norm + projection);
 // from two tokens the backend does not defer.
@@ -254,8 +262,8 @@ TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
     Tensor gr_plain = on(*gpu, r0, {1, c.H}, DType::F32);
     auto [cy, gy] = empty({1, c.H});
     auto [cn, gn] = empty({1, c.H});
-    cpu->linear_add_rms_norm(cx, cwo, cy, cr, cg, eps, cn);
-    gpu->linear_add_rms_norm(gx, gwo, gy, gr, gg, eps, gn);
+    cpu->linear({.x = cx, .w = cwo, .y = cy, .then = AddRmsNorm{cr, cg, eps, cn}});
+    gpu->linear({.x = gx, .w = gwo, .y = gy, .then = AddRmsNorm{gr, gg, eps, gn}});
     gpu->linear(gx, gwo, Tensor(), gy);
     gpu->add_rms_norm(gr_plain, gy, gg, eps, gn);
     EXPECT_EQ(read(*gpu, gr), read(*gpu, gr_plain));
@@ -264,8 +272,8 @@ TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
       auto [cw, gw] = both(randn(size_t(2 * c.I) * c.H, 74, 0.05f), {2 * c.I, c.H});
       auto [cs, gs] = empty({1, 2 * c.I});
       auto [co, go] = empty({1, c.I});
-      cpu->rms_norm_linear_gated_activation(cr, cg, eps, cn, act, cw, cs, co);
-      gpu->rms_norm_linear_gated_activation(gr, gg, eps, gn, act, gw, gs, go);
+      cpu->linear({.x = cn, .norm = RmsNormInput{cr, cg, eps}, .w = cw, .y = cs, .then = Gated{act, co}});
+      gpu->linear({.x = gn, .norm = RmsNormInput{gr, gg, eps}, .w = gw, .y = gs, .then = Gated{act, go}});
       expect_close(co, go);
     }
     // Head dims 64 and 128: the q/k norm's clusters of 4 and 8 GEMV blocks a head.
@@ -283,10 +291,18 @@ TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
         auto [ck, gk] = empty({1, hkv * D});
         auto [cv, gv] = empty({1, hkv * D});
         const std::vector<int32_t> pos = {1234};
-        cpu->rms_norm_linear_split_qkv_rope(cr, cg, eps, cn, cw, Tensor(), on_i32(*cpu, pos, {1}), cfg,
-                                            qk_norm ? cqn : Tensor(), qk_norm ? ckn : Tensor(), cs, cq, ck, cv);
-        gpu->rms_norm_linear_split_qkv_rope(gr, gg, eps, gn, gw, Tensor(), on_i32(*gpu, pos, {1}), cfg,
-                                            qk_norm ? gqn : Tensor(), qk_norm ? gkn : Tensor(), gs, gq, gk, gv);
+        cpu->linear({.x = cn,
+                     .norm = RmsNormInput{cr, cg, eps},
+                     .w = cw,
+                     .y = cs,
+                     .then = SplitQkvRope{on_i32(*cpu, pos, {1}), &cfg, qk_norm ? cqn : Tensor(),
+                                          qk_norm ? ckn : Tensor(), eps, cq, ck, cv}});
+        gpu->linear({.x = gn,
+                     .norm = RmsNormInput{gr, gg, eps},
+                     .w = gw,
+                     .y = gs,
+                     .then = SplitQkvRope{on_i32(*gpu, pos, {1}), &cfg, qk_norm ? gqn : Tensor(),
+                                          qk_norm ? gkn : Tensor(), eps, gq, gk, gv}});
         expect_close(cq, gq);
         expect_close(ck, gk);
         expect_close(cv, gv);

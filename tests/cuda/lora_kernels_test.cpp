@@ -150,8 +150,8 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
     auto run = [&](Backend& b, DType d) {
       Tensor out = Tensor::empty({T, I}, d, b.allocator());
       const auto [tv, y] = tmp_and_y(b, d, stacked, tmp, g0, slots, 2 * I, S, R);
-      b.lora_expand_gated_activation(GatedActivation::Silu, tv, on(b, bt, {S, R, 2 * I}, d), on_i32(b, slots, {T}), y,
-                                     parts, out);
+      b.lora_expand(tv, on(b, bt, {S, R, 2 * I}, d), on_i32(b, slots, {T}), y, parts,
+                    Gated{GatedActivation::Silu, out});
       return read(b, out);
     };
     const auto got = run(*gpu_, dt), want = run(*cpu_, DType::F32);
@@ -184,8 +184,8 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
       Tensor v = Tensor::empty({T, KV}, d, b.allocator());
       const Tensor norm = qk_norm ? on(b, nw, {D}, d) : Tensor();
       const auto [tv, y] = tmp_and_y(b, d, stacked, tmp, qkv0, slots, N, S, R);
-      b.lora_expand_split_qkv_rope(tv, on(b, bt, {S, R, N}, d), on_i32(b, slots, {T}), parts, y, on_i32(b, pos, {T}),
-                                   rope, norm, norm, 1e-6f, q, k, v);
+      b.lora_expand(tv, on(b, bt, {S, R, N}, d), on_i32(b, slots, {T}), y, parts,
+                    SplitQkvRope{on_i32(b, pos, {T}), &rope, norm, norm, 1e-6f, q, k, v});
       return std::vector{read(b, q), read(b, k), read(b, v)};
     };
     const auto got = run(*gpu_, dt), want = run(*cpu_, DType::F32);
@@ -201,8 +201,8 @@ class CudaLoraFused : public ::testing::TestWithParam<DType> {
     auto run = [&](Backend& b, DType d, DType rd) {
       const auto [tv, x] = tmp_and_y(b, d, stacked, tmp, x0, slots, H, S, R);
       Tensor res = on(b, r0, {T, H}, rd), out = tv.defined() ? x : Tensor::empty({T, H}, d, b.allocator());
-      b.lora_expand_add_rms_norm(tv, on(b, bt, {S, R, H}, d), on_i32(b, slots, {T}), res, x, on(b, w, {H}, d), 1e-5f,
-                                 out);
+      b.lora_expand(tv, on(b, bt, {S, R, H}, d), on_i32(b, slots, {T}), x, LoraParts{},
+                    AddRmsNorm{res, on(b, w, {H}, d), 1e-5f, out});
       return std::pair{read(b, out), read(b, res)};
     };
     const auto [gx, gr] = run(*gpu_, dt, residual_dt);
@@ -263,8 +263,8 @@ TEST_P(CudaLoraFused, StackedShrinkInTheProjectionsOutput) {
   Tensor y = Tensor::empty({2, 64 + 8}, GetParam(), gpu_->allocator()),
          res = Tensor::empty({2, 64}, DType::F32, gpu_->allocator());
   Tensor out = Tensor::empty({2, 64}, GetParam(), gpu_->allocator());
-  EXPECT_THROW(gpu_->lora_expand_add_rms_norm(Tensor(), bt, on_i32(*gpu_, {0, 1}, {2}), res, y,
-                                              on(*gpu_, randn(64, 2), {64}, GetParam()), 1e-5f, out),
+  EXPECT_THROW(gpu_->lora_expand(Tensor(), bt, on_i32(*gpu_, {0, 1}, {2}), y, LoraParts{},
+                                 AddRmsNorm{res, on(*gpu_, randn(64, 2), {64}, GetParam()), 1e-5f, out}),
                Error);
 }
 

@@ -132,6 +132,7 @@ class CpuBackend final : public Backend {
     stream_.launch([=] { cpu::add_rms_norm(r, xp, wp, eps, o, T, H); });
   }
 
+  using Backend::linear;  // the LinearOp form: Backend's unfused sequence
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
     check_f32(x, "linear", "x"), check_f32(w, "linear", "w"), check_f32(y, "linear", "y");
     GS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear: x {} and w {} disagree on K", x.str(),
@@ -161,6 +162,7 @@ class CpuBackend final : public Backend {
   }
 
   // The reference computes every product: the zero blocks of a fused bt (parts) add nothing.
+  using Backend::lora_expand;
   void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y,
                    const LoraParts& parts) override {
     check_f32(tmp, "lora_expand", "tmp"), check_f32(bt, "lora_expand", "bt"), check_f32(y, "lora_expand", "y");

@@ -256,50 +256,6 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // One GEMV (M = 1) or skinny GEMM (decode batches) with the RoPE epilogue without q/k norm;
-  // linear then split_qkv_rope otherwise (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
-  void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
-                             const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                             const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
-    if (w.dtype() == DType::F8E4M3)  // FP8 weights: linear (Fp8Linear), then the epilogue's own kernel
-      return Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
-    need(x, dtype_, "linear_split_qkv_rope", "x");
-    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
-    const bool gemv = cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data());
-    if (linear_.decode_fusion && (!q_norm.defined() || (gemv && qk_norm_fits(q_norm, k_norm, cfg))) &&
-        qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K) &&
-        (gemv || (linear_.skinny_fusion && skinny(M, w.dim(0), K, x, w)))) {
-      qkv_rope_gemv(x, w, bias, positions, cfg, q_norm, k_norm, eps, q, k, v);
-      return;
-    }
-    Backend::linear_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
-  }
-
-  // One gated GEMV (M = 1) or skinny GEMM (decode batches); linear then gated_activation otherwise
-  // (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
-  void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
-                               const Tensor& out) override {
-    if (w.dtype() == DType::F8E4M3) return Backend::linear_gated_activation(act, x, w, gate_up, out);
-    const char* op = "linear_gated_activation";
-    need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
-    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
-    const bool fits =
-        linear_.decode_fusion && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M;
-    if (fits && linear_.skinny_fusion && skinny(M, w.dim(0), K, x, w)) {
-      GS_CUDA_CHECK(
-          cuda::skinny_gemm_gated(act, ptr<bf16_t>(x), ptr<bf16_t>(w), ptr<bf16_t>(out), int(M), int(I), int(K), s()));
-      return;
-    }
-    if (fits && cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        GS_CUDA_CHECK(cuda::gemv_gated<E>(act, ptr<E>(x), ptr<E>(w), ptr<E>(out), int(M), int(I), int(K), s()));
-      });
-      return;
-    }
-    Backend::linear_gated_activation(act, x, w, gate_up, out);
-  }
-
   // The deferred norm at one token (unless LinearKernelOptions::norm_fusion is off): o_proj / down add
   // into the f32 residual in the GEMV's epilogue, and the QKV / gate-up GEMV that follows computes
   // the norm of the residual row while it streams its weights (GemvInput).
@@ -307,77 +263,33 @@ class CudaBackend final : public Backend {
     return linear_.decode_fusion && linear_.norm_fusion && tokens == 1;
   }
 
-  void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
-                           const Tensor& norm_w, float eps, const Tensor& out) override {
-    if (w.dtype() == DType::F8E4M3) return Backend::linear_add_rms_norm(x, w, y, residual, norm_w, eps, out);
-    const char* op = "linear_add_rms_norm";
-    need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
-    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
-    if (defers_norm(M) && K > 0 && w.row_elems() == K && residual.defined() && residual.dtype() == DType::F32 &&
-        residual.device().is_cuda() && residual.dim(0) == M && residual.row_elems() == N &&
-        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
-      by_dtype([&](auto e) {
-        using E = decltype(e);
-        GS_CUDA_CHECK(
-            cuda::gemv_add_residual<E>(ptr<E>(x), ptr<E>(w), ptr<float>(residual), int(M), int(N), int(K), s()));
-      });
+  using Backend::linear;
+  // One projection with its epilogue (ops/linear_op.h): the fused GEMV / skinny-GEMM forms below
+  // where they apply (each falls back to the unfused ops), else Backend's sequence.
+  void linear(const LinearOp& op) override {
+    const bool no_bias = !op.bias.defined();
+    if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope && (!op.norm || op.norm->eps == e->eps)) {
+      if (op.norm)
+        rms_norm_linear_split_qkv_rope(op.norm->residual, op.norm->weight, op.norm->eps, op.x, op.w, op.bias,
+                                       e->positions, *e->rope, e->q_norm, e->k_norm, op.y, e->q, e->k, e->v);
+      else
+        linear_split_qkv_rope(op.x, op.w, op.bias, e->positions, *e->rope, e->q_norm, e->k_norm, e->eps, op.y, e->q,
+                              e->k, e->v);
       return;
     }
-    Backend::linear_add_rms_norm(x, w, y, residual, norm_w, eps, out);
-  }
-
-  void rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
-                                      const Tensor& w, const Tensor& bias, const Tensor& positions,
-                                      const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
-                                      const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) override {
-    if (w.dtype() == DType::F8E4M3)
-      return Backend::rms_norm_linear_split_qkv_rope(residual, norm_w, eps, normed, w, bias, positions, cfg, q_norm,
-                                                     k_norm, qkv, q, k, v);
-    const int64_t M = residual.ndim() >= 1 ? residual.dim(0) : 0, K = residual.row_elems();
-    const bool rope_fused = (!q_norm.defined() || qk_norm_fits(q_norm, k_norm, cfg)) &&
-                            qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
-    if (!normed_gemv_fits(residual, norm_w, w, "rms_norm_linear_split_qkv_rope") ||
-        (!rope_fused && !(w.row_elems() == K && qkv.dim(0) == M && qkv.row_elems() == w.dim(0)))) {
-      Backend::rms_norm_linear_split_qkv_rope(residual, norm_w, eps, normed, w, bias, positions, cfg, q_norm, k_norm,
-                                              qkv, q, k, v);
+    if (const auto* g = std::get_if<Gated>(&op.then); g && no_bias) {
+      if (op.norm)
+        rms_norm_linear_gated_activation(op.norm->residual, op.norm->weight, op.norm->eps, op.x, g->act, op.w, op.y,
+                                         g->out);
+      else
+        linear_gated_activation(g->act, op.x, op.w, op.y, g->out);
       return;
     }
-    need(qkv, dtype_, "rms_norm_linear_split_qkv_rope", "qkv");
-    if (bias.defined()) need(bias, dtype_, "rms_norm_linear_split_qkv_rope", "bias");
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
-      const E* b = bias.defined() ? ptr<E>(bias) : nullptr;
-      const int D = cfg.head_dim;
-      if (rope_fused) {
-        GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(in, ptr<E>(w), b, ptr<int32_t>(positions), ptr<float>(inv_freq(cfg)),
-                                             ptr<E>(q), ptr<E>(k), ptr<E>(v), 1, int(q.row_elems() / D),
-                                             int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
-                                             qk_norm_of<E>(q_norm, k_norm, eps)));
-      } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
-        GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
-        split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
-      }
-    });
-  }
-
-  void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
-                                        GatedActivation act, const Tensor& w, const Tensor& gate_up,
-                                        const Tensor& out) override {
-    if (w.dtype() == DType::F8E4M3)
-      return Backend::rms_norm_linear_gated_activation(residual, norm_w, eps, normed, act, w, gate_up, out);
-    const char* op = "rms_norm_linear_gated_activation";
-    const int64_t K = residual.row_elems(), I = out.row_elems();
-    if (!normed_gemv_fits(residual, norm_w, w, op) || w.dim(0) != 2 * I || out.dim(0) != 1) {
-      Backend::rms_norm_linear_gated_activation(residual, norm_w, eps, normed, act, w, gate_up, out);
+    if (const auto* a = std::get_if<AddRmsNorm>(&op.then); a && no_bias && !op.norm) {
+      linear_add_rms_norm(op.x, op.w, op.y, a->residual, a->weight, a->eps, a->out);
       return;
     }
-    need(out, dtype_, op, "out");
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
-      GS_CUDA_CHECK(cuda::gemv_gated<E>(act, in, ptr<E>(w), ptr<E>(out), 1, int(I), int(K), s()));
-    });
+    Backend::linear(op);
   }
 
   // FP8 weights where the compute dtype is bf16 (ops/cuda/fp8_linear.h); an f32 backend keeps
@@ -424,10 +336,165 @@ class CudaBackend final : public Backend {
                    const LoraParts& parts) override {
     lora_.expand(tmp, bt, slots, y, parts, s());
   }
+  using Backend::lora_expand;
+  void lora_expand(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& y, const LoraParts& parts,
+                   const LinearEpilogue& then) override {
+    if (const auto* e = std::get_if<SplitQkvRope>(&then); e && e->rope)
+      return lora_expand_split_qkv_rope(tmp, bt, slots, parts, y, e->positions, *e->rope, e->q_norm, e->k_norm, e->eps,
+                                        e->q, e->k, e->v);
+    if (const auto* g = std::get_if<Gated>(&then))
+      return lora_expand_gated_activation(g->act, tmp, bt, slots, y, parts, g->out);
+    if (const auto* a = std::get_if<AddRmsNorm>(&then))
+      return lora_expand_add_rms_norm(tmp, bt, slots, a->residual, y, a->weight, a->eps, a->out);
+    Backend::lora_expand(tmp, bt, slots, y, parts, then);
+  }
+
+ private:
+  cudaStream_t s() const { return stream_.handle(); }
+
+  // The unfused forms of the fused projections below (their fallbacks).
+  void unfused_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
+                              const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
+    linear(x, w, bias, qkv);
+    split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
+  }
+  void unfused_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
+                                const Tensor& out) {
+    linear(x, w, Tensor(), gate_up);
+    gated_activation(act, gate_up, out);
+  }
+  void unfused_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
+                            const Tensor& norm_w, float eps, const Tensor& out) {
+    linear(x, w, Tensor(), y);
+    add_rms_norm(residual, y, norm_w, eps, out);
+  }
+
+  // One GEMV (M = 1) or skinny GEMM (decode batches) with the RoPE epilogue without q/k norm;
+  // linear then split_qkv_rope otherwise (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
+  void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
+                             const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
+    if (w.dtype() == DType::F8E4M3)  // FP8 weights: linear (Fp8Linear), then the epilogue's own kernel
+      return unfused_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
+    need(x, dtype_, "linear_split_qkv_rope", "x");
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
+    const bool gemv = cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data());
+    if (linear_.decode_fusion && (!q_norm.defined() || (gemv && qk_norm_fits(q_norm, k_norm, cfg))) &&
+        qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K) &&
+        (gemv || (linear_.skinny_fusion && skinny(M, w.dim(0), K, x, w)))) {
+      qkv_rope_gemv(x, w, bias, positions, cfg, q_norm, k_norm, eps, q, k, v);
+      return;
+    }
+    unfused_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
+  }
+
+  // One gated GEMV (M = 1) or skinny GEMM (decode batches); linear then gated_activation otherwise
+  // (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
+  void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
+                               const Tensor& out) {
+    if (w.dtype() == DType::F8E4M3) return unfused_gated_activation(act, x, w, gate_up, out);
+    const char* op = "linear_gated_activation";
+    need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
+    const bool fits =
+        linear_.decode_fusion && M > 0 && K > 0 && w.dim(0) == 2 * I && w.row_elems() == K && out.dim(0) == M;
+    if (fits && linear_.skinny_fusion && skinny(M, w.dim(0), K, x, w)) {
+      GS_CUDA_CHECK(
+          cuda::skinny_gemm_gated(act, ptr<bf16_t>(x), ptr<bf16_t>(w), ptr<bf16_t>(out), int(M), int(I), int(K), s()));
+      return;
+    }
+    if (fits && cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+      by_dtype([&](auto e) {
+        using E = decltype(e);
+        GS_CUDA_CHECK(cuda::gemv_gated<E>(act, ptr<E>(x), ptr<E>(w), ptr<E>(out), int(M), int(I), int(K), s()));
+      });
+      return;
+    }
+    unfused_gated_activation(act, x, w, gate_up, out);
+  }
+
+  void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
+                           const Tensor& norm_w, float eps, const Tensor& out) {
+    if (w.dtype() == DType::F8E4M3) return unfused_add_rms_norm(x, w, y, residual, norm_w, eps, out);
+    const char* op = "linear_add_rms_norm";
+    need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
+    const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
+    if (defers_norm(M) && K > 0 && w.row_elems() == K && residual.defined() && residual.dtype() == DType::F32 &&
+        residual.device().is_cuda() && residual.dim(0) == M && residual.row_elems() == N &&
+        cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+      by_dtype([&](auto e) {
+        using E = decltype(e);
+        GS_CUDA_CHECK(
+            cuda::gemv_add_residual<E>(ptr<E>(x), ptr<E>(w), ptr<float>(residual), int(M), int(N), int(K), s()));
+      });
+      return;
+    }
+    unfused_add_rms_norm(x, w, y, residual, norm_w, eps, out);
+  }
+
+  void rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
+                                      const Tensor& w, const Tensor& bias, const Tensor& positions,
+                                      const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
+                                      const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
+    if (w.dtype() == DType::F8E4M3) {
+      rms_norm(residual, norm_w, eps, normed);
+      return unfused_split_qkv_rope(normed, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
+    }
+    const int64_t M = residual.ndim() >= 1 ? residual.dim(0) : 0, K = residual.row_elems();
+    const bool rope_fused = (!q_norm.defined() || qk_norm_fits(q_norm, k_norm, cfg)) &&
+                            qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
+    if (!normed_gemv_fits(residual, norm_w, w, "rms_norm_linear_split_qkv_rope") ||
+        (!rope_fused && !(w.row_elems() == K && qkv.dim(0) == M && qkv.row_elems() == w.dim(0)))) {
+      rms_norm(residual, norm_w, eps, normed);
+      linear_split_qkv_rope(normed, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
+      return;
+    }
+    need(qkv, dtype_, "rms_norm_linear_split_qkv_rope", "qkv");
+    if (bias.defined()) need(bias, dtype_, "rms_norm_linear_split_qkv_rope", "bias");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+      const E* b = bias.defined() ? ptr<E>(bias) : nullptr;
+      const int D = cfg.head_dim;
+      if (rope_fused) {
+        GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(in, ptr<E>(w), b, ptr<int32_t>(positions), ptr<float>(inv_freq(cfg)),
+                                             ptr<E>(q), ptr<E>(k), ptr<E>(v), 1, int(q.row_elems() / D),
+                                             int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
+                                             qk_norm_of<E>(q_norm, k_norm, eps)));
+      } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
+        GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
+        split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
+      }
+    });
+  }
+
+  void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
+                                        GatedActivation act, const Tensor& w, const Tensor& gate_up,
+                                        const Tensor& out) {
+    if (w.dtype() == DType::F8E4M3) {
+      rms_norm(residual, norm_w, eps, normed);
+      return unfused_gated_activation(act, normed, w, gate_up, out);
+    }
+    const char* op = "rms_norm_linear_gated_activation";
+    const int64_t K = residual.row_elems(), I = out.row_elems();
+    if (!normed_gemv_fits(residual, norm_w, w, op) || w.dim(0) != 2 * I || out.dim(0) != 1) {
+      rms_norm(residual, norm_w, eps, normed);
+      linear_gated_activation(act, normed, w, gate_up, out);
+      return;
+    }
+    need(out, dtype_, op, "out");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+      GS_CUDA_CHECK(cuda::gemv_gated<E>(act, in, ptr<E>(w), ptr<E>(out), 1, int(I), int(K), s()));
+    });
+  }
+
   void lora_expand_split_qkv_rope(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const LoraParts& parts,
                                   const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
                                   const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& q,
-                                  const Tensor& k, const Tensor& v) override {
+                                  const Tensor& k, const Tensor& v) {
     const LoraShape l = check_lora_expand_or_stacked(tmp, bt, slots, qkv);
     check_split_qkv_rope("lora_expand_split_qkv_rope", lora_projection_shape(l, qkv, dtype_), positions, cfg, q_norm,
                          k_norm, q, k, v);
@@ -435,26 +502,23 @@ class CudaBackend final : public Backend {
              "lora_expand_split_qkv_rope: the stacked shrink without q/k norm only");
     if (q_norm.defined() || !lora_.expand_split_qkv_rope(tmp, bt, slots, parts, qkv, positions, inv_freq(cfg),
                                                          cfg.head_dim, cfg.long_from, q, k, v, s()))
-      Backend::lora_expand_split_qkv_rope(tmp, bt, slots, parts, qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
+      Backend::lora_expand(tmp, bt, slots, qkv, parts, SplitQkvRope{positions, &cfg, q_norm, k_norm, eps, q, k, v});
   }
   void lora_expand_gated_activation(GatedActivation act, const Tensor& tmp, const Tensor& bt, const Tensor& slots,
-                                    const Tensor& gate_up, const LoraParts& parts, const Tensor& out) override {
+                                    const Tensor& gate_up, const LoraParts& parts, const Tensor& out) {
     if (!lora_.expand_gated_activation(act, tmp, bt, slots, gate_up, parts, out, s()))
-      Backend::lora_expand_gated_activation(act, tmp, bt, slots, gate_up, parts, out);
+      Backend::lora_expand(tmp, bt, slots, gate_up, parts, Gated{act, out});
   }
   void lora_expand_add_rms_norm(const Tensor& tmp, const Tensor& bt, const Tensor& slots, const Tensor& residual,
-                                const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
+                                const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
     const char* op = "lora_expand_add_rms_norm";
     const int64_t H =
         check_norm(lora_projection_shape(check_lora_expand_or_stacked(tmp, bt, slots, x), x, dtype_), w, out, op);
     need(residual, residual_dtype(residual), op, "residual");
     need_rows(residual, x.dim(0), H, op, "residual");
     if (!lora_.expand_add_rms_norm(tmp, bt, slots, residual, x, w, eps, out, s()))
-      Backend::lora_expand_add_rms_norm(tmp, bt, slots, residual, x, w, eps, out);
+      Backend::lora_expand(tmp, bt, slots, x, LoraParts{}, AddRmsNorm{residual, w, eps, out});
   }
-
- private:
-  cudaStream_t s() const { return stream_.handle(); }
 
   void scale_softcap(const Tensor& x, float alpha, float cap, const char* op) {
     need(x, residual_dtype(x), op, "x");

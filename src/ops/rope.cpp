@@ -1,8 +1,8 @@
-// rope_inv_freq: the rotary inverse frequencies, with llama3 scaling (as HF's rope_init_fn).
+// Implements ops/rope.h: the rotary inverse frequencies, with llama3 scaling (as HF's rope_init_fn).
 #include <cmath>
 
 #include "core/error.h"
-#include "ops/backend.h"
+#include "ops/rope.h"
 
 namespace gs {
 
