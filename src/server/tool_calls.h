@@ -58,8 +58,9 @@ struct ParsedOutput {
   std::string content;  // what is left for "content"
   std::vector<ToolCall> calls;
 };
-// Parses a whole output with `parser` (a tool_call_parsers() name). Text that does not parse as
-// calls stays content.
+// Parses a whole output with `parser` (a tool_call_parsers() name): the final scan of
+// server/tool_call_scan.h, so it equals what ChatOutputStream streams. Text with no call that does
+// not parse stays content.
 ParsedOutput parse_tool_calls(const std::string& parser, const std::string& text);
 
 // Splits reasoning from content; nullopt reasoning when the parser finds none.
