@@ -4,9 +4,17 @@
 
 #include <random>
 
+#include "server/tool_call_scan.h"
 #include "server/tool_calls.h"
 
 namespace gs {
+
+// What a chat output's text shows so far.
+struct ChatOutputView {
+  std::optional<std::string> reasoning;
+  std::string content;
+  std::vector<CallScan> calls;  // the calls whose name is known (final: the whole calls)
+};
 
 namespace {
 
@@ -15,45 +23,33 @@ using Tools = ChatOutputOptions::Tools;
 
 const std::string kThink = "<think>", kEndThink = "</think>";
 
-// The longest suffix of `s` that is a proper prefix of `marker` (held back while streaming).
-size_t holdback(const std::string& s, const std::string& marker) {
-  if (marker.empty()) return 0;
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
-    if (s.compare(s.size() - n, n, marker, 0, n) == 0) return n;
-  return 0;
-}
-
 std::string call_id() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   return fmt::format("chatcmpl-tool-{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
-// Where the parser's tool calls start in `c` (npos: none yet).
-size_t tool_start(const std::string& parser, const std::string& c) {
-  if (parser == "hermes") return c.find("<tool_call>");
-  if (parser == "mistral") return c.find("[TOOL_CALLS]");
-  size_t i = c.find_first_not_of(" \t\n");
-  if (i == std::string::npos) return std::string::npos;
-  if (parser == "llama3_json" && (c[i] == '{' || c.compare(i, 14, "<|python_tag|>") == 0)) return i;
-  if (parser == "pythonic" && c[i] == '[') return i;
-  return std::string::npos;
+// The calls of `c`, the text after the reasoning, scanned as it grows. The final reading keeps
+// every call whose name came (one cut short keeps the arguments it has, as streaming sent them),
+// and text after the calls that is not well formed is dropped; without calls, a text that is not
+// well formed is all content.
+void read_calls(const ChatOutputOptions& o, const std::string& c, bool final, ChatOutputView& v) {
+  if (o.tools == Tools::kNamed) {
+    v.calls.push_back({o.named_function, true, c, final});
+    return;
+  }
+  ToolScan scan =
+      o.tools == Tools::kRequired ? scan_required_calls(c, final) : scan_tool_calls(o.tool_parser, c, final);
+  if (final && scan.calls.empty() && (!scan.complete || o.tools == Tools::kRequired)) {
+    v.content = c;
+    return;
+  }
+  v.content = c.substr(0, scan.content_end);
+  v.calls = std::move(scan.calls);
 }
-
-const std::string& tool_marker(const std::string& parser) {
-  static const std::string hermes = "<tool_call>", mistral = "[TOOL_CALLS]", none;
-  return parser == "hermes" ? hermes : parser == "mistral" ? mistral : none;
-}
-
-struct View {
-  std::optional<std::string> reasoning;
-  std::string content;
-  std::vector<ToolCall> calls;
-  std::optional<std::string> named_arguments;  // a named tool_choice past the reasoning: its arguments so far
-};
 
 // What the text so far shows; `final`: the whole output (parse the calls, release held text).
-View view(const ChatOutputOptions& o, const std::string& text, bool final) {
-  View v;
+ChatOutputView view(const ChatOutputOptions& o, const std::string& text, bool final) {
+  ChatOutputView v;
   std::string c = text;
   if (!o.reasoning_parser.empty()) {
     if (!final && o.reasoning_parser == "qwen3" && text.size() < kThink.size() &&
@@ -68,49 +64,15 @@ View view(const ChatOutputOptions& o, const std::string& text, bool final) {
         c = body.substr(end + kEndThink.size());
         c.erase(0, c.find_first_not_of('\n') == std::string::npos ? c.size() : c.find_first_not_of('\n'));
       } else {
-        v.reasoning = final ? body : body.substr(0, body.size() - holdback(body, kEndThink));
+        v.reasoning = final ? body : body.substr(0, body.size() - marker_holdback(body, kEndThink));
         return v;
       }
     }
   }
-  switch (o.tools) {
-    case Tools::kNone: v.content = c; break;
-    case Tools::kRequired:
-    case Tools::kNamed:
-      if (!final && o.tools == Tools::kNamed) v.named_arguments = c;
-      if (final) {
-        if (o.tools == Tools::kNamed) {
-          v.calls.push_back({o.named_function, c});
-        } else {
-          Json list = Json::parse(c, nullptr, false);
-          if (list.is_array())
-            for (const auto& item : list)
-              if (item.is_object() && item.contains("name"))
-                v.calls.push_back({item["name"].get<std::string>(), item.value("parameters", Json::object()).dump()});
-          if (v.calls.empty()) v.content = c;
-        }
-      }
-      break;
-    case Tools::kAuto: {
-      if (final) {
-        ParsedOutput p = parse_tool_calls(o.tool_parser, c);
-        v.content = p.content;
-        v.calls = std::move(p.calls);
-      } else {
-        size_t s = tool_start(o.tool_parser, c);
-        v.content =
-            s == std::string::npos ? c.substr(0, c.size() - holdback(c, tool_marker(o.tool_parser))) : c.substr(0, s);
-        const size_t first = c.find_first_not_of(" \t\n");
-        const bool opening = o.tool_parser == "llama3_json" || o.tool_parser == "pythonic";
-        static const std::string kPythonTag = "<|python_tag|>";
-        if (s == std::string::npos && opening &&
-            (first == std::string::npos ||
-             (o.tool_parser == "llama3_json" && kPythonTag.compare(0, c.size() - first, c, first) == 0)))
-          v.content.clear();  // whitespace or part of <|python_tag|> so far: a call may still open
-      }
-      break;
-    }
-  }
+  if (o.tools == Tools::kNone)
+    v.content = c;
+  else
+    read_calls(o, c, final, v);
   return v;
 }
 
@@ -128,64 +90,89 @@ Json call_json(const ToolCall& c, int index, bool streamed) {
 ReasoningSplit split_reasoning(const std::string& parser, const std::string& text) {
   ChatOutputOptions o;
   o.reasoning_parser = parser;
-  View v = view(o, text, true);
+  ChatOutputView v = view(o, text, true);
   return {v.reasoning, v.content};
 }
 
-Json ChatOutputStream::feed(const std::string& text) {
+namespace {
+
+// Bytes of `s` up to its last complete UTF-8 character (a fragment never splits one).
+size_t utf8_complete(const std::string& s) {
+  size_t n = s.size(), back = 0;
+  while (back < 4 && back < n && (static_cast<unsigned char>(s[n - 1 - back]) & 0xC0) == 0x80) ++back;
+  if (back == n) return n;
+  const unsigned char lead = static_cast<unsigned char>(s[n - 1 - back]);
+  const size_t len = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return len > back + 1 ? n - 1 - back : n;
+}
+
+// The deltas of one step, in order: reasoning and content first, then at most one tool-call
+// entry per delta (a call's opening and its first fragment never share a chunk).
+class Deltas {
+ public:
+  void text(const char* key, const std::string& s) {
+    Json& d = current();
+    d[key] = d.contains(key) ? d[key].get<std::string>() + s : s;
+  }
+  void call(Json entry) { current()["tool_calls"] = Json::array({std::move(entry)}); }
+  std::vector<Json> take() { return std::move(list_); }
+
+ private:
+  Json& current() {
+    if (list_.empty() || list_.back().contains("tool_calls")) list_.push_back(Json::object());
+    return list_.back();
+  }
+  std::vector<Json> list_;
+};
+
+}  // namespace
+
+std::vector<Json> ChatOutputStream::feed(const std::string& text) {
   all_ += text;
-  View v = view(opts_, all_, false);
-  Json delta = Json::object();
+  return send(view(opts_, all_, false), false);
+}
+
+std::vector<Json> ChatOutputStream::finish(bool& has_calls) {
+  ChatOutputView v = view(opts_, all_, true);
+  has_calls = !v.calls.empty() || !sent_arguments_.empty();
+  return send(v, true);
+}
+
+// What `v` shows beyond what was sent. Calls stream as OpenAI's do: once its name is known, a
+// call opens (index, id, type, name, empty arguments), then each new piece of its arguments
+// follows alone under the same index.
+std::vector<Json> ChatOutputStream::send(const ChatOutputView& v, bool final) {
+  Deltas out;
   const std::string r = v.reasoning.value_or("");
-  if (r.size() > sent_reasoning_) delta["reasoning_content"] = r.substr(sent_reasoning_), sent_reasoning_ = r.size();
+  if (r.size() > sent_reasoning_) out.text("reasoning_content", r.substr(sent_reasoning_)), sent_reasoning_ = r.size();
   if (v.content.size() > sent_content_)
-    delta["content"] = v.content.substr(sent_content_), sent_content_ = v.content.size();
-  if (v.named_arguments) stream_named(*v.named_arguments, delta);
-  return delta;
-}
-
-// A named tool_choice streams as OpenAI does: the call's id, type and name with the arguments so
-// far once, then each later piece of the arguments alone (same index).
-void ChatOutputStream::stream_named(const std::string& arguments, Json& delta) {
-  Json call = {{"index", 0}};
-  if (!named_opened_) {
-    call = call_json({opts_.named_function, arguments}, 0, true);
-    named_opened_ = true;
-  } else if (arguments.size() > sent_arguments_) {
-    call["function"] = {{"arguments", arguments.substr(sent_arguments_)}};
-  } else {
-    return;
+    out.text("content", v.content.substr(sent_content_)), sent_content_ = v.content.size();
+  for (size_t i = 0; i < v.calls.size(); ++i) {
+    const CallScan& c = v.calls[i];
+    if (i == sent_arguments_.size()) {
+      out.call(call_json({c.name, ""}, static_cast<int>(i), true));
+      sent_arguments_.push_back(0);
+    }
+    const size_t ready = final ? c.arguments.size() : utf8_complete(c.arguments);
+    if (ready > sent_arguments_[i]) {
+      out.call({{"index", i},
+                {"function", {{"arguments", c.arguments.substr(sent_arguments_[i], ready - sent_arguments_[i])}}}});
+      sent_arguments_[i] = ready;
+    }
   }
-  sent_arguments_ = arguments.size();
-  delta["tool_calls"] = Json::array({call});
-}
-
-Json ChatOutputStream::finish(bool& has_calls) {
-  View v = view(opts_, all_, true);
-  Json delta = Json::object();
-  const std::string r = v.reasoning.value_or("");
-  if (r.size() > sent_reasoning_) delta["reasoning_content"] = r.substr(sent_reasoning_);
-  if (v.content.size() > sent_content_) delta["content"] = v.content.substr(sent_content_);
-  has_calls = !v.calls.empty();
-  if (has_calls && opts_.tools == Tools::kNamed) {
-    stream_named(v.calls[0].arguments, delta);
-  } else if (has_calls) {
-    Json calls = Json::array();
-    for (size_t i = 0; i < v.calls.size(); ++i) calls.push_back(call_json(v.calls[i], static_cast<int>(i), true));
-    delta["tool_calls"] = calls;
-  }
-  return delta;
+  return out.take();
 }
 
 Json ChatOutputStream::message(const ChatOutputOptions& opts, const std::string& text, bool& has_calls) {
-  View v = view(opts, text, true);
+  ChatOutputView v = view(opts, text, true);
   Json m = {{"role", "assistant"}};
   has_calls = !v.calls.empty();
   m["content"] = has_calls && v.content.empty() ? Json(nullptr) : Json(v.content);
   if (v.reasoning) m["reasoning_content"] = *v.reasoning;
   if (has_calls) {
     Json calls = Json::array();
-    for (size_t i = 0; i < v.calls.size(); ++i) calls.push_back(call_json(v.calls[i], static_cast<int>(i), false));
+    for (size_t i = 0; i < v.calls.size(); ++i)
+      calls.push_back(call_json({v.calls[i].name, v.calls[i].arguments}, static_cast<int>(i), false));
     m["tool_calls"] = calls;
   }
   return m;

@@ -34,6 +34,12 @@ std::string sse_done() { return "data: [DONE]\n\n"; }
 
 namespace {
 
+// finish_reason "tool_calls": the output holds calls of a required or auto tool_choice (a named
+// one answers "stop", as OpenAI), and was not cut by max_tokens ("length" says that).
+bool tool_calls_finish(bool calls, const ChatOutputOptions& o, FinishReason reason) {
+  return calls && o.tools != ChatOutputOptions::Tools::kNamed && reason != FinishReason::Length;
+}
+
 json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -236,18 +242,26 @@ std::vector<json> ResponseBuilder::add(const ChoiceOutput& item) {
   // inside a UTF-8 character, or one that decodes to nothing), as vLLM does: clients see every
   // step, and time-to-first-token means the first token.
   if (text.empty() && out.new_token_ids.empty() && !has_logprobs && !out.finished) return {};
-  if (!streams_.empty()) {  // tool calls / reasoning: the delta's fields come from the output stream
-    nlohmann::ordered_json delta = streams_[size_t(item.choice)].feed(text);
+  std::vector<json> chunks;
+  if (!streams_.empty()) {  // tool calls / reasoning: the deltas come from the output stream
+    ChatOutputStream& stream = streams_[size_t(item.choice)];
+    std::vector<nlohmann::ordered_json> deltas = stream.feed(text);
     if (c.finished) {
       bool calls = false;
-      delta.update(streams_[size_t(item.choice)].finish(calls));
-      c.tool_calls = calls && chat_output_.tools != ChatOutputOptions::Tools::kNamed;
+      for (auto& d : stream.finish(calls)) deltas.push_back(std::move(d));
+      c.tool_calls = tool_calls_finish(calls, chat_output_, c.reason);
     }
-    text = delta.dump();
+    if (deltas.empty()) deltas.emplace_back(nlohmann::ordered_json::object());
+    for (size_t k = 0; k < deltas.size(); ++k) {  // the step's logprobs on the first, its finish on the last
+      chunks.push_back(choice_chunk(item.choice, deltas[k].dump(-1, ' ', false, json::error_handler_t::replace),
+                                    k == 0 ? lp : json(nullptr), c));
+      if (k + 1 < deltas.size()) chunks.back()["choices"][0]["finish_reason"] = nullptr;
+    }
+  } else {
+    chunks.push_back(choice_chunk(item.choice, text, lp, c));
   }
-  json chunk = choice_chunk(item.choice, text, lp, c);
-  if (first && prompt_logprobs_) chunk["choices"][0]["prompt_logprobs"] = c.prompt_logprobs;
-  return {chunk};
+  if (first && prompt_logprobs_) chunks[0]["choices"][0]["prompt_logprobs"] = c.prompt_logprobs;
+  return chunks;
 }
 
 bool ResponseBuilder::all_finished() const {
@@ -279,7 +293,7 @@ json ResponseBuilder::response() const {
     if (kind_ == ApiKind::Chat && chat_output_.active()) {
       bool calls = false;
       choice["message"] = json::parse(ChatOutputStream::message(chat_output_, c.text, calls).dump());
-      if (calls && chat_output_.tools != ChatOutputOptions::Tools::kNamed) choice["finish_reason"] = "tool_calls";
+      if (tool_calls_finish(calls, chat_output_, c.reason)) choice["finish_reason"] = "tool_calls";
     } else if (kind_ == ApiKind::Chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {

@@ -1,6 +1,8 @@
-// The tool-call parsers of server/tool_calls.h (parse_tool_calls): the model's text -> calls.
+// The pythonic tool-call scanner (server/tool_call_scan.h) and parse_tool_calls
+// (server/tool_calls.h): the model's text -> calls, through the parsers' final scan.
 #include <cctype>
 
+#include "server/tool_call_scan.h"
 #include "server/tool_calls.h"
 
 namespace gs {
@@ -8,107 +10,6 @@ namespace gs {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// End (one past) of the JSON object or array starting at s[i], honouring strings; npos if open.
-size_t json_extent(const std::string& s, size_t i) {
-  int depth = 0;
-  bool in_str = false;
-  for (size_t k = i; k < s.size(); ++k) {
-    char c = s[k];
-    if (in_str) {
-      if (c == '\\')
-        ++k;
-      else if (c == '"')
-        in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return k + 1;
-    }
-  }
-  return std::string::npos;
-}
-
-std::string trim(const std::string& s) {
-  size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
-
-// {"name": ..., "arguments" | "parameters": {...}} -> a call.
-bool to_call(const Json& j, ToolCall& out) {
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
-  out.name = j["name"];
-  const char* key = j.contains("arguments") ? "arguments" : "parameters";
-  const Json args = j.contains(key) ? j[key] : Json::object();
-  out.arguments = args.is_string() ? args.get<std::string>() : args.dump();
-  return true;
-}
-
-// Content is the text before the first call (as vLLM's parser: what streaming has sent).
-ParsedOutput hermes(const std::string& text) {
-  ParsedOutput out;
-  const std::string open = "<tool_call>", close = "</tool_call>";
-  size_t at = 0;
-  for (;;) {
-    size_t s = text.find(open, at);
-    if (s == std::string::npos) {
-      if (at == 0) out.content = text;
-      break;
-    }
-    if (at == 0) out.content = text.substr(0, s);
-    size_t e = text.find(close, s);
-    std::string body = text.substr(s + open.size(), e == std::string::npos ? std::string::npos : e - s - open.size());
-    ToolCall call;
-    Json j = Json::parse(trim(body), nullptr, false);
-    if (j.is_discarded() || !to_call(j, call)) return {text, {}};
-    out.calls.push_back(std::move(call));
-    if (e == std::string::npos) break;
-    at = e + close.size();
-  }
-  return out;
-}
-
-ParsedOutput llama3_json(const std::string& text) {
-  std::string t = trim(text);
-  if (t.rfind("<|python_tag|>", 0) == 0) t = trim(t.substr(14));
-  if (t.empty() || t[0] != '{') return {text, {}};
-  ParsedOutput out;
-  size_t i = 0;
-  while (i < t.size()) {
-    size_t e = json_extent(t, i);
-    if (e == std::string::npos) return {text, {}};
-    ToolCall call;
-    Json j = Json::parse(t.substr(i, e - i), nullptr, false);
-    if (j.is_discarded() || !to_call(j, call)) return {text, {}};
-    out.calls.push_back(std::move(call));
-    i = e;
-    while (i < t.size() && (std::isspace(static_cast<unsigned char>(t[i])) || t[i] == ';')) ++i;
-    if (i < t.size() && t[i] != '{') return {text, {}};
-  }
-  return out;
-}
-
-ParsedOutput mistral(const std::string& text) {
-  const std::string marker = "[TOOL_CALLS]";
-  size_t m = text.find(marker);
-  if (m == std::string::npos) return {text, {}};
-  ParsedOutput out;
-  out.content = text.substr(0, m);
-  std::string rest = trim(text.substr(m + marker.size()));
-  Json j = Json::parse(rest, nullptr, false);
-  if (j.is_discarded()) return {text, {}};
-  if (j.is_object()) j = Json::array({j});
-  for (const auto& c : j) {
-    ToolCall call;
-    if (!to_call(c, call)) return {text, {}};
-    out.calls.push_back(std::move(call));
-  }
-  return out;
-}
 
 // A Python literal (str, int, float, True/False/None, list, dict) at s[i] -> JSON.
 class PyLiteral {
@@ -193,55 +94,103 @@ class PyLiteral {
   const std::string& s_;
 };
 
-// [f(a=1, b="x"), g()]
-ParsedOutput pythonic(const std::string& text) {
-  std::string t = trim(text);
-  if (t.size() < 2 || t.front() != '[' || t.back() != ']') return {text, {}};
-  ParsedOutput out;
-  PyLiteral py(t);
-  size_t i = 1;
+bool ident_char(char c, bool dotted) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (dotted && c == '.');
+}
+
+std::string compact(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+enum class Step { kOpen, kDone, kBad };
+
+// One call's keyword arguments after '(' at t[i], built into `c.arguments` as a compact JSON
+// object one complete argument at a time ('}' at the ')').
+Step pythonic_arguments(const std::string& t, size_t& i, PyLiteral& py, CallScan& c) {
+  std::string args = "{";
   for (;;) {
     py.skip(i);
-    if (i < t.size() && t[i] == ']') break;
-    size_t start = i;
-    while (i < t.size() && (std::isalnum(static_cast<unsigned char>(t[i])) || t[i] == '_' || t[i] == '.')) ++i;
-    ToolCall call;
-    call.name = t.substr(start, i - start);
-    if (call.name.empty() || i >= t.size() || t[i] != '(') return {text, {}};
-    ++i;
-    Json args = Json::object();
-    for (;;) {
-      py.skip(i);
-      if (i < t.size() && t[i] == ')') break;
-      size_t k = i;
-      while (i < t.size() && (std::isalnum(static_cast<unsigned char>(t[i])) || t[i] == '_')) ++i;
-      std::string key = t.substr(k, i - k);
-      py.skip(i);
-      if (key.empty() || i >= t.size() || t[i] != '=') return {text, {}};
+    if (i >= t.size()) return Step::kOpen;
+    if (t[i] == ')') {
       ++i;
-      Json v;
-      if (!py.value(i, v)) return {text, {}};
-      args[key] = v;
-      py.skip(i);
-      if (i < t.size() && t[i] == ',') ++i;
+      c.arguments = args + "}";
+      c.done = true;
+      return Step::kDone;
     }
-    ++i;
-    call.arguments = args.dump();
-    out.calls.push_back(std::move(call));
+    const size_t k = i;
+    while (i < t.size() && ident_char(t[i], false)) ++i;
+    const std::string key = t.substr(k, i - k);
     py.skip(i);
-    if (i < t.size() && t[i] == ',') ++i;
+    if (i >= t.size()) return Step::kOpen;
+    if (key.empty() || t[i] != '=') return Step::kBad;
+    ++i;
+    Json v;
+    if (!py.value(i, v)) return i >= t.size() ? Step::kOpen : Step::kBad;
+    py.skip(i);
+    if (i >= t.size()) return Step::kOpen;  // a number or word may go on
+    if (t[i] != ',' && t[i] != ')') return Step::kBad;
+    if (t[i] == ',') ++i;
+    if (args.size() > 1) args += ',';
+    args += compact(Json(key));
+    args += ':';
+    args += compact(v);
+    c.arguments = args;
   }
-  return out;
 }
 
 }  // namespace
 
+// The output is a list of calls only; anything else is content (decided by its first non-blank
+// character).
+ToolScan scan_pythonic(const std::string& t, bool final) {
+  ToolScan scan;
+  PyLiteral py(t);
+  size_t i = 0;
+  py.skip(i);
+  if (i == t.size() || t[i] != '[') {
+    scan.content_end = i == t.size() && !final ? 0 : t.size();
+    scan.complete = true;
+    return scan;
+  }
+  ++i;
+  for (;;) {
+    py.skip(i);
+    if (i >= t.size()) return scan;
+    if (t[i] == ']') break;
+    const size_t start = i;
+    while (i < t.size() && ident_char(t[i], true)) ++i;
+    if (i >= t.size()) return scan;
+    CallScan c;
+    c.name = t.substr(start, i - start);
+    if (c.name.empty() || t[i] != '(') return scan;
+    ++i;
+    c.has_name = true;
+    scan.calls.push_back(c);
+    if (pythonic_arguments(t, i, py, scan.calls.back()) != Step::kDone) return scan;
+    py.skip(i);
+    if (i < t.size() && t[i] == ',') ++i;
+  }
+  ++i;
+  py.skip(i);
+  scan.complete = i == t.size();
+  return scan;
+}
+
+ToolScan scan_tool_calls(const std::string& parser, const std::string& text, bool final) {
+  if (parser == "hermes") return scan_hermes(text, final);
+  if (parser == "llama3_json") return scan_llama3_json(text, final);
+  if (parser == "mistral") return scan_mistral(text, final);
+  if (parser == "pythonic") return scan_pythonic(text, final);
+  ToolScan none;
+  none.content_end = text.size();
+  none.complete = true;
+  return none;
+}
+
 ParsedOutput parse_tool_calls(const std::string& parser, const std::string& text) {
-  if (parser == "hermes") return hermes(text);
-  if (parser == "llama3_json") return llama3_json(text);
-  if (parser == "mistral") return mistral(text);
-  if (parser == "pythonic") return pythonic(text);
-  return {text, {}};
+  const ToolScan scan = scan_tool_calls(parser, text, true);
+  if (scan.calls.empty() && !scan.complete) return {text, {}};
+  ParsedOutput out{text.substr(0, scan.content_end), {}};
+  for (const CallScan& c : scan.calls) out.calls.push_back({c.name, c.arguments});
+  return out;
 }
 
 }  // namespace gs

@@ -58,8 +58,9 @@ struct ParsedOutput {
   std::string content;  // what is left for "content"
   std::vector<ToolCall> calls;
 };
-// Parses a whole output with `parser` (a tool_call_parsers() name). Text that does not parse as
-// calls stays content.
+// Parses a whole output with `parser` (a tool_call_parsers() name): the final scan of
+// server/tool_call_scan.h, so it equals what ChatOutputStream streams. Text with no call that does
+// not parse stays content.
 ParsedOutput parse_tool_calls(const std::string& parser, const std::string& text);
 
 // Splits reasoning from content; nullopt reasoning when the parser finds none.
@@ -69,27 +70,30 @@ struct ReasoningSplit {
 };
 ReasoningSplit split_reasoning(const std::string& parser, const std::string& text);
 
-// One choice's streamed chat output: feed() returns the delta fields to send now
-// ({"content": ...} and/or {"reasoning_content": ...}, possibly empty), holding back text that
-// may start a marker or belongs to a tool call; finish() returns the rest, tool calls included
-// (as OpenAI's streamed tool_calls deltas), and whether the output holds calls. A named
-// tool_choice's arguments stream as they come, in fragments of one call (index 0).
+struct ChatOutputView;
+
+// One choice's streamed chat output: feed() returns the deltas to send now, in order
+// ({"content": ...} and/or {"reasoning_content": ...}, and tool_calls entries; often one, possibly
+// none), holding back text that may start a marker or belongs to a tool call; finish() returns the
+// rest and whether the output holds calls. Tool calls stream as OpenAI's do, for every tool_choice
+// and parser: once a call's name is known, one delta opens it ({index, id, type: "function",
+// function: {name, arguments: ""}}), then deltas carry each new fragment of its arguments
+// ({index, function: {arguments}}); the fragments add up to the non-streamed arguments.
 class ChatOutputStream {
  public:
   explicit ChatOutputStream(ChatOutputOptions opts) : opts_(std::move(opts)) {}
-  nlohmann::ordered_json feed(const std::string& text);
-  nlohmann::ordered_json finish(bool& has_calls);
+  std::vector<nlohmann::ordered_json> feed(const std::string& text);
+  std::vector<nlohmann::ordered_json> finish(bool& has_calls);
   // The whole message for a non-streamed response (content, reasoning_content, tool_calls).
   static nlohmann::ordered_json message(const ChatOutputOptions& opts, const std::string& text, bool& has_calls);
 
  private:
-  void stream_named(const std::string& arguments, nlohmann::ordered_json& delta);
+  std::vector<nlohmann::ordered_json> send(const ChatOutputView& v, bool final);
 
   ChatOutputOptions opts_;
   std::string all_;  // every text fed
   size_t sent_reasoning_ = 0, sent_content_ = 0;
-  bool named_opened_ = false;  // a named tool_choice's call (id, name) was sent
-  size_t sent_arguments_ = 0;  // of its arguments
+  std::vector<size_t> sent_arguments_;  // per opened call: the bytes of its arguments sent
 };
 
 }  // namespace gs

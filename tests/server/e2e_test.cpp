@@ -193,6 +193,28 @@ TEST_F(E2E, OpenAINodeSdk) {
     json args = json::parse(j["tool_arguments"].get<std::string>(), nullptr, false);
     EXPECT_TRUE(args.is_object() && (args["unit"] == "c" || args["unit"] == "f")) << out;
   }
+  // tool_choice "required" (greedy, kept off whitespace by logit_bias): a whole call of the tool
+  // whose arguments validate; the result goes back for an answer; the SDK's stream helper
+  // assembles the same call from its opening chunk and several argument fragments.
+  EXPECT_EQ(j["required_name"], "get_weather") << out;
+  EXPECT_EQ(j["required_finish"], "tool_calls") << out;
+  json args = json::parse(j["required_arguments"].get<std::string>(), nullptr, false);
+  EXPECT_TRUE(args.is_object() && (args["unit"] == "c" || args["unit"] == "f")) << out;
+  EXPECT_EQ(j["round_trip_role"], "assistant") << out;
+  EXPECT_TRUE(j["round_trip_finish"] == "stop" || j["round_trip_finish"] == "length") << out;
+  EXPECT_EQ(j["required_stream_name"], "get_weather") << out;
+  EXPECT_EQ(j["required_stream_arguments"], j["required_arguments"]) << out;
+  EXPECT_TRUE(j["required_stream_id"].is_string()) << out;
+  EXPECT_EQ(j["required_stream_finish"], "tool_calls") << out;
+  EXPECT_GE(j["required_stream_fragments"].get<int>(), 2) << out;
+  EXPECT_EQ(j["required_stream_done"], true) << out;
+  // response_format from zod, parsed by beta.chat.completions.parse: the schema's fields and types.
+  EXPECT_EQ(j["zod_finish"], "stop") << out;
+  EXPECT_EQ(j["zod_types"]["city"], "string") << out;
+  EXPECT_TRUE(j["zod_types"]["unit"] == "c" || j["zod_types"]["unit"] == "f") << out;
+  EXPECT_EQ(j["zod_types"]["sunny"], "boolean") << out;
+  EXPECT_EQ(j["zod_types"]["days"], true) << out;
+  EXPECT_EQ(j["zod_valid"], true) << out;
 }
 
 }  // namespace

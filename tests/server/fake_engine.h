@@ -2,7 +2,8 @@
 // request every `tick_ms` milliseconds (1 by default), so HTTP behaviour is tested without a model.
 // A prompt starting with 'S' ends with finish_reason "stop" after 3 tokens (unless ignore_eos).
 // A prompt starting with 'E' gets tokens whose text is empty (as a token that ends inside a
-// UTF-8 character, or decodes to nothing).
+// UTF-8 character, or decodes to nothing). With set_script(text), every request's output is
+// `text`, one byte a token, ending with "stop" (crafted model output, e.g. tool calls).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -73,6 +74,10 @@ class FakeEngine : public EngineClient {
     std::lock_guard l(mu_);
     loras_ = std::move(names);
   }
+  void set_script(std::string text) {
+    std::lock_guard l(mu_);
+    script_ = std::move(text);
+  }
   void load_lora(const std::string&, const std::string&) override { GS_CHECK(false, "fake serves no LoRA adapters"); }
   void unload_lora(const std::string&) override { GS_CHECK(false, "fake serves no LoRA adapters"); }
   std::string fatal_error;  // set by a test: the engine failed (a tensor-parallel worker died)
@@ -99,14 +104,17 @@ class FakeEngine : public EngineClient {
         Live& r = it->second;
         RequestOutput o;
         o.id = it->first;
-        int32_t tok = 'a' + r.produced % 26;
+        const bool scripted = !script_.empty();
+        int32_t tok =
+            scripted ? static_cast<unsigned char>(script_[size_t(r.produced) % script_.size()]) : 'a' + r.produced % 26;
         o.new_token_ids = {tok};
-        o.new_text = r.prompt[0] == 'E' ? std::string() : std::string(1, char(tok));
+        o.new_text = r.prompt[0] == 'E' && !scripted ? std::string() : std::string(1, char(tok));
         o.num_prompt_tokens = static_cast<int>(r.prompt.size());
         o.num_output_tokens = ++r.produced;
         o.arrival_time = 1.0, o.scheduled_time = 1.25, o.first_token_time = 1.75;  // queue 0.25 s, prefill 0.5 s
         if (r.params.logprobs >= 0) o.logprobs.push_back({tok, -0.5f, {{tok, -0.5f}}});
-        bool stop = r.prompt[0] == 'S' && !r.params.ignore_eos && r.produced == 3;
+        bool stop = scripted ? size_t(r.produced) == script_.size()
+                             : r.prompt[0] == 'S' && !r.params.ignore_eos && r.produced == 3;
         if (stop || r.produced >= r.params.max_tokens) {
           o.finished = true;
           o.finish_reason = stop ? FinishReason::Stop : FinishReason::Length;
@@ -120,6 +128,7 @@ class FakeEngine : public EngineClient {
 
   ServedModel model_;
   std::vector<std::string> loras_;
+  std::string script_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<RequestId, Live> live_;

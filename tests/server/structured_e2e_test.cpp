@@ -180,6 +180,59 @@ TEST(StructuredE2E, RequiredAndNamedToolChoiceGiveValidCalls) {
   }
 }
 
+// A streamed "required" call comes as OpenAI's does: one chunk opens each call (index, id, type,
+// name, empty arguments), then chunks carry its arguments in fragments, and they add up to exactly
+// the arguments of the same (seeded) request not streamed; the last chunk says "tool_calls". The
+// random model often wanders in the whitespace JSON allows, so the test takes the first seed whose
+// call ends within max_tokens.
+TEST(StructuredE2E, RequiredToolChoiceStreamsArgumentFragments) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}},
+               {"max_tokens", 200},
+               {"temperature", 1.0},
+               {"tools", kTools},
+               {"tool_choice", "required"},
+               {"parallel_tool_calls", false}};
+  json choice;
+  for (int seed = 0; seed < 24 && choice["finish_reason"] != "tool_calls"; ++seed) {
+    body["seed"] = seed;
+    auto whole = test::post(server().port(), "/v1/chat/completions", body.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    choice = whole.json()["choices"][0];
+  }
+  ASSERT_EQ(choice["finish_reason"], "tool_calls") << "no seed gave a whole call: " << choice.dump();
+  const json call = choice["message"]["tool_calls"][0];
+  body["stream"] = true;
+  auto r = test::post_stream(server().port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::string name, arguments, finish;
+  int opened = 0, fragments = 0;
+  for (const auto& e : r.events) {
+    if (e["choices"].empty()) continue;
+    const json& ch = e["choices"][0];
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+    if (!ch["delta"].contains("tool_calls")) continue;
+    ASSERT_EQ(ch["delta"]["tool_calls"].size(), 1u) << e.dump();
+    const json& piece = ch["delta"]["tool_calls"][0];
+    EXPECT_EQ(piece["index"], 0) << e.dump();
+    if (piece.contains("id")) {
+      ++opened;
+      EXPECT_EQ(fragments, 0) << "a fragment came before its call opened";
+      EXPECT_EQ(piece["type"], "function");
+      EXPECT_EQ(piece["function"]["arguments"], "");
+      name = piece["function"]["name"];
+    } else {
+      ++fragments;
+      EXPECT_FALSE(piece["function"].contains("name")) << e.dump();
+      arguments += piece["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(opened, 1) << r.raw;
+  EXPECT_GE(fragments, 2) << "the arguments came in one piece: " << r.raw;
+  EXPECT_EQ(name, call["function"]["name"]);
+  EXPECT_EQ(arguments, call["function"]["arguments"]);
+  EXPECT_EQ(finish, "tool_calls");
+}
+
 TEST(StructuredE2E, ToolChoiceErrorsAre400s) {
   auto ask = [](json tc, json tools) {
     json body = {

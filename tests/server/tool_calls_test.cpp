@@ -33,20 +33,73 @@ inline void merge_tool_call(nlohmann::ordered_json& calls, const nlohmann::order
   calls.push_back(piece);
 }
 
-// Streams `text` in pieces of `step` bytes; returns the accumulated content, reasoning and calls.
-Json stream(const ChatOutputOptions& o, const std::string& text, size_t step, bool& calls) {
+// Streams `text` cut into `pieces`; returns the accumulated content, reasoning and calls. Checks
+// the protocol on the way: each delta carries at most one tool_calls entry; a call opens once
+// (index, id, type "function", name, arguments "") and then only adds arguments fragments.
+Json stream_pieces(const ChatOutputOptions& o, const std::vector<std::string>& pieces, bool& calls,
+                   size_t* fragments = nullptr) {
   ChatOutputStream s(o);
   std::string content, reasoning;
   Json tool_calls = Json::array();
-  auto take = [&](const Json& d) {
-    if (d.contains("content")) content += d["content"].get<std::string>();
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    if (d.contains("tool_calls"))
-      for (const auto& c : d["tool_calls"]) merge_tool_call(tool_calls, c);
+  auto take = [&](const std::vector<Json>& deltas) {
+    for (const Json& d : deltas) {
+      if (d.contains("content")) content += d["content"].get<std::string>();
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (!d.contains("tool_calls")) continue;
+      ASSERT_EQ(d["tool_calls"].size(), 1u) << d.dump();
+      const Json& c = d["tool_calls"][0];
+      if (c["index"] == tool_calls.size()) {
+        EXPECT_TRUE(c.contains("id") && c["type"] == "function" && c["function"].contains("name")) << c.dump();
+        EXPECT_EQ(c["function"]["arguments"], "") << c.dump();
+      } else {
+        ASSERT_LT(c["index"].get<size_t>(), tool_calls.size()) << c.dump();
+        EXPECT_FALSE(c.contains("id") || c["function"].contains("name")) << c.dump();
+        EXPECT_FALSE(c["function"]["arguments"].get<std::string>().empty()) << c.dump();
+        if (fragments) ++*fragments;
+      }
+      merge_tool_call(tool_calls, c);
+    }
   };
-  for (size_t i = 0; i < text.size(); i += step) take(s.feed(text.substr(i, step)));
+  for (const auto& p : pieces) take(s.feed(p));
   take(s.finish(calls));
   return {{"content", content}, {"reasoning", reasoning}, {"tool_calls", tool_calls}};
+}
+
+Json stream(const ChatOutputOptions& o, const std::string& text, size_t step, bool& calls) {
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i < text.size(); i += step) pieces.push_back(text.substr(i, step));
+  return stream_pieces(o, pieces, calls);
+}
+
+// The streamed message equals the whole one: content, and each call's name and exact arguments.
+void expect_same_as_whole(const ChatOutputOptions& o, const std::string& text, const std::vector<std::string>& pieces) {
+  bool whole_calls = false, calls = false;
+  const Json m = ChatOutputStream::message(o, text, whole_calls);
+  const Json s = stream_pieces(o, pieces, calls);
+  EXPECT_EQ(calls, whole_calls);
+  EXPECT_EQ(s["content"], m["content"].is_null() ? Json("") : m["content"]);
+  EXPECT_EQ(s["reasoning"], m.value("reasoning_content", Json("")));
+  const Json want = m.value("tool_calls", Json::array());
+  ASSERT_EQ(s["tool_calls"].size(), want.size()) << s.dump();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(s["tool_calls"][i]["index"], i);
+    EXPECT_EQ(s["tool_calls"][i]["function"]["name"], want[i]["function"]["name"]);
+    EXPECT_EQ(s["tool_calls"][i]["function"]["arguments"], want[i]["function"]["arguments"]);
+  }
+}
+
+// Every cut of `text` into two pieces, one-byte pieces and a few regular steps.
+void expect_every_split(const ChatOutputOptions& o, const std::string& text) {
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    expect_same_as_whole(o, text, {text.substr(0, cut), text.substr(cut)});
+  }
+  for (size_t step : {1, 2, 3, 5, 8}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<std::string> pieces;
+    for (size_t i = 0; i < text.size(); i += step) pieces.push_back(text.substr(i, step));
+    expect_same_as_whole(o, text, pieces);
+  }
 }
 
 struct Case {
@@ -158,7 +211,7 @@ TEST(ToolChoice, RequiredAndNamedOutputsBecomeCalls) {
   EXPECT_EQ(m["tool_calls"][1]["function"]["name"], "b");
   Json s = stream(required, "[{\"name\": \"a\", \"parameters\": {\"x\": 1}}]", 4, calls);
   EXPECT_EQ(s["content"], "");
-  EXPECT_EQ(s["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
+  EXPECT_EQ(s["tool_calls"][0]["function"]["arguments"], "{\"x\": 1}");  // the model's text
 }
 
 // A named tool_choice streams its call's name first, then the arguments in fragments (after the
@@ -172,10 +225,12 @@ TEST(ToolChoice, NamedCallStreamsArgumentFragments) {
   ChatOutputStream s(named);
   std::vector<Json> pieces;
   std::string reasoning;
-  auto take = [&](const Json& d) {
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    EXPECT_FALSE(d.contains("content")) << d.dump();
-    if (d.contains("tool_calls")) pieces.push_back(d["tool_calls"][0]);
+  auto take = [&](const std::vector<Json>& deltas) {
+    for (const Json& d : deltas) {
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      EXPECT_FALSE(d.contains("content")) << d.dump();
+      if (d.contains("tool_calls")) pieces.push_back(d["tool_calls"][0]);
+    }
   };
   const std::string text = "<think>\nOslo it is.\n</think>\n\n" + args;
   for (size_t i = 0; i < text.size(); i += 3) take(s.feed(text.substr(i, 3)));
@@ -190,10 +245,105 @@ TEST(ToolChoice, NamedCallStreamsArgumentFragments) {
   std::string joined;
   for (size_t i = 0; i < pieces.size(); ++i) {
     EXPECT_EQ(pieces[i]["index"], 0);
-    if (i > 0) EXPECT_FALSE(pieces[i].contains("id")) << "only the first piece opens the call";
+    if (i > 0) {
+      EXPECT_FALSE(pieces[i].contains("id")) << "only the first piece opens the call";
+    }
     joined += pieces[i]["function"]["arguments"].get<std::string>();
   }
   EXPECT_EQ(joined, args);
+}
+
+ChatOutputOptions required_tools(const std::string& reasoning = "") {
+  ChatOutputOptions o;
+  o.tools = Tools::kRequired;
+  o.reasoning_parser = reasoning;
+  return o;
+}
+
+// Crafted outputs of each parser: content before calls, parallel calls, arguments as an object, as
+// a JSON string and absent, non-ASCII text, and outputs that are not calls (or not well formed).
+// Cut anywhere, each streams exactly its whole parse.
+TEST(ToolCallStreaming, EveryParserStreamsItsWholeParseAtEverySplit) {
+  const std::vector<std::pair<ChatOutputOptions, std::string>> cases = {
+      {auto_tools("hermes"),
+       "Checking. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"S\u00e3o Paulo\", \"d\": [1, "
+       "{\"x\": \"}\"}]}}\n</tool_call>\n<tool_call>{\"arguments\": {}, \"name\": \"now\"}</tool_call>"},
+      {auto_tools("hermes"), "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>"},
+      {auto_tools("hermes"), "<tool_call>{\"name\": \"ping\"}"},
+      {auto_tools("hermes"), "No call, just a <tag> and </tool_call>."},
+      {auto_tools("hermes"), "Broken: <tool_call>{\"name\": 3}</tool_call>"},
+      {auto_tools("llama3_json"),
+       "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a;b\", \"n\": 10}}; {\"name\": \"noop\", "
+       "\"parameters\": {}}"},
+      {auto_tools("llama3_json"), "  {\"name\": \"f\", \"arguments\": {\"deep\": {\"a\": [true, null, -1.5e3]}}}"},
+      {auto_tools("llama3_json"), "The answer is {not json}."},
+      {auto_tools("llama3_json"), "{\"name\": \"f\", \"parameters\": {\"x\": 1}} trailing words"},
+      {auto_tools("mistral"),
+       "Sure.[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}, {\"name\": \"neg\", "
+       "\"arguments\": {\"a\": -7}}]"},
+      {auto_tools("mistral"), "[TOOL_CALLS]{\"name\": \"one\", \"arguments\": {\"k\": \"v\"}}"},
+      {auto_tools("mistral"), "A [TOOL] that is not [TOOL_CALLS"},
+      {auto_tools("pythonic"),
+       "[get_weather(city='Paris', units=\"metric\"), ping(), scale(v=[1, 2.5], on=True, tag=None, m={'k': 'v'})]"},
+      {auto_tools("pythonic"), "  [mod.fn(n=-12, s='it\\'s \u00e9t\u00e9')]  "},
+      {auto_tools("pythonic"), "[1, 2, 3] are numbers"},
+      {auto_tools("pythonic"), "Plain text [not a call]"},
+      {auto_tools("hermes", "qwen3"),
+       "<think>Need the weather.</think>\n\n<tool_call>{\"name\": \"w\", \"arguments\": {\"c\": "
+       "\"Oslo\"}}</tool_call>"},
+      {required_tools(),
+       "[{\"name\": \"a\", \"parameters\": {\"x\": 1, \"s\": \"[{,}]\"}}, {\"name\": \"b\", "
+       "\"parameters\": {}}]"},
+      {required_tools("deepseek_r1"), "Two calls.</think>[ {\"name\": \"a\", \"parameters\": {\"y\": [\"\u00fc\"]}} ]"},
+      {required_tools(), "[{\"name\": \"a\", \"parameters\": {\"x\": "},  // cut by max_tokens
+  };
+  const std::vector<size_t> num_calls = {2, 1, 1, 0, 0, 2, 1, 0, 1, 2, 1, 0, 3, 1, 0, 0, 1, 2, 1, 1};
+  ASSERT_EQ(cases.size(), num_calls.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [o, text] = cases[i];
+    SCOPED_TRACE(o.tool_parser + ": " + text);
+    bool calls = false;
+    EXPECT_EQ(ChatOutputStream::message(o, text, calls).value("tool_calls", Json::array()).size(), num_calls[i]);
+    expect_every_split(o, text);
+  }
+}
+
+// Arguments stream as the model writes them, not at the end: fed one byte at a time, a call's
+// arguments arrive in many fragments, for every parser and tool_choice.
+TEST(ToolCallStreaming, ArgumentsArriveInFragments) {
+  ChatOutputOptions named;
+  named.tools = Tools::kNamed;
+  named.named_function = "f";
+  const std::vector<std::pair<ChatOutputOptions, std::string>> cases = {
+      {auto_tools("hermes"),
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"text\": \"a long argument\"}}</tool_call>"},
+      {auto_tools("llama3_json"), "{\"name\": \"f\", \"parameters\": {\"text\": \"a long argument\"}}"},
+      {auto_tools("mistral"), "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"text\": \"a long argument\"}}]"},
+      {auto_tools("pythonic"), "[f(a=1, b=2, c=3, d=4, e=5)]"},
+      {required_tools(), "[{\"name\": \"f\", \"parameters\": {\"text\": \"a long argument\"}}]"},
+      {named, "{\"text\": \"a long argument\"}"},
+  };
+  for (const auto& [o, text] : cases) {
+    SCOPED_TRACE(text);
+    std::vector<std::string> bytes;
+    for (char c : text) bytes.push_back(std::string(1, c));
+    bool calls = false;
+    size_t fragments = 0;
+    Json s = stream_pieces(o, bytes, calls, &fragments);
+    EXPECT_TRUE(calls);
+    EXPECT_GE(fragments, 5u) << s.dump();
+  }
+}
+
+// With auto, text that is not a call streams as content while it comes.
+TEST(ToolCallStreaming, PlainTextStreamsAsContentBeforeTheEnd) {
+  for (const std::string parser : {"hermes", "llama3_json", "mistral", "pythonic"}) {
+    ChatOutputStream s(auto_tools(parser));
+    std::string before_finish;
+    for (char c : std::string("Hello there, no tools today."))
+      for (const Json& d : s.feed(std::string(1, c))) before_finish += d.value("content", "");
+    EXPECT_EQ(before_finish, "Hello there, no tools today.") << parser;
+  }
 }
 
 }  // namespace

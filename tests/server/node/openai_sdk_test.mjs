@@ -1,8 +1,11 @@
 // Drives a running graphserve with the official OpenAI Node SDK; prints one JSON line of what
 // it saw for tests/server/e2e_test.cpp to check (completions, chat, models.retrieve,
-// responses.create; embeddings.create on a second, pooling server).
+// responses.create, tool calls named and required with the stream helper, zod response_format
+// through beta.chat.completions.parse; embeddings.create on a second, pooling server).
 // Usage: node openai_sdk_test.mjs PORT [EMBEDDINGS_PORT]
 import OpenAI from "openai";
+import { zodResponseFormat } from "openai/helpers/zod";
+import { z } from "zod";
 
 const port = process.argv[2];
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0, timeout: 30000 });
@@ -100,6 +103,53 @@ for await (const chunk of await client.chat.completions.create({
 }
 out.tool_stream_name = name;
 out.tool_stream_arguments = args;
+
+// tool_choice "required": the call, then a round trip (the assistant's call and the tool's result
+// go back), and the same request through the SDK's stream helper, which assembles the streamed
+// call from its opening chunk and argument fragments.
+// The tiny model's favourite tokens are whitespace, which JSON allows anywhere between its tokens:
+// logit_bias keeps it off stories260K's whitespace-only tokens so the JSON ends within max_tokens.
+const logit_bias = Object.fromEntries([12, 13, 14, 15, 16, 35, 410].map((id) => [id, -100]));
+const required = { model, messages: weather, tools, tool_choice: "required", max_tokens: 64, temperature: 0, logit_bias,
+  parallel_tool_calls: false };
+const rc = await client.chat.completions.create(required);
+const rcall = rc.choices[0].message.tool_calls?.[0];
+out.required_name = rcall?.function.name;
+out.required_arguments = rcall?.function.arguments;
+out.required_finish = rc.choices[0].finish_reason;
+const round = await client.chat.completions.create({
+  model, max_tokens: 8, temperature: 0, tools,
+  messages: [...weather, rc.choices[0].message, { role: "tool", tool_call_id: rcall?.id ?? "x", content: "12 degrees" }],
+});
+out.round_trip_role = round.choices[0].message.role;
+out.round_trip_finish = round.choices[0].finish_reason;
+const helper = client.beta.chat.completions.stream(required);
+let fragments = 0, doneName = null, doneArgs = null;
+helper.on("tool_calls.function.arguments.delta", (e) => { if (e.arguments_delta) fragments += 1; });
+helper.on("tool_calls.function.arguments.done", (e) => { doneName = e.name; doneArgs = e.arguments; });
+const final = await helper.finalChatCompletion();
+out.required_stream_name = final.choices[0].message.tool_calls?.[0]?.function.name;
+out.required_stream_arguments = final.choices[0].message.tool_calls?.[0]?.function.arguments;
+out.required_stream_id = final.choices[0].message.tool_calls?.[0]?.id ?? null;
+out.required_stream_finish = final.choices[0].finish_reason;
+out.required_stream_fragments = fragments;
+out.required_stream_done = doneName === out.required_stream_name && doneArgs === out.required_stream_arguments;
+
+// response_format from a zod schema, parsed by the SDK into an object of the schema's shape.
+const Forecast = z.object({
+  city: z.string().max(12),
+  unit: z.enum(["c", "f"]),
+  sunny: z.boolean(),
+  days: z.number().int().min(1).max(7),
+});
+const parsed = await client.beta.chat.completions.parse({
+  model, messages: weather, response_format: zodResponseFormat(Forecast, "forecast"), max_tokens: 96, temperature: 0,
+  logit_bias,
+});
+const p = parsed.choices[0].message.parsed;
+out.zod_finish = parsed.choices[0].finish_reason;
+out.zod_types = p ? { city: typeof p.city, unit: p.unit, sunny: typeof p.sunny, days: Number.isInteger(p.days) } : null;
+out.zod_valid = Forecast.safeParse(p).success;
 
 try {
   await client.completions.create({ model, prompt: "x", temperature: 5 });
