@@ -43,7 +43,7 @@ struct AddRmsNorm {
 using LinearEpilogue = std::variant<std::monostate, SplitQkvRope, Gated, AddRmsNorm>;
 
 struct LinearOp {
-  Tensor x{};                           // [T, K]
+  Tensor x{};                          // [T, K]
   std::optional<RmsNormInput> norm{};  // x = rms_norm(*norm) first
   Tensor w{}, bias{};                  // [N, K], [N] or undefined
   Tensor y{};                          // [T, N]
