@@ -62,6 +62,8 @@ class IncrementalDetokenizer {
   const std::string& text() const { return text_; }  // all output text so far
 
  private:
+  bool ends_in_byte_run() const;
+
   const Tokenizer* tok_;
   bool skip_special_;
   std::vector<int32_t> ids_;
