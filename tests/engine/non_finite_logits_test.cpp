@@ -7,8 +7,8 @@
 #include <limits>
 #include <map>
 
-#include "engine/nan_logits_executor.h"
 #include "engine/llm_engine.h"
+#include "engine/nan_logits_executor.h"
 #include "stories260k_goldens.h"
 #include "tokenizer/tokenizer.h"
 
