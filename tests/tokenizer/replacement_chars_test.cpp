@@ -64,27 +64,15 @@ TEST(ReplacementChars, ByteLevelGivesOneReplacementPerInvalidSequence) {
   EXPECT_EQ(tok.decode(bytes(tok, {0xE4, 0xB8, 0xAD, 0xE4}, true)), "中" + kR);
 }
 
-// Every chunk is whole UTF-8 (U+FFFD allowed); the chunks add up to the whole decode.
+// Streams `output` after `prompt`: every chunk is whole UTF-8 (U+FFFD allowed).
 std::string stream(const Tokenizer& tok, const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
                    bool skip) {
-  IncrementalDetokenizer detok(tok, prompt, skip);
   std::string all;
-  for (int32_t id : output) {
-    const std::string chunk = detok.push(id);
+  for (const std::string& chunk : test::stream_chunks(tok, prompt, output, skip)) {
     EXPECT_EQ(utf8::lossy(chunk), chunk) << "a chunk is not whole UTF-8";
     all += chunk;
   }
-  all += detok.flush();
   return all;
-}
-
-std::string expected(const Tokenizer& tok, const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
-                     bool skip) {
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), output.begin(), output.end());
-  const std::string head = tok.decode(prompt, skip), full = tok.decode(all, skip);
-  EXPECT_TRUE(full.starts_with(head));
-  return full.substr(head.size());
 }
 
 // Random outputs of byte tokens (valid and invalid sequences), words and a special token.
@@ -101,7 +89,7 @@ void fuzz_stream(const Tokenizer& tok, bool byte_level, std::vector<int32_t> wor
     std::vector<int32_t> out(1 + rng() % 12);
     for (auto& id : out) id = pool[rng() % pool.size()];
     for (const bool skip : {true, false}) {
-      const std::string want = expected(tok, prompt, out, skip);
+      const std::string want = test::expected_suffix(tok, prompt, out, skip);
       EXPECT_EQ(stream(tok, prompt, out, skip), want) << "round " << round << " skip " << skip;
       with_replacement += want.find(kR) != std::string::npos;
     }

@@ -44,28 +44,15 @@ bool valid_utf8_without_replacement(const std::string& s) {
 // Streams `output` after `prompt`; checks every chunk and returns the concatenation.
 std::string stream(const Tokenizer& tok, const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
                    bool skip_special) {
-  IncrementalDetokenizer detok(tok, prompt, skip_special);
   std::string all;
-  for (int32_t id : output) {
-    const std::string chunk = detok.push(id);
+  for (const std::string& chunk : test::stream_chunks(tok, prompt, output, skip_special)) {
     EXPECT_TRUE(valid_utf8_without_replacement(chunk)) << "chunk '" << chunk << "'";
     all += chunk;
   }
-  all += detok.flush();
-  EXPECT_EQ(detok.text(), all);
   return all;
 }
 
-// What the stream must equal: decode(prompt + output) minus decode(prompt).
-std::string expected_suffix(const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                            const std::vector<int32_t>& output, bool skip_special) {
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), output.begin(), output.end());
-  const std::string full = tok.decode(all, skip_special);
-  const std::string head = tok.decode(prompt, skip_special);
-  EXPECT_TRUE(full.starts_with(head));
-  return full.substr(head.size());
-}
+using test::expected_suffix;
 
 TEST(Stories260KTokenizer, EncodesEveryGoldenPrompt) {
   for (const char* name : kPrompts) {
