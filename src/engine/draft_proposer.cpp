@@ -151,7 +151,7 @@ void DraftProposer::propose(const std::vector<Request*>& reqs, const std::vector
     std::vector<State*> more;
     std::vector<Request*> more_reqs;
     for (size_t i = 0; i < states.size(); ++i)
-      if (want[i] > j) {
+      if (want[i] > j && states[i]->tokens.back() >= 0) {  // (< 0: the draft's logits were not finite)
         more.push_back(states[i]);
         more_reqs.push_back(active[i]);
       }
@@ -159,8 +159,10 @@ void DraftProposer::propose(const std::vector<Request*>& reqs, const std::vector
     decode_one(more, more_reqs);
   }
   for (size_t i = 0; i < states.size(); ++i) {
-    const auto& t = states[i]->tokens;
-    active[i]->spec_token_ids.assign(t.begin() + active[i]->num_tokens(), t.end());
+    const auto& t = states[i]->tokens;  // proposals end before a sentinel
+    active[i]->spec_token_ids.assign(
+        t.begin() + active[i]->num_tokens(),
+        std::find_if(t.begin() + active[i]->num_tokens(), t.end(), [](int32_t v) { return v < 0; }));
   }
 }
 

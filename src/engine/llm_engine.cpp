@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/llm_engine_impl.h"
+#include "sampling/sampling_row.h"
 #include "structured/compiled_grammar.h"
 
 namespace gs {
@@ -21,6 +22,15 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// Why a request whose row the sampler could not sample fails (the sentinels of sampling_row.h).
+std::string unsampleable_error(int32_t sentinel, bool structured) {
+  if (sentinel == kNoSampleableToken && structured)
+    return "structured output: the grammar allows no further token here (is min_tokens holding off its end?)";
+  if (sentinel == kNoSampleableToken)
+    return "the model produced non-finite logits (-inf for every token) for this request";
+  return "the model produced non-finite logits (NaN/Inf) for this request";
 }
 
 SchedulerConfig scheduler_config(const EngineConfig& cfg, const ModelConfig& model) {
@@ -160,6 +170,17 @@ void LLMEngine::Impl::take_token(const ScheduledRequest& s, const SampledToken& 
                                  std::vector<RequestOutput>& outs) {
   EngineRequest& er = *requests.at(s.id);
   const bool pooling = er.request().params.pooling != Pooling::None;  // an embedding, not a token
+  if (!pooling && t.token < 0) {  // the sampler's sentinel: this request fails, the others go on
+    const bool structured = er.request().params.grammar != nullptr;
+    if (t.token == kNonFiniteLogits || !structured) ++non_finite_logits;
+    RequestOutput o = er.aborted();
+    o.error = unsampleable_error(t.token, structured);
+    spdlog::warn("request {} failed: {}", s.id, o.error);
+    sched.finish(&er.request());
+    requests.erase(s.id);
+    outs.push_back(std::move(o));
+    return;
+  }
   RequestOutput o = pooling ? er.pooled_output(now) : er.on_token(t, max_model_len, now);
   if (!pooling) ++generation_tokens;
   if (o.finished) {
@@ -252,6 +273,7 @@ EngineStats LLMEngine::stats() const {
   s.kv_blocks_free = i.pool.num_free();
   s.prompt_tokens = i.prompt_tokens;
   s.generation_tokens = i.generation_tokens;
+  s.non_finite_logits = i.non_finite_logits;
   s.spec = i.spec_stats;
   if (i.draft) s.spec.draft = i.draft->stats();
   s.graphs = i.exec->stats();

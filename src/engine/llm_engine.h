@@ -41,7 +41,7 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   std::string stop_reason;  // the stop string or token that ended it, if any
-  std::string error;        // why an aborted request failed (its step threw)
+  std::string error;        // why an aborted request failed (its step threw, or its logits were not finite)
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   double arrival_time = 0.0;      // seconds (steady clock)
@@ -86,6 +86,9 @@ struct EngineStats {
   int kv_blocks_free = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
+  // Sampled rows whose logits held NaN or +inf, or were -inf for every token without a grammar's
+  // mask: each failed its request (RequestOutput::error), and only that one.
+  uint64_t non_finite_logits = 0;
   RunnerStats graphs;  // forward steps per runtime mode, padding, captures (from the runner)
   SpecDecodeStats spec;
   std::vector<double> rank_step_seconds;  // tensor parallelism: each rank's last step

@@ -68,6 +68,7 @@ struct LLMEngine::Impl {
   LoraCache loras;                     // the served adapters and those in host memory
   uint64_t prompt_tokens = 0;          // prompt tokens computed, recomputation after preemption included
   uint64_t generation_tokens = 0;
+  uint64_t non_finite_logits = 0;        // sampled rows whose logits held NaN or infinity
   std::unique_ptr<NgramProposer> ngram;  // --speculative-config method ngram
   std::unique_ptr<DraftProposer> draft;  // method draft_model (built by the real engine's loader)
   SpecDecodeStats spec_stats;

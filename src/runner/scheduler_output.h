@@ -56,8 +56,8 @@ struct SchedulerOutput {
 
 struct SampledToken {
   RequestId id = 0;
-  int32_t token = 0;
-  float logprob = 0.0f;                                 // of the sampled token (if asked)
+  int32_t token = 0;     // or a sentinel of sampling/sampling_row.h: the row could not be sampled
+  float logprob = 0.0f;  // of the sampled token (if asked)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // (token, logprob), best first
 };
 

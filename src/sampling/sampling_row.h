@@ -21,6 +21,9 @@ constexpr float kGreedyTemperature = 1e-5f;
 constexpr int kMaxTopLogprobs = 20;
 // Most logit adjustments (logit_bias entries and min_tokens masks) one row may carry.
 constexpr int kMaxAdjustmentsPerRow = 1024;
+// Sampled ids that are not tokens: the row could not be sampled, and its request fails.
+constexpr int32_t kNonFiniteLogits = -1;    // a logit was NaN or +inf (the model's numerics broke down)
+constexpr int32_t kNoSampleableToken = -2;  // every logit was -inf once masked: no token may follow
 
 struct SamplingRow {
   float temperature = 0.0f;                  // < kGreedyTemperature: greedy

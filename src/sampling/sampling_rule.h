@@ -7,8 +7,10 @@
 //     tokens by (x desc, id asc).
 //  2. Penalties (a penalty slot) and adjustments (logit_bias, min_tokens masks) change x; a
 //     structured-output bitmask sets the tokens outside it to -inf.
-//  3. Greedy rows take argmax x (ties: the lowest id). NaN logits never win; a row with no
-//     candidate at all yields token 0.
+//  3. A row that cannot be sampled yields a sentinel instead of a token (sampling_row.h), so
+//     the copy of the sampled ids to the host carries it at no cost: kNonFiniteLogits when a
+//     logit is NaN or +inf, else kNoSampleableToken when every logit is -inf. Its logprobs are
+//     undefined. Greedy rows take argmax x (ties: the lowest id).
 //  4. Otherwise s = x / T and m = max s. The kept set K is every token with
 //       s >= m + log(min_p)                       (min_p > 0),
 //       s >= the k-th largest s of those          (0 < top_k < V; ties at the boundary kept, as vLLM),

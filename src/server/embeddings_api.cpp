@@ -15,6 +15,7 @@
 #include "server/api_server.h"
 #include "server/json_body.h"
 #include "server/json_fields.h"
+#include "server/request_bounds.h"
 
 namespace gs {
 namespace {
@@ -39,7 +40,7 @@ std::vector<std::vector<int32_t>> embedding_inputs(const json& body, const Engin
   };
   std::vector<std::vector<int32_t>> out;
   if (in.is_string()) {
-    out.push_back(client.encode(in.get<std::string>(), true));
+    out.push_back(encode_prompt(client, in.get_ref<const std::string&>(), true, "input"));
   } else if (in.is_array() && !in.empty() && in[0].is_number()) {
     out.push_back(ids_of(in));
   } else if (in.is_array() && !in.empty()) {
@@ -47,7 +48,7 @@ std::vector<std::vector<int32_t>> embedding_inputs(const json& body, const Engin
       bad_param("input", fmt::format("'input' has {} items; at most {}", in.size(), kMaxInputs));
     for (const json& item : in) {
       if (item.is_string())
-        out.push_back(client.encode(item.get<std::string>(), true));
+        out.push_back(encode_prompt(client, item.get_ref<const std::string&>(), true, "input"));
       else if (item.is_array())
         out.push_back(ids_of(item));
       else

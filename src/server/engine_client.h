@@ -46,6 +46,11 @@ class EngineClient {
   virtual ~EngineClient() = default;
   virtual const ServedModel& model() const = 0;
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
+  // encode, stopping once the text has more than max_tokens tokens (the result is then longer
+  // than max_tokens: see Tokenizer::encode). Clients without that stop encode it all.
+  virtual std::vector<int32_t> encode_bounded(std::string_view text, bool add_special_tokens, size_t max_tokens) const {
+    return encode(text, add_special_tokens);
+  }
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const = 0;
   // The bytes one token adds to a text (leading space included; may be part of a character).
   virtual std::string token_text(int32_t id) const = 0;

@@ -69,6 +69,10 @@ EngineLoop::~EngineLoop() {
 std::vector<int32_t> EngineLoop::encode(std::string_view text, bool add_special_tokens) const {
   return tokenizer_.encode(text, add_special_tokens);
 }
+std::vector<int32_t> EngineLoop::encode_bounded(std::string_view text, bool add_special_tokens,
+                                                size_t max_tokens) const {
+  return tokenizer_.encode(text, add_special_tokens, max_tokens);
+}
 std::string EngineLoop::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   return tokenizer_.decode(ids, skip_special_tokens);
 }

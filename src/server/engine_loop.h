@@ -32,6 +32,7 @@ class EngineLoop : public EngineClient {
 
   const ServedModel& model() const override { return model_; }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
+  std::vector<int32_t> encode_bounded(std::string_view text, bool add_special_tokens, size_t max_tokens) const override;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const override;
   std::string token_text(int32_t id) const override;
   RequestId submit(std::vector<int32_t> prompt_ids, const SamplingParams& params, std::shared_ptr<OutputQueue> sink,

@@ -121,8 +121,7 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
   if (p.is_string() && p.get_ref<const std::string&>().empty()) {
     bad_param("prompt", "'prompt' is an empty string");
   } else if (p.is_string()) {
-    check_prompt_bytes(p.get_ref<const std::string&>().size(), client.model(), "prompt");
-    out.push_back(client.encode(p.get_ref<const std::string&>(), true));
+    out.push_back(encode_prompt(client, p.get_ref<const std::string&>(), true, "prompt"));
   } else if (p.is_array() && !p.empty() && p[0].is_number()) {
     out.push_back(token_list(p, client));
   } else if (p.is_array() && !p.empty()) {
@@ -133,8 +132,7 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, const EngineCl
       if (item.is_string() && item.get_ref<const std::string&>().empty())
         bad_param("prompt", "a prompt in the list is an empty string");
       else if (item.is_string()) {
-        check_prompt_bytes(item.get_ref<const std::string&>().size(), client.model(), "prompt");
-        out.push_back(client.encode(item.get_ref<const std::string&>(), true));
+        out.push_back(encode_prompt(client, item.get_ref<const std::string&>(), true, "prompt"));
       } else if (item.is_array())
         out.push_back(token_list(item, client));
       else
@@ -223,8 +221,7 @@ GenerationRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   std::string prompt = render_chat_prompt(chat_template, messages, tools, add_generation_prompt, client.model(),
                                           chat_template_kwargs(ordered));
   // The template already writes the special tokens it wants (as vLLM: no BOS added here).
-  check_prompt_bytes(prompt.size(), client.model(), "messages");
-  r.prompts.push_back(client.encode(prompt, false));
+  r.prompts.push_back(encode_prompt(client, prompt, false, "messages"));
   if (r.prompts[0].empty()) bad_param("messages", "the chat template rendered an empty prompt");
   check_choices(r, limits);
   const char* key = f::present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";

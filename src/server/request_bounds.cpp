@@ -25,6 +25,22 @@ void check_prompt_bytes(size_t bytes, const ServedModel& m, const char* param) {
                  param, "invalid_request_error", "context_length_exceeded");
 }
 
+std::vector<int32_t> encode_prompt(const EngineClient& client, std::string_view text, bool add_special_tokens,
+                                   const char* param) {
+  const ServedModel& m = client.model();
+  check_prompt_bytes(text.size(), m, param);
+  if (m.max_model_len <= 0) return client.encode(text, add_special_tokens);
+  const size_t most = size_t(m.max_model_len) - 1;  // one more token is generated
+  std::vector<int32_t> ids = client.encode_bounded(text, add_special_tokens, most);
+  if (ids.size() > most)
+    throw ApiError(400,
+                   fmt::format("the prompt has at least {} tokens, but this model's context is {} tokens: a prompt "
+                               "may have at most {}; shorten the prompt",
+                               ids.size(), m.max_model_len, most),
+                   param, "invalid_request_error", "context_length_exceeded");
+  return ids;
+}
+
 void check_stop_bytes(const std::vector<std::string>& stop) {
   size_t total = 0;
   for (const std::string& s : stop) total += s.size();

@@ -26,6 +26,11 @@ inline constexpr int64_t kMaxLogprobEntries = int64_t(1) << 18;
 size_t max_prompt_bytes(const ServedModel& model);
 // Throws ApiError 400 (param `param`, code context_length_exceeded) for a longer prompt.
 void check_prompt_bytes(size_t bytes, const ServedModel& model, const char* param);
+// Tokenizes a prompt of the model (check_prompt_bytes first), stopping once it has more tokens
+// than the context allows a prompt (max_model_len - 1): throws ApiError 400 (param `param`, code
+// context_length_exceeded) then, without tokenizing the rest.
+std::vector<int32_t> encode_prompt(const EngineClient& client, std::string_view text, bool add_special_tokens,
+                                   const char* param);
 // Throws ApiError 400 (param "stop") when the stop strings together exceed kMaxStopBytes.
 void check_stop_bytes(const std::vector<std::string>& stop);
 // Throws ApiError 400 (param "logprobs") when the reply could hold more than kMaxLogprobEntries.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <queue>
 
@@ -10,6 +11,13 @@
 #include "tokenizer/utf8.h"
 
 namespace gs {
+
+size_t metaspace_cut(std::string_view s, size_t from) {
+  for (size_t p = s.find(kMetaspace, std::max<size_t>(from, 1)); p != std::string_view::npos;
+       p = s.find(kMetaspace, p + 1))
+    if (p < kMetaspace.size() || s.substr(p - kMetaspace.size(), kMetaspace.size()) != kMetaspace) return p;
+  return s.size();
+}
 
 BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges, Options options,
                    const std::string& file)
@@ -35,6 +43,10 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
     merges_.try_emplace(pair_key(*ia, *ib), Merge{static_cast<int32_t>(rank), *im});
   }
   if (opt_.unk_token) unk_id_ = token_to_id(*opt_.unk_token);
+  cuts_before_metaspace_ = !opt_.ignore_merges && opt_.continuing_subword_prefix.empty() &&
+                           opt_.end_of_word_suffix.empty() && vocab_.count(kMetaspace) > 0 &&
+                           std::none_of(vocab_.begin(), vocab_.end(),
+                                        [](const auto& kv) { return metaspace_cut(kv.first, 1) < kv.first.size(); });
   for (int b = 0; b < 256; ++b)
     byte_ids_[static_cast<size_t>(b)] = token_to_id(fmt::format("<0x{:02X}>", b)).value_or(-1);
 }

@@ -22,6 +22,12 @@ struct StringHash {
 };
 using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // "▁", SentencePiece's space
+
+// The first position >= from (and > 0) of a "▁" that follows a character other than "▁", or
+// s.size() when there is none.
+size_t metaspace_cut(std::string_view s, size_t from);
+
 class BpeModel {
  public:
   struct Options {
@@ -40,6 +46,11 @@ class BpeModel {
 
   // Appends the ids of one word (already normalized and pre-tokenized).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+  // Whether a word cut before any "▁" that follows another character encodes as its parts do:
+  // true when no token holds "▁" after another character (SentencePiece-style vocabularies) and
+  // no option looks at the word whole, so no merge can cross such a cut.
+  bool cuts_before_metaspace() const { return cuts_before_metaspace_; }
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   const std::string* id_to_token(int32_t id) const;  // nullptr if unknown
@@ -63,6 +74,7 @@ class BpeModel {
   Options opt_;
   std::optional<int32_t> unk_id_;
   std::array<int32_t, 256> byte_ids_{};  // <0xNN> token ids, -1 where absent
+  bool cuts_before_metaspace_ = false;
 
   // Words seen before (bounded); encode is const and may run on several threads.
   static constexpr size_t kCacheCapacity = 20000, kCacheMaxWord = 256;

@@ -1,6 +1,10 @@
 // IncrementalDetokenizer: vLLM's prefix/read-offset scheme. The text of ids_[prefix:read] was
 // final when it was emitted; each push decodes ids_[prefix:] and emits what lies beyond that
-// prefix text, unless it ends in U+FFFD (an unfinished UTF-8 character).
+// prefix text, unless it ends in U+FFFD (an unfinished UTF-8 character), or the last token is a
+// byte-fallback <0xNN>: HF's ByteFallback decodes a run of them as a unit, one U+FFFD per byte
+// when the run is not valid UTF-8, so a later byte can still turn a finished character of the
+// run into U+FFFD. (ByteLevel's lossy decoding gives one U+FFFD per invalid sequence and never
+// changes text that ends in a valid character: there the U+FFFD rule suffices.)
 //
 // The concatenated output equals decode(prompt + output)[len(decode(prompt)):]. For the first
 // generated token this keeps the SentencePiece leading space when text precedes it (" The cat",
@@ -38,6 +42,7 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, std::span<c
 
 std::string IncrementalDetokenizer::push(int32_t id) {
   ids_.push_back(id);
+  if (ends_in_byte_run()) return "";  // the run may go on
   const std::span<const int32_t> all(ids_);
   const std::string prefix = tok_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   const std::string full = tok_->decode(all.subspan(prefix_offset_), skip_special_);
@@ -47,6 +52,15 @@ std::string IncrementalDetokenizer::push(int32_t id) {
   read_offset_ = ids_.size();
   text_ += fresh;
   return fresh;
+}
+
+// Whether the last token that decoding keeps (skipped special tokens are not) is a <0xNN>.
+bool IncrementalDetokenizer::ends_in_byte_run() const {
+  for (size_t i = ids_.size(); i > read_offset_; --i) {
+    const int32_t id = ids_[i - 1];
+    if (!(skip_special_ && tok_->is_special(id))) return is_byte_token(*tok_, id);
+  }
+  return false;
 }
 
 std::string IncrementalDetokenizer::flush() {

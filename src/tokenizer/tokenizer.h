@@ -29,6 +29,11 @@ class Tokenizer {
   static Tokenizer dummy(int vocab_size);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The same, stopping once the text is known to have more than `max_tokens` tokens: the
+  // result then holds the text's first tokens, more than max_tokens (the rest of the word, or
+  // of the part of a long word, that crossed the limit) and no suffix of special tokens;
+  // otherwise it equals encode(text). A text far over the limit is not split or encoded past it.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, size_t max_tokens) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   int size() const;  // base vocabulary plus added tokens (len(tokenizer) in HF)
@@ -62,6 +67,8 @@ class IncrementalDetokenizer {
   const std::string& text() const { return text_; }  // all output text so far
 
  private:
+  bool ends_in_byte_run() const;
+
   const Tokenizer* tok_;
   bool skip_special_;
   std::vector<int32_t> ids_;

@@ -1,6 +1,7 @@
 // The shared, immutable state behind gs::Tokenizer: the tokenizer.json pipeline (added tokens,
 // normalizer, pre-tokenizer, BPE model, post-processor, decoder) plus tokenizer_config.json.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,7 +29,12 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos_id, eos_id;
   std::string bos_token, eos_token, chat_template;
 
-  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+  // max_tokens: see Tokenizer::encode (SIZE_MAX: no limit).
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, size_t max_tokens) const;
+  // Appends the words of one normalized piece, and one word (tokenizer.cpp); false once ids
+  // exceed max_tokens.
+  bool encode_words(const std::string& text, bool at_start, std::vector<int32_t>& ids, size_t max_tokens) const;
+  bool encode_word(std::string_view word, std::vector<int32_t>& ids, size_t max_tokens) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
   // The vocabulary string of `id` (added tokens first); nullptr when the id is unknown.
   const std::string* token(int32_t id) const;

@@ -136,6 +136,33 @@ TEST(CudaSampler, BitmaskRowsDrawWhatTheCpuReferenceDraws) {
   }
 }
 
+// Rows with NaN or +inf logits or nothing left to sample give the CPU reference's sentinels
+// (found inside the kernel, carried by the sampled ids); the other rows draw what it draws.
+TEST(CudaSampler, RowsThatCannotBeSampledGiveTheReferenceSentinels) {
+  GS_REQUIRE_GPU();
+  for (int V : {1000, 151936}) {
+    SCOPED_TRACE(V);
+    for (int copies : {1, 6}) {  // 12 rows: clusters of 8 CTAs a row; 72 rows: one CTA a row
+      auto b = test::unsampleable_batch(V);
+      const size_t n = b.rows.size();
+      for (size_t i = n; i < n * size_t(copies); ++i) {
+        b.x.push_back(b.x[i % n]);
+        b.rows.push_back(b.rows[i % n]);
+        b.want.push_back(b.want[i % n]);
+      }
+      Pair p(int(b.rows.size()), V);
+      const auto want = p.ref.run(b.x, b.rows, {}, b.masks);
+      const auto got = p.dev.run(b.x, b.rows, {}, b.masks);
+      for (size_t i = 0; i < b.rows.size(); ++i) {
+        EXPECT_EQ(got[i].token, want[i].token) << copies << " copies, row " << i;
+        if (b.want[i] != -3) {
+          EXPECT_EQ(got[i].token, b.want[i]) << copies << " copies, row " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaSampler, ChiSquareOf100kDraws) {
   GS_REQUIRE_GPU();
   constexpr int V = 64, kRows = 256, kDraws = 100000;

@@ -3,7 +3,9 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -63,6 +65,52 @@ class SamplerHarness {
   Tensor logits_;
   int vocab_;
 };
+
+// A batch mixing rows that cannot be sampled (NaN or +inf logits, every logit -inf, a bitmask
+// allowing nothing) with ordinary ones, for any vocabulary size. `want` holds the sentinel of
+// each bad row and -3 for the ordinary rows (whatever they draw alone).
+struct UnsampleableBatch {
+  std::vector<std::vector<float>> x;
+  std::vector<SamplingRow> rows;
+  std::vector<uint32_t> masks;
+  std::vector<int32_t> want;
+};
+
+inline UnsampleableBatch unsampleable_batch(int V) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(99);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  UnsampleableBatch b;
+  auto add = [&](SamplingRow r, int32_t want, auto&& edit) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (float& v : row) v = d(rng);
+    edit(row);
+    r.seed_lo = 7u + uint32_t(b.rows.size());
+    b.x.push_back(std::move(row));
+    b.rows.push_back(r);
+    b.want.push_back(want);
+  };
+  auto none = [](std::vector<float>&) {};
+  auto fill = [](float v) { return [v](std::vector<float>& row) { std::fill(row.begin(), row.end(), v); }; };
+  add(sampling_row(0.0f), -3, none);
+  add(sampling_row(0.0f), kNonFiniteLogits, [](auto& row) { row[7] = kNaN; });
+  add(sampling_row(1.0f, 0, 0.9f), kNonFiniteLogits, [&](auto& row) { row[size_t(V - 1)] = kInf; });
+  add(sampling_row(1.0f), kNoSampleableToken, fill(-kInf));
+  add(sampling_row(0.8f, 5), kNonFiniteLogits, [&](auto& row) { row[size_t(V / 2)] = kNaN; });
+  add(sampling_row(1.0f, 50), -3, none);
+  SamplingRow masked = sampling_row(1.0f);
+  masked.bitmask_row = 0;  // allows nothing
+  b.masks.assign(size_t((V + 31) / 32), 0u);
+  add(masked, kNoSampleableToken, none);
+  add(sampling_row(1.0f, 0, 0.5f), -3, [&](auto& row) {
+    for (int t = 0; t < V; t += 2) row[size_t(t)] = -kInf;
+  });
+  add(sampling_row(0.0f), kNonFiniteLogits, [&](auto& row) { row[size_t(V - 1)] = kNaN; });
+  add(sampling_row(0.0f), kNoSampleableToken, fill(-kInf));
+  add(sampling_row(0.7f, 0, 1.0f, 0.1f), kNonFiniteLogits, fill(kNaN));
+  add(sampling_row(0.9f, 0, 1.0f, 0.05f), -3, none);
+  return b;
+}
 
 // The distribution of sampling_rule.h computed the plain way: sort, cumulate, normalise.
 // `margin` (out) is how close the top-p cut came to deciding otherwise (relative mass).

@@ -227,10 +227,46 @@ TEST_F(CpuSampler, DegenerateParametersGiveDefinedResults) {
   r.adjust_end = kV;
   const int biased = h.run({x}, {r}, all)[0].token;
   EXPECT_TRUE(biased >= 0 && biased < kV);
-  std::vector<float> nan(kV, std::numeric_limits<float>::quiet_NaN());
-  EXPECT_EQ(h.run({nan}, {sampling_row(1.0f, 5, 0.9f)})[0].token, 0);
-  nan[4] = 1.0f;
-  EXPECT_EQ(h.run({nan}, {sampling_row(1.0f, 5, 0.9f)})[0].token, 4);
+  std::vector<float> masked(kV, -std::numeric_limits<float>::infinity());
+  masked[4] = 1.0f;  // one token left: every rule takes it
+  EXPECT_EQ(h.run({masked}, {sampling_row(1.0f, 5, 0.9f)})[0].token, 4);
+  EXPECT_EQ(h.run({masked}, {sampling_row(0.0f)})[0].token, 4);
+}
+
+// Rows with a NaN or +inf logit, or with every logit -inf (masked), give the sentinels instead
+// of a token; the other rows of the batch draw exactly what they draw alone.
+TEST_F(CpuSampler, RowsThatCannotBeSampledGiveSentinelsAndLeaveTheOthersAlone) {
+  for (int V : {kV, 1000}) {
+    SCOPED_TRACE(V);
+    auto b = test::unsampleable_batch(V);
+    test::SamplerHarness wide(*be, make_cpu_sampling_kernels(*be), int(b.rows.size()), V);
+    const auto got = wide.run(b.x, b.rows, {}, b.masks);
+    for (size_t i = 0; i < b.rows.size(); ++i) {
+      if (b.want[i] != -3) {
+        EXPECT_EQ(got[i].token, b.want[i]) << "row " << i;
+        continue;
+      }
+      const auto alone = wide.run({b.x[i]}, {b.rows[i]});
+      EXPECT_EQ(got[i].token, alone[0].token) << "row " << i;
+      EXPECT_TRUE(got[i].token >= 0 && got[i].token < V && std::isfinite(b.x[i][size_t(got[i].token)])) << "row " << i;
+    }
+  }
+}
+
+// A sentinel row with a penalty slot leaves the slot's counts as they were.
+TEST_F(CpuSampler, ASentinelRowCountsNoToken) {
+  const std::vector<int32_t> prompt{1, 2}, none;
+  h.sampler().reset_slot(0, prompt, none);
+  SamplingRow r = sampling_row(0.0f);
+  r.penalty_slot = 0;
+  r.repetition_penalty = 1.5f;
+  auto x = ladder();
+  x[9] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(h.run({x}, {r})[0].token, kNonFiniteLogits);
+  // The slot saw no output token: token 0 (the ladder's top, 2.0) is unpenalised. Counted once,
+  // it falls to 2.0 / 1.5 = 1.33, below token 3 (1.38; tokens 1 and 2 are prompt tokens).
+  EXPECT_EQ(h.run({ladder()}, {r})[0].token, 0);
+  EXPECT_EQ(h.run({ladder()}, {r})[0].token, 3);
 }
 
 }  // namespace

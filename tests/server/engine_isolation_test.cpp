@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/executor.h"
+#include "engine/nan_logits_executor.h"
 #include "http_client.h"
 #include "real_server.h"
 #include "tokenizer/tokenizer.h"
@@ -91,6 +92,39 @@ TEST(EngineIsolation, AFailingRequestIsAbortedAloneAndTheOthersFinish) {
     if (st.num_running == 0 && st.kv_blocks_free == st.kv_blocks_total) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+}
+
+// A request whose logits turn NaN mid-decode fails with a 500 naming the problem (an error event
+// when streamed) instead of returning <unk>; /metrics counts the rows; every KV block comes back.
+TEST(EngineIsolation, NonFiniteLogitsFailTheRequestWithAClearError) {
+  const EngineConfig cfg = test::stories_config();
+  EngineLoop engine(
+      std::make_unique<LLMEngine>(cfg, std::make_unique<test::NanLogitsExecutor>(make_runner_executor(cfg)),
+                                  Tokenizer::from_dir(cfg.model)),
+      test::kTestChatTemplate);
+  ServerConfig scfg;
+  scfg.port = 0;
+  ApiServer server(engine, scfg);
+  server.start();
+  const int port = server.port();
+  const std::string want = "the model produced non-finite logits (NaN/Inf) for this request";
+  const auto good = test::post(port, "/v1/completions", R"({"prompt":"Once","max_tokens":8,"seed":1})");
+  EXPECT_EQ(good.status, 200) << good.body;
+  const auto bad = test::post(port, "/v1/completions", R"({"prompt":"Once","max_tokens":8,"seed":666})");
+  EXPECT_EQ(bad.status, 500) << bad.body;
+  EXPECT_NE(bad.body.find(want), std::string::npos) << bad.body;
+  EXPECT_EQ(bad.body.find("<unk>"), std::string::npos) << bad.body;
+  const auto s =
+      test::post_stream(port, "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"Once"}],"max_tokens":8,"seed":666,"stream":true})");
+  EXPECT_TRUE(s.done);
+  ASSERT_GE(s.events.size(), 2u) << s.raw;  // tokens before the logits broke, then the error
+  EXPECT_NE(s.events.back()["error"]["message"].get<std::string>().find(want), std::string::npos) << s.raw;
+  EXPECT_EQ(s.events.back()["error"]["type"], "server_error") << s.raw;
+  const auto metrics = test::get(port, "/metrics").body;
+  EXPECT_NE(metrics.find("\ngraphserve_non_finite_logits_total 2\n"), std::string::npos) << metrics.substr(0, 2000);
+  const EngineStats st = engine.stats();
   EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
 }
 

@@ -15,6 +15,7 @@
 #include "http_client.h"
 #include "real_server.h"
 #include "server/request_bounds.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gs {
 namespace {
@@ -78,6 +79,30 @@ TEST_F(Bounds, PromptBytesRefusedBeforeTokenizing) {
   const auto r = test::post(port(), "/v1/completions", json{{"prompt", std::string(bound, 'a')}}.dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("tokens"), std::string::npos) << r.body.substr(0, 300);
+}
+
+// A prompt within the byte bound but over the context is refused once its tokens pass the
+// context: the tokenizer stops there, and the count it reached is what the error reports.
+TEST_F(Bounds, TokenizingStopsPastTheContext) {
+  std::string text;
+  while (text.size() + 20 < max_prompt_bytes(model())) text += "Once upon a time. ";
+  const int ctx = model().max_model_len;
+  const std::string chat_text = text.substr(0, text.size() - 64);  // room for the template
+  for (const auto& [path, body] : std::vector<std::pair<std::string, json>>{
+           {"/v1/completions", {{"prompt", text}, {"max_tokens", 1}}},
+           {"/v1/completions", {{"prompt", {"a", text}}, {"max_tokens", 1}}},
+           {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", chat_text}}}}}}}) {
+    const auto r = test::post(port(), path, body.dump());
+    ASSERT_EQ(r.status, 400) << path << ": " << r.body.substr(0, 300);
+    EXPECT_EQ(r.json()["error"]["code"], "context_length_exceeded");
+    const std::string msg = r.json()["error"]["message"];
+    const std::string lead = "the prompt has at least ";
+    ASSERT_EQ(msg.rfind(lead, 0), 0u) << msg;
+    const int n = std::stoi(msg.substr(lead.size()));
+    EXPECT_GE(n, ctx) << msg;
+    EXPECT_LE(n, ctx + 64) << "tokenizing went on past the context: " << msg;
+  }
+  EXPECT_GT(Tokenizer::from_dir(test::stories260k_dir()).encode(text).size(), size_t(ctx) * 4) << "far over";
 }
 
 TEST_F(Bounds, StopStringsTotalCap) {

@@ -2,6 +2,8 @@
 // transformers 5.17): ids with and without special tokens, decode, decode skipping specials.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -70,6 +72,44 @@ TEST_P(TokenizerGolden, EveryCaseMatches) {
     ++checked;
   }
   EXPECT_EQ(checked, 33);
+}
+
+// encode with a token limit: a text that fits gives exactly the goldens' ids; one that does not
+// stops a few tokens past the limit with the text's first tokens, whether the limit falls on a
+// short text (split whole) or on a long one (split in prefixes, the rest never split).
+TEST_P(TokenizerGolden, EncodeStopsPastATokenLimit) {
+  const json g = load_json(golden_tokenizers() / (std::string(GetParam()) + ".json"));
+  const Tokenizer& tok = fixture(GetParam());
+  auto expect_stopped = [](const std::vector<int32_t>& got, const std::vector<int32_t>& full, size_t limit) {
+    EXPECT_GT(got.size(), limit);
+    EXPECT_LE(got.size(), limit + 256) << "encoding went on past the limit";
+    ASSERT_LE(got.size(), full.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), full.begin())) << "not the text's first tokens";
+  };
+  std::string long_text;
+  for (const json& c : g.at("cases")) {
+    const std::string text = c.at("text");
+    long_text += text + "\n";
+    SCOPED_TRACE(c.at("id").get<std::string>());
+    for (const bool special : {true, false}) {
+      const auto want = c.at(special ? "with_special" : "without_special").at("ids").get<std::vector<int32_t>>();
+      EXPECT_EQ(tok.encode(text, special, want.size()), want);
+      EXPECT_EQ(tok.encode(text, special, SIZE_MAX), want);
+      if (want.size() > 1 && text.size() > 0) {
+        const auto cut = tok.encode(text, special, want.size() - 2);
+        EXPECT_GT(cut.size(), want.size() - 2);
+        EXPECT_TRUE(std::equal(cut.begin(), cut.end(), want.begin()));
+      }
+    }
+  }
+  while (long_text.size() < (size_t(600) << 10)) long_text += long_text;
+  const auto full = tok.encode(long_text, false);
+  for (const size_t limit : {size_t(1000), size_t(20000), full.size() - 1}) {
+    SCOPED_TRACE(limit);
+    expect_stopped(tok.encode(long_text, false, limit), full, limit);
+  }
+  EXPECT_EQ(tok.encode(long_text, false, full.size()), full);
+  EXPECT_EQ(tok.encode(long_text, true, full.size() + 8), tok.encode(long_text, true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TokenizerGolden, ::testing::ValuesIn(kFixtures), [](const auto& info) {

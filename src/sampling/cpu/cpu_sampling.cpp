@@ -50,6 +50,16 @@ void top_logprobs(const float* x, int V, int n, float lse, int32_t* ids, float* 
   }
 }
 
+// Step 3: kNonFiniteLogits or kNoSampleableToken for a row that cannot be sampled, else 0.
+int32_t unsampleable(const float* x, int V) {
+  bool any = false;
+  for (int t = 0; t < V; ++t) {
+    if (std::isnan(x[t]) || x[t] == std::numeric_limits<float>::infinity()) return kNonFiniteLogits;
+    any |= x[t] > kNegInf;
+  }
+  return any ? 0 : kNoSampleableToken;
+}
+
 // A row's state for steps 4 and 5 of the rule.
 struct Draw {
   const float* x;
@@ -143,6 +153,10 @@ void sample_row(const SampleArgs& a, int i) {
     const uint32_t* allowed = a.bitmask + size_t(r.bitmask_row) * a.mask_words;
     for (int t = 0; t < V; ++t)
       if (!((allowed[t >> 5] >> (t & 31)) & 1u)) x[t] = kNegInf;
+  }
+  if (const int32_t bad = unsampleable(x, V); bad != 0) {
+    a.sampled[i] = bad;
+    return;
   }
   const int32_t c = r.greedy() ? argmax(x, V) : Draw{x, V, r}.run();
   a.sampled[i] = c;

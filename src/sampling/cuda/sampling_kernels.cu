@@ -71,14 +71,17 @@ struct Keys {
   __device__ float value(float v) const { return inv_t == 0.0f ? v : scaled(v, inv_t); }
 };
 
-// argmax of the row (NaN never wins; none: token 0).
+// argmax of the row, where a NaN logit counts as +inf: the winner is NaN or +inf exactly when
+// the row holds one (step 3 of the rule, found without a pass of its own); none: token 0.
 __device__ int32_t argmax_row(const Slice& sl, Shared& sh, Cluster& c) {
   float best = kNegInf;
   int32_t id = INT_MAX;
   sl.for_each4([&](int i0, const float* v) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (!isnan(v[j]) && beats(v[j], i0 + j, best, id)) best = v[j], id = i0 + j;
+    for (int j = 0; j < 4; ++j) {
+      const float x = isnan(v[j]) && i0 + j < sl.end ? INFINITY : v[j];  // (NaN past the end: padding)
+      if (!isnan(x) && beats(x, i0 + j, best, id)) best = x, id = i0 + j;
+    }
   });
   id = cluster_argmax(best, id, sh, c);
   return id == INT_MAX ? 0 : id;
@@ -269,14 +272,16 @@ __device__ bool gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Clus
 // Steps 4 and 5 of the rule.
 __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Cluster& c) {
   const Keys keys{1.0f / r.temperature};
-  float tmax = kNegInf;
-  sl.for_each4([&](int, const float* v) {
+  float tmax = kNegInf;  // +inf when the slice holds a NaN or +inf logit
+  sl.for_each4([&](int i0, const float* v) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < 4; ++j) {
+      if (i0 + j < sl.end && (isnan(v[j]) || v[j] == INFINITY)) tmax = INFINITY;
       if (!isnan(v[j])) tmax = fmaxf(tmax, keys.value(v[j]));
+    }
   });
   const float m = cluster_max(tmax, sh, c);
-  if (m == kNegInf) return argmax_row(sl, sh, c);
+  if (m == kNegInf || m == INFINITY) return argmax_row(sl, sh, c);  // nothing to draw, or step 3's sentinel
   uint32_t lo = order_key(kNegInf) + 1;
   if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
   bool gathered = false;
@@ -382,6 +387,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   if (modified) penalise(x, sl, r, a, c);
   const int32_t tok = r.greedy() ? argmax_row(sl, sh, c) : draw(sl, r, sh, c);
   if (c.rank != 0 || threadIdx.x != 0) return;
+  const float best = x[tok];  // NaN or +inf when the row holds one; -inf when every logit is -inf
+  if (isnan(best) || best == INFINITY || best == kNegInf) {
+    a.sampled[i] = best == kNegInf ? kNoSampleableToken : kNonFiniteLogits;
+    return;
+  }
   a.sampled[i] = tok;
   int32_t* counts = r.penalty_slot >= 0 ? a.counts + int64_t(r.penalty_slot) * a.vocab : nullptr;
   if (r.num_logprobs >= 0 && r.target_token >= 0 && r.target_token < a.vocab) {
