@@ -23,6 +23,8 @@ const MaskEntry& CompiledGrammar::entry(uint32_t pos) const {
 void CompiledGrammar::warm() const {
   for (uint32_t p = 0; p < automaton_.num_positions(); ++p)
     if (automaton_.is_scanning(p)) entry(p);
+  std::lock_guard lock(build_mu_);  // every entry is built: the DFA is no longer needed
+  builder_.reset();
 }
 
 MaskEntry CompiledGrammar::build(uint32_t pos) const {
