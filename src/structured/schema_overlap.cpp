@@ -82,7 +82,8 @@ uint8_t generated_types(const Json& s) {
     return kArray;
   if (s.contains("pattern") || s.contains("format") || s.contains("minLength") || s.contains("maxLength"))
     return kString;
-  if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum"))
+  if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+      s.contains("exclusiveMaximum"))
     return kInt | kFrac;
   return kAll;
 }

@@ -54,8 +54,7 @@ TEST(NumericBounds, ExclusiveAndNegativeNumbers) {
                   {"0", "0.0", "0.000", "1", "1.0", "-0.5"});
   expect_language(R"({"type":"number","minimum":-1,"maximum":1})", {"-1", "-1.0", "-0.25", "0", "0.75", "1.0"},
                   {"-1.5", "-1.01", "1.5", "-2"});
-  expect_language(R"({"type":"number","maximum":-2})", {"-2", "-2.0", "-2.5", "-300.125"},
-                  {"-1.5", "-1.99", "0", "2"});
+  expect_language(R"({"type":"number","maximum":-2})", {"-2", "-2.0", "-2.5", "-300.125"}, {"-1.5", "-1.99", "0", "2"});
   expect_language(R"({"type":"number","exclusiveMinimum":-3})", {"-2.5", "-2.99", "0", "7.25"},
                   {"-3", "-3.0", "-3.5", "-4"});
   expect_language(R"({"type":"number","minimum":-10,"exclusiveMaximum":-9})", {"-10", "-9.5", "-9.01"},
