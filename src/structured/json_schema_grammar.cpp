@@ -357,6 +357,35 @@ class SchemaCompiler {
     return b_.choice({seq}, "object");
   }
 
+  // A bounded array of scalar items gets one copy of the item per slot, so each item's rules
+  // return to one place and the mask cache stays context-independent at the item's end.
+  static constexpr long kMaxItemCopies = 16;
+
+  static bool scalar(const Json& s) {
+    if (!s.is_object() || s.contains("$ref") || s.contains("anyOf") || s.contains("oneOf") || s.contains("allOf"))
+      return false;
+    if (s.contains("const") || s.contains("enum")) return true;
+    if (!s.contains("type") || !s["type"].is_string()) return false;
+    const std::string t = s["type"].get<std::string>();
+    return t == "string" || t == "integer" || t == "number" || t == "boolean" || t == "null";
+  }
+
+  // items_1 ("," items_2 ( ... )?)?: emax slots, the first emin required.
+  Symbol item_slots(const Json& items, size_t emin, size_t emax, int depth, const std::string& path) {
+    std::optional<Symbol> tail;  // what may follow slot k
+    for (size_t k = emax - 1; k >= 1; --k) {
+      Sequence next = p_.comma();
+      next.push_back(value(items, depth + 1, path + "/items"));
+      if (tail) next.push_back(*tail);
+      std::vector<Sequence> alts{next};
+      if (k >= emin) alts.push_back({});
+      tail = b_.choice(std::move(alts), "items_more");
+    }
+    Sequence first{value(items, depth + 1, path + "/items")};
+    if (tail) first.push_back(*tail);
+    return emin ? b_.choice({first}, "items") : b_.optional(first);
+  }
+
   Symbol array(const Json& s, int depth, const std::string& path) {
     size_t min = s.value("minItems", size_t{0});
     long max = s.contains("maxItems") ? s["maxItems"].get<long>() : -1;
@@ -366,8 +395,11 @@ class SchemaCompiler {
         prefix.push_back(value(s["prefixItems"][i], depth + 1, fmt::format("{}/prefixItems/{}", path, i)));
     }
     bool extra_allowed = !(s.contains("items") && s["items"] == false) && !(prefix.size() && !s.contains("items"));
-    Symbol item = extra_allowed ? (s.contains("items") ? value(s["items"], depth + 1, path + "/items") : p_.any_value())
-                                : Symbol{};
+    const bool slots = extra_allowed && prefix.empty() && max > 0 && max <= kMaxItemCopies &&
+                       static_cast<long>(min) <= max && s.contains("items") && scalar(s["items"]);
+    Symbol item = extra_allowed && !slots && max != static_cast<long>(prefix.size())
+                      ? (s.contains("items") ? value(s["items"], depth + 1, path + "/items") : p_.any_value())
+                      : Symbol{};
     if (max >= 0 && static_cast<size_t>(max) < prefix.size())
       throw ConstraintError(fmt::format("'maxItems' at {} is below the prefixItems", path));
     Sequence seq{b_.byte('[')};
@@ -383,9 +415,16 @@ class SchemaCompiler {
       long emax = max < 0 ? -1 : max - static_cast<long>(prefix.size());
       Sequence sep_item = p_.comma();
       sep_item.push_back(item);
-      if (prefix.empty() && emax < 0 && emin <= 1) {
+      const bool scalar_items = s.contains("items") && scalar(s["items"]);
+      if (prefix.empty() && emax < 0 && (emin <= 1 || (scalar_items && emin <= kMaxItemCopies))) {
         // list -> item more, more -> "," list | empty: the item appears once, so its end
-        // returns to one place (the mask cache stays context-independent at the item's end).
+        // returns to one place (the mask cache stays context-independent at the item's end);
+        // scalar items before it, for minItems, are copies of their own.
+        for (size_t k = 1; k < emin; ++k) {
+          body.push_back(value(s["items"], depth + 1, path + "/items"));
+          for (auto sym : p_.comma()) body.push_back(sym);
+        }
+        if (emin > 1) emin = 1;
         uint32_t list = b_.new_rule("items");
         uint32_t more = b_.new_rule("items_more");
         b_.add_alternative(list, {item, GrammarBuilder::ref(more)});
@@ -394,6 +433,8 @@ class SchemaCompiler {
         b_.add_alternative(more, std::move(next));
         b_.add_alternative(more, {});
         body.push_back(emin ? GrammarBuilder::ref(list) : b_.optional({GrammarBuilder::ref(list)}));
+      } else if (slots) {
+        body.push_back(item_slots(s["items"], emin, static_cast<size_t>(emax), depth, path));
       } else if (prefix.empty()) {
         if (emax != 0) {
           Sequence first{item};
