@@ -68,6 +68,23 @@ Symbol GrammarBuilder::repeat(const Sequence& seq, size_t min, long max, std::st
   if (max >= 0 && static_cast<size_t>(max) < min) throw ConstraintError("a repetition's maximum is below its minimum");
   if (max < 0 && min == 0 && seq.size() == 1 && seq[0].kind == Symbol::kBytes) return star_of(g_.byte_sets[seq[0].arg]);
   Sequence tail;  // derives seq{0, max - min}
+  if (max < 0 && min > 0) {
+    // loop -> seq more, more -> loop | empty: `seq` appears once, so a rule it references
+    // returns to one place and the mask cache can follow its end.
+    uint32_t loop = new_rule(fmt::format("{}_plus", name));
+    uint32_t more = new_rule(fmt::format("{}_more", name));
+    Sequence body = seq;
+    body.push_back(ref(more));
+    add_alternative(loop, std::move(body));
+    add_alternative(more, {ref(loop)});
+    add_alternative(more, {});
+    Sequence all;
+    for (size_t i = 1; i < min; ++i) all.insert(all.end(), seq.begin(), seq.end());
+    all.push_back(ref(loop));
+    uint32_t r = new_rule(std::string(name));
+    add_alternative(r, std::move(all));
+    return ref(r);
+  }
   if (max < 0) {
     uint32_t r = new_rule(fmt::format("{}_star", name));
     Sequence loop = seq;

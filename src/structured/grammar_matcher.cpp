@@ -52,24 +52,45 @@ bool GrammarMatcher::accept_token(int32_t token) {
   return !b.empty() && accept_bytes(b);
 }
 
-bool GrammarMatcher::token_fits(uint32_t node, const std::string& bytes) const {
+// Walks the uncertain tokens in byte order from the real stack, reusing the previous token's
+// states for their common prefix; a prefix that leaves no stack rejects every token after it
+// that shares it at once.
+void GrammarMatcher::check_uncertain(uint32_t node, const MaskEntry& e, std::span<uint32_t> mask) const {
   const Automaton& a = grammar_->automaton();
-  size_t mark = pool_.size();
-  thread_local std::vector<uint32_t> cur, next;
-  cur.assign(1, node);
-  StepFlags f;
-  size_t used = 0;
-  for (unsigned char b : bytes) {
-    if (cur.empty()) break;
-    next.clear();
-    f = {};
-    a.advance(pool_, cur, b, next, f);
-    cur.swap(next);
-    ++used;
+  const TokenVocab& v = grammar_->vocab();
+  struct Level {
+    std::vector<uint32_t> nodes;
+    size_t pool_mark = 0;
+    bool complete = false;
+  };
+  thread_local std::vector<Level> levels;
+  const size_t mark = pool_.size();
+  if (levels.empty()) levels.resize(1);
+  levels[0].nodes.assign(1, node);
+  levels[0].pool_mark = mark;
+  size_t done = 0;  // levels[0..done] hold the prefix of the last token walked
+  for (size_t i = 0; i < e.uncertain.size(); ++i) {
+    const int32_t id = e.uncertain[i];
+    done = std::min<size_t>(done, e.uncertain_lcp[i]);
+    const uint32_t bit = 1u << (id & 31);
+    if (mask[id >> 5] & bit) continue;
+    const std::string& t = v.bytes(id);
+    size_t d = done;
+    pool_.resize(levels[d].pool_mark);
+    while (d < t.size() && !levels[d].nodes.empty()) {
+      if (levels.size() <= d + 1) levels.resize(d + 2);
+      Level& next = levels[d + 1];
+      next.nodes.clear();
+      StepFlags f;
+      a.advance(pool_, levels[d].nodes, static_cast<uint8_t>(t[d]), next.nodes, f);
+      next.complete = f.complete;
+      next.pool_mark = pool_.size();
+      ++d;
+    }
+    done = d;
+    if (d == t.size() && (!levels[d].nodes.empty() || levels[d].complete)) mask[id >> 5] |= bit;
   }
-  bool ok = used == bytes.size() && (!cur.empty() || f.complete);
   pool_.resize(mark);
-  return ok;
 }
 
 void GrammarMatcher::fill_mask(std::span<uint32_t> mask) const {
@@ -79,10 +100,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) const {
   for (uint32_t n : nodes_) {
     const MaskEntry& e = grammar_->entry(pool_[n].pos);
     for (size_t w = 0; w < e.accepted.size(); ++w) mask[w] |= e.accepted[w];
-    for (int32_t id : e.uncertain) {
-      uint32_t bit = 1u << (id & 31);
-      if (!(mask[id >> 5] & bit) && token_fits(n, v.bytes(id))) mask[id >> 5] |= bit;
-    }
+    if (!e.uncertain.empty()) check_uncertain(n, e, mask);
   }
   if (complete_)
     for (int32_t id : v.end_tokens())

@@ -29,7 +29,8 @@ class GrammarMatcher {
 
  private:
   bool step(std::string_view bytes, std::vector<uint32_t>& nodes, bool& complete);
-  bool token_fits(uint32_t node, const std::string& bytes) const;
+  // Sets the bits of the entry's uncertain tokens that node `node` accepts.
+  void check_uncertain(uint32_t node, const MaskEntry& e, std::span<uint32_t> mask) const;
   void compact();
 
   std::shared_ptr<const CompiledGrammar> grammar_;

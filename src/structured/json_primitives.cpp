@@ -189,13 +189,53 @@ Symbol JsonPrimitives::number(bool allow_negative) {
   return b_.choice({seq}, "number");
 }
 
-Symbol JsonPrimitives::number_in(int64_t lo, int64_t hi) {
+// With m = I.F (integer part I, fraction F): m >= L iff I >= L; m > L iff I > L, or I = L
+// with a fraction that is not all zeros; m < H iff I < H; m <= H iff I < H, or I = H with an
+// all-zero fraction. So: I in [a, b] with any fraction, plus the two boundary cases.
+std::vector<Sequence> JsonPrimitives::magnitude_in(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+  const Symbol digit = b_.bytes(byte_range('0', '9'));
+  const int64_t a = lo ? (lo->exclusive ? lo->value + 1 : lo->value) : 0;
+  std::optional<int64_t> b;
+  if (hi) b = hi->value - 1;
+  std::vector<Sequence> out;
+  if (!b || a <= *b)
+    out.push_back(
+        {b_.choice(nonneg(a, b), "int"), b_.optional({b_.byte('.'), digit, b_.star_of(byte_range('0', '9'))})});
+  if (lo && lo->exclusive && (!hi || lo->value < hi->value)) {
+    Sequence s = b_.literal(std::to_string(lo->value));
+    for (Symbol x : {b_.byte('.'), b_.star_of(ByteSet().set('0')), b_.bytes(byte_range('1', '9')),
+                     b_.star_of(byte_range('0', '9'))})
+      s.push_back(x);
+    out.push_back(std::move(s));
+  }
+  if (hi && !hi->exclusive && (!lo || hi->value > lo->value || (hi->value == lo->value && !lo->exclusive))) {
+    Sequence s = b_.literal(std::to_string(hi->value));
+    s.push_back(b_.optional({b_.byte('.'), b_.byte('0'), b_.star_of(ByteSet().set('0'))}));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Symbol JsonPrimitives::number_in(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+  constexpr int64_t kMax = 100000000000000000LL;
+  for (const auto& bound : {lo, hi})
+    if (bound && (bound->value > kMax || bound->value < -kMax))
+      throw ConstraintError("numeric bounds beyond 1e17 are not supported");
   std::vector<Sequence> alts;
-  Symbol frac = b_.optional({b_.byte('.'), b_.bytes(byte_range('0', '9')), b_.star_of(byte_range('0', '9'))});
-  if (lo < hi) alts.push_back({b_.choice(nonneg(lo, hi - 1), "int"), frac});
-  Sequence top = b_.literal(std::to_string(hi));
-  top.push_back(b_.optional({b_.byte('.'), b_.byte('0'), b_.star_of(ByteSet().set('0'))}));
-  alts.push_back(top);
+  if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) {  // x >= 0
+    std::optional<NumberBound> mlo;
+    if (lo && lo->value >= 0) mlo = lo;
+    for (auto& s : magnitude_in(mlo, hi)) alts.push_back(std::move(s));
+  }
+  if (!lo || lo->value < 0) {  // x = -m, m > 0: x >= lo iff m <= -lo, x <= hi iff m >= -hi
+    std::optional<NumberBound> mhi;
+    if (lo) mhi = NumberBound{-lo->value, lo->exclusive};
+    NumberBound mlo{0, true};
+    if (hi && hi->value < 0) mlo = {-hi->value, hi->exclusive};
+    auto neg = magnitude_in(mlo, mhi);
+    if (!neg.empty()) alts.push_back({b_.byte('-'), b_.choice(std::move(neg), "magnitude")});
+  }
+  if (alts.empty()) throw ConstraintError("no number lies within the bounds");
   return b_.choice(std::move(alts), "number");
 }
 

@@ -10,6 +10,12 @@
 
 namespace gs::structured {
 
+// One side of a numeric range: a whole number, the bound itself included or not.
+struct NumberBound {
+  int64_t value = 0;
+  bool exclusive = false;
+};
+
 class JsonPrimitives {
  public:
   JsonPrimitives(GrammarBuilder& b, bool any_whitespace);
@@ -24,8 +30,10 @@ class JsonPrimitives {
   // Integers in [lo, hi] (each bound optional); |bounds| <= 1e17.
   Symbol integer(std::optional<int64_t> lo, std::optional<int64_t> hi);
   Symbol number(bool allow_negative);
-  Symbol number_in(int64_t lo, int64_t hi);  // 0 <= lo <= hi: numbers in [lo, hi]
-  Symbol any_value();                        // any JSON value (one shared recursive rule)
+  // Numbers (any fraction, no exponent) within whole-number bounds, each optional, either side
+  // negative or not; |bounds| <= 1e17. Throws ConstraintError when no number lies within.
+  Symbol number_in(std::optional<NumberBound> lo, std::optional<NumberBound> hi);
+  Symbol any_value();  // any JSON value (one shared recursive rule)
   Symbol any_object();
 
   // The bytes a JSON string may hold unescaped (and the high bytes of UTF-8).
@@ -33,6 +41,8 @@ class JsonPrimitives {
 
  private:
   std::vector<Sequence> nonneg(int64_t a, std::optional<int64_t> b);
+  // Numbers m >= 0 within the bounds (both >= 0), as alternatives (none: the range is empty).
+  std::vector<Sequence> magnitude_in(std::optional<NumberBound> lo, std::optional<NumberBound> hi);
   std::vector<Sequence> same_length(const std::string& lo, const std::string& hi);
   Symbol digits(size_t n);  // [0-9]{n}
   Symbol fraction_exponent();

@@ -9,6 +9,7 @@
 
 #include "structured/constraint_error.h"
 #include "structured/json_primitives.h"
+#include "structured/schema_overlap.h"
 
 namespace gs::structured {
 
@@ -60,9 +61,15 @@ class SchemaCompiler {
       if (s.contains(key)) {
         if (!s[key].is_array() || s[key].empty())
           throw ConstraintError(fmt::format("'{}' at {} must be a non-empty array", key, path));
+        std::vector<Json> branches;
+        for (const auto& branch : s[key]) branches.push_back(merged(s, key, branch));
+        if (std::string(key) == "oneOf")
+          if (auto why = one_of_overlap(branches, [&](const Json& x) -> const Json& { return follow(x); });
+              !why.empty())
+            throw ConstraintError(fmt::format("unsupported 'oneOf' at {}: {}", path, why));
         std::vector<Sequence> alts;
-        for (size_t i = 0; i < s[key].size(); ++i)
-          alts.push_back({value(merged(s, key, s[key][i]), depth + 1, fmt::format("{}/{}/{}", path, key, i))});
+        for (size_t i = 0; i < branches.size(); ++i)
+          alts.push_back({value(branches[i], depth + 1, fmt::format("{}/{}/{}", path, key, i))});
         return b_.choice(std::move(alts), key);
       }
     if (s.contains("allOf")) {
@@ -150,10 +157,8 @@ class SchemaCompiler {
     throw ConstraintError(fmt::format("unknown type '{}' at {}", type, path));
   }
 
-  Symbol reference(const Json& ref, int depth) {
-    if (!ref.is_string()) throw ConstraintError("'$ref' must be a string");
-    const std::string r = ref.get<std::string>();
-    if (auto it = refs_.find(r); it != refs_.end()) return GrammarBuilder::ref(it->second);
+  // The schema a local '$ref' names; throws ConstraintError.
+  const Json& resolve(const std::string& r) const {
     if (r.empty() || r[0] != '#')
       throw ConstraintError(fmt::format("unsupported '$ref' '{}' (only local '#/...' references)", r));
     const Json* target = &root_;
@@ -169,9 +174,27 @@ class SchemaCompiler {
       target = &(*target)[part];
       i = j == std::string::npos ? r.size() : j;
     }
+    return *target;
+  }
+
+  // `s`, or the schema its chain of '$ref's ends at.
+  const Json& follow(const Json& s) const {
+    const Json* t = &s;
+    for (int hops = 0; t->is_object() && t->contains("$ref") && (*t)["$ref"].is_string(); ++hops) {
+      if (hops > b_.limits().max_nesting) throw ConstraintError("'$ref' chain too long (or circular)");
+      t = &resolve((*t)["$ref"].get<std::string>());
+    }
+    return *t;
+  }
+
+  Symbol reference(const Json& ref, int depth) {
+    if (!ref.is_string()) throw ConstraintError("'$ref' must be a string");
+    const std::string r = ref.get<std::string>();
+    if (auto it = refs_.find(r); it != refs_.end()) return GrammarBuilder::ref(it->second);
+    const Json& target = resolve(r);
     uint32_t rule = b_.new_rule("ref");
     refs_[r] = rule;  // before compiling the target, so recursion refers back to it
-    b_.add_alternative(rule, {value(*target, depth + 1, r)});
+    b_.add_alternative(rule, {value(target, depth + 1, r)});
     return GrammarBuilder::ref(rule);
   }
 
@@ -192,51 +215,72 @@ class SchemaCompiler {
     return p_.string_length(min, max);
   }
 
-  // Integer bounds from minimum / maximum / exclusive* (draft 4 booleans or draft 6 numbers).
-  std::pair<std::optional<double>, std::optional<double>> bounds(const Json& s, bool& lo_excl, bool& hi_excl) const {
-    std::optional<double> lo, hi;
-    lo_excl = hi_excl = false;
-    if (s.contains("minimum")) lo = s["minimum"].get<double>();
-    if (s.contains("maximum")) hi = s["maximum"].get<double>();
-    if (s.contains("exclusiveMinimum")) {
-      if (s["exclusiveMinimum"].is_boolean())
-        lo_excl = s["exclusiveMinimum"].get<bool>();
-      else
-        lo = s["exclusiveMinimum"].get<double>(), lo_excl = true;
+  // One side of a numeric range as the schema states it (draft 4 boolean or draft 6 numeric
+  // exclusive bounds), with the keyword that set it.
+  struct Bound {
+    double value = 0;
+    bool exclusive = false;
+    const char* keyword = "";
+  };
+
+  // Both keywords given (draft 6): the tighter one.
+  static std::optional<Bound> bound(const Json& s, const char* inclusive, const char* exclusive, bool lower) {
+    std::optional<Bound> b;
+    if (s.contains(inclusive)) b = Bound{s[inclusive].get<double>(), false, inclusive};
+    if (s.contains(exclusive)) {
+      if (s[exclusive].is_boolean()) {
+        if (b && s[exclusive].get<bool>()) b->exclusive = true, b->keyword = exclusive;
+      } else {
+        const double v = s[exclusive].get<double>();
+        if (!b || (lower ? v >= b->value : v <= b->value)) b = Bound{v, true, exclusive};
+      }
     }
-    if (s.contains("exclusiveMaximum")) {
-      if (s["exclusiveMaximum"].is_boolean())
-        hi_excl = s["exclusiveMaximum"].get<bool>();
-      else
-        hi = s["exclusiveMaximum"].get<double>(), hi_excl = true;
-    }
-    return {lo, hi};
+    return b;
+  }
+
+  // A bound as an int64 within 1e17, or a ConstraintError naming its keyword.
+  static int64_t whole(double v, const char* keyword, const std::string& path) {
+    if (!(std::fabs(v) <= 1e17))
+      throw ConstraintError(
+          fmt::format("unsupported numeric bound at {} (keyword '{}'): beyond 1e17 in magnitude", path, keyword));
+    return static_cast<int64_t>(v);
   }
 
   Symbol integer(const Json& s, const std::string& path) {
-    bool lo_excl, hi_excl;
-    auto [lo, hi] = bounds(s, lo_excl, hi_excl);
+    auto lo = bound(s, "minimum", "exclusiveMinimum", true);
+    auto hi = bound(s, "maximum", "exclusiveMaximum", false);
     std::optional<int64_t> ilo, ihi;
-    if (lo) ilo = static_cast<int64_t>(lo_excl ? std::floor(*lo) + 1 : std::ceil(*lo));
-    if (hi) ihi = static_cast<int64_t>(hi_excl ? std::ceil(*hi) - 1 : std::floor(*hi));
+    if (lo) ilo = whole(lo->exclusive ? std::floor(lo->value) + 1 : std::ceil(lo->value), lo->keyword, path);
+    if (hi) ihi = whole(hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value), hi->keyword, path);
     if (ilo && ihi && *ilo > *ihi) throw ConstraintError(fmt::format("no integer lies within the bounds at {}", path));
     return p_.integer(ilo, ihi);
   }
 
+  // Whole-number bounds are exact (the integer part bounded, the fraction free, the boundary
+  // values decided by their fraction); others are refused by keyword. Bounded numbers are
+  // written without an exponent, except the plain `minimum: 0`.
   Symbol number(const Json& s, const std::string& path) {
-    bool lo_excl, hi_excl;
-    auto [lo, hi] = bounds(s, lo_excl, hi_excl);
+    auto lo = bound(s, "minimum", "exclusiveMinimum", true);
+    auto hi = bound(s, "maximum", "exclusiveMaximum", false);
     if (!lo && !hi) return p_.number(true);
-    auto whole = [](double v) { return std::floor(v) == v && v >= 0 && v < 1e15; };
-    if (!lo_excl && !hi_excl && lo && whole(*lo)) {
-      if (!hi) return p_.number(false) /* minimum >= 0: no sign */;
-      if (whole(*hi) && *hi >= *lo) return p_.number_in(static_cast<int64_t>(*lo), static_cast<int64_t>(*hi));
+    if (lo && !hi && lo->value == 0 && !lo->exclusive) return p_.number(false);
+    auto exact = [&](const Bound& b) -> NumberBound {
+      if (std::floor(b.value) != b.value)
+        throw ConstraintError(
+            fmt::format("unsupported numeric bound at {} (keyword '{}'): a number's bounds must be whole numbers "
+                        "(use type integer, or scale the value)",
+                        path, b.keyword));
+      return {whole(b.value, b.keyword, path), b.exclusive};
+    };
+    std::optional<NumberBound> nlo, nhi;
+    if (lo) nlo = exact(*lo);
+    if (hi) nhi = exact(*hi);
+    try {
+      return p_.number_in(nlo, nhi);
+    } catch (const ConstraintError&) {
+      throw ConstraintError(fmt::format("no number lies within the bounds at {} (keywords '{}' and '{}')", path,
+                                        lo ? lo->keyword : "minimum", hi ? hi->keyword : "maximum"));
     }
-    if (!hi && lo && *lo >= 0 && !lo_excl && *lo == 0) return p_.number(false);
-    throw ConstraintError(fmt::format(
-        "unsupported numeric bounds at {} (keyword '{}'): a number's bounds must be non-negative whole numbers, "
-        "inclusive (use type integer for other integer ranges)",
-        path, hi ? (hi_excl ? "exclusiveMaximum" : "maximum") : (lo_excl ? "exclusiveMinimum" : "minimum")));
   }
 
   Symbol object(const Json& s, int depth, const std::string& path) {
@@ -313,6 +357,35 @@ class SchemaCompiler {
     return b_.choice({seq}, "object");
   }
 
+  // A bounded array of scalar items gets one copy of the item per slot, so each item's rules
+  // return to one place and the mask cache stays context-independent at the item's end.
+  static constexpr long kMaxItemCopies = 16;
+
+  static bool scalar(const Json& s) {
+    if (!s.is_object() || s.contains("$ref") || s.contains("anyOf") || s.contains("oneOf") || s.contains("allOf"))
+      return false;
+    if (s.contains("const") || s.contains("enum")) return true;
+    if (!s.contains("type") || !s["type"].is_string()) return false;
+    const std::string t = s["type"].get<std::string>();
+    return t == "string" || t == "integer" || t == "number" || t == "boolean" || t == "null";
+  }
+
+  // items_1 ("," items_2 ( ... )?)?: emax slots, the first emin required.
+  Symbol item_slots(const Json& items, size_t emin, size_t emax, int depth, const std::string& path) {
+    std::optional<Symbol> tail;  // what may follow slot k
+    for (size_t k = emax - 1; k >= 1; --k) {
+      Sequence next = p_.comma();
+      next.push_back(value(items, depth + 1, path + "/items"));
+      if (tail) next.push_back(*tail);
+      std::vector<Sequence> alts{next};
+      if (k >= emin) alts.push_back({});
+      tail = b_.choice(std::move(alts), "items_more");
+    }
+    Sequence first{value(items, depth + 1, path + "/items")};
+    if (tail) first.push_back(*tail);
+    return emin ? b_.choice({first}, "items") : b_.optional(first);
+  }
+
   Symbol array(const Json& s, int depth, const std::string& path) {
     size_t min = s.value("minItems", size_t{0});
     long max = s.contains("maxItems") ? s["maxItems"].get<long>() : -1;
@@ -322,8 +395,11 @@ class SchemaCompiler {
         prefix.push_back(value(s["prefixItems"][i], depth + 1, fmt::format("{}/prefixItems/{}", path, i)));
     }
     bool extra_allowed = !(s.contains("items") && s["items"] == false) && !(prefix.size() && !s.contains("items"));
-    Symbol item = extra_allowed ? (s.contains("items") ? value(s["items"], depth + 1, path + "/items") : p_.any_value())
-                                : Symbol{};
+    const bool slots = extra_allowed && prefix.empty() && max > 0 && max <= kMaxItemCopies &&
+                       static_cast<long>(min) <= max && s.contains("items") && scalar(s["items"]);
+    Symbol item = extra_allowed && !slots && max != static_cast<long>(prefix.size())
+                      ? (s.contains("items") ? value(s["items"], depth + 1, path + "/items") : p_.any_value())
+                      : Symbol{};
     if (max >= 0 && static_cast<size_t>(max) < prefix.size())
       throw ConstraintError(fmt::format("'maxItems' at {} is below the prefixItems", path));
     Sequence seq{b_.byte('[')};
@@ -339,7 +415,27 @@ class SchemaCompiler {
       long emax = max < 0 ? -1 : max - static_cast<long>(prefix.size());
       Sequence sep_item = p_.comma();
       sep_item.push_back(item);
-      if (prefix.empty()) {
+      const bool scalar_items = s.contains("items") && scalar(s["items"]);
+      if (prefix.empty() && emax < 0 && (emin <= 1 || (scalar_items && emin <= kMaxItemCopies))) {
+        // list -> item more, more -> "," list | empty: the item appears once, so its end
+        // returns to one place (the mask cache stays context-independent at the item's end);
+        // scalar items before it, for minItems, are copies of their own.
+        for (size_t k = 1; k < emin; ++k) {
+          body.push_back(value(s["items"], depth + 1, path + "/items"));
+          for (auto sym : p_.comma()) body.push_back(sym);
+        }
+        if (emin > 1) emin = 1;
+        uint32_t list = b_.new_rule("items");
+        uint32_t more = b_.new_rule("items_more");
+        b_.add_alternative(list, {item, GrammarBuilder::ref(more)});
+        Sequence next = p_.comma();
+        next.push_back(GrammarBuilder::ref(list));
+        b_.add_alternative(more, std::move(next));
+        b_.add_alternative(more, {});
+        body.push_back(emin ? GrammarBuilder::ref(list) : b_.optional({GrammarBuilder::ref(list)}));
+      } else if (slots) {
+        body.push_back(item_slots(s["items"], emin, static_cast<size_t>(emax), depth, path));
+      } else if (prefix.empty()) {
         if (emax != 0) {
           Sequence first{item};
           first.push_back(b_.repeat(sep_item, emin ? emin - 1 : 0, emax < 0 ? -1 : emax - 1, "items"));

@@ -39,6 +39,7 @@ void TokenVocab::index() {
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
     lcp_[i] = static_cast<uint16_t>(n);
   }
+  trie_ = VocabTrie(bytes_, sorted_, lcp_);
 }
 
 }  // namespace gs::structured

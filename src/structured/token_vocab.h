@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "structured/vocab_trie.h"
+
 namespace gs {
 class Tokenizer;
 }
@@ -34,6 +36,8 @@ class TokenVocab {
   // with its predecessor in that order.
   const std::vector<int32_t>& sorted() const { return sorted_; }
   const std::vector<uint16_t>& lcp() const { return lcp_; }
+  // The same tokens as a trie (sorted() order is its preorder).
+  const VocabTrie& trie() const { return trie_; }
 
  private:
   void index();
@@ -41,6 +45,7 @@ class TokenVocab {
   std::vector<int32_t> end_tokens_;
   std::vector<int32_t> sorted_;
   std::vector<uint16_t> lcp_;
+  VocabTrie trie_;
 };
 
 }  // namespace gs::structured

@@ -101,12 +101,17 @@ class Validator {
     return "";
   }
 
+  // Draft 6 numeric exclusive bounds, and draft 4's boolean ones (modifying minimum / maximum).
   std::string number(double x, const Json& s, const std::string& at) {
-    if (s.contains("minimum") && x < s["minimum"].get<double>()) return at + ": below minimum";
-    if (s.contains("maximum") && x > s["maximum"].get<double>()) return at + ": above maximum";
-    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>())
+    const bool lo_strict = s.contains("exclusiveMinimum") && s["exclusiveMinimum"] == true;
+    const bool hi_strict = s.contains("exclusiveMaximum") && s["exclusiveMaximum"] == true;
+    if (s.contains("minimum") && (x < s["minimum"].get<double>() || (lo_strict && x == s["minimum"].get<double>())))
+      return at + ": below minimum";
+    if (s.contains("maximum") && (x > s["maximum"].get<double>() || (hi_strict && x == s["maximum"].get<double>())))
+      return at + ": above maximum";
+    if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() && x <= s["exclusiveMinimum"].get<double>())
       return at + ": not above exclusiveMinimum";
-    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>())
+    if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() && x >= s["exclusiveMaximum"].get<double>())
       return at + ": not below exclusiveMaximum";
     return "";
   }
