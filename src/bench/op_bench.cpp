@@ -34,7 +34,8 @@ void run_op_bench(const std::string& name) {
   if (name == "chunked-prefill") bench::time_chunked_prefill_attention();
   if (name == "prefill-gemms") bench::time_prefill_gemms();
 #else
-  throw Unsupported("bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");
+  throw Unsupported(
+      "bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");
 #endif
 }
 
