@@ -11,10 +11,10 @@
 
 #include "engine/draft_proposer.h"
 #include "engine/engine_request.h"
-#include "engine/executor.h"
 #include "engine/llm_engine.h"
 #include "engine/lora_cache.h"
 #include "engine/scheduler.h"
+#include "executor/executor.h"
 #include "kv/block_pool.h"
 #include "spec/ngram_proposer.h"
 #include "structured/grammar_compiler.h"

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "engine/executor.h"
+#include "executor/executor.h"
 #include "http_client.h"
 #include "real_server.h"
 #include "tokenizer/tokenizer.h"
