@@ -1,5 +1,6 @@
-// Inputs of the per-op GPU timings (`graphserve bench ops`): random bf16-exact values and host
-// vectors uploaded to the device. Only timings read them, so any values of the right shape do.
+// Device inputs of the per-op GPU timings (`graphserve bench ops`) and the GPU tests: random normal
+// values already rounded to bf16 (so a CPU reference and the GPU start from equal inputs), and host
+// vectors uploaded to the device.
 #pragma once
 #include <cstdint>
 #include <random>
