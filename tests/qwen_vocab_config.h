@@ -2,7 +2,7 @@
 // tiny-qwen2-151k, CPU): structured-output tests need a real tokenizer's vocabulary, not the
 // weights behind it.
 #pragma once
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 #include "test_paths.h"
 
 namespace gs::test {

@@ -3,7 +3,7 @@
 // Executor and the bench library, which sits below the engine.
 #pragma once
 #include "bench/latency_bench.h"
-#include "engine/executor.h"
+#include "executor/executor.h"
 
 namespace gs {
 

@@ -14,7 +14,7 @@
 #include "bench/run_program.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "engine/executor.h"
+#include "executor/executor.h"
 
 namespace gs {
 

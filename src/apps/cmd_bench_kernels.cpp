@@ -20,8 +20,8 @@
 #include "bench/latency_bench.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "engine/executor.h"
-#include "worker/worker.h"
+#include "executor/executor.h"
+#include "executor/worker.h"
 
 namespace gs {
 
@@ -53,7 +53,7 @@ nlohmann::json to_json(const KernelBreakdown& b, int batch_size) {
 }
 
 // Tensor parallelism: rank 0's worker records its decode steps' kernels and writes the tables
-// when the executor shuts it down (worker/worker.h kWorkerKernelProfileEnv); printed here. No JSON.
+// when the executor shuts it down (executor/worker.h kWorkerKernelProfileEnv); printed here. No JSON.
 void run_tensor_parallel(KernelsArgs& a) {
   GS_CHECK(a.output_json.empty(), "bench kernels: --output-json is not written with --tensor-parallel-size > 1");
   const std::string path =

@@ -12,7 +12,7 @@
 #include "bench/latency_bench.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "engine/executor.h"
+#include "executor/executor.h"
 
 namespace gs {
 

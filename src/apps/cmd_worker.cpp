@@ -8,7 +8,7 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "worker/worker.h"
+#include "executor/worker.h"
 
 namespace gs {
 

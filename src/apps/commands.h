@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 
 namespace gs {
 
@@ -34,5 +34,6 @@ void add_bench_kernels(CLI::App& bench);     // graphserve bench kernels
 void add_bench_all_reduce(CLI::App& bench);  // graphserve bench all-reduce
 void add_bench_embed(CLI::App& bench);       // graphserve bench embed
 void add_bench_structured(CLI::App& bench);  // graphserve bench structured
+void add_bench_ops(CLI::App& bench);         // graphserve bench ops
 
 }  // namespace gs

@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   gs::add_generate_command(app);
   gs::add_info_command(app);
   gs::add_worker_command(app);
-  CLI::App* bench =
-      app.add_subcommand("bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce, embed");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "benchmarks: latency, throughput, graphs, serve, kernels, all-reduce, embed, structured, ops");
   bench->require_subcommand(1);
   gs::add_bench_latency(*bench);
   gs::add_bench_throughput(*bench);
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   gs::add_bench_all_reduce(*bench);
   gs::add_bench_embed(*bench);
   gs::add_bench_structured(*bench);
+  gs::add_bench_ops(*bench);
   const std::vector<std::string> args = normalize_args(argc, argv);
   std::vector<const char*> cargs;
   for (const std::string& a : args) cargs.push_back(a.c_str());

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 
 namespace gs {
 

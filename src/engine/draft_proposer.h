@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine_config.h"
 #include "engine/request.h"
+#include "executor/engine_config.h"
 #include "kv/block_pool.h"
 #include "runner/model_runner.h"
 

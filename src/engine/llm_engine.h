@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 #include "runner/model_runner.h"
 #include "runner/scheduler_output.h"
 

@@ -1,5 +1,6 @@
-// LLMEngine::Impl: the engine's state, shared by llm_engine.cpp (request lifecycle, steps) and
-// llm_engine_load.cpp (building the real runner and tokenizer).
+// LLMEngine::Impl: the engine's state, shared by the llm_engine*.cpp files: llm_engine.cpp (request
+// lifecycle, steps), llm_engine_load.cpp (building the real runner and tokenizer),
+// llm_engine_speculation.cpp, llm_engine_step_isolation.cpp and llm_engine_structured.cpp.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -10,10 +11,10 @@
 
 #include "engine/draft_proposer.h"
 #include "engine/engine_request.h"
-#include "engine/executor.h"
 #include "engine/llm_engine.h"
 #include "engine/lora_cache.h"
 #include "engine/scheduler.h"
+#include "executor/executor.h"
 #include "kv/block_pool.h"
 #include "spec/ngram_proposer.h"
 #include "structured/grammar_compiler.h"
@@ -40,12 +41,12 @@ struct LLMEngine::Impl {
   // rolls back the rejected proposals, then takes tokens until one ends the request.
   void take_tokens(const ScheduledRequest& s, std::span<const SampledToken> tokens, double now,
                    std::vector<RequestOutput>& outs);
-  // Builds the proposer of cfg.speculative (spec_decode.cpp).
+  // Builds the proposer of cfg.speculative (llm_engine_speculation.cpp).
   void init_speculation();
   // Fills the proposals of every running request in decode (speculative decoding).
   void propose();
   // After the executor threw on `batch`: runs each request alone. Those that fail again are
-  // aborted with the error (RequestOutput::error); the others take their step (step_isolation.cpp).
+  // aborted with the error (RequestOutput::error); the others take their step (llm_engine_step_isolation.cpp).
   void run_alone(const SchedulerOutput& batch, const std::string& error, std::vector<RequestOutput>& outs);
   // Points each constrained sampled row of `batch` at its request's bitmask for this step
   // (llm_engine_structured.cpp).

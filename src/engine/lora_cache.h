@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/executor.h"
+#include "executor/executor.h"
 
 namespace gs {
 

@@ -1,4 +1,7 @@
-// ModelRunner::Impl: the runner's state (private to runner/*.cpp).
+// ModelRunner::Impl: the runner's state, private to the model_runner*.cpp files: model_runner.cpp
+// (execute: inputs, dispatch, forward, sampling), model_runner_setup.cpp (start-up: model, memory
+// plan, buffers, modes), model_runner_capture.cpp (warm-up and graph capture) and
+// model_runner_prompt_logprobs.cpp.
 #pragma once
 #include <memory>
 #include <vector>
@@ -93,11 +96,12 @@ struct ModelRunner::Impl {
   HostBatchLimits host_limits() const;
   int graph_tail_rows(const BatchDescriptor& d) const;
   RunnerOutput collect(const HostBatch& hb);
+  // model_runner_prompt_logprobs.cpp
   std::vector<PromptLogprob> prompt_logprobs(const SchedulerOutput& batch, const HostBatch& hb);
   int refused_captures() const;
   size_t total_graphs() const;
 
-  // Start-up (runner_capture.cpp).
+  // Start-up graphs (model_runner_capture.cpp).
   HostBatch stage_dummy(const BatchDescriptor& key, int sample_rows);  // returns what it staged
   void eager_dummy_forward(int num_tokens);  // a mixed dummy batch, eagerly, sampling tail included
   void warm_up();

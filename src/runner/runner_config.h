@@ -32,7 +32,7 @@ struct RunnerConfig {
   size_t kv_cache_memory_bytes = 0;  // 0: from gpu_memory_utilization (CUDA) or 512 MiB (CPU)
   int tensor_parallel_size = 1;
   // This process's tensor-parallel rank and the group it joins: a shared-memory group name (CPU)
-  // or an NCCL unique id in hex (CUDA). Set by the worker processes (engine/multiproc_executor),
+  // or an NCCL unique id in hex (CUDA). Set by the worker processes (executor/multiproc_executor),
   // never by users; empty when tensor_parallel_size is 1.
   int tp_rank = 0;
   std::string tp_group;

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/cuda/bench_tensors.h"
 #include "core/cuda/cuda_device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -16,27 +17,16 @@
 
 namespace gs::test {
 
-// Random normal values already rounded to bf16, so the CPU and GPU start from equal inputs.
-inline std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = bf16_to_f32(f32_to_bf16(d(rng)));
-  return v;
-}
+// Random normal values already rounded to bf16, so the CPU and GPU start from equal inputs; host
+// values as a device tensor of a dtype (`on`, `on_i32`).
+using bench::on;
+using bench::on_i32;
+using bench::randn;
 
 inline int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
   return n;
-}
-
-// The same f32 host data as a CPU-backend f32 tensor and as a GPU tensor in `gpu_dtype`.
-inline Tensor on(Backend& b, const std::vector<float>& v, const Shape& s, DType dt) {
-  return b.upload(v.data(), DType::F32, s, dt);
-}
-inline Tensor on_i32(Backend& b, const std::vector<int32_t>& v, const Shape& s) {
-  return b.upload(v.data(), DType::I32, s, DType::I32);
 }
 
 // Device (or host) tensor -> host f32 values, after the backend's stream has drained.

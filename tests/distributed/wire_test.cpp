@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "core/error.h"
-#include "worker/connection.h"
-#include "worker/shm_lane.h"
-#include "worker/wire.h"
+#include "executor/connection.h"
+#include "executor/shm_lane.h"
+#include "executor/wire.h"
 
 namespace gs {
 namespace {

@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "core/error.h"
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 
 namespace gs {
 namespace {

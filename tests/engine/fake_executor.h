@@ -14,7 +14,7 @@
 #include <map>
 #include <vector>
 
-#include "engine/executor.h"
+#include "executor/executor.h"
 #include "runner/sampling_inputs.h"
 
 namespace gs::test {

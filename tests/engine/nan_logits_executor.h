@@ -8,7 +8,7 @@
 #include <limits>
 #include <memory>
 
-#include "engine/executor.h"
+#include "executor/executor.h"
 
 namespace gs::test {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 #include "test_paths.h"
 
 namespace gs::test {

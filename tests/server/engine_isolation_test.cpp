@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "engine/executor.h"
 #include "engine/nan_logits_executor.h"
+#include "executor/executor.h"
 #include "http_client.h"
 #include "real_server.h"
 #include "tokenizer/tokenizer.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, what tools/gpu/pack.sh put in the pack ($PACK, default .gpu):
-# every packed test executable, then the per-op timings (GS_CUDA_BENCH), then any extra
+# every packed test executable, then the per-op timings (graphserve bench ops), then any extra
 # commands given as arguments (each run with the same environment, e.g. a graphserve bench).
 # Logs go to $OUT (the device tool's folder) or ./gpu-logs; a short summary goes to stdout.
 #
@@ -31,11 +31,11 @@ if [[ -z "${GS_GPU_SKIP_TESTS:-}" ]]; then
   done
 fi
 
-if [[ -z "${GS_GPU_SKIP_BENCH:-}" && -x $pack/bin/gs_test_cuda ]]; then
+if [[ -z "${GS_GPU_SKIP_BENCH:-}" && -x $pack/bin/graphserve ]]; then
   echo "== op timings"
-  GS_CUDA_BENCH=1 timeout "${GS_BENCH_TIMEOUT:-300}" "$pack/bin/gs_test_cuda" --gtest_color=no \
-    --gtest_filter='CudaBench.*' >"$out/bench.log" 2>&1 || rc=1
-  grep -E '\[bench\]|FAILED|Failure' "$out/bench.log"
+  timeout "${GS_BENCH_TIMEOUT:-300}" "$pack/bin/graphserve" bench ops --cases copy,linear,decode-step \
+    >"$out/bench.log" 2>&1 || rc=1
+  grep -E '\[bench\]|error' "$out/bench.log"
 fi
 
 i=0

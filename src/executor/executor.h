@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/engine_config.h"
+#include "executor/engine_config.h"
 #include "model/model_config.h"
 #include "runner/model_runner.h"
 #include "runner/scheduler_output.h"

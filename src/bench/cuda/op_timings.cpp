@@ -1,26 +1,26 @@
-// Per-op GPU timings (not a test of speed: it only runs with GS_CUDA_BENCH=1 and prints a table).
-// Times captured-graph replays with CUDA events, rotating weights so they never sit in L2.
-#include <gtest/gtest.h>
+// Per-op GPU timings of `graphserve bench ops` (copy, linear, decode step): captured-graph replays
+// timed with CUDA events, rotating weights so they never sit in L2.
+#include "bench/cuda/op_timings.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <cstdio>
 #include <vector>
 
 #include "attention/cuda/cuda_attention.h"
+#include "bench/cuda/bench_tensors.h"
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_stream.h"
-#include "cuda_test_util.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
 
-namespace gs {
+namespace gs::bench {
 namespace {
 
 // A bf16 [N, K] weight of random values (one random chunk tiled: host RNG is slow at GB sizes).
 Tensor weight(Backend& gpu, int64_t N, int64_t K, uint32_t seed, float sd = 0.02f) {
   const int64_t n = N * K, chunk = std::min<int64_t>(n, int64_t(1) << 22);
-  Tensor src = test::on(gpu, test::randn(size_t(chunk), seed, sd), {chunk}, DType::BF16);
+  Tensor src = on(gpu, randn(size_t(chunk), seed, sd), {chunk}, DType::BF16);
   Tensor w = Tensor::empty({N, K}, DType::BF16, gpu.allocator());
   Tensor flat = w.reshape({n});
   for (int64_t i = 0; i < n; i += chunk) {
@@ -30,8 +30,6 @@ Tensor weight(Backend& gpu, int64_t N, int64_t K, uint32_t seed, float sd = 0.02
   gpu.stream().synchronize();
   return w;
 }
-
-bool bench_enabled() { return std::getenv("GS_CUDA_BENCH") != nullptr; }
 
 // Median-free but warm: ms per call of `body` over `iters` replays of a graph of `reps` calls.
 template <typename F>
@@ -50,9 +48,9 @@ double time_graph_ms(Backend& b, int reps, F body, int iters = 20) {
   return double(t.elapsed_ms()) / (iters * reps);
 }
 
-TEST(CudaBench, CopyBandwidth) {
-  GS_REQUIRE_GPU();
-  if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+}  // namespace
+
+void time_copy_bandwidth() {
   auto gpu = make_cuda_backend();
   const int64_t n = int64_t(1) << 29;  // 1 GiB
   Tensor a = Tensor::empty({n}, DType::U8, gpu->allocator()), b = Tensor::empty({n}, DType::U8, gpu->allocator());
@@ -62,9 +60,7 @@ TEST(CudaBench, CopyBandwidth) {
   std::printf("[bench] d2d copy 1 GiB: %.3f ms, %.2f TB/s (read+write)\n", ms, 2.0 * double(n) / ms / 1e9);
 }
 
-TEST(CudaBench, Linear) {
-  GS_REQUIRE_GPU();
-  if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+void time_linear() {
   auto gpu = make_cuda_backend();
   LtGemm lt(gpu->allocator());
   cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
@@ -83,7 +79,7 @@ TEST(CudaBench, Linear) {
     std::vector<Tensor> ws;
     for (int i = 0; i < copies; ++i) ws.push_back(weight(*gpu, sh.N, sh.K, uint32_t(i)));
     for (int M : {1, 2, 8, 16, 32, 64, 128}) {
-      Tensor x = test::on(*gpu, test::randn(size_t(M) * sh.K, 99), {M, sh.K}, DType::BF16);
+      Tensor x = on(*gpu, randn(size_t(M) * sh.K, 99), {M, sh.K}, DType::BF16);
       Tensor y = Tensor::empty({M, sh.N}, sh.f32 ? DType::F32 : DType::BF16, gpu->allocator());
       int i = 0;
       const double backend_ms =
@@ -98,11 +94,7 @@ TEST(CudaBench, Linear) {
   }
 }
 
-// The ops of one Llama-3.2-1B decode step (16 layers, GQA 32/8, D 64, vocab 128256) on random
-// weights, one captured graph: an estimate of the engine's FULL-graph decode step.
-TEST(CudaBench, Llama1BDecodeStep) {
-  GS_REQUIRE_GPU();
-  if (!bench_enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+void time_decode_step() {
   auto gpu = make_cuda_backend();
   const int L = 16, H = 2048, I = 8192, hq = 32, hkv = 8, D = 64, V = 128256, ctx = 256, bsz = 16;
   struct Layer {
@@ -114,7 +106,7 @@ TEST(CudaBench, Llama1BDecodeStep) {
     layers.push_back({w(1, H, 1.0f).reshape({H}), w((hq + 2 * hkv) * D, H, 0.02f), w(H, hq * D, 0.02f),
                       w(1, H, 1.0f).reshape({H}), w(2 * I, H, 0.02f), w(H, I, 0.02f)});
   }
-  Tensor final_norm = test::on(*gpu, test::randn(H, 5), {H}, DType::BF16);
+  Tensor final_norm = on(*gpu, randn(H, 5), {H}, DType::BF16);
   Tensor lm_head = weight(*gpu, V, H, 6);
   auto attn = make_cuda_attention(*gpu, {hq, hkv, D, 0.125f});
   RopeConfig rope{500000.0f, D, 32.0f, 1.0f, 4.0f, 8192};
@@ -133,15 +125,15 @@ TEST(CudaBench, Llama1BDecodeStep) {
     for (size_t i = 0; i < bt.size(); ++i) bt[i] = int32_t(i);
     for (int r = 0; r < B; ++r) slots[size_t(r)] = (r * blocks_per_req + (ctx - 1) / bsz) * bsz + (ctx - 1) % bsz;
     AttentionMetadata md;
-    md.query_start_loc = test::on_i32(*gpu, qsl, {B + 1});
-    md.seq_lens = test::on_i32(*gpu, lens, {B});
-    md.block_table = test::on_i32(*gpu, bt, {B, blocks_per_req});
-    md.slot_mapping = test::on_i32(*gpu, slots, {B});
+    md.query_start_loc = on_i32(*gpu, qsl, {B + 1});
+    md.seq_lens = on_i32(*gpu, lens, {B});
+    md.block_table = on_i32(*gpu, bt, {B, blocks_per_req});
+    md.slot_mapping = on_i32(*gpu, slots, {B});
     md.num_reqs = md.num_reqs_padded = B;
     md.max_query_len = 1;
     md.block_size = bsz;
     md.max_blocks_per_req = blocks_per_req;
-    Tensor tok = test::on_i32(*gpu, ids, {B}), positions = test::on_i32(*gpu, pos, {B});
+    Tensor tok = on_i32(*gpu, ids, {B}), positions = on_i32(*gpu, pos, {B});
     auto act = [&](int n) { return Tensor::empty({B, n}, DType::BF16, gpu->allocator()); };
     Tensor res = act(H), h = act(H), qkv = act((hq + 2 * hkv) * D), att = act(hq * D), gu = act(2 * I), a = act(I);
     Tensor logits = Tensor::empty({B, V}, DType::F32, gpu->allocator());
@@ -176,5 +168,4 @@ TEST(CudaBench, Llama1BDecodeStep) {
   }
 }
 
-}  // namespace
-}  // namespace gs
+}  // namespace gs::bench

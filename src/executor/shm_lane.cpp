@@ -1,5 +1,5 @@
 // ShmLane: two single-slot mailboxes in a ShmSegment of two "ranks" (0: driver, 1: worker).
-#include "worker/shm_lane.h"
+#include "executor/shm_lane.h"
 
 #include <unistd.h>
 

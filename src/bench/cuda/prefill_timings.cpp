@@ -1,29 +1,26 @@
-// Prefill timings (not a test of speed: it only runs with GS_CUDA_BENCH=1 and prints lines
-// starting "[prefill]"): one attention layer of the llama3.2-1b shape (32 q heads, 8 kv heads,
-// D 64) on the tensor-core kernel (at D 64: wgmma, and mma.sync with
+// Prefill timings of `graphserve bench ops` (lines starting "[prefill]"): one attention layer of the llama3.2-1b shape
+// (32 q heads, 8 kv heads, D 64) on the tensor-core kernel (at D 64: wgmma, and mma.sync with
 // AttentionKernelOptions::prefill_wgmma off) and on the
 // flash-decoding kernel, the same layer of an 8k prompt in prefill chunks, and the layer's cuBLASLt
 // GEMMs at large M, each as ms and TFLOP/s (median of eager launches timed with CUDA events).
-#include <gtest/gtest.h>
-
 #include <algorithm>
-#include <cstdlib>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "bench/cuda/op_timings.h"
+
 #include "attention/cuda/flash_decoding_attention.h"
 #include "attention/cuda/prefill_attention.h"
+#include "bench/cuda/bench_tensors.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
-#include "cuda_test_util.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/lt_gemm.h"
 
-namespace gs {
+namespace gs::bench {
 namespace {
-
-bool enabled() { return std::getenv("GS_CUDA_BENCH") != nullptr; }
 
 double median_ms(cudaStream_t s, const std::function<void()>& body, int iters) {
   body();
@@ -43,7 +40,7 @@ double median_ms(cudaStream_t s, const std::function<void()>& body, int iters) {
 // Random bf16 device tensor (one random chunk tiled).
 Tensor random_bf16(Backend& gpu, int64_t n, uint32_t seed) {
   const int64_t chunk = std::min<int64_t>(n, int64_t(1) << 20);
-  Tensor src = test::on(gpu, test::randn(size_t(chunk), seed), {chunk}, DType::BF16);
+  Tensor src = on(gpu, randn(size_t(chunk), seed), {chunk}, DType::BF16);
   Tensor t = Tensor::empty({n}, DType::BF16, gpu.allocator());
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t c = std::min(chunk, n - i);
@@ -67,7 +64,7 @@ struct Layer {
     std::vector<int32_t> bt(static_cast<size_t>(blocks)), sl(static_cast<size_t>(ctx));
     for (int i = 0; i < blocks; ++i) bt[size_t(i)] = (i * 7) % blocks;  // blocks % 7 != 0
     for (int t = 0; t < ctx; ++t) sl[size_t(t)] = bt[size_t(t / bs)] * bs + t % bs;
-    block_table = test::on_i32(gpu, bt, {1, blocks}), slots = test::on_i32(gpu, sl, {ctx});
+    block_table = on_i32(gpu, bt, {1, blocks}), slots = on_i32(gpu, sl, {ctx});
   }
   // Parameters for new tokens [start, start + n) of one request (qsl = {0, n} and seq_lens =
   // {start + n}: device tensors the caller keeps alive).
@@ -91,15 +88,15 @@ struct Layer {
   double flop(int start, int n) const { return 4.0 * D * hq * (double(start) * n + 0.5 * double(n) * n); }
 };
 
-TEST(PrefillBench, AttentionLayer) {
-  GS_REQUIRE_GPU();
-  if (!enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+}  // namespace
+
+void time_prefill_attention() {
   auto gpu = make_cuda_backend(0, DType::BF16);
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
   for (int D : {64, 128}) {
     for (int T : {2048, 8192}) {
       const Layer L(*gpu, D, T);
-      const Tensor qsl = test::on_i32(*gpu, {0, T}, {2}), seq = test::on_i32(*gpu, {T}, {1});
+      const Tensor qsl = on_i32(*gpu, {0, T}, {2}), seq = on_i32(*gpu, {T}, {1});
       const double flop = L.flop(0, T), tc = L.time(s, 0, T, qsl, seq);
       double tc2 = 0.0;
       if (D == 64) {
@@ -123,19 +120,17 @@ TEST(PrefillBench, AttentionLayer) {
 
 // Chunked prefill's attention: an 8k prompt's layer in chunks of 1,024 / 2,048 / 4,096 new
 // tokens (each over the earlier chunks in the paged cache) against one pass of 8,192.
-TEST(PrefillBench, ChunkedAttention) {
-  GS_REQUIRE_GPU();
-  if (!enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+void time_chunked_prefill_attention() {
   auto gpu = make_cuda_backend(0, DType::BF16);
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
   constexpr int kCtx = 8192;
   const Layer L(*gpu, 64, kCtx);
   for (int chunk : {1024, 2048, 4096, 8192}) {
-    const Tensor qsl = test::on_i32(*gpu, {0, chunk}, {2});
+    const Tensor qsl = on_i32(*gpu, {0, chunk}, {2});
     double total = 0.0;
     std::string per;
     for (int start = 0; start < kCtx; start += chunk) {
-      const Tensor seq = test::on_i32(*gpu, {start + chunk}, {1});
+      const Tensor seq = on_i32(*gpu, {start + chunk}, {1});
       const double ms = L.time(s, start, chunk, qsl, seq);
       total += ms;
       char buf[48];
@@ -149,9 +144,7 @@ TEST(PrefillBench, ChunkedAttention) {
   }
 }
 
-TEST(PrefillBench, GemmsAtLargeM) {
-  GS_REQUIRE_GPU();
-  if (!enabled()) GTEST_SKIP() << "set GS_CUDA_BENCH=1";
+void time_prefill_gemms() {
   auto gpu = make_cuda_backend(0, DType::BF16);
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
   LtGemm lt(gpu->allocator());
@@ -172,5 +165,4 @@ TEST(PrefillBench, GemmsAtLargeM) {
   }
 }
 
-}  // namespace
-}  // namespace gs
+}  // namespace gs::bench

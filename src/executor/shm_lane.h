@@ -2,7 +2,7 @@
 // (one each way) in a shared-memory segment: the sender copies a message in and publishes it by
 // bumping a counter; the receiver spins on that counter, then sleeps on it (futex), so a step's
 // message and reply cross without a system call. TCP stays for everything else: the set-up, what
-// does not fit, and the end of stream that tells a peer died (worker/connection.h).
+// does not fit, and the end of stream that tells a peer died (executor/connection.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "distributed/shm_segment.h"
-#include "worker/connection.h"
+#include "executor/connection.h"
 
 namespace gs {
 

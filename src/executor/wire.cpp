@@ -1,5 +1,5 @@
 // Encoders and decoders of the driver <-> worker messages.
-#include "worker/wire.h"
+#include "executor/wire.h"
 
 #include <nlohmann/json.hpp>
 #include <unordered_set>

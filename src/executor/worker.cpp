@@ -1,6 +1,6 @@
 // The worker loop (with rank 0's optional per-kernel profile of decode steps) and the spawning of
 // local worker processes.
-#include "worker/worker.h"
+#include "executor/worker.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -20,11 +20,11 @@
 #include "bench/kernel_breakdown.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "executor/connection.h"
+#include "executor/shm_lane.h"
+#include "executor/wire.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner.h"
-#include "worker/connection.h"
-#include "worker/shm_lane.h"
-#include "worker/wire.h"
 
 extern char** environ;
 

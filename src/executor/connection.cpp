@@ -1,6 +1,6 @@
 // TCP framing: [u32 type][u64 length][payload], blocking sockets polled against deadlines; an
 // attached ShmLane first, the socket for the rest.
-#include "worker/connection.h"
+#include "executor/connection.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "worker/shm_lane.h"
+#include "executor/shm_lane.h"
 
 namespace gs {
 

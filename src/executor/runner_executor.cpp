@@ -1,5 +1,5 @@
-// Implements engine/executor.h with the ModelRunner: the executor the engine uses on a real device.
-#include "engine/executor.h"
+// Implements executor/executor.h with the ModelRunner: the executor the engine uses on a real device.
+#include "executor/executor.h"
 #include "runner/model_runner.h"
 
 namespace gs {

@@ -1,6 +1,6 @@
 // Connection: length-framed messages over a TCP socket between the driver and a worker, with
 // deadlines on every wait, so a peer that dies (EOF) or hangs (timeout) is an error, never a hang.
-// On one host a shared-memory lane (worker/shm_lane.h), once attached, carries what fits.
+// On one host a shared-memory lane (executor/shm_lane.h), once attached, carries what fits.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,11 +1,11 @@
-// MultiprocExecutor: one worker process per rank (worker/worker.h): tensor parallelism, or one
+// MultiprocExecutor: one worker process per rank (executor/worker.h): tensor parallelism, or one
 // rank out of this process (--distributed-executor-backend mp).
 //
 // The driver (this process: scheduler, API server) listens on --master-addr:--master-port, starts
 // this host's ranks (other hosts run `graphserve worker --node-rank k ...`), hands every rank the
 // runner config (and the group rank 0 created), then sends each step's batch to every rank and
 // takes the sampled tokens from rank 0 (over a shared-memory lane per local worker where the ranks
-// busy-poll, worker/shm_lane.h). Every rank answers every step, so a rank that exits (end of stream)
+// busy-poll, executor/shm_lane.h). Every rank answers every step, so a rank that exits (end of stream)
 // or hangs (no answer within worker_timeout_s) is found at once: the executor fails for good with
 // an error naming the rank, and the engine reports itself unhealthy.
 #include <chrono>
@@ -14,13 +14,13 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "engine/executor.h"
+#include "executor/connection.h"
+#include "executor/executor.h"
+#include "executor/shm_lane.h"
+#include "executor/wire.h"
+#include "executor/worker.h"
 #include "model/model_factory.h"
 #include "runner/device_setup.h"
-#include "worker/connection.h"
-#include "worker/shm_lane.h"
-#include "worker/wire.h"
-#include "worker/worker.h"
 
 namespace gs {
 namespace {

@@ -1,0 +1,25 @@
+// The cases of `graphserve bench ops` (bench/op_bench.h), on GPU 0 with random weights; each
+// prints its table to stdout.
+#pragma once
+
+namespace gs::bench {
+
+// Device-to-device copy of 1 GiB in a captured graph: ms and TB/s (read + write).
+void time_copy_bandwidth();
+// Backend::linear (GEMV, skinny GEMM or cuBLASLt) against plain cuBLASLt on the Llama-3.2-1B and
+// Llama-3.1-8B projection shapes at 1..128 tokens, weights rotated so they never sit in L2.
+void time_linear();
+// The ops of one Llama-3.2-1B decode step (16 layers, GQA 32/8, D 64, vocab 128256) in one captured
+// graph at bs 1, 8, 32, 128: an estimate of the engine's FULL-graph decode step.
+void time_decode_step();
+// One attention layer of the Llama-3.2-1B shape (32 q heads, 8 kv heads) at head dim 64 and 128 over
+// 2,048 and 8,192 prompt tokens: the tensor-core prefill kernel (at D 64 wgmma, and mma.sync), and
+// the flash-decoding kernel at 2,048.
+void time_prefill_attention();
+// That layer at D 64 over an 8,192-token prompt in chunks of 1,024 / 2,048 / 4,096 / 8,192 new
+// tokens, each chunk attending to the earlier ones in the paged cache.
+void time_chunked_prefill_attention();
+// The layer's cuBLASLt GEMMs (qkv, o, gate_up, down) at 2,048 and 8,192 tokens.
+void time_prefill_gemms();
+
+}  // namespace gs::bench

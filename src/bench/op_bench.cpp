@@ -1,0 +1,42 @@
+#include "bench/op_bench.h"
+
+#include "core/error.h"
+
+#ifdef GS_HAVE_CUDA
+#include "bench/cuda/op_timings.h"
+#include "core/cuda/cuda_device.h"
+#endif
+
+namespace gs {
+
+const std::vector<OpBenchCase>& op_bench_cases() {
+  static const std::vector<OpBenchCase> cases{
+      {"copy", "device-to-device copy of 1 GiB: ms and TB/s"},
+      {"linear", "Backend::linear against cuBLASLt on 1B / 8B projection shapes, 1..128 tokens"},
+      {"decode-step", "the ops of a Llama-3.2-1B decode step in one graph, bs 1..128"},
+      {"prefill-attention", "one attention layer's prefill per kernel, head dim 64 / 128, 2k / 8k tokens"},
+      {"chunked-prefill", "an 8k prompt's attention layer in chunks of 1k..8k tokens"},
+      {"prefill-gemms", "a layer's cuBLASLt GEMMs at 2k / 8k tokens"},
+  };
+  return cases;
+}
+
+void run_op_bench(const std::string& name) {
+  bool known = false;
+  for (const auto& c : op_bench_cases()) known = known || c.name == name;
+  GS_CHECK(known, "bench ops: unknown case '{}' (graphserve bench ops --help lists them)", name);
+#ifdef GS_HAVE_CUDA
+  GS_CHECK(cuda_device_count() > 0, "bench ops times GPU kernels, but this machine has no CUDA device");
+  if (name == "copy") bench::time_copy_bandwidth();
+  if (name == "linear") bench::time_linear();
+  if (name == "decode-step") bench::time_decode_step();
+  if (name == "prefill-attention") bench::time_prefill_attention();
+  if (name == "chunked-prefill") bench::time_chunked_prefill_attention();
+  if (name == "prefill-gemms") bench::time_prefill_gemms();
+#else
+  throw Unsupported(
+      "bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");
+#endif
+}
+
+}  // namespace gs
