@@ -267,6 +267,8 @@ class CudaBackend final : public Backend {
   // One projection with its epilogue (ops/linear_op.h): the fused GEMV / skinny-GEMM forms below
   // where they apply (each falls back to the unfused ops), else Backend's sequence.
   void linear(const LinearOp& op) override {
+    // FP8 weights: linear (Fp8Linear), then each epilogue's own kernel.
+    if (op.w.dtype() == DType::F8E4M3) return Backend::linear(op);
     const bool no_bias = !op.bias.defined();
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope && (!op.norm || op.norm->eps == e->eps)) {
       if (op.norm)
@@ -375,8 +377,6 @@ class CudaBackend final : public Backend {
   void linear_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
                              const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm, float eps,
                              const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
-    if (w.dtype() == DType::F8E4M3)  // FP8 weights: linear (Fp8Linear), then the epilogue's own kernel
-      return unfused_split_qkv_rope(x, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
     need(x, dtype_, "linear_split_qkv_rope", "x");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems();
     const bool gemv = cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data());
@@ -393,7 +393,6 @@ class CudaBackend final : public Backend {
   // (and with LinearKernelOptions' decode_fusion or skinny_fusion off).
   void linear_gated_activation(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& gate_up,
                                const Tensor& out) {
-    if (w.dtype() == DType::F8E4M3) return unfused_gated_activation(act, x, w, gate_up, out);
     const char* op = "linear_gated_activation";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w"), need(out, dtype_, op, "out");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), I = out.row_elems();
@@ -416,7 +415,6 @@ class CudaBackend final : public Backend {
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
                            const Tensor& norm_w, float eps, const Tensor& out) {
-    if (w.dtype() == DType::F8E4M3) return unfused_add_rms_norm(x, w, y, residual, norm_w, eps, out);
     const char* op = "linear_add_rms_norm";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
@@ -437,10 +435,6 @@ class CudaBackend final : public Backend {
                                       const Tensor& w, const Tensor& bias, const Tensor& positions,
                                       const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
                                       const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
-    if (w.dtype() == DType::F8E4M3) {
-      rms_norm(residual, norm_w, eps, normed);
-      return unfused_split_qkv_rope(normed, w, bias, positions, cfg, q_norm, k_norm, eps, qkv, q, k, v);
-    }
     const int64_t M = residual.ndim() >= 1 ? residual.dim(0) : 0, K = residual.row_elems();
     const bool rope_fused = (!q_norm.defined() || qk_norm_fits(q_norm, k_norm, cfg)) &&
                             qkv_rope_gemv_fits(w, bias, positions, cfg, q, k, v, M, K);
@@ -472,10 +466,6 @@ class CudaBackend final : public Backend {
   void rms_norm_linear_gated_activation(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
                                         GatedActivation act, const Tensor& w, const Tensor& gate_up,
                                         const Tensor& out) {
-    if (w.dtype() == DType::F8E4M3) {
-      rms_norm(residual, norm_w, eps, normed);
-      return unfused_gated_activation(act, normed, w, gate_up, out);
-    }
     const char* op = "rms_norm_linear_gated_activation";
     const int64_t K = residual.row_elems(), I = out.row_elems();
     if (!normed_gemv_fits(residual, norm_w, w, op) || w.dim(0) != 2 * I || out.dim(0) != 1) {
