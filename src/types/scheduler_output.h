@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "runner/pooling.h"
-#include "runner/sampling_params.h"
+#include "types/pooling.h"
+#include "types/sampling_params.h"
 
 namespace gs {
 
@@ -56,7 +56,7 @@ struct SchedulerOutput {
 
 struct SampledToken {
   RequestId id = 0;
-  int32_t token = 0;     // or a sentinel of sampling/sampling_row.h: the row could not be sampled
+  int32_t token = 0;     // or a sentinel of types/sampling_limits.h: the row could not be sampled
   float logprob = 0.0f;  // of the sampled token (if asked)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // (token, logprob), best first
 };
@@ -76,7 +76,7 @@ struct RunnerOutput {
   std::vector<SampledToken> sampled;
   // For requests with params->prompt_logprobs >= 0: the prompt positions this step computed.
   std::vector<PromptLogprob> prompt_logprobs;
-  // For pooling requests: the hidden-state rows this step pooled (runner/pooling.h).
+  // For pooling requests: the hidden-state rows this step pooled (types/pooling.h).
   std::vector<PooledRows> pooled;
 };
 
