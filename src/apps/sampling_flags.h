@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "runner/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace gs {
 

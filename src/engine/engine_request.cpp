@@ -52,7 +52,7 @@ RequestOutput EngineRequest::base_output() const {
 
 void EngineRequest::on_prompt_logprob(const PromptLogprob& p) {
   if (p.position == static_cast<int>(prompt_logprobs_.size()) + 1 && first_token_time_ == 0.0)
-    prompt_logprobs_.push_back({p.token, p.logprob, p.top});
+    prompt_logprobs_.push_back(p);  // its TokenLogprob
 }
 
 void EngineRequest::on_pooled(const PooledRows& p) {
@@ -81,7 +81,7 @@ RequestOutput EngineRequest::on_token(const SampledToken& s, int max_model_len, 
     o.prompt_logprobs = std::move(prompt_logprobs_);
   }
   o.new_token_ids = {s.token};
-  if (req_.params.logprobs >= 0) o.logprobs.push_back({s.token, s.logprob, s.top_logprobs});
+  if (req_.params.logprobs >= 0) o.logprobs.push_back(s);  // its TokenLogprob
 
   const SamplingParams& p = req_.params;
   if (grammar_waits_) {

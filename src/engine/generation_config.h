@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "runner/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace gs {
 

@@ -7,8 +7,8 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/llm_engine_impl.h"
-#include "sampling/sampling_row.h"
 #include "structured/compiled_grammar.h"
+#include "types/sampling_limits.h"
 
 namespace gs {
 namespace {
@@ -24,7 +24,7 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Why a request whose row the sampler could not sample fails (the sentinels of sampling_row.h).
+// Why a request whose row the sampler could not sample fails (the sentinels of types/sampling_limits.h).
 std::string unsampleable_error(int32_t sentinel, bool structured) {
   if (sentinel == kNoSampleableToken && structured)
     return "structured output: the grammar allows no further token here (is min_tokens holding off its end?)";

@@ -9,7 +9,8 @@
 
 #include "executor/engine_config.h"
 #include "runner/model_runner.h"
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
+#include "types/token_logprob.h"
 
 namespace gs::structured {
 struct ConstraintSpec;
@@ -23,12 +24,6 @@ struct ModelConfig;
 
 enum class FinishReason { None, Stop, Length, Abort };
 std::string_view finish_reason_name(FinishReason r);  // "", "stop", "length", "abort"
-
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;
-};
 
 // What one step produced for one request.
 struct RequestOutput {

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "kv/block_table.h"
-#include "runner/sampling_params.h"
-#include "runner/scheduler_output.h"
+#include "types/sampling_params.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

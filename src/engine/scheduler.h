@@ -18,7 +18,7 @@
 
 #include "engine/request.h"
 #include "kv/block_pool.h"
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

@@ -9,7 +9,7 @@
 #include "executor/engine_config.h"
 #include "model/model_config.h"
 #include "runner/model_runner.h"
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

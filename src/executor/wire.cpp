@@ -33,7 +33,12 @@ SamplingParams get_params(WireReader& r) {
   return p;
 }
 
-void put_top(WireWriter& w, const std::vector<std::pair<int32_t, float>>& top) { w.put_vec(top); }
+// A TokenLogprob as token, logprob, then its top alternatives.
+void put_logprob(WireWriter& w, const TokenLogprob& t) { w.put(t.token), w.put(t.logprob), w.put_vec(t.top); }
+void get_logprob(WireReader& r, TokenLogprob& t) {
+  t.token = r.get<int32_t>(), t.logprob = r.get<float>();
+  t.top = r.get_vec<std::pair<int32_t, float>>();
+}
 
 }  // namespace
 
@@ -105,11 +110,9 @@ std::string encode_step_reply(const StepReply& rep) {
   WireWriter w;
   w.put(rep.stats), w.put(rep.step_seconds), w.put(rep.handle_seconds);
   w.put<uint64_t>(rep.output.sampled.size());
-  for (const SampledToken& t : rep.output.sampled)
-    w.put(t.id), w.put(t.token), w.put(t.logprob), put_top(w, t.top_logprobs);
+  for (const SampledToken& t : rep.output.sampled) w.put(t.id), put_logprob(w, t);
   w.put<uint64_t>(rep.output.prompt_logprobs.size());
-  for (const PromptLogprob& p : rep.output.prompt_logprobs)
-    w.put(p.id), w.put(p.position), w.put(p.token), w.put(p.logprob), put_top(w, p.top);
+  for (const PromptLogprob& p : rep.output.prompt_logprobs) w.put(p.id), w.put(p.position), put_logprob(w, p);
   return std::move(w.str());
 }
 
@@ -118,15 +121,10 @@ StepReply decode_step_reply(const std::string& s) {
   StepReply rep;
   rep.stats = r.get<RunnerStats>(), rep.step_seconds = r.get<double>(), rep.handle_seconds = r.get<double>();
   rep.output.sampled.resize(r.get<uint64_t>());
-  for (SampledToken& t : rep.output.sampled) {
-    t.id = r.get<RequestId>(), t.token = r.get<int32_t>(), t.logprob = r.get<float>();
-    t.top_logprobs = r.get_vec<std::pair<int32_t, float>>();
-  }
+  for (SampledToken& t : rep.output.sampled) t.id = r.get<RequestId>(), get_logprob(r, t);
   rep.output.prompt_logprobs.resize(r.get<uint64_t>());
-  for (PromptLogprob& p : rep.output.prompt_logprobs) {
-    p.id = r.get<RequestId>(), p.position = r.get<int>(), p.token = r.get<int32_t>(), p.logprob = r.get<float>();
-    p.top = r.get_vec<std::pair<int32_t, float>>();
-  }
+  for (PromptLogprob& p : rep.output.prompt_logprobs)
+    p.id = r.get<RequestId>(), p.position = r.get<int>(), get_logprob(r, p);
   return rep;
 }
 

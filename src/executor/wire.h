@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "runner/model_runner.h"
 #include "runner/runner_config.h"
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

@@ -14,7 +14,7 @@
 #include "model/lora_adapter.h"
 #include "model/lora_slots.h"
 #include "runner/runner_config.h"
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

@@ -150,7 +150,7 @@ RunnerOutput ModelRunner::Impl::collect(const HostBatch& hb) {
   const int n = static_cast<int>(hb.sampled.size());
   RunnerOutput out;
   if (n == 0) return out;
-  std::vector<SampledRow> rows = sampler->fetch(n);
+  std::vector<TokenLogprob> rows = sampler->fetch(n);
   stats.d2h_bytes = sampler->fetched_bytes();
   for (int i = 0; i < n;) {
     const ScheduledRequest& r = *hb.sampled[size_t(i)];
@@ -161,10 +161,7 @@ RunnerOutput ModelRunner::Impl::collect(const HostBatch& hb) {
     std::vector<int32_t> proposed;
     for (int j = 0; j < k; ++j) proposed.push_back(r.token_at(first + j));
     const int emitted = 1 + num_accepted_tokens(drawn, proposed);
-    for (int j = 0; j < emitted; ++j) {
-      SampledRow& row = rows[size_t(i + j)];
-      out.sampled.push_back(SampledToken{r.id, row.token, row.logprob, std::move(row.top)});
-    }
+    for (int j = 0; j < emitted; ++j) out.sampled.push_back(SampledToken{std::move(rows[size_t(i + j)]), r.id});
     i += 1 + k;
   }
   return out;

@@ -9,7 +9,7 @@
 
 #include "model/model_config.h"
 #include "runner/runner_config.h"
-#include "runner/scheduler_output.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

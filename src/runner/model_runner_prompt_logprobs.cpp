@@ -49,10 +49,12 @@ std::vector<PromptLogprob> ModelRunner::Impl::prompt_logprobs(const SchedulerOut
     sampler->stage(params, {});
     tail_rows = n;
     run_tail();
-    std::vector<SampledRow> res = sampler->fetch(n);
+    std::vector<TokenLogprob> res = sampler->fetch(n);
     for (int i = 0; i < n; ++i) {
       const PromptRow& r = rows[b + size_t(i)];
-      out.push_back({r.id, r.position, r.target, res[size_t(i)].logprob, std::move(res[size_t(i)].top)});
+      TokenLogprob& lp = res[size_t(i)];
+      lp.token = r.target;  // the row reports the target's logprob; its sampled id is the argmax
+      out.push_back({std::move(lp), r.id, r.position});
     }
   }
   tail_rows = 0;

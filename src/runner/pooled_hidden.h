@@ -1,11 +1,11 @@
-// The pooling requests' share of one step's final hidden states (see runner/pooling.h).
+// The pooling requests' share of one step's final hidden states (see types/pooling.h).
 #pragma once
 #include <vector>
 
 #include "core/tensor.h"
 #include "ops/backend.h"
 #include "runner/host_batch.h"
-#include "runner/pooling.h"
+#include "types/pooling.h"
 
 namespace gs {
 

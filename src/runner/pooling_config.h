@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/pooling.h"
+#include "types/pooling.h"
 
 namespace gs {
 

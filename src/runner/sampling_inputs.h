@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runner/scheduler_output.h"
 #include "sampling/sampler.h"
+#include "types/scheduler_output.h"
 
 namespace gs {
 

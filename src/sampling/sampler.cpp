@@ -34,9 +34,8 @@ Sampler::Sampler(Backend& backend, std::unique_ptr<SamplingKernels> kernels, con
   sampled_ = Tensor::empty({R}, DType::I32, a);
   logprob_ = Tensor::empty({R}, DType::F32, a);
   top_ids_ = Tensor::empty({R, kMaxTopLogprobs}, DType::I32, a);
-  top_logprobs_ = Tensor::empty({R, kMaxTopLogprobs}, DType::F32, a);
-  for (const Tensor* t :
-       {&rows_, &adjustments_, &counts_, &prompt_mask_, &sampled_, &logprob_, &top_ids_, &top_logprobs_})
+  top_lps_ = Tensor::empty({R, kMaxTopLogprobs}, DType::F32, a);
+  for (const Tensor* t : {&rows_, &adjustments_, &counts_, &prompt_mask_, &sampled_, &logprob_, &top_ids_, &top_lps_})
     backend.fill_zero(*t);
   backend.stream().synchronize();
 }
@@ -102,11 +101,11 @@ void Sampler::sample(const Tensor& logits, int n) {
   a.sampled = sampled_.data_as<int32_t>();
   a.logprob = logprob_.data_as<float>();
   a.top_ids = top_ids_.data_as<int32_t>();
-  a.top_logprobs = top_logprobs_.data_as<float>();
+  a.top_lps = top_lps_.data_as<float>();
   kernels_->sample(a);
 }
 
-std::vector<SampledRow> Sampler::fetch(int n) {
+std::vector<TokenLogprob> Sampler::fetch(int n) {
   GS_CHECK(n >= 0 && n <= int(staged_.size()), "sampler: fetch of {} rows, {} staged", n, staged_.size());
   const bool logprobs = std::any_of(staged_.begin(), staged_.begin() + n, [](auto& r) { return r.num_logprobs >= 0; });
   std::vector<int32_t> ids(n), top_ids;
@@ -119,11 +118,11 @@ std::vector<SampledRow> Sampler::fetch(int n) {
     top_lp.resize(top_ids.size());
     backend_.copy(host(lp, n, DType::F32), logprob_.prefix({n}));
     backend_.copy(host(top_ids, n * kMaxTopLogprobs, DType::I32), top_ids_.rows(0, n).reshape({-1}));
-    backend_.copy(host(top_lp, n * kMaxTopLogprobs, DType::F32), top_logprobs_.rows(0, n).reshape({-1}));
+    backend_.copy(host(top_lp, n * kMaxTopLogprobs, DType::F32), top_lps_.rows(0, n).reshape({-1}));
   }
   backend_.stream().synchronize();
   fetched_bytes_ += 4 * uint64_t(n) * (logprobs ? 2 + 2 * kMaxTopLogprobs : 1);
-  std::vector<SampledRow> out(n);
+  std::vector<TokenLogprob> out(n);
   for (int i = 0; i < n; ++i) {
     out[i].token = ids[i];
     const int k = std::min(staged_[i].num_logprobs, kMaxTopLogprobs);

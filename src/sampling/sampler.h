@@ -10,13 +10,13 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "ops/backend.h"
 #include "sampling/sampling_kernels.h"
 #include "sampling/sampling_row.h"
+#include "types/token_logprob.h"
 
 namespace gs {
 
@@ -25,12 +25,6 @@ struct SamplerLimits {
   int vocab = 0;
   int num_slots = 0;   // penalty slots (requests with penalties sampled in one step at most)
   int max_tokens = 0;  // most tokens one reset_slot() receives (max_model_len)
-};
-
-struct SampledRow {
-  int32_t token = 0;
-  float logprob = 0.0f;                        // raw logprob of token, when asked
-  std::vector<std::pair<int32_t, float>> top;  // best first, when asked
 };
 
 class Sampler {
@@ -48,8 +42,9 @@ class Sampler {
   void reset_slot(int slot, std::span<const int32_t> prompt, std::span<const int32_t> output);
   // Samples rows [0, n) of logits (f32 [>= n, vocab], a persistent buffer) with the staged rows.
   void sample(const Tensor& logits, int n);
-  // Waits for the stream, then returns the results of the first `n` staged rows.
-  std::vector<SampledRow> fetch(int n);
+  // Waits for the stream, then returns the results of the first `n` staged rows: the sampled
+  // token, and with num_logprobs >= 0 its logprob (or the target token's) and top ones.
+  std::vector<TokenLogprob> fetch(int n);
 
   // Device memory of the penalty state (reported at start-up).
   size_t state_bytes() const;
@@ -64,7 +59,7 @@ class Sampler {
   std::vector<SamplingRow> staged_;  // host copy of the rows last staged
   uint64_t fetched_bytes_ = 0;
   Tensor rows_, adjustments_, counts_, prompt_mask_, slot_tokens_, bitmask_;
-  Tensor sampled_, logprob_, top_ids_, top_logprobs_;
+  Tensor sampled_, logprob_, top_ids_, top_lps_;
 };
 
 }  // namespace gs

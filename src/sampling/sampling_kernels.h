@@ -22,10 +22,10 @@ struct SampleArgs {
   // [rows, mask_words] allowed tokens (bit t % 32 of word t / 32) of rows with bitmask_row >= 0:
   // the others' logits become -inf after the penalties and adjustments.
   const uint32_t* bitmask = nullptr;
-  int32_t* sampled = nullptr;     // [n] the tokens
-  float* logprob = nullptr;       // [n] the sampled tokens' raw logprobs
-  int32_t* top_ids = nullptr;     // [n, kMaxTopLogprobs]
-  float* top_logprobs = nullptr;  // [n, kMaxTopLogprobs]
+  int32_t* sampled = nullptr;  // [n] the tokens
+  float* logprob = nullptr;    // [n] the sampled tokens' raw logprobs
+  int32_t* top_ids = nullptr;  // [n, kMaxTopLogprobs] the best tokens, best first (-1 where fewer exist)
+  float* top_lps = nullptr;    // [n, kMaxTopLogprobs]: their logprobs
 };
 
 // One penalty slot rebuilt from a request's tokens: counts of its output tokens, bits of its

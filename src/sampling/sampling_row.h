@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "types/sampling_limits.h"
+
 // Functions both the host and the device compilers build.
 #if defined(__CUDACC__)
 #define GS_HD __host__ __device__ __forceinline__
@@ -14,16 +16,6 @@
 #endif
 
 namespace gs {
-
-// Temperatures below this are greedy (argmax), as vLLM's _SAMPLING_EPS: 1 / T would overflow.
-constexpr float kGreedyTemperature = 1e-5f;
-// Most top logprobs a row can ask for (the OpenAI API's limit).
-constexpr int kMaxTopLogprobs = 20;
-// Most logit adjustments (logit_bias entries and min_tokens masks) one row may carry.
-constexpr int kMaxAdjustmentsPerRow = 1024;
-// Sampled ids that are not tokens: the row could not be sampled, and its request fails.
-constexpr int32_t kNonFiniteLogits = -1;    // a logit was NaN or +inf (the model's numerics broke down)
-constexpr int32_t kNoSampleableToken = -2;  // every logit was -inf once masked: no token may follow
 
 struct SamplingRow {
   float temperature = 0.0f;                  // < kGreedyTemperature: greedy

@@ -7,7 +7,7 @@
 //     tokens by (x desc, id asc).
 //  2. Penalties (a penalty slot) and adjustments (logit_bias, min_tokens masks) change x; a
 //     structured-output bitmask sets the tokens outside it to -inf.
-//  3. A row that cannot be sampled yields a sentinel instead of a token (sampling_row.h), so
+//  3. A row that cannot be sampled yields a sentinel instead of a token (types/sampling_limits.h), so
 //     the copy of the sampled ids to the host carries it at no cost: kNonFiniteLogits when a
 //     logit is NaN or +inf, else kNoSampleableToken when every logit is -inf. Its logprobs are
 //     undefined. Greedy rows take argmax x (ties: the lowest id).

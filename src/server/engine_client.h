@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "engine/llm_engine.h"
-#include "runner/pooling.h"
-#include "runner/sampling_params.h"
 #include "server/histogram.h"
 #include "server/output_queue.h"
+#include "types/pooling.h"
+#include "types/sampling_params.h"
 
 namespace gs::structured {
 struct ConstraintSpec;

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "runner/sampling_params.h"
 #include "server/engine_client.h"
 #include "server/tool_calls.h"
+#include "types/sampling_params.h"
 
 namespace gs {
 

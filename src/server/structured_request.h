@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "runner/sampling_params.h"
 #include "server/engine_client.h"
 #include "structured/grammar_compiler.h"
+#include "types/sampling_params.h"
 
 namespace gs {
 

@@ -84,7 +84,7 @@ TEST(LatencyBench, SharedPrefixPassSynchronisesBeforeTheTimer) {
                  tokens.push_back(*so.requests.at(0).all_token_ids);
                  RunnerOutput out;
                  for (const auto& r : so.requests)
-                   if (r.sample) out.sampled.push_back(SampledToken{r.id, 5, 0.0f, {}});
+                   if (r.sample) out.sampled.push_back(SampledToken{{5, 0.0f, {}}, r.id});
                  return out;
                },
                [] { return RunnerStats{}; },

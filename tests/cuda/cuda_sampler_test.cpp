@@ -78,7 +78,7 @@ struct Pair {
   }
 };
 
-void expect_same(const std::vector<SampledRow>& want, const std::vector<SampledRow>& got, const char* what) {
+void expect_same(const std::vector<TokenLogprob>& want, const std::vector<TokenLogprob>& got, const char* what) {
   ASSERT_EQ(want.size(), got.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(want[i].token, got[i].token) << what << " row " << i;

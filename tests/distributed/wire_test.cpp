@@ -89,12 +89,22 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   EXPECT_EQ(d.compilation.cudagraph_mode, CUDAGraphMode::PIECEWISE);
   EXPECT_EQ(d.compilation.cudagraph_capture_sizes, (std::vector<int>{1, 8}));
   StepReply r;
-  r.output.sampled.push_back({5, 42, -0.5f, {{42, -0.5f}, {7, -1.0f}}});
+  r.output.sampled.push_back({{42, -0.5f, {{42, -0.5f}, {7, -1.0f}}}, 5});
+  r.output.prompt_logprobs.push_back({{11, -2.0f, {{3, -0.25f}}}, 6, 4});
   r.step_seconds = 0.25;
   const StepReply q = decode_step_reply(encode_step_reply(r));
   ASSERT_EQ(q.output.sampled.size(), 1u);
   EXPECT_EQ(q.output.sampled[0].token, 42);
-  EXPECT_EQ(q.output.sampled[0].top_logprobs, r.output.sampled[0].top_logprobs);
+  EXPECT_EQ(q.output.sampled[0].id, 5u);
+  EXPECT_EQ(q.output.sampled[0].logprob, -0.5f);
+  EXPECT_EQ(q.output.sampled[0].top, r.output.sampled[0].top);
+  ASSERT_EQ(q.output.prompt_logprobs.size(), 1u);
+  const PromptLogprob& p = q.output.prompt_logprobs[0];
+  EXPECT_EQ(p.id, 6u);
+  EXPECT_EQ(p.position, 4);
+  EXPECT_EQ(p.token, 11);
+  EXPECT_EQ(p.logprob, -2.0f);
+  EXPECT_EQ(p.top, r.output.prompt_logprobs[0].top);
   EXPECT_EQ(q.step_seconds, 0.25);
   EXPECT_THROW(decode_step_reply("xy"), Error);
 }

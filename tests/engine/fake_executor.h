@@ -67,9 +67,8 @@ class FakeExecutor final : public Executor {
     const int n = static_cast<int>(to_sample.size());
     inputs_.stage(sampler_, to_sample, n);
     sampler_.sample(logits_, n);
-    const std::vector<SampledRow> rows = sampler_.fetch(n);
-    for (int i = 0; i < n; ++i)
-      out.sampled.push_back(SampledToken{to_sample[i]->id, rows[i].token, rows[i].logprob, rows[i].top});
+    std::vector<TokenLogprob> rows = sampler_.fetch(n);
+    for (int i = 0; i < n; ++i) out.sampled.push_back(SampledToken{std::move(rows[i]), to_sample[i]->id});
     for (size_t i = 0; i < out.sampled.size(); ++i) {
       auto it = script.find(out.sampled[i].id);
       if (it != script.end() && to_sample[i]->num_output_tokens < static_cast<int>(it->second.size()))

@@ -74,7 +74,7 @@ inline SimResult simulate(ModelRunner& runner, const std::vector<SimRequest>& re
       live[t.id].generated++;
       res.outputs[t.id].push_back(t.token);
       res.logprobs[t.id].push_back(t.logprob);
-      for (const auto& [tok, lp] : t.top_logprobs) res.logprobs[t.id].push_back(lp);
+      for (const auto& [tok, lp] : t.top) res.logprobs[t.id].push_back(lp);
     }
     res.steps = step + 1;
   }

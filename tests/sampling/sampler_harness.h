@@ -36,9 +36,9 @@ class SamplerHarness {
   Sampler& sampler() { return sampler_; }
 
   // Samples rows[i] from logits x[i] (x may hold one row for all).
-  std::vector<SampledRow> run(const std::vector<std::vector<float>>& x, const std::vector<SamplingRow>& rows,
-                              const std::vector<LogitAdjustment>& adj = {},
-                              const std::vector<uint32_t>& bitmasks = {}) {
+  std::vector<TokenLogprob> run(const std::vector<std::vector<float>>& x, const std::vector<SamplingRow>& rows,
+                                const std::vector<LogitAdjustment>& adj = {},
+                                const std::vector<uint32_t>& bitmasks = {}) {
     const int n = int(rows.size());
     std::vector<float> flat;
     for (int i = 0; i < n; ++i) {

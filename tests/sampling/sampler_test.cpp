@@ -47,7 +47,7 @@ class CpuSampler : public ::testing::Test {
         rows.push_back(base);
         rows.back().step = done + i;
       }
-      for (const SampledRow& r : h.run({x}, rows)) ++counts[size_t(r.token)];
+      for (const TokenLogprob& r : h.run({x}, rows)) ++counts[size_t(r.token)];
       done += int(rows.size());
     }
     return counts;

@@ -36,7 +36,7 @@ float log_sum_exp(const float* x, int V) {
   return mx + float(std::log(sum));
 }
 
-void top_logprobs(const float* x, int V, int n, float lse, int32_t* ids, float* lps) {
+void top_n_logprobs(const float* x, int V, int n, float lse, int32_t* ids, float* lps) {
   std::vector<int32_t> order;
   order.reserve(V);
   for (int32_t t = 0; t < V; ++t)
@@ -137,8 +137,8 @@ void sample_row(const SampleArgs& a, int i) {
   if (r.num_logprobs >= 0) {
     lse = log_sum_exp(x, V);
     if (r.num_logprobs > 0)
-      top_logprobs(x, V, std::min(r.num_logprobs, kMaxTopLogprobs), lse, a.top_ids + i * kMaxTopLogprobs,
-                   a.top_logprobs + i * kMaxTopLogprobs);
+      top_n_logprobs(x, V, std::min(r.num_logprobs, kMaxTopLogprobs), lse, a.top_ids + i * kMaxTopLogprobs,
+                     a.top_lps + i * kMaxTopLogprobs);
   }
   int32_t* counts = r.has_penalties() ? a.counts + size_t(r.penalty_slot) * V : nullptr;
   const uint32_t* prompt = r.has_penalties() ? a.prompt_mask + size_t(r.penalty_slot) * a.mask_words : nullptr;

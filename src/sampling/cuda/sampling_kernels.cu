@@ -147,7 +147,7 @@ __device__ float log_sum_exp(const Slice& row, Shared& sh) {
 }
 
 // The n best raw logits (by value desc, id asc) and their logprobs (one CTA, the whole row).
-__device__ void top_logprobs(const Slice& row, int n, float lse, int32_t* ids, float* lps, Shared& sh) {
+__device__ void top_n_logprobs(const Slice& row, int n, float lse, int32_t* ids, float* lps, Shared& sh) {
   const float* x = row.x;
   const int V = row.V;
   OneCta one;
@@ -378,8 +378,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
       const Slice row{x, 0, a.vocab, a.vocab};
       lse = log_sum_exp(row, sh);
       if (r.num_logprobs > 0)
-        top_logprobs(row, min(r.num_logprobs, kMaxTopLogprobs), lse, a.top_ids + i * kMaxTopLogprobs,
-                     a.top_logprobs + i * kMaxTopLogprobs, sh);
+        top_n_logprobs(row, min(r.num_logprobs, kMaxTopLogprobs), lse, a.top_ids + i * kMaxTopLogprobs,
+                       a.top_lps + i * kMaxTopLogprobs, sh);
     }
     c.sync();
   }

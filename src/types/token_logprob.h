@@ -1,6 +1,7 @@
 // TokenLogprob: a token with its log-probability and the best alternatives at its position. The
-// one logprob type: the sampler fills it, the runner returns it for sampled tokens (SampledToken)
-// and prompt tokens (PromptLogprob), and the engine hands it to the server (RequestOutput).
+// one logprob type: the sampler returns it per row, the runner hands it back for sampled tokens
+// (SampledToken) and prompt tokens (PromptLogprob), and the engine gives it to the server
+// (RequestOutput::logprobs, prompt_logprobs), which writes the OpenAI `logprobs` objects.
 #pragma once
 #include <cstdint>
 #include <utility>

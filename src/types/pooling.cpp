@@ -1,5 +1,5 @@
-// Implements runner/pooling.h.
-#include "runner/pooling.h"
+// Implements types/pooling.h.
+#include "types/pooling.h"
 
 #include <cmath>
 

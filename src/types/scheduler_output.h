@@ -2,11 +2,11 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
-#include "runner/pooling.h"
-#include "runner/sampling_params.h"
+#include "types/pooling.h"
+#include "types/sampling_params.h"
+#include "types/token_logprob.h"
 
 namespace gs {
 
@@ -54,20 +54,16 @@ struct SchedulerOutput {
   }
 };
 
-struct SampledToken {
+// A sampled token of request `id`: its token (or a sentinel of types/sampling_limits.h: the row
+// could not be sampled), and its logprob and top alternatives when the request asked for them.
+struct SampledToken : TokenLogprob {
   RequestId id = 0;
-  int32_t token = 0;     // or a sentinel of sampling/sampling_row.h: the row could not be sampled
-  float logprob = 0.0f;  // of the sampled token (if asked)
-  std::vector<std::pair<int32_t, float>> top_logprobs;  // (token, logprob), best first
 };
 
 // The logprob of the prompt token at `position` (> 0) given the tokens before it.
-struct PromptLogprob {
+struct PromptLogprob : TokenLogprob {
   RequestId id = 0;
   int position = 0;
-  int32_t token = 0;
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
 };
 
 struct RunnerOutput {
@@ -76,7 +72,7 @@ struct RunnerOutput {
   std::vector<SampledToken> sampled;
   // For requests with params->prompt_logprobs >= 0: the prompt positions this step computed.
   std::vector<PromptLogprob> prompt_logprobs;
-  // For pooling requests: the hidden-state rows this step pooled (runner/pooling.h).
+  // For pooling requests: the hidden-state rows this step pooled (types/pooling.h).
   std::vector<PooledRows> pooled;
 };
 

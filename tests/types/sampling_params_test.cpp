@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "runner/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace gs {
 namespace {

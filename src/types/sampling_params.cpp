@@ -1,5 +1,5 @@
-// Implements runner/sampling_params.h (SamplingParams).
-#include "runner/sampling_params.h"
+// Implements types/sampling_params.h (SamplingParams).
+#include "types/sampling_params.h"
 
 #include <cmath>
 

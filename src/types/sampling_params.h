@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "runner/pooling.h"
-#include "sampling/sampling_row.h"
+#include "types/pooling.h"
+#include "types/sampling_limits.h"
 
 namespace gs {
 
