@@ -20,6 +20,19 @@ using nlohmann::json;
 
 constexpr uint64_t kPoisonSeed = 666;  // requests with this seed make every step they are in fail
 
+// The engine frees a finished request's KV blocks on its own thread, after the reply may already
+// have reached the client, and publishes its stats after the step: wait (bounded) until the stats
+// show nothing running, then every block must be free.
+void expect_every_kv_block_back(EngineLoop& engine) {
+  EngineStats st = engine.stats();
+  for (int i = 0; i < 500 && (st.num_running > 0 || st.kv_blocks_free != st.kv_blocks_total); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = engine.stats();
+  }
+  EXPECT_EQ(st.num_running, 0);
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+}
+
 class FaultInjectingExecutor final : public Executor {
  public:
   explicit FaultInjectingExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
@@ -85,14 +98,7 @@ TEST(EngineIsolation, AFailingRequestIsAbortedAloneAndTheOthersFinish) {
   ASSERT_FALSE(bad_stream.events.empty());
   EXPECT_NE(bad_stream.events.back()["error"]["message"].get<std::string>().find("injected fault"), std::string::npos)
       << bad_stream.raw;
-  // Every KV block comes back.
-  EngineStats st;
-  for (int i = 0; i < 300; ++i) {
-    st = engine.stats();
-    if (st.num_running == 0 && st.kv_blocks_free == st.kv_blocks_total) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+  expect_every_kv_block_back(engine);
 }
 
 // A request whose logits turn NaN mid-decode fails with a 500 naming the problem (an error event
@@ -122,10 +128,9 @@ TEST(EngineIsolation, NonFiniteLogitsFailTheRequestWithAClearError) {
   ASSERT_GE(s.events.size(), 2u) << s.raw;  // tokens before the logits broke, then the error
   EXPECT_NE(s.events.back()["error"]["message"].get<std::string>().find(want), std::string::npos) << s.raw;
   EXPECT_EQ(s.events.back()["error"]["type"], "server_error") << s.raw;
+  expect_every_kv_block_back(engine);  // also waits for the stats /metrics reads to cover the last step
   const auto metrics = test::get(port, "/metrics").body;
   EXPECT_NE(metrics.find("\ngraphserve_non_finite_logits_total 2\n"), std::string::npos) << metrics.substr(0, 2000);
-  const EngineStats st = engine.stats();
-  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
 }
 
 }  // namespace
