@@ -109,12 +109,16 @@ __device__ inline bool locate_prefix_tile(const PagedAttentionParams& p, int TPT
 template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
                         uint16_t* ks, uint16_t* vs) {
-  constexpr int CPR = D / 8, RPP = NT / CPR;
+  constexpr int CPR = D / 8, RPP = NT / CPR, kRows = kKeys / RPP;  // rows a thread copies
+  static_assert(kKeys % RPP == 0, "every thread copies the same number of rows");
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
   const int shift = block_shift(p.block_size);  // powers of two in practice: no division per row
-  for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
-    const int j = kv0 + row;
+  // Up to 4 rows a thread (D 64) unrolled, so the block-table reads of the thread's rows are in
+  // flight together; the 8 rows of D 128 unrolled cost the kernel more registers than they gain.
+#pragma unroll(kRows <= 4 ? kRows : 1)
+  for (int i = 0; i < kRows; ++i) {
+    const int row = int(threadIdx.x) / CPR + i * RPP, j = kv0 + row;
     const bool ok = j < kv_end;
     const uint16_t* kp = static_cast<const uint16_t*>(p.k);
     const uint16_t* vp = static_cast<const uint16_t*>(p.v);
