@@ -4,6 +4,7 @@
 #include <string>
 
 #include "attention/attention_metadata.h"
+#include "attention/cascade.h"
 #include "attention/cg_support.h"
 #include "attention/kv_cache.h"
 #include "ops/backend.h"
@@ -33,6 +34,9 @@ class AttentionBackend {
   // Whether forward() honours md.cascade_prefix_len (attention/cascade.h); backends that do not
   // get 0 there and attend to each request's whole context.
   virtual bool supports_cascade() const { return false; }
+  // When a batch cascades on this backend (use_cascade_attention): its device's parallel units and
+  // the most tokens its cascade launches take.
+  virtual CascadeHeuristic cascade_heuristic() const { return {}; }
 
   // Launch planning: fills the host fields of `md` that kernels size their grids and choose their paths by
   // (num_reqs_padded, max_query_len). md.num_reqs must be set first. (SGLang's

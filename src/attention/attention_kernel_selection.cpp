@@ -30,4 +30,13 @@ AttentionKernel select_attention_kernel(const AttentionLaunch& l, const Attentio
   return warp_per_pair ? AttentionKernel::WarpPerPairDecode : AttentionKernel::TensorCoreDecode;
 }
 
+bool cascade_attention_fits(const AttentionLaunch& l, const AttentionKernelOptions& o) {
+  return o.tensor_core && tensor_core_attention_fits(l);
+}
+
+AttentionKernel select_cascade_suffix_kernel(const AttentionLaunch& l) {
+  return l.max_query_len >= kPrefillMinQueryLen ? AttentionKernel::TensorCorePrefill
+                                                : AttentionKernel::TensorCoreDecode;
+}
+
 }  // namespace gs

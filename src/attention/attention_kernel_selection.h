@@ -55,4 +55,12 @@ bool tensor_core_attention_fits(const AttentionLaunch& l);
 //  - else the tensor-core decode kernel (flash-decoding unless o.tensor_core_decode).
 AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o);
 
+// Cascade attention (attention/cascade.h) runs on the tensor-core kernels: its prefix pass on the
+// prefill kernel (every query of the batch against the shared prefix fills its tiles), its suffix
+// pass on the prefill kernel for queries of kPrefillMinQueryLen tokens or more, else on the
+// tensor-core decode kernel (the kernels that write their partial softmax state for the merge).
+// Whether a launch can cascade: the tensor-core kernels are on and fit it.
+bool cascade_attention_fits(const AttentionLaunch& l, const AttentionKernelOptions& o);
+AttentionKernel select_cascade_suffix_kernel(const AttentionLaunch& l);
+
 }  // namespace gs

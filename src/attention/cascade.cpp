@@ -31,6 +31,7 @@ int common_prefix_len(std::span<const int32_t> block_table, int width, std::span
 bool use_cascade_attention(int prefix_len, std::span<const int32_t> query_start_loc, int num_reqs, int num_heads,
                            int num_kv_heads, const CascadeHeuristic& h) {
   if (prefix_len < h.min_prefix_len || num_reqs < std::max(2, h.min_reqs)) return false;
+  if (h.max_tokens > 0 && query_start_loc[size_t(num_reqs)] > h.max_tokens) return false;
   bool all_decode = true;
   for (int r = 0; r < num_reqs && all_decode; ++r)
     all_decode = query_start_loc[size_t(r) + 1] - query_start_loc[size_t(r)] == 1;

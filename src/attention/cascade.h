@@ -29,7 +29,8 @@ int common_prefix_len(std::span<const int32_t> block_table, int width, std::span
 struct CascadeHeuristic {
   int min_prefix_len = 256;
   int min_reqs = 8;
-  int num_sms = 1;  // parallel units of the device (the CPU: one, where reading the prefix once always wins)
+  int num_sms = 1;     // parallel units of the device (the CPU: one, where reading the prefix once always wins)
+  int max_tokens = 0;  // > 0: batches of more tokens never cascade (what the backend's workspace holds)
 };
 bool use_cascade_attention(int prefix_len, std::span<const int32_t> query_start_loc, int num_reqs, int num_heads,
                            int num_kv_heads, const CascadeHeuristic& h);

@@ -17,6 +17,7 @@ const std::vector<OpBenchCase>& op_bench_cases() {
       {"prefill-attention", "one attention layer's prefill per kernel, head dim 64 / 128, 2k / 8k tokens"},
       {"chunked-prefill", "an 8k prompt's attention layer in chunks of 1k..8k tokens"},
       {"prefill-gemms", "a layer's cuBLASLt GEMMs at 2k / 8k tokens"},
+      {"cascade", "8B-shape decode attention over a shared prefix, with and without cascade attention"},
   };
   return cases;
 }
@@ -33,6 +34,7 @@ void run_op_bench(const std::string& name) {
   if (name == "prefill-attention") bench::time_prefill_attention();
   if (name == "chunked-prefill") bench::time_chunked_prefill_attention();
   if (name == "prefill-gemms") bench::time_prefill_gemms();
+  if (name == "cascade") bench::time_cascade_attention();
 #else
   throw Unsupported(
       "bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");

@@ -38,6 +38,11 @@ struct AttentionKernelOptions {
   bool stage_query_starts = true;
   // The head-dim-64 tensor-core decode kernel is register-capped so that four CTAs fit an SM.
   bool decode_four_ctas_per_sm = true;
+  // Cascade attention's prefix pass splits the shared prefix so that about this many CTAs run in
+  // all ...
+  int cascade_split_target = 264;
+  // ... each split holding at least this many 64-key tiles.
+  int cascade_split_min_tiles = 4;
 };
 
 // Fused epilogues of the linear ops (ops/cuda/cuda_backend.cpp).

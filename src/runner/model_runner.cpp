@@ -86,8 +86,10 @@ int ModelRunner::Impl::cascade_prefix(const HostBatch& hb) const {
   if (!cascade_enabled) return 0;
   const int p = common_prefix_len(hb.block_table, hb.block_table_width, hb.seq_lens, hb.query_start_loc, hb.num_reqs,
                                   cfg.block_size);
-  return use_cascade_attention(p, hb.query_start_loc, hb.num_reqs, local_cfg.num_heads, local_cfg.num_kv_heads, {}) ? p
-                                                                                                                    : 0;
+  return use_cascade_attention(p, hb.query_start_loc, hb.num_reqs, local_cfg.num_heads, local_cfg.num_kv_heads,
+                               attention->cascade_heuristic())
+             ? p
+             : 0;
 }
 
 // The rows a FULL graph of `d` samples: every token of a uniform batch (one per request in plain

@@ -83,6 +83,24 @@ TEST(AttentionKernelSelection, WhatTensorCoresDoNotHoldRunsFlashDecoding) {
   EXPECT_EQ(pick(launch(32, 8, 64, 0, 4)), K::FlashDecoding);
 }
 
+// Cascade launches run on the tensor-core kernels: the suffix on the prefill kernel for long
+// queries, else on the tensor-core decode kernel (single-token decode included); launches the
+// tensor-core kernels do not hold, or with them off, do not cascade.
+TEST(AttentionKernelSelection, CascadeRunsOnTensorCores) {
+  const AttentionKernelOptions on;
+  AttentionKernelOptions off;
+  off.tensor_core = false;
+  EXPECT_TRUE(cascade_attention_fits(launch(32, 8, 128, 64, 1), on));
+  EXPECT_FALSE(cascade_attention_fits(launch(32, 8, 128, 64, 1), off));
+  AttentionLaunch f32 = launch(32, 8, 64, 8, 1);
+  f32.bf16 = false;
+  EXPECT_FALSE(cascade_attention_fits(f32, on));
+  EXPECT_FALSE(cascade_attention_fits(launch(8, 4, 256, 8, 1), on));
+  EXPECT_EQ(select_cascade_suffix_kernel(launch(32, 8, 128, 64, 1)), K::TensorCoreDecode);
+  EXPECT_EQ(select_cascade_suffix_kernel(launch(32, 8, 128, 8, kPrefillMinQueryLen - 1)), K::TensorCoreDecode);
+  EXPECT_EQ(select_cascade_suffix_kernel(launch(32, 8, 64, 8, kPrefillMinQueryLen)), K::TensorCorePrefill);
+}
+
 TEST(AttentionKernelSelection, OptionsTurnKernelsOff) {
   AttentionKernelOptions no_tensor_cores;
   no_tensor_cores.tensor_core = false;

@@ -110,6 +110,10 @@ TEST(CascadeHeuristic, VllmThresholdsAndDecodeModel) {
   EXPECT_TRUE(use_cascade_attention(4096, decode(64), 64, 32, 8, h100));
   // Multi-head attention (group 1) decodes without flash-decoding's grouping: cascade.
   EXPECT_TRUE(use_cascade_attention(4096, decode(8), 8, 32, 32, h100));
+  // A backend whose cascade launches take at most 64 tokens: 65 decode requests do not cascade.
+  const CascadeHeuristic capped{.num_sms = 132, .max_tokens = 64};
+  EXPECT_TRUE(use_cascade_attention(4096, decode(64), 64, 32, 8, capped));
+  EXPECT_FALSE(use_cascade_attention(4096, decode(65), 65, 32, 8, capped));
 }
 
 TEST(CascadeMerge, TwoRangesMergeAsOne) {

@@ -22,69 +22,24 @@
 #include "core/cuda/cuda_stream.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/cuda_backend.h"
+#include "paged_batch.h"
 
 namespace gs {
 namespace {
 
-using namespace test;  // cuda_test_util.h
+using namespace test;  // cuda_test_util.h, paged_batch.h
 
-struct Req {
-  int q_len, ctx;  // new tokens of this step, context after it
-};
+using Req = PagedReq;
 struct Case {
   int hq, hkv, D, block_size;
   std::vector<Req> reqs;
   int pad_reqs = 0, pad_tokens = 0, window = -1;
 };
 
-// One batch on the host: metadata, bf16-exact q, k, v and cache values.
-struct HostBatch {
-  int T = 0, nrp = 0, max_blocks = 0, num_blocks = 0;
-  std::vector<int32_t> qsl, seq_lens, bt, slots;
-  std::vector<float> q, k, v, kc, vc;
-};
+using HostBatch = PagedBatch;  // paged_batch.h
 
 HostBatch make_batch(const Case& c, uint32_t seed) {
-  HostBatch h;
-  const int n = int(c.reqs.size());
-  h.nrp = n + c.pad_reqs;
-  int blocks = 0;
-  for (const Req& r : c.reqs) {
-    const int need = (r.ctx + c.block_size - 1) / c.block_size;
-    h.max_blocks = std::max(h.max_blocks, need);
-    blocks += need;
-  }
-  h.max_blocks += 1;
-  h.num_blocks = blocks + 3;
-  std::vector<int32_t> perm(size_t(h.num_blocks));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937 rng(seed);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  h.bt.assign(size_t(h.nrp) * h.max_blocks, 0);
-  h.seq_lens.assign(size_t(h.nrp), 0);
-  h.qsl.assign(size_t(h.nrp) + 1, 0);
-  int next = 0;
-  for (int r = 0; r < n; ++r) {
-    const Req& q = c.reqs[size_t(r)];
-    for (int j = 0; j < (q.ctx + c.block_size - 1) / c.block_size; ++j)
-      h.bt[size_t(r) * h.max_blocks + j] = perm[size_t(next++)];
-    h.seq_lens[size_t(r)] = q.ctx;
-    for (int i = 0; i < q.q_len; ++i) {
-      const int p = q.ctx - q.q_len + i;
-      h.slots.push_back(h.bt[size_t(r) * h.max_blocks + p / c.block_size] * c.block_size + p % c.block_size);
-    }
-    h.qsl[size_t(r) + 1] = h.qsl[size_t(r)] + q.q_len;
-  }
-  for (int r = n; r < h.nrp; ++r) h.qsl[size_t(r) + 1] = h.qsl[size_t(r)];
-  h.T = h.qsl[size_t(n)] + c.pad_tokens;
-  h.slots.resize(size_t(h.T), -1);
-  const size_t cache = size_t(h.num_blocks) * c.block_size * c.hkv * c.D;
-  h.q = randn(size_t(h.T) * c.hq * c.D, seed + 1);
-  h.k = randn(size_t(h.T) * c.hkv * c.D, seed + 2);
-  h.v = randn(size_t(h.T) * c.hkv * c.D, seed + 3);
-  h.kc = randn(cache, seed + 4);
-  h.vc = randn(cache, seed + 5);
-  return h;
+  return make_paged_batch(c.hq, c.hkv, c.D, c.block_size, c.reqs, c.pad_reqs, c.pad_tokens, 0, seed);
 }
 
 // The cache after the step: every real token's k, v at its slot.

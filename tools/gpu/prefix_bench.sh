@@ -10,11 +10,13 @@
 #            --no-enable-prefix-caching, alternated twice
 #   serve    graphserve serve + bench serve on a prefix-repetition dataset (vLLM's prefix_repetition:
 #            4 prefixes of 4000 tokens, 256 own tokens each, byte-level tokenizer), caching on / off
+#   ops      one attention layer: bench ops --cases cascade (8B-shape decode over a shared prefix,
+#            with and without cascade) and chunked-prefill (an 8k prompt's layer in chunks)
 # Pack first (this script is copied into the pack):
 #   GS_GPU_NO_BUILD=1 GS_GPU_TARGETS="graphserve" GS_GPU_PACK=<repo>/.gpu-prefix tools/gpu/pack.sh build/release
 #   cp tools/gpu/prefix_bench.sh <repo>/.gpu-prefix/
 #   device run, kind nvidia-h200, carry [".gpu-prefix"], timeout 300, command: bash .gpu-prefix/prefix_bench.sh
-# GS_PHASES picks phases (default "cascade ttft chunk noreuse serve"). A summary goes to stdout;
+# GS_PHASES picks phases (default "ops cascade ttft chunk noreuse serve"). A summary goes to stdout;
 # the logs to $OUT/prefix_logs.tgz.
 set -uo pipefail
 PACK=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +30,7 @@ export GRAPHSERVE_SHARED=$PACK/shared GRAPHSERVE_LOG_LEVEL=warn
 gs=$PACK/bin/graphserve
 preset=${GS_PRESET:-llama3.1-8b}
 model=(--load-format dummy --preset "$preset" --max-model-len 16384)
-phases=${GS_PHASES:-cascade ttft chunk noreuse serve}
+phases=${GS_PHASES:-ops cascade ttft chunk noreuse serve}
 has() { [[ " $phases " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 SECONDS=0
@@ -43,6 +45,14 @@ lat() {
     | tr -s ' ' | paste -sd ';')"
 }
 
+if has ops; then
+  echo "== bench ops: cascade, chunked-prefill"
+  for c in cascade chunked-prefill; do
+    timeout 120 "$gs" bench ops --cases $c >"$out/ops_$c.log" 2>&1
+    echo "-- $c (exit $?, ${SECONDS} s)"
+    grep -E '^\[(cascade|prefill)\]' "$out/ops_$c.log"
+  done
+fi
 if has cascade; then
   echo "== bs 64, shared 4096-token prefix + 256 own tokens: decode with and without cascade attention"
   lat cascade --batch-size 64 --shared-prefix-len 4096 --input-len 256 --output-len 64

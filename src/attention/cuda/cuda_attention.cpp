@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attention/attention_kernel_selection.h"
+#include "attention/cuda/cascade_attention.h"
 #include "attention/cuda/decode_attention.h"
 #include "attention/cuda/flash_decoding_attention.h"
 #include "attention/cuda/prefill_attention.h"
@@ -42,10 +43,21 @@ class CudaAttention final : public AttentionBackend {
     // The split path's arrival counters start at zero; each launch leaves them zero again.
     split_counters_ = Tensor::empty({cuda::kSplitCounters}, DType::I32, backend.allocator());
     GS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream_));
+    if (supports_cascade())
+      cascade_ws_ = Tensor::empty({int64_t(cuda::cascade_workspace_floats(shape_.num_heads, shape_.head_dim))},
+                                  DType::F32, backend.allocator());
+    int device = 0;
+    GS_CUDA_CHECK(cudaGetDevice(&device));
+    GS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
   }
 
   std::string name() const override { return "cuda_paged"; }
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
+  // Cascade runs on the tensor-core kernels (cuda/cascade_attention.h): where they hold the layer.
+  bool supports_cascade() const override { return cascade_attention_fits(launch_of(0, 0, true), options_); }
+  CascadeHeuristic cascade_heuristic() const override {
+    return {.num_sms = num_sms_, .max_tokens = cuda::kCascadeMaxTokens};
+  }
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                const AttentionMetadata& md, const Tensor& out, int window) override {
@@ -77,19 +89,32 @@ class CudaAttention final : public AttentionBackend {
     p.scale = shape_.scale;
     p.window = window;
     p.softcap = shape_.softcap;
-    AttentionLaunch launch;
-    launch.bf16 = !p.f32;
-    launch.aligned16 = cuda::attention_buffers_aligned16(p);
-    launch.num_heads = hq;
-    launch.num_kv_heads = hkv;
-    launch.head_dim = D;
-    launch.softcap = shape_.softcap;
-    launch.max_query_len = md.max_query_len;
-    launch.num_reqs_padded = p.num_reqs_padded;
+    const AttentionLaunch launch = launch_of(md.max_query_len, p.num_reqs_padded, cuda::attention_buffers_aligned16(p));
+    // A cascade batch of more q rows than the workspace holds (a padded shape past the heuristic's
+    // limit) or with buffers the tensor-core kernels cannot read attends without cascading.
+    if (md.cascade_prefix_len > 0 && window <= 0 && T <= cuda::kCascadeMaxTokens && cascade_ws_.defined() &&
+        cascade_attention_fits(launch, options_)) {
+      GS_CUDA_CHECK(cuda::cascade_attention(p, options_, select_cascade_suffix_kernel(launch), md.cascade_prefix_len,
+                                            int(T), cascade_ws_.data_as<float>(), stream_));
+      return;
+    }
     GS_CUDA_CHECK(run(select_attention_kernel(launch, options_), p, window, int(T)));
   }
 
  private:
+  AttentionLaunch launch_of(int max_query_len, int num_reqs_padded, bool aligned16) const {
+    AttentionLaunch launch;
+    launch.bf16 = dtype_ == DType::BF16;
+    launch.aligned16 = aligned16;
+    launch.num_heads = shape_.num_heads;
+    launch.num_kv_heads = shape_.num_kv_heads;
+    launch.head_dim = shape_.head_dim;
+    launch.softcap = shape_.softcap;
+    launch.max_query_len = max_query_len;
+    launch.num_reqs_padded = num_reqs_padded;
+    return launch;
+  }
+
   cudaError_t run(AttentionKernel kernel, const cuda::PagedAttentionParams& p, int window, int T) const {
     switch (kernel) {
       case AttentionKernel::TensorCorePrefill: return cuda::prefill_attention(p, options_, window, T, stream_);
@@ -140,6 +165,8 @@ class CudaAttention final : public AttentionBackend {
   DType dtype_ = DType::BF16;
   Tensor split_ws_;
   Tensor split_counters_;
+  Tensor cascade_ws_;  // the cascade passes' partials (cuda/cascade_attention.h), where it can cascade
+  int num_sms_ = 1;
 };
 
 }  // namespace

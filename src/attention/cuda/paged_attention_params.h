@@ -37,7 +37,19 @@ struct PagedAttentionParams {
   // counters that the kernel leaves zeroed again); null disables splitting.
   float* split_workspace = nullptr;
   unsigned* split_counters = nullptr;
+  // Cascade attention (cascade_attention.h): which pass of it this launch is (kCascadeNone:
+  // plain attention), the batch's shared prefix and the partials workspace both passes write.
+  int cascade_pass = 0;
+  int cascade_prefix_len = 0;
+  float* cascade_partials = nullptr;
+  int cascade_slots = 0;  // partials per (token, head): the prefix pass's splits, then the suffix's one
 };
+
+// The passes of a cascade launch. Prefix: every query of the batch (its tokens as one run, with
+// no causal mask) against keys [0, cascade_prefix_len) through block-table row 0, split over grid
+// z, each split's partial into slot z; no cache write. Suffix: the usual launch attending only keys
+// from cascade_prefix_len on, its partial into the last slot instead of out.
+constexpr int kCascadeNone = 0, kCascadePrefix = 1, kCascadeSuffix = 2;
 
 // Counters the split path needs (one per (token, kv-head group) of a split launch).
 constexpr int kSplitCounters = 512;

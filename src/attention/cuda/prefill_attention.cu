@@ -38,4 +38,22 @@ cudaError_t prefill_attention(const PagedAttentionParams& p, const AttentionKern
                                            : launch_tensor_core<64, 2, false>(p, o, window, T, s);
 }
 
+int prefill_tile_rows(const AttentionKernelOptions& o, int D) {
+  using tensor_core::Cfg;
+  if (D == 128) return Cfg<128, 1, false>::rows;
+  if (o.prefill_wgmma) return Cfg<64, 1, true>::rows;
+  return o.prefill_tiles_per_warp_d64 == 1 ? Cfg<64, 1, false>::rows : Cfg<64, 2, false>::rows;
+}
+
+cudaError_t cascade_prefix_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int splits,
+                                     cudaStream_t s) {
+  using tensor_core::launch_prefix_pass;
+  if (T <= 0) return cudaGetLastError();
+  if (!prefill_attention_supported(p) || p.cascade_pass != kCascadePrefix || splits < 1) return cudaErrorInvalidValue;
+  if (p.D == 128) return launch_prefix_pass<128, 1, false>(p, T, splits, s);
+  if (o.prefill_wgmma) return launch_prefix_pass<64, 1, true>(p, T, splits, s);
+  return o.prefill_tiles_per_warp_d64 == 1 ? launch_prefix_pass<64, 1, false>(p, T, splits, s)
+                                           : launch_prefix_pass<64, 2, false>(p, T, splits, s);
+}
+
 }  // namespace gs::cuda

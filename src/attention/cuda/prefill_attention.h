@@ -31,4 +31,14 @@ bool attention_buffers_aligned16(const PagedAttentionParams& p);
 cudaError_t prefill_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
                               cudaStream_t s);
 
+// Query rows (tokens x heads of a kv head) of one CTA of the kernel prefill_attention runs under o
+// at head dim D.
+int prefill_tile_rows(const AttentionKernelOptions& o, int D);
+
+// A cascade prefix pass (p.cascade_pass == kCascadePrefix, cascade_attention.h) on that kernel: the
+// prefix's key tiles split into `splits` equal parts over grid z (splits <= the prefix's 64-key
+// tiles), each part's partials into its slot of p.cascade_partials.
+cudaError_t cascade_prefix_attention(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int splits,
+                                     cudaStream_t s);
+
 }  // namespace gs::cuda

@@ -96,16 +96,29 @@ __device__ inline bool locate_tile(const PagedAttentionParams& p, int T, int TPT
   return true;
 }
 
+// A cascade prefix pass's tile (cascade_attention.h): the batch's tokens [0, qsl[num_reqs_padded])
+// as one run of request 0 (whose block-table row holds the shared prefix), tiles in order.
+__device__ inline bool locate_prefix_tile(const PagedAttentionParams& p, int TPT, TileInfo& ti) {
+  const int n = p.query_start_loc[p.num_reqs_padded], first = int(blockIdx.x) * TPT;
+  if (first >= n) return false;
+  ti = TileInfo{0, 0, n, first, min(TPT, n - first)};
+  return true;
+}
+
 // Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
 template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
                         uint16_t* ks, uint16_t* vs) {
-  constexpr int CPR = D / 8, RPP = NT / CPR;
+  constexpr int CPR = D / 8, RPP = NT / CPR, kRows = kKeys / RPP;  // rows a thread copies
+  static_assert(kKeys % RPP == 0, "every thread copies the same number of rows");
   const int ch = threadIdx.x % CPR;
   const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
   const int shift = block_shift(p.block_size);  // powers of two in practice: no division per row
-  for (int row = threadIdx.x / CPR; row < kKeys; row += RPP) {
-    const int j = kv0 + row;
+  // Up to 4 rows a thread (D 64) unrolled, so the block-table reads of the thread's rows are in
+  // flight together; the 8 rows of D 128 unrolled cost the kernel more registers than they gain.
+#pragma unroll(kRows <= 4 ? kRows : 1)
+  for (int i = 0; i < kRows; ++i) {
+    const int row = int(threadIdx.x) / CPR + i * RPP, j = kv0 + row;
     const bool ok = j < kv_end;
     const uint16_t* kp = static_cast<const uint16_t*>(p.k);
     const uint16_t* vp = static_cast<const uint16_t*>(p.v);
@@ -144,21 +157,28 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   pdl_trigger();
 
   const int G = p.hq / p.hkv, TPT = ROWS / G, rows_used = TPT * G, g = int(blockIdx.y);
+  const bool prefix_pass = p.cascade_pass == kCascadePrefix;  // block-uniform
   TileInfo ti;
-  if (!locate_tile(p, T, TPT, ti, reinterpret_cast<int32_t*>(k_s), stage_qsl ? kStages * kKeys * D : 0)) return;
+  if (prefix_pass ? !locate_prefix_tile(p, TPT, ti)
+                  : !locate_tile(p, T, TPT, ti, reinterpret_cast<int32_t*>(k_s), stage_qsl ? kStages * kKeys * D : 0))
+    return;
 
   int ctx = 0, new0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v
-  if (ti.r < p.num_reqs_padded) {
+  if (prefix_pass) {
+    // Every query lies past the prefix: as if at positions >= P, so no key of [0, P) is masked.
+    ctx = new0 = p.cascade_prefix_len;
+  } else if (ti.r < p.num_reqs_padded) {
     ctx = min(p.seq_lens[ti.r], p.max_blocks_per_req * p.block_size);
     new0 = p.seq_lens[ti.r] - ti.qlen;
   }
   const int q_first = new0 + ti.first;  // position of the tile's first query token
   const int kv_end = max(0, min(ctx, q_first + ti.ntok));
-  const int kv_begin = window > 0 ? max(0, q_first - window + 1) / kKeys * kKeys : 0;
+  int kv_begin = window > 0 ? max(0, q_first - window + 1) / kKeys * kKeys : 0;
+  if (p.cascade_pass == kCascadeSuffix) kv_begin = max(kv_begin, p.cascade_prefix_len);
   const int n_all = kv_end > kv_begin ? (kv_end - kv_begin + kKeys - 1) / kKeys : 0;
   // This CTA's tiles [tile0, tile0 + n_kv) of the n_all: all of them, or its split's share.
-  const SplitRange sr =
-      SPLIT ? split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z)) : SplitRange{1, 0, n_all};
+  const SplitRange sr = SPLIT || prefix_pass ? split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z))
+                                             : SplitRange{1, 0, n_all};
   if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
   const int n_kv = sr.tiles;
   const int kv_lo = kv_begin + sr.tile0 * kKeys;  // the first key of this CTA's tiles
@@ -184,7 +204,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   cp_async_commit();
   // The cache write's loads and stores overlap the copies in flight (this kernel reads the new
   // positions from k, v, never from the cache).
-  if (blockIdx.z == 0) write_cache_rows<D>(p, ti.tok0 + ti.first, ti.ntok, g, int(threadIdx.x), NT);
+  if (blockIdx.z == 0 && !prefix_pass) write_cache_rows<D>(p, ti.tok0 + ti.first, ti.ntok, g, int(threadIdx.x), NT);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Warp split (decode, the tile's rows fit one warp's 16): every warp holds the same rows and
@@ -263,9 +283,14 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   }
   cp_async_wait<0>();
   if (SPLIT && sr.splits > 1) {
-    write_partials<D, MT>(p, ti, st, g, G, rows_used, warp * WROWS, T);
+    write_partials<D, MT>(p, ti, st, g, G, rows_used, warp * WROWS, SplitWorkspace(p, T), int(blockIdx.z));
     __syncthreads();  // every warp is done with the K/V stages, which the merge reuses
     merge_partials<D, NT>(p, ti, g, G, rows_used, T, sr.splits, reinterpret_cast<float*>(k_s));
+    return;
+  }
+  if (p.cascade_pass != kCascadeNone) {  // a cascade pass: its partial, merged by cascade_merge
+    const int slot = prefix_pass ? int(blockIdx.z) : p.cascade_slots - 1;
+    write_partials<D, MT>(p, ti, st, g, G, rows_used, warp * WROWS, cascade_partials(p, T), slot);
     return;
   }
 
@@ -289,23 +314,42 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
 
 // Launches the kernel for (D, MT, WG) on p: one CTA per (query tile, kv head), and with SPLIT
 // (decode) up to decode_splits CTAs per context.
+template <int D, int MT, bool WG, bool SPLIT, int MINB>
+cudaError_t prepare_tensor_core() {
+  constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, SPLIT, MINB>;
+  static const cudaError_t attr = [&] {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg<D, MT, WG>::smem));
+    if (e != cudaSuccess || MINB == 0) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }();
+  return attr;
+}
+
 template <int D, int MT, bool WG, bool SPLIT = false, int MINB = 0>
 cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
                                cudaStream_t s) {
   using C = Cfg<D, MT, WG>;
   constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, SPLIT, MINB>;
-  static const cudaError_t attr = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
-    if (e != cudaSuccess || MINB == 0) return e;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  }();
-  if (attr != cudaSuccess) return attr;
+  if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, SPLIT, MINB>(); attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
   const int S = SPLIT ? decode_splits(p, o, T, gx) : 1;
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(S));
   return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, std::max(1, o.decode_split_min_tiles),
                     SPLIT && o.decode_warp_split, o.stage_query_starts);
+}
+
+// A cascade prefix pass (p.cascade_pass == kCascadePrefix) on the prefill kernel of (D, MT, WG): one
+// CTA per (tile of the batch's tokens, kv head, split of the prefix's `splits` equal parts).
+template <int D, int MT, bool WG>
+cudaError_t launch_prefix_pass(const PagedAttentionParams& p, int T, int splits, cudaStream_t s) {
+  using C = Cfg<D, MT, WG>;
+  constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, false, 0>;
+  if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, false, 0>(); attr != cudaSuccess) return attr;
+  const int tpt = C::rows / (p.hq / p.hkv);
+  const dim3 grid(unsigned((T + tpt - 1) / tpt), unsigned(p.hkv), unsigned(splits));
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, -1, T, 1, false, false);
 }
 
 static_assert(Cfg<64, 1, false>::rows == kTensorCoreMaxGroup, "the selection's limit is a decode tile's rows");

@@ -23,23 +23,31 @@ __device__ __forceinline__ SplitRange split_range(int n, int S, int min_tiles, i
 // The split workspace of a launch of T tokens and gridDim.z splits (the launch's, whatever each
 // context uses): (m, l) of part (token, head, split) = (t hq + h) gridDim.z + z at ml[2 part],
 // its normalised output (D floats) at o[part D].
+// The cascade partials (p.cascade_partials, cascade_attention.h) are laid out the same way with
+// p.cascade_slots parts per (token, head).
 struct SplitWorkspace {
   float *ml, *o;
+  int slots;
   __device__ SplitWorkspace(const PagedAttentionParams& p, int T)
-      : ml(p.split_workspace), o(p.split_workspace + 2 * int64_t(T) * p.hq * gridDim.z) {}
+      : ml(p.split_workspace), o(p.split_workspace + 2 * int64_t(T) * p.hq * gridDim.z), slots(int(gridDim.z)) {}
+  __device__ SplitWorkspace(float* base, int64_t rows, int slots_)
+      : ml(base), o(base + 2 * rows * slots_), slots(slots_) {}
 };
 
-// Part index of row `row` (token row / G of the tile, head row % G of group g) of split z.
-__device__ __forceinline__ int64_t part_of(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int row,
-                                           int z) {
-  return (int64_t(ti.tok0 + ti.first + row / G) * p.hq + g * G + row % G) * gridDim.z + z;
+__device__ __forceinline__ SplitWorkspace cascade_partials(const PagedAttentionParams& p, int T) {
+  return SplitWorkspace(p.cascade_partials, int64_t(T) * p.hq, p.cascade_slots);
 }
 
-// A warp's rows' partial softmax states (m in the log2 domain, l, O / l) -> the workspace.
+// Part index of row `row` (token row / G of the tile, head row % G of group g) of slot z of `slots`.
+__device__ __forceinline__ int64_t part_of(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int row,
+                                           int z, int slots) {
+  return (int64_t(ti.tok0 + ti.first + row / G) * p.hq + g * G + row % G) * slots + z;
+}
+
+// A warp's rows' partial softmax states (m in the log2 domain, l, O / l) -> slot z of workspace ws.
 template <int D, int MT>
 __device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti, const RowState<D> (&st)[MT], int g,
-                               int G, int rows_used, int row0, int T) {
-  const SplitWorkspace ws(p, T);
+                               int G, int rows_used, int row0, const SplitWorkspace& ws, int z) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -48,7 +56,7 @@ __device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti
       const float l = quad_sum(st[mt].l[i]);
       const int row = row0 + mt * 16 + (lane >> 2) + 8 * i;
       if (row >= rows_used || row / G >= ti.ntok) continue;
-      const int64_t part = part_of(p, ti, g, G, row, int(blockIdx.z));
+      const int64_t part = part_of(p, ti, g, G, row, z, ws.slots);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       float* dst = ws.o + part * D + 2 * (lane & 3);
 #pragma unroll
@@ -62,7 +70,8 @@ __device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti
 // Called by every CTA of a split (block-uniform) after write_partials: the last of the S CTAs of
 // its (tile, kv head) to arrive (an atomic counter, which it resets for the next launch) merges
 // the partials of each row, out = sum_s w_s o_s / sum_s w_s with w_s = l_s 2^(m_s - max m), splits
-// with l_s = 0 weighing nothing. smem: (2 rows + 1) S floats of scratch (the K/V stages).
+// with l_s = 0 weighing nothing. smem: (2 rows + 1) S floats of scratch (the K/V stages). A
+// cascade suffix pass writes the merged partial (max m, sum of weights, out) to its cascade slot.
 template <int D, int NT>
 __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int rows_used, int T,
                                int S, float* smem) {
@@ -82,7 +91,7 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
   const int rows = min(rows_used, ti.ntok * G);
   float *m_w = smem, *l_w = smem + rows * S, *den = smem + 2 * rows * S;
   for (int i = threadIdx.x; i < rows * S; i += NT) {  // every (row, split) state in parallel
-    const int64_t part = part_of(p, ti, g, G, i / S, i % S);
+    const int64_t part = part_of(p, ti, g, G, i / S, i % S, int(gridDim.z));
     m_w[i] = __ldcg(ws.ml + 2 * part);
     l_w[i] = __ldcg(ws.ml + 2 * part + 1);
   }
@@ -98,18 +107,27 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
       sum += w;
     }
     den[row] = sum;
+    m_w[row * S] = mx;  // (read above, no longer needed)
   }
   __syncthreads();
   uint16_t* out = static_cast<uint16_t*>(p.out);
+  const bool to_cascade = p.cascade_pass == kCascadeSuffix;
+  const SplitWorkspace cw = cascade_partials(p, T);
   for (int e = threadIdx.x; e < rows * D; e += NT) {
     const int row = e / D, d = e % D;
-    const int64_t part0 = part_of(p, ti, g, G, row, 0);
+    const int64_t part0 = part_of(p, ti, g, G, row, 0, int(gridDim.z));
     float num = 0.0f;
     for (int sp = 0; sp < S; ++sp) {  // splits that saw no key weigh 0 and are not read
       const float w = l_w[row * S + sp];
       if (w > 0.0f) num += w * __ldcg(ws.o + (part0 + sp) * D + d);
     }
     const float o = den[row] > 0.0f ? num / den[row] : 0.0f;
+    if (to_cascade) {
+      const int64_t part = (part0 / gridDim.z) * cw.slots + cw.slots - 1;
+      cw.o[part * D + d] = o;
+      if (d == 0) cw.ml[2 * part] = m_w[row * S], cw.ml[2 * part + 1] = den[row];
+      continue;
+    }
     const __nv_bfloat16 b = __float2bfloat16_rn(o);
     out[(part0 / gridDim.z) * D + d] = *reinterpret_cast<const uint16_t*>(&b);
   }

@@ -16,9 +16,12 @@ void time_decode_step();
 // 2,048 and 8,192 prompt tokens: the tensor-core prefill kernel (at D 64 wgmma, and mma.sync), and
 // the flash-decoding kernel at 2,048.
 void time_prefill_attention();
-// That layer at D 64 over an 8,192-token prompt in chunks of 1,024 / 2,048 / 4,096 / 8,192 new
+// That layer at D 64 and 128 over an 8,192-token prompt in chunks of 1,024 / 2,048 / 4,096 / 8,192 new
 // tokens, each chunk attending to the earlier ones in the paged cache.
 void time_chunked_prefill_attention();
+// One attention layer of the Llama-3.1-8B shape for decode batches whose requests share a prefix
+// (64 requests over 4k shared + 256 own tokens, and others), with and without cascade attention.
+void time_cascade_attention();
 // The layer's cuBLASLt GEMMs (qkv, o, gate_up, down) at 2,048 and 8,192 tokens.
 void time_prefill_gemms();
 

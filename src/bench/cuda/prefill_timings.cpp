@@ -118,29 +118,31 @@ void time_prefill_attention() {
   }
 }
 
-// Chunked prefill's attention: an 8k prompt's layer in chunks of 1,024 / 2,048 / 4,096 new
+// Chunked prefill's attention: an 8k prompt's layer (D 64 and 128) in chunks of 1,024 / 2,048 / 4,096 new
 // tokens (each over the earlier chunks in the paged cache) against one pass of 8,192.
 void time_chunked_prefill_attention() {
   auto gpu = make_cuda_backend(0, DType::BF16);
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu->stream()).handle();
   constexpr int kCtx = 8192;
-  const Layer L(*gpu, 64, kCtx);
-  for (int chunk : {1024, 2048, 4096, 8192}) {
-    const Tensor qsl = on_i32(*gpu, {0, chunk}, {2});
-    double total = 0.0;
-    std::string per;
-    for (int start = 0; start < kCtx; start += chunk) {
-      const Tensor seq = on_i32(*gpu, {start + chunk}, {1});
-      const double ms = L.time(s, start, chunk, qsl, seq);
-      total += ms;
-      char buf[48];
-      snprintf(buf, sizeof buf, " %.3f (%.0f)", ms, L.flop(start, chunk) / ms * 1e-9);
-      per += buf;
+  for (int D : {64, 128}) {
+    const Layer L(*gpu, D, kCtx);
+    for (int chunk : {1024, 2048, 4096, 8192}) {
+      const Tensor qsl = on_i32(*gpu, {0, chunk}, {2});
+      double total = 0.0;
+      std::string per;
+      for (int start = 0; start < kCtx; start += chunk) {
+        const Tensor seq = on_i32(*gpu, {start + chunk}, {1});
+        const double ms = L.time(s, start, chunk, qsl, seq);
+        total += ms;
+        char buf[48];
+        snprintf(buf, sizeof buf, " %.3f (%.0f)", ms, L.flop(start, chunk) / ms * 1e-9);
+        per += buf;
+      }
+      printf(
+          "[prefill] chunked attention D %d, 8192 tokens in chunks of %d: %.3f ms (%.0f TFLOP/s); per chunk ms "
+          "(TFLOP/s):%s\n",
+          D, chunk, total, L.flop(0, kCtx) / total * 1e-9, per.c_str());
     }
-    printf(
-        "[prefill] chunked attention D 64, 8192 tokens in chunks of %d: %.3f ms (%.0f TFLOP/s); per chunk ms "
-        "(TFLOP/s):%s\n",
-        chunk, total, L.flop(0, kCtx) / total * 1e-9, per.c_str());
   }
 }
 
