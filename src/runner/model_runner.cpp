@@ -82,14 +82,16 @@ void ModelRunner::Impl::plan_attention(const HostBatch& hb, CUDAGraphMode runtim
 }
 
 // The batch's shared prefix when cascade attention pays off for it (attention/cascade.h), else 0.
-int ModelRunner::Impl::cascade_prefix(const HostBatch& hb) const {
+// The backend's token limit holds for the padded shape the step runs at, not only the batch.
+int ModelRunner::Impl::cascade_prefix(const HostBatch& hb, const BatchDescriptor& desc) const {
   if (!cascade_enabled) return 0;
   const int p = common_prefix_len(hb.block_table, hb.block_table_width, hb.seq_lens, hb.query_start_loc, hb.num_reqs,
                                   cfg.block_size);
-  return use_cascade_attention(p, hb.query_start_loc, hb.num_reqs, local_cfg.num_heads, local_cfg.num_kv_heads,
-                               attention->cascade_heuristic())
-             ? p
-             : 0;
+  const CascadeHeuristic h = attention->cascade_heuristic();
+  if (!use_cascade_attention(p, hb.query_start_loc, hb.num_reqs, local_cfg.num_heads, local_cfg.num_kv_heads, h))
+    return 0;
+  if (h.max_tokens > 0 && dispatcher.dispatch(desc, true).second.num_tokens > h.max_tokens) return 0;
+  return p;
 }
 
 // The rows a FULL graph of `d` samples: every token of a uniform batch (one per request in plain
@@ -176,7 +178,7 @@ RunnerOutput ModelRunner::Impl::execute(const SchedulerOutput& batch) {
   const BatchDescriptor desc = hb.uniform_decode(uniform_query_len)
                                    ? BatchDescriptor::uniform_decode(hb.num_actual_tokens, uniform_query_len, has_lora)
                                    : BatchDescriptor::mixed(hb.num_actual_tokens, has_lora);
-  const int cascade = cascade_prefix(hb);
+  const int cascade = cascade_prefix(hb, desc);
   const auto [runtime, final_desc] = dispatcher.dispatch(desc, cascade > 0);
   if (final_desc.has_lora) lora->stage(batch, final_desc.num_tokens);
   // A FULL graph samples every request row of its shape; otherwise only the sampled requests.

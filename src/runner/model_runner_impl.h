@@ -90,7 +90,7 @@ struct ModelRunner::Impl {
   void stage_sampling(const HostBatch& hb, int rows);
   void run_tail();
   void plan_attention(const HostBatch& hb, CUDAGraphMode runtime, const BatchDescriptor& desc, int cascade_prefix = 0);
-  int cascade_prefix(const HostBatch& hb) const;
+  int cascade_prefix(const HostBatch& hb, const BatchDescriptor& desc) const;
   RunnerOutput execute(const SchedulerOutput& batch);
   void forward(CUDAGraphMode runtime, const BatchDescriptor& desc);
   HostBatchLimits host_limits() const;
