@@ -94,6 +94,42 @@ void time_linear() {
   }
 }
 
+void time_fp8_linear() {
+  KernelOptions skinny_all, no_skinny;
+  skinny_all.fp8.skinny_max_tokens = 128;
+  no_skinny.fp8.skinny_max_tokens = 0;
+  auto gpu = make_cuda_backend(), all = make_cuda_backend(0, DType::BF16, skinny_all),
+       old = make_cuda_backend(0, DType::BF16, no_skinny);
+  std::printf("[bench] fp8 linear: us per call (TB/s of weight bytes); %s\n", gpu->fp8_kernels().c_str());
+  std::printf("[bench] %-12s %4s %16s %16s %16s %16s\n", "NxK", "M", "bf16", "fp8 default", "fp8 skinny", "fp8 gemv/Lt");
+  for (const auto [N, K] : {std::pair<int, int>{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {6144, 4096},
+                            {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+    const int copies = std::max(1, int(768e6 / (2.0 * N * K)));
+    std::vector<Tensor> wb, wq;
+    for (int i = 0; i < copies; ++i) {
+      wb.push_back(weight(*gpu, N, K, uint32_t(i)));
+      Tensor src = Tensor::empty({N, K}, DType::F32, gpu->allocator());
+      gpu->copy(src, wb.back());
+      gpu->stream().synchronize();
+      wq.push_back(Tensor::empty({N, K}, DType::F8E4M3, gpu->allocator())
+                       .with_scales(Tensor::empty({N, 1}, DType::F32, gpu->allocator())));
+      for (Backend* be : {gpu.get(), all.get(), old.get()}) be->quantize_fp8(src, 1, false, wq.back());  // each sizes its scratch
+    }
+    for (int M : {1, 2, 4, 8, 16, 32, 64, 128}) {
+      Tensor x = on(*gpu, randn(size_t(M) * K, 99), {M, K}, DType::BF16);
+      Tensor y = Tensor::empty({M, N}, DType::BF16, gpu->allocator());
+      const auto time = [&](Backend& be, const std::vector<Tensor>& ws) {
+        int i = 0;
+        return time_graph_ms(be, copies, [&] { be.linear(x, ws[size_t(i++ % copies)], Tensor(), y); }) * 1e3;
+      };
+      const double b = time(*gpu, wb), d = time(*gpu, wq), s = time(*all, wq), o = time(*old, wq);
+      const auto bw = [&](double us, double bytes) { return bytes * N * K / us / 1e6; };
+      std::printf("[bench] %5dx%-6d %4d %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f)\n", N, K, M, b,
+                  bw(b, 2), d, bw(d, 1), s, bw(s, 1), o, bw(o, 1));
+    }
+  }
+}
+
 void time_decode_step() {
   auto gpu = make_cuda_backend();
   const int L = 16, H = 2048, I = 8192, hq = 32, hkv = 8, D = 64, V = 128256, ctx = 256, bsz = 16;
