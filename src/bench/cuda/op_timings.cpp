@@ -17,11 +17,11 @@
 namespace gs::bench {
 namespace {
 
-// A bf16 [N, K] weight of random values (one random chunk tiled: host RNG is slow at GB sizes).
-Tensor weight(Backend& gpu, int64_t N, int64_t K, uint32_t seed, float sd = 0.02f) {
+// A bf16 (or dt) [N, K] weight of random values (one random chunk tiled: host RNG is slow at GB sizes).
+Tensor weight(Backend& gpu, int64_t N, int64_t K, uint32_t seed, float sd = 0.02f, DType dt = DType::BF16) {
   const int64_t n = N * K, chunk = std::min<int64_t>(n, int64_t(1) << 22);
-  Tensor src = on(gpu, randn(size_t(chunk), seed, sd), {chunk}, DType::BF16);
-  Tensor w = Tensor::empty({N, K}, DType::BF16, gpu.allocator());
+  Tensor src = on(gpu, randn(size_t(chunk), seed, sd), {chunk}, dt);
+  Tensor w = Tensor::empty({N, K}, dt, gpu.allocator());
   Tensor flat = w.reshape({n});
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t c = std::min(chunk, n - i);
@@ -102,15 +102,13 @@ void time_fp8_linear() {
        old = make_cuda_backend(0, DType::BF16, no_skinny);
   std::printf("[bench] fp8 linear: us per call (TB/s of weight bytes); %s\n", gpu->fp8_kernels().c_str());
   std::printf("[bench] %-12s %4s %16s %16s %16s %16s\n", "NxK", "M", "bf16", "fp8 default", "fp8 skinny", "fp8 gemv/Lt");
-  for (const auto [N, K] : {std::pair<int, int>{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {6144, 4096},
+  for (const auto& [N, K] : {std::pair<int, int>{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {6144, 4096},
                             {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
     const int copies = std::max(1, int(768e6 / (2.0 * N * K)));
     std::vector<Tensor> wb, wq;
     for (int i = 0; i < copies; ++i) {
       wb.push_back(weight(*gpu, N, K, uint32_t(i)));
-      Tensor src = Tensor::empty({N, K}, DType::F32, gpu->allocator());
-      gpu->copy(src, wb.back());
-      gpu->stream().synchronize();
+      const Tensor src = weight(*gpu, N, K, uint32_t(i), 0.02f, DType::F32);
       wq.push_back(Tensor::empty({N, K}, DType::F8E4M3, gpu->allocator())
                        .with_scales(Tensor::empty({N, 1}, DType::F32, gpu->allocator())));
       for (Backend* be : {gpu.get(), all.get(), old.get()}) be->quantize_fp8(src, 1, false, wq.back());  // each sizes its scratch
