@@ -13,7 +13,7 @@
 #   sampled  the same sampled (temperature 1.0, top-p 0.9);
 #   prefill  an 8k-token llama3.1-8b prefill;
 #   ops      `bench ops --cases fp8-linear` (each FP8 path beside bf16 per shape and token count);
-#   kernels  `bench kernels` of llama3.1-8b at bs 1 and 32, bf16 and FP8.
+#   kernels  `bench kernels` of llama3.1-8b at bs 1 and 32, FP8 (and bf16 with FP8_KERNEL_BF16=1).
 # Logs go to $OUT; each command has its own timeout so one slow phase cannot starve the rest.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -61,8 +61,8 @@ prefill() {  # preset, timeout
       grep -E 'prefill|decode|rror' | head -4
   done
 }
-kernels() {  # preset, batch sizes
-  for q in "" "--quantization fp8"; do
+kernels() {  # preset, batch sizes (FP8_KERNEL_BF16=1: bf16 as well)
+  for q in ${FP8_KERNEL_BF16:+""} "--quantization fp8"; do
     echo "== kernels $1 bs $2 ${q:-bf16}"
     # shellcheck disable=SC2086
     timeout 60 $gs bench kernels --load-format dummy --preset "$1" --batch-sizes "$2" --input-len 128 --top 14 \
