@@ -83,10 +83,6 @@ struct Fp8KernelOptions {
   // widened to bf16 in registers, with the decode epilogues fused (ops/cuda/skinny_gemm.h; at most
   // cuda::kSkinnyMaxM); 0: never.
   int skinny_max_tokens = 16;
-  // That kernel widens e4m3 to bf16 exactly (a bf16x2 multiply by 2^120 per pair of weights);
-  // false: the 2^120 is applied with the row scale, one instruction of five per pair less, and
-  // products below f32's normal range (sums within 2^-6 of zero in e4m3 units) may lose bits.
-  bool skinny_exact_widen = true;
   // Otherwise the CUDA-core FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM).
   int gemv_max_tokens = 8;
   // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.

@@ -3,6 +3,9 @@
 # GS_GPU_TARGETS="graphserve gs_test_cuda" GS_GPU_PACK=<repo>/.gpu-fp8, plus tests/data/families
 # copied to .gpu-fp8/families and this script):
 #   device run, kind nvidia-h200, carry [".gpu-fp8"], command: bash .gpu-fp8/fp8_check.sh
+# The packed binaries are ~100 MB, over what the device tool carries (64 MiB): strip them, tar -czf
+# bin lib shared families into .gpu-fp8/pack.tgz (~37 MB), and start the command with
+# `cd .gpu-fp8 && tar -xzf pack.tgz && ...`.
 # FP8_PHASES picks the phases (default: tests graphs prefill sampled):
 #   tests    the FP8 GPU tests (quantization bit-exact vs the host, linear vs the dequantized
 #            reference at every token count, the fused decode epilogues vs the CPU and the unfused

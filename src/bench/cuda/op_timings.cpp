@@ -95,17 +95,22 @@ void time_linear() {
 }
 
 void time_fp8_linear() {
-  KernelOptions fast_widen, skinny_all, no_skinny;
-  fast_widen.fp8.skinny_exact_widen = false;
+  KernelOptions skinny_all, no_skinny;
   skinny_all.fp8.skinny_max_tokens = 128;
   no_skinny.fp8.skinny_max_tokens = 0;
-  auto gpu = make_cuda_backend(), fast = make_cuda_backend(0, DType::BF16, fast_widen),
-       all = make_cuda_backend(0, DType::BF16, skinny_all), old = make_cuda_backend(0, DType::BF16, no_skinny);
+  auto gpu = make_cuda_backend(), all = make_cuda_backend(0, DType::BF16, skinny_all),
+       old = make_cuda_backend(0, DType::BF16, no_skinny);
   std::printf("[bench] fp8 linear: us per call (TB/s of weight bytes); %s\n", gpu->fp8_kernels().c_str());
-  std::printf("[bench] %-12s %4s %16s %16s %16s %16s %16s\n", "NxK", "M", "bf16", "fp8 default", "widen 2^120 late",
-              "skinny to 128", "fp8 gemv/Lt");
-  for (const auto& [N, K] : {std::pair<int, int>{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {6144, 4096},
-                            {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+  std::printf("[bench] %-12s %4s %16s %16s %16s %16s\n", "NxK", "M", "bf16", "fp8 default", "skinny to 128",
+              "fp8 gemv/Lt");
+  for (const auto& [N, K] : {std::pair<int, int>{3072, 2048},
+                             {2048, 2048},
+                             {16384, 2048},
+                             {2048, 8192},
+                             {6144, 4096},
+                             {4096, 4096},
+                             {28672, 4096},
+                             {4096, 14336}}) {
     // Copies of one random weight (rotated so that none sits in L2).
     const int copies = std::max(1, int(768e6 / (2.0 * N * K)));
     const Tensor w0 = weight(*gpu, N, K, 1), src = weight(*gpu, N, K, 1, 0.02f, DType::F32);
@@ -116,7 +121,7 @@ void time_fp8_linear() {
       wq.push_back(Tensor::empty({N, K}, DType::F8E4M3, gpu->allocator())
                        .with_scales(Tensor::empty({N, 1}, DType::F32, gpu->allocator())));
       gpu->stream().synchronize();
-      for (Backend* be : {gpu.get(), fast.get(), all.get(), old.get()})  // each sizes its own scratch
+      for (Backend* be : {gpu.get(), all.get(), old.get()})  // each sizes its own scratch
         be->quantize_fp8(src, 1, false, wq.back());
     }
     for (int M : {1, 2, 4, 8, 16, 32, 64, 128}) {
@@ -126,11 +131,10 @@ void time_fp8_linear() {
         int i = 0;
         return time_graph_ms(be, copies, [&] { be.linear(x, ws[size_t(i++ % copies)], Tensor(), y); }) * 1e3;
       };
-      const double b = time(*gpu, wb), d = time(*gpu, wq), f = time(*fast, wq), s = time(*all, wq),
-                   o = time(*old, wq);
+      const double b = time(*gpu, wb), d = time(*gpu, wq), s = time(*all, wq), o = time(*old, wq);
       const auto bw = [&](double us, double bytes) { return bytes * N * K / us / 1e6; };
-      std::printf("[bench] %5dx%-6d %4d %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f)\n", N, K,
-                  M, b, bw(b, 2), d, bw(d, 1), f, bw(f, 1), s, bw(s, 1), o, bw(o, 1));
+      std::printf("[bench] %5dx%-6d %4d %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f)\n", N, K, M, b,
+                  bw(b, 2), d, bw(d, 1), s, bw(s, 1), o, bw(o, 1));
     }
   }
 }

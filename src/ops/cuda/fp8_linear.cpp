@@ -76,9 +76,8 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
   if (M == 0 || N == 0) return;
   const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
   if (fuses(x, w)) {
-    GS_CUDA_CHECK(cuda::fp8_skinny_gemm(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(),
-                                        b, y.data(), y.dtype() == DType::F32, M, N, K,
-                                        opts_.skinny_exact_widen, s));
+    GS_CUDA_CHECK(cuda::fp8_skinny_gemm(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), b,
+                                        y.data(), y.dtype() == DType::F32, M, N, K, s));
     return;
   }
   if (M <= std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM) && cuda::fp8_gemv_supported(M, K, x.data(), w.data())) {
@@ -102,19 +101,16 @@ bool Fp8Linear::fuses(const Tensor& x, const Tensor& w) const {
          cuda::fp8_skinny_supported(int(M), int(w.dim(1)), x.data(), w.data());
 }
 
-void Fp8Linear::linear_gated(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& out,
-                             cudaStream_t s) {
+void Fp8Linear::linear_gated(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& out, cudaStream_t s) {
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_gated(act, x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(),
                                             w.scales().data_as<float>(), out.data_as<cuda::bf16_t>(), int(x.dim(0)),
-                                            int(out.row_elems()), int(w.dim(1)),
-                                            opts_.skinny_exact_widen, s));
+                                            int(out.row_elems()), int(w.dim(1)), s));
 }
 
 void Fp8Linear::linear_add_residual(const Tensor& x, const Tensor& w, const Tensor& residual, cudaStream_t s) {
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_add_residual(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(),
                                                    w.scales().data_as<float>(), residual.data_as<float>(),
-                                                   int(x.dim(0)), int(w.dim(0)), int(w.dim(1)),
-                                                   opts_.skinny_exact_widen, s));
+                                                   int(x.dim(0)), int(w.dim(0)), int(w.dim(1)), s));
 }
 
 void Fp8Linear::linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
@@ -125,7 +121,7 @@ void Fp8Linear::linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& 
       x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(),
       bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(), inv_freq.data_as<float>(),
       q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(), int(x.dim(0)),
-      int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, opts_.skinny_exact_widen, s));
+      int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s));
 }
 
 std::string Fp8Linear::describe() const {

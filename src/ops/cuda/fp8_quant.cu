@@ -72,9 +72,9 @@ constexpr int kRowChunks = 8;
 
 // One thread block per token, its row read once with 16-byte loads into registers: the amax, then
 // e4m3 of x / scale stored 8 bytes at a time. Launched with PDL (x is the previous kernel's).
-__global__ void __launch_bounds__(kThreads) quantize_rows_vec_kernel(const uint16_t* __restrict__ x, int K,
-                                                                     uint8_t* __restrict__ q,
-                                                                     float* __restrict__ scales) {
+__global__ void __launch_bounds__(kThreads)
+    quantize_rows_vec_kernel(const uint16_t* __restrict__ x, int K, uint8_t* __restrict__ q,
+                             float* __restrict__ scales) {
   const int row = blockIdx.x, KV = K / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(row) * K);
   pdl_wait();
@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_vec_kernel(const uint1
     uint32_t w[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const auto lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+      const auto lo =
+          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
       const auto hi =
           __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, __NV_E4M3);
       w[h] = uint32_t(lo) | (uint32_t(hi) << 16);

@@ -34,17 +34,13 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2: sign, exponent and mantissa move into
-// bf16's fields with e4m3's exponent bias left in place, which is 2^-120 times the value (e4m3
-// subnormals become bf16 subnormals of the same mantissa); kExact then multiplies by 2^120 (bf16
-// 0x7b80, exact), else the caller applies 2^120 to the sums (the MMA then sees 2^-120-scaled
-// products, of which those below f32's normal range may lose bits: sums that small are within
-// 2^-6 of zero in e4m3 units). Integer ops (and one bf16x2 multiply), where the conversion
-// instructions would bound the kernel below memory bandwidth.
-template <bool kExact>
+// Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2, exactly: sign, exponent and mantissa
+// move into bf16's fields with e4m3's exponent bias left in place, which is 2^-120 times the value
+// (e4m3 subnormals become bf16 subnormals of the same mantissa), then times 2^120 (bf16 0x7b80),
+// exact. Integer ops and one bf16x2 multiply, where the conversion instructions would bound the
+// kernel below memory bandwidth.
 __device__ __forceinline__ uint32_t e4m3x2_hi_to_bf16x2(uint32_t v) {
   const uint32_t biased = (v & 0x80008000u) | ((v >> 4) & 0x07f007f0u);
-  if constexpr (!kExact) return biased;
   uint32_t out;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(biased), "r"(0x7b807b80u), "r"(0x80008000u));
   return out;
@@ -71,23 +67,21 @@ struct Bf16Rows {
   }
 };
 
-// e4m3 rows with one f32 scale each (ops/fp8_weights.h, whole-row scales), widened exactly or
-// with 2^120 left to the scale (e4m3x2_hi_to_bf16x2).
-template <bool kExact>
+// e4m3 rows with one f32 scale each (ops/fp8_weights.h, whole-row scales).
 struct Fp8Rows {
   static constexpr int kK = 16;
   static constexpr bool kScaled = true;
   const uint8_t* w;
   const float* scales;
   __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
-  __device__ float scale(int64_t r) const { return kExact ? __ldg(scales + r) : __ldg(scales + r) * 0x1p120f; }
+  __device__ float scale(int64_t r) const { return __ldg(scales + r); }
   // 16 bytes (16 k) of rows g and g + 8 widened to 8 bf16x2 each, k pairs in order; four MMAs.
   static __device__ __forceinline__ void widen(const uint4& v, uint32_t (&o)[8]) {
     const uint32_t q[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      o[2 * i] = e4m3x2_hi_to_bf16x2<kExact>(__byte_perm(q[i], 0u, 0x1404));      // k 4i, 4i + 1
-      o[2 * i + 1] = e4m3x2_hi_to_bf16x2<kExact>(__byte_perm(q[i], 0u, 0x3424));  // k 4i + 2, 4i + 3
+      o[2 * i] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x1404));      // k 4i, 4i + 1
+      o[2 * i + 1] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x3424));  // k 4i + 2, 4i + 3
     }
   }
   template <int MT>
@@ -102,7 +96,8 @@ struct Fp8Rows {
       const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
       const uint32_t xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) mma_bf16(acc[nt], a[2 * j], b[2 * j], a[2 * j + 1], b[2 * j + 1], xs[2 * j], xs[2 * j + 1]);
+      for (int j = 0; j < 4; ++j)
+        mma_bf16(acc[nt], a[2 * j], b[2 * j], a[2 * j + 1], b[2 * j + 1], xs[2 * j], xs[2 * j + 1]);
     }
   }
 };
@@ -212,8 +207,7 @@ int pick_split(int tiles, int K, int granule) {
 }
 
 template <int MT, int KS, typename W, typename Epi>
-cudaError_t launch_ks(const bf16_t* x, const W& w, const Epi& epi, int M, int n_out, int K, int tiles,
-                      cudaStream_t s) {
+cudaError_t launch_ks(const bf16_t* x, const W& w, const Epi& epi, int M, int n_out, int K, int tiles, cudaStream_t s) {
   auto* kernel = skinny_kernel<MT, KS, W, Epi>;
   const size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
   if (smem > 48 * 1024)
@@ -276,56 +270,41 @@ cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t*
                                  int K, int long_from, cudaStream_t s) {
   if (D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
-  return launch(x, Bf16Rows{w}, QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
+  return launch(x, Bf16Rows{w},
+                QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
                 (hq + 2 * hkv) * half, K, s);
 }
 
 bool fp8_skinny_supported(int M, int K, const void* x, const void* w) {
-  return M >= 1 && M <= kSkinnyMaxM && K > 0 && K % kGranule<Fp8Rows<true>> == 0 && vec_aligned(x, w);
+  return M >= 1 && M <= kSkinnyMaxM && K > 0 && K % kGranule<Fp8Rows> == 0 && vec_aligned(x, w);
 }
-
-namespace {
-// Runs f(rows) with the FP8 rows of w in the widening `exact` names.
-template <typename F>
-cudaError_t with_fp8_rows(const uint8_t* w, const float* scales, bool exact, F&& f) {
-  if (exact) return f(Fp8Rows<true>{w, scales});
-  return f(Fp8Rows<false>{w, scales});
-}
-}  // namespace
 
 cudaError_t fp8_skinny_gemm(const bf16_t* x, const uint8_t* w, const float* scales, const bf16_t* bias, void* y,
-                            bool y_f32, int M, int N, int K, bool exact, cudaStream_t s) {
-  return with_fp8_rows(w, scales, exact, [&](const auto& rows) {
-    return launch(x, rows, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
-  });
+                            bool y_f32, int M, int N, int K, cudaStream_t s) {
+  return launch(x, Fp8Rows{w, scales}, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
 }
 
-cudaError_t fp8_skinny_gemm_add_residual(const bf16_t* x, const uint8_t* w, const float* scales, float* residual,
-                                         int M, int N, int K, bool exact, cudaStream_t s) {
-  return with_fp8_rows(w, scales, exact, [&](const auto& rows) {
-    return launch(x, rows, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
-  });
+cudaError_t fp8_skinny_gemm_add_residual(const bf16_t* x, const uint8_t* w, const float* scales, float* residual, int M,
+                                         int N, int K, cudaStream_t s) {
+  return launch(x, Fp8Rows{w, scales}, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
 }
 
 cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const bf16_t* x, const uint8_t* w, const float* scales,
-                                  bf16_t* out, int M, int I, int K, bool exact, cudaStream_t s) {
-  return with_fp8_rows(w, scales, exact, [&](const auto& rows) {
-    if (act == GatedActivation::GeluTanh)
-      return launch(x, rows, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
-    return launch(x, rows, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
-  });
+                                  bf16_t* out, int M, int I, int K, cudaStream_t s) {
+  const Fp8Rows rows{w, scales};
+  if (act == GatedActivation::GeluTanh)
+    return launch(x, rows, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
+  return launch(x, rows, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
 }
 
 cudaError_t fp8_skinny_gemm_qkv_rope(const bf16_t* x, const uint8_t* w, const float* scales, const bf16_t* bias,
                                      const int32_t* positions, const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v,
-                                     int M, int hq, int hkv, int D, int K, int long_from, bool exact, cudaStream_t s) {
+                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
   if (D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
-  return with_fp8_rows(w, scales, exact, [&](const auto& rows) {
-    return launch(x, rows,
-                  QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
-                  (hq + 2 * hkv) * half, K, s);
-  });
+  return launch(x, Fp8Rows{w, scales},
+                QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
+                (hq + 2 * hkv) * half, K, s);
 }
 
 }  // namespace gs::cuda
