@@ -13,6 +13,7 @@ const std::vector<OpBenchCase>& op_bench_cases() {
   static const std::vector<OpBenchCase> cases{
       {"copy", "device-to-device copy of 1 GiB: ms and TB/s"},
       {"linear", "Backend::linear against cuBLASLt on 1B / 8B projection shapes, 1..128 tokens"},
+      {"fp8-linear", "Backend::linear on FP8 weights per FP8 path beside bf16, 1B / 8B shapes, 1..128 tokens"},
       {"decode-step", "the ops of a Llama-3.2-1B decode step in one graph, bs 1..128"},
       {"prefill-attention", "one attention layer's prefill per kernel, head dim 64 / 128, 2k / 8k tokens"},
       {"chunked-prefill", "an 8k prompt's attention layer in chunks of 1k..8k tokens"},
@@ -30,6 +31,7 @@ void run_op_bench(const std::string& name) {
   GS_CHECK(cuda_device_count() > 0, "bench ops times GPU kernels, but this machine has no CUDA device");
   if (name == "copy") bench::time_copy_bandwidth();
   if (name == "linear") bench::time_linear();
+  if (name == "fp8-linear") bench::time_fp8_linear();
   if (name == "decode-step") bench::time_decode_step();
   if (name == "prefill-attention") bench::time_prefill_attention();
   if (name == "chunked-prefill") bench::time_chunked_prefill_attention();

@@ -84,7 +84,11 @@ struct MoeKernelOptions {
 
 // FP8 e4m3 weights (ops/cuda/fp8_linear.h).
 struct Fp8KernelOptions {
-  // The FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM).
+  // Whole-row-scaled weights up to this many tokens: the skinny tensor-core kernel on weights
+  // widened to bf16 in registers, with the decode epilogues fused (ops/cuda/skinny_gemm.h; at most
+  // cuda::kSkinnyMaxM); 0: never.
+  int skinny_max_tokens = 16;
+  // Otherwise the CUDA-core FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM).
   int gemv_max_tokens = 8;
   // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.
   bool lt_fp8_gemm = true;

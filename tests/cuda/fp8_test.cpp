@@ -16,6 +16,7 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/fp8_lt_gemm.h"
 #include "ops/fp8_weights.h"
+#include "ops/kernel_options.h"
 #include "runner/model_runner.h"
 #include "runner/serving_sim.h"
 
@@ -88,7 +89,7 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
   const auto bias = test::randn(size_t(N), 12, 0.1f);
   for (bool block : {false, true}) {
     const Fp8Weight fw = quantized(*be, w, N, K, block);
-    for (int64_t M : {1, 2, 5, 8, 9, 32, 64, 128, 300, 4100}) {  // 4100: a prefill, in two chunks
+    for (int64_t M : {1, 2, 5, 8, 9, 16, 17, 32, 64, 128, 300, 4100}) {  // 4100: a prefill, in two chunks
       const auto x = test::randn(size_t(M * K), 13 + uint32_t(M), 1.0f);
       const Tensor xd = test::on(*be, x, {M, K}, DType::BF16), bd = test::on(*be, bias, {N}, DType::BF16);
       const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
@@ -106,10 +107,93 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
       // weights take the FP8 GEMM whose activations are e4m3 per token: 3 mantissa bits, a relative
       // rounding error of RMS about 2^-4 / sqrt(3) / 1.3 ~ 0.03 that carries into each output of
       // this random x (plus two bf16 roundings), so 6e-2 is twice it; block weights dequantize.
-      const double bound = M <= 8 || block ? 1e-2 : 6e-2;
+      const double bound = M <= Fp8KernelOptions{}.skinny_max_tokens || block ? 1e-2 : 6e-2;
       EXPECT_LT(e, bound) << (block ? "block" : "channel") << " M " << M;
       std::printf("[fp8-kernels] %-7s M %3lld rel-L2 %.5f\n", block ? "block" : "channel", (long long)M, e);
     }
+  }
+}
+
+// The decode epilogues fused into the skinny FP8 kernel (norm before the QKV projection + RoPE
+// split, the gated activation, the deferred norm's residual add) against the CPU backend on the
+// dequantized weights, and the residual add bit for bit against linear + add_rms_norm of the
+// unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and a full tile.
+TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  KernelOptions off;
+  off.linear.decode_fusion = false;
+  auto unfused = make_cuda_backend(0, DType::BF16, off);
+  auto cpu = make_cpu_backend();
+  const int64_t H = 512, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
+  const float eps = 1e-5f;
+  RopeConfig cfg;
+  cfg.theta = 500000.0f;
+  cfg.head_dim = int(D);
+  const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 31, 0.05f), W, H, false);
+  const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 32, 0.05f), 2 * I, H, false);
+  const Fp8Weight wo = quantized(*gpu, test::randn(size_t(H * I), 33, 0.05f), H, I, false);
+  const auto host = [&](const Fp8Weight& w) { return test::on(*cpu, w.deq, w.w.shape(), DType::F32); };
+  const auto both = [&](const std::vector<float>& v, const Shape& sh, DType gpu_dt) {
+    return std::pair{test::on(*cpu, v, sh, DType::F32), test::on(*gpu, v, sh, gpu_dt)};
+  };
+  const auto empty = [&](const Shape& sh) {
+    return std::pair{Tensor::empty(sh, DType::F32, cpu->allocator()), Tensor::empty(sh, DType::BF16, gpu->allocator())};
+  };
+  const auto close = [&](const Tensor& c, const Tensor& g, const char* what) {
+    const double e = test::rel_l2(test::read(*gpu, g), test::read(*cpu, c));
+    EXPECT_LT(e, 1e-2) << what;
+    return e;
+  };
+  for (int64_t M : {1, 3, 16}) {
+    SCOPED_TRACE(testing::Message() << "M " << M);
+    const auto r0 = test::randn(size_t(M * H), 34 + uint32_t(M));
+    auto [cr, gr] = both(r0, {M, H}, DType::F32);
+    auto [cg, gg] = both(test::randn(size_t(H), 35), {H}, DType::BF16);
+    auto [cb, gb] = both(test::randn(size_t(W), 36, 0.1f), {W}, DType::BF16);
+    std::vector<int32_t> pos;
+    for (int64_t m = 0; m < M; ++m) pos.push_back(int32_t(700 + 131 * m));
+    auto [cn, gn] = empty({M, H});
+    auto [cs, gs] = empty({M, W});
+    auto [cq, gq] = empty({M, hq * D});
+    auto [ck, gk] = empty({M, hkv * D});
+    auto [cv, gv] = empty({M, hkv * D});
+    cpu->linear({.x = cn,
+                 .norm = RmsNormInput{cr, cg, eps},
+                 .w = host(wqkv),
+                 .bias = cb,
+                 .y = cs,
+                 .then = SplitQkvRope{test::on_i32(*cpu, pos, {M}), &cfg, Tensor(), Tensor(), eps, cq, ck, cv}});
+    gpu->linear({.x = gn,
+                 .norm = RmsNormInput{gr, gg, eps},
+                 .w = wqkv.w,
+                 .bias = gb,
+                 .y = gs,
+                 .then = SplitQkvRope{test::on_i32(*gpu, pos, {M}), &cfg, Tensor(), Tensor(), eps, gq, gk, gv}});
+    const double eq = close(cq, gq, "q"), ek = close(ck, gk, "k"), ev = close(cv, gv, "v");
+
+    auto [cx, gx] = both(test::randn(size_t(M * H), 37), {M, H}, DType::BF16);
+    auto [cgu, ggu] = empty({M, 2 * I});
+    auto [co, go] = empty({M, I});
+    cpu->linear({.x = cx, .w = host(wgu), .y = cgu, .then = Gated{GatedActivation::Silu, co}});
+    gpu->linear({.x = gx, .w = wgu.w, .y = ggu, .then = Gated{GatedActivation::Silu, go}});
+    const double eg = close(co, go, "gated");
+
+    auto [cxo, gxo] = both(test::randn(size_t(M * I), 38), {M, I}, DType::BF16);
+    const Tensor gr_unfused = test::on(*gpu, r0, {M, H}, DType::F32);
+    auto [cy, gy] = empty({M, H});
+    auto [cno, gno] = empty({M, H});
+    const Tensor gy2 = Tensor::empty({M, H}, DType::BF16, gpu->allocator());
+    const Tensor gno2 = Tensor::empty({M, H}, DType::BF16, gpu->allocator());
+    cpu->linear({.x = cxo, .w = host(wo), .y = cy, .then = AddRmsNorm{cr, cg, eps, cno}});
+    gpu->linear({.x = gxo, .w = wo.w, .y = gy, .then = AddRmsNorm{gr, gg, eps, gno}});
+    gpu->stream().synchronize();
+    unfused->linear({.x = gxo, .w = wo.w, .y = gy2, .then = AddRmsNorm{gr_unfused, gg, eps, gno2}});
+    unfused->stream().synchronize();
+    EXPECT_EQ(test::read(*gpu, gr), test::read(*gpu, gr_unfused));
+    const double er = close(cr, gr, "residual");
+    std::printf("[fp8-fused] M %2lld rel-L2 vs CPU: q %.4f k %.4f v %.4f gated %.4f residual %.5f\n", (long long)M, eq,
+                ek, ev, eg, er);
   }
 }
 

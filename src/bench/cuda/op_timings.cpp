@@ -17,11 +17,11 @@
 namespace gs::bench {
 namespace {
 
-// A bf16 [N, K] weight of random values (one random chunk tiled: host RNG is slow at GB sizes).
-Tensor weight(Backend& gpu, int64_t N, int64_t K, uint32_t seed, float sd = 0.02f) {
+// A bf16 (or dt) [N, K] weight of random values (one random chunk tiled: host RNG is slow at GB sizes).
+Tensor weight(Backend& gpu, int64_t N, int64_t K, uint32_t seed, float sd = 0.02f, DType dt = DType::BF16) {
   const int64_t n = N * K, chunk = std::min<int64_t>(n, int64_t(1) << 22);
-  Tensor src = on(gpu, randn(size_t(chunk), seed, sd), {chunk}, DType::BF16);
-  Tensor w = Tensor::empty({N, K}, DType::BF16, gpu.allocator());
+  Tensor src = on(gpu, randn(size_t(chunk), seed, sd), {chunk}, dt);
+  Tensor w = Tensor::empty({N, K}, dt, gpu.allocator());
   Tensor flat = w.reshape({n});
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t c = std::min(chunk, n - i);
@@ -90,6 +90,51 @@ void time_linear() {
       });
       std::printf("[bench] %6dx%-9d %4d %10.2f %9.2f %10.2f %9.2f\n", sh.N, sh.K, M, backend_ms * 1e3,
                   wbytes / backend_ms / 1e9, lt_ms * 1e3, wbytes / lt_ms / 1e9);
+    }
+  }
+}
+
+void time_fp8_linear() {
+  KernelOptions skinny_all, no_skinny;
+  skinny_all.fp8.skinny_max_tokens = 128;
+  no_skinny.fp8.skinny_max_tokens = 0;
+  auto gpu = make_cuda_backend(), all = make_cuda_backend(0, DType::BF16, skinny_all),
+       old = make_cuda_backend(0, DType::BF16, no_skinny);
+  std::printf("[bench] fp8 linear: us per call (TB/s of weight bytes); %s\n", gpu->fp8_kernels().c_str());
+  std::printf("[bench] %-12s %4s %16s %16s %16s %16s\n", "NxK", "M", "bf16", "fp8 default", "skinny to 128",
+              "fp8 gemv/Lt");
+  for (const auto& [N, K] : {std::pair<int, int>{3072, 2048},
+                             {2048, 2048},
+                             {16384, 2048},
+                             {2048, 8192},
+                             {6144, 4096},
+                             {4096, 4096},
+                             {28672, 4096},
+                             {4096, 14336}}) {
+    // Copies of one random weight (rotated so that none sits in L2).
+    const int copies = std::max(1, int(768e6 / (2.0 * N * K)));
+    const Tensor w0 = weight(*gpu, N, K, 1), src = weight(*gpu, N, K, 1, 0.02f, DType::F32);
+    std::vector<Tensor> wb, wq;
+    for (int i = 0; i < copies; ++i) {
+      wb.push_back(Tensor::empty({N, K}, DType::BF16, gpu->allocator()));
+      gpu->copy(wb.back(), w0);
+      wq.push_back(Tensor::empty({N, K}, DType::F8E4M3, gpu->allocator())
+                       .with_scales(Tensor::empty({N, 1}, DType::F32, gpu->allocator())));
+      gpu->stream().synchronize();
+      for (Backend* be : {gpu.get(), all.get(), old.get()})  // each sizes its own scratch
+        be->quantize_fp8(src, 1, false, wq.back());
+    }
+    for (int M : {1, 2, 4, 8, 16, 32, 64, 128}) {
+      Tensor x = on(*gpu, randn(size_t(M) * K, 99), {M, K}, DType::BF16);
+      Tensor y = Tensor::empty({M, N}, DType::BF16, gpu->allocator());
+      const auto time = [&](Backend& be, const std::vector<Tensor>& ws) {
+        int i = 0;
+        return time_graph_ms(be, copies, [&] { be.linear(x, ws[size_t(i++ % copies)], Tensor(), y); }) * 1e3;
+      };
+      const double b = time(*gpu, wb), d = time(*gpu, wq), s = time(*all, wq), o = time(*old, wq);
+      const auto bw = [&](double us, double bytes) { return bytes * N * K / us / 1e6; };
+      std::printf("[bench] %5dx%-6d %4d %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f)\n", N, K, M, b,
+                  bw(b, 2), d, bw(d, 1), s, bw(s, 1), o, bw(o, 1));
     }
   }
 }

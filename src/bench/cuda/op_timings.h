@@ -9,6 +9,10 @@ void time_copy_bandwidth();
 // Backend::linear (GEMV, skinny GEMM or cuBLASLt) against plain cuBLASLt on the Llama-3.2-1B and
 // Llama-3.1-8B projection shapes at 1..128 tokens, weights rotated so they never sit in L2.
 void time_linear();
+// Backend::linear on FP8 e4m3 weights (per-row scales, quantized on the GPU) beside bf16 on the same
+// shapes at 1..128 tokens, per FP8 path: the default, the skinny FP8 kernel at every token count,
+// and the CUDA-core FP8 GEMV then cuBLASLt's FP8 GEMM (Fp8KernelOptions).
+void time_fp8_linear();
 // The ops of one Llama-3.2-1B decode step (16 layers, GQA 32/8, D 64, vocab 128256) in one captured
 // graph at bs 1, 8, 32, 128: an estimate of the engine's FULL-graph decode step.
 void time_decode_step();

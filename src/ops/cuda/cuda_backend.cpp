@@ -267,8 +267,7 @@ class CudaBackend final : public Backend {
   // One projection with its epilogue (ops/linear_op.h): the fused GEMV / skinny-GEMM forms below
   // where they apply (each falls back to the unfused ops), else Backend's sequence.
   void linear(const LinearOp& op) override {
-    // FP8 weights: linear (Fp8Linear), then each epilogue's own kernel.
-    if (op.w.dtype() == DType::F8E4M3) return Backend::linear(op);
+    if (op.w.dtype() == DType::F8E4M3) return fp8_linear(op);
     const bool no_bias = !op.bias.defined();
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope && (!op.norm || op.norm->eps == e->eps)) {
       if (op.norm)
@@ -353,6 +352,32 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t s() const { return stream_.handle(); }
+
+  // A LinearOp on FP8 weights: where the skinny FP8 kernel takes the batch (Fp8Linear::fuses), the
+  // norm before it as its own kernel and the epilogue fused into it (the RoPE split without q/k
+  // norm, the gated activation, the deferred norm's residual add); else Backend's sequence.
+  void fp8_linear(const LinearOp& op) {
+    if (!linear_.decode_fusion || !fp8_.fuses(op.x, op.w)) return Backend::linear(op);
+    if (op.norm) rms_norm(op.norm->residual, op.norm->weight, op.norm->eps, op.x);
+    const int64_t M = op.x.dim(0), K = op.x.row_elems(), N = op.w.dim(0);
+    if (const auto* e = std::get_if<SplitQkvRope>(&op.then);
+        e && e->rope && !e->q_norm.defined() &&
+        qkv_rope_gemv_fits(op.w, op.bias, e->positions, *e->rope, e->q, e->k, e->v, M, K)) {
+      fp8_.linear_qkv_rope(op.x, op.w, op.bias, e->positions, inv_freq(*e->rope), e->rope->head_dim, e->rope->long_from,
+                           e->q, e->k, e->v, s());
+      return;
+    }
+    if (const auto* g = std::get_if<Gated>(&op.then); g && !op.bias.defined()) {
+      need(g->out, dtype_, "linear", "gated out");
+      if (N == 2 * g->out.row_elems() && g->out.dim(0) == M) return fp8_.linear_gated(g->act, op.x, op.w, g->out, s());
+    }
+    if (const auto* a = std::get_if<AddRmsNorm>(&op.then);
+        a && !op.bias.defined() && defers_norm(M) && a->residual.dtype() == DType::F32 &&
+        a->residual.device().is_cuda() && a->residual.dim(0) == M && a->residual.row_elems() == N)
+      return fp8_.linear_add_residual(op.x, op.w, a->residual, s());
+    linear(op.x, op.w, op.bias, op.y);
+    apply_epilogue(op.y, op.then);
+  }
 
   // The unfused forms of the fused projections below (their fallbacks).
   void unfused_split_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
@@ -563,7 +588,8 @@ class CudaBackend final : public Backend {
   bool qkv_rope_gemv_fits(const Tensor& w, const Tensor& bias, const Tensor& positions, const RopeConfig& cfg,
                           const Tensor& q, const Tensor& k, const Tensor& v, int64_t M, int64_t K) const {
     const char* op = "linear_split_qkv_rope";
-    need(w, dtype_, op, "w"), need(positions, DType::I32, op, "positions");
+    if (w.dtype() != DType::F8E4M3) need(w, dtype_, op, "w");
+    need(positions, DType::I32, op, "positions");
     for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) need(*t, dtype_, op, n);
     if (bias.defined()) need(bias, dtype_, op, "bias");
     const int D = cfg.head_dim;

@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "ops/cuda/fp8_kernels.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/skinny_gemm.h"
 
 namespace gs {
 
@@ -74,6 +75,11 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
   GS_CHECK(x.row_elems() == K, "linear: w {} must be [N, {}] for x {}", w.str(), x.row_elems(), x.str());
   if (M == 0 || N == 0) return;
   const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
+  if (fuses(x, w)) {
+    GS_CUDA_CHECK(cuda::fp8_skinny_gemm(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), b,
+                                        y.data(), y.dtype() == DType::F32, M, N, K, s));
+    return;
+  }
   if (M <= std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM) && cuda::fp8_gemv_supported(M, K, x.data(), w.data())) {
     GS_CUDA_CHECK(cuda::fp8_gemv(x.data_as<uint16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), G, b,
                                  y.data(), y.dtype() == DType::F32, M, N, K, s));
@@ -88,11 +94,42 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
   dense(wb);
 }
 
+bool Fp8Linear::fuses(const Tensor& x, const Tensor& w) const {
+  const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0;
+  return M >= 1 && M <= std::min(opts_.skinny_max_tokens, cuda::kSkinnyMaxM) && x.dtype() == DType::BF16 &&
+         w.scales().defined() && w.scales().dim(1) == 1 && x.row_elems() == w.dim(1) &&
+         cuda::fp8_skinny_supported(int(M), int(w.dim(1)), x.data(), w.data());
+}
+
+void Fp8Linear::linear_gated(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& out, cudaStream_t s) {
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_gated(act, x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(),
+                                            w.scales().data_as<float>(), out.data_as<cuda::bf16_t>(), int(x.dim(0)),
+                                            int(out.row_elems()), int(w.dim(1)), s));
+}
+
+void Fp8Linear::linear_add_residual(const Tensor& x, const Tensor& w, const Tensor& residual, cudaStream_t s) {
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_add_residual(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(),
+                                                   w.scales().data_as<float>(), residual.data_as<float>(),
+                                                   int(x.dim(0)), int(w.dim(0)), int(w.dim(1)), s));
+}
+
+void Fp8Linear::linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
+                                const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q, const Tensor& k,
+                                const Tensor& v, cudaStream_t s) {
+  const int D = head_dim;
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_qkv_rope(
+      x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(),
+      bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(), inv_freq.data_as<float>(),
+      q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(), int(x.dim(0)),
+      int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s));
+}
+
 std::string Fp8Linear::describe() const {
   return fmt::format(
-      "FP8 GEMV up to {} tokens (scales in its epilogue); above: {}; the decode fusions (deferred norm, RoPE split, "
-      "SiLU x up, residual add) run as separate kernels after FP8 projections",
-      std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
+      "whole-row scales up to {} tokens: the skinny tensor-core kernel on weights widened to bf16 in registers, "
+      "with the RoPE split, gated activation and deferred norm's residual add fused; 128x128 blocks: the FP8 GEMV up "
+      "to {} tokens; above: {}",
+      std::min(opts_.skinny_max_tokens, cuda::kSkinnyMaxM), std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel "
                           "scales and bias in one epilogue kernel (128x128 block-scaled weights: dequantized to bf16 + "
                           "the bf16 GEMM)"

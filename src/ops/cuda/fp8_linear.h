@@ -1,11 +1,12 @@
 // Fp8Linear: the CUDA backend's linear() for FP8 e4m3 weights (ops/fp8_weights.h) and their
-// quantization at load. Small token counts (decode) run the FP8 GEMV, which streams half the
-// bytes of bf16; larger ones run cuBLASLt's FP8 GEMM on activations quantized per token (scales
-// and bias applied after it, ops/cuda/fp8_lt_gemm.h), or, where that is not available (128x128
-// block-scaled weights, a shape the library refuses, an f32 output), the weight dequantized to
-// bf16 through one persistent scratch and the bf16 GEMM.
-// The fused decode epilogues (deferred norm, RoPE split, SiLU x up, residual add) are not fused
-// with FP8 weights: the backend runs them as their separate kernels after this linear.
+// quantization at load. Decode batches on whole-row-scaled weights run the skinny tensor-core
+// kernel on weights widened to bf16 in registers (half the bytes of bf16), which also takes the
+// decode epilogues (RoPE split, gated activation, the residual add of the deferred norm); 128x128
+// block-scaled weights run the CUDA-core FP8 GEMV up to 8 tokens. Larger batches run cuBLASLt's
+// FP8 GEMM on activations quantized per token (scales and bias applied after it,
+// ops/cuda/fp8_lt_gemm.h), or, where that is not available (block-scaled weights, a shape the
+// library refuses, an f32 output), the weight dequantized to bf16 through one persistent scratch
+// and the bf16 GEMM.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "ops/cuda/fp8_lt_gemm.h"
+#include "ops/gated_activation.h"
 #include "ops/kernel_options.h"
 
 namespace gs {
@@ -30,6 +32,18 @@ class Fp8Linear {
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
               const std::function<void(const Tensor& wb)>& dense);
   std::string describe() const;
+
+  // Whether the skinny FP8 kernel, and so the fused forms below, take x [M, K] (bf16) times w.
+  bool fuses(const Tensor& x, const Tensor& w) const;
+  // The fused forms (fuses(x, w) holds; the caller checked the epilogue's own shapes):
+  // out = act(x . gate) * (x . up) for w = [gate; up];
+  void linear_gated(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& out, cudaStream_t s);
+  // residual (f32) += x w^T rounded to bf16;
+  void linear_add_residual(const Tensor& x, const Tensor& w, const Tensor& residual, cudaStream_t s);
+  // split_qkv_rope (no q/k norm) of x w^T + bias, inv_freq the RoPE table of head_dim.
+  void linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
+                       const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q, const Tensor& k,
+                       const Tensor& v, cudaStream_t s);
 
  private:
   bool run_lt(const Tensor& x, const Tensor& w, const uint16_t* bias, const Tensor& y, int M, int N, int K,

@@ -3,6 +3,7 @@
 
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/fp8_kernels.h"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -54,7 +55,65 @@ __global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __
   }
 }
 
-// One thread block per token: its row of x (bf16) to e4m3 with scale amax / 448.
+// The block's largest of each thread's m (every thread gets it).
+__device__ __forceinline__ float block_max(float m) {
+  __shared__ float part[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = part[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
+  return m;
+}
+
+// Chunks of 8 a thread holds in registers in quantize_rows_vec_kernel (K up to 8 kThreads of them).
+constexpr int kRowChunks = 8;
+
+// One thread block per token, its row read once with 16-byte loads into registers: the amax, then
+// e4m3 of x / scale stored 8 bytes at a time. Launched with PDL (x is the previous kernel's).
+__global__ void __launch_bounds__(kThreads)
+    quantize_rows_vec_kernel(const uint16_t* __restrict__ x, int K, uint8_t* __restrict__ q,
+                             float* __restrict__ scales) {
+  const int row = blockIdx.x, KV = K / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(row) * K);
+  pdl_wait();
+  uint4 v[kRowChunks];
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int c = int(threadIdx.x) + i * kThreads;
+    if (c >= KV) break;
+    v[i] = xr[c];
+    float f[8];
+    unpack8(v[i], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
+  }
+  pdl_trigger();
+  const float scale = scale_of(block_max(m)), inv = 1.0f / scale;
+  if (threadIdx.x == 0) scales[row] = scale;
+  uint2* qr = reinterpret_cast<uint2*>(q + int64_t(row) * K);
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int c = int(threadIdx.x) + i * kThreads;
+    if (c >= KV) break;
+    float f[8];
+    unpack8(v[i], f);
+    uint32_t w[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const auto lo =
+          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+      const auto hi =
+          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, __NV_E4M3);
+      w[h] = uint32_t(lo) | (uint32_t(hi) << 16);
+    }
+    qr[c] = make_uint2(w[0], w[1]);
+  }
+}
+
+// One thread block per token: its row of x (bf16) to e4m3 with scale amax / 448 (any K).
 __global__ void quantize_rows_kernel(const uint16_t* __restrict__ x, int K, uint8_t* __restrict__ q,
                                      float* __restrict__ scales) {
   const int row = blockIdx.x;
@@ -80,7 +139,10 @@ __global__ void quantize_rows_kernel(const uint16_t* __restrict__ x, int K, uint
 }  // namespace
 
 cudaError_t fp8_quantize_rows(const uint16_t* x, int M, int K, uint8_t* q, float* scales, cudaStream_t s) {
-  if (M > 0) quantize_rows_kernel<<<M, kThreads, 0, s>>>(x, K, q, scales);
+  if (M == 0) return cudaGetLastError();
+  if (K % 8 == 0 && K <= 8 * kThreads * kRowChunks && vec_aligned(x, q))
+    return launch_pdl(quantize_rows_vec_kernel, M, kThreads, 0, s, x, K, q, scales);
+  quantize_rows_kernel<<<M, kThreads, 0, s>>>(x, K, q, scales);
   return cudaGetLastError();
 }
 

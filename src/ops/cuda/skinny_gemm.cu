@@ -1,12 +1,14 @@
-// Implements ops/cuda/skinny_gemm.h. A warp owns a tile of 16 weight rows (the rows of 16 / R
-// outputs of its epilogue: rows g and g + 8 of the MMA's A fragment hold the gate and up row, or
-// the rotary pair, of one output) and one of KS contiguous shares of K; a CTA holds 8 / KS tiles
-// times KS shares. Weights go from global memory straight into registers, 16 bytes a lane, 256
-// contiguous bytes a row per step (streamed, used once), the way the M = 1 GEMV reads them. The
-// dot product's k order is free, so a lane's 16 bytes (8 consecutive k) serve as its A-fragment
-// slots of two k16 MMAs, and x's B fragments (through L1, shared by the CTA's tiles) are read
-// with the same permutation. Partials meet in shared memory and are summed over the shares in a
-// fixed order: identical output run to run, and a token's row does not depend on M.
+// Implements ops/cuda/skinny_gemm.h and the FP8 form of ops/cuda/fp8_kernels.h. A warp owns a
+// tile of 16 weight rows (the rows of 16 / R outputs of its epilogue: rows g and g + 8 of the MMA's
+// A fragment hold the gate and up row, or the rotary pair, of one output) and one of KS contiguous
+// shares of K; a CTA holds 8 / KS tiles times KS shares. Weights go from global memory straight
+// into registers, 16 bytes a lane, 4 lanes' contiguous bytes a row per load (streamed, used once),
+// the way the M = 1 GEMV reads them. The dot product's k order is free, so a lane's 16 bytes (8
+// consecutive bf16 k, or 16 e4m3 k widened to bf16 in registers) serve as its A-fragment slots of
+// two (four) k16 MMAs, and x's B fragments (through L1, shared by the CTA's tiles) are read with
+// the same permutation. Partials meet in shared memory and are summed over the shares in a fixed
+// order: identical output run to run, and a token's row does not depend on M. FP8 rows carry one
+// scale each, applied to the summed dot product before the epilogue.
 #include <algorithm>
 #include <cmath>
 
@@ -19,9 +21,8 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
-constexpr int kU = 4;            // 16-byte loads per row and lane in a step: a step covers 128 of K
+constexpr int kU = 4;            // 16-byte loads per row and lane in a step
 constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
-constexpr int kKMultiple = 32;   // K's granule: 4 lanes x 8 k
 
 // c += a (16 x 16 bf16, row-major) * b (16 x 8 bf16, col-major), fp32.
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -33,53 +34,113 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// acc[nt] += rows (g, g + 8) . tokens of tile nt over 8 k: the k order (lane t's 8 k as the
-// slots 2t, 2t + 1, 2t + 8, 2t + 9 of two MMAs) is the same for weights (wa, wb) and x.
-template <int MT>
-__device__ __forceinline__ void mma_8k(const uint4& wa, const uint4& wb, const bf16_t* const (&xr)[MT / 8], int k,
-                                       float (&acc)[MT / 8][4]) {
-#pragma unroll
-  for (int nt = 0; nt < MT / 8; ++nt) {
-    const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr[nt] + k));
-    mma_bf16(acc[nt], wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
-    mma_bf16(acc[nt], wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
-  }
+// Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2, exactly: sign, exponent and mantissa
+// move into bf16's fields with e4m3's exponent bias left in place, which is 2^-120 times the value
+// (e4m3 subnormals become bf16 subnormals of the same mantissa), then times 2^120 (bf16 0x7b80),
+// exact. Integer ops and one bf16x2 multiply, where the conversion instructions would bound the
+// kernel below memory bandwidth.
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_bf16x2(uint32_t v) {
+  const uint32_t biased = (v & 0x80008000u) | ((v >> 4) & 0x07f007f0u);
+  uint32_t out;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(biased), "r"(0x7b807b80u), "r"(0x80008000u));
+  return out;
 }
 
+// The weight rows of a tile: kK k a 16-byte load; scale(row) multiplies a row's summed dot products.
+struct Bf16Rows {
+  static constexpr int kK = 8;
+  static constexpr bool kScaled = false;
+  const bf16_t* w;
+  __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
+  __device__ float scale(int64_t) const { return 1.0f; }
+  // acc[nt] += rows (g, g + 8) . tokens of tile nt over this lane's 8 k at k: the k order (slots
+  // 2t, 2t + 1, 2t + 8, 2t + 9 of two MMAs) is the same for weights (wa, wb) and x.
+  template <int MT>
+  __device__ void mma(const uint4& wa, const uint4& wb, const bf16_t* const (&xr)[MT / 8], int k,
+                      float (&acc)[MT / 8][4]) const {
+#pragma unroll
+    for (int nt = 0; nt < MT / 8; ++nt) {
+      const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr[nt] + k));
+      mma_bf16(acc[nt], wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
+      mma_bf16(acc[nt], wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+    }
+  }
+};
+
+// e4m3 rows with one f32 scale each (ops/fp8_weights.h, whole-row scales).
+struct Fp8Rows {
+  static constexpr int kK = 16;
+  static constexpr bool kScaled = true;
+  const uint8_t* w;
+  const float* scales;
+  __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
+  __device__ float scale(int64_t r) const { return __ldg(scales + r); }
+  // 16 bytes (16 k) of rows g and g + 8 widened to 8 bf16x2 each, k pairs in order; four MMAs.
+  static __device__ __forceinline__ void widen(const uint4& v, uint32_t (&o)[8]) {
+    const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o[2 * i] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x1404));      // k 4i, 4i + 1
+      o[2 * i + 1] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x3424));  // k 4i + 2, 4i + 3
+    }
+  }
+  template <int MT>
+  __device__ void mma(const uint4& wa, const uint4& wb, const bf16_t* const (&xr)[MT / 8], int k,
+                      float (&acc)[MT / 8][4]) const {
+    uint32_t a[8], b[8];
+    widen(wa, a);
+    widen(wb, b);
+#pragma unroll
+    for (int nt = 0; nt < MT / 8; ++nt) {
+      const uint4* xp = reinterpret_cast<const uint4*>(xr[nt] + k);
+      const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+      const uint32_t xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        mma_bf16(acc[nt], a[2 * j], b[2 * j], a[2 * j + 1], b[2 * j + 1], xs[2 * j], xs[2 * j + 1]);
+    }
+  }
+};
+
+// K's granule: 4 lanes' loads.
+template <typename W>
+constexpr int kGranule = 4 * W::kK;
+
 // The next step's weights load while this step multiplies (two register sets).
-template <int MT, int KS, typename Epi>
+template <int MT, int KS, typename W, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 warps) an SM up to 64 tokens
-    skinny_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w, Epi epi, int M, int n_out, int K) {
-  constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4;
+    skinny_kernel(const bf16_t* __restrict__ x, W w, Epi epi, int M, int n_out, int K) {
+  constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, KK = W::kK;
   extern __shared__ float part[];  // [warp][16 rows][PS]
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
   const int gi = warp / KS, si = warp % KS, n0 = (int(blockIdx.x) * G + gi) * OW;
   // This lane's weight rows: tile rows g and g + 8 (row i = output j = i % OW, part r = i / OW).
   const auto row_ptr = [&](int i) {
     const int n = n0 + i % OW;
-    return w + epi.row(n < n_out ? n : 0, i / OW) * K;
+    return w.row(epi.row(n < n_out ? n : 0, i / OW), K);
   };
-  const bf16_t* wa_row = row_ptr(g);
-  const bf16_t* wb_row = row_ptr(g + 8);
+  const uint4* wa_row = row_ptr(g);
+  const uint4* wb_row = row_ptr(g + 8);
   const bf16_t* xr[MT / 8];
 #pragma unroll
   for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = x + int64_t(min(nt * 8 + g, M - 1)) * K;
-  // This warp's share [k0, k1) of K (multiples of 32); a step covers 128 at k + 8 t + 32 u.
-  const int nc = K / 32, k0 = si * nc / KS * 32, k1 = (si + 1) * nc / KS * 32;
+  // This warp's share [k0, k1) of K (multiples of the granule); a step covers kStep at
+  // k + KK t + 4 KK u.
+  constexpr int kGran = kGranule<W>, kStep = kGran * kU;
+  const int nc = K / kGran, k0 = si * nc / KS * kGran, k1 = (si + 1) * nc / KS * kGran;
   int k = k0;
   float acc[MT / 8][4] = {};
-  constexpr int kStep = 32 * kU;
   uint4 wa[kU], wb[kU], wa2[kU], wb2[kU];
   const auto load = [&](uint4(&a)[kU], uint4(&b)[kU], int kb) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      a[u] = __ldcs(reinterpret_cast<const uint4*>(wa_row + kb + 8 * t + 32 * u));
-      b[u] = __ldcs(reinterpret_cast<const uint4*>(wb_row + kb + 8 * t + 32 * u));
+      a[u] = __ldcs(wa_row + kb / KK + t + 4 * u);
+      b[u] = __ldcs(wb_row + kb / KK + t + 4 * u);
     }
   };
   const auto step = [&](const uint4(&a)[kU], const uint4(&b)[kU], int kb) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) mma_8k<MT>(a[u], b[u], xr, kb + 8 * t + 32 * u, acc);
+    for (int u = 0; u < kU; ++u) w.template mma<MT>(a[u], b[u], xr, kb + KK * t + kGran * u, acc);
   };
   // The first step's weights (constant) before pdl_wait(): they overlap the previous kernel.
   const bool first = k + kStep <= k1;
@@ -99,10 +160,10 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
     k += kStep;
     if (!more2) break;
   }
-  for (; k < k1; k += 32) {
-    const uint4 a = __ldcs(reinterpret_cast<const uint4*>(wa_row + k + 8 * t));
-    const uint4 b = __ldcs(reinterpret_cast<const uint4*>(wb_row + k + 8 * t));
-    mma_8k<MT>(a, b, xr, k + 8 * t, acc);
+  for (; k < k1; k += kGran) {
+    const uint4 a = __ldcs(wa_row + k / KK + t);
+    const uint4 b = __ldcs(wb_row + k / KK + t);
+    w.template mma<MT>(a, b, xr, k + KK * t, acc);
   }
 
   // acc[nt][e]: row g + 8 (e / 2), token 8 nt + 2 t + e % 2.
@@ -122,13 +183,17 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
     for (int s = 0; s < KS; ++s)
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] += part[((tg * KS + s) * 16 + r * OW + j) * PS + m];
+    if constexpr (W::kScaled) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) v[r] *= w.scale(epi.row(n, r));
+    }
     epi.store(n, m, v);
   }
 }
 
-// K shares per tile: the power of two (<= 8, dividing K into multiples of 32) that brings the warp
+// K shares per tile: the power of two (<= 8, dividing K into granules) that brings the warp
 // count closest to kWarpsPerSm per SM.
-int pick_split(int tiles, int K) {
+int pick_split(int tiles, int K, int granule) {
   int dev = 0, sms = 132;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -136,14 +201,14 @@ int pick_split(int tiles, int K) {
   const double target = double(sms) * kWarpsPerSm;
   int best = 1;
   for (int ks = 2; ks <= kWarps; ks *= 2)
-    if (K / 32 >= ks && std::abs(std::log(tiles * ks / target)) < std::abs(std::log(tiles * best / target))) best = ks;
+    if (K / granule >= ks && std::abs(std::log(tiles * ks / target)) < std::abs(std::log(tiles * best / target)))
+      best = ks;
   return best;
 }
 
-template <int MT, int KS, typename Epi>
-cudaError_t launch_ks(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, int tiles,
-                      cudaStream_t s) {
-  auto* kernel = skinny_kernel<MT, KS, Epi>;
+template <int MT, int KS, typename W, typename Epi>
+cudaError_t launch_ks(const bf16_t* x, const W& w, const Epi& epi, int M, int n_out, int K, int tiles, cudaStream_t s) {
+  auto* kernel = skinny_kernel<MT, KS, W, Epi>;
   const size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
   if (smem > 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -153,10 +218,10 @@ cudaError_t launch_ks(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, i
   return launch_pdl(kernel, (tiles + G - 1) / G, kThreads, smem, s, x, w, epi, M, n_out, K);
 }
 
-template <int MT, typename Epi>
-cudaError_t launch_mt(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
+template <int MT, typename W, typename Epi>
+cudaError_t launch_mt(const bf16_t* x, const W& w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
-  switch (pick_split(tiles, K)) {
+  switch (pick_split(tiles, K, kGranule<W>)) {
     case 8: return launch_ks<MT, 8>(x, w, epi, M, n_out, K, tiles, s);
     case 4: return launch_ks<MT, 4>(x, w, epi, M, n_out, K, tiles, s);
     case 2: return launch_ks<MT, 2>(x, w, epi, M, n_out, K, tiles, s);
@@ -164,11 +229,15 @@ cudaError_t launch_mt(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, i
   }
 }
 
-// The token tile for M: 16, 32, 64 or 128.
-template <typename Epi>
-cudaError_t launch(const bf16_t* x, const bf16_t* w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
-  if (M < kSkinnyMinM || M > kSkinnyMaxM || K <= 0 || K % kKMultiple != 0) return cudaErrorInvalidValue;
+// The token tile for M: 16, 32, 64 or 128 (FP8 rows: 8 up to 8 tokens, one token included).
+template <typename W, typename Epi>
+cudaError_t launch(const bf16_t* x, const W& w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
+  const int min_m = W::kScaled ? 1 : kSkinnyMinM;
+  if (M < min_m || M > kSkinnyMaxM || K <= 0 || K % kGranule<W> != 0) return cudaErrorInvalidValue;
   if (n_out <= 0) return cudaGetLastError();
+  if constexpr (W::kScaled) {
+    if (M <= 8) return launch_mt<8>(x, w, epi, M, n_out, K, s);
+  }
   if (M <= 16) return launch_mt<16>(x, w, epi, M, n_out, K, s);
   if (M <= 32) return launch_mt<32>(x, w, epi, M, n_out, K, s);
   if (M <= 64) return launch_mt<64>(x, w, epi, M, n_out, K, s);
@@ -181,19 +250,19 @@ bool skinny_supported(int M, int64_t N, int K, const void* x, const void* w) {
   const int64_t weights = N * K;
   const bool by_size = (M <= kSkinnyTokens && weights <= kSkinnyMaxWeights) ||
                        (M <= kSkinnySmallTokens && weights <= kSkinnySmallWeights);
-  return M >= kSkinnyMinM && by_size && K > 0 && K % kKMultiple == 0 && vec_aligned(x, w);
+  return M >= kSkinnyMinM && by_size && K > 0 && K % kGranule<Bf16Rows> == 0 && vec_aligned(x, w);
 }
 
 cudaError_t skinny_gemm(const bf16_t* x, const bf16_t* w, const bf16_t* bias, void* y, bool y_f32, int M, int N, int K,
                         cudaStream_t s) {
-  return launch(x, w, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
+  return launch(x, Bf16Rows{w}, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
 }
 
 cudaError_t skinny_gemm_gated(GatedActivation act, const bf16_t* x, const bf16_t* w, bf16_t* out, int M, int I, int K,
                               cudaStream_t s) {
   if (act == GatedActivation::GeluTanh)
-    return launch(x, w, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
-  return launch(x, w, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
+    return launch(x, Bf16Rows{w}, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
+  return launch(x, Bf16Rows{w}, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
 }
 
 cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t* bias, const int32_t* positions,
@@ -201,7 +270,40 @@ cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t*
                                  int K, int long_from, cudaStream_t s) {
   if (D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
-  return launch(x, w, QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
+  return launch(x, Bf16Rows{w},
+                QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
+                (hq + 2 * hkv) * half, K, s);
+}
+
+bool fp8_skinny_supported(int M, int K, const void* x, const void* w) {
+  return M >= 1 && M <= kSkinnyMaxM && K > 0 && K % kGranule<Fp8Rows> == 0 && vec_aligned(x, w);
+}
+
+cudaError_t fp8_skinny_gemm(const bf16_t* x, const uint8_t* w, const float* scales, const bf16_t* bias, void* y,
+                            bool y_f32, int M, int N, int K, cudaStream_t s) {
+  return launch(x, Fp8Rows{w, scales}, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
+}
+
+cudaError_t fp8_skinny_gemm_add_residual(const bf16_t* x, const uint8_t* w, const float* scales, float* residual, int M,
+                                         int N, int K, cudaStream_t s) {
+  return launch(x, Fp8Rows{w, scales}, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
+}
+
+cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const bf16_t* x, const uint8_t* w, const float* scales,
+                                  bf16_t* out, int M, int I, int K, cudaStream_t s) {
+  const Fp8Rows rows{w, scales};
+  if (act == GatedActivation::GeluTanh)
+    return launch(x, rows, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
+  return launch(x, rows, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
+}
+
+cudaError_t fp8_skinny_gemm_qkv_rope(const bf16_t* x, const uint8_t* w, const float* scales, const bf16_t* bias,
+                                     const int32_t* positions, const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v,
+                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
+  if (D % 2 != 0) return cudaErrorInvalidValue;
+  const int half = D / 2;
+  return launch(x, Fp8Rows{w, scales},
+                QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
                 (hq + 2 * hkv) * half, K, s);
 }
 
