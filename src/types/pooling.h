@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace gs {
+#include "types/request_id.h"
 
-using RequestId = uint64_t;
+namespace gs {
 
 enum class Pooling { None, Last, Mean };
 

@@ -5,12 +5,11 @@
 #include <vector>
 
 #include "types/pooling.h"
+#include "types/request_id.h"
 #include "types/sampling_params.h"
 #include "types/token_logprob.h"
 
 namespace gs {
-
-using RequestId = uint64_t;
 
 // One request's share of a step: compute tokens [num_computed_tokens, num_computed_tokens +
 // num_new_tokens) of `all_token_ids` followed by `spec_token_ids`, whose KV goes to the blocks in
