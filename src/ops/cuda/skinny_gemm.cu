@@ -46,13 +46,13 @@ __device__ __forceinline__ uint32_t e4m3x2_hi_to_bf16x2(uint32_t v) {
   return out;
 }
 
-// The weight rows of a tile: kK k a 16-byte load; scale(row) multiplies a row's summed dot products.
+// The weight rows of a tile: kK k a 16-byte load; where kScaled, scale(row) multiplies a row's
+// summed dot products.
 struct Bf16Rows {
   static constexpr int kK = 8;
   static constexpr bool kScaled = false;
   const bf16_t* w;
   __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
-  __device__ float scale(int64_t) const { return 1.0f; }
   // acc[nt] += rows (g, g + 8) . tokens of tile nt over this lane's 8 k at k: the k order (slots
   // 2t, 2t + 1, 2t + 8, 2t + 9 of two MMAs) is the same for weights (wa, wb) and x.
   template <int MT>
