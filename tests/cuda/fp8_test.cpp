@@ -117,7 +117,7 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
 // The decode epilogues fused into the skinny FP8 kernel (norm before the QKV projection + RoPE
 // split, the gated activation, the deferred norm's residual add) against the CPU backend on the
 // dequantized weights, and the residual add bit for bit against linear + add_rms_norm of the
-// unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and a full tile.
+// unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and full tiles.
 TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
   GS_REQUIRE_GPU();
   auto gpu = make_cuda_backend(0, DType::BF16);
@@ -145,7 +145,7 @@ TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
     EXPECT_LT(e, 1e-2) << what;
     return e;
   };
-  for (int64_t M : {1, 3, 16}) {
+  for (int64_t M : {1, 3, 16, 32}) {  // 32: small weights take the skinny kernel up to 32 tokens
     SCOPED_TRACE(testing::Message() << "M " << M);
     const auto r0 = test::randn(size_t(M * H), 34 + uint32_t(M));
     auto [cr, gr] = both(r0, {M, H}, DType::F32);
