@@ -28,13 +28,7 @@ namespace {
 constexpr double kStartupTimeoutS = 1800.0;  // connect and load weights (an 8B checkpoint from a slow disk)
 
 ModelConfig driver_model_config(const RunnerConfig& cfg) {
-  ModelSource src;
-  src.dir = cfg.model;
-  src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
-  src.quantization = cfg.quantization;
-  src.preset = cfg.preset;
-  src.seed = cfg.seed;
-  ModelConfig m = resolve_model_config(src);
+  ModelConfig m = resolve_model_config(model_source(cfg));
   make_tp_layout(m, 0, cfg.tensor_parallel_size);  // refuses a model that does not split, before any process starts
   return m;
 }

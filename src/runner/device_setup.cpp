@@ -14,6 +14,16 @@
 
 namespace gs {
 
+ModelSource model_source(const RunnerConfig& cfg) {
+  ModelSource src;
+  src.dir = cfg.model;
+  src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
+  src.quantization = cfg.quantization;
+  src.preset = cfg.preset;
+  src.seed = cfg.seed;
+  return src;
+}
+
 bool uses_cuda(const std::string& device) {
   if (device == "cpu") return false;
   if (device == "cuda") return true;

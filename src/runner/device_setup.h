@@ -1,11 +1,12 @@
-// The runner's device: which backend and attention backend a RunnerConfig asks for, and the
-// memory queries the memory plan needs.
+// The runner's device: which model source, backend and attention backend a RunnerConfig asks for,
+// and the memory queries the memory plan needs.
 #pragma once
 #include <memory>
 #include <string>
 
 #include "attention/attention_backend.h"
 #include "distributed/communicator.h"
+#include "model/model_factory.h"
 #include "ops/backend.h"
 #include "runner/runner_config.h"
 #include "sampling/sampling_kernels.h"
@@ -17,6 +18,10 @@ namespace gs {
 bool uses_cuda(const std::string& device);
 // The GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 without CUDA.
 int visible_gpus();
+
+// The checkpoint (or dummy preset) the config names, as every runner and the TP driver resolve it:
+// dummy weights for --load-format dummy or no model directory.
+ModelSource model_source(const RunnerConfig& cfg);
 
 // device "cpu", "cuda" or "auto" (CUDA when this build has it and a GPU is present).
 // dtype (RunnerConfig::dtype) picks the CUDA backend's compute dtype: "auto" = the checkpoint's

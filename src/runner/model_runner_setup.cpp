@@ -23,12 +23,7 @@ void ModelRunner::Impl::build_model() {
   GS_CHECK(cfg.max_num_seqs >= 1 && cfg.max_num_batched_tokens >= 1 && cfg.block_size >= 1,
            "max_num_seqs ({}), max_num_batched_tokens ({}) and block_size ({}) must be >= 1", cfg.max_num_seqs,
            cfg.max_num_batched_tokens, cfg.block_size);
-  ModelSource src;
-  src.dir = cfg.model;
-  src.dummy = cfg.load_format == "dummy" || cfg.model.empty();
-  src.preset = cfg.preset;
-  src.seed = cfg.seed;
-  src.quantization = cfg.quantization;
+  const ModelSource src = model_source(cfg);
   mcfg = resolve_model_config(src);
   backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype, cfg.kernel_options);
   make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size);  // a model that does not split: before joining
