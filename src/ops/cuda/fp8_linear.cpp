@@ -95,22 +95,21 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
 }
 
 namespace {
-// The skinny kernel's token limit for w: skinny_max_tokens, and on small weights (at most
+// The skinny kernel's token limit for a weight: skinny_max_tokens, and on small weights (at most
 // cuda::kSkinnySmallWeights elements) at least cuda::kSkinnySmallTokens, the bf16 path's rule: there
 // cuBLASLt's FP8 GEMM is launch-bound and needs the per-token quantization and the scale pass
 // besides; 0 while skinny_max_tokens is 0.
-int skinny_limit(const Fp8KernelOptions& o, const Tensor& w) {
+int skinny_limit(const Fp8KernelOptions& o, bool small_weight) {
   if (o.skinny_max_tokens <= 0) return 0;
-  const bool small = w.dim(0) * w.dim(1) <= cuda::kSkinnySmallWeights;
-  return std::min(small ? std::max(o.skinny_max_tokens, cuda::kSkinnySmallTokens) : o.skinny_max_tokens,
+  return std::min(small_weight ? std::max(o.skinny_max_tokens, cuda::kSkinnySmallTokens) : o.skinny_max_tokens,
                   cuda::kSkinnyMaxM);
 }
 }  // namespace
 
 bool Fp8Linear::fuses(const Tensor& x, const Tensor& w) const {
   const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0;
-  return M >= 1 && M <= skinny_limit(opts_, w) && x.dtype() == DType::BF16 && w.scales().defined() &&
-         w.scales().dim(1) == 1 && x.row_elems() == w.dim(1) &&
+  return M >= 1 && M <= skinny_limit(opts_, w.dim(0) * w.dim(1) <= cuda::kSkinnySmallWeights) &&
+         x.dtype() == DType::BF16 && w.scales().defined() && w.scales().dim(1) == 1 && x.row_elems() == w.dim(1) &&
          cuda::fp8_skinny_supported(int(M), int(w.dim(1)), x.data(), w.data());
 }
 
@@ -143,11 +142,7 @@ std::string Fp8Linear::describe() const {
       "weights widened to bf16 in registers, "
       "with the RoPE split, gated activation and deferred norm's residual add fused; 128x128 blocks: the FP8 GEMV up "
       "to {} tokens; above: {}",
-      std::min(opts_.skinny_max_tokens, cuda::kSkinnyMaxM),
-      opts_.skinny_max_tokens > 0
-          ? std::min(std::max(opts_.skinny_max_tokens, cuda::kSkinnySmallTokens), cuda::kSkinnyMaxM)
-          : 0,
-      std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
+      skinny_limit(opts_, false), skinny_limit(opts_, true), std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel "
                           "scales and bias in one epilogue kernel (128x128 block-scaled weights: dequantized to bf16 + "
                           "the bf16 GEMM)"
