@@ -39,7 +39,7 @@ constexpr int kMaxMoeExperts = 512;
 constexpr int kMaxMoeTopK = 32;
 
 // I32 elements of moe_experts' index workspace for T tokens: the (token, slot) pairs sorted by
-// expert (T k), each expert's first pair (E + 1), the experts with pairs (E) and their count.
+// expert (T k), each expert's first pair (E + 1) and its first work item (E + 1).
 inline int64_t moe_index_elems(int64_t T, int64_t top_k, int64_t E) { return T * top_k + 2 * E + 2; }
 
 // Routes one token: logits[E] (f32), bias[E] or null -> ids[top_k], weights[top_k]. `c` is
