@@ -1,7 +1,7 @@
 // Mixture-of-experts ops' shared definitions: the routing rule (Backend::moe_route), the
-// workspace Backend::moe_experts takes, and the routing of one token as one function compiled
-// for the host (CPU backend) and the device (CUDA kernel), so both pick the same experts with
-// the same weights.
+// workspace Backend::moe_experts takes, and the routing of one token as the reference function
+// (the CPU backend's; the CUDA kernel computes the same picks with warp reductions, tested
+// against it, ties and NaNs included).
 //
 // Routing of a token with router logits l[E] (HF's Mixtral, Qwen2/Qwen3-MoE, DeepSeek-V2/V3):
 //   scores s = softmax(l) or sigmoid(l); selection keys c = s + bias (DeepSeek-V3's
