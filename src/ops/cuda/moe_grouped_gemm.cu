@@ -14,18 +14,29 @@
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
-#include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/moe_index.cuh"
 #include "ops/cuda/moe_kernels.h"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace gs::cuda {
 
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
-constexpr int kGran = 32;        // k a granule: 4 lanes x 8
-constexpr int kU = 4;            // granules a step
-constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
+constexpr int kGran = 32;                // k a granule: 4 lanes x 8
+constexpr int kU = 4;                    // granules a step
+constexpr int kWarpsPerSm = 16;          // warps in flight per SM the split aims at
+constexpr int kStageMinPairs = 32;       // items of this many pairs stage x in shared memory
+constexpr int kXsRow = kGran * kU + 16;  // a staged x row: one step's k, padded so that the 8 rows
+                                         // of a quarter-warp's loads fall in distinct banks
+
+// Shared memory of the kernel: the partials of the epilogue, and (staged) the two x buffers of
+// the main loop, which the epilogue reuses.
+constexpr size_t moe_mma_smem(int MT) {
+  const size_t part = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
+  const size_t xs = MT >= kStageMinPairs ? size_t(2) * MT * kXsRow * 2 : 0;
+  return part > xs ? part : xs;
+}
 
 // act[pair, n] = act(gate_e[n] . x[pair / k]) * (up_e[n] . x[pair / k]).
 template <GatedActivation A>
@@ -64,10 +75,15 @@ __device__ __forceinline__ void mma_step(const uint4& wa, const uint4& wb, const
 }
 
 // x's row of pair p: p / x_div (gate_up reads token p / k; down reads the pair's own act row).
+// Items of at least kStageMinPairs pairs (KS = 1) copy each step's x rows into shared memory
+// once for the CTA's 8 warps (cp.async, double-buffered beside the weights' register sets);
+// smaller ones read x's B fragments straight from global memory through L1.
 template <int MT, int KS, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM up to 32 pairs
     moe_mma_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows, Epi epi,
                    const int32_t* __restrict__ index, int P, int E, int n_out, int K) {
+  constexpr bool kStage = MT >= kStageMinPairs;
+  static_assert(!kStage || KS == 1, "staged x serves one K share");
   constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, kStep = kGran * kU;
   extern __shared__ float part[];  // [warp][16 rows][PS]
   __shared__ int stage[kMoeStageInts];
@@ -112,25 +128,58 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
 #pragma unroll
     for (int u = 0; u < kU; ++u) mma_step<MT>(a[u], b[u], xr, kb + 8 * t + kGran * u, acc);
   };
-  // wa / wb hold step k on entry; each half loads the other set's step before multiplying.
-  while (k + kStep <= kf) {
+  bf16_t* const xs = reinterpret_cast<bf16_t*>(part);  // staged: [2][MT][kXsRow]
+  const auto stage_x = [&](int buf, int kb) {
+    for (int i = int(threadIdx.x); i < MT * (kStep / 8); i += kThreads) {
+      const int r = i / (kStep / 8), c = i % (kStep / 8) * 8;
+      cp_async16(xs + (buf * MT + r) * kXsRow + c, x + int64_t(pairs[r] / x_div) * K + kb + c);
+    }
+    cp_async_commit();
+  };
+  const auto step_staged = [&](const uint4(&a)[kU], const uint4(&b)[kU], int buf) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int nt = 0; nt < MT / 8; ++nt) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(xs + (buf * MT + nt * 8 + g) * kXsRow + 8 * t + kGran * u);
+        mma_bf16(acc[nt], a[u].x, b[u].x, a[u].y, b[u].y, xv.x, xv.y);
+        mma_bf16(acc[nt], a[u].z, b[u].z, a[u].w, b[u].w, xv.z, xv.w);
+      }
+  };
+  int buf = 0;
+  if (kStage && k + kStep <= kf) stage_x(0, k);
+  // One step: the next step's weights (and staged x) load while this one multiplies; false
+  // after the last full step.
+  const auto half = [&](const uint4(&a)[kU], const uint4(&b)[kU], uint4(&na)[kU], uint4(&nb)[kU]) {
     const bool more = k + 2 * kStep <= kf;
-    if (more) load(wa2, wb2, k + kStep);
-    step(wa, wb, k);
+    if (more) load(na, nb, k + kStep);
+    if constexpr (kStage) {
+      if (more) {
+        stage_x(buf ^ 1, k + kStep);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      step_staged(a, b, buf);
+      __syncthreads();  // buf is staged again two steps on
+      buf ^= 1;
+    } else {
+      step(a, b, k);
+    }
     k += kStep;
-    if (!more) break;
-    const bool more2 = k + 2 * kStep <= kf;
-    if (more2) load(wa, wb, k + kStep);
-    step(wa2, wb2, k);
-    k += kStep;
-    if (!more2) break;
+    return more;
+  };
+  // wa / wb hold step k on entry; the halves alternate the two register sets.
+  while (k + kStep <= kf) {
+    if (!half(wa, wb, wa2, wb2)) break;
+    if (!half(wa2, wb2, wa, wb)) break;
   }
   for (; k < kf; k += kGran) mma_step<MT>(__ldcs(wa_row + k / 8 + t), __ldcs(wb_row + k / 8 + t), xr, k + 8 * t, acc);
   if (k < k1) {  // the partial last granule: lanes past K multiply zero weights with x's first k
     const bool in = k + 8 * t < K;
     const uint4 z = make_uint4(0, 0, 0, 0);
-    mma_step<MT>(in ? __ldcs(wa_row + k / 8 + t) : z, in ? __ldcs(wb_row + k / 8 + t) : z, xr, in ? k + 8 * t : 0,
-                 acc);
+    mma_step<MT>(in ? __ldcs(wa_row + k / 8 + t) : z, in ? __ldcs(wb_row + k / 8 + t) : z, xr, in ? k + 8 * t : 0, acc);
   }
 
   // acc[nt][c]: tile row g + 8 (c / 2), pair 8 nt + 2 t + c % 2.
@@ -165,7 +214,8 @@ int pick_split(int tiles, int items, int K) {
   const auto warps = [&](int ks) { return double((tiles + kWarps / ks - 1) / (kWarps / ks)) * items * kWarps; };
   int best = 1;
   for (int ks = 2; ks <= kWarps; ks *= 2)
-    if ((K + kGran - 1) / kGran >= ks && std::abs(std::log(warps(ks) / target)) <= std::abs(std::log(warps(best) / target)))
+    if ((K + kGran - 1) / kGran >= ks &&
+        std::abs(std::log(warps(ks) / target)) <= std::abs(std::log(warps(best) / target)))
       best = ks;
   return best;
 }
@@ -174,7 +224,7 @@ template <int MT, int KS, typename Epi>
 cudaError_t launch_ks(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
                       const int32_t* index, int P, int E, int n_out, int K, int tiles, cudaStream_t s) {
   auto* kernel = moe_mma_kernel<MT, KS, Epi>;
-  const size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
+  const size_t smem = moe_mma_smem(MT);
   if (smem > 40 * 1024)  // with the static stage and pairs arrays, past the 48 KB default
     if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         err != cudaSuccess)
@@ -188,11 +238,15 @@ template <int MT, typename Epi>
 cudaError_t launch_mt(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
                       const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
-  switch (pick_split(tiles, std::min(E, P), K)) {
-    case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
-    case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
-    case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
-    default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+  if constexpr (MT >= kStageMinPairs) {
+    return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+  } else {
+    switch (pick_split(tiles, std::min(E, P), K)) {
+      case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+      case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+      case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+      default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+    }
   }
 }
 

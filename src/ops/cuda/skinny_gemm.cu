@@ -14,8 +14,8 @@
 
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/linear_epilogues.cuh"
-#include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/skinny_gemm.h"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace gs::cuda {
 
