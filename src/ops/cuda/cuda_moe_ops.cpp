@@ -49,8 +49,9 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
 
 std::string moe_kernels(const MoeKernelOptions& opts) {
   return fmt::format(
-      "moe_route (one thread a token), moe_align (pairs sorted by expert on the device), grouped GEMVs gate_up+act "
-      "and down over the selected experts only ({} tokens a weight pass), moe_reduce (+ shared expert)",
+      "moe_route (a warp a token), moe_align (pairs sorted by expert on the device, cut into work items), gate_up+act "
+      "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; f32: "
+      "GEMVs, {} pairs a weight read), moe_reduce (+ shared expert)",
       opts.tokens_per_pass);
 }
 
