@@ -23,6 +23,9 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& ba
   GS_CHECK(!tp.sharded() || (comm && comm->world_size() == tp.size && comm->rank() == tp.rank),
            "a tensor-parallel shard ({} of {}) needs its group's communicator", tp.rank, tp.size);
   GS_CHECK(!tp.sharded() || max_logit_rows > 0, "a tensor-parallel model needs max_logit_rows > 0");
+  for (int l = 0; l < cfg.num_layers; ++l)  // the gated_activation ops have no limit: only moe_experts computes it
+    GS_CHECK(cfg.activation != Activation::ClampedSwiglu || cfg.moe.sparse(l),
+             "layer {}: the clamped SwiGLU (gpt-oss) is supported only in mixture-of-experts layers", l);
   GS_CHECK(!cfg.attention_sinks || attention.supports_sinks(),
            "{} needs attention sinks, which the '{}' attention backend does not support", cfg.architecture_name,
            attention.name());

@@ -104,8 +104,7 @@ TEST(GptOss, Mxfp4CheckpointGivesItsDequantizedTwinsLogits) {
   const auto a = prefill_logits(mx.path().string(), prompt), b = prefill_logits(f32.path().string(), prompt);
   ASSERT_EQ(a.size(), b.size());
   for (size_t t = 0; t < a.size(); ++t) ASSERT_EQ(a[t], b[t]) << "token " << t;
-  EXPECT_EQ(load_model_config(mx.path()).quant.describe(),
-            "mxfp4 experts (dequantized to the compute dtype at load)");
+  EXPECT_EQ(load_model_config(mx.path()).quant.describe(), "mxfp4 experts (dequantized to the compute dtype at load)");
 }
 
 json config() { return json::parse(std::ifstream(test::family_dir("gpt_oss") / "config.json")); }

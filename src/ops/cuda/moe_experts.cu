@@ -59,7 +59,7 @@ __device__ __forceinline__ void warp_sum_n(float* v) {
 // act[pair, row] = act(gate_e[row] . x[t]) * (up_e[row] . x[t]) for the expert's pairs.
 template <typename T, int NT, GatedActivation A>
 __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P, int E, int k, int I, int H,
-                                   T* act_out) {
+                                   T* act_out, MoeEpilogue epi) {
   pdl_wait();
   const MoeIndex ix(index, P, E);
   int e, begin, end;
@@ -89,14 +89,23 @@ __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P
     warp_sum_n<NT>(g);
     warp_sum_n<NT>(u);
     if (lane == 0)
-      for (int i = 0; i < n; ++i) act_out[int64_t(pair[i]) * I + row] = from_f<T>(gated_act<A>(g[i], u[i]));
+      for (int i = 0; i < n; ++i) {
+        const float* b = epi.gate_up_bias ? epi.gate_up_bias + int64_t(e) * 2 * I + row : nullptr;
+        const float gv = g[i] + (b ? b[0] : 0.0f), uv = u[i] + (b ? b[I] : 0.0f);
+        float a;
+        if constexpr (A == GatedActivation::ClampedSwiglu)
+          a = clamped_swiglu(gv, uv, epi.swiglu_limit);
+        else
+          a = gated_act<A>(gv, uv);
+        act_out[int64_t(pair[i]) * I + row] = from_f<T>(a);
+      }
   }
 }
 
 // pair_out[pair, row] = weight[pair] * (down_e[row] . act[pair]) for the expert's pairs.
 template <typename T, int NT>
 __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, int32_t* index, int P, int E, int I,
-                                int H, float* pair_out) {
+                                int H, float* pair_out, const float* down_bias) {
   pdl_wait();
   const MoeIndex ix(index, P, E);
   int e, begin, end;
@@ -123,7 +132,9 @@ __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, 
     }
     warp_sum_n<NT>(d);
     if (lane == 0)
-      for (int i = 0; i < n; ++i) pair_out[int64_t(pair[i]) * H + row] = weights[pair[i]] * d[i];
+      for (int i = 0; i < n; ++i)
+        pair_out[int64_t(pair[i]) * H + row] =
+            weights[pair[i]] * (d[i] + (down_bias ? down_bias[int64_t(e) * H + row] : 0.0f));
   }
 }
 
@@ -156,17 +167,20 @@ __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const 
 template <typename T, int NT>
 cudaError_t launch_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const float* weights,
                            T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E, int I, int H,
-                           cudaStream_t s) {
+                           cudaStream_t s, const MoeEpilogue& epi) {
   const int groups = P < E ? P : E;  // at most this many experts have pairs
   const dim3 gu((I + kWarps - 1) / kWarps, groups), dn((H + kWarps - 1) / kWarps, groups);
   cudaError_t err = act == GatedActivation::Silu
                         ? launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::Silu>, gu, 32 * kWarps, 0, s, x,
-                                     gate_up, index, P, E, k, I, H, act_scratch)
+                                     gate_up, index, P, E, k, I, H, act_scratch, epi)
+                    : act == GatedActivation::ClampedSwiglu
+                        ? launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::ClampedSwiglu>, gu, 32 * kWarps, 0, s,
+                                     x, gate_up, index, P, E, k, I, H, act_scratch, epi)
                         : launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::GeluTanh>, gu, 32 * kWarps, 0, s, x,
-                                     gate_up, index, P, E, k, I, H, act_scratch);
+                                     gate_up, index, P, E, k, I, H, act_scratch, epi);
   if (err != cudaSuccess) return err;
   return launch_pdl(moe_down_kernel<T, NT>, dn, 32 * kWarps, 0, s, act_scratch, down, weights, index, P, E, I, H,
-                    pair_out);
+                    pair_out, epi.down_bias);
 }
 
 }  // namespace
@@ -175,22 +189,23 @@ template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
                         const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s) {
+                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
   cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, size_t(2 * E) * sizeof(int), s, ids, P, E, index);
   if (err != cudaSuccess) return err;
   switch (opts.tokens_per_pass) {
     case 1:
-      err = launch_experts<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+      err = launch_experts<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s, epi);
       break;
     case 2:
-      err = launch_experts<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+      err = launch_experts<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s, epi);
       break;
     case 4:
-      err = launch_experts<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+      err = launch_experts<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s, epi);
       break;
-    default: err = launch_experts<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+    default:
+      err = launch_experts<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s, epi);
   }
   if (err != cudaSuccess) return err;
   const int64_t n8 = int64_t(T_) * (H / 8);
@@ -201,7 +216,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
 #define GS_MOE_INSTANTIATE(T)                                                                                         \
   template cudaError_t moe_experts<T>(GatedActivation, const T*, const T*, const T*, const int32_t*, const float*,    \
                                       const T*, const float*, int, T*, float*, int32_t*, T*, int, int, int, int, int, \
-                                      const MoeKernelOptions&, cudaStream_t);
+                                      const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
 GS_MOE_INSTANTIATE(bf16_t)
 GS_MOE_INSTANTIATE(float)
 

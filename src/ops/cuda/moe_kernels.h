@@ -28,11 +28,19 @@ using gs::MoeKernelOptions;
 cudaError_t moe_route(const float* logits, const float* bias, const MoeRouting& r, int32_t* ids, float* weights, int T_,
                       cudaStream_t s);
 
+// gpt-oss's additions to moe_gate_up's and moe_down's epilogues (MoeExpertsArgs): the experts'
+// f32 biases [E, 2I] and [E, H] (null: none) and the clamped SwiGLU's limit.
+struct MoeEpilogue {
+  const float* gate_up_bias = nullptr;
+  const float* down_bias = nullptr;
+  float swiglu_limit = 0.0f;
+};
+
 // H and I multiples of 8, all pointers 16-byte aligned (the caller checks).
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
                         const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s);
+                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
 
 }  // namespace gs::cuda
