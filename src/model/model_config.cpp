@@ -17,15 +17,16 @@ struct ArchEntry {
   const char* name;
   Architecture arch;
 };
-constexpr std::array<ArchEntry, 9> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
-                                                   {"MistralForCausalLM", Architecture::Mistral},
-                                                   {"Qwen2ForCausalLM", Architecture::Qwen2},
-                                                   {"Qwen3ForCausalLM", Architecture::Qwen3},
-                                                   {"Phi3ForCausalLM", Architecture::Phi3},
-                                                   {"Gemma2ForCausalLM", Architecture::Gemma2},
-                                                   {"MixtralForCausalLM", Architecture::Mixtral},
-                                                   {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
-                                                   {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe}}};
+constexpr std::array<ArchEntry, 10> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+                                                    {"MistralForCausalLM", Architecture::Mistral},
+                                                    {"Qwen2ForCausalLM", Architecture::Qwen2},
+                                                    {"Qwen3ForCausalLM", Architecture::Qwen3},
+                                                    {"Phi3ForCausalLM", Architecture::Phi3},
+                                                    {"Gemma2ForCausalLM", Architecture::Gemma2},
+                                                    {"MixtralForCausalLM", Architecture::Mixtral},
+                                                    {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
+                                                    {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe},
+                                                    {"GptOssForCausalLM", Architecture::GptOss}}};
 
 void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   auto it = j.find("architectures");
@@ -42,7 +43,7 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   fail(
       "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
       "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-      "Qwen3MoeForCausalLM)",
+      "Qwen3MoeForCausalLM, GptOssForCausalLM)",
       file.string(), name);
 }
 
@@ -77,7 +78,9 @@ void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
   check_full_rotary(*scaling, file);
   if (type == "default") return;
   if (type == "longrope" || type == "su") return detail::parse_longrope(*scaling, j, file, c);
-  GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su)",
+  if (type == "yarn") return detail::parse_yarn(*scaling, j, file, c);
+  GS_CHECK(type == "llama3",
+           "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su, yarn)",
            file.string(), type);
   c.rope.llama3_factor = float(json_number(*scaling, "factor", 8.0, file));
   c.rope.llama3_low_freq_factor = float(json_number(*scaling, "low_freq_factor", 1.0, file));
@@ -154,6 +157,8 @@ int64_t mlp_parameters(const ModelConfig& c, int l, bool active) {
   const MoeConfig& m = c.moe;
   const int64_t experts = active ? m.routing.top_k : m.num_experts;
   int64_t n = experts * 3 * H * m.expert_intermediate + int64_t(m.num_experts) * H;  // experts + router
+  if (m.router_bias) n += m.num_experts;
+  if (m.expert_bias) n += experts * (2 * m.expert_intermediate + H);
   n += 3 * H * m.shared_intermediate + (m.shared_gate ? H : 0);
   return n;
 }
@@ -163,6 +168,8 @@ int64_t parameters(const ModelConfig& c, bool active) {
   int64_t layer = (c.gemma_norms ? 4 : 2) * H + qkv * H + int64_t(c.q_size()) * H;
   if (c.attention_bias) layer += qkv;
   if (c.qk_norm) layer += 2 * c.head_dim;
+  if (c.o_proj_bias) layer += H;
+  if (c.attention_sinks) layer += c.num_heads;
   int64_t n = int64_t(c.vocab_size) * H + int64_t(c.num_layers) * layer + H;
   for (int l = 0; l < c.num_layers; ++l) n += mlp_parameters(c, l, active);
   if (!c.tie_word_embeddings) n += int64_t(c.vocab_size) * H;
@@ -197,7 +204,7 @@ ModelConfig load_model_config(const fs::path& model_dir) {
   // Qwen2-MoE too (its config may say so in qkv_bias).
   c.attention_bias = c.arch == Architecture::Qwen2 ||
                      (c.arch == Architecture::Qwen2Moe && json_bool(j, "qkv_bias", true, file)) ||
-                     json_bool(j, "attention_bias", false, file);
+                     json_bool(j, "attention_bias", c.arch == Architecture::GptOss, file);
   c.qk_norm = c.arch == Architecture::Qwen3 || c.arch == Architecture::Qwen3Moe;
   c.torch_dtype = parse_torch_dtype(j, file);
   parse_rope(j, file, c);

@@ -86,7 +86,9 @@ struct Layer {
   static constexpr int E = 16, k = 4, H = 256;
   int I;
   Tensor x, gu, down, logits, ids, w, shared, gate, act, pair_out, index, out;
-  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128) : I(width) {
+  Tensor gu_bias, down_bias;  // gpt-oss: f32 expert biases, with the clamped SwiGLU
+  GatedActivation fn = GatedActivation::Silu;
+  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false) : I(width) {
     const DType dt = b.compute_dtype();
     auto f32 = [&](Shape s) { return Tensor::empty(s, DType::F32, b.allocator()); };
     x = on(b, randn(size_t(T) * H, seed), {T, H}, dt);
@@ -103,10 +105,17 @@ struct Layer {
     pair_out = f32({T * k, H});
     index = Tensor::empty({moe_index_elems(T, k, E)}, DType::I32, b.allocator());
     out = Tensor::empty({T, H}, dt, b.allocator());
+    if (gpt_oss) {
+      fn = GatedActivation::ClampedSwiglu;
+      gu_bias = on(b, randn(size_t(E) * 2 * I, seed + 4, 0.5f), {E, 2 * I}, DType::F32);
+      down_bias = on(b, randn(size_t(E) * H, seed + 5, 0.5f), {E, H}, DType::F32);
+    }
   }
   void forward(Backend& b) const {
     b.moe_route(logits, Tensor(), MoeRouting{.num_experts = E, .top_k = k, .renormalize = true}, ids, w);
-    b.moe_experts(MoeExpertsArgs{.x = x,
+    b.moe_experts(MoeExpertsArgs{.act = fn,
+                                 .swiglu_limit = 0.7f,  // binds: gate and up have std ~1
+                                 .x = x,
                                  .gate_up = gu,
                                  .down = down,
                                  .ids = ids,
@@ -116,7 +125,9 @@ struct Layer {
                                  .act_scratch = act,
                                  .pair_out = pair_out,
                                  .index = index,
-                                 .out = out});
+                                 .out = out,
+                                 .gate_up_bias = gu_bias,
+                                 .down_bias = down_bias});
   }
 };
 
@@ -153,6 +164,22 @@ TEST(MoeOps, ExpertsMatchCpuAtOddWidthsInBothDtypes) {
         EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), dt == DType::F32 ? 1e-5 : 1e-2);
       }
     }
+  }
+}
+
+// gpt-oss's experts: biases on gate/up and down, the clamped SwiGLU (moe_gate_up's and moe_down's
+// epilogues).
+TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto cpu = make_cpu_backend();
+  for (int T : {1, 64}) {
+    SCOPED_TRACE(testing::Message() << "T " << T);
+    Layer g(*gpu, T, false, 60 + T, 128, true), c(*cpu, T, false, 60 + T, 128, true);
+    g.forward(*gpu);
+    c.forward(*cpu);
+    EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
+    EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), 1e-2);
   }
 }
 

@@ -34,12 +34,14 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
     GS_CHECK(aligned16(*t), "moe_experts: {} must be 16-byte aligned", t->str());
   const float* sg = a.shared_gate.defined() ? ptr<float>(a.shared_gate) : nullptr;
   const int sg_stride = a.shared_gate.defined() ? int(a.shared_gate.row_elems()) : 0;
+  const cuda::MoeEpilogue epi{a.gate_up_bias.defined() ? ptr<float>(a.gate_up_bias) : nullptr,
+                              a.down_bias.defined() ? ptr<float>(a.down_bias) : nullptr, a.swiglu_limit};
   auto run = [&](auto e) {
     using E = decltype(e);
     GS_CUDA_CHECK(cuda::moe_experts<E>(a.act, ptr<E>(a.x), ptr<E>(a.gate_up), ptr<E>(a.down), ptr<int32_t>(a.ids),
                                        ptr<float>(a.weights), a.shared.defined() ? ptr<E>(a.shared) : nullptr, sg,
                                        sg_stride, ptr<E>(a.act_scratch), ptr<float>(a.pair_out), ptr<int32_t>(a.index),
-                                       ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(d.I), int(d.H), opts, s));
+                                       ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(d.I), int(d.H), opts, s, epi));
   };
   if (dtype == DType::F32)
     run(float{});

@@ -54,10 +54,11 @@ __device__ __forceinline__ void warp_sum_n(float* v) {
   for (int i = 0; i < NT; ++i) v[i] = warp_sum(v[i]);
 }
 
-// act[pair, row] = act(gate_e[row] . x[t]) * (up_e[row] . x[t]) for the item's pairs, NT a pass.
+// act[pair, row] = act(gate_e[row] . x[t] + bg) * (up_e[row] . x[t] + bu) for the item's pairs, NT a
+// pass (biases and the clamped SwiGLU: gpt-oss).
 template <typename T, int NT, GatedActivation A>
 __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P, int E, int k, int I, int H,
-                                   T* act_out) {
+                                   T* act_out, MoeEpilogue epi) {
   __shared__ int stage[kMoeStageInts];
   pdl_wait();
   const MoeIndex ix(index, P, E);
@@ -89,14 +90,23 @@ __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P
     warp_sum_n<NT>(g);
     warp_sum_n<NT>(u);
     if (lane == 0)
-      for (int i = 0; i < n; ++i) act_out[int64_t(pair[i]) * I + row] = from_f<T>(gated_act<A>(g[i], u[i]));
+      for (int i = 0; i < n; ++i) {
+        const float* b = epi.gate_up_bias ? epi.gate_up_bias + int64_t(e) * 2 * I + row : nullptr;
+        const float gv = g[i] + (b ? b[0] : 0.0f), uv = u[i] + (b ? b[I] : 0.0f);
+        float a;
+        if constexpr (A == GatedActivation::ClampedSwiglu)
+          a = clamped_swiglu(gv, uv, epi.swiglu_limit);
+        else
+          a = gated_act<A>(gv, uv);
+        act_out[int64_t(pair[i]) * I + row] = from_f<T>(a);
+      }
   }
 }
 
-// pair_out[pair, row] = weight[pair] * (down_e[row] . act[pair]) for the item's pairs.
+// pair_out[pair, row] = weight[pair] * (down_e[row] . act[pair] + bias_e[row]) for the item's pairs.
 template <typename T, int NT>
 __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, int32_t* index, int P, int E, int I,
-                                int H, float* pair_out) {
+                                int H, float* pair_out, const float* down_bias) {
   __shared__ int stage[kMoeStageInts];
   pdl_wait();
   const MoeIndex ix(index, P, E);
@@ -125,7 +135,9 @@ __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, 
     }
     warp_sum_n<NT>(d);
     if (lane == 0)
-      for (int i = 0; i < n; ++i) pair_out[int64_t(pair[i]) * H + row] = weights[pair[i]] * d[i];
+      for (int i = 0; i < n; ++i)
+        pair_out[int64_t(pair[i]) * H + row] =
+            weights[pair[i]] * (d[i] + (down_bias ? down_bias[int64_t(e) * H + row] : 0.0f));
   }
 }
 
@@ -158,17 +170,19 @@ __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const 
 template <typename T, int NT>
 cudaError_t launch_gemvs(GatedActivation act, const T* x, const T* gate_up, const T* down, const float* weights,
                          T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E, int I, int H,
-                         cudaStream_t s) {
+                         const MoeEpilogue& epi, cudaStream_t s) {
   const int items = moe_max_items(P, E, kGemvChunk);
   const dim3 gu((I + kWarps - 1) / kWarps, items), dn((H + kWarps - 1) / kWarps, items);
-  cudaError_t err = act == GatedActivation::Silu
-                        ? launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::Silu>, gu, 32 * kWarps, 0, s, x,
-                                     gate_up, index, P, E, k, I, H, act_scratch)
-                        : launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::GeluTanh>, gu, 32 * kWarps, 0, s, x,
-                                     gate_up, index, P, E, k, I, H, act_scratch);
+  const auto gate_up_kernel = [&](auto* kernel) {
+    return launch_pdl(kernel, gu, 32 * kWarps, 0, s, x, gate_up, index, P, E, k, I, H, act_scratch, epi);
+  };
+  cudaError_t err = act == GatedActivation::Silu ? gate_up_kernel(moe_gate_up_kernel<T, NT, GatedActivation::Silu>)
+                    : act == GatedActivation::ClampedSwiglu
+                        ? gate_up_kernel(moe_gate_up_kernel<T, NT, GatedActivation::ClampedSwiglu>)
+                        : gate_up_kernel(moe_gate_up_kernel<T, NT, GatedActivation::GeluTanh>);
   if (err != cudaSuccess) return err;
   return launch_pdl(moe_down_kernel<T, NT>, dn, 32 * kWarps, 0, s, act_scratch, down, weights, index, P, E, I, H,
-                    pair_out);
+                    pair_out, epi.down_bias);
 }
 
 template <typename T>
@@ -176,10 +190,14 @@ cudaError_t launch_gemvs(const MoeKernelOptions& opts, GatedActivation act, cons
                          const float* weights, T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E,
                          int I, int H, cudaStream_t s) {
   switch (opts.tokens_per_pass) {
-    case 1: return launch_gemvs<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-    case 2: return launch_gemvs<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-    case 4: return launch_gemvs<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-    default: return launch_gemvs<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+    case 1:
+      return launch_gemvs<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    case 2:
+      return launch_gemvs<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    case 4:
+      return launch_gemvs<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    default:
+      return launch_gemvs<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
   }
 }
 
@@ -187,13 +205,13 @@ cudaError_t launch_gemvs(const MoeKernelOptions& opts, GatedActivation act, cons
 template <typename T>
 cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, const T* x, const T* gate_up,
                            const T* down, const float* weights, T* act_scratch, float* pair_out, int32_t* index, int P,
-                           int k, int E, int I, int H, int chunk, cudaStream_t s) {
+                           int k, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s) {
   if constexpr (std::is_same_v<T, bf16_t>) {
-    const cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, chunk, s);
+    const cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, chunk, epi, s);
     if (err != cudaSuccess) return err;
-    return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, chunk, s);
+    return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, chunk, epi, s);
   } else {
-    return launch_gemvs(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
+    return launch_gemvs(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
   }
 }
 
@@ -203,13 +221,14 @@ template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
                         const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s) {
+                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
   const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(P, E) : kGemvChunk;
   cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, 0, s, ids, P, E, chunk, index);
   if (err != cudaSuccess) return err;
-  err = launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, s);
+  err =
+      launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, epi, s);
   if (err != cudaSuccess) return err;
   const int64_t n8 = int64_t(T_) * (H / 8);
   return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, shared, shared_gate,
@@ -219,7 +238,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
 #define GS_MOE_INSTANTIATE(T)                                                                                         \
   template cudaError_t moe_experts<T>(GatedActivation, const T*, const T*, const T*, const int32_t*, const float*,    \
                                       const T*, const float*, int, T*, float*, int32_t*, T*, int, int, int, int, int, \
-                                      const MoeKernelOptions&, cudaStream_t);
+                                      const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
 GS_MOE_INSTANTIATE(bf16_t)
 GS_MOE_INSTANTIATE(float)
 

@@ -38,27 +38,38 @@ constexpr size_t moe_mma_smem(int MT) {
   return part > xs ? part : xs;
 }
 
-// act[pair, n] = act(gate_e[n] . x[pair / k]) * (up_e[n] . x[pair / k]).
+// act[pair, n] = act(gate_e[n] . x[pair / k] + bg) * (up_e[n] . x[pair / k] + bu), with expert e's
+// biases bg, bu (gpt-oss; null: none) and gpt-oss's clamped SwiGLU as the act.
 template <GatedActivation A>
 struct GateUpOut {
   static constexpr int R = 2;
   bf16_t* act;
   int I;
+  const float* bias;  // [E, 2I]
+  float limit;
   __device__ int64_t row(int n, int r) const { return int64_t(r) * I + n; }
-  __device__ void store(int pair, int n, const float (&v)[R]) const {
-    act[int64_t(pair) * I + n] = from_f<bf16_t>(gated_act<A>(v[0], v[1]));
+  __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
+    const float* b = bias ? bias + int64_t(e) * 2 * I + n : nullptr;
+    const float g = v[0] + (b ? b[0] : 0.0f), u = v[1] + (b ? b[I] : 0.0f);
+    float a;
+    if constexpr (A == GatedActivation::ClampedSwiglu)
+      a = clamped_swiglu(g, u, limit);
+    else
+      a = gated_act<A>(g, u);
+    act[int64_t(pair) * I + n] = from_f<bf16_t>(a);
   }
 };
 
-// pair_out[pair, n] = weight[pair] * (down_e[n] . act[pair]).
+// pair_out[pair, n] = weight[pair] * (down_e[n] . act[pair] + bias_e[n]).
 struct DownOut {
   static constexpr int R = 1;
   float* pair_out;
   const float* weights;
   int H;
+  const float* bias;  // [E, H] or null
   __device__ int64_t row(int n, int) const { return n; }
-  __device__ void store(int pair, int n, const float (&v)[R]) const {
-    pair_out[int64_t(pair) * H + n] = weights[pair] * v[0];
+  __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
+    pair_out[int64_t(pair) * H + n] = weights[pair] * (v[0] + (bias ? bias[int64_t(e) * H + n] : 0.0f));
   }
 };
 
@@ -199,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
     for (int s = 0; s < KS; ++s)
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] += part[((tg * KS + s) * 16 + r * OW + j) * PS + m];
-    epi.store(pairs[m], o, v);
+    epi.store(e, pairs[m], o, v);
   }
 }
 
@@ -274,17 +285,22 @@ int moe_mma_chunk(int P, int E) {
 }
 
 cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const bf16_t* gate_up, const int32_t* index,
-                            bf16_t* act_out, int P, int k, int E, int I, int H, int chunk, cudaStream_t s) {
-  if (act == GatedActivation::GeluTanh)
-    return launch(chunk, x, k, gate_up, 2 * int64_t(I), GateUpOut<GatedActivation::GeluTanh>{act_out, I}, index, P, E,
-                  I, H, s);
-  return launch(chunk, x, k, gate_up, 2 * int64_t(I), GateUpOut<GatedActivation::Silu>{act_out, I}, index, P, E, I, H,
-                s);
+                            bf16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
+                            cudaStream_t s) {
+  const auto run = [&](auto out) { return launch(chunk, x, k, gate_up, 2 * int64_t(I), out, index, P, E, I, H, s); };
+  switch (act) {
+    case GatedActivation::GeluTanh:
+      return run(GateUpOut<GatedActivation::GeluTanh>{act_out, I, epi.gate_up_bias, epi.swiglu_limit});
+    case GatedActivation::ClampedSwiglu:
+      return run(GateUpOut<GatedActivation::ClampedSwiglu>{act_out, I, epi.gate_up_bias, epi.swiglu_limit});
+    default: return run(GateUpOut<GatedActivation::Silu>{act_out, I, epi.gate_up_bias, epi.swiglu_limit});
+  }
 }
 
 cudaError_t moe_down_mma(const bf16_t* act, const bf16_t* down, const float* weights, const int32_t* index,
-                         float* pair_out, int P, int E, int I, int H, int chunk, cudaStream_t s) {
-  return launch(chunk, act, 1, down, int64_t(H), DownOut{pair_out, weights, H}, index, P, E, H, I, s);
+                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi,
+                         cudaStream_t s) {
+  return launch(chunk, act, 1, down, int64_t(H), DownOut{pair_out, weights, H, epi.down_bias}, index, P, E, H, I, s);
 }
 
 }  // namespace gs::cuda

@@ -28,12 +28,20 @@ using gs::MoeKernelOptions;
 cudaError_t moe_route(const float* logits, const float* bias, const MoeRouting& r, int32_t* ids, float* weights, int T_,
                       cudaStream_t s);
 
+// gpt-oss's additions to moe_gate_up's and moe_down's epilogues (MoeExpertsArgs): the experts'
+// f32 biases [E, 2I] and [E, H] (null: none) and the clamped SwiGLU's limit.
+struct MoeEpilogue {
+  const float* gate_up_bias = nullptr;
+  const float* down_bias = nullptr;
+  float swiglu_limit = 0.0f;
+};
+
 // H and I multiples of 8, all pointers 16-byte aligned (the caller checks).
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
                         const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s);
+                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
 
 // The bf16 grouped GEMMs on tensor cores, over the items of an index moe_align cut into `chunk`
 // pairs (8, 16, 32, 64 or 128). K (H for gate_up, I for down) a multiple of 8.
@@ -42,8 +50,10 @@ constexpr int kMoeMaxChunk = 128;
 // most experts' weights are read once a step.
 int moe_mma_chunk(int P, int E);
 cudaError_t moe_gate_up_mma(GatedActivation act, const uint16_t* x, const uint16_t* gate_up, const int32_t* index,
-                            uint16_t* act_out, int P, int k, int E, int I, int H, int chunk, cudaStream_t s);
+                            uint16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
+                            cudaStream_t s);
 cudaError_t moe_down_mma(const uint16_t* act, const uint16_t* down, const float* weights, const int32_t* index,
-                         float* pair_out, int P, int E, int I, int H, int chunk, cudaStream_t s);
+                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi,
+                         cudaStream_t s);
 
 }  // namespace gs::cuda
