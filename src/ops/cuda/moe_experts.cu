@@ -188,7 +188,7 @@ cudaError_t launch_gemvs(GatedActivation act, const T* x, const T* gate_up, cons
 template <typename T>
 cudaError_t launch_gemvs(const MoeKernelOptions& opts, GatedActivation act, const T* x, const T* gate_up, const T* down,
                          const float* weights, T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E,
-                         int I, int H, cudaStream_t s) {
+                         int I, int H, const MoeEpilogue& epi, cudaStream_t s) {
   switch (opts.tokens_per_pass) {
     case 1:
       return launch_gemvs<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
