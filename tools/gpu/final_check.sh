@@ -10,6 +10,8 @@
 #   moe         dummy qwen3-30b-a3b decode ms/step at bs 1/32/128 against the previous build, NONE
 #               and sampled too, mixtral-8x7b, the weight-bytes floors (moe_floors.sh) and the
 #               kernels of a qwen3-30b-a3b step at bs 1 (tools/gpu/moe_check.sh: the MoE tests too)
+#   families    dummy gpt-oss-20b and deepseek-v2-lite decode at bs 1/32 with their start-up lines
+#               (attention backend, resolved graph mode, MoE kernels)
 #   prefix      tools/gpu/prefix_bench.sh's phases in FC_PREFIX (default "ttft chunk")
 #   structured  tools/gpu/structured_bench.sh (needs the llama3 tokenizer in the pack's shared/)
 #   embed       tools/gpu/embed_bench.sh (with the HF peer)
@@ -65,6 +67,16 @@ if has moe; then
   graphs graphserve mixtral-8x7b 1,32,128 FULL_AND_PIECEWISE
   timeout 90 "$gs" bench kernels --load-format dummy --preset qwen3-30b-a3b --batch-sizes 1 --input-len 128 \
     --output-len 6 --top 10 2>&1 | grep -E '^(batch|  )' | head -n 12
+fi
+if has families; then
+  echo "== gpt-oss-20b and deepseek-v2-lite (MLA) decode, with their start-up lines (${SECONDS} s)"
+  for p in gpt-oss-20b deepseek-v2-lite; do
+    "$gs" info --preset "$p" 2>/dev/null | grep -E '^(parameters|active|multi-head|  kv cache per)'
+    GRAPHSERVE_LOG_LEVEL=info timeout 200 "$gs" bench graphs --load-format dummy --preset "$p" --batch-sizes 1,32 \
+      --input-len 128 --output-len 32 --num-iters 3 --modes FULL_AND_PIECEWISE --output-png '' --output-json '' 2>&1 |
+      grep -E '^(NONE|FULL_AND_PIECEWISE) +[0-9]|rror|attention backend|cudagraph mode|MoE:|dequantiz' |
+      sed "s/^/$p: /" | cut -c1-300
+  done
 fi
 if has prefix; then
   echo "== prefix caching (${SECONDS} s)"
