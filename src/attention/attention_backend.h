@@ -17,6 +17,7 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 0.0f;    // softmax scale, usually 1/sqrt(head_dim)
   float softcap = 0.0f;  // > 0: scores are soft-capped, softcap * tanh(score / softcap) (Gemma 2)
+  bool sinks = false;    // the layers attend with sinks (forward_with_sinks, gpt-oss): they never cascade
 };
 
 // The shape of a FULL graph's batch, from which a backend plans the launches the graph records.

@@ -32,7 +32,7 @@ ModelConfig resolve_model_config(const ModelSource& src) {
 }
 
 AttentionShape attention_shape(const ModelConfig& cfg) {
-  return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.attention_scale(), cfg.attn_softcap};
+  return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.attention_scale(), cfg.attn_softcap, cfg.attention_sinks};
 }
 
 TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm) {

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/family_fixtures.h"
 #include "model/model_config.h"
+#include "model/model_factory.h"
 #include "model/mxfp4.h"
 #include "model/presets.h"
 #include "model_harness.h"
@@ -175,6 +176,16 @@ TEST(GptOss, YarnFrequenciesFollowHuggingFace) {
   const double b1 = 1.0 / std::pow(150000.0, 2.0 / 16);
   EXPECT_NEAR(t[1], b1 / 4 / 2 + b1 / 2, 1e-6 * b1);
   EXPECT_NEAR(yarn_attention_factor(32.0f), 0.1 * std::log(32.0) + 1, 1e-6);
+}
+
+// Cascading would split each softmax in two partials merged without the sink: layers with sinks
+// attend without it, and their backend says so (the runner then never plans cascade steps).
+TEST(GptOss, LayersWithSinksNeverCascade) {
+  auto be = make_cpu_backend();
+  const AttentionShape s = attention_shape(find_preset("gpt-oss-20b").config);
+  EXPECT_TRUE(s.sinks);
+  EXPECT_FALSE(make_cpu_attention(*be, s)->supports_cascade());
+  EXPECT_TRUE(make_cpu_attention(*be, attention_shape(find_preset("mixtral-8x7b").config))->supports_cascade());
 }
 
 TEST(GptOss, PresetHasTheRealShapesAndCountsActiveParameters) {

@@ -169,7 +169,7 @@ class CpuAttention final : public AttentionBackend {
 
   std::string name() const override { return "cpu"; }
   AttentionCGSupport cudagraph_support() const override { return declared_; }
-  bool supports_cascade() const override { return true; }
+  bool supports_cascade() const override { return !shape_.sinks; }
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                const AttentionMetadata& md, const Tensor& out, int window) override {

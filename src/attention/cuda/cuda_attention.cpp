@@ -53,8 +53,11 @@ class CudaAttention final : public AttentionBackend {
 
   std::string name() const override { return "cuda_paged"; }
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
-  // Cascade runs on the tensor-core kernels (cuda/cascade_attention.h): where they hold the layer.
-  bool supports_cascade() const override { return cascade_attention_fits(launch_of(0, 0, true), options_); }
+  // Cascade runs on the tensor-core kernels (cuda/cascade_attention.h): where they hold the layer
+  // (never with sinks).
+  bool supports_cascade() const override {
+    return !shape_.sinks && cascade_attention_fits(launch_of(0, 0, true), options_);
+  }
   CascadeHeuristic cascade_heuristic() const override {
     return {.num_sms = num_sms_, .max_tokens = cuda::kCascadeMaxTokens};
   }
