@@ -17,15 +17,17 @@ struct ArchEntry {
   const char* name;
   Architecture arch;
 };
-constexpr std::array<ArchEntry, 9> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
-                                                   {"MistralForCausalLM", Architecture::Mistral},
-                                                   {"Qwen2ForCausalLM", Architecture::Qwen2},
-                                                   {"Qwen3ForCausalLM", Architecture::Qwen3},
-                                                   {"Phi3ForCausalLM", Architecture::Phi3},
-                                                   {"Gemma2ForCausalLM", Architecture::Gemma2},
-                                                   {"MixtralForCausalLM", Architecture::Mixtral},
-                                                   {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
-                                                   {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe}}};
+constexpr std::array<ArchEntry, 11> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+                                                    {"MistralForCausalLM", Architecture::Mistral},
+                                                    {"Qwen2ForCausalLM", Architecture::Qwen2},
+                                                    {"Qwen3ForCausalLM", Architecture::Qwen3},
+                                                    {"Phi3ForCausalLM", Architecture::Phi3},
+                                                    {"Gemma2ForCausalLM", Architecture::Gemma2},
+                                                    {"MixtralForCausalLM", Architecture::Mixtral},
+                                                    {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
+                                                    {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe},
+                                                    {"DeepseekV2ForCausalLM", Architecture::DeepseekV2},
+                                                    {"DeepseekV3ForCausalLM", Architecture::DeepseekV3}}};
 
 void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   auto it = j.find("architectures");
@@ -42,7 +44,7 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   fail(
       "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
       "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-      "Qwen3MoeForCausalLM)",
+      "Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)",
       file.string(), name);
 }
 
@@ -77,7 +79,9 @@ void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
   check_full_rotary(*scaling, file);
   if (type == "default") return;
   if (type == "longrope" || type == "su") return detail::parse_longrope(*scaling, j, file, c);
-  GS_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su)",
+  if (type == "yarn") return detail::parse_yarn(*scaling, file, c);
+  GS_CHECK(type == "llama3",
+           "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su; yarn for DeepSeek)",
            file.string(), type);
   c.rope.llama3_factor = float(json_number(*scaling, "factor", 8.0, file));
   c.rope.llama3_low_freq_factor = float(json_number(*scaling, "low_freq_factor", 1.0, file));
@@ -161,6 +165,7 @@ int64_t mlp_parameters(const ModelConfig& c, int l, bool active) {
 int64_t parameters(const ModelConfig& c, bool active) {
   const int64_t H = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size();
   int64_t layer = (c.gemma_norms ? 4 : 2) * H + qkv * H + int64_t(c.q_size()) * H;
+  if (c.mla.enabled()) layer = 2 * H + detail::mla_attention_parameters(c);
   if (c.attention_bias) layer += qkv;
   if (c.qk_norm) layer += 2 * c.head_dim;
   int64_t n = int64_t(c.vocab_size) * H + int64_t(c.num_layers) * layer + H;

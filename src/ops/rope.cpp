@@ -1,4 +1,5 @@
 // Implements ops/rope.h: the rotary inverse frequencies, with llama3 scaling (as HF's rope_init_fn).
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -20,6 +21,24 @@ float llama3_scale(float inv_freq, const RopeConfig& c) {
   const double smooth =
       (old_len / wavelen - c.llama3_low_freq_factor) / (c.llama3_high_freq_factor - c.llama3_low_freq_factor);
   return float((1.0 - smooth) * inv_freq / c.llama3_factor + smooth * inv_freq);
+}
+
+// HF _compute_yarn_parameters: frequencies extrapolated (kept) below the ramp, interpolated
+// (divided by factor) above it, blended linearly on it.
+void yarn_scale(std::vector<float>& f, const RopeConfig& c) {
+  const double dim = c.head_dim, base = c.theta, two_pi = 6.283185307179586;
+  auto correction_dim = [&](double rotations) {
+    return dim * std::log(c.yarn_original_max_position / (rotations * two_pi)) / (2 * std::log(base));
+  };
+  double low = correction_dim(c.yarn_beta_fast), high = correction_dim(c.yarn_beta_slow);
+  if (c.yarn_truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0), high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
+    const float extrapolation = 1.0f - ramp;
+    f[i] = f[i] / c.yarn_factor * (1.0f - extrapolation) + f[i] * extrapolation;
+  }
 }
 }  // namespace
 
@@ -44,6 +63,7 @@ std::vector<float> rope_inv_freq(const RopeConfig& cfg) {
       f[half + i] = 1.0f / (cfg.long_factor[i] * pw);
     }
   }
+  if (cfg.yarn_factor > 0) yarn_scale(f, cfg);
   return f;
 }
 

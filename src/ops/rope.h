@@ -19,6 +19,15 @@ struct RopeConfig {
   // scales cos and sin, so the model folds its square into the softmax scale.
   std::vector<float> short_factor, long_factor;
   int long_from = 0;
+  // YaRN (rope_type "yarn", HF _compute_yarn_parameters): yarn_factor > 0 blends each pair's
+  // frequency between theta's and theta's / factor by a linear ramp over the pairs whose
+  // rotations in yarn_original_max_position lie between beta_slow and beta_fast (the ramp's ends
+  // rounded outwards with yarn_truncate). Its attention factor is the model's (MlaConfig).
+  float yarn_factor = 0.0f;
+  int yarn_original_max_position = 0;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  bool yarn_truncate = true;
 };
 
 // The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied;
