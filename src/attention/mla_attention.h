@@ -32,10 +32,10 @@ struct MlaShape {
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
   int v_head_dim = 0;
-  float scale = 0.0f;        // softmax scale (MlaConfig::softmax_scale)
-  float rope_scale = 1.0f;   // cos / sin scale of q_pe and k_pe (YaRN's attention factor)
+  float scale = 0.0f;       // softmax scale (MlaConfig::softmax_scale)
+  float rope_scale = 1.0f;  // cos / sin scale of q_pe and k_pe (YaRN's attention factor)
   bool rope_interleave = true;
-  RopeConfig rope;           // head_dim = qk_rope_head_dim
+  RopeConfig rope;            // head_dim = qk_rope_head_dim
   float kv_norm_eps = 1e-6f;  // kv_a_layernorm's (HF builds it with the default eps)
 
   int latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }

@@ -175,9 +175,9 @@ class DeepseekModel final : public PiecewiseModel {
   void compute_logits(const Tensor& rows, const Tensor& logits) override {
     const int64_t n = rows.numel();
     GS_CHECK(n <= max_tokens_, "compute_logits of {} rows: at most {}", n, max_tokens_);
-    GS_CHECK(logits.dtype() == DType::F32 && logits.ndim() == 2 && logits.dim(0) == n &&
-                 logits.dim(1) == cfg_.vocab_size,
-             "compute_logits: logits must be f32 [{}, {}], got {}", n, cfg_.vocab_size, logits.str());
+    GS_CHECK(
+        logits.dtype() == DType::F32 && logits.ndim() == 2 && logits.dim(0) == n && logits.dim(1) == cfg_.vocab_size,
+        "compute_logits: logits must be f32 [{}, {}], got {}", n, cfg_.vocab_size, logits.str());
     if (n == 0) return;
     const Tensor g = buf_.gathered.rows(0, n);
     be_.gather_rows(buf_.hidden, rows, g);
