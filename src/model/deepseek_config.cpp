@@ -173,4 +173,21 @@ int64_t mla_attention_parameters(const ModelConfig& c) {
 
 }  // namespace detail
 
+ModelConfig deepseek_v2_lite_config() {
+  // deepseek-ai/DeepSeek-V2-Lite's config.json (the fields graphserve reads).
+  static const char* kConfig = R"({
+    "architectures": ["DeepseekV2ForCausalLM"], "attention_bias": false, "bos_token_id": 100000,
+    "eos_token_id": 100001, "first_k_dense_replace": 1, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 10944, "kv_lora_rank": 512, "max_position_embeddings": 163840,
+    "moe_intermediate_size": 1408, "moe_layer_freq": 1, "n_group": 1, "n_routed_experts": 64,
+    "n_shared_experts": 2, "norm_topk_prob": false, "num_attention_heads": 16, "num_experts_per_tok": 6,
+    "num_hidden_layers": 27, "num_key_value_heads": 16, "q_lora_rank": null, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06, "rope_theta": 10000,
+    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 0.707, "mscale_all_dim": 0.707,
+                     "original_max_position_embeddings": 4096, "type": "yarn"},
+    "routed_scaling_factor": 1.0, "scoring_func": "softmax", "topk_group": 1, "topk_method": "greedy",
+    "torch_dtype": "bfloat16", "v_head_dim": 128, "vocab_size": 102400, "tie_word_embeddings": false})";
+  return detail::parse_model_config(json::parse(kConfig), "preset deepseek-v2-lite");
+}
+
 }  // namespace gs

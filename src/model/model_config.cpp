@@ -179,10 +179,9 @@ int64_t parameters(const ModelConfig& c, bool active) {
 int64_t ModelConfig::num_parameters() const { return parameters(*this, false); }
 int64_t ModelConfig::num_active_parameters() const { return parameters(*this, true); }
 
-ModelConfig load_model_config(const fs::path& model_dir) {
-  GS_CHECK(fs::is_directory(model_dir), "model directory {} does not exist", model_dir.string());
-  const fs::path file = model_dir / "config.json";
-  const json j = read_json_file(file);
+namespace detail {
+
+ModelConfig parse_model_config(const json& j, const fs::path& file) {
   GS_CHECK(j.is_object(), "{}: expected a JSON object", file.string());
   ModelConfig c;
   parse_architecture(j, file, c);
@@ -210,7 +209,14 @@ ModelConfig load_model_config(const fs::path& model_dir) {
   c.bos_token_id = json_int(j, "bos_token_id", -1, file);
   c.eos_token_ids = parse_eos(j, file);
   validate(c, file);
+  return c;
+}
 
+}  // namespace detail
+
+ModelConfig load_model_config(const fs::path& model_dir) {
+  GS_CHECK(fs::is_directory(model_dir), "model directory {} does not exist", model_dir.string());
+  ModelConfig c = detail::parse_model_config(read_json_file(model_dir / "config.json"), model_dir / "config.json");
   const fs::path gen = model_dir / "generation_config.json";
   if (fs::exists(gen)) {  // generation_config.json wins for generation, as in HF
     const json g = read_json_file(gen);

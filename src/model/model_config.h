@@ -108,6 +108,9 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 
 namespace detail {
+// The fields of a config.json object (`file` names it in errors); load_model_config without
+// generation_config.json. Presets of the Hub's configs go through it too.
+ModelConfig parse_model_config(const nlohmann::json& j, const std::filesystem::path& file);
 // Sliding windows, activation, Gemma 2 fields and config values graphserve cannot honour
 // (family_config.cpp); called by load_model_config after the common fields.
 void parse_family_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);

@@ -237,6 +237,7 @@ std::vector<Preset> build() {
             4, 32, true)}},
       {"mixtral-8x7b", {"Mixtral-8x7B", mixtral_8x7b()}},
       {"qwen3-30b-a3b", {"Qwen3-30B-A3B", qwen3_30b_a3b()}},
+      {"deepseek-v2-lite", {"DeepSeek-V2-Lite", deepseek_v2_lite_config()}},
   };
   std::vector<Preset> out;
   for (auto& [name, d] : p) out.push_back({name, describe(d.first, d.second), d.second});

@@ -164,6 +164,9 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
   ModeResolution res = resolve_cudagraph_mode(*cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
+  spdlog::info("attention backend '{}' declares cudagraph support {}: cudagraph mode {} resolved to {}",
+               attention->name(), cg_support_name(attention->cudagraph_support()), mode_name(*cc.cudagraph_mode),
+               mode_name(res.mode));
   dispatcher.initialize_cudagraph_keys(
       res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora,
       piecewise_capture_sizes(res.mode, res.capture_sizes, cfg.piecewise_every_capture_size));

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "attention/mla_attention.h"
+#include "core/error.h"
 #include "cudagraph/cudagraph_dispatcher.h"
 #include "cudagraph/mode_resolution.h"
-#include "core/error.h"
 #include "ops/backend.h"
 
 namespace gs {
