@@ -1,6 +1,7 @@
 // Weights from a safetensors checkpoint: shape-checked, converted to the compute dtype (FP8
 // weights dequantized exactly, model/fp8_checkpoint.h), and
 // every tensor of the checkpoint must be claimed by the model (or be a known harmless extra).
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -58,12 +59,20 @@ class CheckpointSource final : public WeightSource {
       if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
       if (cfg_.quant.fp8 && Fp8Checkpoint::known_extra(name)) continue;    // KV scales: the KV cache is not FP8
       if (name == "lm_head.weight" && cfg_.tie_word_embeddings) continue;  // tied: the embedding is used
+      if (mtp_layer(name)) continue;
       fail("{}: unexpected tensor '{}' (shape {}) for {}", t.file->path().string(), name, shape_str(t.shape),
            cfg_.architecture_name);
     }
   }
 
  private:
+  // DeepSeek-V3's multi-token-prediction layers (model.layers.L.. past num_hidden_layers), which
+  // only speculative decoding would use.
+  bool mtp_layer(const std::string& name) const {
+    const std::string p = "model.layers.";
+    if (cfg_.arch != Architecture::DeepseekV3 || name.compare(0, p.size(), p) != 0) return false;
+    return std::atoi(name.c_str() + p.size()) >= cfg_.num_layers;
+  }
   std::string dir_;
   SafetensorsCheckpoint ckpt_;
   Backend& backend_;
