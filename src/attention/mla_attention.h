@@ -50,10 +50,15 @@ struct MlaForwardArgs {
   Tensor kv_b;       // [H (nope + v), kv_lora_rank]
   Tensor positions;  // [T] i32
   Tensor out;        // [T, H v]
+  // Fixed scratch of the CUDA kernels (allocated by the model for its largest batch; the CPU
+  // backend leaves them alone): f32 [T, H, kv_lora_rank + rope] and [T, H, kv_lora_rank].
+  Tensor q_latent, o_latent;
 };
 
 class MlaAttentionBackend : public AttentionBackend {
  public:
+  // The CPU backend's prefill form sizes its scratch by the batch (see above); the CUDA backend
+  // runs every request absorbed and declares ALWAYS (attention/cuda/cuda_mla_attention.h).
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::UNIFORM_SINGLE_TOKEN_DECODE; }
   const MlaShape& shape() const { return shape_; }
   // Writes every token's latent row at its slot, then attends (decode or prefill form per
@@ -68,7 +73,8 @@ class MlaAttentionBackend : public AttentionBackend {
   MlaShape shape_;
 };
 
-// The MLA backend of `backend`'s device: the CPU reference (f32); on CUDA an error (not supported yet).
+// The CPU reference (f32); other devices are refused here (the runner makes the CUDA one,
+// make_cuda_mla_attention).
 std::unique_ptr<MlaAttentionBackend> make_mla_attention(Backend& backend, const MlaShape& shape);
 
 }  // namespace gs

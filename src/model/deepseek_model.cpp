@@ -129,7 +129,11 @@ class DeepseekModel final : public PiecewiseModel {
     const DType dt = be_.compute_dtype();
     buf_.residual = alloc(H, DType::F32);
     buf_.hidden = alloc(H, dt);
-    if (m.q_lora_rank > 0) buf_.q_a = alloc(m.q_lora_rank, dt);
+    if (m.q_lora_rank > 0) buf_.q_a = alloc(m.q_lora_rank, dt), buf_.q_a_normed = alloc(m.q_lora_rank, dt);
+    if (!be_.device().is_cpu()) {  // the CUDA kernels' fixed scratch (MlaForwardArgs)
+      buf_.q_latent = alloc(h * m.latent_dim(), DType::F32);
+      buf_.o_latent = alloc(h * m.kv_lora_rank, DType::F32);
+    }
     buf_.q = alloc(h * m.qk_head_dim(), dt);
     buf_.kv_a = alloc(m.latent_dim(), dt);
     buf_.attn_out = alloc(h * m.v_head_dim, dt);
@@ -168,7 +172,9 @@ class DeepseekModel final : public PiecewiseModel {
                        .kv_a_norm = w.kv_a_norm,
                        .kv_b = w.kv_b,
                        .positions = in.positions.rows(0, n),
-                       .out = buf_.attn_out.rows(0, n)},
+                       .out = buf_.attn_out.rows(0, n),
+                       .q_latent = buf_.q_latent.defined() ? buf_.q_latent.rows(0, n) : Tensor(),
+                       .o_latent = buf_.o_latent.defined() ? buf_.o_latent.rows(0, n) : Tensor()},
                       kv_[size_t(i)], *in.attn);
   }
 
@@ -195,7 +201,7 @@ class DeepseekModel final : public PiecewiseModel {
 
  private:
   struct Buffers {
-    Tensor residual, hidden, q_a, q, kv_a, attn_out, gate_up, act, gathered;
+    Tensor residual, hidden, q_a, q_a_normed, q, kv_a, attn_out, gate_up, act, gathered, q_latent, o_latent;
     Tensor router_logits, topk_ids, topk_weights, shared_gate_up, shared_act, shared_out, moe_out;
     Tensor pair_act, pair_out, moe_index;
   };
@@ -238,10 +244,10 @@ class DeepseekModel final : public PiecewiseModel {
     const DeepseekLayerWeights& w = w_.layers[size_t(layer)];
     const Tensor hid = buf_.hidden.rows(0, n), q = buf_.q.rows(0, n);
     if (cfg_.mla.q_lora_rank > 0) {
-      const Tensor qa = buf_.q_a.rows(0, n);
+      const Tensor qa = buf_.q_a.rows(0, n), qn = buf_.q_a_normed.rows(0, n);
       be_.linear(hid, w.q_a, Tensor(), qa);
-      be_.rms_norm(qa, w.q_a_norm, 1e-6f, qa);  // HF builds q_a_layernorm with the default eps
-      be_.linear(qa, w.q_b, Tensor(), q);
+      be_.rms_norm(qa, w.q_a_norm, 1e-6f, qn);  // HF builds q_a_layernorm with the default eps
+      be_.linear(qn, w.q_b, Tensor(), q);
     } else {
       be_.linear(hid, w.q_proj, Tensor(), q);
     }
@@ -331,8 +337,6 @@ std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, We
   auto* mla = dynamic_cast<MlaAttentionBackend*>(&attention);
   GS_CHECK(mla, "{} needs the multi-head latent attention backend, got '{}'", cfg.architecture_name, attention.name());
   GS_CHECK(!cfg.quant.fp8, "FP8 checkpoints of {} are not supported yet", cfg.architecture_name);
-  GS_CHECK(backend.device().is_cpu(), "{} on {}: multi-head latent attention on CUDA is not supported yet",
-           cfg.architecture_name, backend.name());
   Loader loader(cfg, backend, src);
   return std::make_unique<DeepseekModel>(cfg, loader.load(), backend, *mla, max_num_tokens);
 }

@@ -35,7 +35,8 @@ struct KVLayout {
 KVLayout kv_layout(const ModelConfig& cfg);
 
 // Loads a DeepSeek model's weights from `src` onto `backend`. `attention` must be the MLA backend
-// (make_mla_attention(backend, mla_shape(cfg))).
+// of the backend's device (the runner's make_mla_attention_for); on CUDA the model allocates the
+// kernels' scratch (MlaForwardArgs::q_latent, o_latent) for max_num_tokens.
 std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, WeightSource& src, Backend& backend,
                                                       AttentionBackend& attention, int max_num_tokens);
 

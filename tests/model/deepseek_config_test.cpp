@@ -79,7 +79,7 @@ TEST(DeepseekConfig, V2FixturesAndThePreset) {
   EXPECT_EQ(v2.moe.routing.group_key, MoeGroupKey::Max);
   EXPECT_FALSE(v2.moe.score_bias || v2.moe.routing.renormalize);
   EXPECT_NEAR(v2.mla.rope_scale, 0.1 * std::log(4.0) + 1.0, 1e-6);  // no mscale given: mscale(factor)
-  EXPECT_NEAR(v2.mla.softmax_scale, 1.0 / std::sqrt(24.0), 1e-7);    // no mscale_all_dim: no softmax factor
+  EXPECT_NEAR(v2.mla.softmax_scale, 1.0 / std::sqrt(24.0), 1e-7);   // no mscale_all_dim: no softmax factor
   EXPECT_EQ(load_model_config(test::family_dir("deepseek_v2_qlora")).moe.routing.n_group, 1);  // greedy
 
   const ModelConfig lite = find_preset("deepseek-v2-lite").config;

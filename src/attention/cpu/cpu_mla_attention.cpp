@@ -266,8 +266,7 @@ void MlaAttentionBackend::forward(const Tensor&, const Tensor&, const Tensor&, c
 std::unique_ptr<MlaAttentionBackend> make_mla_attention(Backend& backend, const MlaShape& shape) {
   if (!backend.device().is_cpu())
     throw Unsupported(
-        fmt::format("multi-head latent attention (DeepSeek-V2/V3) on {} is not supported yet; run with --device cpu",
-                    backend.name()));
+        fmt::format("the CPU multi-head latent attention backend needs the CPU backend, got '{}'", backend.name()));
   return std::make_unique<CpuMlaAttention>(backend, shape);
 }
 
