@@ -4,8 +4,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/logging.h"
 #include "model/forward_inputs.h"
+#include "model/llama_weights.h"
+#include "model/moe_block.h"
 
 namespace gs {
 
@@ -18,8 +19,8 @@ struct DeepseekLayerWeights {
   Tensor kv_a, kv_a_norm, kv_b;  // [L + R, H], [L], [h (nope + v), L]
   Tensor o_proj;                 // [H, h v]
   Tensor gate_up, down;          // a dense layer's MLP: [2 I, H], [H, I]
-  Tensor router, score_bias;     // a sparse layer's: [E, H], [E] f32 (V3) or undefined
-  Tensor experts_gate_up, experts_down, shared_gate_up, shared_down;
+  MoeLayerWeights moe;           // a sparse layer's experts, router and shared experts (no gate)
+  Tensor score_bias;             // [E] f32: V3's e_score_correction_bias, or undefined
 };
 
 struct DeepseekWeights {
@@ -70,20 +71,21 @@ class Loader {
   void moe(DeepseekLayerWeights& w, const std::string& p) {
     const MoeConfig& m = cfg_.moe;
     const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate, Is = m.shared_intermediate;
-    w.router = matrix(p + "mlp.gate.weight", E, H);
+    MoeLayerWeights& x = w.moe;
+    x.router = matrix(p + "mlp.gate.weight", E, H);
     if (m.score_bias) w.score_bias = vector(p + "mlp.gate.e_score_correction_bias", E, WeightInit::Zeros, DType::F32);
-    w.experts_gate_up = Tensor::empty({E * 2 * I, H}, be_.compute_dtype(), be_.allocator());
-    w.experts_down = Tensor::empty({E * H, I}, be_.compute_dtype(), be_.allocator());
+    x.experts_gate_up = Tensor::empty({E * 2 * I, H}, be_.compute_dtype(), be_.allocator());
+    x.experts_down = Tensor::empty({E * H, I}, be_.compute_dtype(), be_.allocator());
     for (int64_t e = 0; e < E; ++e) {
-      const std::string x = fmt::format("{}mlp.experts.{}.", p, e);
-      src_.load(x + "gate_proj.weight", {I, H}, w.experts_gate_up.rows(e * 2 * I, I), WeightInit::Uniform, H, {});
-      src_.load(x + "up_proj.weight", {I, H}, w.experts_gate_up.rows(e * 2 * I + I, I), WeightInit::Uniform, H, {});
-      src_.load(x + "down_proj.weight", {H, I}, w.experts_down.rows(e * H, H), WeightInit::Uniform, I, {});
+      const std::string n = fmt::format("{}mlp.experts.{}.", p, e);
+      src_.load(n + "gate_proj.weight", {I, H}, x.experts_gate_up.rows(e * 2 * I, I), WeightInit::Uniform, H, {});
+      src_.load(n + "up_proj.weight", {I, H}, x.experts_gate_up.rows(e * 2 * I + I, I), WeightInit::Uniform, H, {});
+      src_.load(n + "down_proj.weight", {H, I}, x.experts_down.rows(e * H, H), WeightInit::Uniform, I, {});
     }
     if (Is > 0) {
-      w.shared_gate_up =
+      x.shared_gate_up =
           stacked(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight", Is, H);
-      w.shared_down = matrix(p + "mlp.shared_experts.down_proj.weight", H, Is);
+      x.shared_down = matrix(p + "mlp.shared_experts.down_proj.weight", H, Is);
     }
   }
 
@@ -140,7 +142,7 @@ class DeepseekModel final : public PiecewiseModel {
     buf_.gate_up = alloc(2 * cfg.intermediate_size, dt);
     buf_.act = alloc(cfg.intermediate_size, dt);
     buf_.gathered = alloc(H, dt);
-    if (cfg.moe.enabled()) alloc_moe();
+    if (cfg.moe.enabled()) moe_ = MoeBlock(cfg_, be_, max_tokens);
   }
 
   int num_pieces() const override { return cfg_.num_layers + 1; }
@@ -202,8 +204,6 @@ class DeepseekModel final : public PiecewiseModel {
  private:
   struct Buffers {
     Tensor residual, hidden, q_a, q_a_normed, q, kv_a, attn_out, gate_up, act, gathered, q_latent, o_latent;
-    Tensor router_logits, topk_ids, topk_weights, shared_gate_up, shared_act, shared_out, moe_out;
-    Tensor pair_act, pair_out, moe_index;
   };
 
   int check_tokens(const ForwardInputs& in) const {
@@ -211,32 +211,6 @@ class DeepseekModel final : public PiecewiseModel {
              in.num_tokens, max_tokens_);
     GS_CHECK(!in.has_lora, "LoRA adapters are not supported for {}", cfg_.architecture_name);
     return in.num_tokens;
-  }
-
-  void alloc_moe() {
-    const MoeConfig& m = cfg_.moe;
-    int sparse = 0;
-    for (int l = 0; l < cfg_.num_layers; ++l) sparse += m.sparse(l) ? 1 : 0;
-    spdlog::info("MoE: {} of {} layers sparse, {} experts of width {}, top {}{}; kernels ({}): {}", sparse,
-                 cfg_.num_layers, m.num_experts, m.expert_intermediate, m.routing.top_k,
-                 m.shared_intermediate > 0 ? fmt::format(", shared experts of width {}", m.shared_intermediate) : "",
-                 be_.name(), be_.moe_kernels());
-    const int64_t M = max_tokens_, H = cfg_.hidden_size, E = m.num_experts, k = m.routing.top_k;
-    const int64_t I = m.expert_intermediate, Is = m.shared_intermediate;
-    auto alloc = [&](Shape s, DType d) { return Tensor::empty(s, d, be_.allocator()); };
-    const DType dt = be_.compute_dtype();
-    buf_.router_logits = alloc({M, E}, DType::F32);
-    buf_.topk_ids = alloc({M, k}, DType::I32);
-    buf_.topk_weights = alloc({M, k}, DType::F32);
-    if (Is > 0) {
-      buf_.shared_gate_up = alloc({M, 2 * Is}, dt);
-      buf_.shared_act = alloc({M, Is}, dt);
-      buf_.shared_out = alloc({M, H}, dt);
-    }
-    buf_.moe_out = alloc({M, H}, dt);
-    buf_.pair_act = alloc({M * k, I}, dt);
-    buf_.pair_out = alloc({M * k, H}, DType::F32);
-    buf_.moe_index = alloc({moe_index_elems(M, k, E)}, DType::I32);
   }
 
   // q and kv_a_proj_with_mqa of the normed hidden state (the MLA backend norms and rotates them).
@@ -262,8 +236,8 @@ class DeepseekModel final : public PiecewiseModel {
     be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
     be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
     if (cfg_.moe.sparse(layer)) {
-      moe_block(w, n);
-      be_.add_rms_norm(res, buf_.moe_out.rows(0, n), next_norm, eps, hid);
+      moe_.run(w.moe, w.score_bias, hid, n);
+      be_.add_rms_norm(res, moe_.out(n), next_norm, eps, hid);
       return;
     }
     const Tensor act = buf_.act.rows(0, n);
@@ -272,40 +246,13 @@ class DeepseekModel final : public PiecewiseModel {
     be_.add_rms_norm(res, hid, next_norm, eps, hid);
   }
 
-  void moe_block(const DeepseekLayerWeights& w, int n) {
-    const MoeConfig& m = cfg_.moe;
-    const int64_t k = m.routing.top_k;
-    const Tensor hid = buf_.hidden.rows(0, n);
-    MoeExpertsArgs a;
-    a.act = cfg_.activation;
-    a.x = hid;
-    a.gate_up = w.experts_gate_up;
-    a.down = w.experts_down;
-    a.ids = buf_.topk_ids.rows(0, n);
-    a.weights = buf_.topk_weights.rows(0, n);
-    be_.linear(hid, w.router, Tensor(), buf_.router_logits.rows(0, n));
-    be_.moe_route(buf_.router_logits.rows(0, n), w.score_bias, m.routing, a.ids, a.weights);
-    if (m.shared_intermediate > 0) {
-      be_.linear({.x = hid,
-                  .w = w.shared_gate_up,
-                  .y = buf_.shared_gate_up.rows(0, n),
-                  .then = Gated{cfg_.activation, buf_.shared_act.rows(0, n)}});
-      a.shared = buf_.shared_out.rows(0, n);
-      be_.linear(buf_.shared_act.rows(0, n), w.shared_down, Tensor(), a.shared);
-    }
-    a.act_scratch = buf_.pair_act.rows(0, n * k);
-    a.pair_out = buf_.pair_out.rows(0, n * k);
-    a.index = buf_.moe_index;
-    a.out = buf_.moe_out.rows(0, n);
-    be_.moe_experts(a);
-  }
-
   ModelConfig cfg_;
   DeepseekWeights w_;
   Backend& be_;
   MlaAttentionBackend& attn_;
   int max_tokens_;
   Buffers buf_;
+  MoeBlock moe_;
   std::vector<KVCacheLayer> kv_;
 };
 

@@ -63,8 +63,9 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt) {
   const int H = s.num_heads, max_blocks = 6, T = 32;
   auto dev_i32 = [&](const std::vector<int32_t>& v) { return test::on_i32(be, v, {int64_t(v.size())}); };
   const Tensor kv_a_norm = test::on(be, test::randn(size_t(s.kv_lora_rank), 3, 0.3f), {s.kv_lora_rank}, dt);
-  const Tensor kv_b = test::on(be, test::randn(size_t(H * (s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank), 4, 0.2f),
-                               {H * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}, dt);
+  const Tensor kv_b =
+      test::on(be, test::randn(size_t(H * (s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank), 4, 0.2f),
+               {H * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}, dt);
   KVCacheLayer cache{Tensor::empty({40, 4, 1, s.latent_dim()}, dt, be.allocator()), Tensor()};
   be.fill_zero(cache.k);
   const Tensor q_latent = Tensor::empty({T, H * s.latent_dim()}, DType::F32, be.allocator());
@@ -133,10 +134,11 @@ TEST_P(DeepSeekOnCuda, GreedyThroughTheRunner) {
       while (p < fx.tokens[i].size() && res.outputs[i][p] == fx.tokens[i][p]) ++p;
       prefix += int(p), total += int(fx.tokens[i].size());
     }
-    std::printf("[mla-cuda] %-18s %s FULL_AND_PIECEWISE greedy tokens equal to HF f32 before the first difference: "
-                "%d/%d (FULL steps %zu, PIECEWISE %zu)\n",
-                GetParam().c_str(), dtype, prefix, total, size_t(runner.stats().steps_full),
-                size_t(runner.stats().steps_piecewise));
+    std::printf(
+        "[mla-cuda] %-18s %s FULL_AND_PIECEWISE greedy tokens equal to HF f32 before the first difference: "
+        "%d/%d (FULL steps %zu, PIECEWISE %zu)\n",
+        GetParam().c_str(), dtype, prefix, total, size_t(runner.stats().steps_full),
+        size_t(runner.stats().steps_piecewise));
     if (std::string(dtype) == "float32") EXPECT_EQ(res.outputs, fx.tokens);
     EXPECT_GT(runner.stats().steps_full, 0u);
   }

@@ -10,8 +10,9 @@ namespace gs {
 namespace {
 
 void need(const Tensor& t, DType d, const char* name) {
-  GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d, "cuda MLA attention: {} must be {} on the GPU, got {}",
-           name, dtype_name(d), t.defined() ? t.str() : std::string("undefined"));
+  GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d,
+           "cuda MLA attention: {} must be {} on the GPU, got {}", name, dtype_name(d),
+           t.defined() ? t.str() : std::string("undefined"));
 }
 
 class CudaMlaAttention final : public MlaAttentionBackend {
@@ -23,12 +24,13 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     dtype_ = backend.compute_dtype();
     GS_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F32,
              "cuda MLA attention: compute dtype {} is not supported (bf16 or f32)", dtype_name(dtype_));
-    dims_ = {shape.num_heads, shape.kv_lora_rank,    shape.qk_nope_head_dim, shape.qk_rope_head_dim,
-             shape.v_head_dim, shape.scale,         shape.rope_scale,       shape.rope_interleave};
+    dims_ = {shape.num_heads,  shape.kv_lora_rank, shape.qk_nope_head_dim, shape.qk_rope_head_dim,
+             shape.v_head_dim, shape.scale,        shape.rope_scale,       shape.rope_interleave};
     GS_CHECK(cuda::mla_dims_supported(dims_),
              "cuda MLA attention: {} heads, kv_lora_rank {} (at most {}), nope {} and rope {} (at most 256, rope even) "
              "are not supported",
-             shape.num_heads, shape.kv_lora_rank, cuda::kMlaMaxLoraRank, shape.qk_nope_head_dim, shape.qk_rope_head_dim);
+             shape.num_heads, shape.kv_lora_rank, cuda::kMlaMaxLoraRank, shape.qk_nope_head_dim,
+             shape.qk_rope_head_dim);
     const std::vector<float> f = rope_inv_freq(shape.rope);
     inv_freq_ = backend.upload(f.data(), DType::F32, {int64_t(f.size())}, DType::F32);
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
@@ -40,8 +42,12 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   void forward_mla(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) override {
     const MlaShape& s = shape_;
     const int64_t T = a.q.dim(0), H = s.num_heads;
-    for (auto [t, n] : {std::pair{&a.q, "q"}, {&a.kv_a, "kv_a"}, {&a.kv_a_norm, "kv_a_norm"}, {&a.kv_b, "kv_b"},
-                        {&a.out, "out"}, {&cache.k, "the cache"}})
+    for (auto [t, n] : {std::pair{&a.q, "q"},
+                        {&a.kv_a, "kv_a"},
+                        {&a.kv_a_norm, "kv_a_norm"},
+                        {&a.kv_b, "kv_b"},
+                        {&a.out, "out"},
+                        {&cache.k, "the cache"}})
       need(*t, dtype_, n);
     need(a.q_latent, DType::F32, "q_latent");
     need(a.o_latent, DType::F32, "o_latent");

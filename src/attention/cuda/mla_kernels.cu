@@ -7,6 +7,7 @@
 //   expand: out = W_UV o_lat per (token, head).
 #include <cfloat>
 
+#include "attention/cuda/find_request.cuh"
 #include "attention/cuda/mla_kernels.h"
 #include "ops/cuda/device_util.cuh"
 
@@ -15,9 +16,9 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kHeadGroup = 16;                          // heads one attend CTA serves
-constexpr int kRows = 16;                               // cached rows one attend step loads
-constexpr int kSub = kThreads / kHeadGroup;             // threads per head in the value update
+constexpr int kHeadGroup = 16;                         // heads one attend CTA serves
+constexpr int kRows = 16;                              // cached rows one attend step loads
+constexpr int kSub = kThreads / kHeadGroup;            // threads per head in the value update
 constexpr int kAccPerThread = kMlaMaxLoraRank / kSub;  // accumulators per thread
 
 __device__ __forceinline__ void rotate_pair(float* x, int i, int pos, const MlaDims& d, const float* inv_freq) {
@@ -80,34 +81,20 @@ __global__ void absorb_kernel(MlaLaunch<T> l) {
   for (int i = threadIdx.x; i < d.rope; i += kThreads) out[L + i] = pe[i];
 }
 
-// The request of token t (qsl ascending; padded rows repeat the end), or -1 past the batch.
-__device__ int request_of(const int32_t* qsl, int num_reqs, int t) {
-  if (t >= qsl[num_reqs]) return -1;
-  int lo = 0, hi = num_reqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (qsl[mid] <= t)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads) attend_kernel(MlaLaunch<T> l) {
   extern __shared__ float smem[];
   const MlaDims& d = l.d;
   const int t = blockIdx.x, h0 = blockIdx.y * kHeadGroup, L = d.kv_lora_rank, D = d.latent(), DS = D + 1;
   const int hg = min(kHeadGroup, d.heads - h0);
-  float* q_s = smem;                        // [kHeadGroup][D]
-  float* k_s = q_s + kHeadGroup * D;        // [kRows][D + 1]
-  float* p_s = k_s + kRows * DS;            // [kHeadGroup][kRows]
-  float* m_s = p_s + kHeadGroup * kRows;    // [kHeadGroup]
-  float* l_s = m_s + kHeadGroup;            // [kHeadGroup]
-  float* c_s = l_s + kHeadGroup;            // [kHeadGroup]
+  float* q_s = smem;                      // [kHeadGroup][D]
+  float* k_s = q_s + kHeadGroup * D;      // [kRows][D + 1]
+  float* p_s = k_s + kRows * DS;          // [kHeadGroup][kRows]
+  float* m_s = p_s + kHeadGroup * kRows;  // [kHeadGroup]
+  float* l_s = m_s + kHeadGroup;          // [kHeadGroup]
+  float* c_s = l_s + kHeadGroup;          // [kHeadGroup]
   const int hh = threadIdx.x / kSub, sub = threadIdx.x % kSub;
-  const int r = request_of(l.qsl, l.num_reqs, t);
+  const int r = t < l.qsl[l.num_reqs] ? find_request(l.qsl, l.num_reqs, t) : -1;  // -1: a padded token
   float* o = l.o_latent + (int64_t(t) * d.heads + h0) * L;
   if (r < 0) {  // a padded token: zeros, which expand turns into zero rows
     for (int i = threadIdx.x; i < hg * L; i += kThreads) o[i] = 0.0f;
