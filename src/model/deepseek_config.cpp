@@ -21,11 +21,10 @@ namespace {
 
 bool is_set(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
 
+// A required positive integer, small enough that the products of dims cannot overflow.
 int positive(const json& j, const char* key, const fs::path& file) {
-  GS_CHECK(is_set(j, key), "{}: '{}' is required for DeepSeek models", file.string(), key);
-  const int v = json_int(j, key, 0, file);
-  GS_CHECK(v > 0 && v <= (1 << 16), "{}: '{}' must be a positive integer (at most 65536), got {}", file.string(), key,
-           v);
+  const int v = json_required_int(j, key, file);
+  GS_CHECK(v <= (1 << 16), "{}: '{}' is {}, at most 65536", file.string(), key, v);
   return v;
 }
 

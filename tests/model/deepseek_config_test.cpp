@@ -104,7 +104,7 @@ TEST(DeepseekConfig, RefusedFieldsAreNamed) {
   expect_error(j, "n_group", 3, "'n_group' 3");
   expect_error(j, "attention_bias", true, "'attention_bias'");
   expect_error(j, "ep_size", 2, "'ep_size'");
-  expect_error(j, "kv_lora_rank", nullptr, "'kv_lora_rank' is required");
+  expect_error(j, "kv_lora_rank", nullptr, "'kv_lora_rank' must be a positive integer (missing");
   json llama = v3_config();
   llama["architectures"] = json::array({"LlamaForCausalLM"});
   llama.erase("kv_lora_rank");

@@ -18,7 +18,9 @@ out=${OUT:-$pack/gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GRAPHSERVE_SHARED=$pack/shared
-[[ -d $pack/families ]] && export GS_FAMILY_FIXTURES=${GS_FAMILY_FIXTURES:-$pack/families}
+fixtures=$pack/families
+[[ -d $fixtures ]] || fixtures=$(cd "$here/../.." && pwd)/tests/data/families  # run from the repository
+export GS_FAMILY_FIXTURES=${GS_FAMILY_FIXTURES:-$fixtures}
 gs=$pack/bin/graphserve
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
