@@ -18,4 +18,11 @@ void AttentionBackend::plan_eager(AttentionMetadata& md, int max_query_len) cons
   md.max_query_len = max_query_len;
 }
 
+void AttentionBackend::forward_with_sinks(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                                          const AttentionMetadata& md, const Tensor& out, int window,
+                                          const Tensor& sinks) {
+  if (!sinks.defined()) return forward(q, k, v, cache, md, out, window);
+  fail("attention backend '{}' does not support attention sinks (gpt-oss); use the CPU or CUDA backend", name());
+}
+
 }  // namespace gs

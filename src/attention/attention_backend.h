@@ -58,6 +58,14 @@ class AttentionBackend {
   //   q [T, Hq * D], k, v [T, Hkv * D], out [T, Hq * D]
   virtual void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                        const AttentionMetadata& md, const Tensor& out, int window = -1) = 0;
+
+  // Attention sinks (gpt-oss): sinks [Hq] f32 holds one learned logit per query head that joins
+  // every query's softmax denominator and nothing else (HF appends it as an extra column, takes
+  // the softmax, drops it): out = sum_j e^{s_j} v_j / (sum_j e^{s_j} + e^{sink_h}).
+  // supports_sinks() says whether forward_with_sinks computes it; the default refuses.
+  virtual bool supports_sinks() const { return false; }
+  virtual void forward_with_sinks(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                                  const AttentionMetadata& md, const Tensor& out, int window, const Tensor& sinks);
 };
 
 // The CPU reference backend. `declared` overrides the support it reports (tests use it to

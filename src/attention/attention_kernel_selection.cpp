@@ -17,7 +17,7 @@ bool warp_per_pair_fits(const AttentionLaunch& l, const AttentionKernelOptions& 
 bool tensor_core_attention_fits(const AttentionLaunch& l) {
   const int G = group(l);
   return l.bf16 && l.aligned16 && (l.head_dim == 64 || l.head_dim == 128) && l.num_kv_heads > 0 &&
-         l.num_heads % l.num_kv_heads == 0 && G >= 1 && G <= kTensorCoreMaxGroup && l.softcap == 0.0f;
+         l.num_heads % l.num_kv_heads == 0 && G >= 1 && G <= kTensorCoreMaxGroup && l.softcap == 0.0f && !l.sinks;
 }
 
 AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o) {

@@ -26,6 +26,7 @@ struct AttentionLaunch {
   int num_kv_heads = 0;     // hkv
   int head_dim = 0;         // D
   float softcap = 0.0f;     // > 0: logit soft-capping (only flash-decoding has it)
+  bool sinks = false;       // attention sinks (gpt-oss; only flash-decoding has them)
   int max_query_len = 0;    // the planned longest query (the padded shape's inside FULL graphs)
   int num_reqs_padded = 0;  // request rows of the launch
 };
@@ -41,12 +42,12 @@ constexpr int kKeysAsRowsMaxGroup = 8;
 constexpr int kWarpPerPairMaxGroup = 2;
 
 // Whether the tensor-core kernels can run this launch: bf16, head dim 64 or 128, a GQA group of at
-// most kTensorCoreMaxGroup, 16-byte aligned buffers, no soft-capping.
+// most kTensorCoreMaxGroup, 16-byte aligned buffers, no soft-capping, no attention sinks.
 bool tensor_core_attention_fits(const AttentionLaunch& l);
 
 // The kernel for this launch under these options:
 //  - flash-decoding when the tensor-core kernels are off or do not fit (f32, other head dims,
-//    soft-capping);
+//    soft-capping, attention sinks);
 //  - the tensor-core prefill kernel for queries of kPrefillMinQueryLen tokens or more;
 //  - the warp-per-pair kernel for decode batches of at least o.warp_per_pair_min_pairs (request,
 //    kv head) pairs at head dim 128 and a group of at most kWarpPerPairMaxGroup (it keeps every

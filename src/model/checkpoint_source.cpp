@@ -6,7 +6,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "model/fp8_checkpoint.h"
+#include "model/mxfp4.h"
 #include "model/safetensors.h"
 #include "model/weight_source.h"
 
@@ -54,6 +56,20 @@ class CheckpointSource final : public WeightSource {
     used_.insert(name);
   }
 
+  std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit, int64_t,
+                               const WeightSlice& slice) override {
+    const Shape s = slice.shape_of(shape);
+    int64_t n = 1;
+    for (int64_t e : s) n *= e;
+    std::vector<float> out(static_cast<size_t>(n));
+    if (!ckpt_.find(name) && ckpt_.find(name + "_blocks")) {
+      mxfp4(name, shape, slice, out);
+      return out;
+    }
+    load(name, shape, Tensor::wrap(out.data(), s, DType::F32, Device::cpu()), WeightInit::Zeros, 0, slice);
+    return out;
+  }
+
   void finish() override {
     for (const auto& [name, t] : ckpt_.tensors()) {
       if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
@@ -66,6 +82,42 @@ class CheckpointSource final : public WeightSource {
   }
 
  private:
+  // `name` from its MXFP4 blocks and scales: whole rows of the leading dimension (slice dim 0) of
+  // a [.., K, N] tensor stored as [.., N, K] e2m1 values, dequantized, then transposed back.
+  void mxfp4(const std::string& name, const Shape& shape, const WeightSlice& slice, std::vector<float>& out) {
+    GS_CHECK(cfg_.quant.mxfp4,
+             "{}: tensor '{}' is stored as MXFP4 ('{}_blocks'), but config.json's "
+             "quantization_config does not say quant_method mxfp4",
+             dir_, name, name);
+    GS_CHECK(shape.size() == 3 && (slice.whole() || slice.dim == 0) && shape[1] % 32 == 0,
+             "{}: MXFP4 tensor '{}' of shape {}: only [experts, K, N] with K a multiple of 32 is supported", dir_, name,
+             shape_str(shape));
+    const int64_t K = shape[1], N = shape[2], G = K / 32;
+    const TensorRef* b = ckpt_.find(name + "_blocks");
+    const TensorRef* sc = ckpt_.find(name + "_scales");
+    GS_CHECK(sc, "missing tensor '{}_scales' in the checkpoint of {} (its '{}_blocks' needs it)", name, dir_, name);
+    const Shape bs{shape[0], N, G, 16}, ss{shape[0], N, G};
+    GS_CHECK(b->dtype == DType::U8 && b->shape == bs && sc->dtype == DType::U8 && sc->shape == ss,
+             "{}: MXFP4 tensors '{}_blocks' {} {} and '{}_scales' {} {} must be u8 {} and {} for '{}' {}", dir_, name,
+             dtype_name(b->dtype), shape_str(b->shape), name, dtype_name(sc->dtype), shape_str(sc->shape),
+             shape_str(bs), shape_str(ss), name, shape_str(shape));
+    const int64_t first = slice.whole() ? 0 : slice.begin, count = slice.whole() ? shape[0] : slice.count;
+    std::vector<float> deq(static_cast<size_t>(N * K));
+    for (int64_t e = 0; e < count; ++e) {
+      const auto* blocks = static_cast<const uint8_t*>(b->data) + (first + e) * N * G * 16;
+      const auto* scales = static_cast<const uint8_t*>(sc->data) + (first + e) * N * G;
+      dequantize_mxfp4(blocks, scales, N, G, deq.data());
+      float* o = out.data() + e * K * N;
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < K; ++c) o[c * N + r] = deq[size_t(r * K + c)];
+    }
+    used_.insert(name + "_blocks");
+    used_.insert(name + "_scales");
+    if (!logged_mxfp4_)
+      spdlog::info("{}: the MXFP4 experts are dequantized at load to the compute dtype (no MXFP4 kernels)", dir_);
+    logged_mxfp4_ = true;
+  }
+
   // DeepSeek-V3's multi-token-prediction layers (model.layers.L.. past num_hidden_layers), which
   // only speculative decoding would use.
   bool mtp_layer(const std::string& name) const {
@@ -81,6 +133,7 @@ class CheckpointSource final : public WeightSource {
   Fp8Checkpoint fp8_;
   std::vector<uint8_t> raw_, host_;
   std::vector<float> deq_;
+  bool logged_mxfp4_ = false;
 };
 
 }  // namespace

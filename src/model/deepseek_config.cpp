@@ -61,16 +61,14 @@ void parse_mla(const json& j, const fs::path& file, ModelConfig& c) {
   c.head_dim = m.qk_head_dim();
   c.rope.head_dim = m.qk_rope_head_dim;
   m.softmax_scale = float(1.0 / std::sqrt(double(m.qk_head_dim())));
-  if (c.rope.yarn_factor > 0) {        // DeepSeek's softmax_scale *= mscale(factor, mscale_all_dim)^2; cos / sin by
-    const json& s = *rope_scaling(j);  // mscale(factor, mscale) / mscale(factor, mscale_all_dim)
-    const double f = c.rope.yarn_factor;
-    const double all_dim = json_number(s, "mscale_all_dim", 0.0, file), ms = json_number(s, "mscale", 0.0, file);
-    const double softmax = yarn_mscale(f, all_dim);
+  if (c.rope.yarn_factor > 0) {
+    // YaRN's attention factor (detail::parse_yarn: mscale / mscale_all_dim's ratio) scales cos /
+    // sin of the rotated part only, not the whole softmax; the softmax gets DeepSeek's
+    // mscale(factor, mscale_all_dim)^2.
+    m.rope_scale = c.rope_attention_factor;
+    c.rope_attention_factor = 1.0f;
+    const double softmax = yarn_mscale(c.rope.yarn_factor, json_number(*rope_scaling(j), "mscale_all_dim", 0.0, file));
     m.softmax_scale = float(m.softmax_scale * softmax * softmax);
-    double attention = json_number(s, "attention_factor", 0.0, file);
-    if (attention <= 0)
-      attention = ms != 0 && all_dim != 0 ? yarn_mscale(f, ms) / yarn_mscale(f, all_dim) : yarn_mscale(f, 1.0);
-    m.rope_scale = float(attention);
   }
 }
 
@@ -132,23 +130,6 @@ void parse_moe(const json& j, const fs::path& file, ModelConfig& c) {
 }  // namespace
 
 namespace detail {
-
-void parse_yarn(const json& scaling, const fs::path& file, ModelConfig& c) {
-  GS_CHECK(c.arch == Architecture::DeepseekV2 || c.arch == Architecture::DeepseekV3,
-           "{}: rope_scaling type 'yarn' is supported only for DeepSeek-V2/V3, not {}", file.string(),
-           c.architecture_name);
-  RopeConfig& r = c.rope;
-  r.yarn_original_max_position = json_int(scaling, "original_max_position_embeddings", 0, file);
-  GS_CHECK(r.yarn_original_max_position > 0, "{}: rope_scaling yarn needs original_max_position_embeddings",
-           file.string());
-  r.yarn_factor =
-      float(json_number(scaling, "factor", double(c.max_position_embeddings) / r.yarn_original_max_position, file));
-  r.yarn_beta_fast = float(json_number(scaling, "beta_fast", 32.0, file));
-  r.yarn_beta_slow = float(json_number(scaling, "beta_slow", 1.0, file));
-  r.yarn_truncate = json_bool(scaling, "truncate", true, file);
-  GS_CHECK(r.yarn_factor > 0 && r.yarn_beta_fast > 0 && r.yarn_beta_slow > 0,
-           "{}: rope_scaling yarn needs factor, beta_fast and beta_slow > 0", file.string());
-}
 
 void parse_deepseek_fields(const json& j, const fs::path& file, ModelConfig& c) {
   if (c.arch != Architecture::DeepseekV2 && c.arch != Architecture::DeepseekV3) {

@@ -43,6 +43,18 @@ class DummySource final : public WeightSource {
     }
   }
 
+  std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
+                               const WeightSlice& slice) override {
+    int64_t n = 1;
+    for (int64_t e : slice.shape_of(shape)) n *= e;
+    std::vector<float> v(static_cast<size_t>(n));
+    const uint64_t key = splitmix64(seed_ ^ hash_name(name));
+    const float a = std::sqrt(3.0f / float(fan_in > 0 ? fan_in : 1));
+    fill(reinterpret_cast<uint8_t*>(v.data()), DType::F32, n,
+         [&](int64_t i) { return value(init, key, uint64_t(slice.full_index(shape, i)), a); });
+    return v;
+  }
+
  private:
   static constexpr int64_t kChunk = 1 << 22;
 

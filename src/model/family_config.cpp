@@ -66,7 +66,8 @@ std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const 
       case Architecture::Qwen3:
       case Architecture::Qwen2Moe:
       case Architecture::Qwen3Moe: w[size_t(i)] = i >= first_sliding ? window : -1; break;
-      case Architecture::Gemma2: w[size_t(i)] = i % 2 == 0 ? window : -1; break;  // HF: (i + 1) % 2
+      case Architecture::Gemma2:
+      case Architecture::GptOss: w[size_t(i)] = i % 2 == 0 ? window : -1; break;  // HF: (i + 1) % 2
       case Architecture::Llama:
       case Architecture::DeepseekV2:
       case Architecture::DeepseekV3:
@@ -151,6 +152,7 @@ void parse_family_fields(const json& j, const fs::path& file, ModelConfig& c) {
   c.activation = parse_activation(j, file, c);
   if (c.arch == Architecture::Gemma2) parse_gemma2(j, file, c);
   parse_moe_fields(j, file, c);
+  parse_gpt_oss_fields(j, file, c);
   parse_deepseek_fields(j, file, c);
   GS_CHECK(!json_bool(j, "mlp_bias", false, file), "{}: 'mlp_bias' true is not supported", file.string());
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})

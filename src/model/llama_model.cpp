@@ -23,6 +23,12 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& ba
   GS_CHECK(!tp.sharded() || (comm && comm->world_size() == tp.size && comm->rank() == tp.rank),
            "a tensor-parallel shard ({} of {}) needs its group's communicator", tp.rank, tp.size);
   GS_CHECK(!tp.sharded() || max_logit_rows > 0, "a tensor-parallel model needs max_logit_rows > 0");
+  for (int l = 0; l < cfg.num_layers; ++l)  // the gated_activation ops have no limit: only moe_experts computes it
+    GS_CHECK(cfg.activation != Activation::ClampedSwiglu || cfg.moe.sparse(l),
+             "layer {}: the clamped SwiGLU (gpt-oss) is supported only in mixture-of-experts layers", l);
+  GS_CHECK(!cfg.attention_sinks || attention.supports_sinks(),
+           "{} needs attention sinks, which the '{}' attention backend does not support", cfg.architecture_name,
+           attention.name());
   GS_CHECK(cfg.num_heads == tp.local.num_heads * tp.size, "the shard's {} heads are not 1/{} of the model's {}",
            tp.local.num_heads, tp.size, cfg.num_heads);
   const int64_t M = max_num_tokens, H = cfg_.hidden_size, I = cfg_.intermediate_size;
@@ -124,7 +130,7 @@ void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& 
 // o_proj or down (row-parallel under TP) of x into y with its adapters, leaving the LoRA expand
 // or the all-reduce to the add + norm after it where `after` says so.
 Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
-                                       const Tensor& y, AddNormJoin after) {
+                                       const Tensor& y, AddNormJoin after, const Tensor& bias) {
   const int n = int(x.dim(0));
   if (lora_slots(in)) {  // never sharded (RunnerConfig refuses LoRA with tensor parallelism)
     const auto op = after.lora_proj >= 0 ? std::optional(LoraFusedOp::AddRmsNorm) : std::nullopt;
@@ -132,7 +138,7 @@ Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInput
     if (!op) lora_->expand(layer, p, y, in.lora_slots, n, {});
     return out;
   }
-  be_.linear(x, w, Tensor(), y);
+  be_.linear(x, w, bias, y);  // a bias (gpt-oss's o_proj) is rank 0's alone: the reduce adds it once
   if (!after.reduce) reduce(y);
   return y;
 }
@@ -155,7 +161,8 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
     return;
   }
   const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
-  const Tensor o = row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o);
+  const Tensor o =
+      row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o, w.o_bias);
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
   add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
   if (cfg_.moe.sparse(layer)) {
@@ -215,8 +222,8 @@ void LlamaModel::run_attention(int i, const ForwardInputs& in) {
   GS_CHECK(size_t(i) < kv_.size(), "run_attention: bind_kv_cache was not called (layer {})", i);
   GS_CHECK(in.attn, "run_attention: ForwardInputs has no attention metadata");
   const int n = check_tokens(in);
-  attn_.forward(buf_.q.rows(0, n), buf_.k.rows(0, n), buf_.v.rows(0, n), kv_[size_t(i)], *in.attn,
-                buf_.attn_out.rows(0, n), cfg_.window(i));
+  attn_.forward_with_sinks(buf_.q.rows(0, n), buf_.k.rows(0, n), buf_.v.rows(0, n), kv_[size_t(i)], *in.attn,
+                           buf_.attn_out.rows(0, n), cfg_.window(i), w_.layers[size_t(i)].sinks);
 }
 
 void LlamaModel::compute_logits(const Tensor& rows, const Tensor& logits) {

@@ -16,7 +16,9 @@
 // Mixture of experts (Mixtral, Qwen2/Qwen3-MoE): a sparse layer's MLP is the router's linear,
 // Backend::moe_route and Backend::moe_experts (with the shared expert's MLP and gate computed
 // before it and added in it); its output takes down's place before the residual add + norm.
-// MoE models never defer norms and take no LoRA; under tensor parallelism each rank holds its
+// gpt-oss adds o_proj's bias, attention sinks (AttentionBackend::forward_with_sinks), the router's
+// bias and the experts' biases and clamped SwiGLU (MoeExpertsArgs). MoE models never defer norms
+// and take no LoRA; under tensor parallelism each rank holds its
 // channels of every expert and the block's output is reduced in the residual add + norm.
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
@@ -89,7 +91,7 @@ class LlamaModel final : public PiecewiseModel {
   // add + norm after it. Returns what that add + norm takes as its x: y, or with LoRA the
   // projection's output as LoraSlots::project() made it.
   Tensor row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
-                             const Tensor& y, AddNormJoin after);
+                             const Tensor& y, AddNormJoin after, const Tensor& bias = Tensor());
   // residual += x, then out = rms_norm(residual) * w, with what `join` names done first in the same
   // op (LoraSlots::expand with an AddRmsNorm epilogue, Communicator::all_reduce_add_rms_norm: one kernel on
   // the GPU).

@@ -202,7 +202,9 @@ class Loader {
     } else {
       w.post_norm = norm(p + "post_attention_layernorm.weight", H);
     }
-    if (cfg_.moe.sparse(i))
+    if (cfg_.arch == Architecture::GptOss)
+      load_gpt_oss_layer(cfg_, tp_, be_, src_, p, w);
+    else if (cfg_.moe.sparse(i))
       moe(w.moe, p);
     else
       mlp(w, p);

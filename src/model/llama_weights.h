@@ -5,6 +5,7 @@
 // (qkv, o_proj, gate_up, down) are F8E4M3 with their scales where the backend computes in FP8
 // (Backend::fp8_weights), else the compute dtype holding the FP8 values' exact dequantization.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -24,6 +25,12 @@ struct MoeLayerWeights {
   Tensor shared_gate_up;   // [2 Is, H] or undefined
   Tensor shared_down;      // [H, Is]
   Tensor shared_gate;      // [8, H]: row 0 the shared expert's gate (Qwen2-MoE), zero rows keep the GEMM aligned
+  // gpt-oss (model/gpt_oss_weights.cpp), f32: the router's bias [E], the experts' gate/up biases
+  // [E, 2I] (gate then up, as experts_gate_up's rows) and down biases [E, H] (rank 0 only when
+  // sharded: the ranks' partial sums are reduced).
+  Tensor router_bias;
+  Tensor experts_gate_up_bias;
+  Tensor experts_down_bias;
 };
 
 struct LlamaLayerWeights {
@@ -39,6 +46,8 @@ struct LlamaLayerWeights {
   Tensor gate_up;        // [2 I, H]: rows gate_proj, then up_proj
   Tensor down;           // [H, I]
   MoeLayerWeights moe;   // a sparse layer's MLP (gate_up and down are then undefined)
+  Tensor o_bias;         // [H] (gpt-oss; rank 0 only when sharded) or undefined
+  Tensor sinks;          // [local heads] f32: gpt-oss's attention sink logits, or undefined
 };
 
 // Shapes are those of the whole model; a tensor-parallel shard holds its rows of q/k/v, gate/up,
@@ -52,6 +61,12 @@ struct LlamaWeights {
 
 // Allocates the weights of tensor-parallel shard `tp` (the whole model at size 1) on `backend`
 // and fills them from `src` (HF tensor names), reading only the shard's slices.
+// gpt-oss's layer tensors beyond Llama's (gpt_oss_weights.cpp): o_proj's bias, the sinks, and
+// the MoE block from the Hub's fused, transposed, interleaved expert tensors (or their MXFP4
+// blocks), converted into Backend::moe_experts' layout. `p` is the layer's prefix.
+void load_gpt_oss_layer(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src,
+                        const std::string& p, LlamaLayerWeights& w);
+
 LlamaWeights load_llama_weights(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src);
 
 }  // namespace gs

@@ -36,6 +36,14 @@ class ProgressSource : public WeightSource {
     }
   }
 
+  std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
+                               const WeightSlice& slice) override {
+    std::vector<float> v = inner_->load_host(name, shape, init, fan_in, slice);
+    bytes_ += static_cast<int64_t>(v.size() * sizeof(uint16_t));  // the compute dtype's share, roughly
+    ++tensors_;
+    return v;
+  }
+
   void finish() override {
     inner_->finish();
     if (tty_ && drawn_) std::fputs("\r\033[K", stderr);

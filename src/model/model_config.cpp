@@ -17,7 +17,7 @@ struct ArchEntry {
   const char* name;
   Architecture arch;
 };
-constexpr std::array<ArchEntry, 11> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+constexpr std::array<ArchEntry, 12> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
                                                     {"MistralForCausalLM", Architecture::Mistral},
                                                     {"Qwen2ForCausalLM", Architecture::Qwen2},
                                                     {"Qwen3ForCausalLM", Architecture::Qwen3},
@@ -26,6 +26,7 @@ constexpr std::array<ArchEntry, 11> kArchitectures{{{"LlamaForCausalLM", Archite
                                                     {"MixtralForCausalLM", Architecture::Mixtral},
                                                     {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
                                                     {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe},
+                                                    {"GptOssForCausalLM", Architecture::GptOss},
                                                     {"DeepseekV2ForCausalLM", Architecture::DeepseekV2},
                                                     {"DeepseekV3ForCausalLM", Architecture::DeepseekV3}}};
 
@@ -44,7 +45,7 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   fail(
       "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
       "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-      "Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)",
+      "Qwen3MoeForCausalLM, GptOssForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)",
       file.string(), name);
 }
 
@@ -79,9 +80,9 @@ void parse_rope(const json& j, const fs::path& file, ModelConfig& c) {
   check_full_rotary(*scaling, file);
   if (type == "default") return;
   if (type == "longrope" || type == "su") return detail::parse_longrope(*scaling, j, file, c);
-  if (type == "yarn") return detail::parse_yarn(*scaling, file, c);
+  if (type == "yarn") return detail::parse_yarn(*scaling, j, file, c);
   GS_CHECK(type == "llama3",
-           "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su; yarn for DeepSeek)",
+           "{}: rope_scaling type '{}' is not supported (supported: default, llama3, longrope, su, yarn)",
            file.string(), type);
   c.rope.llama3_factor = float(json_number(*scaling, "factor", 8.0, file));
   c.rope.llama3_low_freq_factor = float(json_number(*scaling, "low_freq_factor", 1.0, file));
@@ -158,6 +159,8 @@ int64_t mlp_parameters(const ModelConfig& c, int l, bool active) {
   const MoeConfig& m = c.moe;
   const int64_t experts = active ? m.routing.top_k : m.num_experts;
   int64_t n = experts * 3 * H * m.expert_intermediate + int64_t(m.num_experts) * H;  // experts + router
+  if (m.router_bias) n += m.num_experts;
+  if (m.expert_bias) n += experts * (2 * m.expert_intermediate + H);
   n += 3 * H * m.shared_intermediate + (m.shared_gate ? H : 0);
   return n;
 }
@@ -168,6 +171,8 @@ int64_t parameters(const ModelConfig& c, bool active) {
   if (c.mla.enabled()) layer = 2 * H + detail::mla_attention_parameters(c);
   if (c.attention_bias) layer += qkv;
   if (c.qk_norm) layer += 2 * c.head_dim;
+  if (c.o_proj_bias) layer += H;
+  if (c.attention_sinks) layer += c.num_heads;
   int64_t n = int64_t(c.vocab_size) * H + int64_t(c.num_layers) * layer + H;
   for (int l = 0; l < c.num_layers; ++l) n += mlp_parameters(c, l, active);
   if (!c.tie_word_embeddings) n += int64_t(c.vocab_size) * H;
@@ -201,7 +206,7 @@ ModelConfig parse_model_config(const json& j, const fs::path& file) {
   // Qwen2-MoE too (its config may say so in qkv_bias).
   c.attention_bias = c.arch == Architecture::Qwen2 ||
                      (c.arch == Architecture::Qwen2Moe && json_bool(j, "qkv_bias", true, file)) ||
-                     json_bool(j, "attention_bias", false, file);
+                     json_bool(j, "attention_bias", c.arch == Architecture::GptOss, file);
   c.qk_norm = c.arch == Architecture::Qwen3 || c.arch == Architecture::Qwen3Moe;
   c.torch_dtype = parse_torch_dtype(j, file);
   parse_rope(j, file, c);

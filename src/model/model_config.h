@@ -21,6 +21,7 @@ enum class Architecture {
   Mixtral,
   Qwen2Moe,
   Qwen3Moe,
+  GptOss,
   DeepseekV2,
   DeepseekV3
 };
@@ -34,7 +35,14 @@ struct MoeConfig {
   bool shared_gate = false;     // Qwen2-MoE: the shared expert's output is scaled by sigmoid(x . g)
   MoeRouting routing;           // top_k, scores, renormalisation
   std::vector<bool> sparse_layers;  // per layer: the MLP is the MoE block (else a dense MLP of intermediate_size)
-  bool score_bias = false;          // DeepSeek-V3: the router's e_score_correction_bias [E] joins the selection keys
+  // gpt-oss (model/gpt_oss_config.cpp): the router's bias, each expert's gate/up and down biases,
+  // the clamped SwiGLU's limit (the activation is then GatedActivation::ClampedSwiglu), and the
+  // checkpoint's experts in MXFP4 (dequantized at load).
+  bool router_bias = false;
+  bool expert_bias = false;
+  float swiglu_limit = 0.0f;
+  bool mxfp4_experts = false;
+  bool score_bias = false;  // DeepSeek-V3: the router's e_score_correction_bias [E] joins the selection keys
 
   bool enabled() const { return num_experts > 0; }
   bool sparse(int layer) const { return enabled() && sparse_layers[size_t(layer)]; }
@@ -88,6 +96,9 @@ struct ModelConfig {
   float query_pre_attn_scalar = 0.0f;  // > 0: softmax scale is its -1/2 power (Gemma 2), else head_dim's
   float rope_attention_factor = 1.0f;  // longrope's cos/sin scale, folded into the softmax scale
   MoeConfig moe;
+  // gpt-oss: a learned sink logit per query head in every attention's softmax, and o_proj's bias.
+  bool attention_sinks = false;
+  bool o_proj_bias = false;
   MlaConfig mla;
 
   int window(int layer) const { return layer_windows.empty() ? -1 : layer_windows[size_t(layer)]; }
@@ -119,12 +130,15 @@ void parse_family_fields(const nlohmann::json& j, const std::filesystem::path& f
 void parse_moe_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
 // DeepSeek-V2/V3: MLA, the MoE fields and YaRN's softmax factor (deepseek_config.cpp).
 void parse_deepseek_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
-// rope_scaling of type yarn into c.rope (DeepSeek only; deepseek_config.cpp).
-void parse_yarn(const nlohmann::json& scaling, const std::filesystem::path& file, ModelConfig& c);
 // The attention parameters of one MLA layer (deepseek_config.cpp).
 int64_t mla_attention_parameters(const ModelConfig& c);
 void parse_longrope(const nlohmann::json& scaling, const nlohmann::json& j, const std::filesystem::path& file,
                     ModelConfig& c);
+// gpt-oss's fields (gpt_oss_config.cpp): sinks, biases, experts, swiglu_limit, MXFP4 experts.
+void parse_gpt_oss_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
+// rope_scaling of type yarn into c.rope and c.rope_attention_factor (gpt_oss_config.cpp).
+void parse_yarn(const nlohmann::json& scaling, const nlohmann::json& j, const std::filesystem::path& file,
+                ModelConfig& c);
 }  // namespace detail
 
 }  // namespace gs

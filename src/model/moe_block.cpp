@@ -41,12 +41,15 @@ void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Ten
   const int64_t k = m.routing.top_k;
   MoeExpertsArgs a;
   a.act = act_;
+  a.swiglu_limit = m.swiglu_limit;
+  a.gate_up_bias = w.experts_gate_up_bias;
+  a.down_bias = w.experts_down_bias;
   a.x = hid;
   a.gate_up = w.experts_gate_up;
   a.down = w.experts_down;
   a.ids = topk_ids_.rows(0, n);
   a.weights = topk_weights_.rows(0, n);
-  be.linear(hid, w.router, Tensor(), router_logits_.rows(0, n));
+  be.linear(hid, w.router, w.router_bias, router_logits_.rows(0, n));
   be.moe_route(router_logits_.rows(0, n), score_bias, m.routing, a.ids, a.weights);
   if (m.shared_intermediate > 0) {
     be.linear({.x = hid,

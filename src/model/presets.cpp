@@ -144,6 +144,42 @@ ModelConfig qwen3_30b_a3b() {
   return with_experts(c, 128, 8, 768, true);
 }
 
+// gpt-oss: every layer a biased mixture of E experts (top k, clamped SwiGLU of limit 7) with
+// attention sinks and q/k/v/o biases, even layers sliding over `window` tokens, YaRN rope.
+ModelConfig with_gpt_oss(ModelConfig c, int E, int k, int window, float yarn_factor, int yarn_original) {
+  c = with_experts(c, E, k, c.intermediate_size, true);
+  c.moe.router_bias = c.moe.expert_bias = true;
+  c.moe.swiglu_limit = 7.0f;
+  c.activation = Activation::ClampedSwiglu;
+  c.attention_bias = c.o_proj_bias = c.attention_sinks = true;
+  for (int i = 0; i < c.num_layers; ++i) c.layer_windows.push_back(i % 2 == 0 ? window : -1);
+  c.rope.yarn_factor = yarn_factor;
+  c.rope.yarn_original_max_position = yarn_original;
+  c.rope.yarn_truncate = false;
+  c.rope_attention_factor = yarn_attention_factor(yarn_factor);
+  return c;
+}
+
+// gpt-oss-20b: 32 experts of width 2880, top 4; windows of 128 on even layers; YaRN x32 from 4096.
+ModelConfig gpt_oss_20b() {
+  ModelConfig c = make({Architecture::GptOss,
+                        "GptOssForCausalLM",
+                        201088,
+                        2880,
+                        2880,
+                        24,
+                        64,
+                        8,
+                        64,
+                        1e-5f,
+                        150000.0f,
+                        false,
+                        131072,
+                        199998,
+                        {200002, 199999, 200012}});
+  return with_gpt_oss(c, 32, 4, 128, 32.0f, 4096);
+}
+
 std::string format_params(double n) {
   return n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.1f}M", n / 1e6);
 }
@@ -237,6 +273,12 @@ std::vector<Preset> build() {
             4, 32, true)}},
       {"mixtral-8x7b", {"Mixtral-8x7B", mixtral_8x7b()}},
       {"qwen3-30b-a3b", {"Qwen3-30B-A3B", qwen3_30b_a3b()}},
+      {"tiny-gpt-oss",
+       {"tiny gpt-oss (8 experts, top 2, sinks, windows of 16 on even layers)",
+        with_gpt_oss(
+            make({A::GptOss, "GptOssForCausalLM", 512, 64, 32, 2, 4, 2, 16, 1e-5f, 150000.0f, false, 512, 1, {2}}), 8,
+            2, 16, 4.0f, 128)}},
+      {"gpt-oss-20b", {"gpt-oss-20b", gpt_oss_20b()}},
       {"deepseek-v2-lite", {"DeepSeek-V2-Lite", deepseek_v2_lite_config()}},
   };
   std::vector<Preset> out;

@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kSupported =
     "supported: quant_method 'fp8' (per-tensor weight_scale, or weight_block_size [128, 128] with "
     "weight_scale_inv), 'compressed-tensors' format 'float-quantized' (8-bit float weights, strategy "
-    "tensor, channel or block [128, 128]); or --quantization fp8 on a float checkpoint";
+    "tensor, channel or block [128, 128]), 'mxfp4' (gpt-oss's experts); or --quantization fp8 on a float "
+    "checkpoint";
 
 std::string str_field(const json& j, const char* key, const std::string& def) {
   auto it = j.find(key);
@@ -117,6 +118,10 @@ QuantConfig parse_quant_config(const json& config, const std::filesystem::path& 
   const std::string where = file.string() + ": quantization_config";
   GS_CHECK(it->is_object(), "{} must be an object, got {}", where, it->dump());
   q.method = str_field(*it, "quant_method", "");
+  if (q.method == "mxfp4") {  // gpt-oss's experts: dequantized at load (model/gpt_oss_config.cpp checks the model)
+    q.mxfp4 = true;
+    return q;
+  }
   if (q.method == "fp8") {
     parse_fp8(*it, where, q);
   } else if (q.method == "compressed-tensors") {
@@ -141,6 +146,7 @@ void apply_quantization_flag(QuantConfig& q, const std::string& flag) {
 }
 
 std::string QuantConfig::describe() const {
+  if (mxfp4) return "mxfp4 experts (dequantized to the compute dtype at load)";
   if (!fp8) return "none";
   const char* s = scales == Fp8WeightScales::Tensor    ? "per-tensor"
                   : scales == Fp8WeightScales::Channel ? "per-channel"

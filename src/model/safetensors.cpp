@@ -50,7 +50,8 @@ DType parse_st_dtype(const std::string& s, const std::string& tensor, const fs::
   if (s == "F16") return DType::F16;
   if (s == "BF16") return DType::BF16;
   if (s == "F8_E4M3") return DType::F8E4M3;  // FP8 weights, with their scales (model/fp8_checkpoint.h)
-  fail("{}: tensor '{}' has unsupported dtype {} (supported: F32, F16, BF16, F8_E4M3)", file.string(), tensor, s);
+  if (s == "U8") return DType::U8;           // MXFP4 blocks and scales (model/mxfp4.h)
+  fail("{}: tensor '{}' has unsupported dtype {} (supported: F32, F16, BF16, F8_E4M3, U8)", file.string(), tensor, s);
 }
 
 Shape parse_shape(const json& j, const std::string& tensor, const fs::path& file) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/model_config.h"
@@ -36,6 +37,12 @@ class WeightSource {
   // reads only the slice from its memory mapping.
   virtual void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init, int64_t fan_in,
                     const WeightSlice& slice) = 0;
+  // `slice` of tensor `name` (HF shape `shape`) as f32 on the host, for weights the model
+  // rearranges at load (gpt-oss's experts: transposed, gate and up interleaved). A checkpoint
+  // holding it in MXFP4 (name + "_blocks" [.., N, K / 32, 16] and "_scales" [.., N, K / 32] for
+  // shape [.., K, N], model/mxfp4.h) dequantizes it.
+  virtual std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
+                                       const WeightSlice& slice) = 0;
   // Called after every tensor was loaded: a checkpoint rejects tensors nobody asked for.
   virtual void finish() {}
 };

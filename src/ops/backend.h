@@ -42,21 +42,27 @@ struct LoraFusedShape {
 inline int64_t lora_stacked_width(int64_t S, int64_t R) { return (S * R + 7) / 8 * 8; }
 
 // Backend::moe_experts' operands: k = ids' width, E experts of intermediate width I.
-//   out[t] = sum_j weights[t, j] * down_e(act(gate_e x[t]) * up_e x[t]), e = ids[t, j]
+//   out[t] = sum_j weights[t, j] * (down_e(act(g, u)) + down_bias[e]), e = ids[t, j],
+//              g = gate_e x[t] + gate_up_bias[e, :I], u = up_e x[t] + gate_up_bias[e, I:]
 //            + sigmoid(shared_gate[t, 0]) * shared[t]   (factor 1 without shared_gate)
+// Undefined biases count as zero; act(g, u) is gated_act, or clamped_swiglu(g, u, swiglu_limit)
+// for GatedActivation::ClampedSwiglu (gpt-oss).
 struct MoeExpertsArgs {
   GatedActivation act = GatedActivation::Silu;
-  Tensor x;            // [T, H]
-  Tensor gate_up;      // [E 2I, H]: expert e's gate rows [2eI, 2eI + I), then its up rows
-  Tensor down;         // [E H, I]: expert e's rows [eH, (e + 1) H)
-  Tensor ids;          // [T, k] i32 (moe_route's)
-  Tensor weights;      // [T, k] f32
-  Tensor shared;       // [T, H] or undefined: the shared expert's output
-  Tensor shared_gate;  // [T, G] f32 or undefined: the shared expert's gate logit in column 0
-  Tensor act_scratch;  // [T k, I]: the (token, slot) pairs' activations
-  Tensor pair_out;     // [T k, H] f32: the pairs' weighted outputs
-  Tensor index;        // [moe_index_elems(T, k, E)] i32
-  Tensor out;          // [T, H]
+  float swiglu_limit = 0.0f;  // ClampedSwiglu's limit (> 0)
+  Tensor x;                   // [T, H]
+  Tensor gate_up;             // [E 2I, H]: expert e's gate rows [2eI, 2eI + I), then its up rows
+  Tensor down;                // [E H, I]: expert e's rows [eH, (e + 1) H)
+  Tensor ids;                 // [T, k] i32 (moe_route's)
+  Tensor weights;             // [T, k] f32
+  Tensor shared;              // [T, H] or undefined: the shared expert's output
+  Tensor shared_gate;         // [T, G] f32 or undefined: the shared expert's gate logit in column 0
+  Tensor act_scratch;         // [T k, I]: the (token, slot) pairs' activations
+  Tensor pair_out;            // [T k, H] f32: the pairs' weighted outputs
+  Tensor index;               // [moe_index_elems(T, k, E)] i32
+  Tensor out;                 // [T, H]
+  Tensor gate_up_bias;        // [E, 2I] or undefined: expert e's gate biases, then its up biases
+  Tensor down_bias;           // [E, H] or undefined
 };
 
 // Throws unless src [rows, w] fits the leading columns of dst [rows, W] (same dtype, w <= W).

@@ -13,8 +13,9 @@
 namespace gs {
 
 // SwiGLU's SiLU (Llama, Qwen, Mistral, Phi-3) or GeGLU's tanh-approximated GELU (Gemma's
-// gelu_pytorch_tanh).
-enum class GatedActivation { Silu, GeluTanh };
+// gelu_pytorch_tanh); ClampedSwiglu is gpt-oss's (clamped_swiglu below), which takes a limit and
+// so only the ops that carry one compute it (Backend::moe_experts).
+enum class GatedActivation { Silu, GeluTanh, ClampedSwiglu };
 
 // act(g) * u in fp32.
 template <GatedActivation A>
@@ -25,6 +26,15 @@ GS_HOST_DEVICE inline float gated_act(float g, float u) {
     const float k = 0.7978845608028654f;  // sqrt(2 / pi), as torch's gelu(approximate='tanh')
     return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
   }
+}
+
+// gpt-oss's experts (HF GptOssExperts): g clamped above at limit, u to [-limit, limit], then
+// (u + 1) * g * sigmoid(1.702 g), in fp32.
+constexpr float kClampedSwigluAlpha = 1.702f;
+GS_HOST_DEVICE inline float clamped_swiglu(float g, float u, float limit) {
+  g = g < limit ? g : limit;
+  u = u < -limit ? -limit : (u < limit ? u : limit);
+  return (u + 1.0f) * (g / (1.0f + expf(-kClampedSwigluAlpha * g)));
 }
 
 }  // namespace gs

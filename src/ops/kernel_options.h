@@ -78,7 +78,7 @@ struct AllReduceKernelOptions {
 
 // The fused MoE kernels (ops/cuda/moe_kernels.h).
 struct MoeKernelOptions {
-  // (token, expert) pairs a warp of the grouped GEMV computes per read of a weight row: 1, 2, 4 or 8.
+  // f32 experts (grouped GEMVs): (token, expert) pairs a warp computes a read of a weight row: 1, 2, 4, 8.
   int tokens_per_pass = 8;
 };
 

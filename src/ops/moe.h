@@ -1,7 +1,7 @@
 // Mixture-of-experts ops' shared definitions: the routing rule (Backend::moe_route), the
-// workspace Backend::moe_experts takes, and the routing of one token as one function compiled
-// for the host (CPU backend) and the device (CUDA kernel), so both pick the same experts with
-// the same weights.
+// workspace Backend::moe_experts takes, and the routing of one token as the reference function
+// (the CPU backend's; the CUDA kernel computes the same picks with warp reductions, tested
+// against it, ties and NaNs included).
 //
 // Routing of a token with router logits l[E] (HF's Mixtral, Qwen2/Qwen3-MoE, DeepSeek-V2/V3):
 //   scores s = softmax(l) or sigmoid(l); selection keys c = s + bias (DeepSeek-V3's
@@ -39,7 +39,7 @@ constexpr int kMaxMoeExperts = 512;
 constexpr int kMaxMoeTopK = 32;
 
 // I32 elements of moe_experts' index workspace for T tokens: the (token, slot) pairs sorted by
-// expert (T k), each expert's first pair (E + 1), the experts with pairs (E) and their count.
+// expert (T k), each expert's first pair (E + 1) and its first work item (E + 1).
 inline int64_t moe_index_elems(int64_t T, int64_t top_k, int64_t E) { return T * top_k + 2 * E + 2; }
 
 // Routes one token: logits[E] (f32), bias[E] or null -> ids[top_k], weights[top_k]. `c` is

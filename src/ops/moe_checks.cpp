@@ -60,6 +60,12 @@ MoeDims check_moe_experts(const MoeExpertsArgs& a, DType dt) {
     need(a.shared_gate, DType::F32, op, "shared_gate");
     GS_CHECK(a.shared_gate.dim(0) == T, "moe_experts: shared_gate {} must have {} rows", a.shared_gate.str(), T);
   }
+  if (a.gate_up_bias.defined())
+    need(a.gate_up_bias, DType::F32, op, "gate_up_bias"), need_shape(a.gate_up_bias, E, 2 * I, op, "gate_up_bias");
+  if (a.down_bias.defined())
+    need(a.down_bias, DType::F32, op, "down_bias"), need_shape(a.down_bias, E, H, op, "down_bias");
+  GS_CHECK(a.act != GatedActivation::ClampedSwiglu || a.swiglu_limit > 0,
+           "moe_experts: the clamped SwiGLU needs swiglu_limit > 0, got {}", a.swiglu_limit);
   return {T, k, E, I, H};
 }
 

@@ -1,6 +1,7 @@
 // Implements ops/rope.h: the rotary inverse frequencies, with llama3 scaling (as HF's rope_init_fn).
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "ops/rope.h"
@@ -23,24 +24,36 @@ float llama3_scale(float inv_freq, const RopeConfig& c) {
   return float((1.0 - smooth) * inv_freq / c.llama3_factor + smooth * inv_freq);
 }
 
-// HF _compute_yarn_parameters: frequencies extrapolated (kept) below the ramp, interpolated
-// (divided by factor) above it, blended linearly on it.
-void yarn_scale(std::vector<float>& f, const RopeConfig& c) {
-  const double dim = c.head_dim, base = c.theta, two_pi = 6.283185307179586;
-  auto correction_dim = [&](double rotations) {
-    return dim * std::log(c.yarn_original_max_position / (rotations * two_pi)) / (2 * std::log(base));
-  };
-  double low = correction_dim(c.yarn_beta_fast), high = correction_dim(c.yarn_beta_slow);
-  if (c.yarn_truncate) low = std::floor(low), high = std::ceil(high);
-  low = std::max(low, 0.0), high = std::min(high, dim - 1);
-  if (low == high) high += 0.001;
-  for (size_t i = 0; i < f.size(); ++i) {
-    const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
-    const float extrapolation = 1.0f - ramp;
-    f[i] = f[i] / c.yarn_factor * (1.0f - extrapolation) + f[i] * extrapolation;
-  }
+// HF _compute_yarn_parameters' correction dim of `rotations` rotations.
+double yarn_correction_dim(double rotations, const RopeConfig& c) {
+  const double two_pi = 6.283185307179586;
+  return c.head_dim * std::log(c.yarn_original_max_position / (rotations * two_pi)) / (2 * std::log(double(c.theta)));
 }
+
+// The correction range [low, high] of pairs (HF find_correction_range).
+std::pair<double, double> yarn_range(const RopeConfig& c) {
+  double low = yarn_correction_dim(c.yarn_beta_fast, c), high = yarn_correction_dim(c.yarn_beta_slow, c);
+  if (c.yarn_truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0), high = std::min(high, double(c.head_dim - 1));
+  if (low == high) high += 0.001;  // HF: prevents a singular ramp
+  return {low, high};
+}
+
+// Pair i's frequency, pw = theta^(2i/D): the interpolated one (1 / (factor pw)) and the
+// extrapolated one (1 / pw) blended by the ramp, in float as HF.
+float yarn_inv_freq(size_t i, float pw, const RopeConfig& c, std::pair<double, double> range) {
+  const float ramp = std::clamp(float((float(i) - range.first) / (range.second - range.first)), 0.0f, 1.0f);
+  const float extrapolation = 1.0f - ramp;
+  return 1.0f / (c.yarn_factor * pw) * (1.0f - extrapolation) + 1.0f / pw * extrapolation;
+}
+
 }  // namespace
+
+float yarn_attention_factor(float factor, float mscale, float mscale_all_dim) {
+  auto get = [factor](float m) { return factor <= 1.0f ? 1.0 : 0.1 * m * std::log(double(factor)) + 1.0; };
+  if (mscale != 0.0f && mscale_all_dim != 0.0f) return float(get(mscale) / get(mscale_all_dim));
+  return float(get(1.0f));
+}
 
 std::vector<float> rope_inv_freq(const RopeConfig& cfg) {
   GS_CHECK(cfg.head_dim > 0 && cfg.head_dim % 2 == 0, "rope: head_dim must be a positive even number, got {}",
@@ -51,6 +64,10 @@ std::vector<float> rope_inv_freq(const RopeConfig& cfg) {
   GS_CHECK(!longrope || (cfg.short_factor.size() == half && cfg.long_factor.size() == half),
            "rope: longrope needs {} short and long factors, got {} and {}", half, cfg.short_factor.size(),
            cfg.long_factor.size());
+  const bool yarn = cfg.yarn_factor > 0;
+  GS_CHECK(!yarn || cfg.yarn_original_max_position > 0, "rope: YaRN needs original_max_position_embeddings > 0, got {}",
+           cfg.yarn_original_max_position);
+  const auto range = yarn ? yarn_range(cfg) : std::pair<double, double>{};
   std::vector<float> f(longrope ? 2 * half : half);
   for (size_t i = 0; i < half; ++i) {
     // float32 arithmetic as in HF: base ** (arange(0, dim, 2).float() / dim)
@@ -58,12 +75,12 @@ std::vector<float> rope_inv_freq(const RopeConfig& cfg) {
     const float pw = std::pow(cfg.theta, expo);
     f[i] = 1.0f / pw;
     if (cfg.llama3_factor > 0) f[i] = llama3_scale(f[i], cfg);
+    if (yarn) f[i] = yarn_inv_freq(i, pw, cfg, range);
     if (longrope) {  // HF: 1 / (ext_factors * base ** (arange / dim))
       f[i] = 1.0f / (cfg.short_factor[i] * pw);
       f[half + i] = 1.0f / (cfg.long_factor[i] * pw);
     }
   }
-  if (cfg.yarn_factor > 0) yarn_scale(f, cfg);
   return f;
 }
 

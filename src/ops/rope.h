@@ -19,16 +19,22 @@ struct RopeConfig {
   // scales cos and sin, so the model folds its square into the softmax scale.
   std::vector<float> short_factor, long_factor;
   int long_from = 0;
-  // YaRN (rope_type "yarn", HF _compute_yarn_parameters): yarn_factor > 0 blends each pair's
-  // frequency between theta's and theta's / factor by a linear ramp over the pairs whose
-  // rotations in yarn_original_max_position lie between beta_slow and beta_fast (the ramp's ends
-  // rounded outwards with yarn_truncate). Its attention factor is the model's (MlaConfig).
+  // YaRN (rope_scaling.rope_type == "yarn"; factor <= 0 means none), as HF's
+  // _compute_yarn_parameters: each pair's frequency blends its interpolation (divided by factor)
+  // and its extrapolation (kept) by a linear ramp over the pairs between the correction dims of
+  // beta_fast and beta_slow rotations within original_max_position (floored / ceiled when
+  // truncate). Its attention factor scales cos and sin: the model folds its square into the
+  // softmax scale (ModelConfig::rope_attention_factor).
   float yarn_factor = 0.0f;
-  int yarn_original_max_position = 0;
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
+  int yarn_original_max_position = 0;
   bool yarn_truncate = true;
 };
+
+// YaRN's attention factor for `factor` (HF's get_mscale ratio: mscale and mscale_all_dim 0 when
+// absent), 1 when factor <= 1.
+float yarn_attention_factor(float factor, float mscale = 0.0f, float mscale_all_dim = 0.0f);
 
 // The inverse frequencies of each rotary pair (head_dim / 2 of them), llama3 scaling applied;
 // with longrope, head_dim entries: the short-factor half, then the long-factor half.

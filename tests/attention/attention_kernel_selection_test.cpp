@@ -63,7 +63,8 @@ TEST(AttentionKernelSelection, WideDecodeAtSmallGroupsRunsWarpPerPair) {
 }
 
 // What the tensor-core kernels do not hold goes to flash-decoding: f32, head dims other than 64 and
-// 128, soft-capping (Gemma 2), unaligned buffers, groups over a tile's rows, no requests at all.
+// 128, soft-capping (Gemma 2), attention sinks (gpt-oss), unaligned buffers, groups over a tile's rows, no requests at
+// all.
 TEST(AttentionKernelSelection, WhatTensorCoresDoNotHoldRunsFlashDecoding) {
   for (int q : {1, 4, 100}) {
     AttentionLaunch f32 = launch(32, 8, 64, 4, q);
@@ -74,6 +75,10 @@ TEST(AttentionKernelSelection, WhatTensorCoresDoNotHoldRunsFlashDecoding) {
     AttentionLaunch capped = launch(8, 4, 128, 4, q);
     capped.softcap = 50.0f;
     EXPECT_EQ(pick(capped), K::FlashDecoding);
+    AttentionLaunch sinks = launch(64, 8, 64, 4, q);  // gpt-oss
+    sinks.sinks = true;
+    EXPECT_EQ(pick(sinks), K::FlashDecoding);
+    EXPECT_FALSE(cascade_attention_fits(sinks, AttentionKernelOptions{}));
     AttentionLaunch unaligned = launch(32, 8, 64, 4, q);
     unaligned.aligned16 = false;
     EXPECT_EQ(pick(unaligned), K::FlashDecoding);

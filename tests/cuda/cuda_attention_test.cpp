@@ -1,6 +1,6 @@
 // The CUDA paged attention against the CPU reference: mixed prefill + decode batches, GQA,
 // several blocks per request, padded requests and tokens, and a captured graph replayed on a
-// different batch of the same padded shape.
+// different batch of the same padded shape; attention sinks (gpt-oss).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -133,9 +133,10 @@ class CudaAttentionTest : public ::testing::TestWithParam<std::tuple<AttentionSh
     c.meta->fill(*cpu, batch);
   }
 
-  void run(Side& s, const Batch& batch) {
+  void run(Side& s, const Batch& batch, const Tensor& sinks = Tensor(), int window = -1) {
     const int T = batch.num_tokens;
-    s.attn->forward(s.q.rows(0, T), s.k.rows(0, T), s.v.rows(0, T), s.cache, s.meta->md, s.out.rows(0, T));
+    s.attn->forward_with_sinks(s.q.rows(0, T), s.k.rows(0, T), s.v.rows(0, T), s.cache, s.meta->md, s.out.rows(0, T),
+                               window, sinks);
   }
 
   void expect_equal_to_cpu(const Batch& batch, int num_actual) {
@@ -208,6 +209,25 @@ TEST_P(CudaAttentionTest, SingleDecodeGraphReplaysAtOtherContextLengths) {
     run(c, other);
     expect_equal_to_cpu(other, actual(other));
   }
+}
+
+// Attention sinks (gpt-oss) route to flash-decoding, which adds them to its final normalisation
+// (one CTA a context) or to its split merge (batch 1: the context split over CTAs); with and
+// without a sliding window.
+TEST_P(CudaAttentionTest, SinksMatchCpu) {
+  const int hq = std::get<0>(GetParam()).num_heads;
+  std::vector<float> sv(static_cast<size_t>(hq));
+  for (int h = 0; h < hq; ++h) sv[size_t(h)] = float(h % 5) - 1.0f;  // from e^-1 to e^3 beside the keys
+  const Tensor gs = on(*gpu, sv, {hq}, DType::F32), cs = on(*cpu, sv, {hq}, DType::F32);
+  uint32_t seed = 700;
+  for (const Batch& b : {kMixed, kUniform, Batch{{1}, {160}, 1, 1}})
+    for (int window : {-1, 24}) {
+      SCOPED_TRACE(testing::Message() << "requests " << b.q_len.size() << " window " << window);
+      load(b, seed++);
+      run(g, b, gs, window);
+      run(c, b, cs, window);
+      expect_equal_to_cpu(b, actual(b));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTest,

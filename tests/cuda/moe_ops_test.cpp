@@ -4,6 +4,9 @@
 // expert; and a captured graph replayed after the routing changed equals an eager run.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "cuda_test_util.h"
 #include "ops/cuda/cuda_backend.h"
 
@@ -25,37 +28,67 @@ std::vector<MoeRouting> routings() {
                 .group_key = MoeGroupKey::TopTwoSum,
                 .renormalize = true,
                 .scaling = 2.5f};
-  return {mixtral, v2, v3};
+  MoeRouting qwen3{.num_experts = 128, .top_k = 8, .renormalize = true};
+  MoeRouting wide{.num_experts = 160, .top_k = 6, .n_group = 8, .topk_group = 3, .scaling = 16.0f};
+  return {mixtral, v2, v3, qwen3, wide};
+}
+
+// The routing of `logits` [T, r.num_experts] (and bias, for sigmoid scores) on the GPU equals
+// the CPU's: the same experts in the same order, weights within f32 rounding.
+void expect_route_matches_cpu(const MoeRouting& r, int T, const std::vector<float>& logits,
+                              const std::vector<float>& bias) {
+  auto gpu = make_cuda_backend();
+  auto cpu = make_cpu_backend();
+  const int k = r.top_k, E = r.num_experts;
+  const bool with_bias = r.score == MoeScore::Sigmoid;
+  auto run = [&](Backend& b) {
+    Tensor ids = Tensor::empty({T, k}, DType::I32, b.allocator()), w = Tensor::empty({T, k}, DType::F32, b.allocator());
+    b.moe_route(on(b, logits, {T, E}, DType::F32), with_bias ? on(b, bias, {E}, DType::F32) : Tensor(), r, ids, w);
+    return std::pair{read(b, ids), read(b, w)};
+  };
+  const auto [gi, gw] = run(*gpu);
+  const auto [ci, cw] = run(*cpu);
+  EXPECT_EQ(gi, ci);
+  for (size_t i = 0; i < gw.size(); ++i)
+    if (!std::isnan(cw[i])) {
+      EXPECT_NEAR(gw[i], cw[i], 1e-5f * std::max(1.0f, std::fabs(cw[i])));
+    }
 }
 
 TEST(MoeOps, RouteMatchesCpu) {
   GS_REQUIRE_GPU();
-  auto gpu = make_cuda_backend();
-  auto cpu = make_cpu_backend();
-  const int T = 37, E = 64;
-  const auto logits = randn(size_t(T) * E, 1, 2.0f), bias = randn(E, 2, 0.1f);
+  const int T = 37;
   for (const MoeRouting& r : routings()) {
-    SCOPED_TRACE(r.top_k);
-    const int k = r.top_k;
-    const bool with_bias = r.score == MoeScore::Sigmoid;
-    auto run = [&](Backend& b) {
-      Tensor ids = Tensor::empty({T, k}, DType::I32, b.allocator()),
-             w = Tensor::empty({T, k}, DType::F32, b.allocator());
-      b.moe_route(on(b, logits, {T, E}, DType::F32), with_bias ? on(b, bias, {E}, DType::F32) : Tensor(), r, ids, w);
-      return std::pair{read(b, ids), read(b, w)};
-    };
-    const auto [gi, gw] = run(*gpu);
-    const auto [ci, cw] = run(*cpu);
-    EXPECT_EQ(gi, ci);
-    for (size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(gw[i], cw[i], 1e-5f * std::max(1.0f, std::fabs(cw[i])));
+    SCOPED_TRACE(testing::Message() << r.num_experts << " experts, top " << r.top_k);
+    const int E = r.num_experts;
+    expect_route_matches_cpu(r, T, randn(size_t(T) * E, 1, 2.0f), randn(E, 2, 0.1f));
+  }
+}
+
+// Ties pick the first expert; a NaN key is passed over unless it is the first expert not yet
+// taken (the sequential rule of ops/moe.h), and every token still gets distinct experts.
+TEST(MoeOps, RouteTiesAndNansMatchCpu) {
+  GS_REQUIRE_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const MoeRouting& r : routings()) {
+    SCOPED_TRACE(testing::Message() << r.num_experts << " experts, top " << r.top_k);
+    const int E = r.num_experts, T = 4;
+    std::vector<float> logits(size_t(T) * E, 0.5f);                    // token 0: all tied
+    for (int e = 0; e < E; ++e) logits[size_t(E) + e] = float(e % 3);  // token 1: ties in threes
+    for (int e = 0; e < E; e += 5) logits[size_t(2 * E) + e] = nan;    // token 2: NaNs, expert 0 first
+    for (int e = 1; e < E; e += 7) logits[size_t(3 * E) + e] = nan;    // token 3: NaNs after a number
+    expect_route_matches_cpu(r, T, logits, std::vector<float>(size_t(E), 0.0f));
   }
 }
 
 // One MoE layer's operands on a backend, from the same host data.
 struct Layer {
-  static constexpr int E = 16, k = 4, H = 256, I = 128;
+  static constexpr int E = 16, k = 4, H = 256;
+  int I;
   Tensor x, gu, down, logits, ids, w, shared, gate, act, pair_out, index, out;
-  Layer(Backend& b, int T, bool shared_expert, uint32_t seed) {
+  Tensor gu_bias, down_bias;  // gpt-oss: f32 expert biases, with the clamped SwiGLU
+  GatedActivation fn = GatedActivation::Silu;
+  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false) : I(width) {
     const DType dt = b.compute_dtype();
     auto f32 = [&](Shape s) { return Tensor::empty(s, DType::F32, b.allocator()); };
     x = on(b, randn(size_t(T) * H, seed), {T, H}, dt);
@@ -72,10 +105,17 @@ struct Layer {
     pair_out = f32({T * k, H});
     index = Tensor::empty({moe_index_elems(T, k, E)}, DType::I32, b.allocator());
     out = Tensor::empty({T, H}, dt, b.allocator());
+    if (gpt_oss) {
+      fn = GatedActivation::ClampedSwiglu;
+      gu_bias = on(b, randn(size_t(E) * 2 * I, seed + 4, 0.5f), {E, 2 * I}, DType::F32);
+      down_bias = on(b, randn(size_t(E) * H, seed + 5, 0.5f), {E, H}, DType::F32);
+    }
   }
   void forward(Backend& b) const {
     b.moe_route(logits, Tensor(), MoeRouting{.num_experts = E, .top_k = k, .renormalize = true}, ids, w);
-    b.moe_experts(MoeExpertsArgs{.x = x,
+    b.moe_experts(MoeExpertsArgs{.act = fn,
+                                 .swiglu_limit = 0.7f,  // binds: gate and up have std ~1
+                                 .x = x,
                                  .gate_up = gu,
                                  .down = down,
                                  .ids = ids,
@@ -85,7 +125,9 @@ struct Layer {
                                  .act_scratch = act,
                                  .pair_out = pair_out,
                                  .index = index,
-                                 .out = out});
+                                 .out = out,
+                                 .gate_up_bias = gu_bias,
+                                 .down_bias = down_bias});
   }
 };
 
@@ -102,6 +144,42 @@ TEST(MoeOps, ExpertsMatchCpuFromOneTokenToMany) {
       EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
       EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), 1e-2);
     }
+  }
+}
+
+// Expert widths that are not a multiple of the tensor-core kernel's 32-k granule (the fixtures'
+// 40 and 48: the last granule is partial), in bf16 (tensor cores) and f32 (the grouped GEMVs).
+TEST(MoeOps, ExpertsMatchCpuAtOddWidthsInBothDtypes) {
+  GS_REQUIRE_GPU();
+  auto cpu = make_cpu_backend();
+  for (DType dt : {DType::BF16, DType::F32}) {
+    auto gpu = make_cuda_backend(0, dt);
+    for (int I : {40, 48, 200}) {
+      for (int T : {1, 33}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dt) << " I " << I << " T " << T);
+        Layer g(*gpu, T, T > 1, 50 + T, I), c(*cpu, T, T > 1, 50 + T, I);
+        g.forward(*gpu);
+        c.forward(*cpu);
+        EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
+        EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), dt == DType::F32 ? 1e-5 : 1e-2);
+      }
+    }
+  }
+}
+
+// gpt-oss's experts: biases on gate/up and down, the clamped SwiGLU (moe_gate_up's and moe_down's
+// epilogues).
+TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto cpu = make_cpu_backend();
+  for (int T : {1, 64}) {
+    SCOPED_TRACE(testing::Message() << "T " << T);
+    Layer g(*gpu, T, false, 60 + T, 128, true), c(*cpu, T, false, 60 + T, 128, true);
+    g.forward(*gpu);
+    c.forward(*cpu);
+    EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
+    EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), 1e-2);
   }
 }
 

@@ -5,7 +5,9 @@
 // (fused weights, longrope past original_max_position_embeddings), Gemma 2, and the mixtures of
 // experts in the Hub's per-expert tensors: Mixtral (softmax top-2 renormalised), Qwen2-MoE (a
 // gated shared expert, unnormalised weights, decoder_sparse_step 2: a dense layer between sparse
-// ones) and Qwen3-MoE (norm_topk_prob, mlp_only_layers, q/k norm).
+// ones) and Qwen3-MoE (norm_topk_prob, mlp_only_layers, q/k norm); gpt-oss (attention sinks,
+// sliding and full layers alternating, q/k/v/o and router biases, biased interleaved experts with
+// the clamped SwiGLU binding, YaRN past original_max_position_embeddings).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,6 +76,16 @@ TEST(FamilyConfigs, WindowsPerLayerFollowEachFamily) {
             (std::vector<bool>{false, true, false}));
   EXPECT_EQ(load_model_config(test::family_dir("qwen3_moe")).moe.sparse_layers, (std::vector<bool>{true, false, true}));
   EXPECT_EQ(load_model_config(test::family_dir("mixtral")).moe.num_experts, 4);
+  const ModelConfig o = load_model_config(test::family_dir("gpt_oss"));
+  EXPECT_EQ(o.layer_windows, (std::vector<int>{24, -1}));
+  EXPECT_TRUE(o.attention_sinks && o.o_proj_bias && o.attention_bias && o.moe.router_bias && o.moe.expert_bias);
+  EXPECT_EQ(o.activation, Activation::ClampedSwiglu);
+  EXPECT_EQ(o.moe.routing.top_k, 2);
+  EXPECT_TRUE(o.moe.routing.renormalize);
+  EXPECT_FLOAT_EQ(o.moe.swiglu_limit, 7.0f);
+  EXPECT_FLOAT_EQ(o.rope.yarn_factor, 4.0f);
+  EXPECT_FALSE(o.rope.yarn_truncate);
+  EXPECT_NEAR(o.rope_attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
 }
 
 }  // namespace

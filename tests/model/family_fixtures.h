@@ -14,7 +14,7 @@ namespace gs::test {
 
 inline const std::vector<std::string>& family_names() {
   static const std::vector<std::string> names = {"llama", "llama3", "mistral_swa", "qwen2",     "qwen2_swa", "qwen3",
-                                                 "phi3",  "gemma2", "mixtral",     "qwen2_moe", "qwen3_moe"};
+                                                 "phi3",  "gemma2", "mixtral",     "qwen2_moe", "qwen3_moe", "gpt_oss"};
   return names;
 }
 

@@ -7,8 +7,9 @@
 #   base        decode ms/step of the previous build (bin/gs_base, if packed) against this one:
 #               bench graphs FULL_AND_PIECEWISE, prompt 128, llama3.2-1b bs 1/32/128 and
 #               llama3.1-8b bs 1/128, greedy; this build sampled too
-#   moe         dummy qwen3-30b-a3b decode ms/step, FULL_AND_PIECEWISE and NONE, bs 1/32/128, with
-#               the weight-bytes floor (tools/gpu/moe_check.sh has the full MoE check)
+#   moe         dummy qwen3-30b-a3b decode ms/step at bs 1/32/128 against the previous build, NONE
+#               and sampled too, mixtral-8x7b, the weight-bytes floors (moe_floors.sh) and the
+#               kernels of a qwen3-30b-a3b step at bs 1 (tools/gpu/moe_check.sh: the MoE tests too)
 #   prefix      tools/gpu/prefix_bench.sh's phases in FC_PREFIX (default "ttft chunk")
 #   structured  tools/gpu/structured_bench.sh (needs the llama3 tokenizer in the pack's shared/)
 #   embed       tools/gpu/embed_bench.sh (with the HF peer)
@@ -53,14 +54,17 @@ if has base; then
   graphs graphserve llama3.2-1b 1,32,128 FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50
 fi
 if has moe; then
-  echo "== qwen3-30b-a3b (${SECONDS} s)"
-  "$gs" info --preset qwen3-30b-a3b 2>/dev/null | grep -E '^(parameters|active)'
-  bw=3350
-  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && bw=4800
-  "$gs" info --preset qwen3-30b-a3b 2>/dev/null | awk -v bw="$bw" '/^active parameters/ {
-    printf "floor bs 1: %.2f GB of active weights = %.3f ms at %d GB/s\n", 2 * $5 / 1e9, 2 * $5 / bw / 1e6, bw }'
-  GRAPHSERVE_LOG_LEVEL=info graphs graphserve qwen3-30b-a3b 1,32,128 FULL_AND_PIECEWISE,NONE
-  graphs graphserve qwen3-30b-a3b 1,32 FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50
+  echo "== MoE decode, previous build (gs_base) against this one (${SECONDS} s)"
+  bash "$root/tools/gpu/moe_floors.sh" "$gs" qwen3-30b-a3b mixtral-8x7b
+  for b in gs_base graphserve; do
+    [[ -x $pack/bin/$b ]] && graphs "$b" qwen3-30b-a3b 1,32,128 FULL_AND_PIECEWISE
+  done
+  graphs graphserve qwen3-30b-a3b 1,32,128 NONE
+  graphs graphserve qwen3-30b-a3b 1,32,128 FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50 |
+    sed 's/$/ sampled/'
+  graphs graphserve mixtral-8x7b 1,32,128 FULL_AND_PIECEWISE
+  timeout 90 "$gs" bench kernels --load-format dummy --preset qwen3-30b-a3b --batch-sizes 1 --input-len 128 \
+    --output-len 6 --top 10 2>&1 | grep -E '^(batch|  )' | head -n 12
 fi
 if has prefix; then
   echo "== prefix caching (${SECONDS} s)"

@@ -19,24 +19,12 @@ cd "$root"
 export GRAPHSERVE_LOG_LEVEL=${GRAPHSERVE_LOG_LEVEL:-warn} GS_FAMILY_FIXTURES=$root/tests/data/families
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 mem_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{print int($1 / 1024)}')
-bw=3350
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && bw=4800
 
 echo "== 1. GPU tests"
 timeout 120 "$pack/bin/gs_test_cuda" --gtest_color=no \
   --gtest_filter='MoeOps*:*FamiliesBf16*moe*:*FamiliesBf16*mixtral*' >"$out/moe_gpu_tests.log" 2>&1
 grep -E '^\[  (FAILED|PASSED) |families-bf16|Failure' "$out/moe_gpu_tests.log" | head -n 30
 
-floors() {  # floors <preset> <E> <k>: weight bytes a decode step reads at bs 1 / 32 / 128
-  "$gs" info --preset "$1" | grep -E '^(parameters|active)'
-  "$gs" info --preset "$1" | awk -v E="$2" -v k="$3" -v bw="$bw" '
-    /^parameters:/ {tot=$2} /^active parameters/ {act=$5}
-    END { ex = (tot - act) / (E - k) * E; dense = tot - ex;
-      for (b = 1; b <= 128; b *= (b == 1 ? 32 : 4)) { touched = E * (1 - (1 - k / E) ^ b);
-        bytes = 2 * (dense + ex * touched / E);
-        printf "floor bs %d: %.2f GB (%.1f of %d experts a layer) = %.3f ms at %d GB/s\n",
-               b, bytes / 1e9, touched, E, bytes / bw / 1e6, bw } }'
-}
 graphs() {  # graphs <preset> <modes> [args...]
   local p=$1 m=$2; shift 2
   timeout 240 "$gs" bench graphs --load-format dummy --preset "$p" --batch-sizes 1,32,128 --input-len 128 \
@@ -44,12 +32,12 @@ graphs() {  # graphs <preset> <modes> [args...]
     grep -E '^(mode|NONE|FULL|device)|rror|MoE' | grep -v 'capture 0.00 s'
 }
 echo "== 2. qwen3-30b-a3b"
-floors qwen3-30b-a3b 128 8
+bash "$root/tools/gpu/moe_floors.sh" "$gs" qwen3-30b-a3b
 GRAPHSERVE_LOG_LEVEL=info graphs qwen3-30b-a3b FULL_AND_PIECEWISE,NONE
 graphs qwen3-30b-a3b FULL_AND_PIECEWISE --temperature 1.0 --top-p 0.95 --top-k 50
 if ((mem_gib >= 120)); then
   echo "== 2. mixtral-8x7b"
-  floors mixtral-8x7b 8 2
+  bash "$root/tools/gpu/moe_floors.sh" "$gs" mixtral-8x7b
   graphs mixtral-8x7b FULL_AND_PIECEWISE,NONE
 else
   echo "== 2. mixtral-8x7b skipped: its 93 GB of bf16 weights do not fit ${mem_gib} GiB"

@@ -115,6 +115,8 @@ HUB_CONFIG_KEYS = {
 
 
 def hub_config(d, model_type, extra):
+    if model_type not in HUB_CONFIG_KEYS:
+        return
     path = os.path.join(d, "config.json")
     cfg = json.load(open(path))
     cfg.update(HUB_CONFIG_KEYS.get(model_type, {}))
@@ -122,6 +124,32 @@ def hub_config(d, model_type, extra):
         if k in extra:
             cfg[k] = extra[k]
     json.dump(cfg, open(path, "w"), indent=2)
+
+
+def gpt_oss_families():
+    """gpt-oss: sliding and full layers alternating (layer 0 sliding), attention sinks, q/k/v/o
+    biases, a biased router, interleaved gate/up experts with biases and the clamped SwiGLU, YaRN
+    rope (truncate false, as the Hub's) past original_max_position_embeddings. save_pretrained
+    writes the Hub's own layout (gate_up_proj [E, H, 2I], down_proj [E, I, H])."""
+    yarn = rope("yarn", 150000.0, factor=4.0, beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=64,
+                truncate=False)
+    return {
+        "gpt_oss": ("gpt_oss", dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=40, head_dim=16,
+                                    layer_types=["sliding_attention", "full_attention"], sliding_window=WINDOW,
+                                    attention_bias=True, swiglu_limit=7.0, rope_parameters=yarn)),
+    }
+
+
+def perturb_gpt_oss(model):
+    """HF starts every bias but the router's at zero and keeps the experts' activations far below
+    swiglu_limit: random biases and sinks, and gate/up scaled so the clamps bind."""
+    for name, p in model.named_parameters():
+        if name.endswith("bias") or name.endswith("sinks"):
+            p.copy_((0.5 if name.endswith("sinks") else 0.1) * torch.randn_like(p))
+        if name.endswith("experts.gate_up_proj"):
+            p.mul_(6.0)
+        if name.endswith("mlp.router.weight"):
+            p.mul_(8.0)
 
 
 def hub_state_dict(model, model_type, hidden, inter):
@@ -197,6 +225,8 @@ def build(model_type, extra, dtype=torch.float32):
         for name, b in model.named_buffers():  # DeepSeek-V3's selection bias: non-zero, so that it matters;
             if name.endswith("e_score_correction_bias"):  # >= 0: HF masks groups with 0.0, DeepSeek with -inf
                 b.copy_(0.3 * torch.randn_like(b).abs())
+        if model_type == "gpt_oss":
+            perturb_gpt_oss(model)
     return model.eval()
 
 
@@ -232,7 +262,7 @@ def cmd_fixtures(out_dir, tok_dir, only=None):
     assert len(prompts[1]) > WINDOW, f"the long prompt has {len(prompts[1])} tokens, the window is {WINDOW}"
     report = {}
     moe = moe_families()
-    for name, (mt, extra) in {**families(), **moe}.items():
+    for name, (mt, extra) in {**families(), **moe, **gpt_oss_families()}.items():
         if only and name not in only:
             continue
         try:
@@ -245,6 +275,10 @@ def cmd_fixtures(out_dir, tok_dir, only=None):
                 print(name, reload, flush=True)
             else:
                 model.save_pretrained(d, safe_serialization=True)
+            if mt == "gpt_oss":
+                from safetensors import safe_open
+                with safe_open(os.path.join(d, "model.safetensors"), "pt") as f:
+                    reload = {k: list(f.get_slice(k).get_shape()) for k in f.keys() if "layers.0." in k}
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(tok_dir, f), d)
             res = dict(prompts=prompts, steps=STEPS, logit_steps=LOGIT_STEPS, tokens=[], logits=[])

@@ -37,9 +37,10 @@ struct Launch {
   int64_t num_tokens, num_reqs, num_blocks, block_size, max_blocks;
   int64_t hq, hkv, d;
   float scale;
-  int64_t window;          // <= 0: none
-  float softcap;           // <= 0: none
-  int64_t cascade_prefix;  // > 0: the batch's shared prefix in tokens (attention/cascade.h)
+  int64_t window;                // <= 0: none
+  float softcap;                 // <= 0: none
+  int64_t cascade_prefix;        // > 0: the batch's shared prefix in tokens (attention/cascade.h)
+  const float* sinks = nullptr;  // [hq] sink logits joining each softmax's denominator, or null
 
   int64_t kv_row() const { return hkv * d; }
 
@@ -103,13 +104,14 @@ struct Launch {
     float acc[kMaxHeadDim];
     const SoftmaxPartial part = partial(r, t, h, first, last, acc);
     float* o = out + (t * hq + h) * d;
-    for (int64_t i = 0; i < d; ++i) o[i] = acc[i] / part.l;
+    const float l = sinks ? part.l + std::exp(sinks[h] - part.m) : part.l;
+    for (int64_t i = 0; i < d; ++i) o[i] = acc[i] / l;
   }
 
   void run() const {
     std::memset(out, 0, size_t(num_tokens * hq * d) * sizeof(float));  // padded rows read as zeros
     write_cache();
-    if (cascade_prefix > 0 && window <= 0) return run_cascade();
+    if (cascade_prefix > 0 && window <= 0 && !sinks) return run_cascade();  // cascading is optional
     for (int64_t r = 0; r < num_reqs; ++r) {
       const int64_t q0 = qsl[r], q_len = qsl[r + 1] - q0, ctx = seq_lens[r];
       if (q_len <= 0) continue;
@@ -171,10 +173,21 @@ class CpuAttention final : public AttentionBackend {
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                const AttentionMetadata& md, const Tensor& out, int window) override {
+    forward_with_sinks(q, k, v, cache, md, out, window, Tensor());
+  }
+
+  bool supports_sinks() const override { return true; }
+  void forward_with_sinks(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                          const AttentionMetadata& md, const Tensor& out, int window, const Tensor& sinks) override {
     auto* stream = dynamic_cast<CpuStream*>(&backend_.stream());
     GS_CHECK(stream, "CPU attention needs the CPU backend's stream, got a {} stream", backend_.name());
     Launch l = describe(q, k, v, cache, md, out);
     l.window = window;
+    if (sinks.defined()) {
+      GS_CHECK(sinks.dtype() == DType::F32 && sinks.device().is_cpu() && sinks.numel() == shape_.num_heads,
+               "CPU attention: sinks {} must be host f32 [{}]", sinks.str(), shape_.num_heads);
+      l.sinks = sinks.data_as<const float>();
+    }
     stream->launch([l] { l.run(); });
   }
 

@@ -61,6 +61,13 @@ class CudaAttention final : public AttentionBackend {
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                const AttentionMetadata& md, const Tensor& out, int window) override {
+    forward_with_sinks(q, k, v, cache, md, out, window, Tensor());
+  }
+
+  // Sinks run on flash-decoding (attention_kernel_selection.h), never cascaded.
+  bool supports_sinks() const override { return true; }
+  void forward_with_sinks(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
+                          const AttentionMetadata& md, const Tensor& out, int window, const Tensor& sinks) override {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
     const int64_t T = q.ndim() >= 1 ? q.dim(0) : 0;
     check_inputs(q, k, v, cache, md, out, T);
@@ -89,7 +96,13 @@ class CudaAttention final : public AttentionBackend {
     p.scale = shape_.scale;
     p.window = window;
     p.softcap = shape_.softcap;
-    const AttentionLaunch launch = launch_of(md.max_query_len, p.num_reqs_padded, cuda::attention_buffers_aligned16(p));
+    if (sinks.defined()) {
+      need(sinks, DType::F32, "sinks");
+      GS_CHECK(sinks.numel() == hq, "cuda attention: sinks {} must have {} elements", sinks.str(), hq);
+      p.sinks = sinks.data_as<float>();
+    }
+    AttentionLaunch launch = launch_of(md.max_query_len, p.num_reqs_padded, cuda::attention_buffers_aligned16(p));
+    launch.sinks = sinks.defined();
     // A cascade batch of more q rows than the workspace holds (a padded shape past the heuristic's
     // limit) or with buffers the tensor-core kernels cannot read attends without cascading.
     if (md.cascade_prefix_len > 0 && window <= 0 && T <= cuda::kCascadeMaxTokens && cascade_ws_.defined() &&

@@ -6,7 +6,8 @@
 // output and (max, sum), and the last of them to finish (an atomic counter) merges them. The
 // same kernel writes the new tokens' k, v into the paged cache and reads those positions from
 // k, v directly: one graph node per layer instead of three (cache write, attention, combine). Prefill, decode and mixed
-// batches run the same kernel; it reads every per-batch value from device buffers.
+// batches run the same kernel; it reads every per-batch value from device buffers. Attention sinks
+// (p.sinks, gpt-oss) join the final normalisation's denominator: the only kernel that has them.
 #include <cfloat>
 
 #include "attention/cuda/find_request.cuh"
@@ -106,6 +107,7 @@ __device__ void finish_split(const PagedAttentionParams& p, const float* ml, con
       l_w[h][sp] = w;  // now the split's weight; 0 for empty splits
       den += w;
     }
+    if (p.sinks) den += __expf(p.sinks[h0 + h] - mx);  // the sink joins the denominator only
     den_w[h] = den;
   }
   __syncthreads();
@@ -270,6 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_decoding_kernel(PagedAttent
       den += l_s[w][h] * c;
       num += acc_s[w][h][d] * c;
     }
+    if (!SPLIT && p.sinks) den += __expf(p.sinks[h0 + h] - mx);  // split partials: finish_split adds it
     const float o = den > 0.0f ? num / den : 0.0f;
     if (SPLIT) {
       const int64_t part = part0 + int64_t(h) * S;

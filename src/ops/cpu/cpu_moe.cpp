@@ -34,16 +34,23 @@ void enqueue_moe_experts(CpuStream& s, const MoeExpertsArgs& a) {
   const float* sg = a.shared_gate.defined() ? a.shared_gate.data_as<const float>() : nullptr;
   const int64_t sg_stride = a.shared_gate.defined() ? a.shared_gate.row_elems() : 0;
   float *act = a.act_scratch.data_as<float>(), *po = a.pair_out.data_as<float>(), *out = a.out.data_as<float>();
+  const float* gub = a.gate_up_bias.defined() ? a.gate_up_bias.data_as<const float>() : nullptr;
+  const float* db = a.down_bias.defined() ? a.down_bias.data_as<const float>() : nullptr;
   const GatedActivation fn = a.act;
+  const float limit = a.swiglu_limit;
   s.launch([=] {
     const int64_t T = d.T, k = d.k, E = d.E, I = d.I, H = d.H;
     std::vector<float> g(size_t(2 * I));
     for (int64_t p = 0; p < T * k; ++p) {
       const int64_t t = p / k, e = ids[p];
       GS_CHECK(e >= 0 && e < E, "moe_experts: token {} selected expert {} of {}", t, e, E);
-      linear(x + t * H, gu + e * 2 * I * H, nullptr, g.data(), 1, 2 * I, H);
-      gated_activation(fn, g.data(), act + p * I, 1, I);
-      linear(act + p * I, dn + e * H * I, nullptr, po + p * H, 1, H, I);
+      linear(x + t * H, gu + e * 2 * I * H, gub ? gub + e * 2 * I : nullptr, g.data(), 1, 2 * I, H);
+      if (fn == GatedActivation::ClampedSwiglu) {
+        for (int64_t i = 0; i < I; ++i) act[p * I + i] = clamped_swiglu(g[size_t(i)], g[size_t(I + i)], limit);
+      } else {
+        gated_activation(fn, g.data(), act + p * I, 1, I);
+      }
+      linear(act + p * I, dn + e * H * I, db ? db + e * H : nullptr, po + p * H, 1, H, I);
     }
     for (int64_t t = 0; t < T; ++t) {
       const float f = sh ? (sg ? 1.0f / (1.0f + std::exp(-sg[t * sg_stride])) : 1.0f) : 0.0f;

@@ -31,7 +31,8 @@ using cuda_backend::need_rows;
 using cuda_backend::ptr;
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 
-using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>>;
+using RopeKey = std::tuple<float, int, float, float, float, int, int, std::vector<float>, std::vector<float>, float,
+                           float, float, int, bool>;
 
 cudaMemcpyKind copy_kind(const Tensor& dst, const Tensor& src) {
   if (src.device().is_cpu()) return dst.device().is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice;
@@ -648,7 +649,12 @@ class CudaBackend final : public Backend {
                       c.llama3_original_max_position,
                       c.long_from,
                       c.short_factor,
-                      c.long_factor};
+                      c.long_factor,
+                      c.yarn_factor,
+                      c.yarn_beta_fast,
+                      c.yarn_beta_slow,
+                      c.yarn_original_max_position,
+                      c.yarn_truncate};
     if (auto it = rope_tables_.find(key); it != rope_tables_.end()) return it->second;
     GS_CHECK(!stream_.capturing(),
              "rope: first use of a rope config (head_dim {}) inside a graph capture; run the "

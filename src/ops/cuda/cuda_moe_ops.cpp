@@ -34,12 +34,14 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
     GS_CHECK(aligned16(*t), "moe_experts: {} must be 16-byte aligned", t->str());
   const float* sg = a.shared_gate.defined() ? ptr<float>(a.shared_gate) : nullptr;
   const int sg_stride = a.shared_gate.defined() ? int(a.shared_gate.row_elems()) : 0;
+  const cuda::MoeEpilogue epi{a.gate_up_bias.defined() ? ptr<float>(a.gate_up_bias) : nullptr,
+                              a.down_bias.defined() ? ptr<float>(a.down_bias) : nullptr, a.swiglu_limit};
   auto run = [&](auto e) {
     using E = decltype(e);
     GS_CUDA_CHECK(cuda::moe_experts<E>(a.act, ptr<E>(a.x), ptr<E>(a.gate_up), ptr<E>(a.down), ptr<int32_t>(a.ids),
                                        ptr<float>(a.weights), a.shared.defined() ? ptr<E>(a.shared) : nullptr, sg,
                                        sg_stride, ptr<E>(a.act_scratch), ptr<float>(a.pair_out), ptr<int32_t>(a.index),
-                                       ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(d.I), int(d.H), opts, s));
+                                       ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(d.I), int(d.H), opts, s, epi));
   };
   if (dtype == DType::F32)
     run(float{});
@@ -49,8 +51,9 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
 
 std::string moe_kernels(const MoeKernelOptions& opts) {
   return fmt::format(
-      "moe_route (one thread a token), moe_align (pairs sorted by expert on the device), grouped GEMVs gate_up+act "
-      "and down over the selected experts only ({} tokens a weight pass), moe_reduce (+ shared expert)",
+      "moe_route (a warp a token), moe_align (pairs sorted by expert on the device, cut into work items), gate_up+act "
+      "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; f32: "
+      "GEMVs, {} pairs a weight read), moe_reduce (+ shared expert)",
       opts.tokens_per_pass);
 }
 

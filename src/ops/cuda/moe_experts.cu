@@ -1,53 +1,51 @@
-// The fused experts of a mixture-of-experts layer (moe_kernels.h): align, grouped GEMVs over
-// the experts some token selected, reduce.
+// The fused experts of a mixture-of-experts layer (moe_kernels.h): align, the grouped GEMMs
+// (bf16: moe_grouped_gemm.cu on tensor cores; f32: the grouped GEMVs below), reduce.
+#include <type_traits>
+
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/moe_index.cuh"
 #include "ops/cuda/moe_kernels.h"
 
 namespace gs::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;  // rows a block (one warp a row)
+constexpr int kWarps = 8;  // rows a block of the GEMVs (one warp a row)
 constexpr int kAlignThreads = 1024;
+constexpr int kGemvChunk = 64;  // pairs a work item of the GEMVs
 
-// The index workspace (ops/moe.h): sorted pairs [P], offsets [E + 1], active experts [E], count.
-struct MoeIndex {
-  int32_t *sorted, *offsets, *active, *num_active;
-  __host__ __device__ MoeIndex(int32_t* p, int P, int E)
-      : sorted(p), offsets(p + P), active(p + P + E + 1), num_active(p + P + 2 * E + 1) {}
-};
-
-__global__ void moe_align_kernel(const int32_t* ids, int P, int E, int32_t* index) {
-  extern __shared__ int smem[];
-  int *count = smem, *cursor = smem + E;
+// Counts the pairs of each expert, lays out offsets and work items of `chunk` pairs (an
+// exclusive scan by one warp, each lane over a contiguous run of experts), then sorts the pairs.
+__global__ void moe_align_kernel(const int32_t* ids, int P, int E, int chunk, int32_t* index) {
+  __shared__ int count[kMaxMoeExperts], cursor[kMaxMoeExperts];
   pdl_wait();
   const MoeIndex ix(index, P, E);
-  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  const auto expert = [&](int p) { return min(max(ids[p], 0), E - 1); };
+  for (int e = int(threadIdx.x); e < E; e += int(blockDim.x)) count[e] = 0;
   __syncthreads();
-  for (int p = threadIdx.x; p < P; p += blockDim.x) atomicAdd(&count[min(max(ids[p], 0), E - 1)], 1);
+  for (int p = int(threadIdx.x); p < P; p += int(blockDim.x)) atomicAdd(&count[expert(p)], 1);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int off = 0, n = 0;
-    for (int e = 0; e < E; ++e) {
-      ix.offsets[e] = cursor[e] = off;
-      if (count[e] > 0) ix.active[n++] = e;
-      off += count[e];
+  if (threadIdx.x < 32) {
+    const int lane = int(threadIdx.x), per = (E + 31) / 32, e0 = min(lane * per, E), e1 = min(e0 + per, E);
+    int pairs = 0, items = 0;
+    for (int e = e0; e < e1; ++e) pairs += count[e], items += (count[e] + chunk - 1) / chunk;
+    int pi = pairs, ii = items;  // inclusive scans over the lanes
+    for (int o = 1; o < 32; o <<= 1) {
+      const int a = __shfl_up_sync(0xffffffffu, pi, o), b = __shfl_up_sync(0xffffffffu, ii, o);
+      if (lane >= o) pi += a, ii += b;
     }
-    ix.offsets[E] = off;
-    *ix.num_active = n;
+    pi -= pairs, ii -= items;
+    for (int e = e0; e < e1; ++e) {
+      ix.offsets[e] = cursor[e] = pi;
+      ix.chunks[e] = ii;
+      pi += count[e], ii += (count[e] + chunk - 1) / chunk;
+    }
+    if (lane == 31) ix.offsets[E] = pi, ix.chunks[E] = ii;
   }
   __syncthreads();
-  for (int p = threadIdx.x; p < P; p += blockDim.x) ix.sorted[atomicAdd(&cursor[min(max(ids[p], 0), E - 1)], 1)] = p;
-}
-
-// The expert of block row blockIdx.y and its pairs [begin, end), or false when the row has none.
-__device__ __forceinline__ bool block_expert(const MoeIndex& ix, int E, int& e, int& begin, int& end) {
-  if (int(blockIdx.y) >= *ix.num_active) return false;
-  e = ix.active[blockIdx.y];
-  begin = ix.offsets[e], end = ix.offsets[e + 1];
-  return true;
+  for (int p = int(threadIdx.x); p < P; p += int(blockDim.x)) ix.sorted[atomicAdd(&cursor[expert(p)], 1)] = p;
 }
 
 template <int NT>
@@ -56,15 +54,18 @@ __device__ __forceinline__ void warp_sum_n(float* v) {
   for (int i = 0; i < NT; ++i) v[i] = warp_sum(v[i]);
 }
 
-// act[pair, row] = act(gate_e[row] . x[t]) * (up_e[row] . x[t]) for the expert's pairs.
+// act[pair, row] = act(gate_e[row] . x[t] + bg) * (up_e[row] . x[t] + bu) for the item's pairs, NT a
+// pass (biases and the clamped SwiGLU: gpt-oss).
 template <typename T, int NT, GatedActivation A>
 __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P, int E, int k, int I, int H,
-                                   T* act_out) {
+                                   T* act_out, MoeEpilogue epi) {
+  __shared__ int stage[kMoeStageInts];
   pdl_wait();
   const MoeIndex ix(index, P, E);
-  int e, begin, end;
+  int e = 0, begin = 0, end = 0;
+  if (!moe_block_item(ix, E, kGemvChunk, stage, e, begin, end)) return;
   const int lane = threadIdx.x & 31, row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (row >= I || !block_expert(ix, E, e, begin, end)) return;
+  if (row >= I) return;
   const T* wg = w + (int64_t(e) * 2 * I + row) * H;
   const T* wu = wg + int64_t(I) * H;
   for (int base = begin; base < end; base += NT) {
@@ -89,19 +90,30 @@ __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P
     warp_sum_n<NT>(g);
     warp_sum_n<NT>(u);
     if (lane == 0)
-      for (int i = 0; i < n; ++i) act_out[int64_t(pair[i]) * I + row] = from_f<T>(gated_act<A>(g[i], u[i]));
+      for (int i = 0; i < n; ++i) {
+        const float* b = epi.gate_up_bias ? epi.gate_up_bias + int64_t(e) * 2 * I + row : nullptr;
+        const float gv = g[i] + (b ? b[0] : 0.0f), uv = u[i] + (b ? b[I] : 0.0f);
+        float a;
+        if constexpr (A == GatedActivation::ClampedSwiglu)
+          a = clamped_swiglu(gv, uv, epi.swiglu_limit);
+        else
+          a = gated_act<A>(gv, uv);
+        act_out[int64_t(pair[i]) * I + row] = from_f<T>(a);
+      }
   }
 }
 
-// pair_out[pair, row] = weight[pair] * (down_e[row] . act[pair]) for the expert's pairs.
+// pair_out[pair, row] = weight[pair] * (down_e[row] . act[pair] + bias_e[row]) for the item's pairs.
 template <typename T, int NT>
 __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, int32_t* index, int P, int E, int I,
-                                int H, float* pair_out) {
+                                int H, float* pair_out, const float* down_bias) {
+  __shared__ int stage[kMoeStageInts];
   pdl_wait();
   const MoeIndex ix(index, P, E);
-  int e, begin, end;
+  int e = 0, begin = 0, end = 0;
+  if (!moe_block_item(ix, E, kGemvChunk, stage, e, begin, end)) return;
   const int lane = threadIdx.x & 31, row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (row >= H || !block_expert(ix, E, e, begin, end)) return;
+  if (row >= H) return;
   const T* wd = w + (int64_t(e) * H + row) * I;
   for (int base = begin; base < end; base += NT) {
     const int n = min(NT, end - base);
@@ -123,7 +135,9 @@ __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, 
     }
     warp_sum_n<NT>(d);
     if (lane == 0)
-      for (int i = 0; i < n; ++i) pair_out[int64_t(pair[i]) * H + row] = weights[pair[i]] * d[i];
+      for (int i = 0; i < n; ++i)
+        pair_out[int64_t(pair[i]) * H + row] =
+            weights[pair[i]] * (d[i] + (down_bias ? down_bias[int64_t(e) * H + row] : 0.0f));
   }
 }
 
@@ -154,19 +168,51 @@ __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const 
 }
 
 template <typename T, int NT>
-cudaError_t launch_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const float* weights,
-                           T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E, int I, int H,
-                           cudaStream_t s) {
-  const int groups = P < E ? P : E;  // at most this many experts have pairs
-  const dim3 gu((I + kWarps - 1) / kWarps, groups), dn((H + kWarps - 1) / kWarps, groups);
-  cudaError_t err = act == GatedActivation::Silu
-                        ? launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::Silu>, gu, 32 * kWarps, 0, s, x,
-                                     gate_up, index, P, E, k, I, H, act_scratch)
-                        : launch_pdl(moe_gate_up_kernel<T, NT, GatedActivation::GeluTanh>, gu, 32 * kWarps, 0, s, x,
-                                     gate_up, index, P, E, k, I, H, act_scratch);
+cudaError_t launch_gemvs(GatedActivation act, const T* x, const T* gate_up, const T* down, const float* weights,
+                         T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E, int I, int H,
+                         const MoeEpilogue& epi, cudaStream_t s) {
+  const int items = moe_max_items(P, E, kGemvChunk);
+  const dim3 gu((I + kWarps - 1) / kWarps, items), dn((H + kWarps - 1) / kWarps, items);
+  const auto gate_up_kernel = [&](auto* kernel) {
+    return launch_pdl(kernel, gu, 32 * kWarps, 0, s, x, gate_up, index, P, E, k, I, H, act_scratch, epi);
+  };
+  cudaError_t err = act == GatedActivation::Silu ? gate_up_kernel(moe_gate_up_kernel<T, NT, GatedActivation::Silu>)
+                    : act == GatedActivation::ClampedSwiglu
+                        ? gate_up_kernel(moe_gate_up_kernel<T, NT, GatedActivation::ClampedSwiglu>)
+                        : gate_up_kernel(moe_gate_up_kernel<T, NT, GatedActivation::GeluTanh>);
   if (err != cudaSuccess) return err;
   return launch_pdl(moe_down_kernel<T, NT>, dn, 32 * kWarps, 0, s, act_scratch, down, weights, index, P, E, I, H,
-                    pair_out);
+                    pair_out, epi.down_bias);
+}
+
+template <typename T>
+cudaError_t launch_gemvs(const MoeKernelOptions& opts, GatedActivation act, const T* x, const T* gate_up, const T* down,
+                         const float* weights, T* act_scratch, float* pair_out, int32_t* index, int P, int k, int E,
+                         int I, int H, const MoeEpilogue& epi, cudaStream_t s) {
+  switch (opts.tokens_per_pass) {
+    case 1:
+      return launch_gemvs<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    case 2:
+      return launch_gemvs<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    case 4:
+      return launch_gemvs<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    default:
+      return launch_gemvs<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+  }
+}
+
+// The grouped GEMMs of the pairs: tensor cores for bf16, the GEMVs for f32.
+template <typename T>
+cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, const T* x, const T* gate_up,
+                           const T* down, const float* weights, T* act_scratch, float* pair_out, int32_t* index, int P,
+                           int k, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    const cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, chunk, epi, s);
+    if (err != cudaSuccess) return err;
+    return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, chunk, epi, s);
+  } else {
+    return launch_gemvs(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+  }
 }
 
 }  // namespace
@@ -175,23 +221,14 @@ template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
                         const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s) {
+                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
-  cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, size_t(2 * E) * sizeof(int), s, ids, P, E, index);
+  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(P, E) : kGemvChunk;
+  cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, 0, s, ids, P, E, chunk, index);
   if (err != cudaSuccess) return err;
-  switch (opts.tokens_per_pass) {
-    case 1:
-      err = launch_experts<T, 1>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-      break;
-    case 2:
-      err = launch_experts<T, 2>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-      break;
-    case 4:
-      err = launch_experts<T, 4>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-      break;
-    default: err = launch_experts<T, 8>(act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, s);
-  }
+  err =
+      launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, epi, s);
   if (err != cudaSuccess) return err;
   const int64_t n8 = int64_t(T_) * (H / 8);
   return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, shared, shared_gate,
@@ -201,7 +238,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
 #define GS_MOE_INSTANTIATE(T)                                                                                         \
   template cudaError_t moe_experts<T>(GatedActivation, const T*, const T*, const T*, const int32_t*, const float*,    \
                                       const T*, const float*, int, T*, float*, int32_t*, T*, int, int, int, int, int, \
-                                      const MoeKernelOptions&, cudaStream_t);
+                                      const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
 GS_MOE_INSTANTIATE(bf16_t)
 GS_MOE_INSTANTIATE(float)
 

@@ -3,12 +3,12 @@
 //
 // moe_experts runs, with grid sizes fixed by the token count (never by the routing, so it is
 // captured in graphs and replayed for any routing):
-//   moe_align: the (token, slot) pairs counted and sorted by expert, each expert's first pair,
-//     and the list of experts some pair selected (index: moe_index_elems layout, ops/moe.h);
-//   moe_gate_up: a grouped GEMV over the listed experts: a warp computes one row of an expert's
-//     gate and up projections for `tokens_per_pass` of its pairs at a time (the row is read once
-//     a pass), then act(gate) * up into act [T k, I];
-//   moe_down: the same over the down projection, the routing weight applied, into pair_out
+//   moe_align: the (token, slot) pairs counted and sorted by expert, and each expert's pairs cut
+//     into work items of at most `chunk` pairs (index: moe_index.cuh's layout);
+//   gate_up: a grouped GEMM, a CTA an item and a tile of the expert's rows, act(gate) * up into
+//     act [T k, I]; bf16 on tensor cores (moe_grouped_gemm.cu, chunk from moe_mma_chunk), f32 as
+//     grouped GEMVs (`tokens_per_pass` pairs a read of a weight row);
+//   down: the same over the down projection, the routing weight applied, into pair_out
 //     [T k, H] (f32);
 //   moe_reduce: out[t] = sum over t's k slots of pair_out, + the gated shared expert.
 // Experts no token selected are never read: at one token, k experts' weights a layer.
@@ -28,11 +28,32 @@ using gs::MoeKernelOptions;
 cudaError_t moe_route(const float* logits, const float* bias, const MoeRouting& r, int32_t* ids, float* weights, int T_,
                       cudaStream_t s);
 
+// gpt-oss's additions to moe_gate_up's and moe_down's epilogues (MoeExpertsArgs): the experts'
+// f32 biases [E, 2I] and [E, H] (null: none) and the clamped SwiGLU's limit.
+struct MoeEpilogue {
+  const float* gate_up_bias = nullptr;
+  const float* down_bias = nullptr;
+  float swiglu_limit = 0.0f;
+};
+
 // H and I multiples of 8, all pointers 16-byte aligned (the caller checks).
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
                         const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s);
+                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
+
+// The bf16 grouped GEMMs on tensor cores, over the items of an index moe_align cut into `chunk`
+// pairs (8, 16, 32, 64 or 128). K (H for gate_up, I for down) a multiple of 8.
+constexpr int kMoeMaxChunk = 128;
+// The item size for P pairs over E experts: twice the mean pairs of an active expert, so that
+// most experts' weights are read once a step.
+int moe_mma_chunk(int P, int E);
+cudaError_t moe_gate_up_mma(GatedActivation act, const uint16_t* x, const uint16_t* gate_up, const int32_t* index,
+                            uint16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
+                            cudaStream_t s);
+cudaError_t moe_down_mma(const uint16_t* act, const uint16_t* down, const float* weights, const int32_t* index,
+                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi,
+                         cudaStream_t s);
 
 }  // namespace gs::cuda

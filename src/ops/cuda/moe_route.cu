@@ -1,5 +1,9 @@
-// The routing kernel: one thread a token, running ops/moe.h's moe_route_token (the CPU
-// backend's arithmetic) on its router logits.
+// The routing kernel: a warp a token, each lane holding the scores of experts lane + 32 i, with
+// ops/moe.h's rule (the CPU backend's moe_route_token) computed by warp reductions: the same
+// experts, in the same order, and weights equal up to the softmax sum's rounding. A top-k pick is
+// the first expert of the largest key among those not yet taken; a NaN key never wins, except
+// that the sequential rule keeps the first expert not yet taken when its own key is NaN.
+#include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/moe_kernels.h"
 
@@ -7,18 +11,152 @@ namespace gs::cuda {
 
 namespace {
 
-constexpr int kThreads = 64;
+constexpr int kWarps = 4;
+constexpr int kPer = kMaxMoeExperts / 32;  // experts a lane
+constexpr unsigned kAll = 0xffffffffu;
 
-__global__ void moe_route_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights,
-                                 int T_) {
+// The better of two (key, expert) candidates: the larger key, then the smaller expert; e < 0 is
+// no candidate.
+__device__ __forceinline__ void better(float& v, int& e, float v2, int e2) {
+  if (e2 >= 0 && (e < 0 || v2 > v || (v2 == v && e2 < e))) v = v2, e = e2;
+}
+
+__device__ __forceinline__ void warp_best(float& v, int& e) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) better(v, e, __shfl_xor_sync(kAll, v, o), __shfl_xor_sync(kAll, e, o));
+}
+
+// The value of expert `e`'s slot in every lane's register array `a` (from its owner lane).
+__device__ __forceinline__ float owner_value(const float (&a)[kPer], int e, int lane) {
+  float mine = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+    if (lane + 32 * i == e) mine = a[i];
+  return __shfl_sync(kAll, mine, e & 31);
+}
+
+// Group-limited selection: keys of experts outside the topk_group best groups become -inf.
+// The group keys go through shared memory (`c_smem`, E floats), lane g computing group g's.
+__device__ __forceinline__ void mask_groups(const MoeRouting& r, float (&c)[kPer], float* c_smem, int lane) {
+  const int E = r.num_experts, G = r.n_group, per = E / G;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+    if (lane + 32 * i < E) c_smem[lane + 32 * i] = c[i];
+  __syncwarp();
+  float key[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // groups lane and lane + 32 (n_group <= 64)
+    const int g = lane + 32 * h;
+    float a = -INFINITY, b = -INFINITY;
+    if (g < G)
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        const float v = c_smem[e];
+        if (v > a)
+          b = a, a = v;
+        else if (v > b)
+          b = v;
+      }
+    key[h] = r.group_key == MoeGroupKey::Max ? a : a + b;
+  }
+  uint64_t kept = 0;
+  for (int pick = 0; pick < r.topk_group; ++pick) {
+    float bv = 0.0f;
+    int bg = -1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int g = lane + 32 * h;
+      if (g < G && !(kept >> g & 1)) better(bv, bg, key[h], g);
+    }
+    warp_best(bv, bg);
+    kept |= uint64_t(1) << bg;
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+    if (lane + 32 * i < E && !(kept >> ((lane + 32 * i) / per) & 1)) c[i] = -INFINITY;
+  __syncwarp();
+}
+
+// The next pick among keys without NaN: the lanes' best (the larger key, then the first expert)
+// meet in two warp reductions over order-preserving integer keys.
+__device__ __forceinline__ int pick_finite(const float (&c)[kPer], uint32_t taken, int E, int lane) {
+  float bv = 0.0f;
+  int be = -1;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + 32 * i;
+    if (e < E && !(taken >> i & 1) && (be < 0 || c[i] > bv)) bv = c[i], be = e;
+  }
+  const uint32_t u = __float_as_uint(bv + 0.0f);  // -0 as +0: equal keys tie
+  const uint32_t key = be < 0 ? 0u : (u & 0x80000000u ? ~u : u | 0x80000000u);
+  const uint32_t top = __reduce_max_sync(kAll, key);
+  return int(__reduce_min_sync(kAll, key == top && be >= 0 ? uint32_t(be) : 0xffffffffu));
+}
+
+// The next pick by the sequential rule where some key is NaN.
+__device__ __forceinline__ int pick_with_nans(const float (&c)[kPer], uint32_t taken, int E, int lane) {
+  float bv = 0.0f;
+  int be = -1, first = E;  // the best non-NaN key, and the first expert not taken
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + 32 * i;
+    if (e >= E || (taken >> i & 1)) continue;
+    first = min(first, e);
+    if (!isnan(c[i])) better(bv, be, c[i], e);
+  }
+  warp_best(bv, be);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) first = min(first, __shfl_xor_sync(kAll, first, o));
+  return isnan(owner_value(c, first, lane)) || be < 0 ? first : be;
+}
+
+__global__ void __launch_bounds__(kWarps * 32)
+    moe_route_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights, int T_) {
+  __shared__ float c_smem[kWarps][kMaxMoeExperts];
   pdl_wait();
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= T_) return;
-  float s[kMaxMoeExperts], c[kMaxMoeExperts];
-  const int E = r.num_experts, k = r.top_k;
-  moe_route_token(
-      r, logits + int64_t(t) * E, [bias](int e) { return bias ? bias[e] : 0.0f; }, s, c, ids + int64_t(t) * k,
-      weights + int64_t(t) * k);
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), tok = int(blockIdx.x) * kWarps + warp;
+  if (tok >= T_) return;
+  const int E = r.num_experts;
+  const float* l = logits + int64_t(tok) * E;
+  float s[kPer], c[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) s[i] = lane + 32 * i < E ? l[lane + 32 * i] : -INFINITY;
+  if (r.score == MoeScore::Softmax) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) m = fmaxf(m, s[i]);
+    m = warp_max(m);
+    if (isnan(__shfl_sync(kAll, s[0], 0))) m = NAN;  // the sequential max keeps a NaN first logit
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) sum += (s[i] = lane + 32 * i < E ? expf(s[i] - m) : 0.0f);
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) s[i] /= sum;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) s[i] = 1.0f / (1.0f + expf(-s[i]));
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) c[i] = s[i] + (bias && lane + 32 * i < E ? bias[lane + 32 * i] : 0.0f);
+  if (r.n_group > 1) mask_groups(r, c, c_smem[warp], lane);
+
+  bool nan_key = false;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) nan_key = nan_key || (lane + 32 * i < E && isnan(c[i]));
+  nan_key = __any_sync(kAll, nan_key);
+
+  uint32_t taken = 0;  // bit i: this lane's expert lane + 32 i is picked
+  float total = 0.0f, mine = 0.0f;
+  for (int j = 0; j < r.top_k; ++j) {
+    const int pick = nan_key ? pick_with_nans(c, taken, E, lane) : pick_finite(c, taken, E, lane);
+    if ((pick & 31) == lane) taken |= 1u << (pick >> 5);
+    const float w = owner_value(s, pick, lane);
+    total += w;
+    if (lane == j) mine = w;
+    if (lane == 0) ids[int64_t(tok) * r.top_k + j] = pick;
+  }
+  const float f = r.renormalize ? r.scaling / total : r.scaling;
+  if (lane < r.top_k) weights[int64_t(tok) * r.top_k + lane] = mine * f;
 }
 
 }  // namespace
@@ -26,8 +164,7 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRout
 cudaError_t moe_route(const float* logits, const float* bias, const MoeRouting& r, int32_t* ids, float* weights, int T_,
                       cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_pdl(moe_route_kernel, (T_ + kThreads - 1) / kThreads, kThreads, 0, s, logits, bias, r, ids, weights,
-                    T_);
+  return launch_pdl(moe_route_kernel, (T_ + kWarps - 1) / kWarps, kWarps * 32, 0, s, logits, bias, r, ids, weights, T_);
 }
 
 }  // namespace gs::cuda

@@ -15,6 +15,7 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/linear_epilogues.cuh"
 #include "ops/cuda/skinny_gemm.h"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace gs::cuda {
 
@@ -23,16 +24,6 @@ namespace {
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kU = 4;            // 16-byte loads per row and lane in a step
 constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
-
-// c += a (16 x 16 bf16, row-major) * b (16 x 8 bf16, col-major), fp32.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2, exactly: sign, exponent and mantissa
 // move into bf16's fields with e4m3's exponent bias left in place, which is 2^-120 times the value

@@ -1,0 +1,110 @@
+// gpt-oss's tensors as the Hub holds them, converted into the layouts the ops take:
+//   self_attn.o_proj.bias [H], self_attn.sinks [heads];
+//   mlp.router.weight [E, H] and .bias [E];
+//   mlp.experts.gate_up_proj [E, H, 2I] (HF computes x @ gate_up_proj: the transpose of a linear
+//   weight, gate in the even columns, up in the odd ones) with gate_up_proj_bias [E, 2I], and
+//   down_proj [E, I, H] with down_proj_bias [E, H]; in MXFP4 checkpoints the experts come as
+//   _blocks / _scales, which the WeightSource dequantizes (model/mxfp4.h).
+// Backend::moe_experts takes expert e's gate rows then its up rows ([2I, H]) and its down rows
+// ([H, I]); a tensor-parallel rank takes its channels [b, b + I / N) of every expert.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/llama_weights.h"
+
+namespace gs {
+
+namespace {
+
+class GptOssLoader {
+ public:
+  GptOssLoader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
+      : cfg_(cfg), tp_(tp), be_(backend), src_(src) {}
+
+  void layer(const std::string& p, LlamaLayerWeights& w) {
+    const int64_t H = cfg_.hidden_size;
+    if (cfg_.o_proj_bias) {  // every rank reads it (the checkpoint's tensors must all be claimed); rank 0 adds it
+      Tensor b = Tensor::empty({H}, be_.compute_dtype(), be_.allocator());
+      src_.load(p + "self_attn.o_proj.bias", {H}, b, WeightInit::Zeros, 0, {});
+      if (tp_.rank == 0) w.o_bias = b;
+    }
+    const int64_t lq = tp_.local.num_heads;
+    w.sinks = Tensor::empty({lq}, DType::F32, be_.allocator());
+    src_.load(p + "self_attn.sinks", {cfg_.num_heads}, w.sinks, WeightInit::Zeros, 0, {0, tp_.head_begin, lq});
+    moe(p + "mlp.", w.moe);
+  }
+
+ private:
+  void moe(const std::string& p, MoeLayerWeights& w) {
+    const int64_t H = cfg_.hidden_size, E = cfg_.moe.num_experts, I = cfg_.moe.expert_intermediate;
+    const int64_t li = tp_.local.moe.expert_intermediate, b = tp_.expert_inter_begin;
+    const DType dt = be_.compute_dtype();
+    w.router = Tensor::empty({E, H}, dt, be_.allocator());
+    src_.load(p + "router.weight", {E, H}, w.router, WeightInit::Uniform, H, {});
+    w.router_bias = Tensor::empty({E}, dt, be_.allocator());
+    src_.load(p + "router.bias", {E}, w.router_bias, WeightInit::Zeros, 0, {});
+    w.experts_gate_up = Tensor::empty({E * 2 * li, H}, dt, be_.allocator());
+    w.experts_down = Tensor::empty({E * H, li}, dt, be_.allocator());
+    std::vector<float> rows;
+    for (int64_t e = 0; e < E; ++e) {
+      const WeightSlice expert{0, e, 1};
+      const std::vector<float> gu = src_.load_host(p + "experts.gate_up_proj", {E, H, 2 * I}, WeightInit::Uniform, H,
+                                                   expert);  // [H, 2I]
+      rows.resize(size_t(2 * li * H));
+#pragma omp parallel for if (li * H > 65536)
+      for (int64_t i = 0; i < li; ++i)
+        for (int64_t h = 0; h < H; ++h) {
+          rows[size_t(i * H + h)] = gu[size_t(h * 2 * I + 2 * (b + i))];
+          rows[size_t((li + i) * H + h)] = gu[size_t(h * 2 * I + 2 * (b + i) + 1)];
+        }
+      upload(w.experts_gate_up.rows(e * 2 * li, 2 * li), rows);
+      const std::vector<float> dn =
+          src_.load_host(p + "experts.down_proj", {E, I, H}, WeightInit::Uniform, I, expert);  // [I, H]
+      rows.resize(size_t(H * li));
+#pragma omp parallel for if (li * H > 65536)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < li; ++i) rows[size_t(h * li + i)] = dn[size_t((b + i) * H + h)];
+      upload(w.experts_down.rows(e * H, H), rows);
+    }
+    const std::vector<float> gub =
+        src_.load_host(p + "experts.gate_up_proj_bias", {E, 2 * I}, WeightInit::Zeros, 0, {});
+    rows.resize(size_t(E * 2 * li));
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < li; ++i) {
+        rows[size_t(e * 2 * li + i)] = gub[size_t(e * 2 * I + 2 * (b + i))];
+        rows[size_t(e * 2 * li + li + i)] = gub[size_t(e * 2 * I + 2 * (b + i) + 1)];
+      }
+    w.experts_gate_up_bias = Tensor::empty({E, 2 * li}, DType::F32, be_.allocator());
+    upload(w.experts_gate_up_bias, rows);
+    const std::vector<float> db = src_.load_host(p + "experts.down_proj_bias", {E, H}, WeightInit::Zeros, 0, {});
+    if (tp_.rank == 0) {
+      w.experts_down_bias = Tensor::empty({E, H}, DType::F32, be_.allocator());
+      upload(w.experts_down_bias, db);
+    }
+  }
+
+  // Host f32 values into `dst` (any float dtype), synchronously (the buffer is reused).
+  void upload(const Tensor& dst, const std::vector<float>& host) {
+    GS_CHECK(int64_t(host.size()) == dst.numel(), "gpt-oss weights: {} values for {}", host.size(), dst.str());
+    staging_.resize(host.size() * dtype_size(dst.dtype()));
+    convert_host(host.data(), DType::F32, staging_.data(), dst.dtype(), host.size());
+    be_.copy(dst, Tensor::wrap(staging_.data(), dst.shape(), dst.dtype(), Device::cpu()));
+    be_.stream().synchronize();
+  }
+
+  const ModelConfig& cfg_;
+  const TpLayout& tp_;
+  Backend& be_;
+  WeightSource& src_;
+  std::vector<uint8_t> staging_;
+};
+
+}  // namespace
+
+void load_gpt_oss_layer(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src,
+                        const std::string& p, LlamaLayerWeights& w) {
+  GS_CHECK(cfg.moe.enabled(), "gpt-oss weights: the config has no experts");
+  GptOssLoader(cfg, tp, backend, src).layer(p, w);
+}
+
+}  // namespace gs

@@ -1,0 +1,31 @@
+// The tensor-core building blocks the skinny and grouped GEMMs share: the bf16 MMA (one warp-wide
+// m16n8k16 with fp32 accumulators; PTX mma.sync, A row-major 16 x 16, B column-major 16 x 8) and
+// the asynchronous 16-byte copies into shared memory that stage their B operands.
+#pragma once
+#include <cstdint>
+
+namespace gs::cuda {
+
+// c += a * b; a0..a3 and b0, b1 are the lane's fragment registers in PTX's layout.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// dst (shared) = src (global), 16 bytes, in the current cp.async group; wait_group<N> waits until
+// at most N of this thread's committed groups are still in flight.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+}  // namespace gs::cuda
