@@ -1,6 +1,7 @@
 // Weights from a safetensors checkpoint: shape-checked, converted to the compute dtype (FP8
 // weights dequantized exactly, model/fp8_checkpoint.h), and
 // every tensor of the checkpoint must be claimed by the model (or be a known harmless extra).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -108,8 +109,11 @@ class CheckpointSource final : public WeightSource {
       const auto* scales = static_cast<const uint8_t*>(sc->data) + (first + e) * N * G;
       dequantize_mxfp4(blocks, scales, N, G, deq.data());
       float* o = out.data() + e * K * N;
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t c = 0; c < K; ++c) o[c * N + r] = deq[size_t(r * K + c)];
+#pragma omp parallel for collapse(2) if (N * K > 65536)
+      for (int64_t r0 = 0; r0 < N; r0 += 32)  // the transpose in 32 x 32 tiles
+        for (int64_t c0 = 0; c0 < K; c0 += 32)
+          for (int64_t r = r0; r < std::min(r0 + 32, N); ++r)
+            for (int64_t c = c0; c < std::min(c0 + 32, K); ++c) o[c * N + r] = deq[size_t(r * K + c)];
     }
     used_.insert(name + "_blocks");
     used_.insert(name + "_scales");

@@ -9,12 +9,26 @@
 // ([H, I]); a tensor-parallel rank takes its channels [b, b + I / N) of every expert.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/llama_weights.h"
 
 namespace gs {
 
 namespace {
+
+// out[r, c] = in[c * ld + first + r * step] for r < rows, c < cols: a strided transpose, in tiles
+// that keep both sides in cache.
+void gather_transposed(const float* in, int64_t ld, int64_t first, int64_t step, int64_t rows, int64_t cols,
+                       float* out) {
+  constexpr int64_t kTile = 32;
+#pragma omp parallel for collapse(2) if (rows * cols > 65536)
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t c = c0; c < std::min(c0 + kTile, cols); ++c)
+        for (int64_t r = r0; r < std::min(r0 + kTile, rows); ++r) out[r * cols + c] = in[c * ld + first + r * step];
+}
 
 class GptOssLoader {
  public:
@@ -50,20 +64,14 @@ class GptOssLoader {
       const WeightSlice expert{0, e, 1};
       const std::vector<float> gu = src_.load_host(p + "experts.gate_up_proj", {E, H, 2 * I}, WeightInit::Uniform, H,
                                                    expert);  // [H, 2I]
-      rows.resize(size_t(2 * li * H));
-#pragma omp parallel for if (li * H > 65536)
-      for (int64_t i = 0; i < li; ++i)
-        for (int64_t h = 0; h < H; ++h) {
-          rows[size_t(i * H + h)] = gu[size_t(h * 2 * I + 2 * (b + i))];
-          rows[size_t((li + i) * H + h)] = gu[size_t(h * 2 * I + 2 * (b + i) + 1)];
-        }
+      rows.resize(size_t(2 * li * H));  // gate rows (even columns of the rank's channels), then up rows (odd)
+      gather_transposed(gu.data(), 2 * I, 2 * b, 2, li, H, rows.data());
+      gather_transposed(gu.data(), 2 * I, 2 * b + 1, 2, li, H, rows.data() + li * H);
       upload(w.experts_gate_up.rows(e * 2 * li, 2 * li), rows);
       const std::vector<float> dn =
           src_.load_host(p + "experts.down_proj", {E, I, H}, WeightInit::Uniform, I, expert);  // [I, H]
       rows.resize(size_t(H * li));
-#pragma omp parallel for if (li * H > 65536)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < li; ++i) rows[size_t(h * li + i)] = dn[size_t((b + i) * H + h)];
+      gather_transposed(dn.data(), H, b * H, 1, H, li, rows.data());
       upload(w.experts_down.rows(e * H, H), rows);
     }
     const std::vector<float> gub =
@@ -86,8 +94,11 @@ class GptOssLoader {
   // Host f32 values into `dst` (any float dtype), synchronously (the buffer is reused).
   void upload(const Tensor& dst, const std::vector<float>& host) {
     GS_CHECK(int64_t(host.size()) == dst.numel(), "gpt-oss weights: {} values for {}", host.size(), dst.str());
-    staging_.resize(host.size() * dtype_size(dst.dtype()));
-    convert_host(host.data(), DType::F32, staging_.data(), dst.dtype(), host.size());
+    const size_t n = host.size(), es = dtype_size(dst.dtype()), chunk = size_t(1) << 16;
+    staging_.resize(n * es);
+#pragma omp parallel for if (n > chunk)
+    for (size_t c = 0; c < n; c += chunk)
+      convert_host(host.data() + c, DType::F32, staging_.data() + c * es, dst.dtype(), std::min(chunk, n - c));
     be_.copy(dst, Tensor::wrap(staging_.data(), dst.shape(), dst.dtype(), Device::cpu()));
     be_.stream().synchronize();
   }

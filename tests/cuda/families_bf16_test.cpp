@@ -76,8 +76,11 @@ TEST_P(FamiliesBf16, CloseToHuggingFaceF32) {
       GetParam().c_str(), agree, total, sum / std::max(n_rel, 1), worst, prefix, total);
   EXPECT_GE(agree, total * 9 / 10);
   // bf16 also flips a mixture of experts' near-tied expert choices: HF's own bf16 reaches a
-  // rel-L2 of 0.067 on the qwen3_moe fixture.
-  EXPECT_LT(worst, load_model_config(src.dir).moe.enabled() ? 0.1 : 0.05);
+  // rel-L2 of 0.067 on the qwen3_moe fixture. The gpt_oss fixture's experts run with their clamps
+  // binding (make_family_fixtures.py scales gate/up so pre-activations pass swiglu_limit), where
+  // bf16's rounding moves the logits most: 0.13 at its worst kept step, 0.022 on average.
+  const ModelConfig mc = load_model_config(src.dir);
+  EXPECT_LT(worst, mc.arch == Architecture::GptOss ? 0.15 : mc.moe.enabled() ? 0.1 : 0.05);
 }
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, FamiliesBf16, ::testing::ValuesIn(test::family_names()),

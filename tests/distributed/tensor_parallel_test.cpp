@@ -1,6 +1,6 @@
 // Tensor parallelism on the CPU: TP = 2 and 4 give TP = 1's greedy tokens and logits (through
 // the sampled tokens' top-20 logprobs) on stories260K (8 heads, 4 KV heads) in every graph mode,
-// and on dummy presets whose KV heads are split or replicated; shards of dummy weights are
+// and on dummy presets whose KV heads are split or replicated, and on gpt-oss's HF fixture; shards of dummy weights are
 // slices of the whole tensors; models that do not split are refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/family_fixtures.h"
 #include "model/weight_source.h"
 #include "test_paths.h"
 #include "tp_harness.h"
@@ -96,6 +97,20 @@ TEST(TensorParallel, DummyPresetsSplitOrReplicateKvHeads) {
     c.seed = 3;
     const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
     for (int tp : {2, 4}) expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
+  }
+}
+
+// gpt-oss's HF fixture: sinks split by head, o_proj's and the experts' down biases added by rank 0
+// alone (the all-reduce sums the ranks' partials), the interleaved gate/up split on the experts'
+// channels (40: 20 or 10 a rank), 2 KV heads split at TP 2 and replicated at TP 4.
+TEST(TensorParallel, GptOssFixtureEqualsTp1) {
+  const auto reqs = workload(test::load_family_fixture("gpt_oss").prompts, 24);
+  RunnerConfig c = config(M::FULL_AND_PIECEWISE);
+  c.model = test::family_dir("gpt_oss").string();
+  const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
+  for (int tp : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
   }
 }
 

@@ -76,11 +76,13 @@ std::string config_error(const json& qc) {
 }
 
 TEST(Fp8Config, OtherSchemesAreRefusedNamingTheFieldValueAndTheSupportedOnes) {
-  for (const char* m : {"awq", "gptq", "bitsandbytes", "mxfp4", "modelopt"}) {
+  for (const char* m : {"awq", "gptq", "bitsandbytes", "modelopt"}) {
     const std::string e = config_error({{"quant_method", m}, {"bits", 4}});
     EXPECT_NE(e.find(fmt::format("quant_method '{}' is not supported", m)), std::string::npos) << e;
     EXPECT_NE(e.find("supported: quant_method 'fp8'"), std::string::npos) << e;
   }
+  const std::string mx = config_error({{"quant_method", "mxfp4"}});  // gpt-oss's experts only
+  EXPECT_NE(mx.find("'mxfp4' is only supported for GptOssForCausalLM"), std::string::npos) << mx;
   const std::string nvfp4 = config_error({{"quant_method", "compressed-tensors"}, {"format", "nvfp4-pack-quantized"}});
   EXPECT_NE(nvfp4.find("format 'nvfp4-pack-quantized' is not supported"), std::string::npos) << nvfp4;
   const std::string blk = config_error({{"quant_method", "fp8"}, {"weight_block_size", {64, 64}}});

@@ -128,8 +128,8 @@ TEST(ModelLoad, UnsupportedDtype) {
 TEST(ModelLoad, UnsupportedRopeScaling) {
   TempDir d;
   write_model(d.path(), [](auto&) {});
-  edit_config(d.path(), "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}});
-  EXPECT_ERROR_HAS(load_error(d.path()), "config.json", "yarn");
+  edit_config(d.path(), "rope_scaling", {{"rope_type", "dynamic"}, {"factor", 4.0}});
+  EXPECT_ERROR_HAS(load_error(d.path()), "config.json", "dynamic");
 }
 
 TEST(ModelLoad, RopeTypeThatIsNotAStringIsLabelled) {
