@@ -7,6 +7,7 @@
 #include "apps/commands.h"
 #include "apps/vllm_flag_table.h"
 #include "core/error.h"
+#include "model/deepseek_model.h"
 #include "model/model_factory.h"
 
 namespace gs {
@@ -35,6 +36,9 @@ void print_config(const ModelConfig& c, const std::string& source) {
   if (c.rope.llama3_factor > 0)
     fmt::print("rope_scaling: llama3 (factor {}, low {}, high {}, original {})\n", c.rope.llama3_factor,
                c.rope.llama3_low_freq_factor, c.rope.llama3_high_freq_factor, c.rope.llama3_original_max_position);
+  if (c.rope.yarn_factor > 0)
+    fmt::print("rope_scaling: yarn (factor {}, original {}, beta_fast {}, beta_slow {})\n", c.rope.yarn_factor,
+               c.rope.yarn_original_max_position, c.rope.yarn_beta_fast, c.rope.yarn_beta_slow);
   fmt::print("tie_word_embeddings: {}\nattention_bias: {}\nqk_norm: {}\n", c.tie_word_embeddings, c.attention_bias,
              c.qk_norm);
   fmt::print("max_position_embeddings: {}\ntorch_dtype: {}\n", c.max_position_embeddings, dtype_name(c.torch_dtype));
@@ -44,7 +48,14 @@ void print_config(const ModelConfig& c, const std::string& source) {
 
 void print_memory_plan(const ModelConfig& c) {
   const double params = double(c.num_parameters());
-  const double kv_elems_per_token = 2.0 * c.num_layers * c.kv_size();
+  const KVLayout kv = kv_layout(c);  // multi-head latent attention: one latent row a token and layer
+  const double kv_elems_per_token = double(kv.planes) * c.num_layers * kv.num_kv_heads * kv.head_dim;
+  if (c.mla.enabled())
+    fmt::print(
+        "multi-head latent attention: kv_lora_rank {}, q_lora_rank {}, qk nope {} + rope {}, v {}; the KV "
+        "cache holds {} values a token and layer (one shared latent row)\n",
+        c.mla.kv_lora_rank, c.mla.q_lora_rank, c.mla.qk_nope_head_dim, c.mla.qk_rope_head_dim, c.mla.v_head_dim,
+        c.mla.latent_dim());
   fmt::print("parameters: {} ({:.3f}B)\n", c.num_parameters(), params / 1e9);
   if (c.moe.enabled())
     fmt::print("active parameters per token: {} ({:.3f}B; {} experts of width {}, top {}{})\n",

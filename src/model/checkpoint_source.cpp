@@ -2,6 +2,7 @@
 // weights dequantized exactly, model/fp8_checkpoint.h), and
 // every tensor of the checkpoint must be claimed by the model (or be a known harmless extra).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -75,6 +76,7 @@ class CheckpointSource final : public WeightSource {
       if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
       if (cfg_.quant.fp8 && Fp8Checkpoint::known_extra(name)) continue;    // KV scales: the KV cache is not FP8
       if (name == "lm_head.weight" && cfg_.tie_word_embeddings) continue;  // tied: the embedding is used
+      if (mtp_layer(name)) continue;
       fail("{}: unexpected tensor '{}' (shape {}) for {}", t.file->path().string(), name, shape_str(t.shape),
            cfg_.architecture_name);
     }
@@ -120,6 +122,13 @@ class CheckpointSource final : public WeightSource {
     logged_mxfp4_ = true;
   }
 
+  // DeepSeek-V3's multi-token-prediction layers (model.layers.L.. past num_hidden_layers), which
+  // only speculative decoding would use.
+  bool mtp_layer(const std::string& name) const {
+    const std::string p = "model.layers.";
+    if (cfg_.arch != Architecture::DeepseekV3 || name.compare(0, p.size(), p) != 0) return false;
+    return std::atoi(name.c_str() + p.size()) >= cfg_.num_layers;
+  }
   std::string dir_;
   SafetensorsCheckpoint ckpt_;
   Backend& backend_;

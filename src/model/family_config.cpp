@@ -69,10 +69,12 @@ std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const 
       case Architecture::Gemma2:
       case Architecture::GptOss: w[size_t(i)] = i % 2 == 0 ? window : -1; break;  // HF: (i + 1) % 2
       case Architecture::Llama:
+      case Architecture::DeepseekV2:
+      case Architecture::DeepseekV3:
         fail(
-            "{}: 'sliding_window' {} is set, but LlamaForCausalLM has no sliding-window attention; remove it or "
-            "use MistralForCausalLM",
-            file.string(), window);
+            "{}: 'sliding_window' {} is set, but {} has no sliding-window attention; remove it (a Llama with "
+            "sliding windows is MistralForCausalLM)",
+            file.string(), window, c.architecture_name);
     }
   }
   return w;
@@ -151,6 +153,7 @@ void parse_family_fields(const json& j, const fs::path& file, ModelConfig& c) {
   if (c.arch == Architecture::Gemma2) parse_gemma2(j, file, c);
   parse_moe_fields(j, file, c);
   parse_gpt_oss_fields(j, file, c);
+  parse_deepseek_fields(j, file, c);
   GS_CHECK(!json_bool(j, "mlp_bias", false, file), "{}: 'mlp_bias' true is not supported", file.string());
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
     GS_CHECK(c.arch == Architecture::Gemma2 || !is_set(j, key), "{}: '{}' is only supported for Gemma2ForCausalLM",

@@ -45,75 +45,12 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& ba
   buf_.gate_up = alloc(2 * I);
   buf_.act = alloc(I);
   buf_.gathered = alloc(H);
-  if (cfg_.moe.enabled()) alloc_moe_buffers();
+  if (cfg_.moe.enabled()) moe_ = MoeBlock(cfg_, be_, max_num_tokens);
   if (tp.sharded()) {
     const int64_t R = max_logit_rows, C = tp.vocab_shard;
     buf_.logits_local = Tensor::empty({R, C}, DType::F32, be_.allocator());
     buf_.logits_scratch = Tensor::empty({tp.size * R * C}, DType::F32, be_.allocator());
   }
-}
-
-void LlamaModel::alloc_moe_buffers() {
-  const MoeConfig& m = cfg_.moe;
-  int sparse = 0;
-  for (int l = 0; l < cfg_.num_layers; ++l) sparse += m.sparse(l) ? 1 : 0;
-  spdlog::info("MoE: {} of {} layers sparse, {} experts of width {}, top {}{}; kernels ({}): {}", sparse,
-               cfg_.num_layers, m.num_experts, m.expert_intermediate, m.routing.top_k,
-               m.shared_intermediate > 0 ? fmt::format(", shared expert of width {}", m.shared_intermediate) : "",
-               be_.name(), be_.moe_kernels());
-  const int64_t M = max_tokens_, H = cfg_.hidden_size, E = m.num_experts, k = m.routing.top_k;
-  const int64_t I = m.expert_intermediate, Is = m.shared_intermediate;
-  auto alloc = [&](Shape s, DType d) { return Tensor::empty(s, d, be_.allocator()); };
-  const DType dt = be_.compute_dtype();
-  buf_.router_logits = alloc({M, E}, DType::F32);
-  buf_.topk_ids = alloc({M, k}, DType::I32);
-  buf_.topk_weights = alloc({M, k}, DType::F32);
-  if (Is > 0) {
-    buf_.shared_gate_up = alloc({M, 2 * Is}, dt);
-    buf_.shared_act = alloc({M, Is}, dt);
-    buf_.shared_out = alloc({M, H}, dt);
-  }
-  if (m.shared_gate) buf_.shared_gate = alloc({M, 8}, DType::F32);
-  buf_.moe_out = alloc({M, H}, dt);
-  buf_.pair_act = alloc({M * k, I}, dt);
-  buf_.pair_out = alloc({M * k, H}, DType::F32);
-  buf_.moe_index = alloc({moe_index_elems(M, k, E)}, DType::I32);
-}
-
-void LlamaModel::moe_block(int layer, int n) {
-  const MoeLayerWeights& w = w_.layers[size_t(layer)].moe;
-  const MoeConfig& m = cfg_.moe;
-  const int64_t k = m.routing.top_k;
-  const Tensor hid = buf_.hidden.rows(0, n);
-  MoeExpertsArgs a;
-  a.act = cfg_.activation;
-  a.swiglu_limit = m.swiglu_limit;
-  a.gate_up_bias = w.experts_gate_up_bias;
-  a.down_bias = w.experts_down_bias;
-  a.x = hid;
-  a.gate_up = w.experts_gate_up;
-  a.down = w.experts_down;
-  a.ids = buf_.topk_ids.rows(0, n);
-  a.weights = buf_.topk_weights.rows(0, n);
-  be_.linear(hid, w.router, w.router_bias, buf_.router_logits.rows(0, n));
-  be_.moe_route(buf_.router_logits.rows(0, n), Tensor(), m.routing, a.ids, a.weights);
-  if (m.shared_intermediate > 0) {
-    be_.linear({.x = hid,
-                .w = w.shared_gate_up,
-                .y = buf_.shared_gate_up.rows(0, n),
-                .then = Gated{cfg_.activation, buf_.shared_act.rows(0, n)}});
-    a.shared = buf_.shared_out.rows(0, n);
-    be_.linear(buf_.shared_act.rows(0, n), w.shared_down, Tensor(), a.shared);
-  }
-  if (m.shared_gate) {
-    a.shared_gate = buf_.shared_gate.rows(0, n);
-    be_.linear(hid, w.shared_gate, Tensor(), a.shared_gate);
-  }
-  a.act_scratch = buf_.pair_act.rows(0, n * k);
-  a.pair_out = buf_.pair_out.rows(0, n * k);
-  a.index = buf_.moe_index;
-  a.out = buf_.moe_out.rows(0, n);
-  be_.moe_experts(a);
 }
 
 void LlamaModel::reduce(const Tensor& t) {
@@ -229,7 +166,7 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
   add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
   if (cfg_.moe.sparse(layer)) {
-    moe_block(layer, n);
+    moe_.run(w.moe, Tensor(), hid, n);
   } else if (lora_slots(in)) {  // the adapter adds to the gate/up projection, in the activation's op
     const Tensor y = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up, Tensor(),
                                     gate_up, in.lora_slots, n);
@@ -250,7 +187,7 @@ void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor
     return;
   }
   if (cfg_.moe.sparse(layer)) {  // sharded: the ranks' partial sums, reduced in the add + norm
-    add_rms_norm(layer, {.reduce = tp_.sharded()}, in, res, buf_.moe_out.rows(0, n), next_norm, hid, n);
+    add_rms_norm(layer, {.reduce = tp_.sharded()}, in, res, moe_.out(n), next_norm, hid, n);
     return;
   }
   const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);

@@ -36,6 +36,7 @@
 #include "model/llama_weights.h"
 #include "model/lora_slots.h"
 #include "model/model_config.h"
+#include "model/moe_block.h"
 #include "model/piecewise_model.h"
 
 namespace gs {
@@ -64,14 +65,7 @@ class LlamaModel final : public PiecewiseModel {
   struct Buffers {
     Tensor residual, hidden, qkv, q, k, v, attn_out, gate_up, act, gathered;
     Tensor logits_local, logits_scratch;  // sharded: f32 [rows, V / N] and the gather's [N rows, V / N]
-    // MoE (cfg.moe): router logits f32 [M, E], routing ids / weights [M, k], the shared expert's
-    // gate_up / act / out and gate logit f32 [M, 8], the block's output, moe_experts' workspace.
-    Tensor router_logits, topk_ids, topk_weights, shared_gate_up, shared_act, shared_out, shared_gate, moe_out;
-    Tensor pair_act, pair_out, moe_index;
   };
-  void alloc_moe_buffers();
-  // A sparse layer's MLP of the normed hidden state into buf_.moe_out (MoE models; after mlp_in's norm).
-  void moe_block(int layer, int n);
   // Sums a row-parallel projection's partial outputs over the ranks (nothing when unsharded).
   void reduce(const Tensor& t);
 
@@ -113,6 +107,7 @@ class LlamaModel final : public PiecewiseModel {
   AttentionBackend& attn_;
   int max_tokens_;
   Buffers buf_;
+  MoeBlock moe_;  // sparse layers' MLP (MoE models; after mlp_in's norm)
   std::vector<KVCacheLayer> kv_;
   LoraSlots* lora_ = nullptr;
 };

@@ -17,7 +17,7 @@ struct ArchEntry {
   const char* name;
   Architecture arch;
 };
-constexpr std::array<ArchEntry, 10> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
+constexpr std::array<ArchEntry, 12> kArchitectures{{{"LlamaForCausalLM", Architecture::Llama},
                                                     {"MistralForCausalLM", Architecture::Mistral},
                                                     {"Qwen2ForCausalLM", Architecture::Qwen2},
                                                     {"Qwen3ForCausalLM", Architecture::Qwen3},
@@ -26,7 +26,9 @@ constexpr std::array<ArchEntry, 10> kArchitectures{{{"LlamaForCausalLM", Archite
                                                     {"MixtralForCausalLM", Architecture::Mixtral},
                                                     {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
                                                     {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe},
-                                                    {"GptOssForCausalLM", Architecture::GptOss}}};
+                                                    {"GptOssForCausalLM", Architecture::GptOss},
+                                                    {"DeepseekV2ForCausalLM", Architecture::DeepseekV2},
+                                                    {"DeepseekV3ForCausalLM", Architecture::DeepseekV3}}};
 
 void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   auto it = j.find("architectures");
@@ -43,7 +45,7 @@ void parse_architecture(const json& j, const fs::path& file, ModelConfig& c) {
   fail(
       "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
       "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-      "Qwen3MoeForCausalLM, GptOssForCausalLM)",
+      "Qwen3MoeForCausalLM, GptOssForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)",
       file.string(), name);
 }
 
@@ -166,6 +168,7 @@ int64_t mlp_parameters(const ModelConfig& c, int l, bool active) {
 int64_t parameters(const ModelConfig& c, bool active) {
   const int64_t H = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size();
   int64_t layer = (c.gemma_norms ? 4 : 2) * H + qkv * H + int64_t(c.q_size()) * H;
+  if (c.mla.enabled()) layer = 2 * H + detail::mla_attention_parameters(c);
   if (c.attention_bias) layer += qkv;
   if (c.qk_norm) layer += 2 * c.head_dim;
   if (c.o_proj_bias) layer += H;
@@ -181,10 +184,9 @@ int64_t parameters(const ModelConfig& c, bool active) {
 int64_t ModelConfig::num_parameters() const { return parameters(*this, false); }
 int64_t ModelConfig::num_active_parameters() const { return parameters(*this, true); }
 
-ModelConfig load_model_config(const fs::path& model_dir) {
-  GS_CHECK(fs::is_directory(model_dir), "model directory {} does not exist", model_dir.string());
-  const fs::path file = model_dir / "config.json";
-  const json j = read_json_file(file);
+namespace detail {
+
+ModelConfig parse_model_config(const json& j, const fs::path& file) {
   GS_CHECK(j.is_object(), "{}: expected a JSON object", file.string());
   ModelConfig c;
   parse_architecture(j, file, c);
@@ -212,7 +214,14 @@ ModelConfig load_model_config(const fs::path& model_dir) {
   c.bos_token_id = json_int(j, "bos_token_id", -1, file);
   c.eos_token_ids = parse_eos(j, file);
   validate(c, file);
+  return c;
+}
 
+}  // namespace detail
+
+ModelConfig load_model_config(const fs::path& model_dir) {
+  GS_CHECK(fs::is_directory(model_dir), "model directory {} does not exist", model_dir.string());
+  ModelConfig c = detail::parse_model_config(read_json_file(model_dir / "config.json"), model_dir / "config.json");
   const fs::path gen = model_dir / "generation_config.json";
   if (fs::exists(gen)) {  // generation_config.json wins for generation, as in HF
     const json g = read_json_file(gen);

@@ -11,7 +11,20 @@
 
 namespace gs {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, Gemma2, Mixtral, Qwen2Moe, Qwen3Moe, GptOss };
+enum class Architecture {
+  Llama,
+  Mistral,
+  Qwen2,
+  Qwen3,
+  Phi3,
+  Gemma2,
+  Mixtral,
+  Qwen2Moe,
+  Qwen3Moe,
+  GptOss,
+  DeepseekV2,
+  DeepseekV3
+};
 using Activation = GatedActivation;  // the MLP's gate activation (ops/gated_activation.h)
 
 // The mixture-of-experts fields (model/moe_config.cpp); num_experts == 0: a dense model.
@@ -29,9 +42,28 @@ struct MoeConfig {
   bool expert_bias = false;
   float swiglu_limit = 0.0f;
   bool mxfp4_experts = false;
+  bool score_bias = false;  // DeepSeek-V3: the router's e_score_correction_bias [E] joins the selection keys
 
   bool enabled() const { return num_experts > 0; }
   bool sparse(int layer) const { return enabled() && sparse_layers[size_t(layer)]; }
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3; model/deepseek_config.cpp). Each token caches one
+// latent row of kv_lora_rank + qk_rope_head_dim values (the normed c_kv, then the roped k_pe),
+// shared by every head; kv_b_proj expands it into the heads' k_nope and v.
+struct MlaConfig {
+  int q_lora_rank = 0;   // > 0: q_a_proj, q_a_layernorm, q_b_proj; 0: q_proj
+  int kv_lora_rank = 0;  // > 0: the model uses MLA
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool rope_interleave = true;  // rotary pairs (2i, 2i + 1) (DeepSeek); false: rotate-half pairs (i, i + R / 2)
+  float rope_scale = 1.0f;      // YaRN's attention factor: the cos / sin scale of q_pe and k_pe
+  float softmax_scale = 0.0f;   // qk_head_dim^-1/2, times YaRN's mscale(factor, mscale_all_dim)^2
+
+  bool enabled() const { return kv_lora_rank > 0; }
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached values a token and layer
 };
 
 struct ModelConfig {
@@ -67,6 +99,7 @@ struct ModelConfig {
   // gpt-oss: a learned sink logit per query head in every attention's softmax, and o_proj's bias.
   bool attention_sinks = false;
   bool o_proj_bias = false;
+  MlaConfig mla;
 
   int window(int layer) const { return layer_windows.empty() ? -1 : layer_windows[size_t(layer)]; }
   // True when every layer has a sliding window (KV older than the largest window can be freed).
@@ -86,12 +119,19 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 
 namespace detail {
+// The fields of a config.json object (`file` names it in errors); load_model_config without
+// generation_config.json. Presets of the Hub's configs go through it too.
+ModelConfig parse_model_config(const nlohmann::json& j, const std::filesystem::path& file);
 // Sliding windows, activation, Gemma 2 fields and config values graphserve cannot honour
 // (family_config.cpp); called by load_model_config after the common fields.
 void parse_family_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
 // rope_scaling of type longrope / su (Phi-3) into c.rope and c.rope_attention_factor.
 // The MoE fields of Mixtral, Qwen2-MoE and Qwen3-MoE into c.moe (moe_config.cpp).
 void parse_moe_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
+// DeepSeek-V2/V3: MLA, the MoE fields and YaRN's softmax factor (deepseek_config.cpp).
+void parse_deepseek_fields(const nlohmann::json& j, const std::filesystem::path& file, ModelConfig& c);
+// The attention parameters of one MLA layer (deepseek_config.cpp).
+int64_t mla_attention_parameters(const ModelConfig& c);
 void parse_longrope(const nlohmann::json& scaling, const nlohmann::json& j, const std::filesystem::path& file,
                     ModelConfig& c);
 // gpt-oss's fields (gpt_oss_config.cpp): sinks, biases, experts, swiglu_limit, MXFP4 experts.

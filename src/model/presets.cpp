@@ -279,6 +279,7 @@ std::vector<Preset> build() {
             make({A::GptOss, "GptOssForCausalLM", 512, 64, 32, 2, 4, 2, 16, 1e-5f, 150000.0f, false, 512, 1, {2}}), 8,
             2, 16, 4.0f, 128)}},
       {"gpt-oss-20b", {"gpt-oss-20b", gpt_oss_20b()}},
+      {"deepseek-v2-lite", {"DeepSeek-V2-Lite", deepseek_v2_lite_config()}},
   };
   std::vector<Preset> out;
   for (auto& [name, d] : p) out.push_back({name, describe(d.first, d.second), d.second});

@@ -15,6 +15,8 @@ struct Preset {
 };
 
 const std::vector<Preset>& builtin_presets();
+// DeepSeek-V2-Lite's config.json through the config parser (model/deepseek_config.cpp).
+ModelConfig deepseek_v2_lite_config();
 // The preset called `name`; throws gs::Error listing the valid names when there is none.
 const Preset& find_preset(const std::string& name);
 

@@ -6,6 +6,7 @@
 
 #ifdef GS_HAVE_CUDA
 #include "attention/cuda/cuda_attention.h"
+#include "attention/cuda/cuda_mla_attention.h"
 #include "core/cuda/cuda_device.h"
 #include "distributed/cuda/nccl_communicator.h"
 #include "ops/cuda/cuda_backend.h"
@@ -81,6 +82,13 @@ std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const Attenti
   (void)options;
 #endif
   return make_cpu_attention(backend, shape);
+}
+
+std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape) {
+#ifdef GS_HAVE_CUDA
+  if (backend.device().is_cuda()) return make_cuda_mla_attention(backend, shape);
+#endif
+  return make_mla_attention(backend, shape);
 }
 
 std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend) {

@@ -9,6 +9,7 @@
 #include "cudagraph/capture_sizes.h"
 #include "cudagraph/graph_memory.h"
 #include "cudagraph/mode_resolution.h"
+#include "model/deepseek_model.h"
 #include "runner/device_setup.h"
 #include "runner/model_runner_impl.h"
 
@@ -29,7 +30,9 @@ void ModelRunner::Impl::build_model() {
   make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size);  // a model that does not split: before joining
   if (cfg.tensor_parallel_size > 1) comm = make_communicator(*backend, cfg);
   local_cfg = tp_layout(mcfg, comm.get()).local;
-  attention = make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
+  attention = local_cfg.mla.enabled()
+                  ? make_mla_attention_for(*backend, mla_shape(local_cfg))
+                  : make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
   cascade_enabled = !cfg.disable_cascade_attn && attention->supports_cascade() &&
                     std::none_of(mcfg.layer_windows.begin(), mcfg.layer_windows.end(), [](int w) { return w > 0; });
   max_tokens = cfg.max_num_batched_tokens;
@@ -67,7 +70,9 @@ void ModelRunner::Impl::build_model() {
 }
 
 void ModelRunner::Impl::plan_kv_cache() {
-  const KVCacheSpec spec{0, cfg.block_size, local_cfg.num_kv_heads, mcfg.head_dim, backend->compute_dtype()};
+  const KVLayout layout = kv_layout(local_cfg);  // MLA: one latent row a token, no V plane
+  const KVCacheSpec spec{
+      0, cfg.block_size, layout.num_kv_heads, layout.head_dim, backend->compute_dtype(), layout.planes};
   const size_t per_block = spec.block_bytes() * size_t(mcfg.num_layers);
   size_t bytes = cfg.kv_cache_memory_bytes;
   long long cap = -1;  // the CPU default never holds more than every sequence at full length
@@ -101,12 +106,12 @@ void ModelRunner::Impl::plan_kv_cache() {
            per_block, mcfg.num_layers);
   GS_CHECK(blocks <= (1LL << 30), "too many KV blocks ({})", blocks);
   num_blocks = static_cast<int>(blocks);
-  const Shape shape{num_blocks, cfg.block_size, local_cfg.num_kv_heads, mcfg.head_dim};
+  const Shape shape{num_blocks, cfg.block_size, layout.num_kv_heads, layout.head_dim};
   for (int l = 0; l < mcfg.num_layers; ++l) {
     KVCacheLayer layer{Tensor::empty(shape, spec.dtype, backend->allocator()),
-                       Tensor::empty(shape, spec.dtype, backend->allocator())};
+                       layout.planes == 2 ? Tensor::empty(shape, spec.dtype, backend->allocator()) : Tensor()};
     backend->fill_zero(layer.k);
-    backend->fill_zero(layer.v);
+    if (layer.v.defined()) backend->fill_zero(layer.v);
     kv.push_back(layer);
   }
   backend->stream().synchronize();
@@ -159,6 +164,9 @@ void ModelRunner::Impl::resolve_mode_and_keys() {
   const bool piecewise = model->num_pieces() > 1;  // attention splits the forward
   ModeResolution res = resolve_cudagraph_mode(*cc.cudagraph_mode, support, piecewise, uniform_query_len, sizes);
   stats.resolved_mode = res.mode;
+  spdlog::info("attention backend '{}' declares cudagraph support {}: cudagraph mode {} resolved to {}",
+               attention->name(), cg_support_name(attention->cudagraph_support()), mode_name(*cc.cudagraph_mode),
+               mode_name(res.mode));
   dispatcher.initialize_cudagraph_keys(
       res.mode, res.capture_sizes, uniform_query_len, max_reqs, cfg.enable_lora,
       piecewise_capture_sizes(res.mode, res.capture_sizes, cfg.piecewise_every_capture_size));

@@ -54,6 +54,8 @@ TEST_P(Families, GreedyTokensAndLogitsMatchHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, Families, ::testing::ValuesIn(test::family_names()),
                          [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(DeepSeek, Families, ::testing::ValuesIn(test::mla_family_names()),
+                         [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Fp8, Families, ::testing::ValuesIn(test::fp8_family_names()),
                          [](const auto& info) { return info.param; });
 

@@ -18,6 +18,14 @@ inline const std::vector<std::string>& family_names() {
   return names;
 }
 
+// DeepSeek-V2 (q_proj, group-limited routing, YaRN; q_lora_rank, greedy routing) and V3 (sigmoid
+// scores with e_score_correction_bias, noaux_tc groups, YaRN's mscale_all_dim): multi-head latent
+// attention, which runs on the CPU only so far.
+inline const std::vector<std::string>& mla_family_names() {
+  static const std::vector<std::string> names = {"deepseek_v2", "deepseek_v2_qlora", "deepseek_v3"};
+  return names;
+}
+
 // FP8 checkpoints of the same kind of models (tools/hf_fixtures/fp8_fixtures.py): per-channel
 // compressed-tensors, 128x128 blocks with weight_scale_inv (Qwen3), per-tensor with input_scale;
 // their HF reference runs in f32 on the exactly dequantized weights.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/deepseek_model.h"
 #include "model/model_factory.h"
 
 namespace gs::test {
@@ -23,7 +24,10 @@ class ModelHarness {
         max_reqs_(max_reqs),
         num_blocks_(num_blocks),
         max_blocks_(num_blocks) {
-    attn_ = make_cpu_attention(*be_, attention_shape(cfg_));
+    if (cfg_.mla.enabled())
+      attn_ = make_mla_attention(*be_, mla_shape(cfg_));
+    else
+      attn_ = make_cpu_attention(*be_, attention_shape(cfg_));
     model_ = create_model(cfg_, src, *be_, *attn_, max_tokens);
     auto i32 = [&](Shape s) { return Tensor::empty(s, DType::I32, be_->allocator()); };
     ids_ = i32({max_tokens}), pos_ = i32({max_tokens}), rows_ = i32({max_tokens});
@@ -31,11 +35,13 @@ class ModelHarness {
     md_.block_table = i32({max_reqs, max_blocks_}), md_.slot_mapping = i32({max_tokens});
     md_.block_size = kBlockSize, md_.max_blocks_per_req = max_blocks_;
     std::vector<KVCacheLayer> layers;
+    const KVLayout kl = kv_layout(cfg_);  // MLA: latent rows in k, no v
     for (int l = 0; l < cfg_.num_layers; ++l) {
-      const Shape s{num_blocks, kBlockSize, cfg_.num_kv_heads, cfg_.head_dim};
-      layers.push_back(
-          {Tensor::empty(s, DType::F32, be_->allocator()), Tensor::empty(s, DType::F32, be_->allocator())});
-      for (const Tensor& t : {layers.back().k, layers.back().v}) std::fill_n(t.data_as<float>(), t.numel(), 0.0f);
+      const Shape s{num_blocks, kBlockSize, kl.num_kv_heads, kl.head_dim};
+      layers.push_back({Tensor::empty(s, DType::F32, be_->allocator()),
+                        kl.planes == 2 ? Tensor::empty(s, DType::F32, be_->allocator()) : Tensor()});
+      for (const Tensor& t : {layers.back().k, layers.back().v})
+        if (t.defined()) std::fill_n(t.data_as<float>(), t.numel(), 0.0f);
     }
     kv_ = layers;  // views of the same storage
     model_->bind_kv_cache(std::move(layers));
@@ -101,7 +107,8 @@ class ModelHarness {
     be_->stream().synchronize();
     const KVCacheLayer& l = kv_[size_t(layer)];
     for (const Tensor& t : {l.k, l.v})
-      if (std::any_of(t.data_as<float>(), t.data_as<float>() + t.numel(), [](float x) { return x != 0.0f; }))
+      if (t.defined() &&
+          std::any_of(t.data_as<float>(), t.data_as<float>() + t.numel(), [](float x) { return x != 0.0f; }))
         return true;
     return false;
   }

@@ -41,6 +41,8 @@ TEST_P(FamiliesModes, GreedyEqualsHuggingFaceInNoneAndFullAndPiecewise) {
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, FamiliesModes, ::testing::ValuesIn(test::family_names()),
                          [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(DeepSeek, FamiliesModes, ::testing::ValuesIn(test::mla_family_names()),
+                         [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Fp8, FamiliesModes, ::testing::ValuesIn(test::fp8_family_names()),
                          [](const auto& info) { return info.param; });
 

@@ -79,7 +79,51 @@ def moe_families():
                                         norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
                                         num_hidden_layers=3, head_dim=32, use_sliding_window=False,
                                         rope_parameters=rope("default"))),
+        **deepseek_families(),
     }
+
+
+def deepseek_families():
+    """DeepSeek-V2/V3 with multi-head latent attention (kv_lora_rank 32, rope 8, nope 16, v 16),
+    shared experts and a dense first layer. V2's YaRN leaves mscale / mscale_all_dim out: HF's
+    deepseek_v2 does not apply the mscale_all_dim softmax factor that DeepSeek's own code and
+    HF's deepseek_v3 apply, so only V3 checks that factor (mscale = mscale_all_dim = 1)."""
+    mla = dict(num_key_value_heads=4, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+               n_routed_experts=8, moe_intermediate_size=24, first_k_dense_replace=1, num_hidden_layers=3)
+    yarn = dict(factor=4.0, original_max_position_embeddings=64, beta_fast=32.0, beta_slow=1.0)
+    return {
+        "deepseek_v2": ("deepseek_v2", dict(mla, q_lora_rank=None, num_experts_per_tok=2, n_shared_experts=2,
+                                            topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                                            routed_scaling_factor=1.5, norm_topk_prob=False,
+                                            rope_parameters=rope("yarn", **yarn))),
+        "deepseek_v2_qlora": ("deepseek_v2", dict(mla, q_lora_rank=24, num_experts_per_tok=3, n_shared_experts=1,
+                                                  topk_method="greedy", n_group=None, topk_group=None,
+                                                  routed_scaling_factor=1.0, norm_topk_prob=False,
+                                                  num_hidden_layers=2, rope_parameters=rope("default"))),
+        "deepseek_v3": ("deepseek_v3", dict(mla, q_lora_rank=24, num_experts_per_tok=3, n_shared_experts=1,
+                                            n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                            rope_interleave=True,
+                                            rope_parameters=rope("yarn", **yarn, mscale=1.0, mscale_all_dim=1.0))),
+    }
+
+
+# config.json keys the Hub's DeepSeek checkpoints carry that HF's config classes may drop
+HUB_CONFIG_KEYS = {
+    "deepseek_v2": dict(scoring_func="softmax"),
+    "deepseek_v3": dict(scoring_func="sigmoid", topk_method="noaux_tc"),
+}
+
+
+def hub_config(d, model_type, extra):
+    if model_type not in HUB_CONFIG_KEYS:
+        return
+    path = os.path.join(d, "config.json")
+    cfg = json.load(open(path))
+    cfg.update(HUB_CONFIG_KEYS.get(model_type, {}))
+    for k in ("topk_method", "n_group", "topk_group", "q_lora_rank"):
+        if k in extra:
+            cfg[k] = extra[k]
+    json.dump(cfg, open(path, "w"), indent=2)
 
 
 def gpt_oss_families():
@@ -178,6 +222,9 @@ def build(model_type, extra, dtype=torch.float32):
                 p.add_(0.2 * torch.randn_like(p))
             if re.search(r"\.(mlp|block_sparse_moe)\.gate\.weight$", name):  # routers: decisive, no near-ties
                 p.mul_(8.0)
+        for name, b in model.named_buffers():  # DeepSeek-V3's selection bias: non-zero, so that it matters;
+            if name.endswith("e_score_correction_bias"):  # >= 0: HF masks groups with 0.0, DeepSeek with -inf
+                b.copy_(0.3 * torch.randn_like(b).abs())
         if model_type == "gpt_oss":
             perturb_gpt_oss(model)
     return model.eval()
@@ -224,6 +271,7 @@ def cmd_fixtures(out_dir, tok_dir, only=None):
             reload = None
             if name in moe:
                 reload = save_hub_format(model, mt, extra, d, prompts[0])
+                hub_config(d, mt, extra)
                 print(name, reload, flush=True)
             else:
                 model.save_pretrained(d, safe_serialization=True)

@@ -10,6 +10,7 @@
 // (p.sinks, gpt-oss) join the final normalisation's denominator: the only kernel that has them.
 #include <cfloat>
 
+#include "attention/cuda/find_request.cuh"
 #include "attention/cuda/flash_decoding_attention.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
@@ -30,19 +31,6 @@ constexpr int kSplitCtas = 256;
 constexpr int kMaxSplits = 64;
 constexpr int kSplitTarget = 512;
 static_assert(kSplitTarget <= kSplitCounters, "a split launch needs up to kSplitTarget arrival counters");
-
-// Largest r in [0, n] with qsl[r] <= t (qsl is non-decreasing, qsl[0] = 0).
-__device__ int find_request(const int32_t* qsl, int n, int t) {
-  int lo = 0, hi = n;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (qsl[mid] <= t)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
 
 // q.k of one key row; every 16-byte load of the row is issued before the first use.
 template <typename T, int MAXD>

@@ -1,0 +1,108 @@
+// Implements attention/cuda/cuda_mla_attention.h.
+#include "attention/cuda/cuda_mla_attention.h"
+
+#include "attention/cuda/mla_kernels.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_stream.h"
+
+namespace gs {
+
+namespace {
+
+void need(const Tensor& t, DType d, const char* name) {
+  GS_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == d,
+           "cuda MLA attention: {} must be {} on the GPU, got {}", name, dtype_name(d),
+           t.defined() ? t.str() : std::string("undefined"));
+}
+
+class CudaMlaAttention final : public MlaAttentionBackend {
+ public:
+  CudaMlaAttention(Backend& backend, const MlaShape& shape) : MlaAttentionBackend(shape), backend_(backend) {
+    auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
+    GS_CHECK(cs, "cuda MLA attention needs the CUDA backend, got backend '{}'", backend.name());
+    stream_ = cs->handle();
+    dtype_ = backend.compute_dtype();
+    GS_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F32,
+             "cuda MLA attention: compute dtype {} is not supported (bf16 or f32)", dtype_name(dtype_));
+    dims_ = {shape.num_heads,  shape.kv_lora_rank, shape.qk_nope_head_dim, shape.qk_rope_head_dim,
+             shape.v_head_dim, shape.scale,        shape.rope_scale,       shape.rope_interleave};
+    GS_CHECK(cuda::mla_dims_supported(dims_),
+             "cuda MLA attention: {} heads, kv_lora_rank {} (at most {}), nope {} and rope {} (at most 256, rope even) "
+             "are not supported",
+             shape.num_heads, shape.kv_lora_rank, cuda::kMlaMaxLoraRank, shape.qk_nope_head_dim,
+             shape.qk_rope_head_dim);
+    const std::vector<float> f = rope_inv_freq(shape.rope);
+    inv_freq_ = backend.upload(f.data(), DType::F32, {int64_t(f.size())}, DType::F32);
+    GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
+  }
+
+  std::string name() const override { return "mla-cuda"; }
+  AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
+
+  void forward_mla(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) override {
+    const MlaShape& s = shape_;
+    const int64_t T = a.q.dim(0), H = s.num_heads;
+    for (auto [t, n] : {std::pair{&a.q, "q"},
+                        {&a.kv_a, "kv_a"},
+                        {&a.kv_a_norm, "kv_a_norm"},
+                        {&a.kv_b, "kv_b"},
+                        {&a.out, "out"},
+                        {&cache.k, "the cache"}})
+      need(*t, dtype_, n);
+    need(a.q_latent, DType::F32, "q_latent");
+    need(a.o_latent, DType::F32, "o_latent");
+    GS_CHECK(a.q.numel() == T * H * s.qk_head_dim() && a.kv_a.numel() == T * s.latent_dim() &&
+                 a.out.numel() == T * H * s.v_head_dim && a.q_latent.numel() >= T * H * s.latent_dim() &&
+                 a.o_latent.numel() >= T * H * s.kv_lora_rank && a.positions.numel() >= T &&
+                 a.kv_b.numel() == H * int64_t(s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank,
+             "cuda MLA attention: q {}, kv_a {}, out {}, scratch {} / {} do not match {} tokens of {} heads", a.q.str(),
+             a.kv_a.str(), a.out.str(), a.q_latent.str(), a.o_latent.str(), T, H);
+    const Shape cs = cache.k.shape();
+    GS_CHECK(cs.size() == 4 && cs[1] == md.block_size && cs[2] == 1 && cs[3] == s.latent_dim(),
+             "cuda MLA attention: cache {} must be [blocks, {}, 1, {}]", cache.k.str(), md.block_size, s.latent_dim());
+    if (dtype_ == DType::BF16)
+      launch<uint16_t>(a, cache, md, int(T));
+    else
+      launch<float>(a, cache, md, int(T));
+  }
+
+ private:
+  template <typename S>
+  void launch(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md, int T) {
+    cuda::MlaLaunch<S> l{a.q.data_as<const S>(),
+                         a.kv_a.data_as<const S>(),
+                         a.kv_a_norm.data_as<const S>(),
+                         a.kv_b.data_as<const S>(),
+                         a.positions.data_as<const int32_t>(),
+                         inv_freq_.data_as<const float>(),
+                         cache.k.data_as<S>(),
+                         a.out.data_as<S>(),
+                         a.q_latent.data_as<float>(),
+                         a.o_latent.data_as<float>(),
+                         md.query_start_loc.data_as<const int32_t>(),
+                         md.seq_lens.data_as<const int32_t>(),
+                         md.block_table.data_as<const int32_t>(),
+                         md.slot_mapping.data_as<const int32_t>(),
+                         T,
+                         md.num_reqs_padded,
+                         md.block_size,
+                         md.max_blocks_per_req,
+                         shape_.kv_norm_eps,
+                         dims_};
+    GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
+  }
+
+  Backend& backend_;
+  cudaStream_t stream_ = nullptr;
+  DType dtype_ = DType::BF16;
+  cuda::MlaDims dims_{};
+  Tensor inv_freq_;
+};
+
+}  // namespace
+
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape) {
+  return std::make_unique<CudaMlaAttention>(backend, shape);
+}
+
+}  // namespace gs

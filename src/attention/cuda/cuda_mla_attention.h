@@ -1,0 +1,17 @@
+// The CUDA multi-head latent attention backend (attention/mla_attention.h) on the kernels of
+// attention/cuda/mla_kernels.h: the latent cache in the compute dtype, every request in the
+// absorbed form. Its kernels read each batch from the metadata's device buffers, size their grids
+// from the padded token count and use the model's fixed scratch (MlaForwardArgs::q_latent,
+// o_latent), so it declares ALWAYS: mixed batches replay FULL graphs too.
+#pragma once
+#include <memory>
+
+#include "attention/mla_attention.h"
+
+namespace gs {
+
+// `backend` must be the CUDA backend (its stream is used). Throws gs::Error naming the dims the
+// kernels do not hold.
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape);
+
+}  // namespace gs

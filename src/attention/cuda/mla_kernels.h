@@ -1,0 +1,56 @@
+// The CUDA kernels of multi-head latent attention (attention/mla_attention.h), every request in
+// the absorbed form (prefill too: the tensor-core prefill kernels take one head dim for K and V,
+// MLA's expanded form has 192 and 128). Each kernel reads the batch from the metadata's device
+// buffers and sizes its grid from the padded token count, so one launch sequence serves any batch
+// of that shape inside a graph; scratch is the caller's, fixed-size.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/gated_activation.h"  // GS_HOST_DEVICE
+
+namespace gs::cuda {
+
+struct MlaDims {
+  int heads, kv_lora_rank, nope, rope, v;
+  float scale, rope_scale;
+  bool interleave;
+  GS_HOST_DEVICE int latent() const { return kv_lora_rank + rope; }
+};
+
+// Pointers of one layer's launch; `Scalar` is the compute dtype's element (float, or uint16_t for bf16).
+template <typename Scalar>
+struct MlaLaunch {
+  const Scalar* q;          // [T, H (nope + rope)]
+  const Scalar* kv_a;       // [T, L + R]
+  const Scalar* kv_a_norm;  // [L]
+  const Scalar* kv_b;       // [H (nope + v), L]
+  const int32_t* positions;
+  const float* inv_freq;  // [R / 2]
+  Scalar* cache;          // [blocks, block_size, L + R]
+  Scalar* out;            // [T, H v]
+  float* q_latent;        // scratch [T, H, L + R]
+  float* o_latent;        // scratch [T, H, L]
+  const int32_t* qsl;     // [num_reqs + 1]
+  const int32_t* seq_lens;
+  const int32_t* block_table;
+  const int32_t* slots;
+  int num_tokens, num_reqs, block_size, max_blocks;
+  float norm_eps;
+  MlaDims d;
+};
+
+// The most kv_lora_rank the attention kernel's per-thread accumulators hold.
+constexpr int kMlaMaxLoraRank = 512;
+
+// The limits launch_mla holds: nope and rope at most 256, kv_lora_rank at most kMlaMaxLoraRank.
+bool mla_dims_supported(const MlaDims& d);
+// Once per backend, before any launch (and before graph capture): the attention kernel's shared memory.
+template <typename Scalar>
+cudaError_t prepare_mla(const MlaDims& d);
+// latent, absorb, attend, expand on `stream` (see mla_kernels.cu).
+template <typename Scalar>
+cudaError_t launch_mla(const MlaLaunch<Scalar>& l, cudaStream_t stream);
+
+}  // namespace gs::cuda
