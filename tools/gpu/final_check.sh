@@ -69,8 +69,8 @@ if has moe; then
     --output-len 6 --top 10 2>&1 | grep -E '^(batch|  )' | head -n 12
 fi
 if has families; then
-  echo "== gpt-oss-20b and deepseek-v2-lite (MLA) decode, with their start-up lines (${SECONDS} s)"
-  for p in gpt-oss-20b deepseek-v2-lite; do
+  echo "== deepseek-v2-lite (MLA) and gpt-oss-20b decode, with their start-up lines (${SECONDS} s)"
+  for p in deepseek-v2-lite gpt-oss-20b; do
     "$gs" info --preset "$p" 2>/dev/null | grep -E '^(parameters|active|multi-head|  kv cache per)'
     GRAPHSERVE_LOG_LEVEL=info timeout 200 "$gs" bench graphs --load-format dummy --preset "$p" --batch-sizes 1,32 \
       --input-len 128 --output-len 32 --num-iters 3 --modes FULL_AND_PIECEWISE --output-png '' --output-json '' 2>&1 |
