@@ -19,8 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-bool is_set(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
-
 // A required positive integer, small enough that the products of dims cannot overflow.
 int positive(const json& j, const char* key, const fs::path& file) {
   const int v = json_required_int(j, key, file);
@@ -29,7 +27,7 @@ int positive(const json& j, const char* key, const fs::path& file) {
 }
 
 std::string string_field(const json& j, const char* key, const std::string& fallback, const fs::path& file) {
-  if (!is_set(j, key)) return fallback;
+  if (!json_is_set(j, key)) return fallback;
   GS_CHECK(j.at(key).is_string(), "{}: '{}' must be a string, got {}", file.string(), key, j.at(key).dump());
   return j.at(key).get<std::string>();
 }
@@ -40,13 +38,13 @@ double yarn_mscale(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.
 // The rope_scaling / rope_parameters object, or null.
 const json* rope_scaling(const json& j) {
   for (const char* key : {"rope_parameters", "rope_scaling"})
-    if (is_set(j, key) && j.at(key).is_object()) return &j.at(key);
+    if (json_is_set(j, key) && j.at(key).is_object()) return &j.at(key);
   return nullptr;
 }
 
 void parse_mla(const json& j, const fs::path& file, ModelConfig& c) {
   MlaConfig& m = c.mla;
-  m.q_lora_rank = is_set(j, "q_lora_rank") ? positive(j, "q_lora_rank", file) : 0;
+  m.q_lora_rank = json_is_set(j, "q_lora_rank") ? positive(j, "q_lora_rank", file) : 0;
   m.kv_lora_rank = positive(j, "kv_lora_rank", file);
   m.qk_nope_head_dim = positive(j, "qk_nope_head_dim", file);
   m.qk_rope_head_dim = positive(j, "qk_rope_head_dim", file);
@@ -110,10 +108,10 @@ void parse_routing(const json& j, const fs::path& file, ModelConfig& c) {
 
 void parse_moe(const json& j, const fs::path& file, ModelConfig& c) {
   MoeConfig& m = c.moe;
-  if (!is_set(j, "n_routed_experts")) return;  // a dense DeepSeek
+  if (!json_is_set(j, "n_routed_experts")) return;  // a dense DeepSeek
   m.num_experts = positive(j, "n_routed_experts", file);
   m.expert_intermediate = positive(j, "moe_intermediate_size", file);
-  const int shared = is_set(j, "n_shared_experts") ? json_int(j, "n_shared_experts", 0, file) : 0;
+  const int shared = json_is_set(j, "n_shared_experts") ? json_int(j, "n_shared_experts", 0, file) : 0;
   GS_CHECK(shared >= 0, "{}: 'n_shared_experts' must be >= 0", file.string());
   m.shared_intermediate = shared * m.expert_intermediate;
   const int first_dense = json_int(j, "first_k_dense_replace", 0, file);
@@ -133,7 +131,7 @@ namespace detail {
 
 void parse_deepseek_fields(const json& j, const fs::path& file, ModelConfig& c) {
   if (c.arch != Architecture::DeepseekV2 && c.arch != Architecture::DeepseekV3) {
-    GS_CHECK(!is_set(j, "kv_lora_rank"),
+    GS_CHECK(!json_is_set(j, "kv_lora_rank"),
              "{}: 'kv_lora_rank' (multi-head latent attention) is only supported for "
              "DeepseekV2ForCausalLM and DeepseekV3ForCausalLM",
              file.string());

@@ -16,11 +16,9 @@ using nlohmann::json;
 
 namespace {
 
-bool is_set(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
-
 // The window every sliding layer uses, or -1 when config.json sets none.
 int parse_window(const json& j, const fs::path& file) {
-  if (!is_set(j, "sliding_window")) return -1;
+  if (!json_is_set(j, "sliding_window")) return -1;
   const int w = json_int(j, "sliding_window", -1, file);
   GS_CHECK(w > 0, "{}: 'sliding_window' must be a positive integer or null, got {}", file.string(), w);
   return w;
@@ -53,7 +51,7 @@ std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const 
   // Qwen2/Qwen3 use their sliding_window only with use_sliding_window (as HF does; transformers 5
   // writes 0 there without it).
   const int window = qwen && !json_bool(j, "use_sliding_window", false, file) ? -1 : parse_window(j, file);
-  if (is_set(j, "layer_types")) return windows_from_layer_types(j.at("layer_types"), window, file, c.num_layers);
+  if (json_is_set(j, "layer_types")) return windows_from_layer_types(j.at("layer_types"), window, file, c.num_layers);
   std::vector<int> w(size_t(c.num_layers), -1);
   if (window <= 0) return w;
   const int first_sliding = qwen ? json_int(j, "max_window_layers", c.num_layers, file) : 0;
@@ -83,10 +81,10 @@ std::vector<int> parse_layer_windows(const json& j, const fs::path& file, const 
 // The MLP's activation: silu everywhere but Gemma 2 (gelu tanh).
 Activation parse_activation(const json& j, const fs::path& file, const ModelConfig& c) {
   const bool gemma = c.arch == Architecture::Gemma2;
-  const char* key = gemma && is_set(j, "hidden_activation") ? "hidden_activation" : "hidden_act";
+  const char* key = gemma && json_is_set(j, "hidden_activation") ? "hidden_activation" : "hidden_act";
   const std::string fallback = gemma ? "gelu_pytorch_tanh" : "silu";
   std::string act = fallback;
-  if (is_set(j, key)) {
+  if (json_is_set(j, key)) {
     GS_CHECK(j.at(key).is_string(), "{}: '{}' must be a string, got {}", file.string(), key, j.at(key).dump());
     act = j.at(key).get<std::string>();
   }
@@ -156,7 +154,7 @@ void parse_family_fields(const json& j, const fs::path& file, ModelConfig& c) {
   parse_deepseek_fields(j, file, c);
   GS_CHECK(!json_bool(j, "mlp_bias", false, file), "{}: 'mlp_bias' true is not supported", file.string());
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
-    GS_CHECK(c.arch == Architecture::Gemma2 || !is_set(j, key), "{}: '{}' is only supported for Gemma2ForCausalLM",
+    GS_CHECK(c.arch == Architecture::Gemma2 || !json_is_set(j, key), "{}: '{}' is only supported for Gemma2ForCausalLM",
              file.string(), key);
 }
 

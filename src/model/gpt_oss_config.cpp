@@ -18,13 +18,11 @@ using nlohmann::json;
 
 namespace {
 
-bool is_set(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
-
 int experts_per_token(const json& j, const fs::path& file) {
-  const char* key = is_set(j, "num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
-  GS_CHECK(is_set(j, key), "{}: 'num_experts_per_tok' (or 'experts_per_token') is required", file.string());
+  const char* key = json_is_set(j, "num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
+  GS_CHECK(json_is_set(j, key), "{}: 'num_experts_per_tok' (or 'experts_per_token') is required", file.string());
   const int k = json_int(j, key, 0, file);
-  if (is_set(j, "num_experts_per_tok") && is_set(j, "experts_per_token"))
+  if (json_is_set(j, "num_experts_per_tok") && json_is_set(j, "experts_per_token"))
     GS_CHECK(json_int(j, "experts_per_token", 0, file) == k,
              "{}: 'num_experts_per_tok' {} and 'experts_per_token' {} disagree", file.string(), k,
              json_int(j, "experts_per_token", 0, file));
@@ -63,7 +61,7 @@ void parse_gpt_oss_fields(const json& j, const fs::path& file, ModelConfig& c) {
   c.activation = Activation::ClampedSwiglu;
   // HF's GptOssExperts ignore hidden_act (the clamped SwiGLU is fixed); anything but silu says
   // the config means another activation.
-  if (is_set(j, "hidden_act"))
+  if (json_is_set(j, "hidden_act"))
     GS_CHECK(j.at("hidden_act") == "silu", "{}: 'hidden_act' {} is not supported for GptOssForCausalLM (only silu)",
              file.string(), j.at("hidden_act").dump());
   c.attention_sinks = true;

@@ -59,6 +59,11 @@ bool json_bool(const json& j, std::string_view key, bool fallback, const fs::pat
   return v->get<bool>();
 }
 
+bool json_is_set(const json& j, std::string_view key) {
+  const auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
 int json_required_int(const json& j, std::string_view key, const fs::path& file) {
   const int v = json_int(j, key, -1, file);
   GS_CHECK(v > 0, "{}: '{}' must be a positive integer (missing or {})", file.string(), key, v);

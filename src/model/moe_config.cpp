@@ -15,10 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-bool is_set(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
-
 int positive(const json& j, const char* key, const fs::path& file) {
-  GS_CHECK(is_set(j, key), "{}: '{}' is required", file.string(), key);
+  GS_CHECK(json_is_set(j, key), "{}: '{}' is required", file.string(), key);
   const int v = json_int(j, key, 0, file);
   GS_CHECK(v > 0, "{}: '{}' must be a positive integer, got {}", file.string(), key, v);
   return v;
@@ -31,7 +29,7 @@ std::vector<bool> qwen_sparse_layers(const json& j, const fs::path& file, int la
   GS_CHECK(step >= 1, "{}: 'decoder_sparse_step' must be >= 1, got {}", file.string(), step);
   std::vector<bool> sparse(static_cast<size_t>(layers));
   for (int l = 0; l < layers; ++l) sparse[size_t(l)] = (l + 1) % step == 0;
-  if (is_set(j, "mlp_only_layers")) {
+  if (json_is_set(j, "mlp_only_layers")) {
     const json& m = j.at("mlp_only_layers");
     GS_CHECK(m.is_array(), "{}: 'mlp_only_layers' must be a list of layer indices", file.string());
     for (const auto& v : m) {
@@ -65,7 +63,7 @@ void parse_moe_fields(const json& j, const fs::path& file, ModelConfig& c) {
   // transformers 5 writes either for both.
   const char* primary = mixtral ? "num_local_experts" : "num_experts";
   const char* alias = mixtral ? "num_experts" : "num_local_experts";
-  m.num_experts = positive(j, is_set(j, primary) || !is_set(j, alias) ? primary : alias, file);
+  m.num_experts = positive(j, json_is_set(j, primary) || !json_is_set(j, alias) ? primary : alias, file);
   m.routing.num_experts = m.num_experts;
   m.routing.top_k = positive(j, "num_experts_per_tok", file);
   m.routing.score = MoeScore::Softmax;
@@ -82,9 +80,9 @@ void parse_moe_fields(const json& j, const fs::path& file, ModelConfig& c) {
     m.shared_intermediate = positive(j, "shared_expert_intermediate_size", file);
     m.shared_gate = true;
   } else {
-    GS_CHECK(
-        !is_set(j, "shared_expert_intermediate_size") || json_int(j, "shared_expert_intermediate_size", 0, file) == 0,
-        "{}: 'shared_expert_intermediate_size' is only supported for Qwen2MoeForCausalLM", file.string());
+    GS_CHECK(!json_is_set(j, "shared_expert_intermediate_size") ||
+                 json_int(j, "shared_expert_intermediate_size", 0, file) == 0,
+             "{}: 'shared_expert_intermediate_size' is only supported for Qwen2MoeForCausalLM", file.string());
   }
   check_routing(file, c);
 }

@@ -193,23 +193,15 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
     mma_step<MT>(in ? __ldcs(wa_row + k / 8 + t) : z, in ? __ldcs(wb_row + k / 8 + t) : z, xr, in ? k + 8 * t : 0, acc);
   }
 
-  // acc[nt][c]: tile row g + 8 (c / 2), pair 8 nt + 2 t + c % 2.
-  float* mine = part + warp * 16 * PS;
-#pragma unroll
-  for (int nt = 0; nt < MT / 8; ++nt)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) mine[(g + 8 * (c >> 1)) * PS + nt * 8 + 2 * t + (c & 1)] = acc[nt][c];
+  store_tile_partials<MT>(part + warp * 16 * PS, PS, g, t, acc);
   __syncthreads();
   // Outputs (pair m, tile tg, output j), consecutive threads on consecutive outputs.
   for (int it = int(threadIdx.x); it < n * G * OW; it += kThreads) {
     const int m = it / (G * OW), q = it % (G * OW), tg = q / OW, j = q % OW;
     const int o = (int(blockIdx.x) * G + tg) * OW + j;
     if (o >= n_out) continue;
-    float v[R] = {};
-#pragma unroll
-    for (int s = 0; s < KS; ++s)
-#pragma unroll
-      for (int r = 0; r < R; ++r) v[r] += part[((tg * KS + s) * 16 + r * OW + j) * PS + m];
+    float v[R];
+    sum_tile_partials<R, KS, OW>(part, PS, tg, j, m, v);
     epi.store(e, pairs[m], o, v);
   }
 }

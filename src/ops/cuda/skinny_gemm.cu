@@ -157,23 +157,15 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
     w.template mma<MT>(a, b, xr, k + KK * t, acc);
   }
 
-  // acc[nt][e]: row g + 8 (e / 2), token 8 nt + 2 t + e % 2.
-  float* mine = part + warp * 16 * PS;
-#pragma unroll
-  for (int nt = 0; nt < MT / 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) mine[(g + 8 * (e >> 1)) * PS + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+  store_tile_partials<MT>(part + warp * 16 * PS, PS, g, t, acc);
   __syncthreads();
   // Outputs (token m, tile gi, output j), consecutive threads on consecutive n.
   for (int it = int(threadIdx.x); it < M * G * OW; it += kThreads) {
     const int m = it / (G * OW), q = it % (G * OW), tg = q / OW, j = q % OW;
     const int n = (int(blockIdx.x) * G + tg) * OW + j;
     if (n >= n_out) continue;
-    float v[R] = {};
-#pragma unroll
-    for (int s = 0; s < KS; ++s)
-#pragma unroll
-      for (int r = 0; r < R; ++r) v[r] += part[((tg * KS + s) * 16 + r * OW + j) * PS + m];
+    float v[R];
+    sum_tile_partials<R, KS, OW>(part, PS, tg, j, m, v);
     if constexpr (W::kScaled) {
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] *= w.scale(epi.row(n, r));

@@ -1,6 +1,7 @@
 // The tensor-core building blocks the skinny and grouped GEMMs share: the bf16 MMA (one warp-wide
-// m16n8k16 with fp32 accumulators; PTX mma.sync, A row-major 16 x 16, B column-major 16 x 8) and
-// the asynchronous 16-byte copies into shared memory that stage their B operands.
+// m16n8k16 with fp32 accumulators; PTX mma.sync, A row-major 16 x 16, B column-major 16 x 8), their
+// split-K epilogue through shared memory, and the asynchronous 16-byte copies into shared memory
+// that stage their B operands.
 #pragma once
 #include <cstdint>
 
@@ -14,6 +15,29 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       "{%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The split-K epilogue of a warp tile of 16 weight rows (rows g and g + 8 of its A fragments) and
+// MT / 8 token tiles: the warp's accumulators go to its partials `mine` [16][PS] ...
+template <int MT>
+__device__ __forceinline__ void store_tile_partials(float* mine, int PS, int g, int t, const float (&acc)[MT / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < MT / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) mine[(g + 8 * (c >> 1)) * PS + nt * 8 + 2 * t + (c & 1)] = acc[nt][c];
+}
+
+// ... and, after a barrier, token m's R dot products of output j of tile tg are the sum of the KS
+// shares' partials, in share order (the same result run to run). A tile's row r * OW + j is part
+// r of output j; the CTA's partials are [tile][share][16][PS].
+template <int R, int KS, int OW>
+__device__ __forceinline__ void sum_tile_partials(const float* part, int PS, int tg, int j, int m, float (&v)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) v[r] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < KS; ++s)
+#pragma unroll
+    for (int r = 0; r < R; ++r) v[r] += part[((tg * KS + s) * 16 + r * OW + j) * PS + m];
 }
 
 // dst (shared) = src (global), 16 bytes, in the current cp.async group; wait_group<N> waits until
