@@ -90,6 +90,7 @@ void run(KernelsArgs& a) {
            a.bench.num_loras, std::min(int(a.cfg.lora_modules.size()), a.cfg.lora_host_capacity()),
            a.cfg.lora_modules.size());
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
+  a.cfg.kernel_options.decode.trace_phases = true;  // the persistent kernel's phases, logged at the end
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
   if (a.cfg.tensor_parallel_size > 1) return run_tensor_parallel(a);

@@ -208,6 +208,12 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs (cudagraph_mode NONE)");
   cmd.add_flag("--disable-cascade-attn", cfg.disable_cascade_attn,
                "never run a batch's shared prompt prefix once for all its requests (cascade attention)");
+  cmd.add_option("--persistent-decode-max-tokens", cfg.kernel_options.decode.persistent_max_tokens,
+                 "decode steps of at most this many requests (at most 4) run as one persistent kernel (dense bf16 "
+                 "Llama-family models on the GPU, FULL graphs); 0: never (the default: slower than the layered path "
+                 "so far, docs/PERF.md)")
+      ->check(CLI::Range(0, 4))
+      ->capture_default_str();
   add_runner_options(cmd, cfg);
   cmd.add_flag("--enable-lora", cfg.enable_lora, "serve LoRA adapters (--lora-modules), chosen per request by 'model'");
   cmd.add_option_function<std::vector<std::string>>(

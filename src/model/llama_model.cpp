@@ -249,6 +249,63 @@ void LlamaModel::bind_kv_cache(std::vector<KVCacheLayer> layers) {
   GS_CHECK(int(layers.size()) == cfg_.num_layers, "bind_kv_cache: {} layers given, the model has {}", layers.size(),
            cfg_.num_layers);
   kv_ = std::move(layers);
+  make_decode_step();
+}
+
+std::string LlamaModel::decode_step_refusal() const {
+  if (tp_.sharded()) return "tensor parallelism";
+  if (cfg_.moe.enabled()) return "mixture of experts";
+  if (cfg_.gemma_norms || cfg_.attn_softcap > 0 || cfg_.final_softcap > 0) return "Gemma 2's norms and soft-capping";
+  if (cfg_.attention_sinks) return "attention sinks";
+  if (cfg_.activation != Activation::Silu) return "an activation other than SiLU";
+  for (int l = 0; l < cfg_.num_layers; ++l)
+    if (cfg_.window(l) > 0) return "sliding-window attention";
+  for (const LlamaLayerWeights& w : w_.layers)
+    if (w.o_bias.defined() || w.attn_out_norm.defined() || w.mlp_out_norm.defined())
+      return "o_proj bias or extra norms";
+  return "";
+}
+
+void LlamaModel::make_decode_step() {
+  decode_step_.reset();
+  std::string why = decode_step_refusal();
+  if (why.empty()) {
+    DecodeStepModel m{.hidden_size = cfg_.hidden_size,
+                      .intermediate_size = cfg_.intermediate_size,
+                      .num_heads = cfg_.num_heads,
+                      .num_kv_heads = cfg_.num_kv_heads,
+                      .head_dim = cfg_.head_dim,
+                      .rms_norm_eps = cfg_.rms_norm_eps,
+                      .attention_scale = cfg_.attention_scale(),
+                      .rope = cfg_.rope,
+                      .embed = w_.embed,
+                      .final_norm = w_.final_norm,
+                      .layers = {},
+                      .residual = buf_.residual,
+                      .qkv = buf_.qkv,
+                      .attn_out = buf_.attn_out,
+                      .act = buf_.act,
+                      .hidden = buf_.hidden};
+    for (int l = 0; l < cfg_.num_layers; ++l) {
+      const LlamaLayerWeights& w = w_.layers[size_t(l)];
+      m.layers.push_back({w.input_norm, w.qkv, w.qkv_bias, cfg_.qk_norm ? w.q_norm : Tensor(),
+                          cfg_.qk_norm ? w.k_norm : Tensor(), w.o_proj, w.post_norm, w.gate_up, w.down,
+                          kv_[size_t(l)]});
+    }
+    decode_step_ = be_.make_decode_step(m, &why);
+  }
+  if (decode_step_)
+    spdlog::info("decode steps: {}", decode_step_->describe());
+  else
+    spdlog::info("decode steps: layer by layer (no persistent decode kernel: {})", why);
+}
+
+bool LlamaModel::run_decode_step(const ForwardInputs& in) {
+  if (!decode_step_ || in.has_lora || in.num_tokens > decode_step_->max_tokens()) return false;
+  const int n = check_tokens(in);
+  decode_step_->run(
+      {.num_tokens = n, .input_ids = in.input_ids.rows(0, n), .positions = in.positions.rows(0, n), .attn = in.attn});
+  return true;
 }
 
 }  // namespace gs

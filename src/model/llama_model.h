@@ -29,6 +29,7 @@
 // pieces and the FULL graph capture them.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "attention/attention_backend.h"
@@ -54,7 +55,9 @@ class LlamaModel final : public PiecewiseModel {
   void run_attention(int i, const ForwardInputs& in) override;
   void compute_logits(const Tensor& rows, const Tensor& logits) override;
   Tensor final_hidden() const override { return buf_.hidden; }
+  // Also builds the persistent decode step where the backend has one for this model.
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override;
+  bool run_decode_step(const ForwardInputs& in) override;
   // Also stacks each projection's adapter slots under its weight (LoraSlots::stack_under).
   void bind_lora(LoraSlots* slots) override;
 
@@ -77,6 +80,9 @@ class LlamaModel final : public PiecewiseModel {
   // Whether this forward defers the residual norms into the projections after them
   // (Backend::defers_norm; never with LoRA, tensor parallelism or Gemma 2's norms).
   bool defers_norm(const ForwardInputs& in, int n) const;
+  // The model's features the decode-step op does not cover, or "" (ops/decode_step.h).
+  std::string decode_step_refusal() const;
+  void make_decode_step();
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
   // What the residual add + norm after o_proj or down takes over from the op before it: the
@@ -110,6 +116,7 @@ class LlamaModel final : public PiecewiseModel {
   MoeBlock moe_;  // sparse layers' MLP (MoE models; after mlp_in's norm)
   std::vector<KVCacheLayer> kv_;
   LoraSlots* lora_ = nullptr;
+  std::unique_ptr<DecodeStep> decode_step_;  // null: decode always runs the pieces
 };
 
 }  // namespace gs

@@ -34,6 +34,15 @@ class PiecewiseModel {
   // Binds the LoRA adapter slots, applied after each projection in forwards with has_lora.
   virtual void bind_lora(LoraSlots* slots) = 0;
 
+  // Runs the whole forward of a uniform single-token decode batch (in.num_tokens requests of one
+  // token each, no other kind of row) as one op (ops/decode_step.h), leaving what forward()
+  // leaves for compute_logits; false, having done nothing, where the model has no such op for it.
+  // A FULL graph's body calls it in place of the pieces and attention.
+  virtual bool run_decode_step(const ForwardInputs& in) {
+    (void)in;
+    return false;
+  }
+
   // The eager forward pass (what NONE runs): pieces and attention in order.
   void forward(const ForwardInputs& in) {
     for (int i = 0; i < num_pieces(); ++i) {

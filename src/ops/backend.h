@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "ops/decode_step.h"
 #include "ops/gated_activation.h"
 #include "ops/gemm_tuning.h"
 #include "ops/linear_op.h"
@@ -203,6 +204,15 @@ class Backend {
   virtual GemmTuningReport tune_gemms(const GemmTuningOptions& opts) {
     (void)opts;
     return {};
+  }
+
+  // The whole decode step of `m` as one op (ops/decode_step.h), or null with the reason in *why:
+  // the backend has none (the CPU's), its kernel does not cover `m`, or its options turn it off.
+  // Setup time, never while capturing.
+  virtual std::unique_ptr<DecodeStep> make_decode_step(const DecodeStepModel& m, std::string* why) {
+    (void)m;
+    if (why) *why = "the " + name() + " backend has no decode-step kernel";
+    return nullptr;
   }
 };
 

@@ -96,6 +96,18 @@ struct Fp8KernelOptions {
   int lt_max_rows = 4096;
 };
 
+// The persistent decode kernel (ops/cuda/persistent_decode.h).
+struct DecodeKernelOptions {
+  // FULL graphs of uniform single-token decode steps of at most this many requests run the
+  // whole step (embedding to final norm) as one persistent kernel where the model allows it
+  // (ops/decode_step.h); at most cuda::kPersistentMaxTokens; 0: never. Off by default: the
+  // layered path is faster at every shape measured so far (docs/PERF.md, "Persistent decode").
+  int persistent_max_tokens = 0;
+  // The kernel times its phases (work and hand-off of each, summed over its launches) and logs
+  // their averages per kind when the model is destroyed (graphserve bench kernels sets it).
+  bool trace_phases = false;
+};
+
 struct KernelOptions {
   AttentionKernelOptions attention;
   LinearKernelOptions linear;
@@ -103,6 +115,7 @@ struct KernelOptions {
   AllReduceKernelOptions all_reduce;
   MoeKernelOptions moe;
   Fp8KernelOptions fp8;
+  DecodeKernelOptions decode;
 };
 
 }  // namespace gs

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "cudagraph/capture_sizes.h"
+#include "cudagraph/forward_context.h"
 #include "cudagraph/graph_memory.h"
 #include "cudagraph/mode_resolution.h"
 #include "model/deepseek_model.h"
@@ -183,10 +184,14 @@ void ModelRunner::Impl::build_wrappers() {
                                            CUDAGraphWrapper::Options{.name = fmt::format("piece {}", i)}));
   }
   // docs/CUDA_GRAPHS.md §5: the FULL wrapper holds the whole forward, ending in sampled ids; in PIECEWISE
-  // runtime mode it passes through, attention and the sampling tail run eagerly.
+  // runtime mode it passes through, attention and the sampling tail run eagerly. A FULL graph of a
+  // single-token decode batch holds the model's one-op decode step where it has one.
   full_graph = std::make_unique<CUDAGraphWrapper>(
       [this] {
-        const int n = model->num_pieces();
+        const ForwardContext* fc = current_forward_context();
+        const bool one_op = fc && fc->runtime_mode == CUDAGraphMode::FULL && fc->batch.uniform &&
+                            fc->batch.uniform_query_len == 1 && model->run_decode_step(inputs);
+        const int n = one_op ? 0 : model->num_pieces();
         for (int i = 0; i < n; ++i) {
           (*piece_graphs[i])(input_addresses);
           if (i + 1 < n) model->run_attention(i, inputs);

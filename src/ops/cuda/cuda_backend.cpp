@@ -10,6 +10,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_stream.h"
+#include "ops/cuda/cuda_decode_step.h"
 #include "ops/cuda/cuda_lora_ops.h"
 #include "ops/cuda/cuda_moe_ops.h"
 #include "ops/cuda/fp8_linear.h"
@@ -46,6 +47,7 @@ class CudaBackend final : public Backend {
         dtype_(dtype),
         linear_(options.linear),
         moe_(options.moe),
+        decode_(options.decode),
         alloc_(device),
         stream_(device, &alloc_),
         gemm_(alloc_),
@@ -194,6 +196,9 @@ class CudaBackend final : public Backend {
   }
   void moe_experts(const MoeExpertsArgs& a) override { cuda_backend::moe_experts(a, dtype_, moe_, s()); }
   std::string moe_kernels() const override { return cuda_backend::moe_kernels(moe_); }
+  std::unique_ptr<DecodeStep> make_decode_step(const DecodeStepModel& m, std::string* why) override {
+    return cuda_backend::make_decode_step(m, inv_freq(m.rope), decode_, *this, s(), why);
+  }
 
   GemmTuningReport tune_gemms(const GemmTuningOptions& opts) override {
     GS_CHECK(!stream_.capturing(), "tune_gemms: GEMMs cannot be timed inside a graph capture");
@@ -669,6 +674,7 @@ class CudaBackend final : public Backend {
   DType dtype_;
   LinearKernelOptions linear_;
   MoeKernelOptions moe_;
+  DecodeKernelOptions decode_;
   CudaAllocator alloc_;
   CudaStream stream_;
   LtGemm gemm_;
