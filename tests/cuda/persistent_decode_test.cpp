@@ -128,7 +128,9 @@ class Harness {
 
   int context(int r) const { return ctx_[size_t(r)]; }
 
-  static int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+  static int32_t argmax(const std::vector<float>& v) {
+    return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+  }
 
  private:
   int slot(int r, int p) const { return table_[size_t(r * bpr_ + p / kBlock)] * kBlock + p % kBlock; }
@@ -174,8 +176,7 @@ TEST_P(PersistentDecode, MatchesTheLayeredForward) {
   std::vector<int32_t> next;
   for (int r = 0; r < int(contexts.size()); ++r) next.push_back(h.prefill(r));
   // (requests, padding rows): one request, two, three + a padding row (the 4-row kernel), four.
-  const std::vector<std::pair<std::vector<int>, int>> batches{
-      {{7}, 0}, {{3, 5}, 0}, {{1, 4, 6}, 1}, {{0, 2, 5, 7}, 0}};
+  const std::vector<std::pair<std::vector<int>, int>> batches{{{7}, 0}, {{3, 5}, 0}, {{1, 4, 6}, 1}, {{0, 2, 5, 7}, 0}};
   int agree = 0, total = 0;
   double worst = 0;
   for (const auto& [reqs, pad] : batches) {
@@ -238,16 +239,18 @@ TEST(PersistentDecodeRunner, ServesTheLayeredPathsTokensInFullGraphs) {
     while (p < with.outputs[i].size() && with.outputs[i][p] == without.outputs[i][p]) ++p;
     same += int(p), total += int(with.outputs[i].size());
   }
-  std::printf("[persistent-decode] runner, qwen3-0.6b: %d/%d greedy tokens equal before the first difference, "
-              "%llu FULL steps\n",
-              same, total, static_cast<unsigned long long>(full_with));
+  std::printf(
+      "[persistent-decode] runner, qwen3-0.6b: %d/%d greedy tokens equal before the first difference, "
+      "%llu FULL steps\n",
+      same, total, static_cast<unsigned long long>(full_with));
   EXPECT_GE(same * 4, total * 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, PersistentDecode, ::testing::Values("smollm2-135m", "qwen2.5-0.5b", "qwen3-0.6b"),
                          [](const auto& info) {
                            std::string s = info.param;
-                           std::replace_if(s.begin(), s.end(), [](char c) { return !std::isalnum(c); }, '_');
+                           std::replace_if(
+                               s.begin(), s.end(), [](char c) { return !std::isalnum(c); }, '_');
                            return s;
                          });
 

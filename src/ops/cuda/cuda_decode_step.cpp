@@ -38,8 +38,8 @@ class CudaDecodeStep final : public DecodeStep {
                         bf16(l.o_proj), bf16(l.post_norm), bf16(l.gate_up), bf16(l.down), ptr<uint16_t>(l.kv.k),
                         ptr<uint16_t>(l.kv.v)});
     layers_ = be.upload(layers.data(), DType::U8, {int64_t(layers.size() * sizeof(PersistentLayer))}, DType::U8);
-    partials_ = Tensor::empty({int64_t(cuda::persistent_partials_floats(m.num_heads, m.head_dim))}, DType::F32,
-                              be.allocator());
+    partials_ =
+        Tensor::empty({int64_t(cuda::persistent_partials_floats(m.num_heads, m.head_dim))}, DType::F32, be.allocator());
     counters_ = Tensor::empty({int64_t(kPersistentMaxTokens) * m.num_kv_heads}, DType::I32, be.allocator());
     barrier_ = Tensor::empty({2}, DType::I32, be.allocator());
     be.fill_zero(counters_);
@@ -53,8 +53,7 @@ class CudaDecodeStep final : public DecodeStep {
   }
 
   static size_t smem_bytes(const DecodeStepModel& m, int M) {
-    return cuda::persistent_smem_bytes(M, m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads,
-                                       m.head_dim);
+    return cuda::persistent_smem_bytes(M, m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads, m.head_dim);
   }
 
   ~CudaDecodeStep() override {
@@ -116,9 +115,9 @@ class CudaDecodeStep final : public DecodeStep {
     const double launches = double(t.back());
     if (launches == 0) return;
     static constexpr const char* kKinds[] = {"A qkv", "B attention", "C o_proj", "D gate_up", "E down"};
-    std::string out = fmt::format("persistent decode kernel, {} launches, us per launch: embedding {:.2f} + {:.2f}",
-                                  launches, 1e-3 * double(t[size_t(B)]) / launches,
-                                  1e-3 * double(t[size_t(B) + 1]) / launches);
+    std::string out =
+        fmt::format("persistent decode kernel, {} launches, us per launch: embedding {:.2f} + {:.2f}", launches,
+                    1e-3 * double(t[size_t(B)]) / launches, 1e-3 * double(t[size_t(B) + 1]) / launches);
     for (int j = 0; j < 5; ++j) {
       double work = 0, handoff = 0;
       for (int l = 0; l < L; ++l) {
@@ -141,8 +140,7 @@ class CudaDecodeStep final : public DecodeStep {
 // Why `m` is outside the kernel, or "".
 std::string unsupported(const DecodeStepModel& m, const Backend& be) {
   if (be.compute_dtype() != DType::BF16) return "the kernel computes in bfloat16 only";
-  if (!cuda::persistent_shapes_supported(m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads,
-                                         m.head_dim))
+  if (!cuda::persistent_shapes_supported(m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads, m.head_dim))
     return fmt::format("shapes outside the kernel (head dim {}, {} query heads per kv head)", m.head_dim,
                        m.num_kv_heads > 0 ? m.num_heads / m.num_kv_heads : 0);
   for (const DecodeStepLayer& l : m.layers)

@@ -27,7 +27,7 @@ constexpr int kKeysPerSplit = 256;
 // written once every CTA has read it: after the last barrier), so nothing is reset per launch.
 struct GridBarrier {
   unsigned* count;
-  unsigned target;  // thread 0's
+  unsigned target;            // thread 0's
   unsigned long long* trace;  // null, or the phase trace (persistent_trace_words)
   int num_barriers, k = 0;
   unsigned long long last = 0;  // CTA 0's: when it left the previous barrier
@@ -85,7 +85,8 @@ __device__ void stage_rows(const uint16_t* x, int K, int T, uint16_t* xs) {
   const int C = K / 8;
   uint4* dst = reinterpret_cast<uint4*>(xs);
   const uint4* src = reinterpret_cast<const uint4*>(x);
-  for (int i = int(threadIdx.x); i < M * C; i += kThreads) dst[i] = i / C < T ? __ldcg(src + i) : make_uint4(0, 0, 0, 0);
+  for (int i = int(threadIdx.x); i < M * C; i += kThreads)
+    dst[i] = i / C < T ? __ldcg(src + i) : make_uint4(0, 0, 0, 0);
   __syncthreads();
 }
 
@@ -227,8 +228,8 @@ struct GatedStore {  // act[m, n] = bf16(silu(bf16(gate inv_rms[m])) * bf16(up i
 #pragma unroll
     for (int m = 0; m < M; ++m)
       if (m < T)
-        act[int64_t(m) * N + n] = f2bf(gated_act<GatedActivation::Silu>(bf2f(f2bf(v[0][m] * inv_rms[m])),
-                                                                          bf2f(f2bf(v[1][m] * inv_rms[m]))));
+        act[int64_t(m) * N + n] =
+            f2bf(gated_act<GatedActivation::Silu>(bf2f(f2bf(v[0][m] * inv_rms[m])), bf2f(f2bf(v[1][m] * inv_rms[m]))));
   }
 };
 
@@ -348,9 +349,8 @@ __device__ void attention_phase(const PersistentDecodeParams& p, const Persisten
     }
     if (warp < G) {
       float* q = qs + warp * D;
-      head_pairs<D>(row + (g * G + warp) * D, w.q_norm, true, pos, p, [&](int i, uint16_t x, uint16_t y) {
-        q[i] = bf2f(x), q[i + D / 2] = bf2f(y);
-      });
+      head_pairs<D>(row + (g * G + warp) * D, w.q_norm, true, pos, p,
+                    [&](int i, uint16_t x, uint16_t y) { q[i] = bf2f(x), q[i + D / 2] = bf2f(y); });
     } else if (s == ns - 1 && warp <= G + 1 && slot >= 0 && slot < p.num_slots) {  // the new k (G) or v (G + 1)
       const bool is_k = warp == G;
       uint16_t* dst = (is_k ? w.k_cache : w.v_cache) + (int64_t(slot) * p.hkv + g) * D;
@@ -495,14 +495,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const Pe
 template <int D>
 void* kernel_of(int M) {
   switch (M) {
-    case 1:
-      return reinterpret_cast<void*>(persistent_decode_kernel<1, D>);
-    case 2:
-      return reinterpret_cast<void*>(persistent_decode_kernel<2, D>);
-    case 4:
-      return reinterpret_cast<void*>(persistent_decode_kernel<4, D>);
-    default:
-      return nullptr;
+    case 1: return reinterpret_cast<void*>(persistent_decode_kernel<1, D>);
+    case 2: return reinterpret_cast<void*>(persistent_decode_kernel<2, D>);
+    case 4: return reinterpret_cast<void*>(persistent_decode_kernel<4, D>);
+    default: return nullptr;
   }
 }
 
@@ -529,8 +525,7 @@ bool persistent_shapes_supported(int H, int I, int hq, int hkv, int D) {
 cudaError_t persistent_decode_prepare(int M, int D, size_t smem, int* blocks_per_sm) {
   void* k = kernel_of(M, D);
   if (!k) return cudaErrorInvalidValue;
-  if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))
-    return e;
+  if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))) return e;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, kThreads, smem);
 }
 
