@@ -532,8 +532,20 @@ cudaError_t persistent_decode_prepare(int M, int D, size_t smem, int* blocks_per
 cudaError_t persistent_decode(const PersistentDecodeParams& p, int M, int grid, size_t smem, cudaStream_t s) {
   void* k = kernel_of(M, p.D);
   if (!k || p.T < 1 || p.T > M) return cudaErrorInvalidValue;
+  // A cooperative launch: the driver refuses it unless every CTA can be resident at once, which
+  // the grid barrier needs (another context's kernels on the GPU could otherwise hold SMs).
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
   void* args[] = {const_cast<PersistentDecodeParams*>(&p)};
-  return cudaLaunchKernel(k, dim3(unsigned(grid)), dim3(kThreads), args, smem, s);
+  return cudaLaunchKernelExC(&cfg, k, args);
 }
 
 }  // namespace gs::cuda

@@ -89,8 +89,8 @@ bool persistent_shapes_supported(int H, int I, int hq, int hkv, int D);
 // Sets the shared-memory limit of the kernel of M rows (before any capture) and returns in
 // *blocks_per_sm how many of its CTAs an SM holds with `smem` (the grid needs 1).
 cudaError_t persistent_decode_prepare(int M, int D, size_t smem, int* blocks_per_sm);
-// Launches the step on `grid` CTAs (at most one per SM: every CTA must be resident) with the
-// instantiation of M >= p.T rows.
+// Launches the step on `grid` CTAs (at most one per SM: every CTA must be resident; the launch
+// is cooperative, so the driver guarantees it or refuses) with the instantiation of M >= p.T rows.
 cudaError_t persistent_decode(const PersistentDecodeParams& p, int M, int grid, size_t smem, cudaStream_t s);
 
 }  // namespace gs::cuda
