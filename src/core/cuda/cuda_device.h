@@ -20,6 +20,9 @@ struct CudaDeviceInfo {
 
 // Throws gs::Error when `device` does not exist.
 CudaDeviceInfo cuda_device_info(int device = 0);
+// SMs of the device current on this thread (one attribute query: cheap enough for a launch
+// path), or `fallback` when the query fails.
+int cuda_current_sm_count(int fallback);
 // Free / total device memory in bytes right now (cudaMemGetInfo on `device`).
 size_t cuda_free_memory(int device = 0);
 size_t cuda_total_memory(int device = 0);

@@ -16,6 +16,14 @@ void mem_info(int device, size_t* free_b, size_t* total_b) {
 }
 }  // namespace
 
+int cuda_current_sm_count(int fallback) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return fallback;
+  return sms;
+}
+
 CudaDeviceInfo cuda_device_info(int device) {
   check_device(device);
   cudaDeviceProp p{};

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
+#include "core/cuda/cuda_device.h"
 #include "core/logging.h"
 #include "ops/cuda/backend_util.h"
 #include "ops/cuda/persistent_decode.h"
@@ -25,13 +27,17 @@ int rows_for(int T) {
   return 0;
 }
 
+// Dynamic shared memory of each instantiation, by its row count.
+using SmemBytes = std::array<size_t, kPersistentMaxTokens + 1>;
+
 const uint16_t* bf16(const Tensor& t) { return t.defined() ? ptr<const uint16_t>(t) : nullptr; }
 
 class CudaDecodeStep final : public DecodeStep {
  public:
-  CudaDecodeStep(const DecodeStepModel& m, const Tensor& inv_freq, int max_tokens, int grid, Backend& be,
-                 cudaStream_t stream, bool trace)
-      : m_(m), inv_freq_(inv_freq), max_tokens_(max_tokens), grid_(grid), stream_(stream) {
+  // smem[M]: the shared memory of the instantiation of M rows (M <= rows_for(max_tokens)).
+  CudaDecodeStep(const DecodeStepModel& m, const Tensor& inv_freq, int max_tokens, int grid, const SmemBytes& smem,
+                 Backend& be, cudaStream_t stream, bool trace)
+      : m_(m), inv_freq_(inv_freq), max_tokens_(max_tokens), grid_(grid), smem_(smem), stream_(stream) {
     std::vector<PersistentLayer> layers;
     for (const DecodeStepLayer& l : m.layers)
       layers.push_back({bf16(l.input_norm), bf16(l.qkv), bf16(l.qkv_bias), bf16(l.q_norm), bf16(l.k_norm),
@@ -48,12 +54,6 @@ class CudaDecodeStep final : public DecodeStep {
       trace_ = Tensor::empty({cuda::persistent_trace_words(int(m.layers.size()))}, DType::I64, be.allocator());
       be.fill_zero(trace_);
     }
-    for (int M : kRowCounts)
-      if (M <= rows_for(max_tokens)) smem_[M] = smem_bytes(m, M);
-  }
-
-  static size_t smem_bytes(const DecodeStepModel& m, int M) {
-    return cuda::persistent_smem_bytes(M, m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads, m.head_dim);
   }
 
   ~CudaDecodeStep() override {
@@ -101,7 +101,7 @@ class CudaDecodeStep final : public DecodeStep {
     p.counters = ptr<unsigned>(counters_);
     p.barrier = ptr<unsigned>(barrier_);
     p.trace = trace_.defined() ? ptr<unsigned long long>(trace_) : nullptr;
-    GS_CUDA_CHECK(cuda::persistent_decode(p, M, grid_, smem_[M], stream_));
+    GS_CUDA_CHECK(cuda::persistent_decode(p, M, grid_, smem_[size_t(M)], stream_));
   }
 
  private:
@@ -133,7 +133,7 @@ class CudaDecodeStep final : public DecodeStep {
   DecodeStepModel m_;
   Tensor inv_freq_, layers_, partials_, counters_, barrier_, trace_;
   int max_tokens_, grid_;
-  size_t smem_[kPersistentMaxTokens + 1] = {};
+  SmemBytes smem_;
   cudaStream_t stream_;
 };
 
@@ -163,23 +163,25 @@ std::unique_ptr<DecodeStep> make_decode_step(const DecodeStepModel& m, const Ten
   };
   if (options.persistent_max_tokens <= 0) return refuse("off (persistent_max_tokens 0)");
   if (std::string r = unsupported(m, backend); !r.empty()) return refuse(r);
-  int device = 0, sms = 0;
-  GS_CUDA_CHECK(cudaGetDevice(&device));
-  GS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // The most rows whose instantiation fits an SM (every CTA must be resident).
+  const int sms = cuda_current_sm_count(0);
+  GS_CHECK(sms > 0, "the persistent decode kernel: the GPU's SM count cannot be queried");
+  // The most rows whose instantiation fits an SM (every CTA must be resident), and each
+  // instantiation's shared memory.
   int max_tokens = 0;
+  SmemBytes smem{};
   for (int M : kRowCounts) {
     if (M > rows_for(std::min(options.persistent_max_tokens, kPersistentMaxTokens))) break;
     int blocks = 0;
-    const size_t smem = CudaDecodeStep::smem_bytes(m, M);
-    if (cuda::persistent_decode_prepare(M, m.head_dim, smem, &blocks) != cudaSuccess || blocks < 1) {
+    smem[size_t(M)] =
+        cuda::persistent_smem_bytes(M, m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads, m.head_dim);
+    if (cuda::persistent_decode_prepare(M, m.head_dim, smem[size_t(M)], &blocks) != cudaSuccess || blocks < 1) {
       cudaGetLastError();  // a refused shared-memory size is not sticky
       break;
     }
     max_tokens = std::min(M, options.persistent_max_tokens);
   }
   if (max_tokens == 0) return refuse("the kernel's shared memory does not fit an SM for this model");
-  return std::make_unique<CudaDecodeStep>(m, inv_freq, max_tokens, sms, backend, stream, options.trace_phases);
+  return std::make_unique<CudaDecodeStep>(m, inv_freq, max_tokens, sms, smem, backend, stream, options.trace_phases);
 }
 
 }  // namespace gs::cuda_backend

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cuda/cuda_device.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
@@ -209,11 +210,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
 // K shares a tile: the power of two (<= 8, at most K's granules) whose warp count, over the
 // items the routing can make active, comes closest to kWarpsPerSm an SM.
 int pick_split(int tiles, int items, int K) {
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms = 132;
-  const double target = double(sms) * kWarpsPerSm;
+  const double target = double(cuda_current_sm_count(132)) * kWarpsPerSm;
   const auto warps = [&](int ks) { return double((tiles + kWarps / ks - 1) / (kWarps / ks)) * items * kWarps; };
   int best = 1;
   for (int ks = 2; ks <= kWarps; ks *= 2)

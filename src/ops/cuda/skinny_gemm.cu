@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cuda/cuda_device.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/linear_epilogues.cuh"
 #include "ops/cuda/skinny_gemm.h"
@@ -177,11 +178,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
 // K shares per tile: the power of two (<= 8, dividing K into granules) that brings the warp
 // count closest to kWarpsPerSm per SM.
 int pick_split(int tiles, int K, int granule) {
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms = 132;
-  const double target = double(sms) * kWarpsPerSm;
+  const double target = double(cuda_current_sm_count(132)) * kWarpsPerSm;
   int best = 1;
   for (int ks = 2; ks <= kWarps; ks *= 2)
     if (K / granule >= ks && std::abs(std::log(tiles * ks / target)) < std::abs(std::log(tiles * best / target)))
