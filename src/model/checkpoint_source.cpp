@@ -2,6 +2,7 @@
 // weights dequantized exactly, model/fp8_checkpoint.h), and
 // every tensor of the checkpoint must be claimed by the model (or be a known harmless extra).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -71,10 +72,26 @@ class CheckpointSource final : public WeightSource {
     return out;
   }
 
+  std::optional<float> scalar(const std::string& name) override {
+    const TensorRef* t = ckpt_.find(name);
+    if (!t) return std::nullopt;
+    const std::string file = t->file->path().string();
+    GS_CHECK(t->dtype == DType::F32 || t->dtype == DType::BF16 || t->dtype == DType::F16,
+             "{}: scale '{}' has dtype {}, expected F32, BF16 or F16", file, name, dtype_name(t->dtype));
+    int64_t n = 1;
+    for (int64_t e : t->shape) n *= e;
+    GS_CHECK(n == 1, "{}: scale '{}' has shape {}, expected one element ([] or [1])", file, name, shape_str(t->shape));
+    float v = 0.0f;
+    convert_host(t->data, t->dtype, &v, DType::F32, 1);
+    GS_CHECK(std::isfinite(v) && v > 0.0f, "{}: scale '{}' holds {}, expected a finite value > 0", file, name, v);
+    used_.insert(name);
+    return v;
+  }
+
   void finish() override {
     for (const auto& [name, t] : ckpt_.tensors()) {
       if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
-      if (cfg_.quant.fp8 && Fp8Checkpoint::known_extra(name)) continue;    // KV scales: the KV cache is not FP8
+      if (Fp8Checkpoint::known_extra(name)) continue;                      // KV scales of another layout
       if (name == "lm_head.weight" && cfg_.tie_word_embeddings) continue;  // tied: the embedding is used
       if (mtp_layer(name)) continue;
       fail("{}: unexpected tensor '{}' (shape {}) for {}", t.file->path().string(), name, shape_str(t.shape),

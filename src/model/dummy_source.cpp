@@ -55,6 +55,8 @@ class DummySource final : public WeightSource {
     return v;
   }
 
+  std::optional<float> scalar(const std::string&) override { return std::nullopt; }  // scales default to 1
+
  private:
   static constexpr int64_t kChunk = 1 << 22;
 

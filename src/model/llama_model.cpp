@@ -249,6 +249,8 @@ void LlamaModel::bind_kv_cache(std::vector<KVCacheLayer> layers) {
   GS_CHECK(int(layers.size()) == cfg_.num_layers, "bind_kv_cache: {} layers given, the model has {}", layers.size(),
            cfg_.num_layers);
   kv_ = std::move(layers);
+  for (size_t i = 0; i < kv_.size(); ++i)
+    if (kv_[i].fp8()) kv_[i].k_scale = w_.layers[i].k_scale, kv_[i].v_scale = w_.layers[i].v_scale;
   make_decode_step();
 }
 
@@ -258,6 +260,7 @@ std::string LlamaModel::decode_step_refusal() const {
   if (cfg_.gemma_norms || cfg_.attn_softcap > 0 || cfg_.final_softcap > 0) return "Gemma 2's norms and soft-capping";
   if (cfg_.attention_sinks) return "attention sinks";
   if (cfg_.activation != Activation::Silu) return "an activation other than SiLU";
+  if (!kv_.empty() && kv_[0].fp8()) return "an FP8 KV cache";
   for (int l = 0; l < cfg_.num_layers; ++l)
     if (cfg_.window(l) > 0) return "sliding-window attention";
   for (const LlamaLayerWeights& w : w_.layers)

@@ -202,6 +202,8 @@ class Loader {
     } else {
       w.post_norm = norm(p + "post_attention_layernorm.weight", H);
     }
+    w.k_scale = kv_scale(p, "k");
+    w.v_scale = kv_scale(p, "v");
     if (cfg_.arch == Architecture::GptOss)
       load_gpt_oss_layer(cfg_, tp_, be_, src_, p, w);
     else if (cfg_.moe.sparse(i))
@@ -209,6 +211,16 @@ class Loader {
     else
       mlp(w, p);
     return w;
+  }
+
+  // A layer's FP8 KV-cache scale of k or v under any of the names checkpoints use (vLLM's
+  // self_attn.k_scale, compressed-tensors' k_proj.output_scale, the older kv_scale for both), else 1.
+  float kv_scale(const std::string& p, const std::string& kv) {
+    std::optional<float> found;
+    for (const std::string& n : {p + "self_attn." + kv + "_scale", p + "self_attn.attn." + kv + "_scale",
+                                 p + "self_attn." + kv + "_proj.output_scale", p + "self_attn.kv_scale"})
+      if (const std::optional<float> v = src_.scalar(n); v && !found) found = v;
+    return found.value_or(1.0f);
   }
 
   Tensor final_norm() { return norm("model.norm.weight", cfg_.hidden_size); }

@@ -48,6 +48,9 @@ struct LlamaLayerWeights {
   MoeLayerWeights moe;   // a sparse layer's MLP (gate_up and down are then undefined)
   Tensor o_bias;         // [H] (gpt-oss; rank 0 only when sharded) or undefined
   Tensor sinks;          // [local heads] f32: gpt-oss's attention sink logits, or undefined
+  // The FP8 KV cache's dequantization scales (attention/kv_cache.h): the checkpoint's, else 1.
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 
 // Shapes are those of the whole model; a tensor-parallel shard holds its rows of q/k/v, gate/up,

@@ -44,6 +44,8 @@ class ProgressSource : public WeightSource {
     return v;
   }
 
+  std::optional<float> scalar(const std::string& name) override { return inner_->scalar(name); }
+
   void finish() override {
     inner_->finish();
     if (tty_ && drawn_) std::fputs("\r\033[K", stderr);

@@ -170,7 +170,8 @@ std::vector<std::string> supported_quant_schemes() {
           "per-token or static per-tensor, ignore list",
           "--quantization fp8: a float checkpoint quantized at load (per-channel weight scales, dynamic per-token "
           "activations)",
-          "--kv-cache-dtype auto (the compute dtype)"};
+          "--kv-cache-dtype auto (the compute dtype) | fp8 | fp8_e4m3: an e4m3 KV cache, per-layer k/v scales "
+          "from the checkpoint (self_attn.k_scale / v_scale, else 1.0)"};
 }
 
 }  // namespace gs

@@ -2,6 +2,7 @@
 // deterministic random numbers), written straight into slices of the backend's weight tensors.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ class WeightSource {
   // shape [.., K, N], model/mxfp4.h) dequantizes it.
   virtual std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
                                        const WeightSlice& slice) = 0;
+  // The value of scalar tensor `name` (one element: the FP8 KV cache's k_scale / v_scale) if the
+  // source has it; a dummy source has none.
+  virtual std::optional<float> scalar(const std::string& name) = 0;
   // Called after every tensor was loaded: a checkpoint rejects tensors nobody asked for.
   virtual void finish() {}
 };

@@ -72,8 +72,12 @@ void ModelRunner::Impl::build_model() {
 
 void ModelRunner::Impl::plan_kv_cache() {
   const KVLayout layout = kv_layout(local_cfg);  // MLA: one latent row a token, no V plane
-  const KVCacheSpec spec{
-      0, cfg.block_size, layout.num_kv_heads, layout.head_dim, backend->compute_dtype(), layout.planes};
+  GS_CHECK(!cfg.fp8_kv_cache() || layout.planes == 2,
+           "--kv-cache-dtype {}: an FP8 KV cache is not supported for multi-head latent attention (DeepSeek) yet; "
+           "use --kv-cache-dtype auto",
+           cfg.kv_cache_dtype);
+  const DType kv_dtype = cfg.fp8_kv_cache() ? DType::F8E4M3 : backend->compute_dtype();
+  const KVCacheSpec spec{0, cfg.block_size, layout.num_kv_heads, layout.head_dim, kv_dtype, layout.planes};
   const size_t per_block = spec.block_bytes() * size_t(mcfg.num_layers);
   size_t bytes = cfg.kv_cache_memory_bytes;
   long long cap = -1;  // the CPU default never holds more than every sequence at full length
@@ -117,8 +121,9 @@ void ModelRunner::Impl::plan_kv_cache() {
   }
   backend->stream().synchronize();
   model->bind_kv_cache(kv);
-  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB, {} tokens)", num_blocks, cfg.block_size,
-               double(per_block) * num_blocks / kMiB, static_cast<long long>(num_blocks) * cfg.block_size);
+  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB, {} tokens, {})", num_blocks, cfg.block_size,
+               double(per_block) * num_blocks / kMiB, static_cast<long long>(num_blocks) * cfg.block_size,
+               dtype_name(kv_dtype));
 }
 
 void ModelRunner::Impl::allocate_buffers() {

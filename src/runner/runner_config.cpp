@@ -16,12 +16,10 @@ void RunnerConfig::validate() const {
            "--quantization '{}' is not supported (only fp8; FP8 checkpoints are detected from config.json, "
            "see graphserve info --quantizations)",
            quantization);
+  GS_CHECK(kv_cache_dtype != "fp8_e5m2",
+           "--kv-cache-dtype fp8_e5m2 is not supported: the FP8 KV cache is e4m3 (--kv-cache-dtype fp8 or fp8_e4m3)");
   GS_CHECK(kv_cache_dtype == "auto" || kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3",
            "--kv-cache-dtype must be one of auto, fp8, fp8_e4m3; got '{}'", kv_cache_dtype);
-  GS_CHECK(kv_cache_dtype == "auto",
-           "--kv-cache-dtype {}: an FP8 KV cache is not supported yet (FP8 weights are: --quantization fp8 or an "
-           "FP8 checkpoint); use --kv-cache-dtype auto",
-           kv_cache_dtype);
   GS_CHECK(max_num_seqs >= 1, "--max-num-seqs must be >= 1, got {}", max_num_seqs);
   GS_CHECK(max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}", max_num_batched_tokens);
   GS_CHECK(max_model_len >= 0, "--max-model-len must be >= 1 (or 0 for the model's), got {}", max_model_len);

@@ -22,7 +22,8 @@ struct RunnerConfig {
   uint64_t seed = 0;                    // dummy weights and unseeded sampling
   // --quantization: empty (the checkpoint's own, from config.json) or fp8 (model/quant_config.h).
   std::string quantization;
-  std::string kv_cache_dtype = "auto";  // auto (the compute dtype); fp8 / fp8_e4m3 are refused for now
+  std::string kv_cache_dtype = "auto";  // auto (the compute dtype) | fp8 | fp8_e4m3 (attention/kv_cache.h)
+  bool fp8_kv_cache() const { return kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3"; }
 
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;

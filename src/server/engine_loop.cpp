@@ -36,7 +36,7 @@ EngineLoop::EngineLoop(std::unique_ptr<LLMEngine> engine, std::string chat_templ
   stats_ = engine_->stats();
   const EngineConfig& c = engine_->config();
   model_.cache_config = {{"block_size", std::to_string(c.block_size)},
-                         {"cache_dtype", "auto"},
+                         {"cache_dtype", c.kv_cache_dtype},
                          {"enable_prefix_caching", c.enable_prefix_caching ? "True" : "False"},
                          {"gpu_memory_utilization", fmt::format("{}", c.gpu_memory_utilization)},
                          {"num_gpu_blocks", std::to_string(stats_.kv_blocks_total)},

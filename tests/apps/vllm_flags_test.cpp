@@ -80,7 +80,7 @@ TEST(VllmFlags, EveryFlagOfTheTableIsAcceptedOrRefusedWithItsReason) {
 
 TEST(VllmFlags, ValuesThatCannotBeHonouredAreRefused) {
   const std::pair<const char*, const char*> cases[] = {
-      {"--kv-cache-dtype fp8", "FP8 KV cache is not supported yet"},
+      {"--kv-cache-dtype fp8_e5m2", "the FP8 KV cache is e4m3"},
       {"-pp 2", "pipeline parallelism"},
       {"--data-parallel-size 2", "data parallelism"},
       {"--quantization awq", "--quantization 'awq' is not supported (only fp8"},

@@ -61,8 +61,8 @@ class PagedAttention : public ::testing::Test {
     for (size_t r = 0; r < reqs.size(); ++r) {
       const Req& rq = reqs[r];
       b.k.emplace_back(size_t(rq.ctx * kvw)), b.v.emplace_back(size_t(rq.ctx * kvw));
-      for (auto& x : b.k.back()) x = randn();
-      for (auto& x : b.v.back()) x = randn();
+      for (auto& x : b.k.back()) x = on_cache_grid(randn(), cache.k_scale);
+      for (auto& x : b.v.back()) x = on_cache_grid(randn(), cache.v_scale);
       b.blocks.emplace_back();
       for (int i = 0; i < (rq.ctx + kBlock - 1) / kBlock; ++i) b.blocks.back().push_back(free.back()), free.pop_back();
       for (int i = 0; i < kMaxBlocks; ++i)
@@ -75,8 +75,8 @@ class PagedAttention : public ::testing::Test {
         const int slot = b.blocks[r][size_t(p / kBlock)] * kBlock + p % kBlock;
         const int i = p - (rq.ctx - rq.q_len);  // index among the new tokens, < 0 if cached
         if (i < 0) {
-          std::copy_n(&b.k[r][size_t(p * kvw)], kvw, cache.k.data_as<float>() + slot * kvw);
-          std::copy_n(&b.v[r][size_t(p * kvw)], kvw, cache.v.data_as<float>() + slot * kvw);
+          to_cache(cache.k, slot, &b.k[r][size_t(p * kvw)], cache.k_scale);
+          to_cache(cache.v, slot, &b.v[r][size_t(p * kvw)], cache.v_scale);
           continue;
         }
         std::copy_n(&b.q[r][size_t(i * kHq * kD)], kHq * kD, q.data_as<float>() + (t + i) * kHq * kD);
@@ -100,6 +100,21 @@ class PagedAttention : public ::testing::Test {
     md.max_query_len = 0;
     for (auto& rq : reqs) md.max_query_len = std::max(md.max_query_len, rq.q_len);
     return b;
+  }
+
+  // An e4m3 cache (attention/kv_cache.h) holds x as e4m3(x / scale): the dense values are put on
+  // that grid first, so the reference attends to exactly what the cache returns.
+  float on_cache_grid(float x, float scale) const {
+    return cache.fp8() ? f8e4m3_to_f32(f32_to_f8e4m3(x * (1.0f / scale))) * scale : x;
+  }
+  void to_cache(const Tensor& plane, int slot, const float* row, float scale) const {
+    const int kvw = kHkv * kD;
+    for (int j = 0; j < kvw; ++j) {
+      if (plane.dtype() == DType::F8E4M3)
+        plane.data_as<uint8_t>()[slot * kvw + j] = f32_to_f8e4m3(row[j] * (1.0f / scale));
+      else
+        plane.data_as<float>()[slot * kvw + j] = row[j];
+    }
   }
 
   // Dense causal GQA attention of request r's new queries.
@@ -138,8 +153,10 @@ class PagedAttention : public ::testing::Test {
     }
     for (int i = t * kHq * kD; i < b.padded_tokens * kHq * kD; ++i) ASSERT_EQ(out.data_as<float>()[i], 0.0f);
     // New K/V landed at their slots; padded tokens wrote nothing.
-    for (float x : std::vector<float>(cache.k.data_as<float>(), cache.k.data_as<float>() + cache.k.numel()))
-      ASSERT_NE(x, 99.0f);
+    for (int64_t i = 0; i < cache.k.numel(); ++i)
+      ASSERT_NE(
+          cache.fp8() ? f8e4m3_to_f32(cache.k.data_as<uint8_t>()[i]) * cache.k_scale : cache.k.data_as<float>()[i],
+          on_cache_grid(99.0f, cache.k_scale));
   }
 };
 
@@ -152,6 +169,29 @@ TEST_F(PagedAttention, MixedBatchWithPaddingMatchesDenseReference) {
   const int T = b.padded_tokens;
   attn->forward(q.rows(0, T), k.rows(0, T), v.rows(0, T), cache, md, out.rows(0, T));
   check(b, out);
+}
+
+// --kv-cache-dtype fp8: the new tokens' k, v are written as e4m3 with the layer's scales and every
+// position is read back through them; on values already on the e4m3 grid the result is the dense
+// reference's, and each new row's bytes are the quantized k.
+TEST_F(PagedAttention, Fp8CacheQuantizesTheNewRowsAndAttendsToTheCachesValues) {
+  const Shape cs{kBlocks, kBlock, kHkv, kD};
+  cache = KVCacheLayer{Tensor::empty(cs, DType::F8E4M3, be->allocator()),
+                       Tensor::empty(cs, DType::F8E4M3, be->allocator()), 0.37f, 1.9f};
+  ASSERT_TRUE(cache.fp8());
+  Tensor q = f32({max_tokens, kHq * kD}), k = f32({max_tokens, kHkv * kD}), v = f32({max_tokens, kHkv * kD});
+  Tensor out = f32({max_tokens, kHq * kD});
+  const Batch b = make_batch({{7, 7}, {10, 1}, {12, 3}, {9, 1}}, 2, 3, q, k, v);
+  const int T = b.padded_tokens;
+  attn->forward(q.rows(0, T), k.rows(0, T), v.rows(0, T), cache, md, out.rows(0, T));
+  check(b, out);
+  for (int t = 0; t < b.tokens; ++t) {
+    const int slot = md.slot_mapping.data_as<int>()[t];
+    for (int j = 0; j < kHkv * kD; ++j)
+      ASSERT_EQ(cache.k.data_as<uint8_t>()[slot * kHkv * kD + j],
+                f32_to_f8e4m3(k.data_as<float>()[t * kHkv * kD + j] * (1.0f / cache.k_scale)))
+          << "token " << t << " element " << j;
+  }
 }
 
 TEST_F(PagedAttention, RequestsWithNoQueriesDoNothing) {

@@ -3,6 +3,7 @@
 // order so block tables are never contiguous.
 #pragma once
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -17,7 +18,9 @@ class ModelHarness {
  public:
   static constexpr int kBlockSize = 4;  // small, so short prompts span several blocks
 
-  ModelHarness(const ModelSource& src, int max_tokens = 256, int max_reqs = 4, int num_blocks = 128)
+  // kv_dtype: the cache's, f32 or F8E4M3 (--kv-cache-dtype fp8, with the checkpoint's scales).
+  ModelHarness(const ModelSource& src, int max_tokens = 256, int max_reqs = 4, int num_blocks = 128,
+               DType kv_dtype = DType::F32)
       : be_(make_cpu_backend()),
         cfg_(resolve_model_config(src)),
         max_tokens_(max_tokens),
@@ -38,10 +41,10 @@ class ModelHarness {
     const KVLayout kl = kv_layout(cfg_);  // MLA: latent rows in k, no v
     for (int l = 0; l < cfg_.num_layers; ++l) {
       const Shape s{num_blocks, kBlockSize, kl.num_kv_heads, kl.head_dim};
-      layers.push_back({Tensor::empty(s, DType::F32, be_->allocator()),
-                        kl.planes == 2 ? Tensor::empty(s, DType::F32, be_->allocator()) : Tensor()});
+      layers.push_back({Tensor::empty(s, kv_dtype, be_->allocator()),
+                        kl.planes == 2 ? Tensor::empty(s, kv_dtype, be_->allocator()) : Tensor()});
       for (const Tensor& t : {layers.back().k, layers.back().v})
-        if (t.defined()) std::fill_n(t.data_as<float>(), t.numel(), 0.0f);
+        if (t.defined()) std::memset(t.data(), 0, t.nbytes());
     }
     kv_ = layers;  // views of the same storage
     model_->bind_kv_cache(std::move(layers));
@@ -102,6 +105,11 @@ class ModelHarness {
   }
 
   Backend& backend() { return *be_; }
+  // The cache of `layer` (after the stream drained).
+  const KVCacheLayer& kv(int layer) {
+    be_->stream().synchronize();
+    return kv_[size_t(layer)];
+  }
   // Whether any K or V entry of `layer` was written (the cache starts zeroed).
   bool kv_written(int layer) {
     be_->stream().synchronize();

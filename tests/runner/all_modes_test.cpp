@@ -90,6 +90,27 @@ TEST(RunnerAllModes, Stories260KGreedyEqualsNoneAndHuggingFace) {
   }
 }
 
+// --kv-cache-dtype fp8: the same KV budget holds a block per byte of a token's K and V element
+// (4x the f32 blocks here, 2x bf16's on a GPU), and every mode serves NONE's tokens on it (the graphs replay the
+// quantizing cache write and the e4m3 reads).
+TEST(RunnerAllModes, Fp8KvCacheSizesBlocksAtAByteAnElementAndEveryModeEqualsNone) {
+  const auto reqs = stories_workload(24);
+  const int f32_blocks = ModelRunner(stories_config(M::NONE)).num_kv_blocks();
+  std::vector<std::vector<int32_t>> reference;
+  for (M mode : kAllModes) {
+    SCOPED_TRACE(mode_name(mode));
+    RunnerConfig c = stories_config(mode);
+    c.kv_cache_dtype = "fp8";
+    ModelRunner runner(c);
+    // f32 on the CPU: a quarter of the bytes a block, so 4x the blocks (each count rounded down)
+    EXPECT_GE(runner.num_kv_blocks(), 4 * f32_blocks);
+    EXPECT_LT(runner.num_kv_blocks(), 4 * (f32_blocks + 1));
+    const test::SimResult res = test::simulate(runner, reqs, 20);
+    if (mode == M::NONE) reference = res.outputs;
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(res.outputs[i], reference[i]) << "request " << i;
+  }
+}
+
 TEST(RunnerAllModes, DummyPresetGreedyEqualsNone) {
   std::vector<test::SimRequest> reqs;
   for (int i = 0; i < 5; ++i) {

@@ -1,6 +1,7 @@
 // CPU paged attention (fp32 reference): KV-cache write, then causal GQA attention per request
 // with an online softmax (one pass over the context, no scratch memory); cascade steps run the
-// shared prefix once for the whole batch and merge it into each request's own part.
+// shared prefix once for the whole batch and merge it into each request's own part. An e4m3 cache
+// (attention/kv_cache.h) is written quantized and read dequantized to f32, row by row.
 //
 // Everything that changes from batch to batch (query_start_loc, seq_lens, block_table,
 // slot_mapping) is read from the metadata buffers inside the kernel, so one recorded closure
@@ -28,8 +29,8 @@ struct Launch {
   const float* k;
   const float* v;
   float* out;
-  float* kc;  // [blocks, block_size, Hkv, D]
-  float* vc;
+  void* kc;  // [blocks, block_size, Hkv, D]: f32, or e4m3 (f8)
+  void* vc;
   const int32_t* qsl;
   const int32_t* seq_lens;
   const int32_t* block_table;
@@ -41,8 +42,28 @@ struct Launch {
   float softcap;                 // <= 0: none
   int64_t cascade_prefix;        // > 0: the batch's shared prefix in tokens (attention/cascade.h)
   const float* sinks = nullptr;  // [hq] sink logits joining each softmax's denominator, or null
+  bool f8 = false;               // the cache holds e4m3: x is stored as e4m3(x / scale)
+  float k_scale = 1.0f, v_scale = 1.0f;
 
   int64_t kv_row() const { return hkv * d; }
+
+  // Row `slot` of a cache <- src (kv_row() floats).
+  void store(void* cache, int64_t slot, const float* src, float scale) const {
+    if (!f8) {
+      std::memcpy(static_cast<float*>(cache) + slot * kv_row(), src, size_t(kv_row()) * sizeof(float));
+      return;
+    }
+    uint8_t* dst = static_cast<uint8_t*>(cache) + slot * kv_row();
+    const float inv = 1.0f / scale;
+    for (int64_t i = 0; i < kv_row(); ++i) dst[i] = f32_to_f8e4m3(src[i] * inv);
+  }
+  // The d floats of a cache at element offset off: in place, or dequantized into tmp.
+  const float* load(const void* cache, int64_t off, float scale, float* tmp) const {
+    if (!f8) return static_cast<const float*>(cache) + off;
+    const uint8_t* src = static_cast<const uint8_t*>(cache) + off;
+    for (int64_t i = 0; i < d; ++i) tmp[i] = f8e4m3_to_f32(src[i]) * scale;
+    return tmp;
+  }
 
   void write_cache() const {
     const int64_t actual = std::min<int64_t>(num_tokens, qsl[num_reqs]);
@@ -51,8 +72,8 @@ struct Launch {
       const int64_t s = slots[t];
       if (s < 0) continue;
       GS_CHECK(s < capacity, "attention: slot {} of token {} is outside the cache ({} slots)", s, t, capacity);
-      std::memcpy(kc + s * kv_row(), k + t * kv_row(), size_t(kv_row()) * sizeof(float));
-      std::memcpy(vc + s * kv_row(), v + t * kv_row(), size_t(kv_row()) * sizeof(float));
+      store(kc, s, k + t * kv_row(), k_scale);
+      store(vc, s, v + t * kv_row(), v_scale);
     }
   }
 
@@ -81,16 +102,17 @@ struct Launch {
     const float* qv = q + (t * hq + h) * d;
     std::fill(acc, acc + d, 0.0f);
     float m = -INFINITY, l = 0.0f;
+    float k_tmp[kMaxHeadDim], v_tmp[kMaxHeadDim];
     for (int64_t p = first; p <= last; ++p) {
       const int64_t off = slot_of(r, p) * kv_row() + kvh * d;
-      const float* kv = kc + off;
+      const float* kv = load(kc, off, k_scale, k_tmp);
       float s = 0.0f;
       for (int64_t i = 0; i < d; ++i) s += qv[i] * kv[i];
       s *= scale;
       if (softcap > 0) s = softcap * std::tanh(s / softcap);
       const float m_new = std::max(m, s);
       const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
-      const float* vv = vc + off;
+      const float* vv = load(vc, off, v_scale, v_tmp);
       for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * corr + w * vv[i];
       l = l * corr + w;
       m = m_new;
@@ -195,8 +217,14 @@ class CpuAttention final : public AttentionBackend {
   Launch describe(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                   const AttentionMetadata& md, const Tensor& out) const {
     const int64_t T = q.dim(0), D = shape_.head_dim, hq = shape_.num_heads, hkv = shape_.num_kv_heads;
-    for (const Tensor* t : {&q, &k, &v, &out, &cache.k, &cache.v})
+    for (const Tensor* t : {&q, &k, &v, &out})
       GS_CHECK(t->dtype() == DType::F32 && t->device().is_cpu(), "CPU attention: {} must be host f32", t->str());
+    for (const Tensor* t : {&cache.k, &cache.v})
+      GS_CHECK((t->dtype() == DType::F32 || t->dtype() == DType::F8E4M3) && t->device().is_cpu() &&
+                   t->dtype() == cache.k.dtype(),
+               "CPU attention: cache {} must be host f32 or f8e4m3 (both planes alike)", t->str());
+    GS_CHECK(std::isfinite(cache.k_scale) && cache.k_scale > 0 && std::isfinite(cache.v_scale) && cache.v_scale > 0,
+             "CPU attention: KV-cache scales {} / {} must be finite and > 0", cache.k_scale, cache.v_scale);
     GS_CHECK(
         q.numel() == T * hq * D && out.numel() == T * hq * D && k.numel() == T * hkv * D && v.numel() == T * hkv * D,
         "CPU attention: q {}, k {}, v {}, out {} do not match {} heads, {} kv heads of {}", q.str(), k.str(), v.str(),
@@ -209,28 +237,31 @@ class CpuAttention final : public AttentionBackend {
                  md.block_table.numel() >= int64_t(md.num_reqs_padded) * md.max_blocks_per_req &&
                  md.slot_mapping.numel() >= T,
              "CPU attention: metadata buffers are too small for {} requests, {} tokens", md.num_reqs_padded, T);
-    return Launch{q.data_as<const float>(),
-                  k.data_as<const float>(),
-                  v.data_as<const float>(),
-                  out.data_as<float>(),
-                  cache.k.data_as<float>(),
-                  cache.v.data_as<float>(),
-                  md.query_start_loc.data_as<const int32_t>(),
-                  md.seq_lens.data_as<const int32_t>(),
-                  md.block_table.data_as<const int32_t>(),
-                  md.slot_mapping.data_as<const int32_t>(),
-                  T,
-                  md.num_reqs_padded,
-                  cs[0],
-                  md.block_size,
-                  md.max_blocks_per_req,
-                  hq,
-                  hkv,
-                  D,
-                  shape_.scale,
-                  -1,
-                  shape_.softcap,
-                  md.cascade_prefix_len};
+    Launch l{q.data_as<const float>(),
+             k.data_as<const float>(),
+             v.data_as<const float>(),
+             out.data_as<float>(),
+             cache.k.data(),
+             cache.v.data(),
+             md.query_start_loc.data_as<const int32_t>(),
+             md.seq_lens.data_as<const int32_t>(),
+             md.block_table.data_as<const int32_t>(),
+             md.slot_mapping.data_as<const int32_t>(),
+             T,
+             md.num_reqs_padded,
+             cs[0],
+             md.block_size,
+             md.max_blocks_per_req,
+             hq,
+             hkv,
+             D,
+             shape_.scale,
+             -1,
+             shape_.softcap,
+             md.cascade_prefix_len};
+    l.f8 = cache.fp8();
+    l.k_scale = cache.k_scale, l.v_scale = cache.v_scale;
+    return l;
   }
 
   Backend& backend_;
