@@ -21,6 +21,11 @@ bool tensor_core_attention_fits(const AttentionLaunch& l) {
 }
 
 AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o) {
+  if (l.fp8_cache) {
+    if (l.max_query_len >= kPrefillMinQueryLen) return AttentionKernel::TensorCorePrefill;
+    if (l.max_query_len == 1 && group(l) <= kKeysAsRowsMaxGroup) return AttentionKernel::KeysAsRowsDecode;
+    return AttentionKernel::TensorCoreDecode;
+  }
   if (!o.tensor_core || !tensor_core_attention_fits(l)) return AttentionKernel::FlashDecoding;
   if (l.max_query_len >= kPrefillMinQueryLen) return AttentionKernel::TensorCorePrefill;
   const bool warp_per_pair = warp_per_pair_fits(l, o);
@@ -31,7 +36,7 @@ AttentionKernel select_attention_kernel(const AttentionLaunch& l, const Attentio
 }
 
 bool cascade_attention_fits(const AttentionLaunch& l, const AttentionKernelOptions& o) {
-  return o.tensor_core && tensor_core_attention_fits(l);
+  return o.tensor_core && tensor_core_attention_fits(l) && !l.fp8_cache;
 }
 
 AttentionKernel select_cascade_suffix_kernel(const AttentionLaunch& l) {

@@ -29,6 +29,7 @@ struct AttentionLaunch {
   bool sinks = false;       // attention sinks (gpt-oss; only flash-decoding has them)
   int max_query_len = 0;    // the planned longest query (the padded shape's inside FULL graphs)
   int num_reqs_padded = 0;  // request rows of the launch
+  bool fp8_cache = false;   // the KV cache holds e4m3 (attention/kv_cache.h)
 };
 
 // Queries at least this long run the prefill tile; shorter ones (decode, speculative verification)
@@ -46,6 +47,10 @@ constexpr int kWarpPerPairMaxGroup = 2;
 bool tensor_core_attention_fits(const AttentionLaunch& l);
 
 // The kernel for this launch under these options:
+//  - on an e4m3 cache, the tensor-core kernels whatever the options (only they read one; a launch
+//    they do not fit is refused before selection): prefill for queries of kPrefillMinQueryLen
+//    tokens or more, keys-as-rows for one query a request (group <= kKeysAsRowsMaxGroup), else
+//    the tensor-core decode kernel;
 //  - flash-decoding when the tensor-core kernels are off or do not fit (f32, other head dims,
 //    soft-capping, attention sinks);
 //  - the tensor-core prefill kernel for queries of kPrefillMinQueryLen tokens or more;
@@ -60,7 +65,8 @@ AttentionKernel select_attention_kernel(const AttentionLaunch& l, const Attentio
 // prefill kernel (every query of the batch against the shared prefix fills its tiles), its suffix
 // pass on the prefill kernel for queries of kPrefillMinQueryLen tokens or more, else on the
 // tensor-core decode kernel (the kernels that write their partial softmax state for the merge).
-// Whether a launch can cascade: the tensor-core kernels are on and fit it.
+// Whether a launch can cascade: the tensor-core kernels are on and fit it, on a cache of the
+// compute dtype.
 bool cascade_attention_fits(const AttentionLaunch& l, const AttentionKernelOptions& o);
 AttentionKernel select_cascade_suffix_kernel(const AttentionLaunch& l);
 

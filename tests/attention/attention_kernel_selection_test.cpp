@@ -120,5 +120,28 @@ TEST(AttentionKernelSelection, OptionsTurnKernelsOff) {
   EXPECT_EQ(pick(launch(32, 8, 64, 8, 1), no_keys_as_rows), K::TensorCoreDecode);
 }
 
+// An e4m3 cache (--kv-cache-dtype fp8) runs only on the kernels that widen it: prefill, keys-as-rows
+// for single-token decode, the tensor-core decode kernel otherwise; never warp-per-pair or
+// flash-decoding, whatever the options say; and it never cascades.
+TEST(AttentionKernelSelection, Fp8CacheRunsTheTensorCoreKernels) {
+  auto fp8 = [](AttentionLaunch l) {
+    l.fp8_cache = true;
+    return l;
+  };
+  const int pairs = AttentionKernelOptions{}.warp_per_pair_min_pairs;
+  EXPECT_EQ(pick(fp8(launch(32, 8, 128, 7, 2048))), K::TensorCorePrefill);
+  EXPECT_EQ(pick(fp8(launch(32, 8, 128, 32, 1))), K::KeysAsRowsDecode);
+  EXPECT_EQ(pick(fp8(launch(32, 8, 64, 1, 4))), K::TensorCoreDecode);
+  EXPECT_EQ(pick(fp8(launch(64, 4, 128, 1, 1))), K::TensorCoreDecode);  // group 16
+  EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8, 1)), K::WarpPerPairDecode);
+  EXPECT_EQ(pick(fp8(launch(16, 8, 128, pairs / 8, 1))), K::KeysAsRowsDecode);
+  AttentionKernelOptions off;
+  off.tensor_core = false;
+  off.keys_as_rows_decode = false;
+  EXPECT_EQ(pick(fp8(launch(32, 8, 128, 32, 1)), off), K::KeysAsRowsDecode);
+  EXPECT_TRUE(cascade_attention_fits(launch(32, 8, 128, 32, 1), {}));
+  EXPECT_FALSE(cascade_attention_fits(fp8(launch(32, 8, 128, 32, 1)), {}));
+}
+
 }  // namespace
 }  // namespace gs

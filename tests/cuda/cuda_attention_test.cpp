@@ -9,6 +9,7 @@
 
 #include "attention/attention_backend.h"
 #include "attention/cuda/cuda_attention.h"
+#include "core/error.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/cuda_backend.h"
 
@@ -120,7 +121,14 @@ class CudaAttentionTest : public ::testing::TestWithParam<std::tuple<AttentionSh
       const auto v = randn(size_t(shape_of.numel()), sd++);
       for (auto [side, b] : {std::pair{&g, gpu.get()}, {&c, cpu.get()}}) {
         const Tensor& dst = pick(*side);
-        b->copy(dst, on(*b, v, dst.shape(), dst.dtype()));
+        if (dst.dtype() != DType::F8E4M3) {
+          b->copy(dst, on(*b, v, dst.shape(), dst.dtype()));
+          continue;
+        }
+        std::vector<uint8_t> bytes(v.size());  // an e4m3 cache's earlier rows: any codes
+        for (size_t i = 0; i < v.size(); ++i) bytes[i] = f32_to_f8e4m3(v[i]);
+        b->copy(dst, Tensor::wrap(bytes.data(), dst.shape(), DType::F8E4M3, Device::cpu()));
+        b->stream().synchronize();  // bytes is freed at the end of this iteration
       }
     };
     fill([](Side& s) -> Tensor& { return s.cache.k; });
@@ -228,6 +236,89 @@ TEST_P(CudaAttentionTest, SinksMatchCpu) {
       run(c, b, cs, window);
       expect_equal_to_cpu(b, actual(b));
     }
+}
+
+// --kv-cache-dtype fp8 (attention/kv_cache.h) on the tensor-core kernels against the CPU
+// reference's e4m3 cache: both quantize the same bf16-exact k, v with the same scales, so the
+// caches agree byte for byte; the outputs agree within bf16 rounding (the kernels widen e4m3 to bf16
+// exactly and apply the scales in f32). Mixed batches run the prefill kernel, q = 3 verification
+// the tensor-core decode kernel, single-token decode keys-as-rows (group <= 8) or the tensor-core
+// decode kernel (group 16), split over the context, in a graph replayed at other lengths.
+class CudaFp8KvCache : public CudaAttentionTest {
+ protected:
+  void SetUp() override {
+    CudaAttentionTest::SetUp();
+    if (IsSkipped()) return;
+    for (auto [side, b] : {std::pair{&g, gpu.get()}, {&c, cpu.get()}}) {
+      const Shape cs = side->cache.k.shape();
+      side->cache = KVCacheLayer{Tensor::empty(cs, DType::F8E4M3, b->allocator()),
+                                 Tensor::empty(cs, DType::F8E4M3, b->allocator()), 0.37f, 1.9f};
+    }
+  }
+
+  void run_both(const Batch& b, uint32_t seed) {
+    load(b, seed);
+    run(g, b);
+    run(c, b);
+    expect_equal_to_cpu(b, actual(b));
+    EXPECT_EQ(read(*gpu, g.cache.k), read(*cpu, c.cache.k));
+    EXPECT_EQ(read(*gpu, g.cache.v), read(*cpu, c.cache.v));
+  }
+};
+
+TEST_P(CudaFp8KvCache, MixedBatchMatchesCpu) { run_both(kMixed, 1100); }
+
+TEST_P(CudaFp8KvCache, VerificationAndDecodeBatchesMatchCpu) {
+  run_both(kUniform, 1200);
+  run_both(Batch{{1, 1, 1, 1, 1}, {40, 160, 1, 77, 129}, 6, 8}, 1300);
+}
+
+TEST_P(CudaFp8KvCache, SingleDecodeGraphReplaysAtOtherContextLengths) {
+  const Batch captured{{1}, {40}, 1, 1};
+  load(captured, 1400);
+  run(g, captured);
+  gpu->stream().begin_capture();
+  run(g, captured);
+  auto graph = gpu->stream().end_capture();
+  uint32_t seed = 1500;
+  for (const Batch& other : {Batch{{1}, {160}, 1, 1}, Batch{{1}, {1}, 1, 1}, Batch{{1}, {97}, 1, 1}}) {
+    SCOPED_TRACE(other.ctx[0]);
+    load(other, seed++);
+    graph->replay();
+    run(c, other);
+    expect_equal_to_cpu(other, actual(other));
+    EXPECT_EQ(read(*gpu, g.cache.k), read(*cpu, c.cache.k));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaFp8KvCache,
+                         ::testing::Combine(::testing::Values(AttentionShape{32, 8, 64, 0.125f},  // Llama-3.2-1B
+                                                              AttentionShape{12, 2, 128, 0.0f},   // Qwen2.5-1.5B
+                                                              AttentionShape{32, 8, 128, 0.0f},   // Llama-3.1-8B
+                                                              AttentionShape{64, 4, 128, 0.0f}),  // group 16
+                                            ::testing::Values(DType::BF16)));
+
+// Layers the tensor-core kernels cannot run (here head dim 96) refuse an e4m3 cache, saying why.
+TEST(CudaFp8KvCacheRefusal, HeadDimNinetySixIsRefusedNamingTheFlag) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto attn = make_cuda_attention(*gpu, AttentionShape{20, 1, 96, 0.0f});
+  const Shape cs{kBlocks, kBlockSize, 1, 96};
+  const KVCacheLayer cache{Tensor::empty(cs, DType::F8E4M3, gpu->allocator()),
+                           Tensor::empty(cs, DType::F8E4M3, gpu->allocator())};
+  Metadata meta(*gpu);
+  const Batch b{{1}, {10}, 1, 1};
+  meta.fill(*gpu, b);
+  const Tensor q = Tensor::empty({1, 20 * 96}, DType::BF16, gpu->allocator());
+  const Tensor k = Tensor::empty({1, 96}, DType::BF16, gpu->allocator()), v = k;
+  try {
+    attn->forward(q, k, v, cache, meta.md, q);
+    FAIL() << "an e4m3 cache at head dim 96 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype fp8 runs on the tensor-core attention kernels"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTest,

@@ -8,6 +8,7 @@
 #include "attention/cuda/cascade_attention.h"
 #include "attention/cuda/decode_attention.h"
 #include "attention/cuda/flash_decoding_attention.h"
+#include "attention/cuda/fp8_kv_cache.h"
 #include "attention/cuda/prefill_attention.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -84,6 +85,9 @@ class CudaAttention final : public AttentionBackend {
     p.k_cache = cache.k.data();
     p.v_cache = cache.v.data();
     p.f32 = dtype_ == DType::F32;
+    p.fp8_cache = cache.fp8();
+    p.k_scale = cache.k_scale;
+    p.v_scale = cache.v_scale;
     p.split_workspace = split_ws_.data_as<float>();
     p.split_counters = static_cast<unsigned*>(split_counters_.data());
     p.query_start_loc = md.query_start_loc.data_as<int32_t>();
@@ -106,10 +110,20 @@ class CudaAttention final : public AttentionBackend {
     }
     AttentionLaunch launch = launch_of(md.max_query_len, p.num_reqs_padded, cuda::attention_buffers_aligned16(p));
     launch.sinks = sinks.defined();
+    launch.fp8_cache = p.fp8_cache;
+    if (p.fp8_cache) {
+      GS_CHECK(tensor_core_attention_fits(launch),
+               "--kv-cache-dtype fp8 runs on the tensor-core attention kernels, which need bf16, head dim 64 or 128, "
+               "at most {} query heads per kv head, no soft-capping and no attention sinks; this layer has {}, head "
+               "dim {}, {} heads per kv head{}{}; use --kv-cache-dtype auto",
+               kTensorCoreMaxGroup, dtype_name(dtype_), D, hq / hkv, shape_.softcap > 0 ? ", soft-capping" : "",
+               sinks.defined() ? ", sinks" : "");
+      GS_CUDA_CHECK(cuda::write_fp8_kv_cache(p, int(T), stream_));
+    }
     // A cascade batch of more q rows than the workspace holds (a padded shape past the heuristic's
     // limit) or with buffers the tensor-core kernels cannot read attends without cascading.
     if (md.cascade_prefix_len > 0 && window <= 0 && T <= cuda::kCascadeMaxTokens && cascade_ws_.defined() &&
-        cascade_attention_fits(launch, options_)) {
+        !p.fp8_cache && cascade_attention_fits(launch, options_)) {
       GS_CUDA_CHECK(cuda::cascade_attention(p, options_, select_cascade_suffix_kernel(launch), md.cascade_prefix_len,
                                             int(T), cascade_ws_.data_as<float>(), stream_));
       return;
@@ -148,9 +162,12 @@ class CudaAttention final : public AttentionBackend {
   void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const KVCacheLayer& cache,
                     const AttentionMetadata& md, const Tensor& out, int64_t T) const {
     const int hq = shape_.num_heads, hkv = shape_.num_kv_heads, D = shape_.head_dim;
-    for (auto [t, n] :
-         {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"}})
-      need(*t, dtype_, n);
+    for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) need(*t, dtype_, n);
+    const DType cache_dtype = cache.fp8() ? DType::F8E4M3 : dtype_;
+    need(cache.k, cache_dtype, "cache.k");
+    need(cache.v, cache_dtype, "cache.v");
+    GS_CHECK(std::isfinite(cache.k_scale) && cache.k_scale > 0 && std::isfinite(cache.v_scale) && cache.v_scale > 0,
+             "cuda attention: KV-cache scales {} / {} must be finite and > 0", cache.k_scale, cache.v_scale);
     for (auto [t, n] : {std::pair{&md.query_start_loc, "query_start_loc"},
                         {&md.seq_lens, "seq_lens"},
                         {&md.block_table, "block_table"},

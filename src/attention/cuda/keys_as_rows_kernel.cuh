@@ -18,11 +18,21 @@
 // step's position come straight from k, v (no CTA waits on a cache write); the CTA writes its
 // head's new k, v to the cache. Pairs of the pseudo-request num_reqs_padded (tokens past
 // query_start_loc[num_reqs_padded]) write the cache and zero their output rows. Needs every
-// request to have at most one new token (max_query_len 1). Included only by keys_as_rows_decode_attention.cu.
+// request to have at most one new token (max_query_len 1).
+//
+// On an e4m3 cache (F8) every key, this step's included, comes from the cache (write_fp8_kv_cache
+// wrote it before the kernel), and the stages hold e4m3 (swz8): twice the keys in flight in the
+// same shared memory, which is what a kernel bound by keys in flight gains from half the bytes. The
+// MMAs run on f16, each fragment widened in registers by the hardware conversion: K's A fragments
+// by ldmatrix on the byte rows (a lane gets 4 consecutive k of a row, so the k slots of one m16n8k16
+// hold k 4t .. 4t + 3 and Q^T's B fragments are loaded in that order), V^T's by 32-bit loads of
+// four adjacent dims of 4 keys serving two m16 tiles (so O^T's rows are dims in another order,
+// which the merge maps back: o_dim). Included only by keys_as_rows_decode_attention.cu.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/cuda/paged_attention_params.h"
 #include "attention/cuda/tensor_core_split.cuh"
@@ -45,12 +55,20 @@ constexpr unsigned kFull = 0xffffffffu;
 template <int D>
 constexpr int kMergeFloats = (D + 2) * kMaxG;
 
-template <int D, int NS>
+template <int D, int NS, bool F8 = false>
 struct Cfg {
   static constexpr int threads = kWarps * 32;
-  static constexpr size_t smem = size_t(2 * NS * kStageKeys) * D * sizeof(uint16_t);
+  static constexpr size_t smem = size_t(2 * NS * kStageKeys) * D * (F8 ? 1 : sizeof(uint16_t));
   static_assert(size_t(kWarps) * kMergeFloats<D> * sizeof(float) <= smem, "the merge reuses the K/V stages");
 };
+
+// Byte offset of 16-byte chunk ch (16 e4m3) of row `row` in an e4m3 stage [kStageKeys][D]: the
+// chunk index XOR a row function, so the 8 rows of an ldmatrix phase and the 4 rows of a V load hit
+// different banks.
+template <int D>
+__device__ __forceinline__ int swz8(int row, int ch) {
+  return row * D + ((ch ^ (D == 128 ? row & 7 : (row >> 1) & 3)) << 4);
+}
 
 __device__ __forceinline__ uint32_t movmatrix_t(uint32_t a) {
   uint32_t d;
@@ -86,13 +104,30 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
   }
 }
 
+// The same keys of an e4m3 cache, all from the cache, into e4m3 stages (swz8).
+template <int D, int NT>
+__device__ void load_stage_fp8(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
+                               uint8_t* ks, uint8_t* vs) {
+  constexpr int CPR = D / 16, RPP = NT / CPR;
+  const int ch = int(threadIdx.x) % CPR;
+  for (int row = int(threadIdx.x) / CPR; row < kStageKeys; row += RPP) {
+    const int j = kv0 + row;
+    const bool ok = j < kv_end;
+    const int64_t off = (ok ? tensor_core::cache_row_offset<D>(p, bt, shift, j) : 0) + int64_t(g) * D + ch * 16;
+    cp_async16(ks + swz8<D>(row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
+    cp_async16(vs + swz8<D>(row, ch), static_cast<const uint8_t*>(p.v_cache) + off, ok);
+  }
+}
+
 // This step's k, v of head g (token tok): thread c < D / 8 holds 16-byte chunk c of each, loaded
 // with the CTA's q (one L2 round trip for all three), then stored to the stage row and the cache.
+// Not loaded (`load` false: an e4m3 cache, already written), it stores nothing.
 template <int D>
 struct NowChunk {
   uint4 k, v;
   bool has;
-  __device__ NowChunk(const PagedAttentionParams& p, int tok, int g) : has(int(threadIdx.x) < D / 8) {
+  __device__ NowChunk(const PagedAttentionParams& p, int tok, int g, bool load)
+      : has(load && int(threadIdx.x) < D / 8) {
     const int64_t src = (int64_t(tok) * p.hkv + g) * D + int(threadIdx.x) * 8;
     if (has) {
       k = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
@@ -123,24 +158,17 @@ struct ColState {
   float m[2], l[2];
 };
 
-// One 16-key block (keys kb0 .. of the stage rows at ks / vs) for one warp: S^T = K Q^T, mask keys
-// >= kv_end, softmax step per column, O^T += V^T P^T.
-template <int D>
-__device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], const uint16_t* ks, const uint16_t* vs,
-                                             int row0, ColState<D>& st, int key0, int kv_end, float sl2) {
+// A block's scores s (S^T accumulators: key key0 + lane / 4 + 8 (e / 2), column 2 (lane % 4) + e % 2)
+// -> keys >= kv_end masked, the softmax step per column (st's maxima and sums; corr rescales O^T),
+// and P (16 keys x 8 columns, two 8x8 blocks in the accumulator layout) -> P^T, the B fragments
+// (b0, b1) of O^T += V^T P^T (k = the block's 16 keys, n = the 8 columns), bf16 or (F16) f16.
+template <int D, bool F16>
+__device__ __forceinline__ void softmax_block(float (&s)[4], ColState<D>& st, int key0, int kv_end, float sl2,
+                                              float (&corr)[2], uint32_t& b0, uint32_t& b1) {
   const int lane = int(threadIdx.x) & 31;
-  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    tensor_core::ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
-    tensor_core::mma16816(s, a, qf[kk][0], qf[kk][1]);
-  }
-  // s[e]: key key0 + lane / 4 + 8 (e / 2), column 2 (lane % 4) + e % 2.
   const int k_lo = key0 + (lane >> 2);
   if (k_lo >= kv_end) s[0] = s[1] = -INFINITY;
   if (k_lo + 8 >= kv_end) s[2] = s[3] = -INFINITY;
-  float corr[2];
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     float mx = fmaxf(s[c], s[2 + c]);
@@ -155,24 +183,96 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
     s[2 + c] = fast_exp2(fmaf(s[2 + c], sl2, -base));
     st.l[c] = st.l[c] * corr[c] + s[c] + s[2 + c];
   }
-  // P (16 keys x 8 columns) as two 8x8 bf16 blocks in the accumulator layout -> P^T, the B
-  // fragment of O^T += V^T P^T (k = the block's 16 keys, n = the 8 columns).
-  const uint32_t b0 = movmatrix_t(tensor_core::pack_bf16(s[0], s[1]));
-  const uint32_t b1 = movmatrix_t(tensor_core::pack_bf16(s[2], s[3]));
+  b0 = movmatrix_t(tensor_core::pack_16<F16>(s[0], s[1]));
+  b1 = movmatrix_t(tensor_core::pack_16<F16>(s[2], s[3]));
+}
+
+template <int D>
+__device__ __forceinline__ void rescale(ColState<D>& st, int mt, const float (&corr)[2]) {
+  st.o[mt][0] *= corr[0], st.o[mt][2] *= corr[0];
+  st.o[mt][1] *= corr[1], st.o[mt][3] *= corr[1];
+}
+
+// One 16-key block (keys key0 .. of the stage rows at ks / vs from row0) for one warp: S^T = K Q^T,
+// the softmax step, O^T += V^T P^T.
+template <int D>
+__device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], const uint16_t* ks, const uint16_t* vs,
+                                             int row0, ColState<D>& st, int key0, int kv_end, float sl2) {
+  const int lane = int(threadIdx.x) & 31;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    tensor_core::ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
+    tensor_core::mma16816(s, a, qf[kk][0], qf[kk][1]);
+  }
+  float corr[2];
+  uint32_t b0, b1;
+  softmax_block<D, false>(s, st, key0, kv_end, sl2, corr, b0, b1);
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) {
-    st.o[mt][0] *= corr[0], st.o[mt][2] *= corr[0];
-    st.o[mt][1] *= corr[1], st.o[mt][3] *= corr[1];
+    rescale<D>(st, mt, corr);
     uint32_t a[4];  // V^T rows 16 mt .. (dims), columns = the block's keys
     tensor_core::ldsm_x4_t(a, vs + swz<D>(row0 + (lane & 7) + ((lane >> 4) << 3), mt * 2 + ((lane >> 3) & 1)));
     tensor_core::mma16816(st.o[mt], a, b0, b1);
   }
 }
 
+// The same block on e4m3 stages (swz8) and f16 MMAs; qf holds Q^T in the k order of K's fragments
+// (slots 2t, 2t + 1, 2t + 8, 2t + 9 of m16n8k16 kk = k 16 kk + 4t .. 4t + 3), and O^T's rows of
+// tile mt are dims permuted as fp8_dim says.
+template <int D>
+__device__ __forceinline__ void attend_block_fp8(const uint32_t (&qf)[D / 16][2], const uint8_t* ks, const uint8_t* vs,
+                                                 int row0, ColState<D>& st, int key0, int kv_end, float sl2) {
+  const int lane = int(threadIdx.x) & 31, t = lane & 3, g = lane >> 2;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int kk2 = 0; kk2 < D / 32; ++kk2) {  // 32 k a step: rows g, g + 8, bytes 4t .. of two 16-byte chunks
+    uint32_t r[4];
+    tensor_core::ldsm_x4(r, ks + swz8<D>(row0 + (lane & 15), kk2 * 2 + (lane >> 4)));
+    const uint32_t a0[4] = {e4m3x2_to_f16x2(r[0]), e4m3x2_to_f16x2(r[1]), e4m3x2_to_f16x2(r[0] >> 16),
+                            e4m3x2_to_f16x2(r[1] >> 16)};
+    tensor_core::mma16816_f16(s, a0, qf[2 * kk2][0], qf[2 * kk2][1]);
+    const uint32_t a1[4] = {e4m3x2_to_f16x2(r[2]), e4m3x2_to_f16x2(r[3]), e4m3x2_to_f16x2(r[2] >> 16),
+                            e4m3x2_to_f16x2(r[3] >> 16)};
+    tensor_core::mma16816_f16(s, a1, qf[2 * kk2 + 1][0], qf[2 * kk2 + 1][1]);
+  }
+  float corr[2];
+  uint32_t b0, b1;
+  softmax_block<D, true>(s, st, key0, kv_end, sl2, corr, b0, b1);
+  // Per 32 dims: dims 4g .. 4g + 3 of keys 2t, 2t + 1, 2t + 8, 2t + 9 (one 32-bit load each) serve
+  // tiles 2m (dims 4g, + 1) and 2m + 1 (4g + 2, + 3), as (dim, key pair) bytes for V^T's A fragments.
+#pragma unroll
+  for (int m = 0; m < D / 32; ++m) {
+    const int off = ((g >> 2) << 4) + 4 * (g & 3);
+    auto v4 = [&](int key) {
+      const int row = row0 + key;
+      return *reinterpret_cast<const uint32_t*>(vs + swz8<D>(row, 2 * m + (off >> 4)) + (off & 15));
+    };
+    const uint32_t x0 = v4(2 * t), x1 = v4(2 * t + 1), x2 = v4(2 * t + 8), x3 = v4(2 * t + 9);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t sel = h == 0 ? 0x5140u : 0x7362u;  // bytes (2h, 2h + 1) of the keys, interleaved
+      const uint32_t lo = __byte_perm(x0, x1, sel), hi = __byte_perm(x2, x3, sel);
+      const uint32_t a[4] = {e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(lo >> 16), e4m3x2_to_f16x2(hi),
+                             e4m3x2_to_f16x2(hi >> 16)};
+      rescale<D>(st, 2 * m + h, corr);
+      tensor_core::mma16816_f16(st.o[2 * m + h], a, b0, b1);
+    }
+  }
+}
+
+// The dim of O^T's row g (hi: g + 8) of tile mt: 16 mt + g (+ 8), or in attend_block_fp8's order
+// 32 (mt / 2) + 4g + 2 (mt % 2) (+ 1).
+template <bool F8>
+__device__ __forceinline__ int o_dim(int mt, int g, bool hi) {
+  return F8 ? (mt >> 1) * 32 + 4 * g + 2 * (mt & 1) + (hi ? 1 : 0) : mt * 16 + g + (hi ? 8 : 0);
+}
+
 // The CTA's 4 warp states -> out rows of the G heads (merged in warp order), through `scratch`;
 // with splits > 1 the CTA's part (m, l, O / l) goes to the split workspace instead, and the last
 // CTA of the (request, kv head) to arrive merges the parts into out.
-template <int D>
+template <int D, bool F8>
 __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, int tok, int g, int G, int T,
                                 int splits, float* scratch) {
   constexpr int F = kMergeFloats<D>;
@@ -188,9 +288,9 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
   const int c0 = 2 * (lane & 3);
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) {
-    const int d = mt * 16 + (lane >> 2);
+    const int d = o_dim<F8>(mt, lane >> 2, false), d8 = o_dim<F8>(mt, lane >> 2, true);
     w[d * kMaxG + c0] = st.o[mt][0], w[d * kMaxG + c0 + 1] = st.o[mt][1];
-    w[(d + 8) * kMaxG + c0] = st.o[mt][2], w[(d + 8) * kMaxG + c0 + 1] = st.o[mt][3];
+    w[d8 * kMaxG + c0] = st.o[mt][2], w[d8 * kMaxG + c0 + 1] = st.o[mt][3];
   }
   if (lane < 4) {
     w[D * kMaxG + c0] = st.m[0], w[D * kMaxG + c0 + 1] = st.m[1];
@@ -212,7 +312,7 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
       num += f * scratch[v * F + d * kMaxG + c];
       den += f * scratch[v * F + D * kMaxG + kMaxG + c];
     }
-    const float o = den > 0.0f ? num / den : 0.0f;
+    const float o = den > 0.0f ? num / den * p.v_scale : 0.0f;
     if (splits > 1) {  // part (token, head, split) as tensor_core::SplitWorkspace lays it out
       const int64_t part = (int64_t(tok) * p.hq + int64_t(g) * G + c) * gridDim.z + blockIdx.z;
       ws.o[part * D + d] = o;
@@ -231,13 +331,14 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
 
 // Grid (num_reqs_padded + 1, hkv, splits): CTA (r, g, z) serves split z of request r's token (if
 // it has one) and kv head g; column num_reqs_padded serves the tail tokens [qsl[num_reqs_padded], T).
-template <int D, int NS>
-__global__ void __launch_bounds__(Cfg<D, NS>::threads)
+template <int D, int NS, bool F8 = false>
+__global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
     keys_as_rows_decode_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool early) {
-  using C = Cfg<D, NS>;
+  using C = Cfg<D, NS, F8>;
+  using E = std::conditional_t<F8, uint8_t, uint16_t>;  // a stage element: e4m3 or bf16
   extern __shared__ __align__(128) uint16_t smem[];
-  uint16_t* k_s = smem;  // NS stages of kStageKeys x D
-  uint16_t* v_s = smem + NS * kStageKeys * D;
+  E* k_s = reinterpret_cast<E*>(smem);  // NS stages of kStageKeys x D
+  E* v_s = k_s + NS * kStageKeys * D;
   // `early` (AttentionKernelOptions::keys_as_rows_early_loads): the step's metadata (query_start_loc,
   // seq_lens, block table) and the cache rows of earlier positions are written before the step's
   // first kernel and by no kernel of it (this kernel writes position `now` only), so they load
@@ -250,7 +351,7 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   if (tail) {  // the tail: cache writes (padding slots are skipped) and zero rows
     if (early) pdl_wait(), pdl_trigger();
     if (blockIdx.z == 0) {
-      tensor_core::write_cache_rows<D>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
+      if (!F8) tensor_core::write_cache_rows<D>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
       tensor_core::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
     }
     return;
@@ -267,17 +368,23 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   const int kv_end = min(kv_end0, kv_lo + nst * kStageKeys);
   const int32_t* bt = p.block_table + int64_t(r) * p.max_blocks_per_req;
   const int shift = tensor_core::block_shift(p.block_size);
+  // Stage i <- keys from kv0 (with_now: this step's key from k, v; an e4m3 cache holds it already).
+  auto load = [&](int i, int kv0, bool with_now) {
+    if constexpr (F8)
+      load_stage_fp8<D, C::threads>(p, bt, shift, g, kv0, kv_end, k_s + i * kStageKeys * D, v_s + i * kStageKeys * D);
+    else
+      load_stage<D, C::threads>(p, bt, shift, g, kv0, kv_end, now, tok, k_s + i * kStageKeys * D,
+                                v_s + i * kStageKeys * D, with_now);
+  };
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
-    if (i < nst)
-      load_stage<D, C::threads>(p, bt, shift, g, kv_lo + i * kStageKeys, kv_end, now, tok, k_s + i * kStageKeys * D,
-                                v_s + i * kStageKeys * D, !early);
+    if (i < nst) load(i, kv_lo + i * kStageKeys, !early);
     tensor_core::cp_async_commit();
   }
   if (early) pdl_wait(), pdl_trigger();
   // Every global load of what the previous kernels wrote (q, this token's k, v) and the slot, at once.
   const int64_t slot = p.slot_mapping[tok];
-  const NowChunk<D> now_kv(p, tok, g);
+  const NowChunk<D> now_kv(p, tok, g, !F8);
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   // Q^T's B fragments: column n = lane / 4 (head g G + n, zero past G), dims 16 kk + 2 (lane % 4) (+ 8).
   uint32_t qf[D / 16][2];
@@ -287,15 +394,20 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
                                                           (int64_t(tok) * p.hq + int64_t(g) * G + min(n, G - 1)) * D);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {  // loaded whatever n (a valid head), then zeroed past G
-      const uint32_t lo = q[kk * 8 + (lane & 3)], hi = q[kk * 8 + 4 + (lane & 3)];
+      // F8: f16, dims 16 kk + 4 (lane % 4) .. + 3 (attend_block_fp8's k order)
+      const int i0 = F8 ? kk * 8 + 2 * (lane & 3) : kk * 8 + (lane & 3), i1 = F8 ? i0 + 1 : i0 + 4;
+      const uint32_t lo = F8 ? tensor_core::bf16x2_to_f16x2(q[i0]) : q[i0];
+      const uint32_t hi = F8 ? tensor_core::bf16x2_to_f16x2(q[i1]) : q[i1];
       qf[kk][0] = n < G ? lo : 0u;
       qf[kk][1] = n < G ? hi : 0u;
     }
   }
-  if (early) {  // the prologue left now's row of its stage (if it loaded that stage) to this copy
-    const int i_now = (now - kv_lo) / kStageKeys;
-    if (now >= kv_lo && now < kv_end && i_now < NS)
-      now_kv.to_stage(now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D, v_s + i_now * kStageKeys * D);
+  if constexpr (!F8) {
+    if (early) {  // the prologue left now's row of its stage (if it loaded that stage) to this copy
+      const int i_now = (now - kv_lo) / kStageKeys;
+      if (now >= kv_lo && now < kv_end && i_now < NS)
+        now_kv.to_stage(now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D, v_s + i_now * kStageKeys * D);
+    }
   }
   if (blockIdx.z == 0) now_kv.to_cache(p, slot, g);  // the stages read now's k, v from k, v, never the cache
 
@@ -304,23 +416,27 @@ __global__ void __launch_bounds__(Cfg<D, NS>::threads)
   for (int mt = 0; mt < D / 16; ++mt) st.o[mt][0] = st.o[mt][1] = st.o[mt][2] = st.o[mt][3] = 0.0f;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.0f;
-  const float sl2 = p.scale * 1.4426950408889634f;
+  const float sl2 = p.scale * 1.4426950408889634f * p.k_scale;
 
   for (int s = 0; s < nst; ++s) {
     tensor_core::cp_async_wait<NS - 1>();  // stage s (groups 0 .. s of the NS + s committed) has landed
     __syncthreads();
     const int buf = s % NS, key0 = kv_lo + s * kStageKeys + warp * 16;
-    if (key0 < kv_end)
-      attend_block<D>(qf, k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D, warp * 16, st, key0, kv_end, sl2);
+    if (key0 < kv_end) {
+      if constexpr (F8)
+        attend_block_fp8<D>(qf, k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D, warp * 16, st, key0, kv_end,
+                            sl2);
+      else
+        attend_block<D>(qf, k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D, warp * 16, st, key0, kv_end, sl2);
+    }
     if (s + NS < nst) {
       __syncthreads();  // every warp is done with this buffer
-      load_stage<D, C::threads>(p, bt, shift, g, kv_lo + (s + NS) * kStageKeys, kv_end, now, tok,
-                                k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D);
+      load(buf, kv_lo + (s + NS) * kStageKeys, true);
     }
     tensor_core::cp_async_commit();
   }
   tensor_core::cp_async_wait<0>();
-  merge_and_store<D>(p, st, tok, g, G, T, sr.splits, reinterpret_cast<float*>(smem));
+  merge_and_store<D, F8>(p, st, tok, g, G, T, sr.splits, reinterpret_cast<float*>(smem));
 }
 
 }  // namespace gs::cuda::keys_as_rows

@@ -1,5 +1,5 @@
-// The parameters every paged-attention kernel takes (q/k/v and cache in the compute dtype, bf16 or
-// f32; fp32 softmax and sums), and the split workspace they share.
+// The parameters every paged-attention kernel takes (q/k/v in the compute dtype, bf16 or f32, and
+// the cache in it or in e4m3; fp32 softmax and sums), and the split workspace they share.
 //
 // Every kernel's grid depends only on the padded shape (num_tokens, num_reqs_padded, head counts,
 // the block table's width), never on per-batch values: every per-batch value is read from the
@@ -25,6 +25,12 @@ struct PagedAttentionParams {
   const int32_t* seq_lens = nullptr;         // [num_reqs_padded]
   const int32_t* block_table = nullptr;      // [*, max_blocks_per_req]
   bool f32 = false;                          // element type: f32, else bf16
+  // An e4m3 cache (attention/kv_cache.h; the tensor-core kernels only): write_fp8_kv_cache
+  // (fp8_kv_cache.h) has written this step's rows before the kernel, which reads every position
+  // from the cache, value = e4m3 * k_scale (folded into the softmax scale) or * v_scale (applied to
+  // the output). 1 for a bf16 cache.
+  bool fp8_cache = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
   int num_reqs_padded = 0;
   int max_blocks_per_req = 0;
   int block_size = 0;

@@ -32,6 +32,9 @@ cudaError_t prefill_attention(const PagedAttentionParams& p, const AttentionKern
   using tensor_core::launch_tensor_core;
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
+  if (p.fp8_cache)  // mma.sync tiles of 64 rows at either head dim
+    return p.D == 128 ? launch_tensor_core<128, 1, false, false, 0, true>(p, o, window, T, s)
+                      : launch_tensor_core<64, 1, false, false, 0, true>(p, o, window, T, s);
   if (p.D == 128) return launch_tensor_core<128, 1, false>(p, o, window, T, s);
   if (o.prefill_wgmma) return launch_tensor_core<64, 1, true>(p, o, window, T, s);
   return o.prefill_tiles_per_warp_d64 == 1 ? launch_tensor_core<64, 1, false>(p, o, window, T, s)
@@ -49,7 +52,8 @@ cudaError_t cascade_prefix_attention(const PagedAttentionParams& p, const Attent
                                      cudaStream_t s) {
   using tensor_core::launch_prefix_pass;
   if (T <= 0) return cudaGetLastError();
-  if (!prefill_attention_supported(p) || p.cascade_pass != kCascadePrefix || splits < 1) return cudaErrorInvalidValue;
+  if (!prefill_attention_supported(p) || p.fp8_cache || p.cascade_pass != kCascadePrefix || splits < 1)
+    return cudaErrorInvalidValue;
   if (p.D == 128) return launch_prefix_pass<128, 1, false>(p, T, splits, s);
   if (o.prefill_wgmma) return launch_prefix_pass<64, 1, true>(p, T, splits, s);
   return o.prefill_tiles_per_warp_d64 == 1 ? launch_prefix_pass<64, 1, false>(p, T, splits, s)

@@ -33,6 +33,11 @@
 // tiles instead and merge their softmax states at the end (merge_warps), and at D 64 the decode
 // kernel is register-capped so four CTAs fit an SM.
 //
+// On an e4m3 cache (F8; mma.sync only) every key comes from the cache, which write_fp8_kv_cache
+// filled before the kernel: the tiles land as e4m3 and each is widened to f16 in shared memory
+// (tensor_core_tile.cuh) once it has landed, before any warp reads it, for the f16 MMA (Q converted
+// once); the scales fold into the softmax scale (k) and the output's normalisation (v).
+//
 // This file holds the kernel and its launch template; its building blocks are in
 // tensor_core_tile.cuh (mma.sync tile, softmax state), tensor_core_wgmma.cuh (the wgmma tile) and
 // tensor_core_split.cuh (split and warp merges).
@@ -136,13 +141,25 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   }
 }
 
+// load_kv, or on an e4m3 cache (F8) the same keys all from the cache, for widen_fp8_tile.
+template <int D, int NT, bool F8>
+__device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
+                                          int kv_end, uint16_t* ks, uint16_t* vs) {
+  if constexpr (F8)
+    load_fp8_rows<D, NT>(p, p.block_table + int64_t(ti.r) * p.max_blocks_per_req, block_shift(p.block_size), g, kv0,
+                         kv_end, kKeys, ks, vs);
+  else
+    load_kv<D, NT>(p, ti, new0, g, kv0, kv_end, ks, vs);
+}
+
 // MINB > 0: at least MINB CTAs per SM (registers capped to fit; the decode CTA at D 64, whose 56 KB
 // of shared memory fit four times).
-template <int D, int MT, bool WG, bool SPLIT, int MINB = 0>
+template <int D, int MT, bool WG, bool SPLIT, int MINB = 0, bool F8 = false>
 __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     tensor_core_attention_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool warp_split,
                                  bool stage_qsl) {
   using C = Cfg<D, MT, WG>;
+  static_assert(!(F8 && WG), "an e4m3 cache runs on mma.sync");
   constexpr int ROWS = C::rows, WROWS = 16 * MT, NT = C::threads;  // rows of the CTA, of one warp
   extern __shared__ __align__(128) uint16_t smem_raw[];
   uint16_t* q_s = smem_raw;
@@ -196,15 +213,17 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   // Groups: Q + tile 0, tile 1, tile 2, then one per iteration from the second on (tile it + 2,
   // possibly empty), so group i holds tile i and at iteration it > 0 "all but the newest group
   // done" means tile it has landed.
-  if (n_kv > 0) load_kv<D, NT>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s);
+  if (n_kv > 0) load_tile<D, NT, F8>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s);
   cp_async_commit();
-  if (n_kv > 1) load_kv<D, NT>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
+  if (n_kv > 1) load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
   cp_async_commit();
-  if (n_kv > 2) load_kv<D, NT>(p, ti, new0, g, kv_lo + 2 * kKeys, kv_end, k_s + 2 * kKeys * D, v_s + 2 * kKeys * D);
+  if (n_kv > 2)
+    load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + 2 * kKeys, kv_end, k_s + 2 * kKeys * D, v_s + 2 * kKeys * D);
   cp_async_commit();
   // The cache write's loads and stores overlap the copies in flight (this kernel reads the new
-  // positions from k, v, never from the cache).
-  if (blockIdx.z == 0 && !prefix_pass) write_cache_rows<D>(p, ti.tok0 + ti.first, ti.ntok, g, int(threadIdx.x), NT);
+  // positions from k, v, never from the cache; an e4m3 cache was written before the kernel).
+  if (!F8 && blockIdx.z == 0 && !prefix_pass)
+    write_cache_rows<D>(p, ti.tok0 + ti.first, ti.ntok, g, int(threadIdx.x), NT);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Warp split (decode, the tile's rows fit one warp's 16): every warp holds the same rows and
@@ -226,7 +245,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     }
   const int tile_min_lim = min(ctx, q_first + 1);
   const int tile_max_lo = window > 0 ? q_first + ti.ntok - window : INT_MIN;
-  const float sl2 = p.scale * 1.4426950408889634f;
+  const float sl2 = p.scale * 1.4426950408889634f * p.k_scale;
 
   RowState<D> st[MT];
 #pragma unroll
@@ -243,21 +262,28 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   cp_async_wait<2>();  // the group of Q and tile 0
   __syncthreads();
   if constexpr (!WG) load_q_frags<D, MT>(qf, q_s, row0, lane);
+  if constexpr (F8)  // the f16 MMA of the widened e4m3 tiles
+    for (auto& m : qf)
+      for (auto& k : m)
+        for (uint32_t& r : k) r = bf16x2_to_f16x2(r);
 
   if (wsplit) {  // rounds of kStages tiles: warp w < kStages computes tile r0 + w of the round at r0
     for (int r0 = 0; r0 < n_kv; r0 += kStages) {
       if (r0 > 0) {
         __syncthreads();  // every warp is done with the previous round's stages
         for (int sg = 0; sg < kStages && r0 + sg < n_kv; ++sg)
-          load_kv<D, NT>(p, ti, new0, g, kv_lo + (r0 + sg) * kKeys, kv_end, k_s + sg * kKeys * D, v_s + sg * kKeys * D);
+          load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + (r0 + sg) * kKeys, kv_end, k_s + sg * kKeys * D,
+                               v_s + sg * kKeys * D);
         cp_async_commit();
       }
       cp_async_wait<0>();
       __syncthreads();
       const int kv0 = kv_lo + (r0 + warp) * kKeys;
-      if (warp < kStages && r0 + warp < n_kv)
-        attend_tile<D, MT>(qf, k_s + warp * kKeys * D, v_s + warp * kKeys * D, st,
-                           kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo, kv0, lim, lo, sl2);
+      if (warp < kStages && r0 + warp < n_kv) {
+        if constexpr (F8) widen_fp8_tile<D>(k_s + warp * kKeys * D, v_s + warp * kKeys * D, 0, 1);  // its own tile
+        attend_tile<D, MT, F8>(qf, k_s + warp * kKeys * D, v_s + warp * kKeys * D, st,
+                               kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo, kv0, lim, lo, sl2);
+      }
     }
     merge_warps<D, C::warps>(st[0], reinterpret_cast<float*>(k_s));
   }
@@ -268,16 +294,20 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
     if (it > 0 && it + 2 < n_kv) {
       const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
-      load_kv<D, NT>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
+      load_tile<D, NT, F8>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
     }
     if (it > 0) cp_async_commit();
+    if constexpr (F8) {
+      widen_fp8_tile<D>(k_s + stage * kKeys * D, v_s + stage * kKeys * D, warp, C::warps);
+      __syncthreads();  // the widened tile visible to all
+    }
     if (active) {
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
       if constexpr (WG) {
         load_q_frags<D, MT>(qf, q_s, row0, lane);
         attend_tile_wg(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
       } else {
-        attend_tile<D, MT>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
+        attend_tile<D, MT, F8>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
       }
     }
   }
@@ -301,7 +331,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const float l = quad_sum(st[mt].l[i]);
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
       const int row = warp * WROWS + mt * 16 + (lane >> 2) + 8 * i, tl = row / G;
       if (row >= rows_used || tl >= ti.ntok) continue;
       uint16_t* dst = out + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + 2 * (lane & 3);
@@ -314,9 +344,9 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
 
 // Launches the kernel for (D, MT, WG) on p: one CTA per (query tile, kv head), and with SPLIT
 // (decode) up to decode_splits CTAs per context.
-template <int D, int MT, bool WG, bool SPLIT, int MINB>
+template <int D, int MT, bool WG, bool SPLIT, int MINB, bool F8 = false>
 cudaError_t prepare_tensor_core() {
-  constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, SPLIT, MINB>;
+  constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, SPLIT, MINB, F8>;
   static const cudaError_t attr = [&] {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg<D, MT, WG>::smem));
@@ -326,12 +356,12 @@ cudaError_t prepare_tensor_core() {
   return attr;
 }
 
-template <int D, int MT, bool WG, bool SPLIT = false, int MINB = 0>
+template <int D, int MT, bool WG, bool SPLIT = false, int MINB = 0, bool F8 = false>
 cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
                                cudaStream_t s) {
   using C = Cfg<D, MT, WG>;
-  constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, SPLIT, MINB>;
-  if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, SPLIT, MINB>(); attr != cudaSuccess) return attr;
+  constexpr auto kernel = tensor_core_attention_kernel<D, MT, WG, SPLIT, MINB, F8>;
+  if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, SPLIT, MINB, F8>(); attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
   const int S = SPLIT ? decode_splits(p, o, T, gx) : 1;

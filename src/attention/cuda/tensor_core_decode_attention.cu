@@ -11,6 +11,9 @@ cudaError_t tensor_core_decode_attention(const PagedAttentionParams& p, const At
   using tensor_core::launch_tensor_core;
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
+  if (p.fp8_cache)
+    return p.D == 128 ? launch_tensor_core<128, 1, false, true, 0, true>(p, o, window, T, s)
+                      : launch_tensor_core<64, 1, false, true, 0, true>(p, o, window, T, s);
   if (p.D == 128) return launch_tensor_core<128, 1, false, true>(p, o, window, T, s);
   return o.decode_four_ctas_per_sm ? launch_tensor_core<64, 1, false, true, 4>(p, o, window, T, s)
                                    : launch_tensor_core<64, 1, false, true>(p, o, window, T, s);

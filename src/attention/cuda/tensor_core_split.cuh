@@ -57,7 +57,7 @@ __device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti
       const int row = row0 + mt * 16 + (lane >> 2) + 8 * i;
       if (row >= rows_used || row / G >= ti.ntok) continue;
       const int64_t part = part_of(p, ti, g, G, row, z, ws.slots);
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
       float* dst = ws.o + part * D + 2 * (lane & 3);
 #pragma unroll
       for (int nd = 0; nd < D / 8; ++nd)

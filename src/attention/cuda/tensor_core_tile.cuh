@@ -4,10 +4,12 @@
 // K/V tile of FlashAttention-2 on mma.sync. Included by the attention/cuda kernels only.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "attention/cuda/paged_attention_params.h"
+#include "ops/cuda/e4m3.cuh"
 
 namespace gs::cuda::tensor_core {
 
@@ -74,6 +76,61 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// An e4m3 cache's tile (PagedAttentionParams::fp8_cache): the cache rows of each 16-row block of a
+// [rows][D] 16-bit tile arrive by cp.async in the second half of that block's region (row r's
+// 16-byte chunk ch of 16 e4m3 at fp8_chunk), and widen_fp8_block turns the block into the swizzled
+// layout above in place, as f16 (exact, one conversion instruction a pair), so the tile's readers
+// are those of a 16-bit cache on the f16 MMA (attend_tile's F16: Q converted once, P packed as f16;
+// the e4m3 values are at most 448, the scales stay in f32 outside). A block's widening reads and
+// writes only its own region: one warp does it with no barrier but its own.
+template <int D>
+__device__ __forceinline__ void* fp8_chunk(uint16_t* tile, int row, int ch) {
+  return reinterpret_cast<uint8_t*>(tile + (row >> 4) * 16 * D + 8 * D) + (row & 15) * D + ch * 16;
+}
+
+// Rows [kv0, kv0 + nrows) of tile pair (ks, vs) <- positions kv0 + row of kv head g of an e4m3 cache
+// through block table bt (zeros from kv_end on), by the NT threads of the CTA.
+template <int D, int NT>
+__device__ void load_fp8_rows(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
+                              int nrows, uint16_t* ks, uint16_t* vs) {
+  constexpr int CPR = D / 16, RPP = NT / CPR;
+  const int ch = int(threadIdx.x) % CPR;
+  for (int row = int(threadIdx.x) / CPR; row < nrows; row += RPP) {
+    const int j = kv0 + row;
+    const bool ok = j < kv_end;
+    const int64_t off = (ok ? cache_row_offset<D>(p, bt, shift, j) : 0) + int64_t(g) * D + ch * 16;
+    cp_async16(fp8_chunk<D>(ks, row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
+    cp_async16(fp8_chunk<D>(vs, row, ch), static_cast<const uint8_t*>(p.v_cache) + off, ok);
+  }
+}
+
+// Block b (rows 16 b ..) of an e4m3 tile -> f16 in place, by one warp.
+template <int D>
+__device__ __forceinline__ void widen_fp8_block(uint16_t* tile, int b) {
+  constexpr int CPR = D / 16, N = 16 * CPR / 32;  // 16-byte e4m3 chunks of a row, of a lane
+  const int lane = int(threadIdx.x) & 31;
+  const uint4* src = reinterpret_cast<const uint4*>(tile + b * 16 * D + 8 * D);
+  uint4 raw[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) raw[i] = src[i * 32 + lane];
+  __syncwarp();  // every lane holds its chunks before any overwrites them
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = i * 32 + lane, row = b * 16 + c / CPR, ch = c % CPR;
+    uint32_t o[8];
+    e4m3x16_to_f16(raw[i], o);
+    *reinterpret_cast<uint4*>(tile + swz<D>(row, 2 * ch)) = make_uint4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<uint4*>(tile + swz<D>(row, 2 * ch + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
+  }
+  __syncwarp();
+}
+
+// The 4 K and 4 V blocks of a 64-key tile pair, shared out over `warps` warps.
+template <int D>
+__device__ __forceinline__ void widen_fp8_tile(uint16_t* ks, uint16_t* vs, int warp, int warps) {
+  for (int b = warp; b < 2 * kKeys / 16; b += warps) widen_fp8_block<D>(b < kKeys / 16 ? ks : vs, b % (kKeys / 16));
+}
+
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -99,6 +156,41 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The same tile on f16 inputs (an e4m3 cache's widened tiles).
+__device__ __forceinline__ void mma16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// A bf16x2 register (Q) as f16x2, clamped to f16's range.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
+  const float lo = fminf(fmaxf(__uint_as_float(v << 16), -65504.0f), 65504.0f);
+  const float hi = fminf(fmaxf(__uint_as_float(v & 0xffff0000u), -65504.0f), 65504.0f);
+  return pack_f16(lo, hi);
+}
+
+// c += a b on bf16 or (F16) f16 inputs; p packs two probabilities for the A or B side.
+template <bool F16>
+__device__ __forceinline__ void mma_16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (F16)
+    mma16816_f16(c, a, b0, b1);
+  else
+    mma16816(c, a, b0, b1);
+}
+template <bool F16>
+__device__ __forceinline__ uint32_t pack_16(float lo, float hi) {
+  if constexpr (F16)
+    return pack_f16(lo, hi);
+  else
+    return pack_bf16(lo, hi);
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -179,8 +271,8 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[MT][D / 16][4], cons
       ldsm_x4(qf[mt][kk], q_s + swz<D>(row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
 }
 
-// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V.
-template <int D, int MT>
+// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V (F16: f16 tiles).
+template <int D, int MT, bool F16 = false>
 __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
                                             RowState<D> (&st)[MT], bool mask, int kv0, const int (&lim)[MT][2],
                                             const int (&lo)[MT][2], float sl2) {
@@ -198,8 +290,8 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
       ldsm_x4(b, ks + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma16816(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
-        mma16816(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+        mma_16<F16>(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
+        mma_16<F16>(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
       }
     }
 #pragma unroll
@@ -209,10 +301,10 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
     uint32_t a[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-      a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-      a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-      a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      a[mt][0] = pack_16<F16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack_16<F16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack_16<F16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack_16<F16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
     }
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
@@ -220,8 +312,8 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
       ldsm_x4_t(b, vs + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma16816(st[mt].o[2 * dp], a[mt], b[0], b[1]);
-        mma16816(st[mt].o[2 * dp + 1], a[mt], b[2], b[3]);
+        mma_16<F16>(st[mt].o[2 * dp], a[mt], b[0], b[1]);
+        mma_16<F16>(st[mt].o[2 * dp + 1], a[mt], b[2], b[3]);
       }
     }
   }

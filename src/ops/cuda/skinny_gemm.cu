@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "core/cuda/cuda_device.h"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/linear_epilogues.cuh"
 #include "ops/cuda/skinny_gemm.h"
@@ -25,18 +26,6 @@ namespace {
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kU = 4;            // 16-byte loads per row and lane in a step
 constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
-
-// Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2, exactly: sign, exponent and mantissa
-// move into bf16's fields with e4m3's exponent bias left in place, which is 2^-120 times the value
-// (e4m3 subnormals become bf16 subnormals of the same mantissa), then times 2^120 (bf16 0x7b80),
-// exact. Integer ops and one bf16x2 multiply, where the conversion instructions would bound the
-// kernel below memory bandwidth.
-__device__ __forceinline__ uint32_t e4m3x2_hi_to_bf16x2(uint32_t v) {
-  const uint32_t biased = (v & 0x80008000u) | ((v >> 4) & 0x07f007f0u);
-  uint32_t out;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(biased), "r"(0x7b807b80u), "r"(0x80008000u));
-  return out;
-}
 
 // The weight rows of a tile: kK k a 16-byte load; where kScaled, scale(row) multiplies a row's
 // summed dot products.
@@ -68,14 +57,7 @@ struct Fp8Rows {
   __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
   __device__ float scale(int64_t r) const { return __ldg(scales + r); }
   // 16 bytes (16 k) of rows g and g + 8 widened to 8 bf16x2 each, k pairs in order; four MMAs.
-  static __device__ __forceinline__ void widen(const uint4& v, uint32_t (&o)[8]) {
-    const uint32_t q[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      o[2 * i] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x1404));      // k 4i, 4i + 1
-      o[2 * i + 1] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x3424));  // k 4i + 2, 4i + 3
-    }
-  }
+  static __device__ __forceinline__ void widen(const uint4& v, uint32_t (&o)[8]) { e4m3x16_to_bf16(v, o); }
   template <int MT>
   __device__ void mma(const uint4& wa, const uint4& wb, const bf16_t* const (&xr)[MT / 8], int k,
                       float (&acc)[MT / 8][4]) const {

@@ -1,0 +1,52 @@
+// e4m3 <-> bf16 / f32 on the device, shared by the FP8 weight kernels (skinny_gemm.cu) and the FP8
+// KV cache (attention/cuda).
+#pragma once
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace gs::cuda {
+
+// Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2, exactly: sign, exponent and mantissa
+// move into bf16's fields with e4m3's exponent bias left in place, which is 2^-120 times the value
+// (e4m3 subnormals become bf16 subnormals of the same mantissa), then times 2^120 (bf16 0x7b80),
+// exact. Integer ops and one bf16x2 multiply, where the conversion instructions would bound the
+// kernel below memory bandwidth.
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_bf16x2(uint32_t v) {
+  const uint32_t biased = (v & 0x80008000u) | ((v >> 4) & 0x07f007f0u);
+  uint32_t out;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(biased), "r"(0x7b807b80u), "r"(0x80008000u));
+  return out;
+}
+
+// 16 e4m3 (bytes in order) as 8 bf16x2, element pairs in order: o[i] holds elements 2i, 2i + 1.
+__device__ __forceinline__ void e4m3x16_to_bf16(const uint4& v, uint32_t (&o)[8]) {
+  const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    o[2 * i] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x1404));      // bytes 4i, 4i + 1
+    o[2 * i + 1] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x3424));  // bytes 4i + 2, 4i + 3
+  }
+}
+
+// Two e4m3 (the low 16 bits of v, the first in the low byte) as f16x2, exactly (every e4m3 value is
+// an f16 normal or zero), by the hardware conversion: one instruction a pair.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t v) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(uint16_t(v & 0xffffu)));
+  return d;
+}
+
+// 16 e4m3 (bytes in order) as 8 f16x2: o[i] holds elements 2i, 2i + 1.
+__device__ __forceinline__ void e4m3x16_to_f16(const uint4& v, uint32_t (&o)[8]) {
+  const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) o[2 * i] = e4m3x2_to_f16x2(q[i]), o[2 * i + 1] = e4m3x2_to_f16x2(q[i] >> 16);
+}
+
+// Two floats as e4m3 (round to nearest even, saturating at +-448; NaN stays NaN), a in the low byte.
+__device__ __forceinline__ uint16_t f32x2_to_e4m3x2(float a, float b) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+}
+
+}  // namespace gs::cuda
