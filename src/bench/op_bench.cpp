@@ -19,6 +19,8 @@ const std::vector<OpBenchCase>& op_bench_cases() {
       {"chunked-prefill", "an 8k prompt's attention layer in chunks of 1k..8k tokens"},
       {"prefill-gemms", "a layer's cuBLASLt GEMMs at 2k / 8k tokens"},
       {"cascade", "8B-shape decode attention over a shared prefix, with and without cascade attention"},
+      {"decode-attention",
+       "decode attention, 32 / 8 heads at D 128 and 64, 2k / 8k tokens, bf16 and e4m3 (fp8) KV caches"},
   };
   return cases;
 }
@@ -37,6 +39,7 @@ void run_op_bench(const std::string& name) {
   if (name == "chunked-prefill") bench::time_chunked_prefill_attention();
   if (name == "prefill-gemms") bench::time_prefill_gemms();
   if (name == "cascade") bench::time_cascade_attention();
+  if (name == "decode-attention") bench::time_decode_attention();
 #else
   throw Unsupported(
       "bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");

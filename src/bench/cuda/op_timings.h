@@ -26,6 +26,9 @@ void time_chunked_prefill_attention();
 // One attention layer of the Llama-3.1-8B shape for decode batches whose requests share a prefix
 // (64 requests over 4k shared + 256 own tokens, and others), with and without cascade attention.
 void time_cascade_attention();
+// One attention layer of 32 q / 8 kv heads at head dim 128 and 64 for decode batches of 1 / 32 / 128
+// requests at 2k and 8k tokens, on a bf16 cache and on an e4m3 one.
+void time_decode_attention();
 // The layer's cuBLASLt GEMMs (qkv, o, gate_up, down) at 2,048 and 8,192 tokens.
 void time_prefill_gemms();
 
