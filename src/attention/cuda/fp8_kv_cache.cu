@@ -22,8 +22,8 @@ __device__ __forceinline__ uint2 quantize8(const uint4& x, float inv) {
   return make_uint2(uint32_t(q[0]) | uint32_t(q[1]) << 16, uint32_t(q[2]) | uint32_t(q[3]) << 16);
 }
 
-__global__ void __launch_bounds__(kThreads) write_fp8_kv_cache_kernel(PagedAttentionParams p, int T, float k_inv,
-                                                                      float v_inv) {
+__global__ void __launch_bounds__(kThreads)
+    write_fp8_kv_cache_kernel(PagedAttentionParams p, int T, float k_inv, float v_inv) {
   pdl_wait();  // k, v come from the previous kernel
   pdl_trigger();
   const int chunks = p.hkv * p.D / 8;  // 8-element chunks of a token's row
@@ -44,8 +44,7 @@ cudaError_t write_fp8_kv_cache(const PagedAttentionParams& p, int T, cudaStream_
   if (p.f32 || p.D % 8 != 0 || !(p.k_scale > 0.0f) || !(p.v_scale > 0.0f)) return cudaErrorInvalidValue;
   const int64_t threads = int64_t(T) * p.hkv * p.D / 8;
   const unsigned blocks = unsigned((threads + kThreads - 1) / kThreads);
-  return launch_pdl(write_fp8_kv_cache_kernel, dim3(blocks), kThreads, 0, s, p, T, 1.0f / p.k_scale,
-                    1.0f / p.v_scale);
+  return launch_pdl(write_fp8_kv_cache_kernel, dim3(blocks), kThreads, 0, s, p, T, 1.0f / p.k_scale, 1.0f / p.v_scale);
 }
 
 }  // namespace gs::cuda
