@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fails, listing the files, when a C++ or CUDA file in src/ or tests/ differs from .clang-format's style.
+# Files git does not track yet count too (unless ignored), so a new file is checked before its first commit.
 # `scripts/check_format.sh --fix` reformats them in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "check_format: clang-format is not installed (apt-get install clang-format)" >&2; exit 1; }
-mapfile -t files < <(git ls-files 'src/*.cpp' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.cpp' 'tests/*.h' 'tests/*.cu' 2>/dev/null ||
+mapfile -t files < <(git ls-files --cached --others --exclude-standard 'src/*.cpp' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.cpp' 'tests/*.h' 'tests/*.cu' 2>/dev/null ||
                      find src tests -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i "${files[@]}"
