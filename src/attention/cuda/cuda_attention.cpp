@@ -123,7 +123,7 @@ class CudaAttention final : public AttentionBackend {
     // A cascade batch of more q rows than the workspace holds (a padded shape past the heuristic's
     // limit) or with buffers the tensor-core kernels cannot read attends without cascading.
     if (md.cascade_prefix_len > 0 && window <= 0 && T <= cuda::kCascadeMaxTokens && cascade_ws_.defined() &&
-        !p.fp8_cache && cascade_attention_fits(launch, options_)) {
+        cascade_attention_fits(launch, options_)) {
       GS_CUDA_CHECK(cuda::cascade_attention(p, options_, select_cascade_suffix_kernel(launch), md.cascade_prefix_len,
                                             int(T), cascade_ws_.data_as<float>(), stream_));
       return;

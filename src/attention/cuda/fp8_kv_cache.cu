@@ -12,16 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// 8 bf16 (16 bytes) times inv -> 8 e4m3 (8 bytes).
-__device__ __forceinline__ uint2 quantize8(const uint4& x, float inv) {
-  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-  uint16_t q[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    q[i] = f32x2_to_e4m3x2(__uint_as_float(w[i] << 16) * inv, __uint_as_float(w[i] & 0xffff0000u) * inv);
-  return make_uint2(uint32_t(q[0]) | uint32_t(q[1]) << 16, uint32_t(q[2]) | uint32_t(q[3]) << 16);
-}
-
 __global__ void __launch_bounds__(kThreads)
     write_fp8_kv_cache_kernel(PagedAttentionParams p, int T, float k_inv, float v_inv) {
   pdl_wait();  // k, v come from the previous kernel
@@ -33,8 +23,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t slot = p.slot_mapping[t];
   if (slot < 0 || slot >= p.num_slots) return;
   const int64_t src = int64_t(t) * chunks + ch, dst = slot * chunks + ch;  // in chunks of 8 elements
-  reinterpret_cast<uint2*>(p.k_cache)[dst] = quantize8(reinterpret_cast<const uint4*>(p.k)[src], k_inv);
-  reinterpret_cast<uint2*>(p.v_cache)[dst] = quantize8(reinterpret_cast<const uint4*>(p.v)[src], v_inv);
+  reinterpret_cast<uint2*>(p.k_cache)[dst] = bf16x8_to_e4m3x8(reinterpret_cast<const uint4*>(p.k)[src], k_inv);
+  reinterpret_cast<uint2*>(p.v_cache)[dst] = bf16x8_to_e4m3x8(reinterpret_cast<const uint4*>(p.v)[src], v_inv);
 }
 
 }  // namespace

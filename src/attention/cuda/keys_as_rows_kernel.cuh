@@ -104,21 +104,6 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
   }
 }
 
-// The same keys of an e4m3 cache, all from the cache, into e4m3 stages (swz8).
-template <int D, int NT>
-__device__ void load_stage_fp8(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
-                               uint8_t* ks, uint8_t* vs) {
-  constexpr int CPR = D / 16, RPP = NT / CPR;
-  const int ch = int(threadIdx.x) % CPR;
-  for (int row = int(threadIdx.x) / CPR; row < kStageKeys; row += RPP) {
-    const int j = kv0 + row;
-    const bool ok = j < kv_end;
-    const int64_t off = (ok ? tensor_core::cache_row_offset<D>(p, bt, shift, j) : 0) + int64_t(g) * D + ch * 16;
-    cp_async16(ks + swz8<D>(row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
-    cp_async16(vs + swz8<D>(row, ch), static_cast<const uint8_t*>(p.v_cache) + off, ok);
-  }
-}
-
 // This step's k, v of head g (token tok): thread c < D / 8 holds 16-byte chunk c of each, loaded
 // with the CTA's q (one L2 round trip for all three), then stored to the stage row and the cache.
 // Not loaded (`load` false: an e4m3 cache, already written), it stores nothing.
@@ -220,7 +205,7 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
 
 // The same block on e4m3 stages (swz8) and f16 MMAs; qf holds Q^T in the k order of K's fragments
 // (slots 2t, 2t + 1, 2t + 8, 2t + 9 of m16n8k16 kk = k 16 kk + 4t .. 4t + 3), and O^T's rows of
-// tile mt are dims permuted as fp8_dim says.
+// tile mt are dims permuted as o_dim says.
 template <int D>
 __device__ __forceinline__ void attend_block_fp8(const uint32_t (&qf)[D / 16][2], const uint8_t* ks, const uint8_t* vs,
                                                  int row0, ColState<D>& st, int key0, int kv_end, float sl2) {
@@ -371,7 +356,9 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   // Stage i <- keys from kv0 (with_now: this step's key from k, v; an e4m3 cache holds it already).
   auto load = [&](int i, int kv0, bool with_now) {
     if constexpr (F8)
-      load_stage_fp8<D, C::threads>(p, bt, shift, g, kv0, kv_end, k_s + i * kStageKeys * D, v_s + i * kStageKeys * D);
+      tensor_core::load_fp8_rows<D, C::threads>(p, bt, shift, g, kv0, kv_end, kStageKeys, k_s + i * kStageKeys * D,
+                                                v_s + i * kStageKeys * D,
+                                                [](uint8_t* b, int row, int ch) { return b + swz8<D>(row, ch); });
     else
       load_stage<D, C::threads>(p, bt, shift, g, kv0, kv_end, now, tok, k_s + i * kStageKeys * D,
                                 v_s + i * kStageKeys * D, with_now);

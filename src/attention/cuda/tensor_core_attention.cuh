@@ -147,7 +147,7 @@ __device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const T
                                           int kv_end, uint16_t* ks, uint16_t* vs) {
   if constexpr (F8)
     load_fp8_rows<D, NT>(p, p.block_table + int64_t(ti.r) * p.max_blocks_per_req, block_shift(p.block_size), g, kv0,
-                         kv_end, kKeys, ks, vs);
+                         kv_end, kKeys, ks, vs, fp8_chunk<D>);
   else
     load_kv<D, NT>(p, ti, new0, g, kv0, kv_end, ks, vs);
 }

@@ -78,29 +78,30 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // An e4m3 cache's tile (PagedAttentionParams::fp8_cache): the cache rows of each 16-row block of a
 // [rows][D] 16-bit tile arrive by cp.async in the second half of that block's region (row r's
-// 16-byte chunk ch of 16 e4m3 at fp8_chunk), and widen_fp8_block turns the block into the swizzled
-// layout above in place, as f16 (exact, one conversion instruction a pair), so the tile's readers
-// are those of a 16-bit cache on the f16 MMA (attend_tile's F16: Q converted once, P packed as f16;
-// the e4m3 values are at most 448, the scales stay in f32 outside). A block's widening reads and
-// writes only its own region: one warp does it with no barrier but its own.
+// 16-byte chunk ch of 16 e4m3 at fp8_chunk<D>(tile, r, ch)), and widen_fp8_block turns the block
+// into the swizzled layout above in place, as f16 (exact, one conversion instruction a pair), so
+// the tile's readers are those of a 16-bit cache on the f16 MMA (attend_tile's F16: Q converted
+// once, P packed as f16; the e4m3 values are at most 448, the scales stay in f32 outside). A
+// block's widening reads and writes only its own region: one warp does it with no barrier but its own.
 template <int D>
 __device__ __forceinline__ void* fp8_chunk(uint16_t* tile, int row, int ch) {
   return reinterpret_cast<uint8_t*>(tile + (row >> 4) * 16 * D + 8 * D) + (row & 15) * D + ch * 16;
 }
 
-// Rows [kv0, kv0 + nrows) of tile pair (ks, vs) <- positions kv0 + row of kv head g of an e4m3 cache
-// through block table bt (zeros from kv_end on), by the NT threads of the CTA.
-template <int D, int NT>
+// Rows [0, nrows) of a K and a V buffer <- positions kv0 + row of kv head g of an e4m3 cache through
+// block table bt (zeros from kv_end on), by the NT threads of the CTA; 16-byte chunk ch of a row
+// lands at at(buffer, row, ch) (fp8_chunk here, keys-as-rows' own e4m3 stage layout there).
+template <int D, int NT, typename Buf, typename At>
 __device__ void load_fp8_rows(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
-                              int nrows, uint16_t* ks, uint16_t* vs) {
+                              int nrows, Buf* ks, Buf* vs, At at) {
   constexpr int CPR = D / 16, RPP = NT / CPR;
   const int ch = int(threadIdx.x) % CPR;
   for (int row = int(threadIdx.x) / CPR; row < nrows; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
     const int64_t off = (ok ? cache_row_offset<D>(p, bt, shift, j) : 0) + int64_t(g) * D + ch * 16;
-    cp_async16(fp8_chunk<D>(ks, row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
-    cp_async16(fp8_chunk<D>(vs, row, ch), static_cast<const uint8_t*>(p.v_cache) + off, ok);
+    cp_async16(at(ks, row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
+    cp_async16(at(vs, row, ch), static_cast<const uint8_t*>(p.v_cache) + off, ok);
   }
 }
 

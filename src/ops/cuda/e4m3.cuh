@@ -49,4 +49,14 @@ __device__ __forceinline__ uint16_t f32x2_to_e4m3x2(float a, float b) {
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
 }
 
+// 8 bf16 (16 bytes, in order) times inv -> 8 e4m3 (8 bytes, in order).
+__device__ __forceinline__ uint2 bf16x8_to_e4m3x8(const uint4& x, float inv) {
+  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+  uint16_t q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    q[i] = f32x2_to_e4m3x2(__uint_as_float(w[i] << 16) * inv, __uint_as_float(w[i] & 0xffff0000u) * inv);
+  return make_uint2(uint32_t(q[0]) | uint32_t(q[1]) << 16, uint32_t(q[2]) | uint32_t(q[3]) << 16);
+}
+
 }  // namespace gs::cuda

@@ -2,6 +2,7 @@
 #include <cuda_fp8.h>
 
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/fp8_kernels.h"
 #include "ops/cuda/launch.cuh"
 
@@ -98,18 +99,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRowChunks; ++i) {
     const int c = int(threadIdx.x) + i * kThreads;
     if (c >= KV) break;
-    float f[8];
-    unpack8(v[i], f);
-    uint32_t w[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const auto lo =
-          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
-      const auto hi =
-          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, __NV_E4M3);
-      w[h] = uint32_t(lo) | (uint32_t(hi) << 16);
-    }
-    qr[c] = make_uint2(w[0], w[1]);
+    qr[c] = bf16x8_to_e4m3x8(v[i], inv);
   }
 }
 
