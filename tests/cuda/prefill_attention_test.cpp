@@ -206,9 +206,10 @@ class PrefillAttention : public ::testing::Test {
 // block of cached prefix; two padded requests and five padded tokens.
 std::vector<Req> mixed() { return {{300, 300}, {1, 1000}, {77, 2000}, {1, 17}, {129, 193}}; }
 
+// Block sizes 16 and 32, and 3 (a position's block by division, a 64-key tile over 22 blocks).
 TEST_F(PrefillAttention, MixedBatchMatchesReference) {
   uint32_t seed = 1000;
-  for (int bs : {16, 32})
+  for (int bs : {3, 16, 32})
     for (auto [hq, hkv, D] : {std::tuple{8, 8, 64}, {32, 8, 64}, {32, 4, 128}, {12, 2, 128}, {16, 16, 128}}) {
       SCOPED_TRACE(testing::Message() << "block " << bs << " hq " << hq << " hkv " << hkv << " D " << D);
       check_against_reference(Case{hq, hkv, D, bs, mixed(), 2, 5}, seed++);

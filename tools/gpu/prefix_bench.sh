@@ -16,8 +16,8 @@
 #   GS_GPU_NO_BUILD=1 GS_GPU_TARGETS="graphserve" GS_GPU_PACK=<repo>/.gpu-prefix tools/gpu/pack.sh build/release
 #   cp tools/gpu/prefix_bench.sh <repo>/.gpu-prefix/
 #   device run, kind nvidia-h200, carry [".gpu-prefix"], timeout 300, command: bash .gpu-prefix/prefix_bench.sh
-# GS_PHASES picks phases (default "ops cascade ttft chunk noreuse serve"). A summary goes to stdout;
-# the logs to $OUT/prefix_logs.tgz.
+# GS_PHASES picks phases (default "ops cascade ttft chunk noreuse serve"), GS_BIN another graphserve
+# binary (a same-call baseline). A summary goes to stdout; the logs to $OUT/prefix_logs.tgz.
 set -uo pipefail
 PACK=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PACK/../gpu-logs}
@@ -27,7 +27,7 @@ out=$(mktemp -d)
 trap "tar czf '$final/prefix_logs.tgz' -C '$out' ." EXIT
 export LD_LIBRARY_PATH=$PACK/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GRAPHSERVE_SHARED=$PACK/shared GRAPHSERVE_LOG_LEVEL=warn
-gs=$PACK/bin/graphserve
+gs=${GS_BIN:-$PACK/bin/graphserve}
 preset=${GS_PRESET:-llama3.1-8b}
 model=(--load-format dummy --preset "$preset" --max-model-len 16384)
 phases=${GS_PHASES:-ops cascade ttft chunk noreuse serve}

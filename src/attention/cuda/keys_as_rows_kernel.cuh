@@ -94,7 +94,7 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
     if (ok && j == now) {
       off = int64_t(tok) * p.hkv * D;
     } else if (ok) {
-      off = tensor_core::cache_row_offset<D>(p, bt, shift, j);
+      off = tensor_core::RowLookup{bt, shift}.offset<D>(p, j, true);
       kp = static_cast<const uint16_t*>(p.k_cache);
       vp = static_cast<const uint16_t*>(p.v_cache);
     }
@@ -356,8 +356,8 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   // Stage i <- keys from kv0 (with_now: this step's key from k, v; an e4m3 cache holds it already).
   auto load = [&](int i, int kv0, bool with_now) {
     if constexpr (F8)
-      tensor_core::load_fp8_rows<D, C::threads>(p, bt, shift, g, kv0, kv_end, kStageKeys, k_s + i * kStageKeys * D,
-                                                v_s + i * kStageKeys * D,
+      tensor_core::load_fp8_rows<D, C::threads>(p, tensor_core::RowLookup{bt, shift}, g, kv0, kv_end, kStageKeys,
+                                                k_s + i * kStageKeys * D, v_s + i * kStageKeys * D,
                                                 [](uint8_t* b, int row, int ch) { return b + swz8<D>(row, ch); });
     else
       load_stage<D, C::threads>(p, bt, shift, g, kv0, kv_end, now, tok, k_s + i * kStageKeys * D,

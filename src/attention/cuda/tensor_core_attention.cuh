@@ -9,8 +9,9 @@
 // S = Q K^T and O += P V run on mma.sync m16n8k16 (bf16 in, fp32 accumulate), and the
 // S accumulators become P's A fragments without a trip through shared memory. K/V tiles of 64
 // keys stream through three shared-memory stages by cp.async (XOR-swizzled 16-byte chunks, so
-// ldmatrix is conflict-free), each key read from the paged cache through the block table or,
-// for this step's new positions, straight from k, v (so no CTA waits on another's cache write).
+// ldmatrix is conflict-free), each key read from the paged cache or, for this step's new
+// positions, straight from k, v (so no CTA waits on another's cache write). The mma.sync kernel
+// stages each tile's cache slots in shared memory a tile ahead of its copies (RowLookup).
 //
 // Tile -> CTA mapping from the padded shape only: request r's tiles start at blockIdx.x =
 // qsl[r] / TPT + r, which is strictly increasing in r and leaves room for ceil(qlen / TPT)
@@ -110,46 +111,58 @@ __device__ inline bool locate_prefix_tile(const PagedAttentionParams& p, int TPT
   return true;
 }
 
-// Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end).
+// Keys [kv0, kv0 + kKeys) of kv head g into one K and one V stage (zeros past kv_end), the cached
+// ones found through rl. Tile-uniform paths keep the per-row work small: a tile of this step's keys
+// only (every tile of a one-pass prefill) copies from k, v; a tile of cached keys only, from the
+// cache; a tile across new0 decides row by row.
 template <int D, int NT>
 __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0, int kv_end,
-                        uint16_t* ks, uint16_t* vs) {
+                        const RowLookup& rl, uint16_t* ks, uint16_t* vs) {
   constexpr int CPR = D / 8, RPP = NT / CPR, kRows = kKeys / RPP;  // rows a thread copies
   static_assert(kKeys % RPP == 0, "every thread copies the same number of rows");
-  const int ch = threadIdx.x % CPR;
-  const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
-  const int shift = block_shift(p.block_size);  // powers of two in practice: no division per row
-  // Up to 4 rows a thread (D 64) unrolled, so the block-table reads of the thread's rows are in
-  // flight together; the 8 rows of D 128 unrolled cost the kernel more registers than they gain.
+  const int ch = int(threadIdx.x) % CPR, row0 = int(threadIdx.x) / CPR;
+  const int64_t inner = int64_t(g) * D + ch * 8;
+  const auto* k = static_cast<const uint16_t*>(p.k) + inner;
+  const auto* v = static_cast<const uint16_t*>(p.v) + inner;
+  const auto* kc = static_cast<const uint16_t*>(p.k_cache) + inner;
+  const auto* vc = static_cast<const uint16_t*>(p.v_cache) + inner;
+  // Up to 4 rows a thread (D 64) unrolled; the 8 rows of D 128 unrolled cost more registers than they gain.
+  if (kv0 >= new0) {
 #pragma unroll(kRows <= 4 ? kRows : 1)
-  for (int i = 0; i < kRows; ++i) {
-    const int row = int(threadIdx.x) / CPR + i * RPP, j = kv0 + row;
-    const bool ok = j < kv_end;
-    const uint16_t* kp = static_cast<const uint16_t*>(p.k);
-    const uint16_t* vp = static_cast<const uint16_t*>(p.v);
-    int64_t off = 0;
-    if (ok && j >= new0) {
-      off = int64_t(ti.tok0 + j - new0) * p.hkv * D;
-    } else if (ok) {
-      off = cache_row_offset<D>(p, bt, shift, j);
-      kp = static_cast<const uint16_t*>(p.k_cache);
-      vp = static_cast<const uint16_t*>(p.v_cache);
+    for (int i = 0; i < kRows; ++i) {
+      const int row = row0 + i * RPP, j = kv0 + row;
+      const bool ok = j < kv_end;
+      const int64_t off = ok ? int64_t(ti.tok0 + j - new0) * p.hkv * D : 0;
+      cp_async16(ks + swz<D>(row, ch), k + off, ok);
+      cp_async16(vs + swz<D>(row, ch), v + off, ok);
     }
-    off += int64_t(g) * D + ch * 8;
-    cp_async16(ks + swz<D>(row, ch), kp + off, ok);
-    cp_async16(vs + swz<D>(row, ch), vp + off, ok);
+  } else if (kv0 + kKeys <= min(new0, kv_end)) {
+#pragma unroll(kRows <= 4 ? kRows : 1)
+    for (int i = 0; i < kRows; ++i) {
+      const int row = row0 + i * RPP;
+      const int64_t off = rl.offset<D>(p, kv0 + row, true);
+      cp_async16(ks + swz<D>(row, ch), kc + off, true);
+      cp_async16(vs + swz<D>(row, ch), vc + off, true);
+    }
+  } else {
+    for (int i = 0; i < kRows; ++i) {
+      const int row = row0 + i * RPP, j = kv0 + row;
+      const bool ok = j < kv_end, cached = ok && j < new0;
+      const int64_t off = cached ? rl.offset<D>(p, j, true) : ok ? int64_t(ti.tok0 + j - new0) * p.hkv * D : 0;
+      cp_async16(ks + swz<D>(row, ch), (cached ? kc : k) + off, ok);
+      cp_async16(vs + swz<D>(row, ch), (cached ? vc : v) + off, ok);
+    }
   }
 }
 
 // load_kv, or on an e4m3 cache (F8) the same keys all from the cache, for widen_fp8_tile.
 template <int D, int NT, bool F8>
 __device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
-                                          int kv_end, uint16_t* ks, uint16_t* vs) {
+                                          int kv_end, const RowLookup& rl, uint16_t* ks, uint16_t* vs) {
   if constexpr (F8)
-    load_fp8_rows<D, NT>(p, p.block_table + int64_t(ti.r) * p.max_blocks_per_req, block_shift(p.block_size), g, kv0,
-                         kv_end, kKeys, ks, vs, fp8_chunk<D>);
+    load_fp8_rows<D, NT>(p, rl, g, kv0, kv_end, kKeys, ks, vs, fp8_chunk<D>);
   else
-    load_kv<D, NT>(p, ti, new0, g, kv0, kv_end, ks, vs);
+    load_kv<D, NT>(p, ti, new0, g, kv0, kv_end, rl, ks, vs);
 }
 
 // MINB > 0: at least MINB CTAs per SM (registers capped to fit; the decode CTA at D 64, whose 56 KB
@@ -213,13 +226,26 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   // Groups: Q + tile 0, tile 1, tile 2, then one per iteration from the second on (tile it + 2,
   // possibly empty), so group i holds tile i and at iteration it > 0 "all but the newest group
   // done" means tile it has landed.
-  if (n_kv > 0) load_tile<D, NT, F8>(p, ti, new0, g, kv_lo, kv_end, k_s, v_s);
+  const int32_t* bt = p.block_table + int64_t(ti.r) * p.max_blocks_per_req;
+  const int shift = block_shift(p.block_size);
+  const RowLookup table{bt, shift};
+  if (n_kv > 0) load_tile<D, NT, F8>(p, ti, new0, g, kv_lo, kv_end, table, k_s, v_s);
   cp_async_commit();
-  if (n_kv > 1) load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + kKeys, kv_end, k_s + kKeys * D, v_s + kKeys * D);
+  if (n_kv > 1) load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + kKeys, kv_end, table, k_s + kKeys * D, v_s + kKeys * D);
   cp_async_commit();
   if (n_kv > 2)
-    load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + 2 * kKeys, kv_end, k_s + 2 * kKeys * D, v_s + 2 * kKeys * D);
+    load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + 2 * kKeys, kv_end, table, k_s + 2 * kKeys * D, v_s + 2 * kKeys * D);
   cp_async_commit();
+  // From tile 3 on, the main loop of the mma.sync kernel stages each tile's cache slots a tile ahead
+  // in q_s's space, free once Q's fragments are in registers (the wgmma kernel rereads Q: it keeps
+  // the table). Tile t's slots: its cached positions (an e4m3 cache: every loaded one).
+  int32_t* slot_s = reinterpret_cast<int32_t*>(q_s);
+  const int cached_end = F8 ? kv_end : min(new0, kv_end);
+  auto stage_tile_slots = [&](int t) {
+    const int kv0 = kv_lo + t * kKeys;
+    if (!WG && t < n_kv) stage_slots(p, bt, shift, kv0, min(kKeys, cached_end - kv0), slot_s + (t & 1) * kKeys);
+  };
+  auto rows_of = [&](int t) { return WG ? table : RowLookup{bt, shift, slot_s + (t & 1) * kKeys, kv_lo + t * kKeys}; };
   // The cache write's loads and stores overlap the copies in flight (this kernel reads the new
   // positions from k, v, never from the cache; an e4m3 cache was written before the kernel).
   if (!F8 && blockIdx.z == 0 && !prefix_pass)
@@ -272,7 +298,7 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
       if (r0 > 0) {
         __syncthreads();  // every warp is done with the previous round's stages
         for (int sg = 0; sg < kStages && r0 + sg < n_kv; ++sg)
-          load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + (r0 + sg) * kKeys, kv_end, k_s + sg * kKeys * D,
+          load_tile<D, NT, F8>(p, ti, new0, g, kv_lo + (r0 + sg) * kKeys, kv_end, table, k_s + sg * kKeys * D,
                                v_s + sg * kKeys * D);
         cp_async_commit();
       }
@@ -294,8 +320,12 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
     if (it > 0 && it + 2 < n_kv) {
       const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
-      load_tile<D, NT, F8>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, k_s + ls * kKeys * D, v_s + ls * kKeys * D);
+      load_tile<D, NT, F8>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, rows_of(it + 2), k_s + ls * kKeys * D,
+                           v_s + ls * kKeys * D);
     }
+    // After the barrier above: every warp has its Q fragments (it 0) and is done reading the
+    // slots of tile it + 1, whose buffer tile it + 3 takes.
+    stage_tile_slots(it + 3);
     if (it > 0) cp_async_commit();
     if constexpr (F8) {
       widen_fp8_tile<D>(k_s + stage * kKeys * D, v_s + stage * kKeys * D, warp, C::warps);

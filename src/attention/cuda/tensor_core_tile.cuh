@@ -27,14 +27,35 @@ __device__ __forceinline__ int block_shift(int block_size) {
   return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
 }
 
-// Element offset of position j's row (kv head 0) in a paged cache [blocks, block_size, hkv, D]
-// through a request's block table bt (entries clamped to the cache); shift = block_shift(block_size).
-template <int D>
-__device__ __forceinline__ int64_t cache_row_offset(const PagedAttentionParams& p, const int32_t* bt, int shift,
-                                                    int j) {
+// Slot of position j in a paged cache through a request's block-table row bt (entries clamped to
+// the cache); shift = block_shift(block_size).
+__device__ __forceinline__ int cache_slot(const PagedAttentionParams& p, const int32_t* bt, int shift, int j) {
   const int bi = shift >= 0 ? j >> shift : j / p.block_size;
-  const int blk = min(max(bt[bi], 0), p.num_blocks - 1);
-  return (int64_t(blk) * p.block_size + (j - bi * p.block_size)) * p.hkv * D;
+  return min(max(bt[bi], 0), p.num_blocks - 1) * p.block_size + (j - bi * p.block_size);
+}
+
+// Where a tile's cached rows lie in a paged cache [blocks, block_size, hkv, D]: through the
+// request's block-table row, or through the tile's slots staged in shared memory beforehand
+// (stage_slots), which spares each row's copy a dependent table read and the block arithmetic.
+struct RowLookup {
+  const int32_t* bt;               // the request's block-table row
+  int shift;                       // block_shift(block_size)
+  const int32_t* slots = nullptr;  // if set: position kv0 + i's slot at slots[i]
+  int kv0 = 0;
+
+  // Element offset of position j's row (kv head 0); 0 where !ok (j not loaded).
+  template <int D>
+  __device__ __forceinline__ int64_t offset(const PagedAttentionParams& p, int j, bool ok) const {
+    if (!ok) return 0;
+    return int64_t(slots ? slots[j - kv0] : cache_slot(p, bt, shift, j)) * (p.hkv * D);
+  }
+};
+
+// Slots of positions [kv0, kv0 + n) -> dst[0, n), by the CTA's first n threads (n <= blockDim.x).
+__device__ __forceinline__ void stage_slots(const PagedAttentionParams& p, const int32_t* bt, int shift, int kv0, int n,
+                                            int32_t* dst) {
+  const int i = int(threadIdx.x);
+  if (i < n) dst[i] = cache_slot(p, bt, shift, kv0 + i);
 }
 
 // Head g's k, v of tokens [t0, t0 + n) -> their cache slots (slots outside the cache skipped), in
@@ -88,18 +109,18 @@ __device__ __forceinline__ void* fp8_chunk(uint16_t* tile, int row, int ch) {
   return reinterpret_cast<uint8_t*>(tile + (row >> 4) * 16 * D + 8 * D) + (row & 15) * D + ch * 16;
 }
 
-// Rows [0, nrows) of a K and a V buffer <- positions kv0 + row of kv head g of an e4m3 cache through
-// block table bt (zeros from kv_end on), by the NT threads of the CTA; 16-byte chunk ch of a row
+// Rows [0, nrows) of a K and a V buffer <- positions kv0 + row of kv head g of an e4m3 cache, rows
+// found through rl (zeros from kv_end on), by the NT threads of the CTA; 16-byte chunk ch of a row
 // lands at at(buffer, row, ch) (fp8_chunk here, keys-as-rows' own e4m3 stage layout there).
 template <int D, int NT, typename Buf, typename At>
-__device__ void load_fp8_rows(const PagedAttentionParams& p, const int32_t* bt, int shift, int g, int kv0, int kv_end,
-                              int nrows, Buf* ks, Buf* vs, At at) {
+__device__ void load_fp8_rows(const PagedAttentionParams& p, const RowLookup& rl, int g, int kv0, int kv_end, int nrows,
+                              Buf* ks, Buf* vs, At at) {
   constexpr int CPR = D / 16, RPP = NT / CPR;
   const int ch = int(threadIdx.x) % CPR;
   for (int row = int(threadIdx.x) / CPR; row < nrows; row += RPP) {
     const int j = kv0 + row;
     const bool ok = j < kv_end;
-    const int64_t off = (ok ? cache_row_offset<D>(p, bt, shift, j) : 0) + int64_t(g) * D + ch * 16;
+    const int64_t off = rl.offset<D>(p, j, ok) + int64_t(g) * D + ch * 16;
     cp_async16(at(ks, row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
     cp_async16(at(vs, row, ch), static_cast<const uint8_t*>(p.v_cache) + off, ok);
   }
