@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Decode speed of dummy deepseek-v2-lite (the CUDA MLA backend) in one device call, run from a
+# pack folder made by
+#   GS_GPU_NO_BUILD=1 GS_GPU_TARGETS="graphserve gs_test_cuda" GS_GPU_PACK=<dir> tools/gpu/pack.sh build/release
+#   cp tools/gpu/mla_decode_bench.sh <dir>/ && cp -r tests/data/families <dir>/families
+#   (optional, a same-call baseline: cp <baseline build>/graphserve <dir>/bin/graphserve-base)
+# device run, kind nvidia-h200, carry [<dir>], command: bash <dir>/mla_decode_bench.sh   (about 4 min)
+#
+# 1. bench kernels (CUPTI, per-kernel time a step) at bs 1 and 32, this build then the baseline;
+# 2. the MLA GPU tests (kernels against the CPU reference, the DeepSeek fixtures through the runner);
+# 3. bench graphs ms/step at bs 1 and 32 (FULL_AND_PIECEWISE), this build then the baseline.
+set -uo pipefail
+pack=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$pack/gpu-logs}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export GRAPHSERVE_SHARED=$pack/shared GS_FAMILY_FIXTURES=$pack/families GRAPHSERVE_LOG_LEVEL=warn
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+common=(--load-format dummy --preset deepseek-v2-lite --input-len 128 --max-num-seqs 32)
+builds=(graphserve)
+[[ -x $pack/bin/graphserve-base ]] && builds+=(graphserve-base)
+
+for b in "${builds[@]}"; do
+  echo "== bench kernels: $b"
+  timeout "${MLA_KERNELS_TIMEOUT:-50}" "$pack/bin/$b" bench kernels "${common[@]}" --batch-sizes 1,32 --output-len 9 \
+    --top "${TOP:-16}" >"$out/kernels_$b.txt" 2>"$out/kernels_$b.err"
+  cat "$out/kernels_$b.txt"; tail -n 2 "$out/kernels_$b.err"
+done
+
+echo "== GPU tests"
+timeout "${MLA_TESTS_TIMEOUT:-60}" "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='CudaMla*:*DeepSeek*' \
+  >"$out/mla_tests.log" 2>&1
+grep -E '^\[  (FAILED|PASSED) |^\[       OK|mla-cuda|Failure|rror' "$out/mla_tests.log" | head -n 40
+
+for b in "${builds[@]}"; do
+  echo "== bench graphs: $b"
+  timeout "${MLA_GRAPHS_TIMEOUT:-40}" "$pack/bin/$b" bench graphs "${common[@]}" --batch-sizes 1,32 --output-len 16 \
+    --num-iters 2 --modes FULL_AND_PIECEWISE --output-png '' --output-json '' >"$out/graphs_$b.log" 2>&1
+  grep -E "^(mode|NONE|FULL|device)|rror" "$out/graphs_$b.log" | head -n 12
+done
