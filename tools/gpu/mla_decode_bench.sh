@@ -8,7 +8,8 @@
 #
 # 1. bench kernels (CUPTI, per-kernel time a step) at bs 1 and 32, this build then the baseline;
 # 2. the MLA GPU tests (kernels against the CPU reference, the DeepSeek fixtures through the runner);
-# 3. bench graphs ms/step at bs 1 and 32 (FULL_AND_PIECEWISE), this build then the baseline.
+# 3. bench graphs ms/step at bs 1 and 32 (FULL_AND_PIECEWISE), input 128 then $MLA_LONG_INPUT
+#    (2048), this build then the baseline.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$pack/gpu-logs}
@@ -32,9 +33,12 @@ timeout "${MLA_TESTS_TIMEOUT:-60}" "$pack/bin/gs_test_cuda" --gtest_color=no --g
   >"$out/mla_tests.log" 2>&1
 grep -E '^\[  (FAILED|PASSED) |^\[       OK|mla-cuda|Failure|rror' "$out/mla_tests.log" | head -n 40
 
-for b in "${builds[@]}"; do
-  echo "== bench graphs: $b"
-  timeout "${MLA_GRAPHS_TIMEOUT:-40}" "$pack/bin/$b" bench graphs "${common[@]}" --batch-sizes 1,32 --output-len 16 \
-    --num-iters 2 --modes FULL_AND_PIECEWISE --output-png '' --output-json '' >"$out/graphs_$b.log" 2>&1
-  grep -E "^(mode|NONE|FULL|device)|rror" "$out/graphs_$b.log" | head -n 12
+for input in 128 "${MLA_LONG_INPUT:-2048}"; do
+  for b in "${builds[@]}"; do
+    echo "== bench graphs: $b, input $input"
+    timeout "${MLA_GRAPHS_TIMEOUT:-40}" "$pack/bin/$b" bench graphs "${common[@]}" --input-len "$input" \
+      --batch-sizes 1,32 --output-len 16 --num-iters 2 --modes FULL_AND_PIECEWISE --output-png '' --output-json '' \
+      >"$out/graphs_${b}_$input.log" 2>&1
+    grep -E "^(mode|NONE|FULL|device)|rror" "$out/graphs_${b}_$input.log" | grep -v 'capture .* graphs$' | head -n 12
+  done
 done

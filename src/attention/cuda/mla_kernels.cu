@@ -1,18 +1,21 @@
-// Implements attention/cuda/mla_kernels.h: four kernels per layer.
+// Implements attention/cuda/mla_kernels.h: four kernels per layer (five with context splits).
 //   latent: each real token's kv_a row -> kv_a_layernorm(c_kv) and rotated k_pe, into its slot;
 //   absorb: q_lat = W_UK^T q_nope and the rotated q_pe of every (token, head) into q_latent, a
 //           CTA per (head, 64 latent columns, 16 tokens) with its weights in registers;
 //   attend: one CTA per (token, group of 16 heads, context split): multi-query attention over
 //           the split's share of the cached latent rows up to the token's position, every row
 //           loaded once for the group (scores over L + R dims, values the first L);
+//   merge:  (context splits only) the splits' partial outputs of a (token, head), weighted by
+//           their running max and sum, into o_latent;
 //   expand: out = W_UV o_lat, a CTA per (head, 16 v rows, 16 tokens) with its weights in
-//           registers, merging the splits' partial outputs by their log-sum-exp first.
+//           registers.
 #include <algorithm>
 #include <cfloat>
 
 #include "attention/cuda/find_request.cuh"
 #include "attention/cuda/mla_kernels.h"
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
 
@@ -20,17 +23,18 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kHeadGroup = 16;                         // heads one attend CTA serves
-constexpr int kRows = 16;                              // cached rows one attend step loads
-constexpr int kSub = kThreads / kHeadGroup;            // threads per head in the value update
-constexpr int kAccPerThread = kMlaMaxLoraRank / kSub;  // accumulators per thread
-constexpr int kTokenTile = 16;                         // tokens one absorb / expand CTA serves
-constexpr int kMaxNope = 256;                          // the most qk_nope_head_dim absorb holds
-constexpr int kAbsorbCols = 64;                        // W_UK columns one absorb CTA holds
-constexpr int kExpandRows = 16;                        // W_UV rows one expand CTA holds
-constexpr int kGroupTokens = 4;                        // tokens absorb / expand reduce at once
+constexpr int kHeadGroup = 16;                // heads one attend CTA serves
+constexpr int kRows = 16;                     // cached rows one attend step loads
+constexpr int kAcc4 = kMlaMaxLoraRank / 128;  // float4 value accumulators of a lane a head
+constexpr int kMergeThreads = 128;
+static_assert(kHeadGroup == 2 * kWarps && kRows == 16, "attend: a warp two heads, a half-warp a head's rows");
+constexpr int kTokenTile = 16;   // tokens one absorb / expand CTA serves
+constexpr int kMaxNope = 256;    // the most qk_nope_head_dim absorb holds
+constexpr int kAbsorbCols = 64;  // W_UK columns one absorb CTA holds
+constexpr int kExpandRows = 16;  // W_UV rows one expand CTA holds
+constexpr int kGroupTokens = 4;  // tokens absorb / expand reduce at once
 static_assert(kAbsorbCols == 8 * 8 && kThreads / 8 == 32, "absorb: 8 threads of 8 columns, 32 row slices");
-static_assert(kMlaMaxSplits == 32, "expand merges the splits a lane each");
+static_assert(kMlaMaxSplits == 32, "merge weighs the splits a lane each");
 
 // Rope pair i at position pos: its two indices in the head's rope dims and the scaled (cos, sin).
 struct RopePair {
@@ -52,6 +56,8 @@ __device__ __forceinline__ RopePair rope_pair(int i, int pos, const MlaDims& d, 
 
 template <typename T>
 __global__ void latent_kernel(MlaLaunch<T> l) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x;
   const int actual = min(l.num_tokens, l.qsl[l.num_reqs]);
   if (t >= actual || l.slots[t] < 0) return;
@@ -102,6 +108,8 @@ __global__ void __launch_bounds__(kThreads) absorb_kernel(MlaLaunch<T> l) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) w[k][i] = 0.0f;
   }
+  pdl_wait();  // the weights above are constant; q and positions come from earlier kernels
+  pdl_trigger();
   for (int i = threadIdx.x; i < nt * d.nope; i += kThreads) {
     const int ti = i / d.nope, j = i - ti * d.nope;
     qn[ti][j] = to_f(l.q[(int64_t(t0 + ti) * d.heads + h) * qk + j]);
@@ -155,12 +163,13 @@ __global__ void __launch_bounds__(kThreads) absorb_kernel(MlaLaunch<T> l) {
 }
 
 // The attend CTA's shared-memory layout: q rows padded to a multiple of 4 (float4 dot products),
-// cached rows at a stride whose float4 count is odd (conflict-free float4 reads by 8 rows).
+// cached rows at a stride of 4 mod 8 float4s, so the score step's quarter-warps (4 column
+// lanes x 2 adjacent rows) read 8 distinct bank groups.
 struct AttendLayout {
   int dp, ds;
   __host__ __device__ explicit AttendLayout(const MlaDims& d) {
     dp = (d.latent() + 3) / 4 * 4;
-    ds = (dp / 4) % 2 ? dp : dp + 4;
+    ds = dp + 4 * ((12 - (dp / 4) % 8) % 8);
   }
 };
 
@@ -195,10 +204,20 @@ __device__ __forceinline__ void load_rows(const MlaLaunch<T>& l, const int32_t* 
   }
 }
 
+__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+__device__ __forceinline__ void fma4(float4& acc, float p, const float4& v) {
+  acc.x += p * v.x, acc.y += p * v.y, acc.z += p * v.z, acc.w += p * v.w;
+}
+
 // attend: one CTA per (token, group of kHeadGroup heads, split): multi-query attention over the
 // split's share of the token's context (rows up to its position), every row loaded once for the
-// group (scores over L + R dims, values the first L). One split writes the normalised output
-// into o_latent; several write their unnormalised sums and (max, sum) into o_part / ml_part.
+// group (scores over L + R dims, values the first L). Warp w owns heads 2w and 2w + 1 through a
+// step: their 2 x kRows scores (a lane 2 heads x 2 rows over a quarter of the columns), their
+// online softmax (a lane a (head, row)) and their values (a lane float4 columns), so only the row
+// loads need the whole CTA. One split writes the normalised output into o_latent; several write
+// their unnormalised sums and (max, sum) into o_part / ml_part.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) attend_kernel(MlaLaunch<T> l) {
   extern __shared__ float4 smem4[];
@@ -207,14 +226,12 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(MlaLaunch<T> l) {
   const AttendLayout lay(d);
   const int t = blockIdx.x, h0 = blockIdx.y * kHeadGroup, split = blockIdx.z, S = l.splits;
   const int L = d.kv_lora_rank, D = d.latent(), dp = lay.dp, ds = lay.ds;
-  const int hg = min(kHeadGroup, d.heads - h0);
-  float* q_s = smem;                      // [kHeadGroup][dp]
-  float* k_s = q_s + kHeadGroup * dp;     // [kRows][ds]
-  float* p_s = k_s + kRows * ds;          // [kHeadGroup][kRows]
-  float* m_s = p_s + kHeadGroup * kRows;  // [kHeadGroup]
-  float* l_s = m_s + kHeadGroup;          // [kHeadGroup]
-  float* c_s = l_s + kHeadGroup;          // [kHeadGroup]
-  const int hh = threadIdx.x / kSub, sub = threadIdx.x % kSub;
+  const int hg = min(kHeadGroup, d.heads - h0), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* q_s = smem;                   // [kHeadGroup][dp]
+  float* k_s = q_s + kHeadGroup * dp;  // [kRows][ds]
+  float* p_s = k_s + kRows * ds;       // [kHeadGroup][kRows]
+  pdl_wait();
+  pdl_trigger();
   const int r = t < l.qsl[l.num_reqs] ? find_request(l.qsl, l.num_reqs, t) : -1;  // -1: a padded token
   int begin = 0, end = 0;
   if (r >= 0) {
@@ -228,121 +245,122 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(MlaLaunch<T> l) {
   }
   for (int i = threadIdx.x; i < kRows * (ds - D); i += kThreads)  // the padding columns stay zero
     k_s[(i / (ds - D)) * ds + D + i % (ds - D)] = 0.0f;
-  if (threadIdx.x < kHeadGroup) m_s[threadIdx.x] = -FLT_MAX, l_s[threadIdx.x] = 0.0f;
-  float acc[kAccPerThread];
-#pragma unroll
-  for (int k = 0; k < kAccPerThread; ++k) acc[k] = 0.0f;
-  const int32_t* blocks = r >= 0 ? l.block_table + int64_t(r) * l.max_blocks : nullptr;
+  const int dq = lane % 4, rp = lane / 4;  // score lanes: float4 columns dq + 4i, rows rp and rp + 8
+  const float4* qa = reinterpret_cast<const float4*>(q_s + 2 * warp * dp);
+  const float4* qb = reinterpret_cast<const float4*>(q_s + (2 * warp + 1) * dp);
+  const float4* k4 = reinterpret_cast<const float4*>(k_s);
+  float* p_w = p_s + 2 * warp * kRows;  // this warp's [2][kRows] probabilities
+  float m = -FLT_MAX, sum = 0.0f;       // softmax lanes: head 2w + lane / 16, row lane % 16
+  float4 acc[2][kAcc4] = {};            // heads 2w, 2w + 1; float4 columns lane + 32 k
   for (int p0 = begin; p0 < end; p0 += kRows) {
-    __syncthreads();  // the previous step's rows and probabilities are consumed
-    load_rows(l, blocks, p0, end, ds, k_s);
+    __syncthreads();  // the previous step's rows are consumed
+    load_rows(l, r >= 0 ? l.block_table + int64_t(r) * l.max_blocks : nullptr, p0, end, ds, k_s);
     __syncthreads();
-    {  // one (head, row) score per thread: kHeadGroup x kRows == kThreads
-      const int sh = threadIdx.x / kRows, sc = threadIdx.x % kRows;
-      const float4* qv = reinterpret_cast<const float4*>(q_s + sh * dp);
-      const float4* kv = reinterpret_cast<const float4*>(k_s + sc * ds);
-      float s0 = 0.0f, s1 = 0.0f;
-      for (int e = 0; e < dp / 4; ++e) {
-        const float4 a = qv[e], b = kv[e];
-        s0 += a.x * b.x + a.y * b.y;
-        s1 += a.z * b.z + a.w * b.w;
+    {
+      const float4 *ka = k4 + rp * (ds / 4), *kb = k4 + (rp + 8) * (ds / 4);
+      float s00 = 0.0f, s01 = 0.0f, s10 = 0.0f, s11 = 0.0f;  // s[head][row]
+      for (int i = dq; i < dp / 4; i += 4) {
+        const float4 x = qa[i], y = qb[i], u = ka[i], v = kb[i];
+        s00 += dot4(x, u), s01 += dot4(x, v), s10 += dot4(y, u), s11 += dot4(y, v);
       }
-      p_s[sh * kRows + sc] = p0 + sc < end ? (s0 + s1) * d.scale : -FLT_MAX;
-    }
-    __syncthreads();
-    if (threadIdx.x < kHeadGroup) {
-      const int g = threadIdx.x;
-      float mx = m_s[g];
-      for (int c = 0; c < kRows; ++c) mx = fmaxf(mx, p_s[g * kRows + c]);
-      const float corr = __expf(m_s[g] - mx);
-      float sum = 0.0f;
-      for (int c = 0; c < kRows; ++c) {
-        const float w = p0 + c < end ? __expf(p_s[g * kRows + c] - mx) : 0.0f;
-        p_s[g * kRows + c] = w;
-        sum += w;
+#pragma unroll
+      for (int o = 1; o < 4; o <<= 1) {
+        s00 += __shfl_xor_sync(0xffffffffu, s00, o), s01 += __shfl_xor_sync(0xffffffffu, s01, o);
+        s10 += __shfl_xor_sync(0xffffffffu, s10, o), s11 += __shfl_xor_sync(0xffffffffu, s11, o);
       }
-      l_s[g] = l_s[g] * corr + sum;
-      m_s[g] = mx;
-      c_s[g] = corr;
+      if (dq == 0) p_w[rp] = s00, p_w[rp + 8] = s01, p_w[kRows + rp] = s10, p_w[kRows + rp + 8] = s11;
     }
-    __syncthreads();
-    const float corr = c_s[hh];
+    __syncwarp();
+    float corr;
+    {
+      const bool valid = p0 + lane % kRows < end;
+      const float sc = valid ? p_w[lane] * d.scale : -FLT_MAX;
+      float mx = sc;
 #pragma unroll
-    for (int k = 0; k < kAccPerThread; ++k) {
-      const int e = sub + k * kSub;
-      if (e >= L) break;
-      float a = acc[k] * corr;
-      for (int c = 0; c < kRows; ++c) a += p_s[hh * kRows + c] * k_s[c * ds + e];
-      acc[k] = a;
+      for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      mx = fmaxf(mx, m);
+      corr = __expf(m - mx);
+      const float w = valid ? __expf(sc - mx) : 0.0f;
+      float ws = w;
+#pragma unroll
+      for (int o = 8; o > 0; o >>= 1) ws += __shfl_xor_sync(0xffffffffu, ws, o);
+      sum = sum * corr + ws, m = mx;
+      p_w[lane] = w;
+    }
+    __syncwarp();
+    const float ca = __shfl_sync(0xffffffffu, corr, 0), cb = __shfl_sync(0xffffffffu, corr, 16);
+#pragma unroll
+    for (int k = 0; k < kAcc4; ++k) {
+      acc[0][k].x *= ca, acc[0][k].y *= ca, acc[0][k].z *= ca, acc[0][k].w *= ca;
+      acc[1][k].x *= cb, acc[1][k].y *= cb, acc[1][k].z *= cb, acc[1][k].w *= cb;
+    }
+    for (int c = 0; c < kRows; ++c) {
+      const float pa = p_w[c], pb = p_w[kRows + c];
+      const float4* row = k4 + c * (ds / 4);
+#pragma unroll
+      for (int k = 0; k < kAcc4; ++k) {
+        if ((lane + 32 * k) * 4 >= L) break;
+        const float4 v = row[lane + 32 * k];
+        fma4(acc[0][k], pa, v), fma4(acc[1][k], pb, v);
+      }
     }
   }
-  __syncthreads();
-  if (hh >= hg) return;
-  const int h = h0 + hh;
-  if (S == 1) {  // a padded token (no rows) gets zeros, which expand turns into zero rows
-    const float inv = l_s[hh] > 0.0f ? 1.0f / l_s[hh] : 0.0f;
-    float* o = l.o_latent + (int64_t(t) * d.heads + h) * L;
 #pragma unroll
-    for (int k = 0; k < kAccPerThread; ++k) {
-      const int e = sub + k * kSub;
-      if (e >= L) break;
-      o[e] = acc[k] * inv;
+  for (int hh = 0; hh < 2; ++hh) {
+    const int g = 2 * warp + hh, h = h0 + g;
+    const float mh = __shfl_sync(0xffffffffu, m, 16 * hh), lh = __shfl_sync(0xffffffffu, sum, 16 * hh);
+    if (g >= hg) continue;
+    // One split: the normalised output (a padded token, no rows: zeros, which expand turns into
+    // zero rows). Several: the unnormalised sums and (max, sum).
+    const int64_t row = S == 1 ? int64_t(t) * d.heads + h : (int64_t(t) * S + split) * d.heads + h;
+    const float inv = S > 1 ? 1.0f : lh > 0.0f ? 1.0f / lh : 0.0f;
+    float4* o = reinterpret_cast<float4*>((S == 1 ? l.o_latent : l.o_part) + row * L);
+#pragma unroll
+    for (int k = 0; k < kAcc4; ++k) {
+      if ((lane + 32 * k) * 4 >= L) break;
+      const float4 a = acc[hh][k];
+      o[lane + 32 * k] = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
     }
-    return;
+    if (S > 1 && lane == 0) l.ml_part[2 * row] = mh, l.ml_part[2 * row + 1] = lh;
   }
-  const int64_t row = (int64_t(t) * S + split) * d.heads + h;
-  float* o = l.o_part + row * L;
-#pragma unroll
-  for (int k = 0; k < kAccPerThread; ++k) {
-    const int e = sub + k * kSub;
-    if (e >= L) break;
-    o[e] = acc[k];
-  }
-  if (sub == 0) l.ml_part[2 * row] = m_s[hh], l.ml_part[2 * row + 1] = l_s[hh];
 }
 
-// The latent outputs of head h of tokens t0 .. t0 + g into o_s[i]: o_latent's rows, or the
-// splits' partial sums merged by their (max, sum) (zeros for a token without rows).
+// merge (splits > 1): the splits' partial outputs of one (token, head) into o_latent, each
+// weighted by exp(m_s - max) / sum_s exp(m_s - max) l_s (zeros for a token without rows).
 template <typename T>
-__device__ __forceinline__ void gather_latent(const MlaLaunch<T>& l, int t0, int g, int h,
-                                              float (*o_s)[kMlaMaxLoraRank], float (*w_s)[kMlaMaxSplits]) {
-  const int L = l.d.kv_lora_rank, S = l.splits, H = l.d.heads;
-  if (S == 1) {
-    for (int i = threadIdx.x; i < g * L; i += kThreads) {
-      const int gi = i / L, e = i - gi * L;
-      o_s[gi][e] = l.o_latent[(int64_t(t0 + gi) * H + h) * L + e];
-    }
-    return;
-  }
-  const int warp = threadIdx.x / 32, s = threadIdx.x % 32;  // kMlaMaxSplits == 32: a lane a split
-  if (warp < g) {
-    const int64_t row = (int64_t(t0 + warp) * S + s) * H + h;
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(MlaLaunch<T> l) {
+  __shared__ float w_s[kMlaMaxSplits];
+  pdl_wait();
+  pdl_trigger();
+  const int t = blockIdx.x, h = blockIdx.y, S = l.splits, H = l.d.heads, L = l.d.kv_lora_rank;
+  const int64_t row0 = int64_t(t) * S * H + h;  // split u: row0 + u H
+  if (threadIdx.x < 32) {                       // kMlaMaxSplits == 32: a lane a split
+    const int s = threadIdx.x;
+    const int64_t row = row0 + int64_t(s) * H;
     const float m = s < S ? l.ml_part[2 * row] : -FLT_MAX, n = s < S ? l.ml_part[2 * row + 1] : 0.0f;
     const float mx = warp_max(n > 0.0f ? m : -FLT_MAX);
     const float w = n > 0.0f ? __expf(m - mx) : 0.0f;
     const float den = warp_sum(w * n);
-    w_s[warp][s] = den > 0.0f ? w / den : 0.0f;
+    if (s < S) w_s[s] = den > 0.0f ? w / den : 0.0f;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < g * L; i += kThreads) {
-    const int gi = i / L, e = i - gi * L;
-    const int64_t row0 = int64_t(t0 + gi) * S * H + h;  // split u: row0 + u H
-    float o = 0.0f;
+  const float4* part = reinterpret_cast<const float4*>(l.o_part);
+  for (int e4 = threadIdx.x; e4 < L / 4; e4 += kMergeThreads) {
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int u = 0; u < S; ++u) {
-      const float w = w_s[gi][u];
-      if (w != 0.0f) o += w * l.o_part[(row0 + int64_t(u) * H) * L + e];
+      const float w = w_s[u];
+      if (w != 0.0f) fma4(o, w, part[(row0 + int64_t(u) * H) * (L / 4) + e4]);
     }
-    o_s[gi][e] = o;
+    reinterpret_cast<float4*>(l.o_latent)[(int64_t(t) * H + h) * (L / 4) + e4] = o;
   }
 }
 
 // expand: a CTA holds kExpandRows rows of one head's W_UV in registers (a warp two rows, a lane
-// 8-column segments) and applies them to up to kTokenTile tokens' latent outputs, kGroupTokens
-// at a time.
+// 8-column segments) and applies them to up to kTokenTile tokens' latent outputs (o_latent),
+// kGroupTokens at a time.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) expand_kernel(MlaLaunch<T> l) {
   __shared__ __align__(16) float o_s[kGroupTokens][kMlaMaxLoraRank];
-  __shared__ float w_s[kGroupTokens][kMlaMaxSplits];
   const MlaDims& d = l.d;
   const int h = blockIdx.x, j0 = blockIdx.y * kExpandRows, t0 = blockIdx.z * kTokenTile;
   const int L = d.kv_lora_rank, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -361,10 +379,16 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(MlaLaunch<T> l) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) w[rr][k][i] = 0.0f;
     }
+  pdl_wait();  // the weights above are constant; o_latent comes from attend / merge
+  pdl_trigger();
+  const float4* o_lat = reinterpret_cast<const float4*>(l.o_latent);
   for (int ti0 = 0; ti0 < nt; ti0 += kGroupTokens) {
-    const int g = min(kGroupTokens, nt - ti0);
-    __syncthreads();  // the previous group's o_s and w_s are consumed
-    gather_latent(l, t0 + ti0, g, h, o_s, w_s);
+    const int g = min(kGroupTokens, nt - ti0), L4 = L / 4;
+    __syncthreads();  // the previous group's o_s is consumed
+    for (int i = threadIdx.x; i < g * L4; i += kThreads) {
+      const int gi = i / L4, e4 = i - gi * L4;
+      reinterpret_cast<float4*>(o_s[gi])[e4] = o_lat[(int64_t(t0 + ti0 + gi) * d.heads + h) * L4 + e4];
+    }
     __syncthreads();
 #pragma unroll
     for (int gi = 0; gi < kGroupTokens; ++gi) {
@@ -391,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(MlaLaunch<T> l) {
 
 size_t attend_smem(const MlaDims& d) {
   const AttendLayout lay(d);
-  return sizeof(float) * (size_t(kHeadGroup) * lay.dp + size_t(kRows) * lay.ds + kHeadGroup * kRows + 3 * kHeadGroup);
+  return sizeof(float) * (size_t(kHeadGroup) * lay.dp + size_t(kRows) * lay.ds + kHeadGroup * kRows);
 }
 
 }  // namespace
@@ -419,10 +443,15 @@ cudaError_t launch_mla(const MlaLaunch<T>& l, cudaStream_t stream) {
   const dim3 absorb(H, unsigned((d.kv_lora_rank + kAbsorbCols - 1) / kAbsorbCols), tiles);
   const dim3 attend(unsigned(l.num_tokens), unsigned((d.heads + kHeadGroup - 1) / kHeadGroup), unsigned(l.splits));
   const dim3 expand(H, unsigned((d.v + kExpandRows - 1) / kExpandRows), tiles);
-  latent_kernel<T><<<l.num_tokens, kThreads, 0, stream>>>(l);
-  absorb_kernel<T><<<absorb, kThreads, 0, stream>>>(l);
-  attend_kernel<T><<<attend, kThreads, attend_smem(d), stream>>>(l);
-  expand_kernel<T><<<expand, kThreads, 0, stream>>>(l);
+  // Programmatic dependent launches (ops/cuda/launch.cuh): absorb and expand load their weights
+  // while the kernel before them finishes.
+  cudaError_t err = launch_pdl(latent_kernel<T>, dim3(unsigned(l.num_tokens)), dim3(kThreads), 0, stream, l);
+  if (err == cudaSuccess) err = launch_pdl(absorb_kernel<T>, absorb, dim3(kThreads), 0, stream, l);
+  if (err == cudaSuccess) err = launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
+  if (err == cudaSuccess && l.splits > 1)
+    err = launch_pdl(merge_kernel<T>, dim3(unsigned(l.num_tokens), H), dim3(kMergeThreads), 0, stream, l);
+  if (err == cudaSuccess) err = launch_pdl(expand_kernel<T>, expand, dim3(kThreads), 0, stream, l);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
