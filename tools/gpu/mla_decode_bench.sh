@@ -17,13 +17,13 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GRAPHSERVE_SHARED=$pack/shared GS_FAMILY_FIXTURES=$pack/families GRAPHSERVE_LOG_LEVEL=warn
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-common=(--load-format dummy --preset deepseek-v2-lite --input-len 128 --max-num-seqs 32)
+common=(--load-format dummy --preset deepseek-v2-lite --max-num-seqs 32)
 builds=(graphserve)
 [[ -x $pack/bin/graphserve-base ]] && builds+=(graphserve-base)
 
 for b in "${builds[@]}"; do
   echo "== bench kernels: $b"
-  timeout "${MLA_KERNELS_TIMEOUT:-50}" "$pack/bin/$b" bench kernels "${common[@]}" --batch-sizes 1,32 --output-len 9 \
+  timeout "${MLA_KERNELS_TIMEOUT:-50}" "$pack/bin/$b" bench kernels "${common[@]}" --input-len 128 --batch-sizes 1,32 --output-len 9 \
     --top "${TOP:-16}" >"$out/kernels_$b.txt" 2>"$out/kernels_$b.err"
   cat "$out/kernels_$b.txt"; tail -n 2 "$out/kernels_$b.err"
 done
