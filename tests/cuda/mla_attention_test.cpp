@@ -28,6 +28,15 @@ MlaShape test_shape() {
   return s;
 }
 
+// DeepSeek-V2-Lite's attention: 16 heads, kv_lora_rank 512, nope 128, rope 64, v 128.
+MlaShape lite_shape() {
+  MlaShape s{.num_heads = 16, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128};
+  s.scale = 0.1f;
+  s.rope.head_dim = 64;
+  s.rope.theta = 10000.0f;
+  return s;
+}
+
 struct Batch {
   std::vector<int32_t> qsl, seq_lens, slots, positions, block_table;
   int num_tokens = 0;
@@ -71,8 +80,7 @@ Scenario mixed() { return {40, 6, {{0, 0, 0}, {5, 9, 3}}, {{5, 9, 3}, {7, 1, 1}}
 Scenario long_context() { return {64, 51, {{0}, {200}}, {{200}, {1}}, {0, 1}}; }
 
 // Runs the scenario's steps on `backend` with `mla`; returns the last step's output [T, H v] as f32.
-std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc) {
-  const MlaShape s = test_shape();
+std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc, const MlaShape& s) {
   const int H = s.num_heads, T = 256;
   auto dev_i32 = [&](const std::vector<int32_t>& v) { return test::on_i32(be, v, {int64_t(v.size())}); };
   const Tensor kv_a_norm = test::on(be, test::randn(size_t(s.kv_lora_rank), 3, 0.3f), {s.kv_lora_rank}, dt);
@@ -105,20 +113,20 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Sc
 }
 
 // The CUDA backend against the CPU reference on `sc`, in f32 and bf16; padded tokens get zero rows.
-void expect_matches_cpu(const Scenario& sc) {
+void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape()) {
   auto cpu = make_cpu_backend();
-  auto ref_mla = make_mla_attention(*cpu, test_shape());
-  const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc);
+  auto ref_mla = make_mla_attention(*cpu, shape);
+  const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape);
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
-    auto mla = make_cuda_mla_attention(*gpu, test_shape());
+    auto mla = make_cuda_mla_attention(*gpu, shape);
     EXPECT_EQ(mla->cudagraph_support(), AttentionCGSupport::ALWAYS);
-    const std::vector<float> got = run(*gpu, *mla, dt, sc);
+    const std::vector<float> got = run(*gpu, *mla, dt, sc, shape);
     const double e = test::rel_l2(got, ref);
     std::printf("[mla-cuda] %s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(), e);
     EXPECT_LT(e, dt == DType::F32 ? 1e-5 : 2e-2);
     const Batch last = step(sc, sc.n.size() - 1);
-    const int H = test_shape().num_heads, v = test_shape().v_head_dim, real = last.qsl.back();
+    const int H = shape.num_heads, v = shape.v_head_dim, real = last.qsl.back();
     for (int t = real; t < last.num_tokens; ++t)  // padded tokens: zero rows
       for (int i = 0; i < H * v; ++i) ASSERT_EQ(got[size_t(t * H * v + i)], 0.0f) << t;
   }
@@ -134,6 +142,12 @@ TEST(CudaMla, MatchesTheCpuReferenceOnAMixedBatch) {
 TEST(CudaMla, MatchesTheCpuReferenceOverALongContext) {
   GS_REQUIRE_GPU();
   expect_matches_cpu(long_context());
+}
+
+// The same at DeepSeek-V2-Lite's shape (every accumulator and weight segment of the kernels in use).
+TEST(CudaMla, MatchesTheCpuReferenceAtDeepSeekV2LiteShape) {
+  GS_REQUIRE_GPU();
+  expect_matches_cpu(long_context(), lite_shape());
 }
 
 class DeepSeekOnCuda : public ::testing::TestWithParam<std::string> {};

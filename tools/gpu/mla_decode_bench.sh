@@ -15,7 +15,7 @@ pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$pack/gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export GRAPHSERVE_SHARED=$pack/shared GS_FAMILY_FIXTURES=$pack/families GRAPHSERVE_LOG_LEVEL=warn
+export GRAPHSERVE_SHARED=$pack/shared GS_FAMILY_FIXTURES=$pack/families
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 common=(--load-format dummy --preset deepseek-v2-lite --max-num-seqs 32)
 builds=(graphserve)
@@ -23,7 +23,7 @@ builds=(graphserve)
 
 for b in "${builds[@]}"; do
   echo "== bench kernels: $b"
-  timeout "${MLA_KERNELS_TIMEOUT:-50}" "$pack/bin/$b" bench kernels "${common[@]}" --input-len 128 --batch-sizes 1,32 --output-len 9 \
+  GRAPHSERVE_LOG_LEVEL=warn timeout "${MLA_KERNELS_TIMEOUT:-50}" "$pack/bin/$b" bench kernels "${common[@]}" --input-len 128 --batch-sizes 1,32 --output-len 9 \
     --top "${TOP:-16}" >"$out/kernels_$b.txt" 2>"$out/kernels_$b.err"
   cat "$out/kernels_$b.txt"; tail -n 2 "$out/kernels_$b.err"
 done
@@ -36,9 +36,10 @@ grep -E '^\[  (FAILED|PASSED) |^\[       OK|mla-cuda|Failure|rror' "$out/mla_tes
 for input in 128 "${MLA_LONG_INPUT:-2048}"; do
   for b in "${builds[@]}"; do
     echo "== bench graphs: $b, input $input"
-    timeout "${MLA_GRAPHS_TIMEOUT:-40}" "$pack/bin/$b" bench graphs "${common[@]}" --input-len "$input" \
+    GRAPHSERVE_LOG_LEVEL=info timeout "${MLA_GRAPHS_TIMEOUT:-40}" "$pack/bin/$b" bench graphs "${common[@]}" --input-len "$input" \
       --batch-sizes 1,32 --output-len 16 --num-iters 2 --modes FULL_AND_PIECEWISE --output-png '' --output-json '' \
       >"$out/graphs_${b}_$input.log" 2>&1
-    grep -E "^(mode|NONE|FULL|device)|rror" "$out/graphs_${b}_$input.log" | grep -v 'capture .* graphs$' | head -n 12
+    grep -E "^(mode|NONE|FULL|device)|attention backend|cudagraph mode|rror" "$out/graphs_${b}_$input.log" |
+      grep -v 'capture .* graphs$' | head -n 12
   done
 done
