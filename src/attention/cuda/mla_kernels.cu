@@ -27,6 +27,9 @@ constexpr int kHeadGroup = 16;                // heads one attend CTA serves
 constexpr int kRows = 16;                     // cached rows one attend step loads
 constexpr int kAcc4 = kMlaMaxLoraRank / 128;  // float4 value accumulators of a lane a head
 constexpr int kMergeThreads = 128;
+constexpr int kMergeBatch = 4;  // splits merge loads at once
+constexpr int kQBatch = 9;      // float4s of q a thread loads at once (16 heads x 576 / 4 / 256)
+constexpr int kRowBatch = 6;    // cache vectors a thread loads at once (16 rows x 768 / 8 / 256)
 static_assert(kHeadGroup == 2 * kWarps && kRows == 16, "attend: a warp two heads, a half-warp a head's rows");
 constexpr int kTokenTile = 16;   // tokens one absorb / expand CTA serves
 constexpr int kMaxNope = 256;    // the most qk_nope_head_dim absorb holds
@@ -52,6 +55,22 @@ __device__ __forceinline__ RopePair rope_pair(int i, int pos, const MlaDims& d, 
   const int half = d.rope / 2;
   p.a = d.interleave ? 2 * i : i, p.b = d.interleave ? 2 * i + 1 : i + half;
   return p;
+}
+
+// store(i, load(i)) for i in [threadIdx.x, n) step kThreads, each group of kBatch loads issued
+// before its stores: a store through a generic pointer may alias a later load, so a plain loop
+// would wait out every load's latency in turn.
+template <int kBatch, typename Load, typename Store>
+__device__ __forceinline__ void batched_copy(int n, Load load, Store store) {
+  for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * kThreads) {
+    decltype(load(0)) v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      if (i0 + u * kThreads < n) v[u] = load(i0 + u * kThreads);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      if (i0 + u * kThreads < n) store(i0 + u * kThreads, v[u]);
+  }
 }
 
 template <typename T>
@@ -110,10 +129,9 @@ __global__ void __launch_bounds__(kThreads) absorb_kernel(MlaLaunch<T> l) {
   }
   pdl_wait();  // the weights above are constant; q and positions come from earlier kernels
   pdl_trigger();
-  for (int i = threadIdx.x; i < nt * d.nope; i += kThreads) {
-    const int ti = i / d.nope, j = i - ti * d.nope;
-    qn[ti][j] = to_f(l.q[(int64_t(t0 + ti) * d.heads + h) * qk + j]);
-  }
+  batched_copy<8>(
+      nt * d.nope, [&](int i) { return to_f(l.q[(int64_t(t0 + i / d.nope) * d.heads + h) * qk + i % d.nope]); },
+      [&](int i, float v) { qn[i / d.nope][i % d.nope] = v; });
   __syncthreads();
   for (int ti0 = 0; ti0 < nt; ti0 += kGroupTokens) {
     float p[kGroupTokens][8] = {};
@@ -177,31 +195,65 @@ struct AttendLayout {
 template <typename T>
 __device__ __forceinline__ void load_rows(const MlaLaunch<T>& l, const int32_t* blocks, int p0, int end, int ds,
                                           float* k_s) {
-  const int D = l.d.latent();
-  if (D % 8 == 0) {
+  const int D = l.d.latent(), bs = l.block_size;
+  if (D % 8 == 0) {  // 8 elements a load (one 16-byte vector of bf16, two of f32)
+    struct Raw {
+      uint4 v[8 / kVecElems<T>];
+    };
     const int per = D / 8;
-    for (int i = threadIdx.x; i < kRows * per; i += kThreads) {
-      const int c = i / per, e = (i - c * per) * 8, p = p0 + c;
-      float v[8] = {};
-      if (p < end) {
-        const int64_t slot = int64_t(blocks[p / l.block_size]) * l.block_size + p % l.block_size;
-        load8(l.cache + slot * D + e, v);
-      }
-      float4* dst = reinterpret_cast<float4*>(k_s + c * ds + e);
-      dst[0] = make_float4(v[0], v[1], v[2], v[3]);
-      dst[1] = make_float4(v[4], v[5], v[6], v[7]);
-    }
+    batched_copy<kRowBatch>(
+        kRows * per,
+        [&](int i) {
+          const int c = i / per, p = p0 + c;
+          Raw r{};
+          if (p < end) {
+            const int64_t slot = int64_t(blocks[p / bs]) * bs + p % bs;
+            const uint4* src = reinterpret_cast<const uint4*>(l.cache + slot * D + (i - c * per) * 8);
+#pragma unroll
+            for (int k = 0; k < 8 / kVecElems<T>; ++k) r.v[k] = src[k];
+          }
+          return r;
+        },
+        [&](int i, const Raw& r) {
+          const int c = i / per;
+          float f[8];
+#pragma unroll
+          for (int k = 0; k < 8 / kVecElems<T>; ++k) unpack_vec<T>(r.v[k], f + k * kVecElems<T>);
+          float4* dst = reinterpret_cast<float4*>(k_s + c * ds + (i - c * per) * 8);
+          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        });
     return;
   }
-  for (int i = threadIdx.x; i < kRows * D; i += kThreads) {
-    const int c = i / D, e = i - c * D, p = p0 + c;
-    float v = 0.0f;
-    if (p < end) {
-      const int64_t slot = int64_t(blocks[p / l.block_size]) * l.block_size + p % l.block_size;
-      v = to_f(l.cache[slot * D + e]);
-    }
-    k_s[c * ds + e] = v;
+  batched_copy<kRowBatch>(
+      kRows * D,
+      [&](int i) {
+        const int c = i / D, p = p0 + c;
+        return p < end ? to_f(l.cache[(int64_t(blocks[p / bs]) * bs + p % bs) * D + i - c * D]) : 0.0f;
+      },
+      [&](int i, float v) { k_s[(i / D) * ds + i % D] = v; });
+}
+
+// The q_latent rows of heads h0 .. h0 + hg of token t into q_s ([kHeadGroup][dp], zeros past them).
+template <typename T>
+__device__ __forceinline__ void load_q(const MlaLaunch<T>& l, int t, int h0, int hg, int dp, float* q_s) {
+  const int D = l.d.latent();
+  const float* src = l.q_latent + (int64_t(t) * l.d.heads + h0) * D;  // the group's rows, contiguous
+  if (D % 4 == 0) {                                                   // dp == D
+    const float4* src4 = reinterpret_cast<const float4*>(src);
+    const int real = hg * D / 4;
+    batched_copy<kQBatch>(
+        kHeadGroup * D / 4, [&](int i) { return i < real ? src4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f); },
+        [&](int i, const float4& v) { reinterpret_cast<float4*>(q_s)[i] = v; });
+    return;
   }
+  batched_copy<kQBatch>(
+      kHeadGroup * dp,
+      [&](int i) {
+        const int g = i / dp, e = i - g * dp;
+        return g < hg && e < D ? src[g * D + e] : 0.0f;
+      },
+      [&](int i, float v) { q_s[i] = v; });
 }
 
 __device__ __forceinline__ float dot4(const float4& a, const float4& b) {
@@ -239,10 +291,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(MlaLaunch<T> l) {
     const int chunk = ((n + S - 1) / S + kRows - 1) / kRows * kRows;
     begin = min(n, split * chunk), end = min(n, begin + chunk);
   }
-  for (int i = threadIdx.x; i < kHeadGroup * dp; i += kThreads) {
-    const int g = i / dp, e = i - g * dp;
-    q_s[i] = g < hg && e < D ? l.q_latent[(int64_t(t) * d.heads + h0 + g) * D + e] : 0.0f;
-  }
+  load_q(l, t, h0, hg, dp, q_s);
   for (int i = threadIdx.x; i < kRows * (ds - D); i += kThreads)  // the padding columns stay zero
     k_s[(i / (ds - D)) * ds + D + i % (ds - D)] = 0.0f;
   const int dq = lane % 4, rp = lane / 4;  // score lanes: float4 columns dq + 4i, rows rp and rp + 8
@@ -330,6 +379,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(MlaLaunch<T> l) {
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) merge_kernel(MlaLaunch<T> l) {
   __shared__ float w_s[kMlaMaxSplits];
+  __shared__ int active_s;
   pdl_wait();
   pdl_trigger();
   const int t = blockIdx.x, h = blockIdx.y, S = l.splits, H = l.d.heads, L = l.d.kv_lora_rank;
@@ -342,15 +392,24 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(MlaLaunch<T> l) {
     const float w = n > 0.0f ? __expf(m - mx) : 0.0f;
     const float den = warp_sum(w * n);
     if (s < S) w_s[s] = den > 0.0f ? w / den : 0.0f;
+    // The splits holding rows are a prefix (attend cuts the rows in order): merge reads only those.
+    const unsigned held = __ballot_sync(0xffffffffu, s < S && n > 0.0f);
+    if (s == 0) active_s = 32 - __clz(held);
   }
   __syncthreads();
+  const int active = active_s;
   const float4* part = reinterpret_cast<const float4*>(l.o_part);
   for (int e4 = threadIdx.x; e4 < L / 4; e4 += kMergeThreads) {
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int u = 0; u < S; ++u) {
-      const float w = w_s[u];
-      if (w != 0.0f) fma4(o, w, part[(row0 + int64_t(u) * H) * (L / 4) + e4]);
+    int u = 0;
+    for (; u + kMergeBatch <= active; u += kMergeBatch) {
+      float4 v[kMergeBatch];
+#pragma unroll
+      for (int k = 0; k < kMergeBatch; ++k) v[k] = part[(row0 + int64_t(u + k) * H) * (L / 4) + e4];
+#pragma unroll
+      for (int k = 0; k < kMergeBatch; ++k) fma4(o, w_s[u + k], v[k]);
     }
+    for (; u < active; ++u) fma4(o, w_s[u], part[(row0 + int64_t(u) * H) * (L / 4) + e4]);
     reinterpret_cast<float4*>(l.o_latent)[(int64_t(t) * H + h) * (L / 4) + e4] = o;
   }
 }
@@ -385,10 +444,9 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(MlaLaunch<T> l) {
   for (int ti0 = 0; ti0 < nt; ti0 += kGroupTokens) {
     const int g = min(kGroupTokens, nt - ti0), L4 = L / 4;
     __syncthreads();  // the previous group's o_s is consumed
-    for (int i = threadIdx.x; i < g * L4; i += kThreads) {
-      const int gi = i / L4, e4 = i - gi * L4;
-      reinterpret_cast<float4*>(o_s[gi])[e4] = o_lat[(int64_t(t0 + ti0 + gi) * d.heads + h) * L4 + e4];
-    }
+    batched_copy<kGroupTokens * kMlaMaxLoraRank / 4 / kThreads>(
+        g * L4, [&](int i) { return o_lat[(int64_t(t0 + ti0 + i / L4) * d.heads + h) * L4 + i % L4]; },
+        [&](int i, const float4& v) { reinterpret_cast<float4*>(o_s[i / L4])[i % L4] = v; });
     __syncthreads();
 #pragma unroll
     for (int gi = 0; gi < kGroupTokens; ++gi) {
