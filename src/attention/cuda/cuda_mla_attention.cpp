@@ -66,7 +66,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     const Shape cs = cache.k.shape();
     GS_CHECK(cs.size() == 4 && cs[1] == md.block_size && cs[2] == 1 && cs[3] == s.latent_dim(),
              "cuda MLA attention: cache {} must be [blocks, {}, 1, {}]", cache.k.str(), md.block_size, s.latent_dim());
-    for (const Tensor* t : {&a.kv_b, &cache.k, &a.o_latent})
+    for (const Tensor* t : {&a.kv_b, &cache.k, &a.q_latent, &a.o_latent})
       GS_CHECK(reinterpret_cast<uintptr_t>(t->data()) % 16 == 0, "cuda MLA attention: {} must be 16-byte aligned",
                t->str());
     if (dtype_ == DType::BF16)
