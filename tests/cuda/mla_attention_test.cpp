@@ -1,6 +1,7 @@
 // Multi-head latent attention on the GPU: the CUDA backend (absorbed form for every request)
 // against the CPU reference (absorbed decode, expanded prefill) on a mixed batch over a cache
-// that already holds earlier tokens, in f32 and bf16; then the DeepSeek fixtures through the
+// that already holds earlier tokens and on a long context (with and without context splits),
+// in f32 and bf16; then the DeepSeek fixtures through the
 // ModelRunner in FULL_AND_PIECEWISE: f32 greedy tokens equal to HF's, bf16 close.
 #include <gtest/gtest.h>
 
@@ -27,60 +28,81 @@ MlaShape test_shape() {
   return s;
 }
 
+// DeepSeek-V2-Lite's attention: 16 heads, kv_lora_rank 512, nope 128, rope 64, v 128.
+MlaShape lite_shape() {
+  MlaShape s{.num_heads = 16, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128};
+  s.scale = 0.1f;
+  s.rope.head_dim = 64;
+  s.rope.theta = 10000.0f;
+  return s;
+}
+
 struct Batch {
   std::vector<int32_t> qsl, seq_lens, slots, positions, block_table;
   int num_tokens = 0;
 };
 
-// Step 1: three requests prefill 5, 9 and 3 tokens; step 2: request 0 prefills 7 more (a chunk
-// over cached context), requests 1 and 2 decode one token each, two padded tokens. Blocks of 4,
-// scattered.
-Batch step(int which, int max_blocks) {
-  const int ctx0[3] = {0, 0, 0}, new1[3] = {5, 9, 3}, new2[3] = {7, 1, 1};
+// One step of requests with ctx[r] cached tokens taking n[r] new ones, then `padded` padded tokens.
+// Blocks of 4, scattered: request r's k-th block is (k R + r) 7 mod num_blocks (7 coprime to it).
+struct Scenario {
+  int num_blocks, max_blocks;
+  std::vector<std::vector<int>> ctx, n;  // per step, per request
+  std::vector<int> padded;               // per step
+};
+
+Batch step(const Scenario& sc, size_t which) {
+  const int R = int(sc.n[which].size()), mb = sc.max_blocks;
   Batch b;
-  b.block_table.assign(size_t(3 * max_blocks), 0);
-  for (int r = 0; r < 3; ++r)
-    for (int k = 0; k < max_blocks; ++k) b.block_table[size_t(r * max_blocks + k)] = (k * 3 + r) * 7 % 40;
+  b.block_table.assign(size_t(R * mb), 0);
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < mb; ++k) b.block_table[size_t(r * mb + k)] = (k * R + r) * 7 % sc.num_blocks;
   b.qsl.push_back(0);
-  for (int r = 0; r < 3; ++r) {
-    const int start = which == 1 ? ctx0[r] : new1[r], n = which == 1 ? new1[r] : new2[r];
+  for (int r = 0; r < R; ++r) {
+    const int start = sc.ctx[which][size_t(r)], n = sc.n[which][size_t(r)];
     for (int i = 0; i < n; ++i) {
       const int p = start + i;
       b.positions.push_back(p);
-      b.slots.push_back(b.block_table[size_t(r * max_blocks + p / 4)] * 4 + p % 4);
+      b.slots.push_back(b.block_table[size_t(r * mb + p / 4)] * 4 + p % 4);
     }
     b.qsl.push_back(b.qsl.back() + n);
     b.seq_lens.push_back(start + n);
   }
-  b.num_tokens = b.qsl.back() + (which == 2 ? 2 : 0);
+  b.num_tokens = b.qsl.back() + sc.padded[which];
   while (int(b.slots.size()) < b.num_tokens) b.slots.push_back(-1), b.positions.push_back(0);
   return b;
 }
 
-// Runs both steps on `backend` with `mla`; returns step 2's output [T, H v] as f32.
-std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt) {
-  const MlaShape s = test_shape();
-  const int H = s.num_heads, max_blocks = 6, T = 32;
+// Step 1: three requests prefill 5, 9 and 3 tokens; step 2: request 0 prefills 7 more (a chunk
+// over cached context), requests 1 and 2 decode one token each, two padded tokens.
+Scenario mixed() { return {40, 6, {{0, 0, 0}, {5, 9, 3}}, {{5, 9, 3}, {7, 1, 1}}, {0, 2}}; }
+// Step 1: one request prefills 200 tokens (enough CTAs without splitting the context); step 2:
+// it decodes one token with one padded token (its 201 rows split over many CTAs).
+Scenario long_context() { return {64, 51, {{0}, {200}}, {{200}, {1}}, {0, 1}}; }
+
+// Runs the scenario's steps on `backend` with `mla`; returns the last step's output [T, H v] as f32.
+std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc, const MlaShape& s) {
+  const int H = s.num_heads, T = 256;
   auto dev_i32 = [&](const std::vector<int32_t>& v) { return test::on_i32(be, v, {int64_t(v.size())}); };
   const Tensor kv_a_norm = test::on(be, test::randn(size_t(s.kv_lora_rank), 3, 0.3f), {s.kv_lora_rank}, dt);
   const Tensor kv_b =
       test::on(be, test::randn(size_t(H * (s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank), 4, 0.2f),
                {H * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}, dt);
-  KVCacheLayer cache{Tensor::empty({40, 4, 1, s.latent_dim()}, dt, be.allocator()), Tensor()};
+  KVCacheLayer cache{Tensor::empty({sc.num_blocks, 4, 1, s.latent_dim()}, dt, be.allocator()), Tensor()};
   be.fill_zero(cache.k);
   const Tensor q_latent = Tensor::empty({T, H * s.latent_dim()}, DType::F32, be.allocator());
   const Tensor o_latent = Tensor::empty({T, H * s.kv_lora_rank}, DType::F32, be.allocator());
   std::vector<float> out;
-  for (int which : {1, 2}) {
-    const Batch b = step(which, max_blocks);
-    const int n = b.num_tokens;
+  for (size_t which = 0; which < sc.n.size(); ++which) {
+    const Batch b = step(sc, which);
+    const int n = b.num_tokens, R = int(sc.n[which].size());
     AttentionMetadata md;
     md.query_start_loc = dev_i32(b.qsl), md.seq_lens = dev_i32(b.seq_lens);
     md.block_table = dev_i32(b.block_table), md.slot_mapping = dev_i32(b.slots);
-    md.block_size = 4, md.max_blocks_per_req = max_blocks, md.num_reqs = md.num_reqs_padded = 3;
+    md.block_size = 4, md.max_blocks_per_req = sc.max_blocks, md.num_reqs = md.num_reqs_padded = R;
     MlaForwardArgs a;
-    a.q = test::on(be, test::randn(size_t(n * H * s.qk_head_dim()), 10 + which), {n, H * s.qk_head_dim()}, dt);
-    a.kv_a = test::on(be, test::randn(size_t(n * s.latent_dim()), 20 + which), {n, s.latent_dim()}, dt);
+    const uint64_t seed = 11 + which;
+    a.q = test::on(be, test::randn(size_t(n * H * s.qk_head_dim()), seed), {n, H * s.qk_head_dim()}, dt);
+    a.kv_a = test::on(be, test::randn(size_t(n * s.latent_dim()), 10 + seed), {n, s.latent_dim()}, dt);
     a.kv_a_norm = kv_a_norm, a.kv_b = kv_b, a.positions = dev_i32(b.positions);
     a.out = Tensor::empty({n, H * s.v_head_dim}, dt, be.allocator());
     a.q_latent = q_latent.rows(0, n), a.o_latent = o_latent.rows(0, n);
@@ -90,23 +112,42 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt) {
   return out;
 }
 
-TEST(CudaMla, MatchesTheCpuReferenceOnAMixedBatch) {
-  GS_REQUIRE_GPU();
+// The CUDA backend against the CPU reference on `sc`, in f32 and bf16; padded tokens get zero rows.
+void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape()) {
   auto cpu = make_cpu_backend();
-  auto ref_mla = make_mla_attention(*cpu, test_shape());
-  const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32);
+  auto ref_mla = make_mla_attention(*cpu, shape);
+  const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape);
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
-    auto mla = make_cuda_mla_attention(*gpu, test_shape());
+    auto mla = make_cuda_mla_attention(*gpu, shape);
     EXPECT_EQ(mla->cudagraph_support(), AttentionCGSupport::ALWAYS);
-    const std::vector<float> got = run(*gpu, *mla, dt);
+    const std::vector<float> got = run(*gpu, *mla, dt, sc, shape);
     const double e = test::rel_l2(got, ref);
     std::printf("[mla-cuda] %s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(), e);
     EXPECT_LT(e, dt == DType::F32 ? 1e-5 : 2e-2);
-    const int H = test_shape().num_heads, v = test_shape().v_head_dim, real = step(2, 6).qsl.back();
-    for (int t = real; t < real + 2; ++t)  // padded tokens: zero rows
+    const Batch last = step(sc, sc.n.size() - 1);
+    const int H = shape.num_heads, v = shape.v_head_dim, real = last.qsl.back();
+    for (int t = real; t < last.num_tokens; ++t)  // padded tokens: zero rows
       for (int i = 0; i < H * v; ++i) ASSERT_EQ(got[size_t(t * H * v + i)], 0.0f) << t;
   }
+}
+
+// 19 tokens: each token's context splits over several CTAs (cuda::mla_splits), merged by expand.
+TEST(CudaMla, MatchesTheCpuReferenceOnAMixedBatch) {
+  GS_REQUIRE_GPU();
+  expect_matches_cpu(mixed());
+}
+
+// A 200-token prefill (one split a token), then a decode whose 201 rows split over many CTAs.
+TEST(CudaMla, MatchesTheCpuReferenceOverALongContext) {
+  GS_REQUIRE_GPU();
+  expect_matches_cpu(long_context());
+}
+
+// The same at DeepSeek-V2-Lite's shape (every accumulator and weight segment of the kernels in use).
+TEST(CudaMla, MatchesTheCpuReferenceAtDeepSeekV2LiteShape) {
+  GS_REQUIRE_GPU();
+  expect_matches_cpu(long_context(), lite_shape());
 }
 
 class DeepSeekOnCuda : public ::testing::TestWithParam<std::string> {};

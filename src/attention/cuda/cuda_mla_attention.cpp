@@ -26,13 +26,19 @@ class CudaMlaAttention final : public MlaAttentionBackend {
              "cuda MLA attention: compute dtype {} is not supported (bf16 or f32)", dtype_name(dtype_));
     dims_ = {shape.num_heads,  shape.kv_lora_rank, shape.qk_nope_head_dim, shape.qk_rope_head_dim,
              shape.v_head_dim, shape.scale,        shape.rope_scale,       shape.rope_interleave};
-    GS_CHECK(cuda::mla_dims_supported(dims_),
-             "cuda MLA attention: {} heads, kv_lora_rank {} (at most {}), nope {} and rope {} (at most 256, rope even) "
-             "are not supported",
-             shape.num_heads, shape.kv_lora_rank, cuda::kMlaMaxLoraRank, shape.qk_nope_head_dim,
-             shape.qk_rope_head_dim);
+    GS_CHECK(
+        cuda::mla_dims_supported(dims_),
+        "cuda MLA attention: {} heads, kv_lora_rank {} (a multiple of 8, at most {}), nope {} and rope {} (at most "
+        "256, rope even) are not supported",
+        shape.num_heads, shape.kv_lora_rank, cuda::kMlaMaxLoraRank, shape.qk_nope_head_dim, shape.qk_rope_head_dim);
     const std::vector<float> f = rope_inv_freq(shape.rope);
     inv_freq_ = backend.upload(f.data(), DType::F32, {int64_t(f.size())}, DType::F32);
+    int device = 0;
+    GS_CUDA_CHECK(cudaGetDevice(&device));
+    GS_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+    o_part_ =
+        Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, shape.kv_lora_rank}, DType::F32, backend.allocator());
+    ml_part_ = Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, 2}, DType::F32, backend.allocator());
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
   }
 
@@ -60,6 +66,9 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     const Shape cs = cache.k.shape();
     GS_CHECK(cs.size() == 4 && cs[1] == md.block_size && cs[2] == 1 && cs[3] == s.latent_dim(),
              "cuda MLA attention: cache {} must be [blocks, {}, 1, {}]", cache.k.str(), md.block_size, s.latent_dim());
+    for (const Tensor* t : {&a.kv_b, &cache.k, &a.q_latent, &a.o_latent})
+      GS_CHECK(reinterpret_cast<uintptr_t>(t->data()) % 16 == 0, "cuda MLA attention: {} must be 16-byte aligned",
+               t->str());
     if (dtype_ == DType::BF16)
       launch<uint16_t>(a, cache, md, int(T));
     else
@@ -79,6 +88,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          a.out.data_as<S>(),
                          a.q_latent.data_as<float>(),
                          a.o_latent.data_as<float>(),
+                         o_part_.data_as<float>(),
+                         ml_part_.data_as<float>(),
                          md.query_start_loc.data_as<const int32_t>(),
                          md.seq_lens.data_as<const int32_t>(),
                          md.block_table.data_as<const int32_t>(),
@@ -87,6 +98,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          md.num_reqs_padded,
                          md.block_size,
                          md.max_blocks_per_req,
+                         cuda::mla_splits(T, shape_.num_heads, sm_count_),
                          shape_.kv_norm_eps,
                          dims_};
     GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
@@ -96,7 +108,9 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   cudaStream_t stream_ = nullptr;
   DType dtype_ = DType::BF16;
   cuda::MlaDims dims_{};
+  int sm_count_ = 0;
   Tensor inv_freq_;
+  Tensor o_part_, ml_part_;  // the context splits' partial outputs (cuda::MlaLaunch)
 };
 
 }  // namespace

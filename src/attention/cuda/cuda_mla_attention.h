@@ -2,7 +2,8 @@
 // attention/cuda/mla_kernels.h: the latent cache in the compute dtype, every request in the
 // absorbed form. Its kernels read each batch from the metadata's device buffers, size their grids
 // from the padded token count and use the model's fixed scratch (MlaForwardArgs::q_latent,
-// o_latent), so it declares ALWAYS: mixed batches replay FULL graphs too.
+// o_latent) and the backend's own for the context splits of small batches (sized once, for
+// cuda::kMlaSplitRows), so it declares ALWAYS: mixed batches replay FULL graphs too.
 #pragma once
 #include <memory>
 

@@ -2,7 +2,8 @@
 // the absorbed form (prefill too: the tensor-core prefill kernels take one head dim for K and V,
 // MLA's expanded form has 192 and 128). Each kernel reads the batch from the metadata's device
 // buffers and sizes its grid from the padded token count, so one launch sequence serves any batch
-// of that shape inside a graph; scratch is the caller's, fixed-size.
+// of that shape inside a graph; scratch is the caller's, fixed-size. A batch of few tokens splits
+// each token's context over `splits` CTAs (mla_splits), whose partial results expand merges.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -31,20 +32,31 @@ struct MlaLaunch {
   Scalar* cache;          // [blocks, block_size, L + R]
   Scalar* out;            // [T, H v]
   float* q_latent;        // scratch [T, H, L + R]
-  float* o_latent;        // scratch [T, H, L]
+  float* o_latent;        // scratch [T, H, L] (splits 1)
+  float* o_part;          // scratch [T, splits, H, L]: unnormalised partial outputs (splits > 1)
+  float* ml_part;         // scratch [T, splits, H, 2]: their running max and sum (splits > 1)
   const int32_t* qsl;     // [num_reqs + 1]
   const int32_t* seq_lens;
   const int32_t* block_table;
   const int32_t* slots;
-  int num_tokens, num_reqs, block_size, max_blocks;
+  int num_tokens, num_reqs, block_size, max_blocks, splits;
   float norm_eps;
   MlaDims d;
 };
 
 // The most kv_lora_rank the attention kernel's per-thread accumulators hold.
 constexpr int kMlaMaxLoraRank = 512;
+// The most CTAs one token's context is split over, and the (token, split) rows the caller's
+// o_part / ml_part scratch must hold.
+constexpr int kMlaMaxSplits = 32;
+constexpr int kMlaSplitRows = 256;
 
-// The limits launch_mla holds: nope and rope at most 256, kv_lora_rank at most kMlaMaxLoraRank.
+// The context split of a launch of `num_tokens` (padded) tokens: 1 once the tokens alone fill
+// the `sm_count` multiprocessors twice, else enough splits to, within the two limits above.
+int mla_splits(int num_tokens, int heads, int sm_count);
+
+// The limits launch_mla holds: nope and rope at most 256, kv_lora_rank a multiple of 8 and at
+// most kMlaMaxLoraRank.
 bool mla_dims_supported(const MlaDims& d);
 // Once per backend, before any launch (and before graph capture): the attention kernel's shared memory.
 template <typename Scalar>
