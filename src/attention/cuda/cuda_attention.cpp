@@ -118,8 +118,12 @@ class CudaAttention final : public AttentionBackend {
                "dim {}, {} heads per kv head{}{}; use --kv-cache-dtype auto",
                kTensorCoreMaxGroup, dtype_name(dtype_), D, hq / hkv, shape_.softcap > 0 ? ", soft-capping" : "",
                sinks.defined() ? ", sinks" : "");
-      GS_CUDA_CHECK(cuda::write_fp8_kv_cache(p, int(T), stream_));
     }
+    const AttentionKernel kernel = select_attention_kernel(launch, options_);
+    // The keys-as-rows decode kernel quantizes and stores this step's rows itself; the tensor-core
+    // kernels read every position from an e4m3 cache, so it is written first.
+    if (p.fp8_cache && kernel != AttentionKernel::KeysAsRowsDecode)
+      GS_CUDA_CHECK(cuda::write_fp8_kv_cache(p, int(T), stream_));
     // A cascade batch of more q rows than the workspace holds (a padded shape past the heuristic's
     // limit) or with buffers the tensor-core kernels cannot read attends without cascading.
     if (md.cascade_prefix_len > 0 && window <= 0 && T <= cuda::kCascadeMaxTokens && cascade_ws_.defined() &&
@@ -128,7 +132,7 @@ class CudaAttention final : public AttentionBackend {
                                             int(T), cascade_ws_.data_as<float>(), stream_));
       return;
     }
-    GS_CUDA_CHECK(run(select_attention_kernel(launch, options_), p, window, int(T)));
+    GS_CUDA_CHECK(run(kernel, p, window, int(T)));
   }
 
  private:

@@ -1,6 +1,7 @@
 // The FP8 KV cache's write (attention/kv_cache.h): this step's new k, v rows, quantized to e4m3
 // with the layer's scales, into their cache slots. The attention launch on an e4m3 cache runs it
-// first, then reads every position from the cache (paged_attention_params.h).
+// before the prefill / tensor-core decode kernels, which then read every position from the cache
+// (paged_attention_params.h); keys-as-rows decode writes its rows itself.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -20,14 +20,13 @@
 // query_start_loc[num_reqs_padded]) write the cache and zero their output rows. Needs every
 // request to have at most one new token (max_query_len 1).
 //
-// On an e4m3 cache (F8) every key, this step's included, comes from the cache (write_fp8_kv_cache
-// wrote it before the kernel), and the stages hold e4m3 (swz8): twice the keys in flight in the
-// same shared memory, which is what a kernel bound by keys in flight gains from half the bytes. The
-// MMAs run on f16, each fragment widened in registers by the hardware conversion: K's A fragments
-// by ldmatrix on the byte rows (a lane gets 4 consecutive k of a row, so the k slots of one m16n8k16
-// hold k 4t .. 4t + 3 and Q^T's B fragments are loaded in that order), V^T's by 32-bit loads of
-// four adjacent dims of 4 keys serving two m16 tiles (so O^T's rows are dims in another order,
-// which the merge maps back: o_dim). Included only by keys_as_rows_decode_attention.cu.
+// On an e4m3 cache (F8) the CTA quantizes this step's k, v into its stage and the cache (the value
+// the cache will hold, so every position reads as the cache), and the stages hold e4m3 (swz8): twice the keys in flight
+// in the same shared memory, which is what a kernel bound by keys in flight gains from half the bytes. The MMAs run on
+// f16, each fragment widened in registers by the hardware conversion: K's A fragments by ldmatrix on the byte rows (a
+// lane gets 4 consecutive k of a row, so the k slots of one m16n8k16 hold k 4t .. 4t + 3 and Q^T's B fragments are
+// loaded in that order), V^T's by 32-bit loads of four adjacent dims of 4 keys serving two m16 tiles (so O^T's rows are
+// dims in another order, which the merge maps back: o_dim). Included only by keys_as_rows_decode_attention.cu.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -105,14 +104,13 @@ __device__ void load_stage(const PagedAttentionParams& p, const int32_t* bt, int
 }
 
 // This step's k, v of head g (token tok): thread c < D / 8 holds 16-byte chunk c of each, loaded
-// with the CTA's q (one L2 round trip for all three), then stored to the stage row and the cache.
-// Not loaded (`load` false: an e4m3 cache, already written), it stores nothing.
-template <int D>
+// with the CTA's q (one L2 round trip for all three), then stored to the stage row and the cache,
+// on an e4m3 cache (F8) as the cache holds them (so the stage reads what the cache will hold).
+template <int D, bool F8>
 struct NowChunk {
   uint4 k, v;
   bool has;
-  __device__ NowChunk(const PagedAttentionParams& p, int tok, int g, bool load)
-      : has(load && int(threadIdx.x) < D / 8) {
+  __device__ NowChunk(const PagedAttentionParams& p, int tok, int g) : has(int(threadIdx.x) < D / 8) {
     const int64_t src = (int64_t(tok) * p.hkv + g) * D + int(threadIdx.x) * 8;
     if (has) {
       k = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
@@ -120,17 +118,23 @@ struct NowChunk {
     }
   }
   // Into row `row` of one K and one V stage (plain stores: visible to the CTA after its next barrier).
-  __device__ void to_stage(int row, uint16_t* ks, uint16_t* vs) const {
+  template <typename E>
+  __device__ void to_stage(const PagedAttentionParams& p, int row, E* ks, E* vs) const {
     if (!has) return;
-    *reinterpret_cast<uint4*>(ks + swz<D>(row, int(threadIdx.x))) = k;
-    *reinterpret_cast<uint4*>(vs + swz<D>(row, int(threadIdx.x))) = v;
+    const int c = int(threadIdx.x);
+    if constexpr (F8) {  // 8 e4m3: half of 16-byte chunk c / 2
+      const int at = swz8<D>(row, c >> 1) + (c & 1) * 8;
+      *reinterpret_cast<uint2*>(ks + at) = bf16x8_to_e4m3x8(k, __frcp_rn(p.k_scale));
+      *reinterpret_cast<uint2*>(vs + at) = bf16x8_to_e4m3x8(v, __frcp_rn(p.v_scale));
+    } else {
+      *reinterpret_cast<uint4*>(ks + swz<D>(row, c)) = k;
+      *reinterpret_cast<uint4*>(vs + swz<D>(row, c)) = v;
+    }
   }
   // Into the token's cache slot (skipped outside the cache), as tensor_core::write_cache_rows writes it.
   __device__ void to_cache(const PagedAttentionParams& p, int64_t slot, int g) const {
     if (!has || slot < 0 || slot >= p.num_slots) return;
-    const int64_t dst = (slot * p.hkv + g) * D + int(threadIdx.x) * 8;
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) = k;
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) = v;
+    tensor_core::store_cache_chunk<D, F8>(p, slot, g, int(threadIdx.x), k, v);
   }
 };
 
@@ -336,7 +340,7 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   if (tail) {  // the tail: cache writes (padding slots are skipped) and zero rows
     if (early) pdl_wait(), pdl_trigger();
     if (blockIdx.z == 0) {
-      if (!F8) tensor_core::write_cache_rows<D>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
+      tensor_core::write_cache_rows<D, F8>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
       tensor_core::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
     }
     return;
@@ -353,12 +357,14 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   const int kv_end = min(kv_end0, kv_lo + nst * kStageKeys);
   const int32_t* bt = p.block_table + int64_t(r) * p.max_blocks_per_req;
   const int shift = tensor_core::block_shift(p.block_size);
-  // Stage i <- keys from kv0 (with_now: this step's key from k, v; an e4m3 cache holds it already).
+  // Stage i <- keys from kv0 (with_now: this step's key from k, v; on an e4m3 cache never: the
+  // kernel quantizes and stores that row itself, NowChunk::to_stage).
   auto load = [&](int i, int kv0, bool with_now) {
     if constexpr (F8)
-      tensor_core::load_fp8_rows<D, C::threads>(p, tensor_core::RowLookup{bt, shift}, g, kv0, kv_end, kStageKeys,
-                                                k_s + i * kStageKeys * D, v_s + i * kStageKeys * D,
-                                                [](uint8_t* b, int row, int ch) { return b + swz8<D>(row, ch); });
+      tensor_core::load_fp8_rows<D, C::threads>(
+          p, tensor_core::RowLookup{bt, shift}, g, kv0, kv_end, kStageKeys, k_s + i * kStageKeys * D,
+          v_s + i * kStageKeys * D, [](uint8_t* b, int row, int ch) { return b + swz8<D>(row, ch); },
+          now < kv_end ? now : -1);
     else
       load_stage<D, C::threads>(p, bt, shift, g, kv0, kv_end, now, tok, k_s + i * kStageKeys * D,
                                 v_s + i * kStageKeys * D, with_now);
@@ -371,7 +377,7 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   if (early) pdl_wait(), pdl_trigger();
   // Every global load of what the previous kernels wrote (q, this token's k, v) and the slot, at once.
   const int64_t slot = p.slot_mapping[tok];
-  const NowChunk<D> now_kv(p, tok, g, !F8);
+  const NowChunk<D, F8> now_kv(p, tok, g);
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   // Q^T's B fragments: column n = lane / 4 (head g G + n, zero past G), dims 16 kk + 2 (lane % 4) (+ 8).
   uint32_t qf[D / 16][2];
@@ -389,12 +395,10 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
       qf[kk][1] = n < G ? hi : 0u;
     }
   }
-  if constexpr (!F8) {
-    if (early) {  // the prologue left now's row of its stage (if it loaded that stage) to this copy
-      const int i_now = (now - kv_lo) / kStageKeys;
-      if (now >= kv_lo && now < kv_end && i_now < NS)
-        now_kv.to_stage(now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D, v_s + i_now * kStageKeys * D);
-    }
+  if (F8 || early) {  // the prologue left now's row of its stage (if it loaded that stage) to this copy
+    const int i_now = (now - kv_lo) / kStageKeys;
+    if (now >= kv_lo && now < kv_end && i_now < NS)
+      now_kv.to_stage(p, now - kv_lo - i_now * kStageKeys, k_s + i_now * kStageKeys * D, v_s + i_now * kStageKeys * D);
   }
   if (blockIdx.z == 0) now_kv.to_cache(p, slot, g);  // the stages read now's k, v from k, v, never the cache
 
@@ -418,7 +422,10 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
     }
     if (s + NS < nst) {
       __syncthreads();  // every warp is done with this buffer
-      load(buf, kv_lo + (s + NS) * kStageKeys, true);
+      const int kv0 = kv_lo + (s + NS) * kStageKeys;
+      load(buf, kv0, true);
+      if (F8 && now >= kv0 && now < min(kv_end, kv0 + kStageKeys))
+        now_kv.to_stage(p, now - kv0, k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D);
     }
     tensor_core::cp_async_commit();
   }

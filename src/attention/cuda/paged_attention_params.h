@@ -25,10 +25,11 @@ struct PagedAttentionParams {
   const int32_t* seq_lens = nullptr;         // [num_reqs_padded]
   const int32_t* block_table = nullptr;      // [*, max_blocks_per_req]
   bool f32 = false;                          // element type: f32, else bf16
-  // An e4m3 cache (attention/kv_cache.h; the tensor-core kernels only): write_fp8_kv_cache
-  // (fp8_kv_cache.h) has written this step's rows before the kernel, which reads every position
-  // from the cache, value = e4m3 * k_scale (folded into the softmax scale) or * v_scale (applied to
-  // the output). 1 for a bf16 cache.
+  // An e4m3 cache (attention/kv_cache.h; the tensor-core kernels only): every position reads as
+  // the cache holds it, value = e4m3 * k_scale (folded into the softmax scale) or * v_scale
+  // (applied to the output); this step's rows are written by write_fp8_kv_cache (fp8_kv_cache.h)
+  // before the prefill / tensor-core decode kernels, by the keys-as-rows kernel itself. 1 for a
+  // bf16 cache.
   bool fp8_cache = false;
   float k_scale = 1.0f, v_scale = 1.0f;
   int num_reqs_padded = 0;

@@ -58,20 +58,33 @@ __device__ __forceinline__ void stage_slots(const PagedAttentionParams& p, const
   if (i < n) dst[i] = cache_slot(p, bt, shift, kv0 + i);
 }
 
+// 8 elements (chunk ch) of head g's k and v rows (bf16, 16 bytes each) -> cache slot `slot`, as
+// bf16 or (F8) as e4m3(x / scale) the way write_fp8_kv_cache stores them.
+template <int D, bool F8>
+__device__ __forceinline__ void store_cache_chunk(const PagedAttentionParams& p, int64_t slot, int g, int ch,
+                                                  const uint4& k, const uint4& v) {
+  const int64_t dst = (slot * p.hkv + g) * D + ch * 8;  // in elements
+  if constexpr (F8) {
+    reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.k_cache) + dst)[0] = bf16x8_to_e4m3x8(k, __frcp_rn(p.k_scale));
+    reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.v_cache) + dst)[0] = bf16x8_to_e4m3x8(v, __frcp_rn(p.v_scale));
+  } else {
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) = k;
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) = v;
+  }
+}
+
 // Head g's k, v of tokens [t0, t0 + n) -> their cache slots (slots outside the cache skipped), in
-// 16-byte chunks by `count` threads of which the caller is number `idx`.
-template <int D>
+// 8-element chunks by `count` threads of which the caller is number `idx`.
+template <int D, bool F8 = false>
 __device__ void write_cache_rows(const PagedAttentionParams& p, int t0, int n, int g, int idx, int count) {
   constexpr int CPR = D / 8;
   for (int c = idx; c < n * CPR; c += count) {
     const int t = t0 + c / CPR, ch = c % CPR;
     const int64_t slot = p.slot_mapping[t];
     if (slot < 0 || slot >= p.num_slots) continue;
-    const int64_t src = (int64_t(t) * p.hkv + g) * D + ch * 8, dst = (slot * p.hkv + g) * D + ch * 8;
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst) =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src);
+    const int64_t src = (int64_t(t) * p.hkv + g) * D + ch * 8;
+    store_cache_chunk<D, F8>(p, slot, g, ch, *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.k) + src),
+                             *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.v) + src));
   }
 }
 
@@ -110,15 +123,17 @@ __device__ __forceinline__ void* fp8_chunk(uint16_t* tile, int row, int ch) {
 }
 
 // Rows [0, nrows) of a K and a V buffer <- positions kv0 + row of kv head g of an e4m3 cache, rows
-// found through rl (zeros from kv_end on), by the NT threads of the CTA; 16-byte chunk ch of a row
-// lands at at(buffer, row, ch) (fp8_chunk here, keys-as-rows' own e4m3 stage layout there).
+// found through rl (zeros from kv_end on; position `skip` left alone), by the NT threads of the
+// CTA; 16-byte chunk ch of a row lands at at(buffer, row, ch) (fp8_chunk here, keys-as-rows' own
+// e4m3 stage layout there).
 template <int D, int NT, typename Buf, typename At>
 __device__ void load_fp8_rows(const PagedAttentionParams& p, const RowLookup& rl, int g, int kv0, int kv_end, int nrows,
-                              Buf* ks, Buf* vs, At at) {
+                              Buf* ks, Buf* vs, At at, int skip = -1) {
   constexpr int CPR = D / 16, RPP = NT / CPR;
   const int ch = int(threadIdx.x) % CPR;
   for (int row = int(threadIdx.x) / CPR; row < nrows; row += RPP) {
     const int j = kv0 + row;
+    if (j == skip) continue;  // the caller's own row
     const bool ok = j < kv_end;
     const int64_t off = rl.offset<D>(p, j, ok) + int64_t(g) * D + ch * 16;
     cp_async16(at(ks, row, ch), static_cast<const uint8_t*>(p.k_cache) + off, ok);
