@@ -37,4 +37,16 @@ GS_HOST_DEVICE inline float clamped_swiglu(float g, float u, float limit) {
   return (u + 1.0f) * (g / (1.0f + expf(-kClampedSwigluAlpha * g)));
 }
 
+// An expert's gate and up outputs -> its activation (A, with clamped SwiGLU's limit), after the
+// layer's gate_up bias if it has one (b: the expert's bias row at this output: gate b[0], up b[I]).
+template <GatedActivation A>
+GS_HOST_DEVICE inline float expert_act(float g, float u, const float* b, int64_t I, float limit) {
+  g += b ? b[0] : 0.0f;
+  u += b ? b[I] : 0.0f;
+  if constexpr (A == GatedActivation::ClampedSwiglu)
+    return clamped_swiglu(g, u, limit);
+  else
+    return gated_act<A>(g, u);
+}
+
 }  // namespace gs

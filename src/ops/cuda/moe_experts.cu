@@ -92,13 +92,7 @@ __global__ void moe_gate_up_kernel(const T* x, const T* w, int32_t* index, int P
     if (lane == 0)
       for (int i = 0; i < n; ++i) {
         const float* b = epi.gate_up_bias ? epi.gate_up_bias + int64_t(e) * 2 * I + row : nullptr;
-        const float gv = g[i] + (b ? b[0] : 0.0f), uv = u[i] + (b ? b[I] : 0.0f);
-        float a;
-        if constexpr (A == GatedActivation::ClampedSwiglu)
-          a = clamped_swiglu(gv, uv, epi.swiglu_limit);
-        else
-          a = gated_act<A>(gv, uv);
-        act_out[int64_t(pair[i]) * I + row] = from_f<T>(a);
+        act_out[int64_t(pair[i]) * I + row] = from_f<T>(expert_act<A>(g[i], u[i], b, I, epi.swiglu_limit));
       }
   }
 }

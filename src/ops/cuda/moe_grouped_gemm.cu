@@ -51,13 +51,7 @@ struct GateUpOut {
   __device__ int64_t row(int n, int r) const { return int64_t(r) * I + n; }
   __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
     const float* b = bias ? bias + int64_t(e) * 2 * I + n : nullptr;
-    const float g = v[0] + (b ? b[0] : 0.0f), u = v[1] + (b ? b[I] : 0.0f);
-    float a;
-    if constexpr (A == GatedActivation::ClampedSwiglu)
-      a = clamped_swiglu(g, u, limit);
-    else
-      a = gated_act<A>(g, u);
-    act[int64_t(pair) * I + n] = from_f<bf16_t>(a);
+    act[int64_t(pair) * I + n] = from_f<bf16_t>(expert_act<A>(v[0], v[1], b, I, limit));
   }
 };
 
