@@ -35,6 +35,10 @@ class AttentionBackend {
   // Whether forward() honours md.cascade_prefix_len (attention/cascade.h); backends that do not
   // get 0 there and attend to each request's whole context.
   virtual bool supports_cascade() const { return false; }
+  // Sets up what cascade batches need (a workspace), before any graph capture; the runner calls it
+  // only when it will dispatch them (not under --disable-cascade-attn). Until then forward()
+  // attends without cascading.
+  virtual void prepare_cascade() {}
   // When a batch cascades on this backend (use_cascade_attention): its device's parallel units and
   // the most tokens its cascade launches take.
   virtual CascadeHeuristic cascade_heuristic() const { return {}; }

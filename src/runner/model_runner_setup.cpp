@@ -36,6 +36,7 @@ void ModelRunner::Impl::build_model() {
                   : make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
   cascade_enabled = !cfg.disable_cascade_attn && attention->supports_cascade() &&
                     std::none_of(mcfg.layer_windows.begin(), mcfg.layer_windows.end(), [](int w) { return w > 0; });
+  if (cascade_enabled) attention->prepare_cascade();
   max_tokens = cfg.max_num_batched_tokens;
   max_reqs = cfg.max_num_seqs;
   uniform_query_len = cfg.speculative.uniform_query_len();

@@ -82,6 +82,7 @@ class CascadeAttention : public ::testing::Test {
   void check(const Case& c, uint32_t seed, const AttentionKernelOptions& o = {}) {
     auto attn = make_cuda_attention(*gpu, AttentionShape{c.hq, c.hkv, c.D, 0.0f}, o);
     ASSERT_TRUE(attn->supports_cascade());
+    attn->prepare_cascade();
     const HostBatch h = make_batch(c, seed);
     const Result plain = run(*attn, c, h, 0), cascade = run(*attn, c, h, c.prefix);
     const size_t row = size_t(c.hq) * c.D;

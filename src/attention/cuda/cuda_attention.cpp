@@ -44,15 +44,17 @@ class CudaAttention final : public AttentionBackend {
     // The split path's arrival counters start at zero; each launch leaves them zero again.
     split_counters_ = Tensor::empty({cuda::kSplitCounters}, DType::I32, backend.allocator());
     GS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream_));
-    if (supports_cascade())
-      cascade_ws_ = Tensor::empty({int64_t(cuda::cascade_workspace_floats(shape_.num_heads, shape_.head_dim))},
-                                  DType::F32, backend.allocator());
     int device = 0;
     GS_CUDA_CHECK(cudaGetDevice(&device));
     GS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
   }
 
   std::string name() const override { return "cuda_paged"; }
+  void prepare_cascade() override {
+    if (supports_cascade() && !cascade_ws_.defined())
+      cascade_ws_ = Tensor::empty({int64_t(cuda::cascade_workspace_floats(shape_.num_heads, shape_.head_dim))},
+                                  DType::F32, backend_.allocator());
+  }
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
   // Cascade runs on the tensor-core kernels (cuda/cascade_attention.h): where they hold the layer
   // (never with sinks).

@@ -93,6 +93,7 @@ double time_layer(Backend& gpu, AttentionBackend& attn, int reqs, int prefix, in
 void time_cascade_attention() {
   auto gpu = make_cuda_backend(0, DType::BF16);
   auto attn = make_cuda_attention(*gpu, AttentionShape{kHq, kHkv, kD, 0.0f});
+  attn->prepare_cascade();
   struct Batch {
     int reqs, prefix, own;
   };
