@@ -6,6 +6,8 @@
 // else 1.0). Every position attention reads goes through the cache's precision, this step's
 // new tokens included, as vLLM's FP8 KV cache does.
 #pragma once
+#include <cmath>
+
 #include "core/tensor.h"
 
 namespace gs {
@@ -30,6 +32,8 @@ struct KVCacheLayer {
   float k_scale = 1.0f;
   float v_scale = 1.0f;
   bool fp8() const { return k.defined() && k.dtype() == DType::F8E4M3; }
+  // Both scales finite and > 0 (what the backends check before attending).
+  bool scales_valid() const { return std::isfinite(k_scale) && k_scale > 0 && std::isfinite(v_scale) && v_scale > 0; }
 };
 
 }  // namespace gs

@@ -223,8 +223,8 @@ class CpuAttention final : public AttentionBackend {
       GS_CHECK((t->dtype() == DType::F32 || t->dtype() == DType::F8E4M3) && t->device().is_cpu() &&
                    t->dtype() == cache.k.dtype(),
                "CPU attention: cache {} must be host f32 or f8e4m3 (both planes alike)", t->str());
-    GS_CHECK(std::isfinite(cache.k_scale) && cache.k_scale > 0 && std::isfinite(cache.v_scale) && cache.v_scale > 0,
-             "CPU attention: KV-cache scales {} / {} must be finite and > 0", cache.k_scale, cache.v_scale);
+    GS_CHECK(cache.scales_valid(), "CPU attention: KV-cache scales {} / {} must be finite and > 0", cache.k_scale,
+             cache.v_scale);
     GS_CHECK(
         q.numel() == T * hq * D && out.numel() == T * hq * D && k.numel() == T * hkv * D && v.numel() == T * hkv * D,
         "CPU attention: q {}, k {}, v {}, out {} do not match {} heads, {} kv heads of {}", q.str(), k.str(), v.str(),

@@ -172,8 +172,8 @@ class CudaAttention final : public AttentionBackend {
     const DType cache_dtype = cache.fp8() ? DType::F8E4M3 : dtype_;
     need(cache.k, cache_dtype, "cache.k");
     need(cache.v, cache_dtype, "cache.v");
-    GS_CHECK(std::isfinite(cache.k_scale) && cache.k_scale > 0 && std::isfinite(cache.v_scale) && cache.v_scale > 0,
-             "cuda attention: KV-cache scales {} / {} must be finite and > 0", cache.k_scale, cache.v_scale);
+    GS_CHECK(cache.scales_valid(), "cuda attention: KV-cache scales {} / {} must be finite and > 0", cache.k_scale,
+             cache.v_scale);
     for (auto [t, n] : {std::pair{&md.query_start_loc, "query_start_loc"},
                         {&md.seq_lens, "seq_lens"},
                         {&md.block_table, "block_table"},
