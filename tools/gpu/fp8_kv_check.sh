@@ -4,7 +4,9 @@
 # CPU reference's, and the bf16 kernels it touched), then decode ms/step at long contexts and an
 # 8k prefill with the bf16 cache (auto) and the e4m3 one, and the KV tokens each plan holds.
 #   KV_PHASES  parts to run (default "tests ops decode sampled prefill"; ops: `bench ops --cases
-#              decode-attention`, one attention layer per cache at 2k / 8k tokens)
+#              $KV_OPS`, default decode-attention: one attention layer per cache at 2k / 8k tokens;
+#              ab: the 8k prefill on the e4m3 cache (one pass and 2k chunks) by this build and
+#              $pack/bin/graphserve.old alternated, and on the bf16 cache by this build)
 #   KV_SHAPES  preset:batch,sizes:input_len ... for the decode part
 #   (kernels: `bench kernels` of llama3.1-8b at bs 32 after 8k tokens, each cache; not by default)
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/fp8_kv_check.sh
@@ -28,8 +30,8 @@ if has tests; then
   grep -E '^\[  (FAILED|PASSED) |^\[==========\]|Failure|Expected|Which|rror' "$out/tests.log" | head -n 40
 fi
 if has ops; then
-  echo "== bench ops --cases decode-attention (${SECONDS} s)"
-  timeout 120 "$gs" bench ops --cases decode-attention 2>&1 | grep -E '^\[decode-attention|rror'
+  echo "== bench ops --cases ${KV_OPS:=decode-attention} (${SECONDS} s)"
+  timeout 150 "$gs" bench ops --cases "$KV_OPS" 2>&1 | grep -E '^\[(decode-attention|prefill)|rror'
 fi
 # decode PRESET BATCH_SIZES INPUT_LEN [args...]: decode ms/step after a prompt of INPUT_LEN.
 decode() {
@@ -67,6 +69,18 @@ if has prefill; then
     timeout 120 "$gs" bench latency --load-format dummy --preset llama3.1-8b --batch-size 1 --input-len 8192 \
       --output-len 2 --num-iters 3 --num-iters-warmup 1 --max-num-batched-tokens 8192 --max-model-len 8448 \
       --kv-cache-dtype "$kv" 2>&1 | grep -E 'prefill|rror' | head -3 | sed "s/\$/ kv $kv/"
+  done
+fi
+if has ab; then
+  echo "== A/B, llama3.1-8b 8k prefill: this build and graphserve.old alternated (${SECONDS} s)"
+  for run in "fp8 8192" "fp8 2048" "auto 8192"; do
+    read -r kv chunk <<<"$run"
+    for bin in "$gs" "$gs.old"; do
+      [[ $kv == auto && $bin == "$gs.old" ]] && continue  # the bf16 path is the same in both
+      timeout 100 "$bin" bench latency --load-format dummy --preset llama3.1-8b --batch-size 1 --input-len 8192 \
+        --output-len 2 --num-iters 3 --num-iters-warmup 1 --max-num-batched-tokens "$chunk" --max-model-len 8448 \
+        --kv-cache-dtype "$kv" 2>&1 | grep -E 'prefill|rror' | head -2 | sed "s|\$| $(basename "$bin") kv $kv chunks $chunk|"
+    done
   done
 fi
 echo "== done (${SECONDS} s)"

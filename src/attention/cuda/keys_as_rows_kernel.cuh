@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
     if constexpr (F8)
       tensor_core::load_fp8_rows<D, C::threads>(
           p, tensor_core::RowLookup{bt, shift}, g, kv0, kv_end, kStageKeys, k_s + i * kStageKeys * D,
-          v_s + i * kStageKeys * D, [](uint8_t* b, int row, int ch) { return b + swz8<D>(row, ch); },
+          v_s + i * kStageKeys * D, [](uint8_t* b, int row, int ch) { return b + swz8<D>(row, ch); }, int(threadIdx.x),
           now < kv_end ? now : -1);
     else
       load_stage<D, C::threads>(p, bt, shift, g, kv0, kv_end, now, tok, k_s + i * kStageKeys * D,

@@ -32,9 +32,11 @@ cudaError_t prefill_attention(const PagedAttentionParams& p, const AttentionKern
   using tensor_core::launch_tensor_core;
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p)) return cudaErrorInvalidValue;
-  if (p.fp8_cache)  // mma.sync tiles of 64 rows at either head dim
-    return p.D == 128 ? launch_tensor_core<128, 1, false, false, 0, true>(p, o, window, T, s)
-                      : launch_tensor_core<64, 1, false, false, 0, true>(p, o, window, T, s);
+  if (p.fp8_cache) {  // on mma.sync (f16 MMAs of the widened tiles) at either head dim
+    if (p.D == 128) return launch_tensor_core<128, 1, false, false, 0, true>(p, o, window, T, s);
+    return o.prefill_tiles_per_warp_d64 == 1 ? launch_tensor_core<64, 1, false, false, 0, true>(p, o, window, T, s)
+                                             : launch_tensor_core<64, 2, false, false, 0, true>(p, o, window, T, s);
+  }
   if (p.D == 128) return launch_tensor_core<128, 1, false>(p, o, window, T, s);
   if (o.prefill_wgmma) return launch_tensor_core<64, 1, true>(p, o, window, T, s);
   return o.prefill_tiles_per_warp_d64 == 1 ? launch_tensor_core<64, 1, false>(p, o, window, T, s)

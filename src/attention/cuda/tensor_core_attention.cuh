@@ -35,9 +35,10 @@
 // kernel is register-capped so four CTAs fit an SM.
 //
 // On an e4m3 cache (F8; mma.sync only) every key comes from the cache, which write_fp8_kv_cache
-// filled before the kernel: the tiles land as e4m3 and each is widened to f16 in shared memory
-// (tensor_core_tile.cuh) once it has landed, before any warp reads it, for the f16 MMA (Q converted
-// once); the scales fold into the softmax scale (k) and the output's normalisation (v).
+// filled before the kernel: the tiles land as e4m3 and are widened to f16 in shared memory
+// (tensor_core_tile.cuh) for the f16 MMA (Q converted once). Each warp copies the 16-row blocks it
+// widens and widens tile it + 1's after computing tile it, so a tile needs no barrier beyond the one
+// every tile has. The scales fold into the softmax scale (k) and the output's normalisation (v).
 //
 // This file holds the kernel and its launch template; its building blocks are in
 // tensor_core_tile.cuh (mma.sync tile, softmax state), tensor_core_wgmma.cuh (the wgmma tile) and
@@ -155,12 +156,13 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
   }
 }
 
-// load_kv, or on an e4m3 cache (F8) the same keys all from the cache, for widen_fp8_tile.
+// load_kv, or on an e4m3 cache (F8) the same keys all from the cache, each warp copying the
+// blocks it widens (load_fp8_blocks).
 template <int D, int NT, bool F8>
 __device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
                                           int kv_end, const RowLookup& rl, uint16_t* ks, uint16_t* vs) {
   if constexpr (F8)
-    load_fp8_rows<D, NT>(p, rl, g, kv0, kv_end, kKeys, ks, vs, fp8_chunk<D>);
+    load_fp8_blocks<D>(p, rl, g, kv0, kv_end, ks, vs);
   else
     load_kv<D, NT>(p, ti, new0, g, kv0, kv_end, rl, ks, vs);
 }
@@ -288,10 +290,12 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   cp_async_wait<2>();  // the group of Q and tile 0
   __syncthreads();
   if constexpr (!WG) load_q_frags<D, MT>(qf, q_s, row0, lane);
-  if constexpr (F8)  // the f16 MMA of the widened e4m3 tiles
+  if constexpr (F8) {  // the f16 MMA of the widened e4m3 tiles
     for (auto& m : qf)
       for (auto& k : m)
         for (uint32_t& r : k) r = bf16x2_to_f16x2(r);
+    if (!wsplit && n_kv > 0) widen_fp8_tile<D>(k_s, v_s, warp, C::warps);  // its blocks of tile 0 (landed above)
+  }
 
   if (wsplit) {  // rounds of kStages tiles: warp w < kStages computes tile r0 + w of the round at r0
     for (int r0 = 0; r0 < n_kv; r0 += kStages) {
@@ -315,7 +319,9 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   }
   for (int it = 0, stage = 0; !wsplit && it < n_kv; ++it, stage = stage == kStages - 1 ? 0 : stage + 1) {
     const int kv0 = kv_lo + it * kKeys;
-    if (it > 0) cp_async_wait<1>();  // (tile 0 landed before the Q fragments were loaded)
+    // (tile 0 landed before the Q fragments were loaded; an e4m3 tile it was widened by its warps
+    // at the end of the previous iteration, after their own copies landed)
+    if (!F8 && it > 0) cp_async_wait<1>();
     if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
     __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
     if (it > 0 && it + 2 < n_kv) {
@@ -327,10 +333,6 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     // slots of tile it + 1, whose buffer tile it + 3 takes.
     stage_tile_slots(it + 3);
     if (it > 0) cp_async_commit();
-    if constexpr (F8) {
-      widen_fp8_tile<D>(k_s + stage * kKeys * D, v_s + stage * kKeys * D, warp, C::warps);
-      __syncthreads();  // the widened tile visible to all
-    }
     if (active) {
       const bool mask = kv0 + kKeys > tile_min_lim || kv0 < tile_max_lo;
       if constexpr (WG) {
@@ -339,6 +341,11 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
       } else {
         attend_tile<D, MT, F8>(qf, k_s + stage * kKeys * D, v_s + stage * kKeys * D, st, mask, kv0, lim, lo, sl2);
       }
+    }
+    if (F8 && it + 1 < n_kv) {  // this warp's blocks of tile it + 1, once its copies of them landed
+      cp_async_wait<1>();       // every group but tile it + 2's
+      const int ns = stage == kStages - 1 ? 0 : stage + 1;
+      widen_fp8_tile<D>(k_s + ns * kKeys * D, v_s + ns * kKeys * D, warp, C::warps);
     }
   }
   cp_async_wait<0>();

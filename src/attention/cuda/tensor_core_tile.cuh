@@ -123,15 +123,16 @@ __device__ __forceinline__ void* fp8_chunk(uint16_t* tile, int row, int ch) {
 }
 
 // Rows [0, nrows) of a K and a V buffer <- positions kv0 + row of kv head g of an e4m3 cache, rows
-// found through rl (zeros from kv_end on; position `skip` left alone), by the NT threads of the
-// CTA; 16-byte chunk ch of a row lands at at(buffer, row, ch) (fp8_chunk here, keys-as-rows' own
-// e4m3 stage layout there).
+// found through rl (zeros from kv_end on; position `skip` left alone), by NT threads of which the
+// caller is number idx; 16-byte chunk ch of a row lands at at(buffer, row, ch) (fp8_chunk here,
+// keys-as-rows' own e4m3 stage layout there).
 template <int D, int NT, typename Buf, typename At>
 __device__ void load_fp8_rows(const PagedAttentionParams& p, const RowLookup& rl, int g, int kv0, int kv_end, int nrows,
-                              Buf* ks, Buf* vs, At at, int skip = -1) {
+                              Buf* ks, Buf* vs, At at, int idx, int skip = -1) {
   constexpr int CPR = D / 16, RPP = NT / CPR;
-  const int ch = int(threadIdx.x) % CPR;
-  for (int row = int(threadIdx.x) / CPR; row < nrows; row += RPP) {
+  static_assert(RPP > 0 && NT % CPR == 0, "the threads cover whole rows");
+  const int ch = idx % CPR;
+  for (int row = idx / CPR; row < nrows; row += RPP) {
     const int j = kv0 + row;
     if (j == skip) continue;  // the caller's own row
     const bool ok = j < kv_end;
@@ -148,6 +149,7 @@ __device__ __forceinline__ void widen_fp8_block(uint16_t* tile, int b) {
   const int lane = int(threadIdx.x) & 31;
   const uint4* src = reinterpret_cast<const uint4*>(tile + b * 16 * D + 8 * D);
   uint4 raw[N];
+  __syncwarp();  // the block's rows that other lanes copied (after their cp.async waits) are visible
 #pragma unroll
   for (int i = 0; i < N; ++i) raw[i] = src[i * 32 + lane];
   __syncwarp();  // every lane holds its chunks before any overwrites them
@@ -162,10 +164,22 @@ __device__ __forceinline__ void widen_fp8_block(uint16_t* tile, int b) {
   __syncwarp();
 }
 
-// The 4 K and 4 V blocks of a 64-key tile pair, shared out over `warps` warps.
+// The 4 K and 4 V blocks of a 64-key tile pair, shared out over `warps` warps: warp w takes K
+// block w and V block w (of 4 warps), the blocks load_fp8_blocks has it copy.
 template <int D>
 __device__ __forceinline__ void widen_fp8_tile(uint16_t* ks, uint16_t* vs, int warp, int warps) {
   for (int b = warp; b < 2 * kKeys / 16; b += warps) widen_fp8_block<D>(b < kKeys / 16 ? ks : vs, b % (kKeys / 16));
+}
+
+// A 64-key tile pair of an e4m3 cache <- positions [kv0, kv0 + kKeys) (zeros from kv_end on), each
+// of the 4 warps copying the K and V blocks it widens (widen_fp8_tile), so once its own copies
+// have landed a warp can widen them with no barrier but its own.
+template <int D>
+__device__ __forceinline__ void load_fp8_blocks(const PagedAttentionParams& p, const RowLookup& rl, int g, int kv0,
+                                                int kv_end, uint16_t* ks, uint16_t* vs) {
+  const int w = int(threadIdx.x) >> 5, b = w * 16 * D;  // the warp's block: rows [16 w, 16 w + 16)
+  const auto at = [](uint16_t* block, int row, int ch) { return fp8_chunk<D>(block, row, ch); };
+  load_fp8_rows<D, 32>(p, rl, g, kv0 + 16 * w, kv_end, 16, ks + b, vs + b, at, int(threadIdx.x) & 31);
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {

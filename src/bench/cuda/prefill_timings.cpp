@@ -2,7 +2,8 @@
 // (32 q heads, 8 kv heads, D 64) on the tensor-core kernel (at D 64: wgmma, and mma.sync with
 // AttentionKernelOptions::prefill_wgmma off) and on the
 // flash-decoding kernel, the same layer of an 8k prompt in prefill chunks, and the layer's cuBLASLt
-// GEMMs at large M, each as ms and TFLOP/s (median of eager launches timed with CUDA events).
+// GEMMs at large M, each as ms and TFLOP/s (median of eager launches timed with CUDA events); the
+// attention also on an e4m3 cache (--kv-cache-dtype fp8).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -51,36 +52,40 @@ Tensor random_bf16(Backend& gpu, int64_t n, uint32_t seed) {
 
 // One attention layer of the llama3.2-1b shape (32 q heads, 8 kv heads) over a context of `ctx`
 // tokens in 16-token blocks placed out of order: q, k, v, out hold up to ctx new tokens, the
-// caches every position.
+// caches (bf16, and e4m3 as --kv-cache-dtype fp8 keeps it) every position.
 struct Layer {
   static constexpr int hq = 32, hkv = 8, bs = 16;
   int D, ctx;
-  Tensor q, k, v, out, kc, vc, block_table, slots;
+  Tensor q, k, v, out, kc, vc, kc8, vc8, block_table, slots;
   Layer(Backend& gpu, int D_, int ctx_) : D(D_), ctx(ctx_) {
     const int blocks = ctx / bs;
     q = random_bf16(gpu, int64_t(ctx) * hq * D, 1), k = random_bf16(gpu, int64_t(ctx) * hkv * D, 2);
     v = random_bf16(gpu, int64_t(ctx) * hkv * D, 3), out = random_bf16(gpu, int64_t(ctx) * hq * D, 4);
     kc = random_bf16(gpu, int64_t(ctx) * hkv * D, 5), vc = random_bf16(gpu, int64_t(ctx) * hkv * D, 6);
+    kc8 = random_cache_plane(gpu, {blocks, bs, hkv, D}, 7, true),
+    vc8 = random_cache_plane(gpu, {blocks, bs, hkv, D}, 8, true);
     std::vector<int32_t> bt(static_cast<size_t>(blocks)), sl(static_cast<size_t>(ctx));
     for (int i = 0; i < blocks; ++i) bt[size_t(i)] = (i * 7) % blocks;  // blocks % 7 != 0
     for (int t = 0; t < ctx; ++t) sl[size_t(t)] = bt[size_t(t / bs)] * bs + t % bs;
     block_table = on_i32(gpu, bt, {1, blocks}), slots = on_i32(gpu, sl, {ctx});
   }
   // Parameters for new tokens [start, start + n) of one request (qsl = {0, n} and seq_lens =
-  // {start + n}: device tensors the caller keeps alive).
-  cuda::PagedAttentionParams params(int start, const Tensor& qsl, const Tensor& seq) const {
+  // {start + n}: device tensors the caller keeps alive), on the bf16 or (fp8) the e4m3 cache.
+  cuda::PagedAttentionParams params(int start, const Tensor& qsl, const Tensor& seq, bool fp8 = false) const {
     cuda::PagedAttentionParams p;
-    p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data(), p.k_cache = kc.data(), p.v_cache = vc.data();
+    p.q = q.data(), p.k = k.data(), p.v = v.data(), p.out = out.data();
+    p.k_cache = (fp8 ? kc8 : kc).data(), p.v_cache = (fp8 ? vc8 : vc).data(), p.fp8_cache = fp8;
     p.slot_mapping = slots.data_as<int32_t>() + start, p.num_slots = ctx, p.query_start_loc = qsl.data_as<int32_t>();
     p.seq_lens = seq.data_as<int32_t>(), p.block_table = block_table.data_as<int32_t>(), p.num_reqs_padded = 1;
     p.max_blocks_per_req = ctx / bs, p.block_size = bs, p.num_blocks = ctx / bs, p.hq = hq, p.hkv = hkv, p.D = D;
     p.scale = 0.125f;
     return p;
   }
-  // Median ms of one prefill_attention launch for those tokens under options o.
+  // Median ms of one prefill_attention launch for those tokens under options o (fp8: on the e4m3
+  // cache, whose rows for the new tokens the kernel reads as already written).
   double time(cudaStream_t s, int start, int n, const Tensor& qsl, const Tensor& seq,
-              const AttentionKernelOptions& o = {}) const {
-    const cuda::PagedAttentionParams p = params(start, qsl, seq);
+              const AttentionKernelOptions& o = {}, bool fp8 = false) const {
+    const cuda::PagedAttentionParams p = params(start, qsl, seq, fp8);
     return median_ms(
         s, [&] { GS_CUDA_CHECK(cuda::prefill_attention(p, o, -1, n, s)); }, 20);
   }
@@ -104,6 +109,7 @@ void time_prefill_attention() {
         mma_sync.prefill_wgmma = false;
         tc2 = L.time(s, 0, T, qsl, seq, mma_sync);
       }
+      const double f8 = L.time(s, 0, T, qsl, seq, {}, true);
       double old = 0.0;
       if (D == 64 && T <= 2048) {  // the decode-style kernel takes ~60 ms at 8k
         const cuda::PagedAttentionParams p = L.params(0, qsl, seq);
@@ -111,9 +117,9 @@ void time_prefill_attention() {
             s, [&] { GS_CUDA_CHECK(cuda::flash_decoding_attention(p, T, s)); }, 3);
       }
       printf(
-          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), mma.sync %.3f ms (%.0f), decode "
-          "kernel %.3f ms\n",
-          D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, old);
+          "[prefill] attention D %d T %d: tensor-core %.3f ms (%.0f TFLOP/s), mma.sync %.3f ms (%.0f), e4m3 cache "
+          "%.3f ms (%.0f), decode kernel %.3f ms\n",
+          D, T, tc, flop / tc * 1e-9, tc2, tc2 > 0 ? flop / tc2 * 1e-9 : 0.0, f8, flop / f8 * 1e-9, old);
     }
   }
 }
@@ -126,23 +132,24 @@ void time_chunked_prefill_attention() {
   constexpr int kCtx = 8192;
   for (int D : {64, 128}) {
     const Layer L(*gpu, D, kCtx);
-    for (int chunk : {1024, 2048, 4096, 8192}) {
-      const Tensor qsl = on_i32(*gpu, {0, chunk}, {2});
-      double total = 0.0;
-      std::string per;
-      for (int start = 0; start < kCtx; start += chunk) {
-        const Tensor seq = on_i32(*gpu, {start + chunk}, {1});
-        const double ms = L.time(s, start, chunk, qsl, seq);
-        total += ms;
-        char buf[48];
-        snprintf(buf, sizeof buf, " %.3f (%.0f)", ms, L.flop(start, chunk) / ms * 1e-9);
-        per += buf;
+    for (int chunk : {1024, 2048, 4096, 8192})
+      for (const bool fp8 : {false, true}) {
+        const Tensor qsl = on_i32(*gpu, {0, chunk}, {2});
+        double total = 0.0;
+        std::string per;
+        for (int start = 0; start < kCtx; start += chunk) {
+          const Tensor seq = on_i32(*gpu, {start + chunk}, {1});
+          const double ms = L.time(s, start, chunk, qsl, seq, {}, fp8);
+          total += ms;
+          char buf[48];
+          snprintf(buf, sizeof buf, " %.3f (%.0f)", ms, L.flop(start, chunk) / ms * 1e-9);
+          per += buf;
+        }
+        printf(
+            "[prefill] chunked attention D %d, %s cache, 8192 tokens in chunks of %d: %.3f ms (%.0f TFLOP/s); per "
+            "chunk ms (TFLOP/s):%s\n",
+            D, fp8 ? "e4m3" : "bf16", chunk, total, L.flop(0, kCtx) / total * 1e-9, per.c_str());
       }
-      printf(
-          "[prefill] chunked attention D %d, 8192 tokens in chunks of %d: %.3f ms (%.0f TFLOP/s); per chunk ms "
-          "(TFLOP/s):%s\n",
-          D, chunk, total, L.flop(0, kCtx) / total * 1e-9, per.c_str());
-    }
   }
 }
 
