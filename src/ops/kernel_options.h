@@ -30,8 +30,10 @@ struct AttentionKernelOptions {
   int prefill_tiles_per_warp_d64 = 2;
   // Tensor-core decode splits each context so that about this many CTAs run in all ...
   int decode_split_target = 256;
-  // ... each split holding at least this many 64-key tiles of the actual context.
+  // ... each split holding at least this many 64-key tiles of the actual context ...
   int decode_split_min_tiles = 2;
+  // ... and a long context split further, so that no split holds more than this many (0: no limit).
+  int decode_split_max_tiles = 32;
   // Decode tiles whose rows fit one warp share their K/V tiles among the CTA's warps.
   bool decode_warp_split = true;
   // The tile search reads query_start_loc from shared memory (one parallel load).

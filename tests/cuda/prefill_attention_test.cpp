@@ -336,7 +336,7 @@ TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
 // Decode batches split over the context (flash-decoding on tensor cores): one to three requests
 // (so each context gets many splits), contexts on both sides of the 64-key tile and the 2-tile
 // split boundaries and up to 8k, GQA 1, 4 and 8, block sizes 16 and 32, head dims 64 and 128,
-// a verification batch (4 tokens per request) and a sliding window.
+// a verification batch (4 tokens per request), a sliding window, and splits by length.
 TEST_F(PrefillAttention, DecodeSplitOverTheContextMatchesReference) {
   const std::vector<std::vector<Req>> batches = {
       {{1, 1}},    {{1, 64}, {1, 65}, {1, 127}}, {{1, 128}, {1, 129}}, {{1, 256}, {1, 257}, {1, 1000}},
@@ -352,6 +352,13 @@ TEST_F(PrefillAttention, DecodeSplitOverTheContextMatchesReference) {
                           true);
   check_against_reference(Case{8, 2, 128, 32, {{1, 5000}, {1, 900}}, 0, 0, 700}, seed++,
                           AttentionKernel::TensorCoreDecode, true);
+  // A base of one split (as a wide batch has): long contexts still split, into parts of at most
+  // decode_split_max_tiles tiles, on both split kernels.
+  AttentionKernelOptions by_length;
+  by_length.decode_split_target = 1, by_length.decode_split_max_tiles = 4;
+  for (const AttentionKernel k : {AttentionKernel::TensorCoreDecode, AttentionKernel::KeysAsRowsDecode})
+    for (const int D : {64, 128})
+      check_against_reference(Case{32, 8, D, 16, {{1, 3000}, {1, 129}, {1, 8000}}, 1, 2}, seed++, k, true, by_length);
 }
 
 // A split decode launch captured on short contexts and replayed on long ones (and back): the

@@ -33,10 +33,19 @@ cudaError_t warp_per_pair_decode_attention(const PagedAttentionParams& p, const 
 
 // Keys of one K/V tile of the tensor-core kernels (the unit a context is split in).
 constexpr int kDecodeTileKeys = 64;
-// Splits per context of a tensor-core decode launch of T tokens and gx CTAs along x, from the
-// padded shape alone (num_reqs_padded, the block table's reach, T): about o.decode_split_target
-// CTAs in all, each split at least o.decode_split_min_tiles tiles; 1 without a workspace, or when
-// the workspace or the counters are too small.
-int decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx);
+// How a decode launch splits its contexts over grid z: into at most `splits` parts (the grid's,
+// from the padded shape); a context of n tiles uses min(splits, max(base, ceil(n / max_tiles)),
+// n / min_tiles) of them (tensor_core::split_range). The base count keeps a small batch's CTAs
+// busy; a long context splits further, so that no part holds more than max_tiles tiles (0: no
+// such limit), and none fewer than min_tiles.
+struct DecodeSplit {
+  int splits = 1, base = 1, min_tiles = 1, max_tiles = 0;
+};
+
+// The split of a tensor-core decode launch of T tokens and gx CTAs along x, from the padded shape
+// alone (num_reqs_padded, the block table's reach, T): base = o.decode_split_target CTAs over the
+// (request, kv head) pairs, the tiles a part from o.decode_split_min_tiles / max_tiles; one part
+// without a workspace, or when the workspace or the counters are too small.
+DecodeSplit decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx);
 
 }  // namespace gs::cuda

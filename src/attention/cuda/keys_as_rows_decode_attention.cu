@@ -19,9 +19,9 @@ cudaError_t launch_keys_as_rows(const PagedAttentionParams& p, const AttentionKe
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem));
   if (attr != cudaSuccess) return attr;
   const int gx = p.num_reqs_padded + 1;
-  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(decode_splits(p, o, T, gx)));
-  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, std::max(1, o.decode_split_min_tiles),
-                    o.keys_as_rows_early_loads);
+  const DecodeSplit split = decode_splits(p, o, T, gx);
+  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, split, o.keys_as_rows_early_loads);
 }
 
 static_assert(keys_as_rows::kMaxG == kKeysAsRowsMaxGroup, "the selection's limit is the keys-as-rows kernel's");

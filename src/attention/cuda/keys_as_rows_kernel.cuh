@@ -322,7 +322,7 @@ __device__ void merge_and_store(const PagedAttentionParams& p, ColState<D>& st, 
 // it has one) and kv head g; column num_reqs_padded serves the tail tokens [qsl[num_reqs_padded], T).
 template <int D, int NS, bool F8 = false>
 __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
-    keys_as_rows_decode_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool early) {
+    keys_as_rows_decode_kernel(PagedAttentionParams p, int window, int T, DecodeSplit split, bool early) {
   using C = Cfg<D, NS, F8>;
   using E = std::conditional_t<F8, uint8_t, uint16_t>;  // a stage element: e4m3 or bf16
   extern __shared__ __align__(128) uint16_t smem[];
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   const int kv_end0 = max(kv_begin, min(ctx, now + 1));
   // This CTA's stages of the context's n_all: all of them, or its split's share.
   const int n_all = (kv_end0 - kv_begin + kStageKeys - 1) / kStageKeys;
-  const tensor_core::SplitRange sr = tensor_core::split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z));
+  const tensor_core::SplitRange sr = tensor_core::split_range(n_all, int(gridDim.z), split, int(blockIdx.z));
   if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
   const int nst = sr.tiles, kv_lo = kv_begin + sr.tile0 * kStageKeys;
   const int kv_end = min(kv_end0, kv_lo + nst * kStageKeys);

@@ -171,7 +171,7 @@ __device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const T
 // of shared memory fit four times).
 template <int D, int MT, bool WG, bool SPLIT, int MINB = 0, bool F8 = false>
 __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
-    tensor_core_attention_kernel(PagedAttentionParams p, int window, int T, int split_min_tiles, bool warp_split,
+    tensor_core_attention_kernel(PagedAttentionParams p, int window, int T, DecodeSplit split, bool warp_split,
                                  bool stage_qsl) {
   using C = Cfg<D, MT, WG>;
   static_assert(!(F8 && WG), "an e4m3 cache runs on mma.sync");
@@ -209,8 +209,8 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   if (p.cascade_pass == kCascadeSuffix) kv_begin = max(kv_begin, p.cascade_prefix_len);
   const int n_all = kv_end > kv_begin ? (kv_end - kv_begin + kKeys - 1) / kKeys : 0;
   // This CTA's tiles [tile0, tile0 + n_kv) of the n_all: all of them, or its split's share.
-  const SplitRange sr = SPLIT || prefix_pass ? split_range(n_all, int(gridDim.z), split_min_tiles, int(blockIdx.z))
-                                             : SplitRange{1, 0, n_all};
+  const SplitRange sr =
+      SPLIT || prefix_pass ? split_range(n_all, int(gridDim.z), split, int(blockIdx.z)) : SplitRange{1, 0, n_all};
   if (int(blockIdx.z) >= sr.splits) return;  // an unused split of a short context
   const int n_kv = sr.tiles;
   const int kv_lo = kv_begin + sr.tile0 * kKeys;  // the first key of this CTA's tiles
@@ -401,10 +401,10 @@ cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKer
   if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, SPLIT, MINB, F8>(); attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
-  const int S = SPLIT ? decode_splits(p, o, T, gx) : 1;
-  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(S));
-  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, std::max(1, o.decode_split_min_tiles),
-                    SPLIT && o.decode_warp_split, o.stage_query_starts);
+  const DecodeSplit split = SPLIT ? decode_splits(p, o, T, gx) : DecodeSplit{};
+  const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, split, SPLIT && o.decode_warp_split,
+                    o.stage_query_starts);
 }
 
 // A cascade prefix pass (p.cascade_pass == kCascadePrefix) on the prefill kernel of (D, MT, WG): one
@@ -416,7 +416,7 @@ cudaError_t launch_prefix_pass(const PagedAttentionParams& p, int T, int splits,
   if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, false, 0>(); attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const dim3 grid(unsigned((T + tpt - 1) / tpt), unsigned(p.hkv), unsigned(splits));
-  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, -1, T, 1, false, false);
+  return launch_pdl(kernel, grid, C::threads, C::smem, s, p, -1, T, DecodeSplit{splits, splits, 1, 0}, false, false);
 }
 
 static_assert(Cfg<64, 1, false>::rows == kTensorCoreMaxGroup, "the selection's limit is a decode tile's rows");

@@ -2,18 +2,20 @@
 // of a context over grid z (flash-decoding on tensor cores), the partials workspace and the merge by the
 // last CTA of each split group. Included by the tensor-core and keys-as-rows kernels.
 #pragma once
+#include "attention/cuda/decode_attention.h"
 #include "attention/cuda/tensor_core_tile.cuh"
 
 namespace gs::cuda::tensor_core {
 
-// A context of n tiles split into at most S parts of at least min_tiles tiles each, equal but for
-// the last, so a short context inside a graph captured for long ones uses one or few of its
+// A context of n tiles split into at most S parts, as many as `rule` gives (DecodeSplit), equal but
+// for the last, so a short context inside a graph captured for long ones uses one or few of its
 // splits (the others exit at once and nothing waits for them); split z's tiles.
 struct SplitRange {
   int splits, tile0, tiles;
 };
-__device__ __forceinline__ SplitRange split_range(int n, int S, int min_tiles, int z) {
-  int splits = max(1, min(S, n / max(1, min_tiles)));
+__device__ __forceinline__ SplitRange split_range(int n, int S, const DecodeSplit& rule, int z) {
+  const int want = rule.max_tiles > 0 ? max(rule.base, (n + rule.max_tiles - 1) / rule.max_tiles) : S;
+  int splits = max(1, min(min(S, want), n / max(1, rule.min_tiles)));
   const int per = max(1, (n + splits - 1) / splits);
   splits = n > 0 ? (n + per - 1) / per : 1;
   const int tile0 = min(n, z * per);
