@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     moe_route_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights, int T_) {
   __shared__ float c_smem[kWarps][kMaxMoeExperts];
   pdl_wait();
+  pdl_trigger();
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), tok = int(blockIdx.x) * kWarps + warp;
   if (tok >= T_) return;
   const int E = r.num_experts;
