@@ -5,10 +5,11 @@
 #   GS_GPU_NO_BUILD=1 GS_GPU_TARGETS="graphserve gs_test_cuda" GS_GPU_PACK=$PWD/.gpu-moe \
 #     tools/gpu/pack.sh build/release && cp tools/gpu/moe_decode_check.sh .gpu-moe/
 #   device run, kind nvidia-h200, carry [".gpu-moe"], command: bash .gpu-moe/moe_decode_check.sh
-# MOE_PHASE=qwen (default, ~4 min): the MoeOps GPU tests, the floors, dummy qwen3-30b-a3b decode
-#   ms/step at bs 1 / 32 / 128 (FULL_AND_PIECEWISE, input 128) new then base, `bench kernels` at
-#   bs 1 (new, base), sampled at bs 1 (t 1, top-p 0.95, top-k 50);
-# MOE_PHASE=mixtral: mixtral-8x7b's floors and the same decode steps, new then base.
+# MOE_PHASES (words, in order; default "tests qwen kernels mixtral", about 6 min: split it over
+# two calls): tests: the MoeOps GPU tests; qwen: the floors, dummy qwen3-30b-a3b decode ms/step at
+# bs 1 / 32 / 128 (FULL_AND_PIECEWISE, input 128) new then base, sampled at bs 1 (t 1, top-p 0.95,
+# top-k 50); qwen_new: the new binary's only; kernels (kernels_new): `bench kernels` at bs 1, new
+# and base (new only); mixtral: mixtral-8x7b's floors and decode steps, new then base.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ -f $here/env.sh ]]; then
@@ -38,21 +39,26 @@ kernels() {  # kernels <binary> <preset> <batch size>
     --output-json '' 2>&1 | grep -vE '^\[' | sed "s|^|$(basename "$1") |"
 }
 
-case ${MOE_PHASE:-qwen} in
-  qwen)
-    echo "== MoeOps GPU tests"
-    timeout 90 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='MoeOps*' 2>&1 |
-      grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is' | head -n 30
-    bash "$floors" "$gs" qwen3-30b-a3b
-    graphs "$gs" qwen3-30b-a3b 1,32,128
-    graphs "$base" qwen3-30b-a3b 1,32,128
-    kernels "$gs" qwen3-30b-a3b 1
-    graphs "$gs" qwen3-30b-a3b 1 --temperature 1.0 --top-p 0.95 --top-k 50 | sed 's/$/ sampled/'
-    kernels "$base" qwen3-30b-a3b 1
-    ;;
-  mixtral)
-    bash "$floors" "$gs" mixtral-8x7b
-    graphs "$gs" mixtral-8x7b 1,32,128
-    graphs "$base" mixtral-8x7b 1,32,128
-    ;;
-esac
+for phase in ${MOE_PHASES:-tests qwen kernels mixtral}; do
+  case $phase in
+    tests)
+      echo "== MoeOps GPU tests"
+      timeout 90 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='MoeOps*' 2>&1 |
+        grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is' | head -n 30
+      ;;
+    qwen)  # new then base, greedy; sampled at bs 1
+      bash "$floors" "$gs" qwen3-30b-a3b
+      graphs "$gs" qwen3-30b-a3b 1,32,128
+      graphs "$base" qwen3-30b-a3b 1,32,128
+      graphs "$gs" qwen3-30b-a3b 1 --temperature 1.0 --top-p 0.95 --top-k 50 | sed 's/$/ sampled/'
+      ;;
+    qwen_new) graphs "$gs" qwen3-30b-a3b 1,32,128 ;;
+    kernels) for b in "$gs" "$base"; do kernels "$b" qwen3-30b-a3b 1; done ;;
+    kernels_new) kernels "$gs" qwen3-30b-a3b 1 ;;
+    mixtral)  # 93 GB of dummy weights: about a minute a load
+      bash "$floors" "$gs" mixtral-8x7b
+      graphs "$gs" mixtral-8x7b 1,32,128
+      graphs "$base" mixtral-8x7b 1,32,128
+      ;;
+  esac
+done
