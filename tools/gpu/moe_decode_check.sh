@@ -6,7 +6,8 @@
 #     tools/gpu/pack.sh build/release && cp tools/gpu/moe_decode_check.sh .gpu-moe/
 #   device run, kind nvidia-h200, carry [".gpu-moe"], command: bash .gpu-moe/moe_decode_check.sh
 # MOE_PHASES (words, in order; default "tests qwen kernels mixtral", about 6 min: split it over
-# two calls): tests: the MoeOps GPU tests; qwen: the floors, dummy qwen3-30b-a3b decode ms/step at
+# two calls): tests: the MoeOps GPU tests; families: the MoE fixture families in bf16 against
+# HF (gs_test_cuda *FamiliesBf16*); qwen: the floors, dummy qwen3-30b-a3b decode ms/step at
 # bs 1 / 32 / 128 (FULL_AND_PIECEWISE, input 128) new then base, sampled at bs 1 (t 1, top-p 0.95,
 # top-k 50); qwen_new: the new binary's only; kernels (kernels_new): `bench kernels` at bs 1, new
 # and base (new only); mixtral: mixtral-8x7b's floors and decode steps, new then base.
@@ -45,6 +46,10 @@ for phase in ${MOE_PHASES:-tests qwen kernels mixtral}; do
       echo "== MoeOps GPU tests"
       timeout 90 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter='MoeOps*' 2>&1 |
         grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is' | head -n 30
+      ;;
+    families)  # the MoE fixture families end to end in bf16 against HF's f32 (tests/data/families)
+      GS_FAMILY_FIXTURES=$root/tests/data/families timeout 120 "$pack/bin/gs_test_cuda" --gtest_color=no \
+        --gtest_filter='*FamiliesBf16*' 2>&1 | grep -E '^\[  (FAILED|PASSED) |families-bf16|Failure' | head -n 30
       ;;
     qwen)  # new then base, greedy; sampled at bs 1
       bash "$floors" "$gs" qwen3-30b-a3b
