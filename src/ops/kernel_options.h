@@ -82,6 +82,12 @@ struct AllReduceKernelOptions {
 struct MoeKernelOptions {
   // f32 experts (grouped GEMVs): (token, expert) pairs a warp computes a read of a weight row: 1, 2, 4, 8.
   int tokens_per_pass = 8;
+  // bf16 experts of at most this many tokens (one token always; more where their pairs are
+  // unlikely to share an expert: 4 T k <= E) take the small-batch path: each (token, expert)
+  // pair is a work item read straight from the routing (no moe_align), and the down GEMM's last
+  // CTA of each column tile sums a token's k pairs and the shared expert (no moe_reduce); the
+  // same arithmetic as the sorted path, so the same output. 0: never.
+  int direct_max_tokens = 4;
 };
 
 // FP8 e4m3 weights (ops/cuda/fp8_linear.h).

@@ -38,9 +38,14 @@ struct MoeRouting {
 constexpr int kMaxMoeExperts = 512;
 constexpr int kMaxMoeTopK = 32;
 
+// Counters of the small-batch path's fused reduce (one a column tile of the down projection:
+// hidden sizes up to 16 of them each).
+constexpr int64_t kMoeFoldCounters = 1024;
+
 // I32 elements of moe_experts' index workspace for T tokens: the (token, slot) pairs sorted by
-// expert (T k), each expert's first pair (E + 1) and its first work item (E + 1).
-inline int64_t moe_index_elems(int64_t T, int64_t top_k, int64_t E) { return T * top_k + 2 * E + 2; }
+// expert (T k), each expert's first pair (E + 1) and its first work item (E + 1), then the
+// small-batch path's kMoeFoldCounters.
+inline int64_t moe_index_elems(int64_t T, int64_t top_k, int64_t E) { return T * top_k + 2 * E + 2 + kMoeFoldCounters; }
 
 // Routes one token: logits[E] (f32), bias[E] or null -> ids[top_k], weights[top_k]. `c` is
 // scratch of E floats. Ties and NaNs still give top_k distinct ids in [0, E).

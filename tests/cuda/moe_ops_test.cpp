@@ -1,7 +1,9 @@
 // The fused MoE kernels (moe_route, moe_experts) against the CPU reference: the same experts
 // and weights for softmax, sigmoid + bias and group-limited routing; the experts' output at one
 // token (the decode path: k experts read), a few and many tokens, with and without a gated shared
-// expert; and a captured graph replayed after the routing changed equals an eager run.
+// expert; the small-batch path (items straight from the routing, the reduce in the down GEMM)
+// equal to the sorted path; and a captured graph replayed after the routing changed equals an
+// eager run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -83,12 +85,13 @@ TEST(MoeOps, RouteTiesAndNansMatchCpu) {
 
 // One MoE layer's operands on a backend, from the same host data.
 struct Layer {
-  static constexpr int E = 16, k = 4, H = 256;
-  int I;
+  static constexpr int k = 4, H = 256;
+  int I, E;
   Tensor x, gu, down, logits, ids, w, shared, gate, act, pair_out, index, out;
   Tensor gu_bias, down_bias;  // gpt-oss: f32 expert biases, with the clamped SwiGLU
   GatedActivation fn = GatedActivation::Silu;
-  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false) : I(width) {
+  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false, int experts = 16)
+      : I(width), E(experts) {
     const DType dt = b.compute_dtype();
     auto f32 = [&](Shape s) { return Tensor::empty(s, DType::F32, b.allocator()); };
     x = on(b, randn(size_t(T) * H, seed), {T, H}, dt);
@@ -186,21 +189,58 @@ TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
 TEST(MoeOps, GraphReplayFollowsNewRouting) {
   GS_REQUIRE_GPU();
   auto gpu = make_cuda_backend(0, DType::BF16);
-  const int T = 8;
-  Layer l(*gpu, T, true, 40);
-  l.forward(*gpu);
-  gpu->stream().begin_capture();
-  l.forward(*gpu);
-  auto graph = gpu->stream().end_capture();
-  gpu->copy(l.logits, on(*gpu, randn(T * Layer::E, 41, 2.0f), {T, Layer::E}, DType::F32));
-  gpu->copy(l.x, on(*gpu, randn(T * Layer::H, 42), {T, Layer::H}, DType::BF16));
-  l.forward(*gpu);
-  const auto eager_ids = read(*gpu, l.ids), eager = read(*gpu, l.out);
-  gpu->fill_zero(l.out);
-  gpu->fill_zero(l.ids);
-  graph->replay();
-  EXPECT_EQ(read(*gpu, l.ids), eager_ids);
-  EXPECT_EQ(read(*gpu, l.out), eager);
+  for (int T : {1, 8}) {  // the small-batch path and the sorted one
+    SCOPED_TRACE(testing::Message() << "T " << T);
+    Layer l(*gpu, T, true, 40);
+    l.forward(*gpu);
+    gpu->stream().begin_capture();
+    l.forward(*gpu);
+    auto graph = gpu->stream().end_capture();
+    gpu->copy(l.logits, on(*gpu, randn(T * l.E, 41, 2.0f), {T, l.E}, DType::F32));
+    gpu->copy(l.x, on(*gpu, randn(T * Layer::H, 42), {T, Layer::H}, DType::BF16));
+    l.forward(*gpu);
+    const auto eager_ids = read(*gpu, l.ids), eager = read(*gpu, l.out);
+    gpu->fill_zero(l.out);
+    gpu->fill_zero(l.ids);
+    graph->replay();
+    EXPECT_EQ(read(*gpu, l.ids), eager_ids);
+    EXPECT_EQ(read(*gpu, l.out), eager);
+  }
+}
+
+// The small-batch path (MoeKernelOptions::direct_max_tokens) gives the sorted path's output bit
+// for bit, at one token and at a few whose pairs may share an expert, with and without the gated
+// shared expert, and again on a graph replayed twice (its reduce counters are zeroed each run).
+TEST(MoeOps, SmallBatchPathEqualsSortedPath) {
+  GS_REQUIRE_GPU();
+  auto direct = make_cuda_backend(0, DType::BF16);
+  KernelOptions off;
+  off.moe.direct_max_tokens = 0;
+  auto sorted = make_cuda_backend(0, DType::BF16, off);
+  auto cpu = make_cpu_backend();
+  constexpr int E = 64;  // 4 T k <= E up to 4 tokens
+  for (int T : {1, 2, 3, 4}) {
+    for (bool shared : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "T " << T << " shared " << shared);
+      Layer d(*direct, T, shared, 70 + T, 128, false, E), o(*sorted, T, shared, 70 + T, 128, false, E);
+      Layer c(*cpu, T, shared, 70 + T, 128, false, E);
+      d.forward(*direct);
+      o.forward(*sorted);
+      c.forward(*cpu);
+      const auto out = read(*direct, d.out);
+      EXPECT_EQ(read(*direct, d.ids), read(*cpu, c.ids));
+      EXPECT_EQ(out, read(*sorted, o.out));
+      EXPECT_LT(test::rel_l2(out, read(*cpu, c.out)), 1e-2);
+      direct->fill_zero(d.out);
+      direct->stream().begin_capture();
+      d.forward(*direct);
+      auto graph = direct->stream().end_capture();
+      for (int replay = 0; replay < 2; ++replay) {
+        graph->replay();
+        EXPECT_EQ(read(*direct, d.out), out);
+      }
+    }
+  }
 }
 
 }  // namespace

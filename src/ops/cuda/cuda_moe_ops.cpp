@@ -53,8 +53,9 @@ std::string moe_kernels(const MoeKernelOptions& opts) {
   return fmt::format(
       "moe_route (a warp a token), moe_align (pairs sorted by expert on the device, cut into work items), gate_up+act "
       "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; f32: "
-      "GEMVs, {} pairs a weight read), moe_reduce (+ shared expert)",
-      opts.tokens_per_pass);
+      "GEMVs, {} pairs a weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
+      "items of one pair straight from the routing, the reduce in down's last CTAs",
+      opts.tokens_per_pass, opts.direct_max_tokens);
 }
 
 }  // namespace gs::cuda_backend

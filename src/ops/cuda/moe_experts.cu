@@ -21,6 +21,7 @@ constexpr int kGemvChunk = 64;  // pairs a work item of the GEMVs
 __global__ void moe_align_kernel(const int32_t* ids, int P, int E, int chunk, int32_t* index) {
   __shared__ int count[kMaxMoeExperts], cursor[kMaxMoeExperts];
   pdl_wait();
+  pdl_trigger();
   const MoeIndex ix(index, P, E);
   const auto expert = [&](int p) { return min(max(ids[p], 0), E - 1); };
   for (int e = int(threadIdx.x); e < E; e += int(blockDim.x)) count[e] = 0;
@@ -140,6 +141,7 @@ template <typename T>
 __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const float* shared_gate, int gate_stride,
                                   int k, int H, T* out, int64_t n8) {
   pdl_wait();
+  pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n8) return;
   const int64_t t = i / (H / 8);
@@ -209,6 +211,13 @@ cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, co
   }
 }
 
+// The small-batch path (MoeKernelOptions::direct_max_tokens): one token's pairs never share an
+// expert; more tokens' rarely do where 4 T k <= E. The fold's counters cover the down GEMM's
+// column tiles (16 outputs or more each).
+bool direct_path(const MoeKernelOptions& opts, int T_, int k, int E, int H) {
+  return T_ <= opts.direct_max_tokens && (T_ == 1 || 4 * T_ * k <= E) && (H + 15) / 16 <= kMoeFoldCounters;
+}
+
 }  // namespace
 
 template <typename T>
@@ -218,6 +227,14 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
                         const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (direct_path(opts, T_, k, E, H)) {
+      const MoeDirect d{ids, index + P + 2 * E + 2, shared, shared_gate, shared_gate_stride, out, k};
+      cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
+      if (err != cudaSuccess) return err;
+      return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);
+    }
+  }
   const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(P, E) : kGemvChunk;
   cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, 0, s, ids, P, E, chunk, index);
   if (err != cudaSuccess) return err;

@@ -44,10 +44,17 @@ constexpr size_t moe_mma_smem(int MT) {
 template <GatedActivation A>
 struct GateUpOut {
   static constexpr int R = 2;
+  static constexpr bool kFold = false;
   bf16_t* act;
   int I;
   const float* bias;  // [E, 2I]
   float limit;
+  int* counters;  // the small-batch path: the down GEMM's, zeroed here (or null)
+  __device__ void prologue() const {
+    if (counters && blockIdx.x == 0 && blockIdx.y == 0)
+      for (int i = int(threadIdx.x); i < kMoeFoldCounters; i += int(blockDim.x)) counters[i] = 0;
+  }
+  __device__ void fold(int, int, int) const {}
   __device__ int64_t row(int n, int r) const { return int64_t(r) * I + n; }
   __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
     const float* b = bias ? bias + int64_t(e) * 2 * I + n : nullptr;
@@ -55,13 +62,38 @@ struct GateUpOut {
   }
 };
 
-// pair_out[pair, n] = weight[pair] * (down_e[n] . act[pair] + bias_e[n]).
+// pair_out[pair, n] = weight[pair] * (down_e[n] . act[pair] + bias_e[n]); on the small-batch
+// path (counters set) the last CTA of a column tile then sums each token's k pairs (fold).
 struct DownOut {
   static constexpr int R = 1;
+  static constexpr bool kFold = true;
   float* pair_out;
   const float* weights;
   int H;
   const float* bias;  // [E, H] or null
+  int* counters;      // null: moe_reduce sums the pairs
+  const bf16_t* shared;
+  const float* shared_gate;
+  int gate_stride;
+  bf16_t* out;
+  int k;
+  __device__ void prologue() const {}
+  // out[t, o] for outputs [o0, o1) of every token: its pairs' rows in slot order, then the gated
+  // shared expert (moe_reduce's arithmetic). pair_out of other CTAs is read through L2.
+  __device__ void fold(int o0, int o1, int P) const {
+    const int w = o1 - o0, T = P / k;
+    for (int i = int(threadIdx.x); i < T * w; i += int(blockDim.x)) {
+      const int64_t t = i / w;
+      const int o = o0 + i % w;
+      float acc = 0.0f;
+      for (int j = 0; j < k; ++j) acc += __ldcg(pair_out + (t * k + j) * H + o);
+      if (shared) {
+        const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
+        acc += f * to_f(shared[t * H + o]);
+      }
+      out[t * H + o] = from_f<bf16_t>(acc);
+    }
+  }
   __device__ int64_t row(int n, int) const { return n; }
   __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
     pair_out[int64_t(pair) * H + n] = weights[pair] * (v[0] + (bias ? bias[int64_t(e) * H + n] : 0.0f));
@@ -81,13 +113,15 @@ __device__ __forceinline__ void mma_step(const uint4& wa, const uint4& wb, const
 }
 
 // x's row of pair p: p / x_div (gate_up reads token p / k; down reads the pair's own act row).
+// Items come from the index, or on the small-batch path (ids set) item y is pair y of expert
+// ids[y].
 // Items of at least kStageMinPairs pairs (KS = 1) copy each step's x rows into shared memory
 // once for the CTA's 8 warps (cp.async, double-buffered beside the weights' register sets);
 // smaller ones read x's B fragments straight from global memory through L1.
 template <int MT, int KS, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM up to 32 pairs
     moe_mma_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows, Epi epi,
-                   const int32_t* __restrict__ index, int P, int E, int n_out, int K) {
+                   const int32_t* __restrict__ index, const int32_t* __restrict__ ids, int P, int E, int n_out, int K) {
   constexpr bool kStage = MT >= kStageMinPairs;
   static_assert(!kStage || KS == 1, "staged x serves one K share");
   constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, kStep = kGran * kU;
@@ -95,9 +129,14 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
   __shared__ int stage[kMoeStageInts];
   __shared__ int pairs[MT];
   pdl_wait();
+  epi.prologue();
   const MoeIndex ix(const_cast<int32_t*>(index), P, E);
   int e = 0, begin = 0, end = 0;
-  if (!moe_block_item(ix, E, MT, stage, e, begin, end)) return;
+  if (ids) {
+    begin = int(blockIdx.y), end = begin + 1, e = min(max(ids[begin], 0), E - 1);
+  } else if (!moe_block_item(ix, E, MT, stage, e, begin, end)) {
+    return;
+  }
   const int n = end - begin;
   pdl_trigger();
 
@@ -125,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
   };
   // The first step's weights load while the item's pairs are read (x's rows depend on them).
   if (k + kStep <= kf) load(wa, wb, k);
-  for (int i = int(threadIdx.x); i < MT; i += kThreads) pairs[i] = ix.sorted[begin + min(i, n - 1)];
+  for (int i = int(threadIdx.x); i < MT; i += kThreads) pairs[i] = ids ? begin : ix.sorted[begin + min(i, n - 1)];
   __syncthreads();
   const bf16_t* xr[MT / 8];
 #pragma unroll
@@ -199,6 +238,20 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
     sum_tile_partials<R, KS, OW>(part, PS, tg, j, m, v);
     epi.store(e, pairs[m], o, v);
   }
+  if constexpr (Epi::kFold) {
+    if (epi.counters) {  // every CTA of the grid reaches here: the last of this column tile folds
+      __shared__ int last;
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) last = atomicAdd(epi.counters + blockIdx.x, 1) == int(gridDim.y) - 1;
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        const int o0 = int(blockIdx.x) * G * OW;
+        epi.fold(o0, min(o0 + G * OW, n_out), P);
+      }
+    }
+  }
 }
 
 // K shares a tile: the power of two (<= 8, at most K's granules) whose warp count, over the
@@ -216,7 +269,8 @@ int pick_split(int tiles, int items, int K) {
 
 template <int MT, int KS, typename Epi>
 cudaError_t launch_ks(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                      const int32_t* index, int P, int E, int n_out, int K, int tiles, cudaStream_t s) {
+                      const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, int tiles,
+                      cudaStream_t s) {
   auto* kernel = moe_mma_kernel<MT, KS, Epi>;
   const size_t smem = moe_mma_smem(MT);
   if (smem > 40 * 1024)  // with the static stage and pairs arrays, past the 48 KB default
@@ -224,36 +278,37 @@ cudaError_t launch_ks(const bf16_t* x, int x_div, const bf16_t* w, int64_t exper
         err != cudaSuccess)
       return err;
   constexpr int G = kWarps / KS;
-  const dim3 grid((tiles + G - 1) / G, moe_max_items(P, E, MT));
-  return launch_pdl(kernel, grid, kThreads, smem, s, x, x_div, w, expert_rows, epi, index, P, E, n_out, K);
+  const dim3 grid((tiles + G - 1) / G, ids ? P : moe_max_items(P, E, MT));
+  return launch_pdl(kernel, grid, kThreads, smem, s, x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K);
 }
 
 template <int MT, typename Epi>
 cudaError_t launch_mt(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                      const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
+                      const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
   if constexpr (MT >= kStageMinPairs) {
-    return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+    return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
   } else {
     switch (pick_split(tiles, std::min(E, P), K)) {
-      case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
-      case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
-      case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
-      default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, tiles, s);
+      case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+      case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+      case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+      default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
     }
   }
 }
 
 template <typename Epi>
 cudaError_t launch(int chunk, const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                   const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
+                   const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, cudaStream_t s) {
   if (K <= 0 || K % 8 != 0) return cudaErrorInvalidValue;
+  if (ids && chunk != 8) return cudaErrorInvalidValue;  // items of one pair
   switch (chunk) {
-    case 8: return launch_mt<8>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
-    case 16: return launch_mt<16>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
-    case 32: return launch_mt<32>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
-    case 64: return launch_mt<64>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
-    case 128: return launch_mt<128>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
+    case 8: return launch_mt<8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 16: return launch_mt<16>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 32: return launch_mt<32>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 64: return launch_mt<64>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 128: return launch_mt<128>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -269,21 +324,29 @@ int moe_mma_chunk(int P, int E) {
 
 cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const bf16_t* gate_up, const int32_t* index,
                             bf16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
-                            cudaStream_t s) {
-  const auto run = [&](auto out) { return launch(chunk, x, k, gate_up, 2 * int64_t(I), out, index, P, E, I, H, s); };
+                            cudaStream_t s, const MoeDirect* direct) {
+  const int32_t* ids = direct ? direct->ids : nullptr;
+  int* const counters = direct ? direct->counters : nullptr;
+  const auto run = [&](auto out) {
+    return launch(chunk, x, k, gate_up, 2 * int64_t(I), out, index, ids, P, E, I, H, s);
+  };
+  const float* b = epi.gate_up_bias;
+  const float lim = epi.swiglu_limit;
   switch (act) {
-    case GatedActivation::GeluTanh:
-      return run(GateUpOut<GatedActivation::GeluTanh>{act_out, I, epi.gate_up_bias, epi.swiglu_limit});
+    case GatedActivation::GeluTanh: return run(GateUpOut<GatedActivation::GeluTanh>{act_out, I, b, lim, counters});
     case GatedActivation::ClampedSwiglu:
-      return run(GateUpOut<GatedActivation::ClampedSwiglu>{act_out, I, epi.gate_up_bias, epi.swiglu_limit});
-    default: return run(GateUpOut<GatedActivation::Silu>{act_out, I, epi.gate_up_bias, epi.swiglu_limit});
+      return run(GateUpOut<GatedActivation::ClampedSwiglu>{act_out, I, b, lim, counters});
+    default: return run(GateUpOut<GatedActivation::Silu>{act_out, I, b, lim, counters});
   }
 }
 
 cudaError_t moe_down_mma(const bf16_t* act, const bf16_t* down, const float* weights, const int32_t* index,
-                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi,
-                         cudaStream_t s) {
-  return launch(chunk, act, 1, down, int64_t(H), DownOut{pair_out, weights, H, epi.down_bias}, index, P, E, H, I, s);
+                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s,
+                         const MoeDirect* direct) {
+  const MoeDirect d = direct ? *direct : MoeDirect{};
+  const DownOut out{pair_out,      weights, H,  epi.down_bias, d.counters, d.shared, d.shared_gate,
+                    d.gate_stride, d.out,   d.k};
+  return launch(chunk, act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I, s);
 }
 
 }  // namespace gs::cuda

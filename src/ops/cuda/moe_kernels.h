@@ -11,6 +11,9 @@
 //   down: the same over the down projection, the routing weight applied, into pair_out
 //     [T k, H] (f32);
 //   moe_reduce: out[t] = sum over t's k slots of pair_out, + the gated shared expert.
+// bf16 batches of a few tokens (MoeKernelOptions::direct_max_tokens) launch two kernels instead
+// of four: gate_up and down over items of one pair each, read straight from the routing, the
+// down GEMM's last CTA of each column tile doing moe_reduce's sum (MoeDirect).
 // Experts no token selected are never read: at one token, k experts' weights a layer.
 #pragma once
 #include <cuda_runtime.h>
@@ -43,6 +46,20 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
                         T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
                         const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
 
+// The small-batch path of the bf16 grouped GEMMs (MoeKernelOptions::direct_max_tokens): work
+// item y is pair y, its expert ids[y] (no index needed); gate_up zeroes `counters` and down
+// counts its finished CTAs there, the last of each column tile writing out[t] = sum over t's k
+// pairs of pair_out, in slot order, + sigmoid(shared_gate[t]) shared[t] (moe_reduce's sum).
+struct MoeDirect {
+  const int32_t* ids = nullptr;        // [P]
+  int* counters = nullptr;             // [kMoeFoldCounters]
+  const uint16_t* shared = nullptr;    // [T, H] or null
+  const float* shared_gate = nullptr;  // [T, gate_stride] or null
+  int gate_stride = 0;
+  uint16_t* out = nullptr;  // [T, H]
+  int k = 1;
+};
+
 // The bf16 grouped GEMMs on tensor cores, over the items of an index moe_align cut into `chunk`
 // pairs (8, 16, 32, 64 or 128). K (H for gate_up, I for down) a multiple of 8.
 constexpr int kMoeMaxChunk = 128;
@@ -51,9 +68,9 @@ constexpr int kMoeMaxChunk = 128;
 int moe_mma_chunk(int P, int E);
 cudaError_t moe_gate_up_mma(GatedActivation act, const uint16_t* x, const uint16_t* gate_up, const int32_t* index,
                             uint16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
-                            cudaStream_t s);
+                            cudaStream_t s, const MoeDirect* direct = nullptr);
 cudaError_t moe_down_mma(const uint16_t* act, const uint16_t* down, const float* weights, const int32_t* index,
-                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi,
-                         cudaStream_t s);
+                         float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s,
+                         const MoeDirect* direct = nullptr);
 
 }  // namespace gs::cuda

@@ -1,8 +1,14 @@
-// The routing kernel: a warp a token, each lane holding the scores of experts lane + 32 i, with
-// ops/moe.h's rule (the CPU backend's moe_route_token) computed by warp reductions: the same
-// experts, in the same order, and weights equal up to the softmax sum's rounding. A top-k pick is
-// the first expert of the largest key among those not yet taken; a NaN key never wins, except
-// that the sequential rule keeps the first expert not yet taken when its own key is NaN.
+// The routing kernels, ops/moe.h's rule (the CPU backend's moe_route_token): the same experts, in
+// the same order, and weights equal up to the softmax sum's rounding.
+// - moe_route_warp: a warp a token, each lane holding the scores of experts lane + 32 i; the
+//   picks by warp reductions, one after another. A top-k pick is the first expert of the largest
+//   key among those not yet taken; a NaN key never wins, except that the sequential rule keeps
+//   the first expert not yet taken when its own key is NaN. Group-limited routings take it.
+// - moe_route_rank_kernel: a CTA a token, a thread an expert: each expert's place in the order
+//   (larger key first, then the smaller expert) counted against all keys at once, so the k picks
+//   cost one pass instead of k dependent reductions; the softmax's max and sum come from warp 0
+//   as moe_route_warp computes them (the same rounding), and a token with a NaN key is routed by
+//   moe_route_warp.
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/moe_kernels.h"
@@ -109,36 +115,39 @@ __device__ __forceinline__ int pick_with_nans(const float (&c)[kPer], uint32_t t
   return isnan(owner_value(c, first, lane)) || be < 0 ? first : be;
 }
 
-__global__ void __launch_bounds__(kWarps * 32)
-    moe_route_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights, int T_) {
-  __shared__ float c_smem[kWarps][kMaxMoeExperts];
-  pdl_wait();
-  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), tok = int(blockIdx.x) * kWarps + warp;
-  if (tok >= T_) return;
+// The softmax's max and sum over l[E] by one warp (lanes hold experts lane + 32 i), as every lane
+// sees them; the max is NaN where the first logit is (the sequential max keeps it).
+__device__ __forceinline__ void softmax_stats(const float (&v)[kPer], int E, int lane, float& m, float& sum) {
+  m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) m = fmaxf(m, v[i]);
+  m = warp_max(m);
+  if (isnan(__shfl_sync(kAll, v[0], 0))) m = NAN;
+  sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) sum += lane + 32 * i < E ? expf(v[i] - m) : 0.0f;
+  sum = warp_sum(sum);
+}
+
+// Routes token row l[E] into ids[top_k], weights[top_k] with one warp; c_smem: E floats (groups).
+__device__ void moe_route_warp(const float* l, const float* bias, const MoeRouting& r, int32_t* ids, float* weights,
+                               float* c_smem, int lane) {
   const int E = r.num_experts;
-  const float* l = logits + int64_t(tok) * E;
   float s[kPer], c[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) s[i] = lane + 32 * i < E ? l[lane + 32 * i] : -INFINITY;
   if (r.score == MoeScore::Softmax) {
-    float m = -INFINITY;
+    float m, sum;
+    softmax_stats(s, E, lane, m, sum);
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) m = fmaxf(m, s[i]);
-    m = warp_max(m);
-    if (isnan(__shfl_sync(kAll, s[0], 0))) m = NAN;  // the sequential max keeps a NaN first logit
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) sum += (s[i] = lane + 32 * i < E ? expf(s[i] - m) : 0.0f);
-    sum = warp_sum(sum);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) s[i] /= sum;
+    for (int i = 0; i < kPer; ++i) s[i] = (lane + 32 * i < E ? expf(s[i] - m) : 0.0f) / sum;
   } else {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) s[i] = 1.0f / (1.0f + expf(-s[i]));
   }
 #pragma unroll
   for (int i = 0; i < kPer; ++i) c[i] = s[i] + (bias && lane + 32 * i < E ? bias[lane + 32 * i] : 0.0f);
-  if (r.n_group > 1) mask_groups(r, c, c_smem[warp], lane);
+  if (r.n_group > 1) mask_groups(r, c, c_smem, lane);
 
   bool nan_key = false;
 #pragma unroll
@@ -153,10 +162,68 @@ __global__ void __launch_bounds__(kWarps * 32)
     const float w = owner_value(s, pick, lane);
     total += w;
     if (lane == j) mine = w;
-    if (lane == 0) ids[int64_t(tok) * r.top_k + j] = pick;
+    if (lane == 0) ids[j] = pick;
   }
   const float f = r.renormalize ? r.scaling / total : r.scaling;
-  if (lane < r.top_k) weights[int64_t(tok) * r.top_k + lane] = mine * f;
+  if (lane < r.top_k) weights[lane] = mine * f;
+}
+
+__global__ void __launch_bounds__(kWarps * 32)
+    moe_route_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights, int T_) {
+  __shared__ float c_smem[kWarps][kMaxMoeExperts];
+  pdl_wait();
+  pdl_trigger();
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), tok = int(blockIdx.x) * kWarps + warp;
+  if (tok >= T_) return;
+  const int64_t E = r.num_experts, k = r.top_k;
+  moe_route_warp(logits + tok * E, bias, r, ids + tok * k, weights + tok * k, c_smem[warp], lane);
+}
+
+// Routings without groups; blockDim.x: E rounded up to a warp.
+__global__ void __launch_bounds__(kMaxMoeExperts)
+    moe_route_rank_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights) {
+  __shared__ float key[kMaxMoeExperts];
+  __shared__ float picked[kMaxMoeTopK];
+  __shared__ float stats[2];
+  pdl_wait();
+  pdl_trigger();
+  const int E = r.num_experts, k = r.top_k, e = int(threadIdx.x), lane = e & 31;
+  const float* l = logits + int64_t(blockIdx.x) * E;
+  int32_t* const tid = ids + int64_t(blockIdx.x) * k;
+  float* const tw = weights + int64_t(blockIdx.x) * k;
+  if (r.score == MoeScore::Softmax && e < 32) {
+    float v[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) v[i] = lane + 32 * i < E ? l[lane + 32 * i] : -INFINITY;
+    float m, sum;
+    softmax_stats(v, E, lane, m, sum);
+    if (lane == 0) stats[0] = m, stats[1] = sum;
+  }
+  __syncthreads();
+  float s = 0.0f, c = -INFINITY;
+  if (e < E) {
+    const float x = l[e];
+    s = r.score == MoeScore::Softmax ? expf(x - stats[0]) / stats[1] : 1.0f / (1.0f + expf(-x));
+    c = s + (bias ? bias[e] : 0.0f);
+    key[e] = c;
+  }
+  if (__syncthreads_or(e < E && isnan(c))) {
+    if (e < 32) moe_route_warp(l, bias, r, tid, tw, key, lane);
+    return;
+  }
+  int rank = 0;  // the experts ordered before e
+  if (e < E)
+    for (int j = 0; j < E; ++j) {
+      const float o = key[j];
+      rank += o > c || (o == c && j < e);
+    }
+  if (e < E && rank < k) tid[rank] = e, picked[rank] = s;
+  __syncthreads();
+  if (e < k) {
+    float total = 0.0f;
+    for (int j = 0; j < k; ++j) total += picked[j];
+    tw[e] = picked[e] * (r.renormalize ? r.scaling / total : r.scaling);
+  }
 }
 
 }  // namespace
@@ -164,6 +231,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 cudaError_t moe_route(const float* logits, const float* bias, const MoeRouting& r, int32_t* ids, float* weights, int T_,
                       cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
+  if (r.n_group <= 1)
+    return launch_pdl(moe_route_rank_kernel, T_, (r.num_experts + 31) / 32 * 32, 0, s, logits, bias, r, ids, weights);
   return launch_pdl(moe_route_kernel, (T_ + kWarps - 1) / kWarps, kWarps * 32, 0, s, logits, bias, r, ids, weights, T_);
 }
 
