@@ -15,7 +15,6 @@
 // NormedRow does, so no norm kernel runs before the projection.
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "core/cuda/cuda_device.h"
 #include "ops/cuda/e4m3.cuh"
@@ -33,8 +32,9 @@ constexpr int kU = 4;            // 16-byte loads per row and lane in a step
 constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
 
 // The weight rows of a tile: kK k a 16-byte load; where kScaled, scale(row) multiplies a row's
-// summed dot products.
+// summed dot products; where kNormed, x is the CTA's normed row in shared memory (stage_normed).
 struct Bf16Rows {
+  static constexpr bool kNormed = false;
   static constexpr int kK = 8;
   static constexpr bool kScaled = false;
   const bf16_t* w;
@@ -87,12 +87,6 @@ struct Fp8Rows {
     }
   }
 };
-
-// Whether W reads the normed input staged in shared memory.
-template <typename W>
-constexpr bool kNormedIn = false;
-template <>
-constexpr bool kNormedIn<Fp8Rows<true>> = true;
 
 // xs [K] (shared, bf16) = residual * norm_w of the one token (f32 products rounded to bf16);
 // returns 1 / rms of the residual row to every thread. red: kWarps floats of shared scratch.
@@ -147,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   const uint4* wb_row = row_ptr(g + 8);
   const bf16_t* xr[MT / 8];
 #pragma unroll
-  for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = kNormedIn<W> ? xs : in.x + int64_t(min(nt * 8 + g, M - 1)) * K;
+  for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = W::kNormed ? xs : in.x + int64_t(min(nt * 8 + g, M - 1)) * K;
   // This warp's share [k0, k1) of K (multiples of the granule); a step covers kStep at
   // k + KK t + 4 KK u.
   constexpr int kGran = kGranule<W>, kStep = kGran * kU;
@@ -171,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   if (first) load(wa, wb, k);
   pdl_wait();
   float inv_rms = 1.0f;
-  if constexpr (kNormedIn<W>) inv_rms = stage_normed(in, K, xs, red);
+  if constexpr (W::kNormed) inv_rms = stage_normed(in, K, xs, red);
   pdl_trigger();
   // wa / wb hold step k on entry; each half loads the other set's step before multiplying.
   while (k + kStep <= k1) {
@@ -225,7 +219,7 @@ cudaError_t launch_ks(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, in
                       cudaStream_t s) {
   auto* kernel = skinny_kernel<MT, KS, W, Epi>;
   size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
-  if constexpr (kNormedIn<W>) smem += kWarps * sizeof(float) + size_t(K) * sizeof(bf16_t);
+  if constexpr (W::kNormed) smem += kWarps * sizeof(float) + size_t(K) * sizeof(bf16_t);
   if (smem > 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         e != cudaSuccess)
@@ -251,7 +245,7 @@ cudaError_t launch(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M
   const int min_m = W::kScaled ? 1 : kSkinnyMinM;
   if (M < min_m || M > kSkinnyMaxM || K <= 0 || K % kGranule<W> != 0) return cudaErrorInvalidValue;
   if (n_out <= 0) return cudaGetLastError();
-  if constexpr (kNormedIn<W>) {  // one token (norm_fits)
+  if constexpr (W::kNormed) {  // one token (fp8_skinny_norm_supported)
     if (M != 1 || !x.residual) return cudaErrorInvalidValue;
     return launch_mt<8>(x, w, epi, M, n_out, K, s);
   } else {
