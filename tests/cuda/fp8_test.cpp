@@ -115,6 +115,14 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
   }
 }
 
+// Llama 3's RoPE base at head dim D, unscaled.
+RopeConfig llama_rope(int D) {
+  RopeConfig cfg;
+  cfg.theta = 500000.0f;
+  cfg.head_dim = D;
+  return cfg;
+}
+
 // The decode epilogues fused into the skinny FP8 kernel (norm before the QKV projection + RoPE
 // split, the gated activation, the deferred norm's residual add) against the CPU backend on the
 // dequantized weights, and the residual add bit for bit against linear + add_rms_norm of the
@@ -128,9 +136,7 @@ TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
   auto cpu = make_cpu_backend();
   const int64_t H = 512, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
-  RopeConfig cfg;
-  cfg.theta = 500000.0f;
-  cfg.head_dim = int(D);
+  const RopeConfig cfg = llama_rope(int(D));
   const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 31, 0.05f), W, H, false);
   const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 32, 0.05f), 2 * I, H, false);
   const Fp8Weight wo = quantized(*gpu, test::randn(size_t(H * I), 33, 0.05f), H, I, false);
@@ -212,9 +218,7 @@ TEST(Fp8Kernels, DeferredNormInTheKernelMatchesTheSeparateNorm) {
   auto cpu = make_cpu_backend();
   const int64_t H = 1024, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D, M = 1;
   const float eps = 1e-5f;
-  RopeConfig cfg;
-  cfg.theta = 500000.0f;
-  cfg.head_dim = int(D);
+  const RopeConfig cfg = llama_rope(int(D));
   const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 41, 0.05f), W, H, false);
   const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 42, 0.05f), 2 * I, H, false);
   const auto r0 = test::randn(size_t(M * H), 43, 3.0f), g0 = test::randn(size_t(H), 44);
