@@ -360,27 +360,31 @@ class CudaBackend final : public Backend {
   cudaStream_t s() const { return stream_.handle(); }
 
   // A LinearOp on FP8 weights: where the skinny FP8 kernel takes the batch (Fp8Linear::fuses), the
-  // norm before it as its own kernel and the epilogue fused into it (the RoPE split without q/k
-  // norm, the gated activation, the deferred norm's residual add); else Backend's sequence.
+  // epilogue fused into it (the RoPE split without q/k norm, the gated activation, the deferred
+  // norm's residual add) and, for the deferred norm, the norm before it too (else its own kernel);
+  // otherwise Backend's sequence.
   void fp8_linear(const LinearOp& op) {
     if (!linear_.decode_fusion || !fp8_.fuses(op.x, op.w)) return Backend::linear(op);
-    if (op.norm) rms_norm(op.norm->residual, op.norm->weight, op.norm->eps, op.x);
     const int64_t M = op.x.dim(0), K = op.x.row_elems(), N = op.w.dim(0);
+    const RmsNormInput* norm = op.norm && defers_norm(M) && fp8_.fuses_norm(*op.norm, op.x, op.w) ? &*op.norm : nullptr;
+    if (op.norm && !norm) rms_norm(op.norm->residual, op.norm->weight, op.norm->eps, op.x);
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then);
         e && e->rope && !e->q_norm.defined() &&
         qkv_rope_gemv_fits(op.w, op.bias, e->positions, *e->rope, e->q, e->k, e->v, M, K)) {
-      fp8_.linear_qkv_rope(op.x, op.w, op.bias, e->positions, inv_freq(*e->rope), e->rope->head_dim, e->rope->long_from,
-                           e->q, e->k, e->v, s());
+      fp8_.linear_qkv_rope(op.x, norm, op.w, op.bias, e->positions, inv_freq(*e->rope), e->rope->head_dim,
+                           e->rope->long_from, e->q, e->k, e->v, s());
       return;
     }
     if (const auto* g = std::get_if<Gated>(&op.then); g && !op.bias.defined()) {
       need(g->out, dtype_, "linear", "gated out");
-      if (N == 2 * g->out.row_elems() && g->out.dim(0) == M) return fp8_.linear_gated(g->act, op.x, op.w, g->out, s());
+      if (N == 2 * g->out.row_elems() && g->out.dim(0) == M)
+        return fp8_.linear_gated(g->act, op.x, norm, op.w, g->out, s());
     }
     if (const auto* a = std::get_if<AddRmsNorm>(&op.then);
         a && !op.bias.defined() && defers_norm(M) && a->residual.dtype() == DType::F32 &&
         a->residual.device().is_cuda() && a->residual.dim(0) == M && a->residual.row_elems() == N)
-      return fp8_.linear_add_residual(op.x, op.w, a->residual, s());
+      return fp8_.linear_add_residual(op.x, norm, op.w, a->residual, s());
+    if (norm) rms_norm(norm->residual, norm->weight, norm->eps, op.x);  // no fused form took it
     linear(op.x, op.w, op.bias, op.y);
     apply_epilogue(op.y, op.then);
   }

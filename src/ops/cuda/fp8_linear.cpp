@@ -113,24 +113,44 @@ bool Fp8Linear::fuses(const Tensor& x, const Tensor& w) const {
          cuda::fp8_skinny_supported(int(M), int(w.dim(1)), x.data(), w.data());
 }
 
-void Fp8Linear::linear_gated(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& out, cudaStream_t s) {
-  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_gated(act, x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(),
-                                            w.scales().data_as<float>(), out.data_as<cuda::bf16_t>(), int(x.dim(0)),
-                                            int(out.row_elems()), int(w.dim(1)), s));
+bool Fp8Linear::fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tensor& w) const {
+  const Tensor& r = norm.residual;
+  const int64_t M = x.dim(0), K = w.dim(1);
+  return r.defined() && r.dtype() == DType::F32 && r.device().is_cuda() && r.ndim() == 2 && r.dim(0) == M &&
+         r.dim(1) == K && norm.weight.dtype() == DType::BF16 && norm.weight.device().is_cuda() &&
+         norm.weight.numel() == K &&
+         cuda::fp8_skinny_norm_supported(int(M), int(K), r.data_as<float>(), norm.weight.data_as<cuda::bf16_t>(),
+                                         w.data());
 }
 
-void Fp8Linear::linear_add_residual(const Tensor& x, const Tensor& w, const Tensor& residual, cudaStream_t s) {
-  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_add_residual(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(),
-                                                   w.scales().data_as<float>(), residual.data_as<float>(),
-                                                   int(x.dim(0)), int(w.dim(0)), int(w.dim(1)), s));
+namespace {
+// The kernels' input: x, or the norm of the residual computed in the kernel.
+cuda::GemvInput<cuda::bf16_t> input(const Tensor& x, const RmsNormInput* norm) {
+  if (!norm) return {x.data_as<cuda::bf16_t>()};
+  return {norm->residual.data_as<float>(), norm->weight.data_as<cuda::bf16_t>(), norm->eps};
+}
+}  // namespace
+
+void Fp8Linear::linear_gated(GatedActivation act, const Tensor& x, const RmsNormInput* norm, const Tensor& w,
+                             const Tensor& out, cudaStream_t s) {
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_gated(act, input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(),
+                                            out.data_as<cuda::bf16_t>(), int(x.dim(0)), int(out.row_elems()),
+                                            int(w.dim(1)), s));
 }
 
-void Fp8Linear::linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
-                                const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q, const Tensor& k,
-                                const Tensor& v, cudaStream_t s) {
+void Fp8Linear::linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
+                                    cudaStream_t s) {
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_add_residual(input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(),
+                                                   residual.data_as<float>(), int(x.dim(0)), int(w.dim(0)),
+                                                   int(w.dim(1)), s));
+}
+
+void Fp8Linear::linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
+                                const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from,
+                                const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s) {
   const int D = head_dim;
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_qkv_rope(
-      x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(),
+      input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(),
       bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(), inv_freq.data_as<float>(),
       q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(), int(x.dim(0)),
       int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s));
@@ -139,8 +159,8 @@ void Fp8Linear::linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& 
 std::string Fp8Linear::describe() const {
   return fmt::format(
       "whole-row scales up to {} tokens (weights of at most 2^23 elements: {}): the skinny tensor-core kernel on "
-      "weights widened to bf16 in registers, "
-      "with the RoPE split, gated activation and deferred norm's residual add fused; 128x128 blocks: the FP8 GEMV up "
+      "weights widened to bf16 in registers, with the RoPE split, gated activation and both halves of the deferred "
+      "norm fused; 128x128 blocks: the FP8 GEMV up "
       "to {} tokens; above: {}",
       skinny_limit(opts_, false), skinny_limit(opts_, true), std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel "

@@ -1,7 +1,9 @@
 // Fp8Linear: the CUDA backend's linear() for FP8 e4m3 weights (ops/fp8_weights.h) and their
 // quantization at load. Decode batches on whole-row-scaled weights run the skinny tensor-core
 // kernel on weights widened to bf16 in registers (half the bytes of bf16), which also takes the
-// decode epilogues (RoPE split, gated activation, the residual add of the deferred norm); 128x128
+// decode epilogues (RoPE split, gated activation) and both halves of the deferred norm (the residual
+// add after o_proj / down, the norm of the residual before QKV / gate-up, computed in the kernel);
+// 128x128
 // block-scaled weights run the CUDA-core FP8 GEMV up to 8 tokens. Larger batches run cuBLASLt's
 // FP8 GEMM on activations quantized per token (scales and bias applied after it,
 // ops/cuda/fp8_lt_gemm.h), or, where that is not available (block-scaled weights, a shape the
@@ -18,6 +20,7 @@
 #include "ops/cuda/fp8_lt_gemm.h"
 #include "ops/gated_activation.h"
 #include "ops/kernel_options.h"
+#include "ops/linear_op.h"
 
 namespace gs {
 
@@ -35,15 +38,21 @@ class Fp8Linear {
 
   // Whether the skinny FP8 kernel, and so the fused forms below, take x [M, K] (bf16) times w.
   bool fuses(const Tensor& x, const Tensor& w) const;
-  // The fused forms (fuses(x, w) holds; the caller checked the epilogue's own shapes):
+  // ... and whether they take x = rms_norm(norm) computed in the kernel (fuses(x, w) holds; the
+  // residual f32 [M, K] on the GPU, the norm weight bf16 [K]).
+  bool fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tensor& w) const;
+  // The fused forms (fuses(x, w) holds; the caller checked the epilogue's own shapes), on x, or
+  // where norm is non-null (fuses_norm holds) on rms_norm(*norm), x left unwritten:
   // out = act(x . gate) * (x . up) for w = [gate; up];
-  void linear_gated(GatedActivation act, const Tensor& x, const Tensor& w, const Tensor& out, cudaStream_t s);
+  void linear_gated(GatedActivation act, const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& out,
+                    cudaStream_t s);
   // residual (f32) += x w^T rounded to bf16;
-  void linear_add_residual(const Tensor& x, const Tensor& w, const Tensor& residual, cudaStream_t s);
+  void linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
+                           cudaStream_t s);
   // split_qkv_rope (no q/k norm) of x w^T + bias, inv_freq the RoPE table of head_dim.
-  void linear_qkv_rope(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& positions,
-                       const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q, const Tensor& k,
-                       const Tensor& v, cudaStream_t s);
+  void linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
+                       const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q,
+                       const Tensor& k, const Tensor& v, cudaStream_t s);
 
  private:
   bool run_lt(const Tensor& x, const Tensor& w, const uint16_t* bias, const Tensor& y, int M, int N, int K,
