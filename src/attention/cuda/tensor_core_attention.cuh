@@ -161,9 +161,10 @@ __device__ void load_kv(const PagedAttentionParams& p, const TileInfo& ti, int n
 template <int D, int NT, bool F8>
 __device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const TileInfo& ti, int new0, int g, int kv0,
                                           int kv_end, const RowLookup& rl, uint16_t* ks, uint16_t* vs) {
-  if constexpr (F8)
+  if constexpr (F8) {
+    static_assert(NT == kKeys / 16 * 32, "load_fp8_blocks: a warp for each 16-row block");
     load_fp8_blocks<D>(p, rl, g, kv0, kv_end, ks, vs);
-  else
+  } else
     load_kv<D, NT>(p, ti, new0, g, kv0, kv_end, rl, ks, vs);
 }
 

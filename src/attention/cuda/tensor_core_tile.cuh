@@ -178,8 +178,7 @@ template <int D>
 __device__ __forceinline__ void load_fp8_blocks(const PagedAttentionParams& p, const RowLookup& rl, int g, int kv0,
                                                 int kv_end, uint16_t* ks, uint16_t* vs) {
   const int w = int(threadIdx.x) >> 5, b = w * 16 * D;  // the warp's block: rows [16 w, 16 w + 16)
-  const auto at = [](uint16_t* block, int row, int ch) { return fp8_chunk<D>(block, row, ch); };
-  load_fp8_rows<D, 32>(p, rl, g, kv0 + 16 * w, kv_end, 16, ks + b, vs + b, at, int(threadIdx.x) & 31);
+  load_fp8_rows<D, 32>(p, rl, g, kv0 + 16 * w, kv_end, 16, ks + b, vs + b, fp8_chunk<D>, int(threadIdx.x) & 31);
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {

@@ -229,7 +229,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
   const int P = T_ * k;
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (direct_path(opts, T_, k, E, H)) {
-      const MoeDirect d{ids, index + P + 2 * E + 2, shared, shared_gate, shared_gate_stride, out, k};
+      const MoeDirect d{ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k};
       cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
       if (err != cudaSuccess) return err;
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);

@@ -3,7 +3,8 @@
 //   sorted[P]      the pairs, grouped by expert;
 //   offsets[E + 1] expert e's pairs are sorted[offsets[e], offsets[e + 1]);
 //   chunks[E + 1]  expert e's pairs split into ceil(n_e / chunk) work items of at most `chunk`
-//                  pairs, numbered [chunks[e], chunks[e + 1]); chunks[E] items in all.
+//                  pairs, numbered [chunks[e], chunks[e + 1]); chunks[E] items in all;
+//   counters[kMoeFoldCounters] the small-batch path's (MoeDirect), which leaves the rest unused.
 // A grouped GEMM's grid row blockIdx.y is one item, so the grid is sized by moe_max_items (the
 // token count), never by the routing, and the same launch replays in a graph for any routing.
 #pragma once
@@ -14,8 +15,9 @@
 namespace gs::cuda {
 
 struct MoeIndex {
-  int32_t *sorted, *offsets, *chunks;
-  __host__ __device__ MoeIndex(int32_t* p, int P, int E) : sorted(p), offsets(p + P), chunks(p + P + E + 1) {}
+  int32_t *sorted, *offsets, *chunks, *counters;
+  __host__ __device__ MoeIndex(int32_t* p, int P, int E)
+      : sorted(p), offsets(p + P), chunks(p + P + E + 1), counters(p + P + 2 * (E + 1)) {}
 };
 
 // Work items of at most `chunk` pairs that P pairs over E experts can make:
