@@ -205,9 +205,9 @@ TEST(VllmFlags, AVllmLaunchLineServes) {
 }
 
 TEST(VllmFlags, APortInUseFailsBeforeTheModelLoads) {
-  const int port = 20000 + static_cast<int>(::getpid() % 2000);
-  httplib::Server blocker;
-  ASSERT_TRUE(blocker.bind_to_port("127.0.0.1", port));
+  httplib::Server blocker;  // holds a port the system chose free, so no other test's port can collide
+  const int port = blocker.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
   const CliResult r =
       graphserve("serve --load-format dummy --preset llama3.2-1b --device cpu --port " + std::to_string(port));
   EXPECT_EQ(r.exit_code, 1) << r.out;
