@@ -14,6 +14,7 @@ const std::vector<OpBenchCase>& op_bench_cases() {
       {"copy", "device-to-device copy of 1 GiB: ms and TB/s"},
       {"linear", "Backend::linear against cuBLASLt on 1B / 8B projection shapes, 1..128 tokens"},
       {"fp8-linear", "Backend::linear on FP8 weights per FP8 path beside bf16, 1B / 8B shapes, 1..128 tokens"},
+      {"fp8-epilogue", "FP8 projections + epilogue op above the skinny kernel: scales in the op vs a pass, 8B shapes"},
       {"decode-step", "the ops of a Llama-3.2-1B decode step in one graph, bs 1..128"},
       {"prefill-attention", "one attention layer's prefill per kernel, head dim 64 / 128, 2k / 8k tokens"},
       {"chunked-prefill", "an 8k prompt's attention layer in chunks of 1k..8k tokens"},
@@ -34,6 +35,7 @@ void run_op_bench(const std::string& name) {
   if (name == "copy") bench::time_copy_bandwidth();
   if (name == "linear") bench::time_linear();
   if (name == "fp8-linear") bench::time_fp8_linear();
+  if (name == "fp8-epilogue") bench::time_fp8_epilogues();
   if (name == "decode-step") bench::time_decode_step();
   if (name == "prefill-attention") bench::time_prefill_attention();
   if (name == "chunked-prefill") bench::time_chunked_prefill_attention();

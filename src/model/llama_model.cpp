@@ -89,6 +89,10 @@ bool LlamaModel::defers_norm(const ForwardInputs& in, int n) const {
   return !in.has_lora && !tp_.sharded() && !cfg_.gemma_norms && !cfg_.moe.enabled() && be_.defers_norm(n);
 }
 
+bool LlamaModel::add_norm_in_linear(const ForwardInputs& in, int n, const Tensor& out_norm) const {
+  return !be_.defers_norm(n) && !in.has_lora && !tp_.sharded() && !out_norm.defined();
+}
+
 const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
   if (!in.has_lora) return nullptr;
   GS_CHECK(lora_ != nullptr && in.lora_slots.defined(), "a forward with LoRA, but no LoRA slots are bound");
@@ -160,11 +164,19 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
                 .then = Gated{cfg_.activation, act}});
     return;
   }
-  const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
-  const Tensor o =
-      row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o, w.o_bias);
-  if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
-  add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
+  if (add_norm_in_linear(in, n, w.attn_out_norm)) {
+    be_.linear({.x = buf_.attn_out.rows(0, n),
+                .w = w.o_proj,
+                .bias = w.o_bias,
+                .y = hid,
+                .then = AddRmsNorm{res, w.post_norm, eps, hid}});
+  } else {
+    const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
+    const Tensor o =
+        row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o, w.o_bias);
+    if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
+    add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
+  }
   if (cfg_.moe.sparse(layer)) {
     moe_.run(w.moe, Tensor(), hid, n);
   } else if (lora_slots(in)) {  // the adapter adds to the gate/up projection, in the activation's op
@@ -182,12 +194,12 @@ void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n), act = buf_.act.rows(0, n);
-  if (layer + 1 < cfg_.num_layers && defers_norm(in, n)) {
-    be_.linear({.x = act, .w = w.down, .y = hid, .then = AddRmsNorm{res, next_norm, eps, hid}});
-    return;
-  }
   if (cfg_.moe.sparse(layer)) {  // sharded: the ranks' partial sums, reduced in the add + norm
     add_rms_norm(layer, {.reduce = tp_.sharded()}, in, res, moe_.out(n), next_norm, hid, n);
+    return;
+  }
+  if ((layer + 1 < cfg_.num_layers && defers_norm(in, n)) || add_norm_in_linear(in, n, w.mlp_out_norm)) {
+    be_.linear({.x = act, .w = w.down, .y = hid, .then = AddRmsNorm{res, next_norm, eps, hid}});
     return;
   }
   const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);

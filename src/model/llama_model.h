@@ -80,6 +80,10 @@ class LlamaModel final : public PiecewiseModel {
   // Whether this forward defers the residual norms into the projections after them
   // (Backend::defers_norm; never with LoRA, tensor parallelism or Gemma 2's norms).
   bool defers_norm(const ForwardInputs& in, int n) const;
+  // Whether o_proj / down and the residual add + norm after it run as one LinearOp (the backend may
+  // fuse them) where the backend does not defer the norm: nothing joins the add (no adapter, no
+  // all-reduce, no Gemma 2 norm after the projection).
+  bool add_norm_in_linear(const ForwardInputs& in, int n, const Tensor& out_norm) const;
   // The model's features the decode-step op does not cover, or "" (ops/decode_step.h).
   std::string decode_step_refusal() const;
   void make_decode_step();

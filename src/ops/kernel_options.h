@@ -102,6 +102,9 @@ struct Fp8KernelOptions {
   bool lt_fp8_gemm = true;
   // Rows of x quantized at once (the scratch); larger M runs in chunks.
   int lt_max_rows = 4096;
+  // The cuBLASLt product's scales and bias applied by the op that consumes it (the RoPE split, the
+  // gated activation, the residual add + norm) as it reads each chunk; false: a pass of their own.
+  bool lt_fused_epilogues = true;
 };
 
 // The persistent decode kernel (ops/cuda/persistent_decode.h).

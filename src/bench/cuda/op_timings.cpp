@@ -13,6 +13,8 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_gemm.h"
+#include "ops/kernel_options.h"
+#include "ops/linear_op.h"
 
 namespace gs::bench {
 namespace {
@@ -135,6 +137,57 @@ void time_fp8_linear() {
       const auto bw = [&](double us, double bytes) { return bytes * N * K / us / 1e6; };
       std::printf("[bench] %5dx%-6d %4d %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f) %8.2f (%4.2f)\n", N, K, M, b,
                   bw(b, 2), d, bw(d, 1), s, bw(s, 1), o, bw(o, 1));
+    }
+  }
+}
+
+void time_fp8_epilogues() {
+  KernelOptions pass_opts;
+  pass_opts.fp8.lt_fused_epilogues = false;
+  auto gpu = make_cuda_backend(), pass = make_cuda_backend(0, DType::BF16, pass_opts);
+  const int hq = 32, hkv = 8, D = 128, H = 4096, I = 14336;  // llama3.1-8b
+  RopeConfig rope;
+  rope.theta = 500000.0f;
+  rope.head_dim = D;
+  std::printf(
+      "[bench] fp8 projection + epilogue above the skinny kernel, llama3.1-8b shapes: us per call; scales in "
+      "the epilogue's op (default) vs the scale pass + op, bf16, and 128x128 block-scaled weights\n");
+  std::printf("[bench] %-8s %5s %10s %10s %7s %10s %10s\n", "op", "M", "fused us", "pass us", "ratio", "bf16 us",
+              "blocks us");
+  struct Proj {
+    const char* name;
+    int N, K;
+  };
+  for (const Proj pj :
+       {Proj{"qkv", (hq + 2 * hkv) * D, H}, Proj{"gate_up", 2 * I, H}, Proj{"o_proj", H, H}, Proj{"down", H, I}}) {
+    const Tensor wb = weight(*gpu, pj.N, pj.K, 3), src = weight(*gpu, pj.N, pj.K, 3, 0.02f, DType::F32);
+    const Tensor wq = Tensor::empty({pj.N, pj.K}, DType::F8E4M3, gpu->allocator())
+                          .with_scales(Tensor::empty({pj.N, 1}, DType::F32, gpu->allocator()));
+    const Tensor wblk = Tensor::empty({pj.N, pj.K}, DType::F8E4M3, gpu->allocator())
+                            .with_scales(Tensor::empty({pj.N, pj.K / 128}, DType::F32, gpu->allocator()));
+    for (Backend* be : {gpu.get(), pass.get()}) be->quantize_fp8(src, 1, false, wq);  // each sizes its scratch
+    gpu->quantize_fp8(src, 128, true, wblk);  // 128x128 blocks, as Qwen3's FP8 checkpoints
+    for (int M : {256, 2048, 8192}) {
+      const Tensor x = weight(*gpu, M, pj.K, 4, 1.0f), y = Tensor::empty({M, pj.N}, DType::BF16, gpu->allocator());
+      const Tensor out = Tensor::empty({M, std::max(pj.N / 2, H)}, DType::BF16, gpu->allocator());
+      const Tensor res = weight(*gpu, M, H, 5, 1.0f, DType::F32), norm = weight(*gpu, 1, H, 6, 1.0f).reshape({H});
+      const Tensor q = Tensor::empty({M, hq * D}, DType::BF16, gpu->allocator());
+      const Tensor k = Tensor::empty({M, hkv * D}, DType::BF16, gpu->allocator());
+      const Tensor v = Tensor::empty({M, hkv * D}, DType::BF16, gpu->allocator());
+      std::vector<int32_t> p(static_cast<size_t>(M));
+      for (int i = 0; i < M; ++i) p[size_t(i)] = i;
+      const Tensor pos = on_i32(*gpu, p, {M});
+      LinearEpilogue then;
+      if (pj.N == (hq + 2 * hkv) * D) then = SplitQkvRope{pos, &rope, Tensor(), Tensor(), 1e-5f, q, k, v};
+      if (pj.N == 2 * I) then = Gated{GatedActivation::Silu, out.prefix({M, I})};
+      if (pj.N == H) then = AddRmsNorm{res, norm, 1e-5f, out.prefix({M, H})};
+      const auto time = [&](Backend& be, const Tensor& w) {
+        return time_graph_ms(
+                   be, 1, [&] { be.linear({.x = x, .w = w, .y = y, .then = then}); }, 10) *
+               1e3;
+      };
+      const double f = time(*gpu, wq), o = time(*pass, wq), b = time(*gpu, wb), bk = time(*gpu, wblk);
+      std::printf("[bench] %-8s %5d %10.1f %10.1f %7.3f %10.1f %10.1f\n", pj.name, M, f, o, f / o, b, bk);
     }
   }
 }

@@ -13,6 +13,10 @@ void time_linear();
 // shapes at 1..128 tokens, per FP8 path: the default, the skinny FP8 kernel at every token count,
 // and the CUDA-core FP8 GEMV then cuBLASLt's FP8 GEMM (Fp8KernelOptions).
 void time_fp8_linear();
+// FP8 projections with their epilogue op (RoPE split, gated activation, add + norm) on llama3.1-8b
+// shapes at 256 / 2048 / 8192 tokens: the scales applied in that op against a pass of their own,
+// beside bf16 and 128x128 block-scaled weights.
+void time_fp8_epilogues();
 // The ops of one Llama-3.2-1B decode step (16 layers, GQA 32/8, D 64, vocab 128256) in one captured
 // graph at bs 1, 8, 32, 128: an estimate of the engine's FULL-graph decode step.
 void time_decode_step();

@@ -141,18 +141,7 @@ class CudaBackend final : public Backend {
   }
 
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
-    const int64_t H = check_norm(x, w, out, "add_rms_norm");
-    need(residual, residual_dtype(residual), "add_rms_norm", "residual");
-    need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      if (residual.dtype() == DType::F32)
-        GS_CUDA_CHECK((cuda::add_rms_norm<E, float>(ptr<float>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
-                                                    int(x.dim(0)), int(H), s())));
-      else
-        GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)),
-                                                int(H), s())));
-    });
+    add_rms_norm(residual, x, w, eps, out, {});
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
@@ -238,28 +227,11 @@ class CudaBackend final : public Backend {
 
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
                       const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v) override {
-    const int64_t T = check_split_qkv_rope("split_qkv_rope", qkv, positions, cfg, q_norm, k_norm, q, k, v);
-    const int D = cfg.head_dim;
-    const Tensor& inv = inv_freq(cfg);
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      const E* qn = q_norm.defined() ? ptr<E>(q_norm) : nullptr;
-      const E* kn = k_norm.defined() ? ptr<E>(k_norm) : nullptr;
-      GS_CUDA_CHECK(cuda::split_qkv_rope<E>(ptr<E>(qkv), ptr<int32_t>(positions), ptr<float>(inv), qn, kn, eps,
-                                            ptr<E>(q), ptr<E>(k), ptr<E>(v), int(T), int(q.row_elems() / D),
-                                            int(k.row_elems() / D), D, cfg.long_from, s()));
-    });
+    split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v, {});
   }
 
   void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out) override {
-    need(gate_up, dtype_, "gated_activation", "gate_up");
-    need(out, dtype_, "gated_activation", "out");
-    const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
-    need_rows(gate_up, T, 2 * I, "gated_activation", "gate_up");
-    by_dtype([&](auto e) {
-      using E = decltype(e);
-      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s()));
-    });
+    gated_activation(act, gate_up, out, {});
   }
 
   // The deferred norm at one token (unless LinearKernelOptions::norm_fusion is off): o_proj / down add
@@ -359,11 +331,86 @@ class CudaBackend final : public Backend {
  private:
   cudaStream_t s() const { return stream_.handle(); }
 
+  // The row-wise ops above, reading their input (x, gate_up, qkv) through the FP8 GEMM's scales
+  // where sc.row is set (cuda::OutputScales).
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
+                    const cuda::OutputScales& sc) {
+    const int64_t H = check_norm(x, w, out, "add_rms_norm");
+    need(residual, residual_dtype(residual), "add_rms_norm", "residual");
+    need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      if (residual.dtype() == DType::F32)
+        GS_CUDA_CHECK((cuda::add_rms_norm<E, float>(ptr<float>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
+                                                    int(x.dim(0)), int(H), s(), sc)));
+      else
+        GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)),
+                                                int(H), s(), sc)));
+    });
+  }
+  void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out, const cuda::OutputScales& sc) {
+    need(gate_up, dtype_, "gated_activation", "gate_up");
+    need(out, dtype_, "gated_activation", "out");
+    const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
+    need_rows(gate_up, T, 2 * I, "gated_activation", "gate_up");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s(), sc));
+    });
+  }
+  void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
+                      const Tensor& k_norm, float eps, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const cuda::OutputScales& sc) {
+    const int64_t T = check_split_qkv_rope("split_qkv_rope", qkv, positions, cfg, q_norm, k_norm, q, k, v);
+    const int D = cfg.head_dim;
+    const Tensor& inv = inv_freq(cfg);
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const E* qn = q_norm.defined() ? ptr<E>(q_norm) : nullptr;
+      const E* kn = k_norm.defined() ? ptr<E>(k_norm) : nullptr;
+      GS_CUDA_CHECK(cuda::split_qkv_rope<E>(ptr<E>(qkv), ptr<int32_t>(positions), ptr<float>(inv), qn, kn, eps,
+                                            ptr<E>(q), ptr<E>(k), ptr<E>(v), int(T), int(q.row_elems() / D),
+                                            int(k.row_elems() / D), D, cfg.long_from, s(), sc));
+    });
+  }
+
+  // Above the skinny kernel (Fp8Linear::scales_in_epilogue): cuBLASLt's unscaled FP8 product, read
+  // chunk by chunk through its scales and bias by the epilogue's own op (one pass over y fewer than
+  // the scale pass + op). False where the op has no epilogue, a norm before it, or the path is another.
+  bool fp8_scaled_epilogue(const LinearOp& op) {
+    if (op.norm || std::holds_alternative<std::monostate>(op.then) || !fp8_.scales_in_epilogue(op.x, op.w, op.y))
+      return false;
+    const auto rows = [](const Tensor& t, int m0, int m) { return t.rows(m0, m); };
+    if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope) {
+      check_split_qkv_rope("linear", op.y, e->positions, *e->rope, e->q_norm, e->k_norm, e->q, e->k, e->v);
+      fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
+        split_qkv_rope(rows(op.y, m0, m), rows(e->positions, m0, m), *e->rope, e->q_norm, e->k_norm, e->eps,
+                       rows(e->q, m0, m), rows(e->k, m0, m), rows(e->v, m0, m), sc);
+      });
+      return true;
+    }
+    if (const auto* g = std::get_if<Gated>(&op.then)) {
+      fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
+        gated_activation(g->act, rows(op.y, m0, m), rows(g->out, m0, m), sc);
+      });
+      return true;
+    }
+    if (const auto* a = std::get_if<AddRmsNorm>(&op.then)) {
+      fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
+        add_rms_norm(rows(a->residual, m0, m), rows(op.y, m0, m), a->weight, a->eps, rows(a->out, m0, m), sc);
+      });
+      return true;
+    }
+    return false;
+  }
+
   // A LinearOp on FP8 weights: where the skinny FP8 kernel takes the batch (Fp8Linear::fuses), the
   // epilogue fused into it (the RoPE split without q/k norm, the gated activation, the deferred
   // norm's residual add) and, for the deferred norm, the norm before it too (else its own kernel);
-  // otherwise Backend's sequence.
+  // on cuBLASLt's path the scales in the epilogue's op (fp8_scaled_epilogue); otherwise Backend's
+  // sequence.
   void fp8_linear(const LinearOp& op) {
+    if (fp8_scaled_epilogue(op)) return;
     if (!linear_.decode_fusion || !fp8_.fuses(op.x, op.w)) return Backend::linear(op);
     const int64_t M = op.x.dim(0), K = op.x.row_elems(), N = op.w.dim(0);
     const RmsNormInput* norm = op.norm && defers_norm(M) && fp8_.fuses_norm(*op.norm, op.x, op.w) ? &*op.norm : nullptr;

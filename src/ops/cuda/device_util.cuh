@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/kernels.h"
+
 namespace gs::cuda {
 
 __device__ __forceinline__ float bf2f(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }
@@ -74,6 +76,28 @@ __device__ __forceinline__ void store8(T* p, const float* f) {
   uint4* v = reinterpret_cast<uint4*>(p);
 #pragma unroll
   for (int i = 0; i < 8 / kVecElems<T>; ++i) v[i] = pack_vec<T>(f + i * kVecElems<T>);
+}
+
+// OutputScales (kernels.h) on element (t, n) of an unscaled product, or v itself when !SC.
+template <bool SC>
+__device__ __forceinline__ float scaled(float v, const OutputScales& sc, int64_t t, int n) {
+  if constexpr (!SC) return v;
+  const float r = v * (sc.row[t] * sc.col[n]);
+  return sc.bias ? r + bf2f(sc.bias[n]) : r;
+}
+// ... on elements (t, n .. n + 8) in place (n a multiple of 8: col and bias read as vectors).
+template <bool SC>
+__device__ __forceinline__ void scaled8(float* f, const OutputScales& sc, int64_t t, int n) {
+  if constexpr (SC) {
+    const float r = sc.row[t];
+    const float4 c0 = *reinterpret_cast<const float4*>(sc.col + n),
+                 c1 = *reinterpret_cast<const float4*>(sc.col + n + 4);
+    const float c[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+    float b[8] = {};
+    if (sc.bias) load8(sc.bias + n, b);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = f[i] * (r * c[i]) + b[i];
+  }
 }
 
 // Rotary embedding (rotate-half form) of 8 pairs: the elements c .. c+8 of a head's first half (a)

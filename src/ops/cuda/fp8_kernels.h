@@ -19,6 +19,15 @@ cudaError_t fp8_quantize(const float* src, int r, int K, int group_rows, bool bl
 // x's row m / 448 (x bf16).
 cudaError_t fp8_quantize_rows(const uint16_t* x, int M, int K, uint8_t* q, float* scales, cudaStream_t s);
 
+// Dynamic activation scales per token and 128 columns, for 128x128 block-scaled weights (K a
+// multiple of 128): q [M, K] = e4m3(x / s), s = that group's amax / 448 (1 when zero), stored
+// token-minor: scales[g * M + m] (cuBLASLt's VEC128 layout for x as its K x M operand).
+cudaError_t fp8_quantize_groups(const uint16_t* x, int M, int K, uint8_t* q, float* scales, cudaStream_t s);
+
+// A 128x128 block-scaled weight's block grid [ceil(N / 128), G] (row-major) from its per-row
+// scales [N, G] (each block's rows repeat its scale): rows 0, 128, 256, ...
+cudaError_t fp8_block_grid(const float* row_scales, int N, int G, float* grid, cudaStream_t s);
+
 // out [N, K] bf16 = q * scales (scales [N, G], G = 1 or ceil(K / 128)).
 cudaError_t fp8_dequantize(const uint8_t* q, const float* scales, int G, uint16_t* out, int N, int K, cudaStream_t s);
 

@@ -15,6 +15,10 @@
 namespace gs {
 
 namespace {
+// cuBLASLt's block-scaled GEMM takes K in multiples of 4 blocks of 128: it misreads the block grid
+// of narrower weights (2 blocks) while its heuristic accepts them.
+constexpr int kBlockGemmK = 512;
+
 // Grows `t` (1-D, `dtype`) to at least n elements; load time only.
 void reserve(Tensor& t, int64_t n, DType dtype, Allocator& alloc) {
   if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, dtype, alloc);
@@ -37,34 +41,89 @@ void Fp8Linear::quantize(const Tensor& src, int64_t group_rows, bool block128, c
   const auto* begin = dst.data_as<const uint8_t>();
   if (begin != part_end_) weight_begin_ = begin;
   part_end_ = begin + r * K;
+  // Parts of weights freed since may have begun in this part's rows: they are gone.
+  block_parts_.erase(block_parts_.lower_bound(begin), block_parts_.lower_bound(part_end_));
+  if (block128) block_parts_.insert(begin);
+  aligned_.clear();
   reserve(dequant_, (part_end_ - weight_begin_), DType::BF16, alloc_);
   if (opts_.lt_fp8_gemm) {
     if (!lt_) lt_ = std::make_unique<Fp8LtGemm>(alloc_);
     reserve(xq_, int64_t(opts_.lt_max_rows) * K, DType::U8, alloc_);
-    reserve(xs_, opts_.lt_max_rows, DType::F32, alloc_);
+    reserve(xs_, int64_t(opts_.lt_max_rows) * G, DType::F32, alloc_);
+    if (block128) reserve(grid_, ((part_end_ - weight_begin_) / K + 127) / 128 * G, DType::F32, alloc_);
   }
 }
 
-bool Fp8Linear::run_lt(const Tensor& x, const Tensor& w, const uint16_t* bias, const Tensor& y, int M, int N, int K,
-                       cudaStream_t s) {
-  if (!lt_ || w.scales().dim(1) != 1 || y.dtype() != DType::BF16 || xq_.numel() < int64_t(opts_.lt_max_rows) * K)
-    return false;
+bool Fp8Linear::block_rows_aligned(const Tensor& w) {
+  const auto* p = w.data_as<uint8_t>();
+  const auto [it, fresh] = aligned_.try_emplace(p, true);
+  if (!fresh) return it->second;
+  const int64_t K = w.dim(1), end = w.dim(0) * K;
+  for (auto part = block_parts_.lower_bound(p); part != block_parts_.end() && *part - p < end; ++part)
+    if ((*part - p) / K % 128 != 0) it->second = false;
+  return it->second;
+}
+
+int Fp8Linear::lt_rows(int m, int N, int K, bool block) {
+  if (lt_->supported(m, N, K, block)) return m;
+  const int m4 = m - m % 4;
+  return block && m4 > 0 && m - m4 <= cuda::kFp8GemvMaxM && lt_->supported(m4, N, K, true) ? m4 : 0;
+}
+
+bool Fp8Linear::lt_takes(const Tensor& x, const Tensor& w, const Tensor& y) {
+  const int M = int(x.dim(0)), N = int(w.dim(0)), K = int(w.dim(1)), G = int(w.scales().dim(1));
   const int chunk = opts_.lt_max_rows;
-  if (!lt_->supported(std::min(M, chunk), N, K) || (M > chunk && M % chunk && !lt_->supported(M % chunk, N, K))) {
-    if (!warned_)
-      spdlog::warn("cuBLASLt has no FP8 e4m3 GEMM for M {} N {} K {}: such shapes dequantize the weight to bf16", M, N,
-                   K);
-    warned_ = true;
+  const bool block = G != 1;
+  if (!opts_.lt_fp8_gemm || !lt_ || y.dtype() != DType::BF16 || xq_.numel() < int64_t(chunk) * K) return false;
+  if (block && (K % kBlockGemmK != 0 || N % 128 != 0 || !block_rows_aligned(w) || xs_.numel() < int64_t(chunk) * G ||
+                grid_.numel() < int64_t(N + 127) / 128 * G || !cuda::fp8_gemv_supported(1, K, x.data(), w.data())))
     return false;
+  bool ok = true;
+  for (const int m : {std::min(M, chunk), M > chunk ? M % chunk : 0})
+    ok = ok && (m == 0 || lt_rows(m, N, K, block) > 0);
+  if (!ok && !warned_) {
+    spdlog::warn("cuBLASLt has no FP8 e4m3 GEMM for M {} N {} K {}{}: such shapes dequantize the weight to bf16", M, N,
+                 K, block ? " on 128x128 blocks" : "");
+    warned_ = true;
   }
+  return ok;
+}
+
+void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
+                                const ScaledRows& then) {
+  const int M = int(x.dim(0)), N = int(w.dim(0)), K = int(w.dim(1)), G = int(w.scales().dim(1));
+  const int chunk = opts_.lt_max_rows;
+  const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
+  const auto* xd = x.data_as<uint16_t>();
+  auto* yd = y.data_as<uint16_t>();
+  if (G != 1) {  // 128x128 blocks: the library scales; the bias and a chunk's last M % 4 rows after it
+    GS_CUDA_CHECK(cuda::fp8_block_grid(w.scales().data_as<float>(), N, G, grid_.data_as<float>(), s));
+    for (int m0 = 0; m0 < M; m0 += chunk) {
+      const int m = std::min(chunk, M - m0), ml = lt_rows(m, N, K, true);
+      const int64_t r0 = int64_t(m0) * K, o0 = int64_t(m0) * N;
+      GS_CUDA_CHECK(cuda::fp8_quantize_groups(xd + r0, ml, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
+      lt_->matmul(xq_.data_as<uint8_t>(), w.data_as<uint8_t>(), yd + o0, ml, N, K, s, grid_.data_as<float>(),
+                  xs_.data_as<float>());
+      if (b) GS_CUDA_CHECK(cuda::add_bias<cuda::bf16_t>(yd + o0, false, b, ml, N, s));
+      if (ml < m)
+        GS_CUDA_CHECK(cuda::fp8_gemv(xd + r0 + int64_t(ml) * K, w.data_as<uint8_t>(), w.scales().data_as<float>(), G, b,
+                                     yd + o0 + int64_t(ml) * N, false, m - ml, N, K, s));
+      then(m0, m, cuda::OutputScales{});
+    }
+    return;
+  }
+  const cuda::OutputScales sc{xs_.data_as<float>(), w.scales().data_as<float>(), b};
   for (int m0 = 0; m0 < M; m0 += chunk) {
     const int m = std::min(chunk, M - m0);
-    const auto* xr = x.data_as<uint16_t>() + int64_t(m0) * K;
-    GS_CUDA_CHECK(cuda::fp8_quantize_rows(xr, m, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
-    lt_->matmul(xq_.data_as<uint8_t>(), xs_.data_as<float>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), bias,
-                y.data_as<uint16_t>() + int64_t(m0) * N, m, N, K, s);
+    GS_CUDA_CHECK(cuda::fp8_quantize_rows(xd + int64_t(m0) * K, m, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
+    lt_->matmul(xq_.data_as<uint8_t>(), w.data_as<uint8_t>(), yd + int64_t(m0) * N, m, N, K, s);
+    then(m0, m, sc);
   }
-  return true;
+}
+
+bool Fp8Linear::scales_in_epilogue(const Tensor& x, const Tensor& w, const Tensor& y) {
+  return opts_.lt_fused_epilogues && w.dtype() == DType::F8E4M3 && w.scales().defined() && x.dtype() == DType::BF16 &&
+         x.ndim() >= 1 && x.row_elems() == w.dim(1) && !fuses(x, w) && !gemv_takes(x, w) && lt_takes(x, w, y);
 }
 
 void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
@@ -80,12 +139,19 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
                                         y.data(), y.dtype() == DType::F32, M, N, K, s));
     return;
   }
-  if (M <= std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM) && cuda::fp8_gemv_supported(M, K, x.data(), w.data())) {
+  if (gemv_takes(x, w)) {
     GS_CUDA_CHECK(cuda::fp8_gemv(x.data_as<uint16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), G, b,
                                  y.data(), y.dtype() == DType::F32, M, N, K, s));
     return;
   }
-  if (opts_.lt_fp8_gemm && run_lt(x, w, b, y, M, N, K, s)) return;
+  if (lt_takes(x, w, y)) {
+    linear_unscaled(x, w, bias, y, s, [&](int m0, int m, const cuda::OutputScales& sc) {
+      if (sc.row)
+        GS_CUDA_CHECK(
+            cuda::fp8_scale_output(y.data_as<uint16_t>() + int64_t(m0) * N, sc.row, sc.col, sc.bias, m, N, s));
+    });
+    return;
+  }
   GS_CHECK(dequant_.numel() >= int64_t(N) * K, "linear: FP8 weight {} is larger than the dequantization scratch",
            w.str());
   const Tensor wb = dequant_.prefix({N, K});
@@ -105,6 +171,12 @@ int skinny_limit(const Fp8KernelOptions& o, bool small_weight) {
                   cuda::kSkinnyMaxM);
 }
 }  // namespace
+
+bool Fp8Linear::gemv_takes(const Tensor& x, const Tensor& w) const {
+  const int64_t M = x.dim(0);
+  return M <= std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM) &&
+         cuda::fp8_gemv_supported(int(M), int(w.dim(1)), x.data(), w.data());
+}
 
 bool Fp8Linear::fuses(const Tensor& x, const Tensor& w) const {
   const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0;
@@ -163,10 +235,16 @@ std::string Fp8Linear::describe() const {
       "norm fused; 128x128 blocks: the FP8 GEMV up "
       "to {} tokens; above: {}",
       skinny_limit(opts_, false), skinny_limit(opts_, true), std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
-      opts_.lt_fp8_gemm ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel "
-                          "scales and bias in one epilogue kernel (128x128 block-scaled weights: dequantized to bf16 + "
-                          "the bf16 GEMM)"
-                        : "the weight dequantized to bf16 + the bf16 GEMM");
+      !opts_.lt_fp8_gemm ? "the weight dequantized to bf16 + the bf16 GEMM"
+      : opts_.lt_fused_epilogues
+          ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales; the per-token x per-channel scales and bias "
+            "applied by the RoPE split, gated activation or residual add + norm that reads the product (else one "
+            "epilogue kernel); 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x quantized per token "
+            "and 128 columns"
+          : "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel scales and "
+            "bias "
+            "in one epilogue kernel; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x quantized per "
+            "token and 128 columns");
 }
 
 }  // namespace gs

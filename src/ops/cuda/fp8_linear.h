@@ -3,21 +3,26 @@
 // kernel on weights widened to bf16 in registers (half the bytes of bf16), which also takes the
 // decode epilogues (RoPE split, gated activation) and both halves of the deferred norm (the residual
 // add after o_proj / down, the norm of the residual before QKV / gate-up, computed in the kernel);
-// 128x128
-// block-scaled weights run the CUDA-core FP8 GEMV up to 8 tokens. Larger batches run cuBLASLt's
-// FP8 GEMM on activations quantized per token (scales and bias applied after it,
-// ops/cuda/fp8_lt_gemm.h), or, where that is not available (block-scaled weights, a shape the
-// library refuses, an f32 output), the weight dequantized to bf16 through one persistent scratch
-// and the bf16 GEMM.
+// 128x128 block-scaled weights run the CUDA-core FP8 GEMV up to 8 tokens. Larger batches run
+// cuBLASLt's FP8 GEMM (ops/cuda/fp8_lt_gemm.h): on whole-row scales with activations quantized
+// per token, the scales and bias applied by a pass of their own or, through linear_unscaled, by the
+// op that consumes the product; on 128x128 blocks with activations quantized per token and 128
+// columns, scaled by the library (a chunk's last M % 4 rows, which its block modes refuse, by the
+// GEMV; K a multiple of 512 and N of 128). Where neither is available (a shape the library
+// refuses, an f32 output, blocks whose fused parts do not start on a block row), the weight is
+// dequantized to bf16 through one persistent scratch for the bf16 GEMM.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "core/tensor.h"
 #include "ops/cuda/fp8_lt_gemm.h"
+#include "ops/cuda/kernels.h"
 #include "ops/gated_activation.h"
 #include "ops/kernel_options.h"
 #include "ops/linear_op.h"
@@ -35,6 +40,18 @@ class Fp8Linear {
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
               const std::function<void(const Tensor& wb)>& dense);
   std::string describe() const;
+
+  // Whether linear() takes x w^T (+ bias) into y through cuBLASLt and Fp8KernelOptions::
+  // lt_fused_epilogues leaves the scales to the op that consumes y (host-only).
+  bool scales_in_epilogue(const Tensor& x, const Tensor& w, const Tensor& y);
+  // The consumer of rows [m0, m0 + m) of y, which hold the unscaled product when it runs: it reads
+  // them through `sc` (the chunk's token scales, w's channel scales, the bias; sc.row null where
+  // the rows are already scaled, on block-scaled weights).
+  using ScaledRows = std::function<void(int m0, int m, const cuda::OutputScales& sc)>;
+  // That path (scales_in_epilogue holds): x quantized per token and multiplied chunk by chunk of
+  // Fp8KernelOptions::lt_max_rows rows, `then` enqueued after each chunk.
+  void linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
+                       const ScaledRows& then);
 
   // Whether the skinny FP8 kernel, and so the fused forms below, take x [M, K] (bf16) times w.
   bool fuses(const Tensor& x, const Tensor& w) const;
@@ -55,16 +72,29 @@ class Fp8Linear {
                        const Tensor& k, const Tensor& v, cudaStream_t s);
 
  private:
-  bool run_lt(const Tensor& x, const Tensor& w, const uint16_t* bias, const Tensor& y, int M, int N, int K,
-              cudaStream_t s);
+  // Whether cuBLASLt takes x w^T into y (bf16 y, every chunk's shape); the first shape it refuses
+  // is logged.
+  bool lt_takes(const Tensor& x, const Tensor& w, const Tensor& y);
+  // The rows of an m-row chunk cuBLASLt takes: m, or on block-scaled weights (block) the first
+  // m - m % 4 where its block modes refuse m (the rest go to the GEMV); 0 where it takes none.
+  int lt_rows(int m, int N, int K, bool block);
+  // Whether every block-scaled part inside w starts at a multiple of 128 rows (host-only; cached).
+  bool block_rows_aligned(const Tensor& w);
+  // Whether the FP8 GEMV takes x [M, K] (where the skinny kernel does not).
+  bool gemv_takes(const Tensor& x, const Tensor& w) const;
 
   Allocator& alloc_;
   Fp8KernelOptions opts_;
   std::unique_ptr<Fp8LtGemm> lt_;
-  Tensor dequant_;                         // bf16, as large as the largest FP8 weight
-  Tensor xq_, xs_;                         // e4m3 [lt_max_rows, largest K] and f32 [lt_max_rows]: x quantized per token
+  Tensor dequant_;  // bf16, as large as the largest FP8 weight
+  Tensor xq_, xs_;  // e4m3 [lt_max_rows, largest K] and f32 [lt_max_rows (x largest K / 128)]: x quantized
+  Tensor grid_;     // f32: the largest block-scaled weight's 128x128 block grid
   const uint8_t* weight_begin_ = nullptr;  // the weight being quantized (quantize's fused parts)
   const uint8_t* part_end_ = nullptr;
+  // Where each 128x128 block-scaled part quantize() wrote begins: a weight's block grid holds
+  // only where each of its parts starts on a block row (block_rows_aligned).
+  std::set<const uint8_t*> block_parts_;
+  std::map<const uint8_t*, bool> aligned_;  // block_rows_aligned's answer per weight
   bool warned_ = false;
 };
 

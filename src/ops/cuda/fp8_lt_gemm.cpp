@@ -4,7 +4,6 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
-#include "ops/cuda/fp8_kernels.h"
 
 namespace gs {
 
@@ -28,12 +27,25 @@ Fp8LtGemm::~Fp8LtGemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-Fp8LtGemm::Plan& Fp8LtGemm::plan(int M, int N, int K) {
-  auto [it, fresh] = plans_.try_emplace({M, N, K});
+Fp8LtGemm::Plan& Fp8LtGemm::plan(int M, int N, int K, bool block) {
+  auto [it, fresh] = plans_.try_emplace({M, N, K, block});
   Plan& p = it->second;
   if (!fresh) return p;
-  // No scale attributes: the library's default, unit per-tensor scales.
+  // Unscaled: no scale attributes (the library's default, unit per-tensor scales).
   bool ok = cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+  if (block) {
+    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                  b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode) == 0;
+    // The heuristic finds no algorithm while the scale pointers are unset: placeholders (device
+    // memory, aligned) until matmul() sets each call's own.
+    const void* placeholder = workspace_.data();
+    ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder,
+                                              sizeof placeholder) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
+                                              sizeof placeholder) == 0;
+  }
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
   ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
@@ -53,17 +65,25 @@ Fp8LtGemm::Plan& Fp8LtGemm::plan(int M, int N, int K) {
   return p;
 }
 
-bool Fp8LtGemm::supported(int M, int N, int K) { return M > 0 && N > 0 && K > 0 && K % 16 == 0 && plan(M, N, K).ok; }
+bool Fp8LtGemm::supported(int M, int N, int K, bool block) {
+  return M > 0 && N > 0 && K > 0 && K % (block ? 128 : 16) == 0 && plan(M, N, K, block).ok;
+}
 
-void Fp8LtGemm::matmul(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale,
-                       const uint16_t* bias, uint16_t* y, int M, int N, int K, cudaStream_t s) {
-  Plan& p = plan(M, N, K);
-  GS_CHECK(p.ok, "cuBLASLt FP8 GEMM: no algorithm for M {} N {} K {}", M, N, K);
+void Fp8LtGemm::matmul(const uint8_t* xq, const uint8_t* wq, uint16_t* y, int M, int N, int K, cudaStream_t s,
+                       const float* w_grid, const float* x_groups) {
+  const bool block = w_grid != nullptr;
+  Plan& p = plan(M, N, K, block);
+  GS_CHECK(p.ok, "cuBLASLt FP8 GEMM: no algorithm for M {} N {} K {}{}", M, N, K, block ? " (128x128 blocks)" : "");
+  if (block) {  // the scale pointers of this call (plans are cached per shape)
+    const bool set =
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_grid, sizeof w_grid) == 0 &&
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_groups, sizeof x_groups) == 0;
+    GS_CHECK(set, "cuBLASLt FP8 GEMM: cannot set the block scales (M {} N {} K {})", M, N, K);
+  }
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, wq, p.a, xq, p.b, &beta, y, p.c, y, p.c, &p.algo,
                                            workspace_.data(), kWorkspaceBytes, s);
   GS_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt FP8 GEMM (M {} N {} K {}) failed: status {}", M, N, K, int(st));
-  GS_CUDA_CHECK(cuda::fp8_scale_output(y, x_scale, w_scale, bias, M, N, s));
 }
 
 }  // namespace gs

@@ -1,11 +1,13 @@
-// Fp8LtGemm: y[M, N] (bf16) = (x_q[M, K] . w_q[N, K]^T) * x_scale[m] * w_scale[n] (+ bias[n]) on
-// the FP8 tensor cores through cuBLASLt; x_q and x_scale come from cuda::fp8_quantize_rows.
-// The library runs with unit scales (its default per-tensor scalar mode: the FP8 GEMM every
-// FP8-capable cuBLASLt has, where per-token x per-channel "outer vector" scales are not available
-// on Hopper) and writes the unscaled product as bf16, whose f32 exponent range e4m3 products
-// summed over K cannot overflow; cuda::fp8_scale_output then applies both scale vectors and the
-// bias in one pass, rounding once more to bf16. Plans (descriptors, the heuristic's algorithm)
-// are cached per shape; a shape the library refuses is remembered and reported, so the caller
+// Fp8LtGemm: y[M, N] (bf16) = x_q[M, K] . w_q[N, K]^T on the FP8 tensor cores through cuBLASLt,
+// unscaled; x_q and its token scales come from cuda::fp8_quantize_rows. The library runs with unit
+// scales (its default per-tensor scalar mode: the FP8 GEMM every FP8-capable cuBLASLt has, where
+// per-token x per-channel "outer vector" scales are not available on Hopper) and writes the
+// unscaled product as bf16, whose f32 exponent range e4m3 products summed over K cannot overflow;
+// the caller applies both scale vectors and the bias after it (ops/cuda/fp8_linear.h: a pass of
+// its own, or inside the op that consumes y). 128x128 block-scaled weights take Hopper's block
+// modes instead (w's BLK128x128 grid [ceil(N / 128), K / 128] row-major, x's VEC128 scales per token
+// and 128 columns [K / 128, M] token-minor, cuda::fp8_quantize_groups), and y comes out scaled. Plans (descriptors, the
+// heuristic's algorithm) are cached per shape; a shape the library refuses is remembered and reported, so the caller
 // falls back.
 #pragma once
 #include <cublasLt.h>
@@ -25,11 +27,12 @@ class Fp8LtGemm {
   Fp8LtGemm(const Fp8LtGemm&) = delete;
   Fp8LtGemm& operator=(const Fp8LtGemm&) = delete;
 
-  // Whether the library has an algorithm for this shape (host-only; cached).
-  bool supported(int M, int N, int K);
-  // Enqueues the GEMM and its scales (supported(M, N, K) must be true); bias bf16 [N] or null.
-  void matmul(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale, const uint16_t* bias,
-              uint16_t* y, int M, int N, int K, cudaStream_t s);
+  // Whether the library has an algorithm for this shape, unscaled or block-scaled (host-only; cached).
+  bool supported(int M, int N, int K, bool block = false);
+  // Enqueues the GEMM (supported(M, N, K, block) must be true): unscaled, or where w_grid is set,
+  // block-scaled by w_grid and x_groups (the layouts above).
+  void matmul(const uint8_t* xq, const uint8_t* wq, uint16_t* y, int M, int N, int K, cudaStream_t s,
+              const float* w_grid = nullptr, const float* x_groups = nullptr);
 
  private:
   struct Plan {
@@ -38,11 +41,11 @@ class Fp8LtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  Plan& plan(int M, int N, int K);
+  Plan& plan(int M, int N, int K, bool block);
 
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
-  std::map<std::tuple<int, int, int>, Plan> plans_;
+  std::map<std::tuple<int, int, int, bool>, Plan> plans_;
 };
 
 }  // namespace gs

@@ -126,6 +126,38 @@ __global__ void quantize_rows_kernel(const uint16_t* __restrict__ x, int K, uint
     q[int64_t(row) * K + c] = __nv_cvt_float_to_fp8(bf2f(xr[c]) * inv, __NV_SATFINITE, __NV_E4M3);
 }
 
+// One warp per (token, 128-column group), 4 columns a lane: the group's amax, then e4m3 of x / scale.
+__global__ void quantize_groups_kernel(const uint16_t* __restrict__ x, int M, int K, uint8_t* __restrict__ q,
+                                       float* __restrict__ scales) {
+  const int G = K / kBlockK, lane = int(threadIdx.x & 31);
+  const int64_t item = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  pdl_wait();
+  pdl_trigger();
+  if (item >= int64_t(M) * G) return;
+  const int m = int(item / G), g = int(item % G);
+  const int64_t at = int64_t(m) * K + g * kBlockK + lane * 4;
+  const uint2 v = *reinterpret_cast<const uint2*>(x + at);
+  const float f[4] = {__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u), __uint_as_float(v.y << 16),
+                      __uint_as_float(v.y & 0xffff0000u)};
+  float a = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+  const float scale = scale_of(a), inv = 1.0f / scale;
+  if (lane == 0) scales[int64_t(g) * M + m] = scale;
+  uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    packed |= uint32_t(__nv_cvt_float_to_fp8(f[i] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
+  *reinterpret_cast<uint32_t*>(q + at) = packed;
+}
+
+__global__ void block_grid_kernel(const float* __restrict__ row_scales, int N, int G, float* __restrict__ grid) {
+  const int NB = (N + kBlockK - 1) / kBlockK;
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  pdl_wait();
+  pdl_trigger();
+  if (i < NB * G) grid[i] = row_scales[int64_t(i / G) * kBlockK * G + i % G];
+}
+
 }  // namespace
 
 cudaError_t fp8_quantize_rows(const uint16_t* x, int M, int K, uint8_t* q, float* scales, cudaStream_t s) {
@@ -134,6 +166,21 @@ cudaError_t fp8_quantize_rows(const uint16_t* x, int M, int K, uint8_t* q, float
     return launch_pdl(quantize_rows_vec_kernel, M, kThreads, 0, s, x, K, q, scales);
   quantize_rows_kernel<<<M, kThreads, 0, s>>>(x, K, q, scales);
   return cudaGetLastError();
+}
+
+cudaError_t fp8_quantize_groups(const uint16_t* x, int M, int K, uint8_t* q, float* scales, cudaStream_t s) {
+  if (K % kBlockK != 0 || !vec_aligned(x, q)) return cudaErrorInvalidValue;
+  const int64_t items = int64_t(M) * (K / kBlockK);
+  if (items == 0) return cudaGetLastError();
+  constexpr int kPerBlock = kThreads / 32;
+  return launch_pdl(quantize_groups_kernel, unsigned((items + kPerBlock - 1) / kPerBlock), kThreads, 0, s, x, M, K, q,
+                    scales);
+}
+
+cudaError_t fp8_block_grid(const float* row_scales, int N, int G, float* grid, cudaStream_t s) {
+  const int n = (N + kBlockK - 1) / kBlockK * G;
+  if (n == 0) return cudaGetLastError();
+  return launch_pdl(block_grid_kernel, (n + kThreads - 1) / kThreads, kThreads, 0, s, row_scales, N, G, grid);
 }
 
 cudaError_t fp8_quantize(const float* src, int r, int K, int group_rows, bool block128, float* amax, uint8_t* q,

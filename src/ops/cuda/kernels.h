@@ -15,6 +15,16 @@ namespace gs::cuda {
 
 using bf16_t = uint16_t;
 
+// The FP8 GEMM's scales and bias (ops/cuda/fp8_linear.h), applied by the kernel that consumes its
+// unscaled product: where `row` is set, that kernel reads element (t, n) of its input y as
+// y[t, n] * (row[t] * col[n]) + bias[n] (bias bf16, or null), and stores nothing of y back. The
+// pointers are device memory, col and bias 16-byte aligned for the vector paths.
+struct OutputScales {
+  const float* row = nullptr;
+  const float* col = nullptr;
+  const bf16_t* bias = nullptr;
+};
+
 // out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed. O is T or float (an
 // fp32 residual stream).
 template <typename T, typename O>
@@ -22,19 +32,23 @@ cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V,
 // out = x / rms(x) * w per row of H elements; x is T or float (the fp32 residual).
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
-// residual += x; out = rms_norm(residual). x may alias out; residual is T or float.
+// residual += x; out = rms_norm(residual). x may alias out; residual is T or float; x read through
+// `sc` (columns of x) where sc.row is set.
 template <typename T, typename R>
-cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
+cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
+                         OutputScales sc = {});
 // Fused QKV epilogue: qkv [T, (hq + 2 hkv) D] -> q [T, hq D], k, v [T, hkv D]; per-head RMSNorm
 // of q and k when q_norm (and k_norm) are non-null, then rotate-half RoPE of q and k. D <= 256.
+// qkv read through `sc` (columns of the fused row) where sc.row is set.
 template <typename T>
 cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
                            const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
-                           cudaStream_t s);
+                           cudaStream_t s, OutputScales sc = {});
 // out[t, i] = act(gate_up[t, i]) * gate_up[t, I + i]; 16-byte vectors when I % 8 == 0 and
-// both pointers are 16-byte aligned.
+// both pointers are 16-byte aligned; gate_up read through `sc` (columns of 2 I) where sc.row is set.
 template <typename T>
-cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s);
+cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s,
+                             OutputScales sc = {});
 // In place over n elements: x *= alpha, or x = cap * tanh(x / cap) when cap > 0.
 template <typename T>
 cudaError_t scale_softcap(T* x, int64_t n, float alpha, float cap, cudaStream_t s);

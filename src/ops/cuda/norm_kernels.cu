@@ -15,9 +15,10 @@ constexpr int kNormThreads = 256;
 
 // When `residual` is set: residual += x first (stored in R: f32 for an fp32 residual stream, or
 // rounded to T), then the norm of the new residual. out may alias x: x is fully read before the
-// barrier. x is X (T, or f32 when it is the residual itself).
-template <typename T, typename X, typename R>
-__global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+// barrier. x is X (T, or f32 when it is the residual itself); SC: read through the FP8 GEMM's
+// scales (OutputScales).
+template <typename T, typename X, typename R, bool SC = false>
+__global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H, OutputScales sc) {
   pdl_wait();
   pdl_trigger();
   const int64_t row = blockIdx.x;
@@ -25,7 +26,7 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
   R* rr = residual ? residual + row * H : nullptr;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
-    float v = to_f(xr[i]);
+    float v = scaled<SC>(to_f(xr[i]), sc, row, i);
     if (rr) {
       const R r = from_f<R>(to_f(rr[i]) + v);
       rr[i] = r;
@@ -36,7 +37,7 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
   const float inv = rsqrtf(block_sum(ss) / float(H) + eps);
   T* o = out + row * H;
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
-    const float v = rr ? to_f(rr[i]) : to_f(xr[i]);
+    const float v = rr ? to_f(rr[i]) : scaled<SC>(to_f(xr[i]), sc, row, i);
     o[i] = from_f<T>(v * inv * to_f(w[i]));
   }
 }
@@ -44,9 +45,9 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
 constexpr int kMaxChunks = 4;  // 8-element chunks per thread: H <= 8 * 4 * 1024
 
 // Up to 1024 threads a block (64 registers a thread at most).
-template <typename T, typename X, typename R>
+template <typename T, typename X, typename R, bool SC = false>
 __global__ void __launch_bounds__(1024)
-    rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H) {
+    rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H, OutputScales sc) {
   // The weight's first chunk (constant data) is loaded before pdl_wait(): it overlaps the previous
   // kernel's tail (a decode step's norm is one block, a chunk a thread, whose dependent loads are
   // its whole cost). One chunk only: all of them would not fit 1024 threads' registers.
@@ -67,6 +68,7 @@ __global__ void __launch_bounds__(1024)
     const int e = (threadIdx.x + j * blockDim.x) * 8;
     if (e >= H) break;
     load8(x + base + e, v[j]);
+    scaled8<SC>(v[j], sc, blockIdx.x, e);
     if (residual) {
       float r[8];
       load8(residual + base + e, r);
@@ -89,13 +91,15 @@ __global__ void __launch_bounds__(1024)
 
 // One row per block; the vector kernel when H % 8 == 0, H fits kMaxChunks chunks per thread and
 // every row is 16-byte aligned.
-template <typename T, typename X, typename R>
-cudaError_t launch_norm(R* residual, const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
+template <typename T, typename X, typename R, bool SC = false>
+cudaError_t launch_norm(R* residual, const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
+                        OutputScales sc = {}) {
   const int chunks = H / 8;
   const int threads = std::min(1024, (chunks + 31) / 32 * 32);
-  if (H % 8 == 0 && chunks <= kMaxChunks * threads && vec_aligned(x, w, out) && (!residual || vec_aligned(residual)))
-    return launch_pdl(rms_norm_vec_kernel<T, X, R>, T_, threads, 0, s, residual, x, w, eps, out, H);
-  return launch_pdl(rms_norm_kernel<T, X, R>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H);
+  if (H % 8 == 0 && chunks <= kMaxChunks * threads && vec_aligned(x, w, out, sc.col, sc.bias) &&
+      (!residual || vec_aligned(residual)))
+    return launch_pdl(rms_norm_vec_kernel<T, X, R, SC>, T_, threads, 0, s, residual, x, w, eps, out, H, sc);
+  return launch_pdl(rms_norm_kernel<T, X, R, SC>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H, sc);
 }
 
 }  // namespace
@@ -107,14 +111,16 @@ cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, c
 }
 
 template <typename T, typename R>
-cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s) {
+cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
+                         OutputScales sc) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_norm<T, T, R>(residual, x, w, eps, out, T_, H, s);
+  return sc.row ? launch_norm<T, T, R, true>(residual, x, w, eps, out, T_, H, s, sc)
+                : launch_norm<T, T, R>(residual, x, w, eps, out, T_, H, s);
 }
 
 #define GS_INSTANTIATE(T, R)                                                                  \
   template cudaError_t rms_norm<T, R>(const R*, const T*, float, T*, int, int, cudaStream_t); \
-  template cudaError_t add_rms_norm<T, R>(R*, const T*, const T*, float, T*, int, int, cudaStream_t);
+  template cudaError_t add_rms_norm<T, R>(R*, const T*, const T*, float, T*, int, int, cudaStream_t, OutputScales);
 GS_INSTANTIATE(bf16_t, bf16_t)
 GS_INSTANTIATE(bf16_t, float)
 GS_INSTANTIATE(float, float)

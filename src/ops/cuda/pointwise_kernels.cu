@@ -30,9 +30,10 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, O* out, int
 
 // act(gate) * up over rows of I outputs: blockIdx.y strides over the rows, x over the row's
 // chunks of kChunk elements (no division per element). VEC: 16-byte loads and stores of 8
-// elements (I % 8 == 0, aligned rows); otherwise one element per chunk.
-template <GatedActivation A, bool VEC, typename T>
-__global__ void gated_activation_kernel(const T* gate_up, T* out, int T_, int I) {
+// elements (I % 8 == 0, aligned rows); otherwise one element per chunk. SC: gate_up read through
+// the FP8 GEMM's scales (OutputScales).
+template <GatedActivation A, bool VEC, bool SC, typename T>
+__global__ void gated_activation_kernel(const T* gate_up, T* out, int T_, int I, OutputScales sc) {
   pdl_wait();
   pdl_trigger();
   constexpr int kChunk = VEC ? 8 : 1;
@@ -46,23 +47,31 @@ __global__ void gated_activation_kernel(const T* gate_up, T* out, int T_, int I)
         float gf[8], uf[8];
         load8(g + c * 8, gf);
         load8(u + c * 8, uf);
+        scaled8<SC>(gf, sc, t, c * 8);
+        scaled8<SC>(uf, sc, t, I + c * 8);
 #pragma unroll
         for (int j = 0; j < 8; ++j) gf[j] = gated_act<A>(gf[j], uf[j]);
         store8(o + c * 8, gf);
       } else {
-        o[c] = from_f<T>(gated_act<A>(to_f(g[c]), to_f(u[c])));
+        o[c] = from_f<T>(gated_act<A>(scaled<SC>(to_f(g[c]), sc, t, c), scaled<SC>(to_f(u[c]), sc, t, I + c)));
       }
     }
   }
 }
 
-template <GatedActivation A, typename T>
-cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, cudaStream_t s) {
-  const bool vec = I % 8 == 0 && vec_aligned(gate_up, out);
+template <GatedActivation A, bool SC, typename T>
+cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales sc, cudaStream_t s) {
+  const bool vec = I % 8 == 0 && vec_aligned(gate_up, out, sc.col, sc.bias);
   const int chunks = vec ? I / 8 : I;
   const dim3 grid(unsigned((chunks + kThreads - 1) / kThreads), unsigned(T_ < 65535 ? T_ : 65535));
-  return vec ? launch_pdl(gated_activation_kernel<A, true, T>, grid, kThreads, 0, s, gate_up, out, T_, I)
-             : launch_pdl(gated_activation_kernel<A, false, T>, grid, kThreads, 0, s, gate_up, out, T_, I);
+  return vec ? launch_pdl(gated_activation_kernel<A, true, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc)
+             : launch_pdl(gated_activation_kernel<A, false, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc);
+}
+
+template <GatedActivation A, typename T>
+cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales sc, cudaStream_t s) {
+  return sc.row ? launch_gated<A, true>(gate_up, out, T_, I, sc, s)
+                : launch_gated<A, false>(gate_up, out, T_, I, sc, s);
 }
 
 // Copies rows in 2-byte units (every dtype here is at least 2 bytes wide).
@@ -92,10 +101,11 @@ cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V,
 }
 
 template <typename T>
-cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s) {
+cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s,
+                             OutputScales sc) {
   if (T_ <= 0 || I <= 0) return cudaGetLastError();
-  return act == GatedActivation::GeluTanh ? launch_gated<GatedActivation::GeluTanh>(gate_up, out, T_, I, s)
-                                          : launch_gated<GatedActivation::Silu>(gate_up, out, T_, I, s);
+  return act == GatedActivation::GeluTanh ? launch_gated<GatedActivation::GeluTanh>(gate_up, out, T_, I, sc, s)
+                                          : launch_gated<GatedActivation::Silu>(gate_up, out, T_, I, sc, s);
 }
 
 cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T, int64_t row_bytes, cudaStream_t s) {
@@ -116,9 +126,9 @@ cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStre
   return cudaGetLastError();
 }
 
-#define GS_INSTANTIATE(T)                                                                          \
-  template cudaError_t embedding<T, T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t); \
-  template cudaError_t gated_activation<T>(GatedActivation, const T*, T*, int, int, cudaStream_t); \
+#define GS_INSTANTIATE(T)                                                                                        \
+  template cudaError_t embedding<T, T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t);               \
+  template cudaError_t gated_activation<T>(GatedActivation, const T*, T*, int, int, cudaStream_t, OutputScales); \
   template cudaError_t add_bias<T>(void*, bool, const T*, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)

@@ -18,11 +18,11 @@ constexpr int kMaxPairsPerLane = 4;  // D <= 256
 
 // One warp per (token, head) of the hq + 2 hkv heads of the fused row; lane c holds the pairs
 // (i, i + D/2) for i = c, c + 32, ... in registers, so the norm and the rotation need no
-// intermediate store.
-template <typename T>
+// intermediate store. SC: qkv read through the FP8 GEMM's scales (OutputScales).
+template <typename T, bool SC>
 __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
                                       const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D,
-                                      int long_from) {
+                                      int long_from, OutputScales sc) {
   pdl_wait();
   pdl_trigger();
   const int heads = hq + 2 * hkv;
@@ -35,7 +35,7 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
   const int half = D / 2;
   if (h >= hq + hkv) {  // v: plain copy
     T* dst = v + (t * hkv + (h - hq - hkv)) * D;
-    for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    for (int i = lane; i < D; i += 32) dst[i] = SC ? from_f<T>(scaled<SC>(to_f(src[i]), sc, t, h * D + i)) : src[i];
     return;
   }
   const bool is_q = h < hq;
@@ -46,8 +46,8 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
 #pragma unroll
   for (int u = 0; u < kMaxPairsPerLane; ++u) {
     const int i = lane + 32 * u;
-    a[u] = i < half ? to_f(src[i]) : 0.0f;
-    b[u] = i < half ? to_f(src[i + half]) : 0.0f;
+    a[u] = i < half ? scaled<SC>(to_f(src[i]), sc, t, h * D + i) : 0.0f;
+    b[u] = i < half ? scaled<SC>(to_f(src[i + half]), sc, t, h * D + i + half) : 0.0f;
     ss += a[u] * a[u] + b[u] * b[u];
   }
   float inv = 1.0f;
@@ -75,11 +75,11 @@ __global__ void split_qkv_rope_kernel(const T* qkv, const int32_t* positions, co
 // x / kTph: two 8-element vectors in, two out. The block first tabulates cos / sin of its
 // tokens' D/2 angles in shared memory (each angle once per token, not once per head); q/k norm
 // sums over the kTph threads of a head with shuffles (kTph divides 32, so a head's threads are
-// in one warp).
-template <typename T, int kTph>
+// in one warp). SC as above.
+template <typename T, int kTph, bool SC>
 __global__ void split_qkv_rope_vec_kernel(const T* qkv, const int32_t* positions, const float* inv_freq,
                                           const T* q_norm, const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq,
-                                          int hkv, int long_from) {
+                                          int hkv, int long_from, OutputScales sc) {
   constexpr int half = kTph * 8, D = 2 * half;
   extern __shared__ float cos_sin[];  // [tokens per block][half][2]
   pdl_wait();
@@ -100,6 +100,8 @@ __global__ void split_qkv_rope_vec_kernel(const T* qkv, const int32_t* positions
     const T* src = qkv + (t * (hq + 2 * hkv) + h) * D;
     load8(src + c, a);
     load8(src + half + c, b);
+    scaled8<SC>(a, sc, t, h * D + c);
+    scaled8<SC>(b, sc, t, h * D + half + c);
   }
   const T* nw = is_q ? q_norm : k_norm;
   float ss = 0.0f;
@@ -127,22 +129,41 @@ __global__ void split_qkv_rope_vec_kernel(const T* qkv, const int32_t* positions
 
 // Launches the vector path when D / 16 threads per head fit it (D in 16, 32, 64, 128, 256),
 // the heads of a token fit one block and every row is 16-byte aligned; false otherwise.
-template <typename T, int kTph>
+template <typename T, int kTph, bool SC>
 bool try_split_qkv_rope_vec(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
                             const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
-                            cudaStream_t s, cudaError_t* err) {
+                            cudaStream_t s, OutputScales sc, cudaError_t* err) {
   const int P = (hq + 2 * hkv) * kTph;
-  if (D != 16 * kTph || P > 1024 || !vec_aligned(qkv, q, k, v) || (q_norm && !vec_aligned(q_norm, k_norm)))
+  if (D != 16 * kTph || P > 1024 || !vec_aligned(qkv, q, k, v, sc.col, sc.bias) ||
+      (q_norm && !vec_aligned(q_norm, k_norm)))
     return false;
   // Tokens per block: about kThreads threads, a whole number of warps (the norm's shuffles).
   const int step = 32 / std::gcd(P, 32);
   const int per_block = std::max(step, kThreads / P / step * step);
   if (P * per_block > 1024) return false;
   const size_t smem = size_t(per_block) * D * sizeof(float);
-  *err = launch_pdl(split_qkv_rope_vec_kernel<T, kTph>, unsigned((T_ + per_block - 1) / per_block),
+  *err = launch_pdl(split_qkv_rope_vec_kernel<T, kTph, SC>, unsigned((T_ + per_block - 1) / per_block),
                     dim3(unsigned(P), unsigned(per_block)), smem, s, qkv, positions, inv_freq, q_norm, k_norm, eps, q,
-                    k, v, T_, hq, hkv, long_from);
+                    k, v, T_, hq, hkv, long_from, sc);
   return true;
+}
+
+template <typename T, bool SC>
+cudaError_t launch_split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
+                                  const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D,
+                                  int long_from, cudaStream_t s, OutputScales sc) {
+  const int64_t warps = int64_t(T_) * (hq + 2 * hkv);
+  constexpr int kWarps = kThreads / 32;
+  cudaError_t err = cudaSuccess;
+  auto vec = [&](auto tph) {
+    return try_split_qkv_rope_vec<T, decltype(tph)::value, SC>(qkv, positions, inv_freq, q_norm, k_norm, eps, q, k, v,
+                                                               T_, hq, hkv, D, long_from, s, sc, &err);
+  };
+  if (vec(std::integral_constant<int, 4>{}) || vec(std::integral_constant<int, 8>{}) ||
+      vec(std::integral_constant<int, 16>{}) || vec(std::integral_constant<int, 2>{}))
+    return err;
+  return launch_pdl(split_qkv_rope_kernel<T, SC>, unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s, qkv,
+                    positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D, long_from, sc);
 }
 
 }  // namespace
@@ -150,26 +171,18 @@ bool try_split_qkv_rope_vec(const T* qkv, const int32_t* positions, const float*
 template <typename T>
 cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* inv_freq, const T* q_norm,
                            const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
-                           cudaStream_t s) {
+                           cudaStream_t s, OutputScales sc) {
   if (D > 64 * kMaxPairsPerLane || D % 2 != 0) return cudaErrorInvalidValue;
-  const int64_t warps = int64_t(T_) * (hq + 2 * hkv);
-  constexpr int kWarps = kThreads / 32;
-  if (warps <= 0) return cudaGetLastError();
-  cudaError_t err = cudaSuccess;
-  auto vec = [&](auto tph) {
-    return try_split_qkv_rope_vec<T, decltype(tph)::value>(qkv, positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_,
-                                                           hq, hkv, D, long_from, s, &err);
-  };
-  if (vec(std::integral_constant<int, 4>{}) || vec(std::integral_constant<int, 8>{}) ||
-      vec(std::integral_constant<int, 16>{}) || vec(std::integral_constant<int, 2>{}))
-    return err;
-  return launch_pdl(split_qkv_rope_kernel<T>, unsigned((warps + kWarps - 1) / kWarps), kThreads, 0, s, qkv, positions,
-                    inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D, long_from);
+  if (int64_t(T_) * (hq + 2 * hkv) <= 0) return cudaGetLastError();
+  return sc.row ? launch_split_qkv_rope<T, true>(qkv, positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv, D,
+                                                 long_from, s, sc)
+                : launch_split_qkv_rope<T, false>(qkv, positions, inv_freq, q_norm, k_norm, eps, q, k, v, T_, hq, hkv,
+                                                  D, long_from, s, sc);
 }
 
 #define GS_INSTANTIATE(T)                                                                                           \
   template cudaError_t split_qkv_rope<T>(const T*, const int32_t*, const float*, const T*, const T*, float, T*, T*, \
-                                         T*, int, int, int, int, int, cudaStream_t);
+                                         T*, int, int, int, int, int, cudaStream_t, OutputScales);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE
