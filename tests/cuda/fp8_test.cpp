@@ -156,6 +156,16 @@ TEST(Fp8Kernels, BlockScaledPartsOffBlockRowsStayExact) {
   }
 }
 
+// The default bf16 CUDA backend, one with another kernel variant, and the CPU reference.
+struct Backends {
+  std::unique_ptr<Backend> gpu, other, cpu;
+};
+Backends backends(const std::function<void(KernelOptions&)>& variant) {
+  KernelOptions o;
+  variant(o);
+  return {make_cuda_backend(0, DType::BF16), make_cuda_backend(0, DType::BF16, o), make_cpu_backend()};
+}
+
 // Llama 3's RoPE base at head dim D, unscaled.
 RopeConfig llama_rope(int D) {
   RopeConfig cfg;
@@ -170,11 +180,7 @@ RopeConfig llama_rope(int D) {
 // unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and full tiles.
 TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
   GS_REQUIRE_GPU();
-  auto gpu = make_cuda_backend(0, DType::BF16);
-  KernelOptions off;
-  off.linear.decode_fusion = false;
-  auto unfused = make_cuda_backend(0, DType::BF16, off);
-  auto cpu = make_cpu_backend();
+  auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; });
   const int64_t H = 512, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
@@ -251,12 +257,8 @@ TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
 // on the dequantized weights within bf16 rounding.
 TEST(Fp8Kernels, DeferredNormInTheKernelMatchesTheSeparateNorm) {
   GS_REQUIRE_GPU();
-  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; });
   ASSERT_TRUE(gpu->defers_norm(1));
-  KernelOptions off;
-  off.linear.decode_fusion = false;
-  auto unfused = make_cuda_backend(0, DType::BF16, off);
-  auto cpu = make_cpu_backend();
   const int64_t H = 1024, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D, M = 1;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
@@ -312,11 +314,7 @@ TEST(Fp8Kernels, DeferredNormInTheKernelMatchesTheSeparateNorm) {
 // the GEMV: the same outputs both ways.
 TEST(Fp8Kernels, ScalesInTheConsumingOpMatchTheScalePass) {
   GS_REQUIRE_GPU();
-  auto gpu = make_cuda_backend(0, DType::BF16);
-  KernelOptions off;
-  off.fp8.lt_fused_epilogues = false;
-  auto pass = make_cuda_backend(0, DType::BF16, off);
-  auto cpu = make_cpu_backend();
+  auto [gpu, pass, cpu] = backends([](KernelOptions& o) { o.fp8.lt_fused_epilogues = false; });
   const int64_t H = 512, I = 768, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
