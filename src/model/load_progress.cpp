@@ -21,13 +21,13 @@ double gib(int64_t bytes) { return double(bytes) / double(1ull << 30); }
 
 class ProgressSource : public WeightSource {
  public:
-  ProgressSource(std::unique_ptr<WeightSource> inner, int64_t expected)
-      : inner_(std::move(inner)), expected_(expected), tty_(isatty(STDERR_FILENO) == 1) {}
+  ProgressSource(std::unique_ptr<WeightSource> inner, int64_t expected, int64_t weight_bytes)
+      : inner_(std::move(inner)), expected_(expected), weight_bytes_(weight_bytes), tty_(isatty(STDERR_FILENO) == 1) {}
 
   void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init, int64_t fan_in,
             const WeightSlice& slice) override {
     inner_->load(name, shape, dst, init, fan_in, slice);
-    bytes_ += static_cast<int64_t>(dst.nbytes());
+    bytes_ += dst.numel() * weight_bytes_;
     ++tensors_;
     const auto now = Clock::now();
     if (now - last_ >= (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000))) {
@@ -39,7 +39,7 @@ class ProgressSource : public WeightSource {
   std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
                                const WeightSlice& slice) override {
     std::vector<float> v = inner_->load_host(name, shape, init, fan_in, slice);
-    bytes_ += static_cast<int64_t>(v.size() * sizeof(uint16_t));  // the compute dtype's share, roughly
+    bytes_ += static_cast<int64_t>(v.size()) * weight_bytes_;
     ++tensors_;
     return v;
   }
@@ -73,7 +73,7 @@ class ProgressSource : public WeightSource {
   }
 
   std::unique_ptr<WeightSource> inner_;
-  int64_t expected_;
+  int64_t expected_, weight_bytes_;
   bool tty_;
   bool drawn_ = false;
   int64_t bytes_ = 0, tensors_ = 0;
@@ -82,8 +82,9 @@ class ProgressSource : public WeightSource {
 
 }  // namespace
 
-std::unique_ptr<WeightSource> with_load_progress(std::unique_ptr<WeightSource> inner, int64_t expected_bytes) {
-  return std::make_unique<ProgressSource>(std::move(inner), expected_bytes);
+std::unique_ptr<WeightSource> with_load_progress(std::unique_ptr<WeightSource> inner, int64_t expected_bytes,
+                                                 int64_t weight_bytes) {
+  return std::make_unique<ProgressSource>(std::move(inner), expected_bytes, weight_bytes);
 }
 
 }  // namespace gs

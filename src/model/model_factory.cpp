@@ -56,9 +56,10 @@ std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const Model
     weights = make_checkpoint_source(src.dir, backend, cfg);
   }
   const int ranks = parallel.comm ? parallel.comm->world_size() : 1;
-  if (!parallel.comm || parallel.comm->rank() == 0)  // one report per load, from the first rank
-    weights = with_load_progress(std::move(weights),
-                                 cfg.num_parameters() / ranks * int64_t(dtype_size(backend.compute_dtype())));
+  if (!parallel.comm || parallel.comm->rank() == 0) {  // one report per load, from the first rank
+    const auto weight_bytes = int64_t(dtype_size(backend.compute_dtype()));
+    weights = with_load_progress(std::move(weights), cfg.num_parameters() / ranks * weight_bytes, weight_bytes);
+  }
   if (cfg.mla.enabled()) return create_deepseek_model(cfg, *weights, backend, attention, max_num_tokens);
   const TpLayout tp = tp_layout(cfg, parallel.comm);
   LlamaWeights w = load_llama_weights(cfg, tp, backend, *weights);
