@@ -154,17 +154,8 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
   const Tensor gate_up = buf_.gate_up.rows(0, n), act = buf_.act.rows(0, n);
-  if (defers_norm(in, n)) {
-    be_.linear(
-        {.x = buf_.attn_out.rows(0, n), .w = w.o_proj, .y = hid, .then = AddRmsNorm{res, w.post_norm, eps, hid}});
-    be_.linear({.x = hid,
-                .norm = RmsNormInput{res, w.post_norm, eps},
-                .w = w.gate_up,
-                .y = gate_up,
-                .then = Gated{cfg_.activation, act}});
-    return;
-  }
-  if (add_norm_in_linear(in, n, w.attn_out_norm)) {
+  const bool deferred = defers_norm(in, n);
+  if (deferred || add_norm_in_linear(in, n, w.attn_out_norm)) {
     be_.linear({.x = buf_.attn_out.rows(0, n),
                 .w = w.o_proj,
                 .bias = w.o_bias,
@@ -183,8 +174,9 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
     const Tensor y = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up, Tensor(),
                                     gate_up, in.lora_slots, n);
     lora_->expand(layer, LoraProj::GateUp, y, in.lora_slots, n, Gated{cfg_.activation, act});
-  } else {
-    be_.linear({.x = hid, .w = w.gate_up, .y = gate_up, .then = Gated{cfg_.activation, act}});
+  } else {  // deferred: the post-attention norm of the residual, inside the gate/up projection
+    const auto norm = deferred ? std::optional(RmsNormInput{res, w.post_norm, eps}) : std::nullopt;
+    be_.linear({.x = hid, .norm = norm, .w = w.gate_up, .y = gate_up, .then = Gated{cfg_.activation, act}});
   }
 }
 

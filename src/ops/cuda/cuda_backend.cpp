@@ -380,24 +380,23 @@ class CudaBackend final : public Backend {
   bool fp8_scaled_epilogue(const LinearOp& op) {
     if (op.norm || std::holds_alternative<std::monostate>(op.then) || !fp8_.scales_in_epilogue(op.x, op.w, op.y))
       return false;
-    const auto rows = [](const Tensor& t, int m0, int m) { return t.rows(m0, m); };
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope) {
       check_split_qkv_rope("linear", op.y, e->positions, *e->rope, e->q_norm, e->k_norm, e->q, e->k, e->v);
       fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
-        split_qkv_rope(rows(op.y, m0, m), rows(e->positions, m0, m), *e->rope, e->q_norm, e->k_norm, e->eps,
-                       rows(e->q, m0, m), rows(e->k, m0, m), rows(e->v, m0, m), sc);
+        split_qkv_rope(op.y.rows(m0, m), e->positions.rows(m0, m), *e->rope, e->q_norm, e->k_norm, e->eps,
+                       e->q.rows(m0, m), e->k.rows(m0, m), e->v.rows(m0, m), sc);
       });
       return true;
     }
     if (const auto* g = std::get_if<Gated>(&op.then)) {
       fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
-        gated_activation(g->act, rows(op.y, m0, m), rows(g->out, m0, m), sc);
+        gated_activation(g->act, op.y.rows(m0, m), g->out.rows(m0, m), sc);
       });
       return true;
     }
     if (const auto* a = std::get_if<AddRmsNorm>(&op.then)) {
       fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
-        add_rms_norm(rows(a->residual, m0, m), rows(op.y, m0, m), a->weight, a->eps, rows(a->out, m0, m), sc);
+        add_rms_norm(a->residual.rows(m0, m), op.y.rows(m0, m), a->weight, a->eps, a->out.rows(m0, m), sc);
       });
       return true;
     }

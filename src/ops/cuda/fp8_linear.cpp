@@ -235,16 +235,15 @@ std::string Fp8Linear::describe() const {
       "norm fused; 128x128 blocks: the FP8 GEMV up "
       "to {} tokens; above: {}",
       skinny_limit(opts_, false), skinny_limit(opts_, true), std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
-      !opts_.lt_fp8_gemm ? "the weight dequantized to bf16 + the bf16 GEMM"
-      : opts_.lt_fused_epilogues
-          ? "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales; the per-token x per-channel scales and bias "
-            "applied by the RoPE split, gated activation or residual add + norm that reads the product (else one "
-            "epilogue kernel); 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x quantized per token "
-            "and 128 columns"
-          : "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then per-token x per-channel scales and "
-            "bias "
-            "in one epilogue kernel; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x quantized per "
-            "token and 128 columns");
+      !opts_.lt_fp8_gemm
+          ? std::string("the weight dequantized to bf16 + the bf16 GEMM")
+          : fmt::format(
+                "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then the per-token x per-channel "
+                "scales and bias {}; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x "
+                "quantized per token and 128 columns",
+                opts_.lt_fused_epilogues ? "applied by the RoPE split, gated activation or residual add + "
+                                           "norm that reads the product (else one epilogue kernel)"
+                                         : "in one epilogue kernel"));
 }
 
 }  // namespace gs
