@@ -29,8 +29,8 @@ LtGemm::~LtGemm() {
 }
 
 // Row-major y[M, N] = x[M, K] w[N, K]^T is column-major y^T[N, M] = (w_cm[K, N])^T x_cm[K, M].
-LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
-  const Key key{M, N, K, in_f32, y_f32};
+LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32, const Batch& batch) {
+  const Key key{M, N, K, in_f32, y_f32, batch.key()};
   const cudaDataType_t in = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
@@ -39,8 +39,20 @@ LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32) {
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
   lt_check(cublasLtMatrixLayoutCreate(&p.a, in, K, N, K), "layout a");
-  lt_check(cublasLtMatrixLayoutCreate(&p.b, in, K, M, K), "layout b");
+  lt_check(cublasLtMatrixLayoutCreate(&p.b, in, K, M, batch.ldx > 0 ? batch.ldx : K), "layout b");
   lt_check(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : in, N, M, N), "layout c");
+  if (batch.count > 1) {
+    const auto batched = [&](cublasLtMatrixLayout_t l, int64_t stride) {
+      lt_check(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch.count, sizeof batch.count),
+          "batch count");
+      lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+               "batch stride");
+    };
+    batched(p.a, batch.w_stride);
+    batched(p.b, batch.x_stride);
+    batched(p.c, batch.y_stride);
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -72,7 +84,16 @@ void LtGemm::matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f
                     cudaStream_t s) {
   if (M == 0 || N == 0) return;
   record(seen_[{N, K, in_f32, y_f32}], x, w, y, M);
-  const Plan& p = plan(M, N, K, in_f32, y_f32);
+  run(plan(M, N, K, in_f32, y_f32), x, w, y, s);
+}
+
+void LtGemm::matmul_batched(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
+                            const Batch& batch, cudaStream_t s) {
+  if (M == 0 || N == 0 || batch.count == 0) return;
+  run(plan(M, N, K, in_f32, y_f32, batch), x, w, y, s);
+}
+
+void LtGemm::run(const Plan& p, const void* x, const void* w, void* y, cudaStream_t s) {
   const float alpha = 1.0f, beta = 0.0f;
   lt_check(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, workspace_.data(),
                           kWorkspaceBytes, s),

@@ -32,6 +32,18 @@ class LtGemm {
   // x, w device pointers, both f32 (in_f32) or both bf16; y f32 (y_f32) or the inputs' type.
   void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K, cudaStream_t s);
 
+  // Strided batches of one shape: for b < count, y_b = x_b w_b^T with x_b = x + b x_stride (its
+  // rows ldx elements apart), w_b = w + b w_stride, y_b = y + b y_stride (elements of each one's
+  // dtype). The heuristic's algorithm, never tuned.
+  struct Batch {
+    int count = 1;
+    int64_t ldx = 0;  // 0: K
+    int64_t x_stride = 0, w_stride = 0, y_stride = 0;
+    auto key() const { return std::tuple{count, ldx, x_stride, w_stride, y_stride}; }
+  };
+  void matmul_batched(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
+                      const Batch& batch, cudaStream_t s);
+
   // Whether a GEMM of M rows of this shape runs elsewhere (the backend's GEMV or skinny GEMM), so
   // needs no tuning.
   using RunsElsewhere = std::function<bool(int M, int N, int K, const void* x, const void* w)>;
@@ -58,8 +70,10 @@ class LtGemm {
     int max_m = 0;
   };
   void record(Seen& seen, const void* x, const void* w, void* y, int M);
-  using Key = std::tuple<int, int, int, bool, bool>;
-  Plan& plan(int M, int N, int K, bool in_f32, bool y_f32);
+  void run(const Plan& p, const void* x, const void* w, void* y, cudaStream_t s);
+  using Key = std::tuple<int, int, int, bool, bool, std::tuple<int, int64_t, int64_t, int64_t, int64_t>>;
+  Plan& plan(int M, int N, int K, bool in_f32, bool y_f32, const Batch& batch);
+  Plan& plan(int M, int N, int K, bool in_f32, bool y_f32) { return plan(M, N, K, in_f32, y_f32, Batch{}); }
   // The heuristic's candidates for a plan's descriptors, best first (at most `n`).
   std::vector<cublasLtMatmulAlgo_t> candidates(const Plan& p, int n) const;
   // Mean microseconds of one run of `algo` (or a negative number when the library refuses it).
