@@ -214,6 +214,16 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
                  "so far, docs/PERF.md)")
       ->check(CLI::Range(0, 4))
       ->capture_default_str();
+  cmd.add_option("--moe-dense-max-tokens", cfg.kernel_options.moe.dense_max_tokens,
+                 "MoE batches of at most this many tokens, where each expert gets enough of them, run every expert "
+                 "on every token as cuBLASLt GEMMs (bf16 on the GPU); 0: the grouped GEMMs over the selected experts "
+                 "only")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--moe-dense-min-pairs-per-expert", cfg.kernel_options.moe.dense_min_pairs_per_expert,
+                 "... and where (tokens x experts a token) / experts is at least this")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   add_runner_options(cmd, cfg);
   cmd.add_flag("--enable-lora", cfg.enable_lora, "serve LoRA adapters (--lora-modules), chosen per request by 'model'");
   cmd.add_option_function<std::vector<std::string>>(

@@ -33,6 +33,7 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
   pair_act_ = alloc({M * k, I}, dt);
   pair_out_ = alloc({M * k, H}, DType::F32);
   index_ = alloc({moe_index_elems(M, k, E)}, DType::I32);
+  if (const int64_t ws = backend.moe_workspace_bytes(M, k, E, I, H); ws > 0) workspace_ = alloc({ws}, DType::U8);
 }
 
 void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n) {
@@ -67,6 +68,7 @@ void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Ten
   a.pair_out = pair_out_.rows(0, n * k);
   a.index = index_;
   a.out = out_.rows(0, n);
+  a.workspace = workspace_;
   be.moe_experts(a);
 }
 

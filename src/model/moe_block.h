@@ -27,9 +27,9 @@ class MoeBlock {
   GatedActivation act_ = GatedActivation::Silu;
   Backend* be_ = nullptr;
   // router logits f32 [M, E], routing ids / weights [M, k], the shared expert's gate_up / act /
-  // out and gate logit f32 [M, 8], the block's output, moe_experts' workspace.
+  // out and gate logit f32 [M, 8], the block's output, moe_experts' buffers and workspace.
   Tensor router_logits_, topk_ids_, topk_weights_, shared_gate_up_, shared_act_, shared_out_, shared_gate_, out_;
-  Tensor pair_act_, pair_out_, index_;
+  Tensor pair_act_, pair_out_, index_, workspace_;
 };
 
 }  // namespace gs

@@ -64,6 +64,7 @@ struct MoeExpertsArgs {
   Tensor out;                 // [T, H]
   Tensor gate_up_bias;        // [E, 2I] or undefined: expert e's gate biases, then its up biases
   Tensor down_bias;           // [E, H] or undefined
+  Tensor workspace;           // U8 [Backend::moe_workspace_bytes] or undefined: none
 };
 
 // Throws unless src [rows, w] fits the leading columns of dst [rows, W] (same dtype, w <= W).
@@ -184,6 +185,12 @@ class Backend {
   virtual void moe_experts(const MoeExpertsArgs& a) = 0;
   // The kernels moe_experts runs (for the start-up log).
   virtual std::string moe_kernels() const { return "reference"; }
+  // Bytes of MoeExpertsArgs::workspace moe_experts can use for batches of up to T tokens, k of E
+  // experts of width I each, hidden size H (the CUDA backend's dense form); 0: it uses none.
+  virtual int64_t moe_workspace_bytes(int64_t T, int64_t k, int64_t E, int64_t I, int64_t H) const {
+    (void)T, (void)k, (void)E, (void)I, (void)H;
+    return 0;
+  }
   // FP8 e4m3 projection weights (model/quant_config.h). fp8_weights(): linear() and its fused
   // forms take F8E4M3 weights carrying their scales (Tensor::scales, ops/fp8_weights.h); a backend
   // without FP8 kernels keeps them in the compute dtype, holding FP8's exact dequantization.

@@ -88,6 +88,17 @@ struct MoeKernelOptions {
   // CTA of each column tile sums a token's k pairs and the shared expert (no moe_reduce); the
   // same arithmetic as the sorted path, so the same output. 0: never.
   int direct_max_tokens = 4;
+  // bf16 batches of at most dense_max_tokens tokens run every expert on every token (the dense
+  // form) where each expert gets many pairs (T k >= dense_min_pairs_per_expert E) and the experts
+  // are few against the experts a token (E <= dense_max_work_ratio k): gate_up as one cuBLASLt
+  // GEMM over all experts' rows, the activation of the selected pairs only, down as a strided
+  // batched GEMM, then each token's selected rows summed with their weights. That is E / k times
+  // the grouped GEMMs' multiply-adds, but cuBLASLt streams the weights near the memory's speed
+  // at these sizes, where the grouped GEMMs, at many pairs an expert, stream them slowest
+  // (docs/PERF.md, "MoE dense form"). dense_max_tokens 0: never.
+  int dense_max_tokens = 256;
+  int dense_min_pairs_per_expert = 16;
+  int dense_max_work_ratio = 4;
 };
 
 // FP8 e4m3 weights (ops/cuda/fp8_linear.h).

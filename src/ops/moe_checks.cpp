@@ -64,6 +64,7 @@ MoeDims check_moe_experts(const MoeExpertsArgs& a, DType dt) {
     need(a.gate_up_bias, DType::F32, op, "gate_up_bias"), need_shape(a.gate_up_bias, E, 2 * I, op, "gate_up_bias");
   if (a.down_bias.defined())
     need(a.down_bias, DType::F32, op, "down_bias"), need_shape(a.down_bias, E, H, op, "down_bias");
+  if (a.workspace.defined()) need(a.workspace, DType::U8, op, "workspace");
   GS_CHECK(a.act != GatedActivation::ClampedSwiglu || a.swiglu_limit > 0,
            "moe_experts: the clamped SwiGLU needs swiglu_limit > 0, got {}", a.swiglu_limit);
   return {T, k, E, I, H};

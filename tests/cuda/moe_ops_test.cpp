@@ -6,6 +6,7 @@
 // eager run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -89,8 +90,10 @@ struct Layer {
   int I, E;
   Tensor x, gu, down, logits, ids, w, shared, gate, act, pair_out, index, out;
   Tensor gu_bias, down_bias;  // gpt-oss: f32 expert biases, with the clamped SwiGLU
+  Tensor workspace;           // the backend's (with_workspace), for its dense form
   GatedActivation fn = GatedActivation::Silu;
-  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false, int experts = 16)
+  Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false, int experts = 16,
+        bool with_workspace = false)
       : I(width), E(experts) {
     const DType dt = b.compute_dtype();
     auto f32 = [&](Shape s) { return Tensor::empty(s, DType::F32, b.allocator()); };
@@ -113,6 +116,8 @@ struct Layer {
       gu_bias = on(b, randn(size_t(E) * 2 * I, seed + 4, 0.5f), {E, 2 * I}, DType::F32);
       down_bias = on(b, randn(size_t(E) * H, seed + 5, 0.5f), {E, H}, DType::F32);
     }
+    const int64_t ws = with_workspace ? b.moe_workspace_bytes(T, k, E, I, H) : 0;
+    if (ws > 0) workspace = Tensor::empty({ws}, DType::U8, b.allocator());
   }
   void forward(Backend& b) const {
     b.moe_route(logits, Tensor(), MoeRouting{.num_experts = E, .top_k = k, .renormalize = true}, ids, w);
@@ -130,7 +135,8 @@ struct Layer {
                                  .index = index,
                                  .out = out,
                                  .gate_up_bias = gu_bias,
-                                 .down_bias = down_bias});
+                                 .down_bias = down_bias,
+                                 .workspace = workspace});
   }
 };
 
@@ -241,6 +247,69 @@ TEST(MoeOps, SmallBatchPathEqualsSortedPath) {
       }
     }
   }
+}
+
+// The dense form (MoeKernelOptions::dense_max_tokens: every expert on every token through
+// cuBLASLt, then each token's selected rows summed) against the CPU reference and the grouped
+// GEMMs, plain, with the gated shared expert, and with gpt-oss's biases and clamped SwiGLU; and a
+// graph of it replayed after the routing changed equals an eager run.
+TEST(MoeOps, DenseFormMatchesCpuAndGroupedGemms) {
+  GS_REQUIRE_GPU();
+  KernelOptions every;  // dense from T k >= E (4 tokens of 16 experts, top 4)
+  every.moe.dense_min_pairs_per_expert = 1;
+  KernelOptions never;
+  never.moe.dense_max_tokens = 0;
+  auto dense = make_cuda_backend(0, DType::BF16, every);
+  auto grouped = make_cuda_backend(0, DType::BF16, never);
+  auto cpu = make_cpu_backend();
+  EXPECT_EQ(grouped->moe_workspace_bytes(256, 4, 16, 128, 256), 0);
+  EXPECT_EQ(dense->moe_workspace_bytes(3, 4, 16, 128, 256), 0);  // 12 pairs over 16 experts
+  // The defaults: mixtral-8x7b's shape from 64 tokens (16 pairs an expert), never qwen3-30b-a3b's
+  // (128 experts, top 8: 16 times the multiply-adds).
+  auto defaults = make_cuda_backend(0, DType::BF16);
+  EXPECT_EQ(defaults->moe_workspace_bytes(63, 2, 8, 14336, 4096), 0);
+  EXPECT_GT(defaults->moe_workspace_bytes(64, 2, 8, 14336, 4096), 0);
+  EXPECT_EQ(defaults->moe_workspace_bytes(4096, 8, 128, 768, 2048), 0);
+  for (int T : {4, 37, 256}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool shared = variant == 1, gpt_oss = variant == 2;
+      SCOPED_TRACE(testing::Message() << "T " << T << (shared ? " shared" : "") << (gpt_oss ? " gpt-oss" : ""));
+      const uint32_t seed = 80 + T + variant;
+      Layer d(*dense, T, shared, seed, 128, gpt_oss, 16, true), g(*grouped, T, shared, seed, 128, gpt_oss, 16, true);
+      Layer c(*cpu, T, shared, seed, 128, gpt_oss);
+      ASSERT_TRUE(d.workspace.defined());
+      ASSERT_FALSE(g.workspace.defined());
+      dense->fill_zero(d.workspace);
+      d.forward(*dense);
+      g.forward(*grouped);
+      c.forward(*cpu);
+      CpuAllocator host;
+      Tensor ws = Tensor::empty(d.workspace.shape(), DType::U8, host);
+      dense->copy(ws, d.workspace);
+      dense->stream().synchronize();
+      const uint8_t* bytes = ws.data_as<uint8_t>();
+      EXPECT_TRUE(std::any_of(bytes, bytes + ws.numel(), [](uint8_t b) { return b != 0; }))
+          << "the dense form did not run";
+      const auto out = read(*dense, d.out);
+      EXPECT_EQ(read(*dense, d.ids), read(*cpu, c.ids));
+      EXPECT_LT(test::rel_l2(out, read(*cpu, c.out)), 1e-2);
+      EXPECT_LT(test::rel_l2(out, read(*grouped, g.out)), 1e-2);
+    }
+  }
+  Layer l(*dense, 64, true, 90, 128, false, 16, true);
+  l.forward(*dense);
+  dense->stream().begin_capture();
+  l.forward(*dense);
+  auto graph = dense->stream().end_capture();
+  dense->copy(l.logits, on(*dense, randn(64 * l.E, 91, 2.0f), {64, l.E}, DType::F32));
+  dense->copy(l.x, on(*dense, randn(64 * Layer::H, 92), {64, Layer::H}, DType::BF16));
+  l.forward(*dense);
+  const auto eager_ids = read(*dense, l.ids), eager = read(*dense, l.out);
+  dense->fill_zero(l.out);
+  dense->fill_zero(l.ids);
+  graph->replay();
+  EXPECT_EQ(read(*dense, l.ids), eager_ids);
+  EXPECT_EQ(read(*dense, l.out), eager);
 }
 
 }  // namespace

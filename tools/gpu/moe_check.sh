@@ -14,7 +14,10 @@
 #             (and the baseline's FULL_AND_PIECEWISE), greedy, then sampled (t 1, top-p 0.95, top-k 50);
 #   kernels   `bench kernels` of qwen3-30b-a3b at bs 1 (and the baseline's);
 #   mixtral   the same as qwen for mixtral-8x7b, where its 93 GB fit the card;
-#   peer      HF's eager decode on the same shapes (make_family_fixtures.py peer).
+#   peer      HF's eager decode on the same shapes (make_family_fixtures.py peer);
+#   dense     the dense form (MoeKernelOptions::dense_max_tokens) against the grouped GEMMs:
+#             mixtral-8x7b and qwen3-30b-a3b decode ms/step at bs 1..256 in FULL_AND_PIECEWISE,
+#             the default, the dense form from 4 pairs an expert, and the grouped GEMMs only.
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
 source "$(dirname "$0")/env.sh"
@@ -29,10 +32,10 @@ tests() {  # gtest filter
   timeout 120 "$pack/bin/gs_test_cuda" --gtest_color=no --gtest_filter="$1" 2>&1 |
     grep -E '^\[  (FAILED|PASSED) |families-bf16|Failure|Expected|Which is' | head -n 30
 }
-graphs() {  # graphs <binary> <preset> <modes> [args...]
+graphs() {  # graphs <binary> <preset> <modes> [args...]; BATCHES: the batch sizes
   local bin=$1 p=$2 m=$3
   shift 3
-  timeout 240 "$bin" bench graphs --load-format dummy --preset "$p" --batch-sizes 1,32,128 --input-len 128 \
+  timeout 240 "$bin" bench graphs --load-format dummy --preset "$p" --batch-sizes "${BATCHES:-1,32,128}" --input-len 128 \
     --output-len 32 --num-iters 3 --modes "$m" --output-png '' --output-json '' "$@" 2>&1 |
     grep -E '^(NONE|FULL|device)|rror|MoE' | grep -v 'capture 0.00 s' | sed "s|^|$(basename "$bin") |"
 }
@@ -57,6 +60,15 @@ for phase in ${MOE_PHASES:-tests families qwen mixtral}; do
       ;;
     mixtral)
       if ((mem_gib >= 120)); then decode mixtral-8x7b; else echo "skipped: 93 GB of bf16 weights, ${mem_gib} GiB card"; fi
+      ;;
+    dense)
+      for p in mixtral-8x7b qwen3-30b-a3b; do
+        [[ $p == mixtral-8x7b ]] && ((mem_gib < 120)) && continue
+        for args in "" "--moe-dense-min-pairs-per-expert 4" "--moe-dense-max-tokens 0"; do
+          # shellcheck disable=SC2086
+          BATCHES=1,32,64,128,256 graphs "$gs" "$p" FULL_AND_PIECEWISE $args | sed "s/\$/ [${args:-default}]/"
+        done
+      done
       ;;
     peer)
       timeout 150 python3 tools/hf_fixtures/make_family_fixtures.py peer "$out/hf_peer.json" qwen3-30b-a3b,mixtral-8x7b \

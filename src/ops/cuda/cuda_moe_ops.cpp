@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ops/cuda/backend_util.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/lt_gemm.h"
 #include "ops/moe_checks.h"
 
 namespace gs::cuda_backend {
@@ -13,7 +16,43 @@ namespace {
 
 bool aligned16(const Tensor& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 
+// The dense form (MoeKernelOptions::dense_max_tokens) and its workspace for T tokens: gu [T, E 2I]
+// bf16, then down_out [E, T, H] f32 at a 256-byte boundary.
+bool dense_form(const MoeKernelOptions& o, int64_t T, int64_t k, int64_t E) {
+  return T > 0 && T <= o.dense_max_tokens && T * k >= int64_t(o.dense_min_pairs_per_expert) * E &&
+         E <= int64_t(o.dense_max_work_ratio) * k;
+}
+int64_t dense_gu_bytes(int64_t T, int64_t E, int64_t I) { return (T * E * 2 * I * 2 + 255) / 256 * 256; }
+int64_t dense_bytes(int64_t T, int64_t E, int64_t I, int64_t H) { return dense_gu_bytes(T, E, I) + E * T * H * 4; }
+
+// Every expert on every token: gate_up as one GEMM over all experts' rows, the selected pairs'
+// activations, down as E GEMMs in one batched call (expert e reads its activations as columns of
+// gu: rows E 2I apart), then the weighted sum of each token's selected rows.
+void run_dense(const MoeExpertsArgs& a, const MoeDims& d, const cuda::MoeEpilogue& epi, const float* shared_gate,
+               int shared_gate_stride, LtGemm& gemm, cudaStream_t s) {
+  const int T = int(d.T), k = int(d.k), E = int(d.E), I = int(d.I), H = int(d.H);
+  auto* gu = static_cast<uint16_t*>(a.workspace.data());
+  auto* down_out = reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace.data()) + dense_gu_bytes(T, E, I));
+  gemm.matmul(a.x.data(), a.gate_up.data(), gu, false, false, T, E * 2 * I, H, s);
+  GS_CUDA_CHECK(cuda::moe_dense_act(a.act, gu, ptr<int32_t>(a.ids), T, k, E, I, epi, s));
+  const LtGemm::Batch experts{.count = E,
+                              .ldx = int64_t(E) * 2 * I,
+                              .x_stride = 2 * int64_t(I),
+                              .w_stride = int64_t(H) * I,
+                              .y_stride = int64_t(T) * H};
+  gemm.matmul_batched(gu, a.down.data(), down_out, false, true, T, H, I, experts, s);
+  GS_CUDA_CHECK(cuda::moe_dense_reduce(down_out, ptr<int32_t>(a.ids), ptr<float>(a.weights), epi.down_bias,
+                                       a.shared.defined() ? ptr<uint16_t>(a.shared) : nullptr, shared_gate,
+                                       shared_gate_stride, T, k, E, H, ptr<uint16_t>(a.out), s));
+}
+
 }  // namespace
+
+int64_t moe_workspace_bytes(const MoeKernelOptions& opts, DType dtype, int64_t T, int64_t k, int64_t E, int64_t I,
+                            int64_t H) {
+  const int64_t top = std::min<int64_t>(T, opts.dense_max_tokens);
+  return dtype == DType::BF16 && dense_form(opts, top, k, E) ? dense_bytes(top, E, I, H) : 0;
+}
 
 void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids, const Tensor& weights,
                cudaStream_t s) {
@@ -25,7 +64,7 @@ void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, co
                                 ptr<float>(weights), int(d.T), s));
 }
 
-void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, cudaStream_t s) {
+void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, LtGemm& gemm, cudaStream_t s) {
   const MoeDims d = check_moe_experts(a, dtype);
   for (const Tensor* t : {&a.x, &a.gate_up, &a.down, &a.ids, &a.weights, &a.act_scratch, &a.pair_out, &a.index, &a.out})
     GS_CHECK(t->device().is_cuda(), "moe_experts: {} must be on the GPU", t->str());
@@ -36,6 +75,11 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
   const int sg_stride = a.shared_gate.defined() ? int(a.shared_gate.row_elems()) : 0;
   const cuda::MoeEpilogue epi{a.gate_up_bias.defined() ? ptr<float>(a.gate_up_bias) : nullptr,
                               a.down_bias.defined() ? ptr<float>(a.down_bias) : nullptr, a.swiglu_limit};
+  if (dtype == DType::BF16 && dense_form(opts, d.T, d.k, d.E) && a.workspace.defined() &&
+      a.workspace.numel() >= dense_bytes(d.T, d.E, d.I, d.H) && aligned16(a.workspace)) {
+    run_dense(a, d, epi, sg, sg_stride, gemm, s);
+    return;
+  }
   auto run = [&](auto e) {
     using E = decltype(e);
     GS_CUDA_CHECK(cuda::moe_experts<E>(a.act, ptr<E>(a.x), ptr<E>(a.gate_up), ptr<E>(a.down), ptr<int32_t>(a.ids),
@@ -54,8 +98,11 @@ std::string moe_kernels(const MoeKernelOptions& opts) {
       "moe_route (a warp a token), moe_align (pairs sorted by expert on the device, cut into work items), gate_up+act "
       "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; f32: "
       "GEMVs, {} pairs a weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
-      "items of one pair straight from the routing, the reduce in down's last CTAs",
-      opts.tokens_per_pass, opts.direct_max_tokens);
+      "items of one pair straight from the routing, the reduce in down's last CTAs; bf16 up to {} tokens with {}+ "
+      "pairs an expert, where experts <= {} x experts a token: every expert on every token (cuBLASLt GEMMs), the "
+      "selected pairs' rows summed",
+      opts.tokens_per_pass, opts.direct_max_tokens, opts.dense_max_tokens, opts.dense_min_pairs_per_expert,
+      opts.dense_max_work_ratio);
 }
 
 }  // namespace gs::cuda_backend

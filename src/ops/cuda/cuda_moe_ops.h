@@ -8,11 +8,19 @@
 #include "ops/backend.h"
 #include "ops/cuda/moe_kernels.h"
 
+namespace gs {
+class LtGemm;
+}
+
 namespace gs::cuda_backend {
 
 void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids, const Tensor& weights,
                cudaStream_t s);
-void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, cudaStream_t s);
+// The dense form's GEMMs run on `gemm`.
+void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, LtGemm& gemm, cudaStream_t s);
+// Backend::moe_workspace_bytes: the dense form's, for its largest batch of at most T tokens.
+int64_t moe_workspace_bytes(const MoeKernelOptions& opts, DType dtype, int64_t T, int64_t k, int64_t E, int64_t I,
+                            int64_t H);
 // The kernels moe_experts runs with `opts` (the start-up log names them).
 std::string moe_kernels(const MoeKernelOptions& opts);
 

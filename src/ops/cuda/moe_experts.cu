@@ -136,10 +136,19 @@ __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, 
   }
 }
 
+// The dense form's rows of the pairs (moe_dense_reduce): row (e, t) of down_out [E, T, H], its
+// routing weight and expert e's down bias applied here.
+struct DenseRows {
+  const int32_t* ids = nullptr;  // null: the sorted and small-batch paths' pair_out, weighted already
+  const float* weights = nullptr;
+  const float* bias = nullptr;
+  int T = 0, E = 0;
+};
+
 // out[t, h] = sum_j pair_out[t k + j, h] + f(t) shared[t, h]; one thread 8 columns.
 template <typename T>
 __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const float* shared_gate, int gate_stride,
-                                  int k, int H, T* out, int64_t n8) {
+                                  int k, int H, T* out, int64_t n8, DenseRows dense) {
   pdl_wait();
   pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -148,6 +157,16 @@ __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const 
   const int h = int(i % (H / 8)) * 8;
   float acc[8] = {};
   for (int j = 0; j < k; ++j) {
+    if (dense.ids) {
+      const int64_t e = min(max(dense.ids[t * k + j], 0), dense.E - 1);
+      const float w = dense.weights[t * k + j];
+      float v[8], b[8] = {};
+      load8(pair_out + (e * dense.T + t) * H + h, v);
+      if (dense.bias) load8(dense.bias + e * H + h, b);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) acc[c] += w * (v[c] + b[c]);
+      continue;
+    }
     const float4* p = reinterpret_cast<const float4*>(pair_out + (t * k + j) * H + h);
     const float4 a = p[0], b = p[1];
     acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
@@ -211,6 +230,32 @@ cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, co
   }
 }
 
+template <typename T>
+cudaError_t launch_reduce(const float* pair_out, const T* shared, const float* shared_gate, int shared_gate_stride,
+                          int T_, int k, int H, T* out, const DenseRows& dense, cudaStream_t s) {
+  const int64_t n8 = int64_t(T_) * (H / 8);
+  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, shared, shared_gate,
+                    shared_gate_stride, k, H, out, n8, dense);
+}
+
+// The dense form's activation of pair blockIdx.x, in place over its expert's gate columns (moe_dense_act).
+template <GatedActivation A>
+__global__ void moe_dense_act_kernel(bf16_t* gu, const int32_t* ids, int k, int E, int I, MoeEpilogue epi) {
+  pdl_wait();
+  pdl_trigger();
+  const int p = int(blockIdx.x), t = p / k, e = min(max(ids[p], 0), E - 1);
+  bf16_t* g = gu + (int64_t(t) * E + e) * 2 * I;
+  const float* bias = epi.gate_up_bias ? epi.gate_up_bias + int64_t(e) * 2 * I : nullptr;
+  for (int i = int(threadIdx.x) * 8; i < I; i += int(blockDim.x) * 8) {
+    float gv[8], uv[8], o[8];
+    load8(g + i, gv);
+    load8(g + I + i, uv);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) o[c] = expert_act<A>(gv[c], uv[c], bias ? bias + i + c : nullptr, I, epi.swiglu_limit);
+    store8(g + i, o);
+  }
+}
+
 // The small-batch path (MoeKernelOptions::direct_max_tokens): one token's pairs never share an
 // expert; more tokens' rarely do where 4 T k <= E. The fold's counters cover the down GEMM's
 // column tiles (16 outputs or more each).
@@ -241,9 +286,28 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
   err =
       launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, epi, s);
   if (err != cudaSuccess) return err;
-  const int64_t n8 = int64_t(T_) * (H / 8);
-  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, shared, shared_gate,
-                    shared_gate_stride, k, H, out, n8);
+  return launch_reduce(pair_out, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{}, s);
+}
+
+cudaError_t moe_dense_act(GatedActivation act, uint16_t* gu, const int32_t* ids, int T_, int k, int E, int I,
+                          const MoeEpilogue& epi, cudaStream_t s) {
+  if (T_ <= 0) return cudaGetLastError();
+  const auto run = [&](auto* kernel) {
+    return launch_pdl(kernel, T_ * k, 256, 0, s, reinterpret_cast<bf16_t*>(gu), ids, k, E, I, epi);
+  };
+  switch (act) {
+    case GatedActivation::GeluTanh: return run(moe_dense_act_kernel<GatedActivation::GeluTanh>);
+    case GatedActivation::ClampedSwiglu: return run(moe_dense_act_kernel<GatedActivation::ClampedSwiglu>);
+    default: return run(moe_dense_act_kernel<GatedActivation::Silu>);
+  }
+}
+
+cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const float* weights, const float* down_bias,
+                             const uint16_t* shared, const float* shared_gate, int shared_gate_stride, int T_, int k,
+                             int E, int H, uint16_t* out, cudaStream_t s) {
+  if (T_ <= 0) return cudaGetLastError();
+  return launch_reduce(down_out, reinterpret_cast<const bf16_t*>(shared), shared_gate, shared_gate_stride, T_, k, H,
+                       reinterpret_cast<bf16_t*>(out), DenseRows{ids, weights, down_bias, T_, E}, s);
 }
 
 #define GS_MOE_INSTANTIATE(T)                                                                                         \

@@ -60,6 +60,20 @@ struct MoeDirect {
   int k = 1;
 };
 
+// The dense form's two kernels (MoeKernelOptions::dense_max_tokens; the GEMMs around them are
+// cuBLASLt's, cuda_moe_ops.cpp). gu [T, E 2I] holds every expert's gate and up outputs of every
+// token (expert e's in columns [2eI, 2eI + I) and [2eI + I, 2(e + 1)I)).
+// moe_dense_act: for each selected pair (t, j), e = ids[t k + j], the activation (with gpt-oss's
+//   gate_up bias) written over e's gate columns of row t; the other columns stay as they were.
+//   A token's k experts are distinct (moe_route's guarantee), so no column is written twice.
+// moe_dense_reduce: out[t] = sum over j of weights[t k + j] (down_out[e][t] + down_bias[e]),
+//   down_out [E, T, H] f32, in slot order, + sigmoid(shared_gate[t]) shared[t] (moe_reduce's sum).
+cudaError_t moe_dense_act(GatedActivation act, uint16_t* gu, const int32_t* ids, int T_, int k, int E, int I,
+                          const MoeEpilogue& epi, cudaStream_t s);
+cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const float* weights, const float* down_bias,
+                             const uint16_t* shared, const float* shared_gate, int shared_gate_stride, int T_, int k,
+                             int E, int H, uint16_t* out, cudaStream_t s);
+
 // The bf16 grouped GEMMs on tensor cores, over the items of an index moe_align cut into `chunk`
 // pairs (8, 16, 32, 64 or 128). K (H for gate_up, I for down) a multiple of 8.
 constexpr int kMoeMaxChunk = 128;
