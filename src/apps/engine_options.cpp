@@ -224,6 +224,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
                  "... and where (tokens x experts a token) / experts is at least this")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd.add_option("--moe-dense-max-work-ratio", cfg.kernel_options.moe.dense_max_work_ratio,
+                 "... and where experts / experts a token is at most this")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   add_runner_options(cmd, cfg);
   cmd.add_flag("--enable-lora", cfg.enable_lora, "serve LoRA adapters (--lora-modules), chosen per request by 'model'");
   cmd.add_option_function<std::vector<std::string>>(

@@ -98,7 +98,7 @@ struct MoeKernelOptions {
   // (docs/PERF.md, "MoE dense form"). dense_max_tokens 0: never.
   int dense_max_tokens = 256;
   int dense_min_pairs_per_expert = 16;
-  int dense_max_work_ratio = 4;
+  int dense_max_work_ratio = 8;
 };
 
 // FP8 e4m3 weights (ops/cuda/fp8_linear.h).

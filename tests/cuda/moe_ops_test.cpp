@@ -140,6 +140,24 @@ struct Layer {
   }
 };
 
+// A graph of l's forward (T tokens, bf16), captured after an eager run and replayed after new
+// router logits and x (from `seed`), gives what an eager run on them gives.
+void expect_replay_follows_new_routing(Backend& b, Layer& l, int T, uint32_t seed) {
+  l.forward(b);
+  b.stream().begin_capture();
+  l.forward(b);
+  auto graph = b.stream().end_capture();
+  b.copy(l.logits, on(b, randn(T * l.E, seed, 2.0f), {T, l.E}, DType::F32));
+  b.copy(l.x, on(b, randn(T * Layer::H, seed + 1), {T, Layer::H}, DType::BF16));
+  l.forward(b);
+  const auto eager_ids = read(b, l.ids), eager = read(b, l.out);
+  b.fill_zero(l.out);
+  b.fill_zero(l.ids);
+  graph->replay();
+  EXPECT_EQ(read(b, l.ids), eager_ids);
+  EXPECT_EQ(read(b, l.out), eager);
+}
+
 TEST(MoeOps, ExpertsMatchCpuFromOneTokenToMany) {
   GS_REQUIRE_GPU();
   auto gpu = make_cuda_backend(0, DType::BF16);
@@ -198,19 +216,7 @@ TEST(MoeOps, GraphReplayFollowsNewRouting) {
   for (int T : {1, 8}) {  // the small-batch path and the sorted one
     SCOPED_TRACE(testing::Message() << "T " << T);
     Layer l(*gpu, T, true, 40);
-    l.forward(*gpu);
-    gpu->stream().begin_capture();
-    l.forward(*gpu);
-    auto graph = gpu->stream().end_capture();
-    gpu->copy(l.logits, on(*gpu, randn(T * l.E, 41, 2.0f), {T, l.E}, DType::F32));
-    gpu->copy(l.x, on(*gpu, randn(T * Layer::H, 42), {T, Layer::H}, DType::BF16));
-    l.forward(*gpu);
-    const auto eager_ids = read(*gpu, l.ids), eager = read(*gpu, l.out);
-    gpu->fill_zero(l.out);
-    gpu->fill_zero(l.ids);
-    graph->replay();
-    EXPECT_EQ(read(*gpu, l.ids), eager_ids);
-    EXPECT_EQ(read(*gpu, l.out), eager);
+    expect_replay_follows_new_routing(*gpu, l, T, 41);
   }
 }
 
@@ -264,11 +270,12 @@ TEST(MoeOps, DenseFormMatchesCpuAndGroupedGemms) {
   auto cpu = make_cpu_backend();
   EXPECT_EQ(grouped->moe_workspace_bytes(256, 4, 16, 128, 256), 0);
   EXPECT_EQ(dense->moe_workspace_bytes(3, 4, 16, 128, 256), 0);  // 12 pairs over 16 experts
-  // The defaults: mixtral-8x7b's shape from 64 tokens (16 pairs an expert), never qwen3-30b-a3b's
-  // (128 experts, top 8: 16 times the multiply-adds).
+  // The defaults: mixtral-8x7b's shape from 64 tokens (16 pairs an expert), gpt-oss-20b's from
+  // 128, never qwen3-30b-a3b's (128 experts, top 8: 16 times the multiply-adds).
   auto defaults = make_cuda_backend(0, DType::BF16);
   EXPECT_EQ(defaults->moe_workspace_bytes(63, 2, 8, 14336, 4096), 0);
   EXPECT_GT(defaults->moe_workspace_bytes(64, 2, 8, 14336, 4096), 0);
+  EXPECT_GT(defaults->moe_workspace_bytes(128, 4, 32, 2880, 2880), 0);
   EXPECT_EQ(defaults->moe_workspace_bytes(4096, 8, 128, 768, 2048), 0);
   for (int T : {4, 37, 256}) {
     for (int variant = 0; variant < 3; ++variant) {
@@ -297,19 +304,7 @@ TEST(MoeOps, DenseFormMatchesCpuAndGroupedGemms) {
     }
   }
   Layer l(*dense, 64, true, 90, 128, false, 16, true);
-  l.forward(*dense);
-  dense->stream().begin_capture();
-  l.forward(*dense);
-  auto graph = dense->stream().end_capture();
-  dense->copy(l.logits, on(*dense, randn(64 * l.E, 91, 2.0f), {64, l.E}, DType::F32));
-  dense->copy(l.x, on(*dense, randn(64 * Layer::H, 92), {64, Layer::H}, DType::BF16));
-  l.forward(*dense);
-  const auto eager_ids = read(*dense, l.ids), eager = read(*dense, l.out);
-  dense->fill_zero(l.out);
-  dense->fill_zero(l.ids);
-  graph->replay();
-  EXPECT_EQ(read(*dense, l.ids), eager_ids);
-  EXPECT_EQ(read(*dense, l.out), eager);
+  expect_replay_follows_new_routing(*dense, l, 64, 91);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@
 #   peer      HF's eager decode on the same shapes (make_family_fixtures.py peer);
 #   dense     the dense form (MoeKernelOptions::dense_max_tokens) against the grouped GEMMs:
 #             mixtral-8x7b and qwen3-30b-a3b decode ms/step at bs 1..256 in FULL_AND_PIECEWISE,
-#             the default, the dense form from 4 pairs an expert, and the grouped GEMMs only.
+#             the default, the dense form from 4 pairs an expert, and the grouped GEMMs only
+#             (DENSE_PRESETS: the presets; DENSE_ARGS: the middle run's options).
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
 source "$(dirname "$0")/env.sh"
@@ -62,9 +63,9 @@ for phase in ${MOE_PHASES:-tests families qwen mixtral}; do
       if ((mem_gib >= 120)); then decode mixtral-8x7b; else echo "skipped: 93 GB of bf16 weights, ${mem_gib} GiB card"; fi
       ;;
     dense)
-      for p in mixtral-8x7b qwen3-30b-a3b; do
+      for p in ${DENSE_PRESETS:-mixtral-8x7b qwen3-30b-a3b}; do
         [[ $p == mixtral-8x7b ]] && ((mem_gib < 120)) && continue
-        for args in "" "--moe-dense-min-pairs-per-expert 4" "--moe-dense-max-tokens 0"; do
+        for args in "" "${DENSE_ARGS:---moe-dense-min-pairs-per-expert 4}" "--moe-dense-max-tokens 0"; do
           # shellcheck disable=SC2086
           BATCHES=1,32,64,128,256 graphs "$gs" "$p" FULL_AND_PIECEWISE $args | sed "s/\$/ [${args:-default}]/"
         done
