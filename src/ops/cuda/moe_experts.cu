@@ -292,9 +292,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const
 cudaError_t moe_dense_act(GatedActivation act, uint16_t* gu, const int32_t* ids, int T_, int k, int E, int I,
                           const MoeEpilogue& epi, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  const auto run = [&](auto* kernel) {
-    return launch_pdl(kernel, T_ * k, 256, 0, s, reinterpret_cast<bf16_t*>(gu), ids, k, E, I, epi);
-  };
+  const auto run = [&](auto* kernel) { return launch_pdl(kernel, T_ * k, 256, 0, s, gu, ids, k, E, I, epi); };
   switch (act) {
     case GatedActivation::GeluTanh: return run(moe_dense_act_kernel<GatedActivation::GeluTanh>);
     case GatedActivation::ClampedSwiglu: return run(moe_dense_act_kernel<GatedActivation::ClampedSwiglu>);
@@ -306,8 +304,8 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                              const uint16_t* shared, const float* shared_gate, int shared_gate_stride, int T_, int k,
                              int E, int H, uint16_t* out, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_reduce(down_out, reinterpret_cast<const bf16_t*>(shared), shared_gate, shared_gate_stride, T_, k, H,
-                       reinterpret_cast<bf16_t*>(out), DenseRows{ids, weights, down_bias, T_, E}, s);
+  return launch_reduce(down_out, shared, shared_gate, shared_gate_stride, T_, k, H, out,
+                       DenseRows{ids, weights, down_bias, T_, E}, s);
 }
 
 #define GS_MOE_INSTANTIATE(T)                                                                                         \
