@@ -134,22 +134,28 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
-__device__ __forceinline__ float block_sum(float v) {
+// A warp reduction (warp_sum, warp_max) over the block (blockDim.x a multiple of 32, <= 1024);
+// every thread gets the result. The second step's lanes past the block's warps hold 0: the sum's
+// identity, and the max's over non-negative values.
+template <float (&WarpOp)(float)>
+__device__ __forceinline__ float block_reduce(float v) {
   __shared__ float part[32];
   __shared__ float total;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
+  v = WarpOp(v);
   if (lane == 0) part[warp] = v;
   __syncthreads();
   if (warp == 0) {
     float x = lane < int(blockDim.x >> 5) ? part[lane] : 0.0f;
-    x = warp_sum(x);
+    x = WarpOp(x);
     if (lane == 0) total = x;
   }
   __syncthreads();
   return total;
 }
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<warp_sum>(v); }
+// The largest of non-negative values (magnitudes).
+__device__ __forceinline__ float block_max(float v) { return block_reduce<warp_max>(v); }
 
 // The RMSNorm tail of one row held in registers the way the vectorised norm kernels hold it: this
 // thread's chunk c (8 elements at element (threadIdx.x + c * stride) * 8) in v[c], ss its share of

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/device_util.cuh"
+
 namespace gs::cuda {
 
 // Two e4m3 (the high bytes of v's 16-bit halves) as bf16x2, exactly: sign, exponent and mantissa
@@ -57,6 +59,35 @@ __device__ __forceinline__ uint2 bf16x8_to_e4m3x8(const uint4& x, float inv) {
   for (int i = 0; i < 4; ++i)
     q[i] = f32x2_to_e4m3x2(__uint_as_float(w[i] << 16) * inv, __uint_as_float(w[i] & 0xffff0000u) * inv);
   return make_uint2(uint32_t(q[0]) | uint32_t(q[1]) << 16, uint32_t(q[2]) | uint32_t(q[3]) << 16);
+}
+
+// The per-token scale of a row whose largest magnitude is amax: amax / 448 (e4m3's largest
+// finite), 1 for a row of zeros.
+__device__ __forceinline__ float e4m3_row_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
+
+// One row of bf16 held by the block as the row-wise vector kernels hold it (this thread's chunk c:
+// 8 elements at (threadIdx.x + c * blockDim.x) * 8, packed in p[c], chunks past N absent) ->
+// e4m3 of row / scale at q_row, scale = e4m3_row_scale(amax) at *scale (thread 0). Every thread
+// calls it (block barriers). The same arithmetic as fp8_quantize_rows, so the bits are the same.
+template <int C>
+__device__ __forceinline__ void store_e4m3_row(const uint4 (&p)[C], int N, uint8_t* q_row, float* scale) {
+  float m = 0.0f;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    if ((int(threadIdx.x) + c * int(blockDim.x)) * 8 >= N) break;
+    float f[8];
+    unpack8(p[c], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
+  }
+  const float s = e4m3_row_scale(block_max(m)), inv = 1.0f / s;
+  if (threadIdx.x == 0) *scale = s;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int e = (int(threadIdx.x) + c * int(blockDim.x)) * 8;
+    if (e >= N) break;
+    *reinterpret_cast<uint2*>(q_row + e) = bf16x8_to_e4m3x8(p[c], inv);
+  }
 }
 
 }  // namespace gs::cuda

@@ -13,8 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBlockK = 128;
 
-__device__ __forceinline__ float scale_of(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
-
 // One thread block per (row group, column group): the group's largest magnitude.
 __global__ void group_amax_kernel(const float* __restrict__ src, int r, int K, int group_rows, int gk, int G,
                                   float* __restrict__ amax) {
@@ -40,10 +38,10 @@ __global__ void quantize_kernel(const float* __restrict__ src, int K, int group_
   const int row = blockIdx.x;
   const float* a = amax + int64_t(row / group_rows) * G;
   for (int c = threadIdx.x; c < K; c += blockDim.x) {
-    const float v = src[int64_t(row) * K + c] / scale_of(a[c / gk]);
+    const float v = src[int64_t(row) * K + c] / e4m3_row_scale(a[c / gk]);
     q[int64_t(row) * K + c] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
   }
-  for (int g = threadIdx.x; g < G; g += blockDim.x) scales[int64_t(row) * G + g] = scale_of(a[g]);
+  for (int g = threadIdx.x; g < G; g += blockDim.x) scales[int64_t(row) * G + g] = e4m3_row_scale(a[g]);
 }
 
 __global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scales, int G,
@@ -54,18 +52,6 @@ __global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __
     const float s = scales[int64_t(row) * G + (G == 1 ? 0 : c / kBlockK)];
     out[int64_t(row) * K + c] = f2bf(__half2float(__half(h)) * s);
   }
-}
-
-// The block's largest of each thread's m (every thread gets it).
-__device__ __forceinline__ float block_max(float m) {
-  __shared__ float part[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
-  __syncthreads();
-  m = part[0];
-#pragma unroll
-  for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
-  return m;
 }
 
 // Chunks of 8 a thread holds in registers in quantize_rows_vec_kernel (K up to 8 kThreads of them).
@@ -80,27 +66,14 @@ __global__ void __launch_bounds__(kThreads)
   const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(row) * K);
   pdl_wait();
   uint4 v[kRowChunks];
-  float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int c = int(threadIdx.x) + i * kThreads;
     if (c >= KV) break;
     v[i] = xr[c];
-    float f[8];
-    unpack8(v[i], f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
   }
   pdl_trigger();
-  const float scale = scale_of(block_max(m)), inv = 1.0f / scale;
-  if (threadIdx.x == 0) scales[row] = scale;
-  uint2* qr = reinterpret_cast<uint2*>(q + int64_t(row) * K);
-#pragma unroll
-  for (int i = 0; i < kRowChunks; ++i) {
-    const int c = int(threadIdx.x) + i * kThreads;
-    if (c >= KV) break;
-    qr[c] = bf16x8_to_e4m3x8(v[i], inv);
-  }
+  store_e4m3_row(v, K, q + int64_t(row) * K, scales + row);
 }
 
 // One thread block per token: its row of x (bf16) to e4m3 with scale amax / 448 (any K).
@@ -117,7 +90,7 @@ __global__ void quantize_rows_kernel(const uint16_t* __restrict__ x, int K, uint
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
-    scale = scale_of(m);
+    scale = e4m3_row_scale(m);
     scales[row] = scale;
   }
   __syncthreads();
@@ -141,7 +114,7 @@ __global__ void quantize_groups_kernel(const uint16_t* __restrict__ x, int M, in
                       __uint_as_float(v.y & 0xffff0000u)};
   float a = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
   for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-  const float scale = scale_of(a), inv = 1.0f / scale;
+  const float scale = e4m3_row_scale(a), inv = 1.0f / scale;
   if (lane == 0) scales[int64_t(g) * M + m] = scale;
   uint32_t packed = 0;
 #pragma unroll
