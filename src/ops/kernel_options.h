@@ -112,10 +112,15 @@ struct Fp8KernelOptions {
   // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.
   bool lt_fp8_gemm = true;
   // Rows of x quantized at once (the scratch); larger M runs in chunks.
-  int lt_max_rows = 4096;
+  int lt_max_rows = 8192;
   // The cuBLASLt product's scales and bias applied by the op that consumes it (the RoPE split, the
   // gated activation, the residual add + norm) as it reads each chunk; false: a pass of their own.
   bool lt_fused_epilogues = true;
+  // Those ops' gated activation and residual add + norm also store their output quantized per
+  // token (up to lt_max_rows tokens), which the next projection on whole-row-scaled weights reads
+  // instead of quantizing its input again (ops/cuda/fp8_linear.h, the handoff); false: every
+  // projection quantizes its own input.
+  bool quantize_in_producer = true;
 };
 
 // The persistent decode kernel (ops/cuda/persistent_decode.h).

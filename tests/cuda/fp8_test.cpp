@@ -11,10 +11,12 @@
 
 #include "attention/cuda/cuda_attention.h"
 #include "core/allocator.h"
+#include "core/cuda/cuda_stream.h"
 #include "cuda_test_util.h"
 #include "device_model.h"
 #include "model/family_fixtures.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/fp8_lt_gemm.h"
 #include "ops/fp8_weights.h"
 #include "ops/kernel_options.h"
@@ -373,6 +375,65 @@ TEST(Fp8Kernels, ScalesInTheConsumingOpMatchTheScalePass) {
         EXPECT_LT(e_ref, 6e-2) << names[i];
       }
     }
+}
+
+// On cuBLASLt's path the gated activation and the residual add + norm store their output quantized
+// per token, and the next projection reads that instead of quantizing its input
+// (Fp8KernelOptions::quantize_in_producer): a layer's chain gate_up -> down (+ add + norm) -> QKV
+// gives the same bits as every projection quantizing its own input. That the projection reads the
+// handoff: an overwrite of act behind the backend's back (on the raw stream) leaves down's output
+// as it was; an overwrite through the backend (an op enqueued in between) drops the handoff, so down
+// reads the new act. (Batches of kGatedHandoffMinTokens tokens or more: below, down quantizes act.)
+TEST(Fp8Kernels, QuantizedHandoffEqualsQuantizingTheInput) {
+  GS_REQUIRE_GPU();
+  auto [gpu, off, cpu] = backends([](KernelOptions& o) { o.fp8.quantize_in_producer = false; });
+  const int64_t H = 512, I = 1536, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
+  const float eps = 1e-5f;
+  const RopeConfig cfg = llama_rope(int(D));
+  const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 61, 0.05f), W, H, false, off.get());
+  const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 62, 0.05f), 2 * I, H, false, off.get());
+  const Fp8Weight wd = quantized(*gpu, test::randn(size_t(H * I), 63, 0.05f), H, I, false, off.get());
+  const auto g0 = test::randn(size_t(H), 64);
+  for (int64_t M : {int64_t(Fp8Linear::kGatedHandoffMinTokens), int64_t(301)}) {
+    SCOPED_TRACE(testing::Message() << "M " << M);
+    const auto x = test::randn(size_t(M * H), 65 + uint32_t(M)), r0 = test::randn(size_t(M * H), 66, 3.0f);
+    std::vector<int32_t> pos;
+    for (int64_t m = 0; m < M; ++m) pos.push_back(int32_t(3 + 2 * m));
+    // between(be, act): what runs between gate_up and down.
+    const auto run = [&](Backend& be, const std::function<void(Backend&, const Tensor&)>& between) {
+      const auto empty = [&](int64_t n) { return Tensor::empty({M, n}, DType::BF16, be.allocator()); };
+      const Tensor act = empty(I), res = test::on(be, r0, {M, H}, DType::F32), hid = empty(H);
+      const Tensor q = empty(hq * D), k = empty(hkv * D), v = empty(hkv * D), p = test::on_i32(be, pos, {M});
+      const Tensor g = test::on(be, g0, {H}, DType::BF16), xin = test::on(be, x, {M, H}, DType::BF16);
+      const Tensor gu = empty(2 * I), y = empty(H), qkv = empty(W);
+      be.stream().synchronize();
+      be.linear({.x = xin, .w = wgu.w, .y = gu, .then = Gated{GatedActivation::Silu, act}});
+      between(be, act);
+      be.linear({.x = act, .w = wd.w, .y = y, .then = AddRmsNorm{res, g, eps, hid}});
+      be.linear({.x = hid, .w = wqkv.w, .y = qkv, .then = SplitQkvRope{p, &cfg, Tensor(), Tensor(), eps, q, k, v}});
+      be.stream().synchronize();
+      std::vector<std::vector<float>> out;
+      for (const Tensor& t : {act, res, hid, q, k, v}) out.push_back(test::read(be, t));
+      return out;
+    };
+    const auto nothing = [](Backend&, const Tensor&) {};
+    const auto handed = run(*gpu, nothing), own = run(*off, nothing);
+    const char* names[] = {"act", "residual", "norm", "q", "k", "v"};
+    for (size_t i = 0; i < handed.size(); ++i) EXPECT_EQ(handed[i], own[i]) << names[i];
+
+    const Tensor zeros = test::on(*gpu, std::vector<float>(size_t(M * I)), {M, I}, DType::BF16);
+    const cudaStream_t h = dynamic_cast<CudaStream&>(gpu->stream()).handle();  // taken before the chain
+    const auto raw = [&](Backend&, const Tensor& act) {  // not through the backend: the handoff holds
+      ASSERT_EQ(cudaMemcpyAsync(act.data(), zeros.data(), act.nbytes(), cudaMemcpyDeviceToDevice, h), cudaSuccess);
+    };
+    const auto through = [&](Backend& be, const Tensor& act) { be.copy(act, zeros); };
+    const auto behind = run(*gpu, raw), dropped = run(*gpu, through), zero_act = run(*off, through);
+    for (size_t i = 1; i < handed.size(); ++i) {
+      EXPECT_EQ(behind[i], own[i]) << names[i] << ": down read the handoff, not act";
+      EXPECT_EQ(dropped[i], zero_act[i]) << names[i] << ": an op in between drops the handoff";
+    }
+    EXPECT_NE(zero_act[2], own[2]) << "act's overwrite changes the norm";
+  }
 }
 
 // Teacher-forced logits of one prefill over prompt + HF's tokens (as families_bf16_test.cpp).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/cuda_allocator.h"
@@ -58,7 +59,10 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   DType compute_dtype() const override { return dtype_; }
   Allocator& allocator() override { return alloc_; }
-  Stream& stream() override { return stream_; }
+  Stream& stream() override {
+    ++enqueued_;  // whoever takes the stream may enqueue on it (expire_handoff)
+    return stream_;
+  }
 
   void copy(const Tensor& dst, const Tensor& src) override {
     GS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: {} and {} differ in dtype or size",
@@ -145,6 +149,7 @@ class CudaBackend final : public Backend {
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override {
+    expire_handoff();
     if (w.dtype() == DType::F8E4M3)
       return fp8_.linear(x, w, bias, y, s(), [&](const Tensor& wb) { linear(x, wb, bias, y); });
     need(x, dtype_, "linear", "x");
@@ -248,6 +253,7 @@ class CudaBackend final : public Backend {
   // One projection with its epilogue (ops/linear_op.h): the fused GEMV / skinny-GEMM forms below
   // where they apply (each falls back to the unfused ops), else Backend's sequence.
   void linear(const LinearOp& op) override {
+    expire_handoff();
     if (op.w.dtype() == DType::F8E4M3) return fp8_linear(op);
     const bool no_bias = !op.bias.defined();
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope && (!op.norm || op.norm->eps == e->eps)) {
@@ -332,33 +338,49 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  cudaStream_t s() const { return stream_.handle(); }
+  // Every op enqueues through s(), which counts the calls: Fp8Linear's handoff (an op's output
+  // quantized for the next projection) holds only while nothing else was enqueued after the op
+  // that stored it.
+  cudaStream_t s() const {
+    ++enqueued_;
+    return stream_.handle();
+  }
+  void hand_off(const Tensor& x) {
+    fp8_.hand_off(x);
+    handoff_at_ = enqueued_;
+  }
+  void expire_handoff() {
+    if (enqueued_ != handoff_at_) fp8_.drop_handoff();
+  }
 
   // The row-wise ops above, reading their input (x, gate_up, qkv) through the FP8 GEMM's scales
   // where sc.row is set (cuda::OutputScales).
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
-                    const cuda::OutputScales& sc) {
+                    const cuda::OutputScales& sc, const cuda::QuantizedOut& qo = {}) {
     const int64_t H = check_norm(x, w, out, "add_rms_norm");
     need(residual, residual_dtype(residual), "add_rms_norm", "residual");
     need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
     by_dtype([&](auto e) {
       using E = decltype(e);
+      const cuda::QuantizedOut q = std::is_same_v<E, cuda::bf16_t> ? qo : cuda::QuantizedOut{};
       if (residual.dtype() == DType::F32)
         GS_CUDA_CHECK((cuda::add_rms_norm<E, float>(ptr<float>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
-                                                    int(x.dim(0)), int(H), s(), sc)));
+                                                    int(x.dim(0)), int(H), s(), sc, q)));
       else
         GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)),
-                                                int(H), s(), sc)));
+                                                int(H), s(), sc, q)));
     });
   }
-  void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out, const cuda::OutputScales& sc) {
+  void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out, const cuda::OutputScales& sc,
+                        const cuda::QuantizedOut& qo = {}) {
     need(gate_up, dtype_, "gated_activation", "gate_up");
     need(out, dtype_, "gated_activation", "out");
     const int64_t T = out.ndim() >= 1 ? out.dim(0) : 0, I = out.row_elems();
     need_rows(gate_up, T, 2 * I, "gated_activation", "gate_up");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s(), sc));
+      const cuda::QuantizedOut q = std::is_same_v<E, cuda::bf16_t> ? qo : cuda::QuantizedOut{};
+      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s(), sc, q));
     });
   }
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,
@@ -379,7 +401,9 @@ class CudaBackend final : public Backend {
 
   // Above the skinny kernel (Fp8Linear::scales_in_epilogue): cuBLASLt's unscaled FP8 product, read
   // chunk by chunk through its scales and bias by the epilogue's own op (one pass over y fewer than
-  // the scale pass + op). False where the op has no epilogue, a norm before it, or the path is another.
+  // the scale pass + op). The gated activation and the add + norm also store their output quantized
+  // for the next projection where Fp8Linear has room (its handoff). False where the op has no
+  // epilogue, a norm before it, or the path is another.
   bool fp8_scaled_epilogue(const LinearOp& op) {
     if (op.norm || std::holds_alternative<std::monostate>(op.then) || !fp8_.scales_in_epilogue(op.x, op.w, op.y))
       return false;
@@ -392,15 +416,22 @@ class CudaBackend final : public Backend {
       return true;
     }
     if (const auto* g = std::get_if<Gated>(&op.then)) {
+      const int64_t rows = g->out.dim(0);
+      const cuda::QuantizedOut qo = rows >= Fp8Linear::kGatedHandoffMinTokens
+                                        ? fp8_.handoff_scratch(rows, g->out.row_elems())
+                                        : cuda::QuantizedOut{};
       fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
-        gated_activation(g->act, op.y.rows(m0, m), g->out.rows(m0, m), sc);
+        gated_activation(g->act, op.y.rows(m0, m), g->out.rows(m0, m), sc, qo);
       });
+      if (qo.q) hand_off(g->out);
       return true;
     }
     if (const auto* a = std::get_if<AddRmsNorm>(&op.then)) {
+      const cuda::QuantizedOut qo = fp8_.handoff_scratch(a->out.dim(0), a->out.row_elems());
       fp8_.linear_unscaled(op.x, op.w, op.bias, op.y, s(), [&](int m0, int m, const cuda::OutputScales& sc) {
-        add_rms_norm(a->residual.rows(m0, m), op.y.rows(m0, m), a->weight, a->eps, a->out.rows(m0, m), sc);
+        add_rms_norm(a->residual.rows(m0, m), op.y.rows(m0, m), a->weight, a->eps, a->out.rows(m0, m), sc, qo);
       });
+      if (qo.q) hand_off(a->out);
       return true;
     }
     return false;
@@ -733,6 +764,8 @@ class CudaBackend final : public Backend {
   LtGemm gemm_;
   CudaLoraOps lora_;
   Fp8Linear fp8_;
+  mutable uint64_t enqueued_ = 0;  // s() calls (expire_handoff)
+  uint64_t handoff_at_ = 0;        // enqueued_ when fp8_'s handoff was stored
   std::map<RopeKey, Tensor> rope_tables_;
 };
 

@@ -96,7 +96,8 @@ void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& 
   const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
   const auto* xd = x.data_as<uint16_t>();
   auto* yd = y.data_as<uint16_t>();
-  if (G != 1) {  // 128x128 blocks: the library scales; the bias and a chunk's last M % 4 rows after it
+  if (G != 1) {     // 128x128 blocks: the library scales; the bias and a chunk's last M % 4 rows after it
+    handoff_ = {};  // per-token scales: not what these weights take
     GS_CUDA_CHECK(cuda::fp8_block_grid(w.scales().data_as<float>(), N, G, grid_.data_as<float>(), s));
     for (int m0 = 0; m0 < M; m0 += chunk) {
       const int m = std::min(chunk, M - m0), ml = lt_rows(m, N, K, true);
@@ -112,14 +113,28 @@ void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& 
     }
     return;
   }
+  // x quantized by the op that wrote it (hand_off): one chunk, nothing to quantize.
+  const bool handed = handoff_.x == x.data() && handoff_.rows == M && handoff_.K == K && M <= chunk;
+  handoff_ = {};
   const cuda::OutputScales sc{xs_.data_as<float>(), w.scales().data_as<float>(), b};
   for (int m0 = 0; m0 < M; m0 += chunk) {
     const int m = std::min(chunk, M - m0);
-    GS_CUDA_CHECK(cuda::fp8_quantize_rows(xd + int64_t(m0) * K, m, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
+    if (!handed)
+      GS_CUDA_CHECK(
+          cuda::fp8_quantize_rows(xd + int64_t(m0) * K, m, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
     lt_->matmul(xq_.data_as<uint8_t>(), w.data_as<uint8_t>(), yd + int64_t(m0) * N, m, N, K, s);
     then(m0, m, sc);
   }
 }
+
+cuda::QuantizedOut Fp8Linear::handoff_scratch(int64_t rows, int64_t K) const {
+  if (!opts_.quantize_in_producer || !opts_.lt_fp8_gemm || rows <= 0 || rows > opts_.lt_max_rows ||
+      xq_.numel() < rows * K || xs_.numel() < rows)
+    return {};
+  return {xq_.data_as<uint8_t>(), xs_.data_as<float>()};
+}
+
+void Fp8Linear::hand_off(const Tensor& x) { handoff_ = {x.data(), x.dim(0), x.row_elems()}; }
 
 bool Fp8Linear::scales_in_epilogue(const Tensor& x, const Tensor& w, const Tensor& y) {
   return opts_.lt_fused_epilogues && w.dtype() == DType::F8E4M3 && w.scales().defined() && x.dtype() == DType::BF16 &&

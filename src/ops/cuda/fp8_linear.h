@@ -6,9 +6,10 @@
 // 128x128 block-scaled weights run the CUDA-core FP8 GEMV up to 8 tokens. Larger batches run
 // cuBLASLt's FP8 GEMM (ops/cuda/fp8_lt_gemm.h): on whole-row scales with activations quantized
 // per token, the scales and bias applied by a pass of their own or, through linear_unscaled, by the
-// op that consumes the product; on 128x128 blocks with activations quantized per token and 128
-// columns, scaled by the library (a chunk's last M % 4 rows, which its block modes refuse, by the
-// GEMV; K a multiple of 512 and N of 128). Where neither is available (a shape the library
+// op that consumes the product (whose output, where it is the next projection's input, comes
+// quantized with it: the handoff below); on 128x128 blocks with activations quantized per token
+// and 128 columns, scaled by the library (a chunk's last M % 4 rows, which its block modes refuse,
+// by the GEMV; K a multiple of 512 and N of 128). Where neither is available (a shape the library
 // refuses, an f32 output, blocks whose fused parts do not start on a block row), the weight is
 // dequantized to bf16 through one persistent scratch for the bf16 GEMM.
 #pragma once
@@ -53,6 +54,20 @@ class Fp8Linear {
   void linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
                        const ScaledRows& then);
 
+  // The handoff (Fp8KernelOptions::quantize_in_producer): the op that writes the input x of the
+  // next projection from this class's product (the gated activation, the residual add + norm) can
+  // store x's per-token quantization as it stores x (cuda::QuantizedOut), and the next
+  // linear_unscaled on x (whole-row scales) reads that instead of quantizing x. Where to store it
+  // for rows of K columns: the quantization scratch while the rows fit one chunk (else none) ...
+  cuda::QuantizedOut handoff_scratch(int64_t rows, int64_t K) const;
+  // ... and once that op is enqueued: x holds it. The caller guarantees that nothing is enqueued
+  // between that op and the projection (the backend drops the handoff otherwise).
+  void hand_off(const Tensor& x);
+  void drop_handoff() { handoff_ = {}; }
+  // The gated activation stores the copy from this many tokens: it does so a block a row, and fewer
+  // rows leave SMs idle, where its own kernel plus the projection's quantization is faster.
+  static constexpr int kGatedHandoffMinTokens = 64;
+
   // Whether the skinny FP8 kernel, and so the fused forms below, take x [M, K] (bf16) times w.
   bool fuses(const Tensor& x, const Tensor& w) const;
   // ... and whether they take x = rms_norm(norm) computed in the kernel (fuses(x, w) holds; the
@@ -95,6 +110,10 @@ class Fp8Linear {
   // only where each of its parts starts on a block row (block_rows_aligned).
   std::set<const uint8_t*> block_parts_;
   std::map<const uint8_t*, bool> aligned_;  // block_rows_aligned's answer per weight
+  struct Handoff {
+    const void* x = nullptr;  // the data of the x whose quantization xq_ / xs_ hold (hand_off)
+    int64_t rows = 0, K = 0;
+  } handoff_;
   bool warned_ = false;
 };
 

@@ -25,6 +25,16 @@ struct OutputScales {
   const bf16_t* bias = nullptr;
 };
 
+// A per-token FP8 copy of an op's bf16 output (Fp8Linear's handoff to the projection that reads
+// it): where q is set, the op also stores q[t, :] = e4m3(out[t, :] / scales[t]) with scales[t] =
+// amax(out[t, :]) / 448 (1 for a row of zeros), from out as stored, so that the copy is
+// fp8_quantize_rows(out) bit for bit: the row-wise vector kernels write it as they store out, the
+// others run fp8_quantize_rows after them. q 16-byte aligned.
+struct QuantizedOut {
+  uint8_t* q = nullptr;
+  float* scales = nullptr;
+};
+
 // out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed. O is T or float (an
 // fp32 residual stream).
 template <typename T, typename O>
@@ -33,10 +43,10 @@ cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V,
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
 // residual += x; out = rms_norm(residual). x may alias out; residual is T or float; x read through
-// `sc` (columns of x) where sc.row is set.
+// `sc` (columns of x) where sc.row is set; out's FP8 copy written where qo.q is set (T bf16).
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
-                         OutputScales sc = {});
+                         OutputScales sc = {}, QuantizedOut qo = {});
 // Fused QKV epilogue: qkv [T, (hq + 2 hkv) D] -> q [T, hq D], k, v [T, hkv D]; per-head RMSNorm
 // of q and k when q_norm (and k_norm) are non-null, then rotate-half RoPE of q and k. D <= 256.
 // qkv read through `sc` (columns of the fused row) where sc.row is set.
@@ -45,10 +55,11 @@ cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* 
                            const T* k_norm, float eps, T* q, T* k, T* v, int T_, int hq, int hkv, int D, int long_from,
                            cudaStream_t s, OutputScales sc = {});
 // out[t, i] = act(gate_up[t, i]) * gate_up[t, I + i]; 16-byte vectors when I % 8 == 0 and
-// both pointers are 16-byte aligned; gate_up read through `sc` (columns of 2 I) where sc.row is set.
+// both pointers are 16-byte aligned; gate_up read through `sc` (columns of 2 I) where sc.row is set;
+// out's FP8 copy written where qo.q is set (T bf16; then a block a row instead).
 template <typename T>
 cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s,
-                             OutputScales sc = {});
+                             OutputScales sc = {}, QuantizedOut qo = {});
 // In place over n elements: x *= alpha, or x = cap * tanh(x / cap) when cap > 0.
 template <typename T>
 cudaError_t scale_softcap(T* x, int64_t n, float alpha, float cap, cudaStream_t s);

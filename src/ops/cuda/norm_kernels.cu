@@ -3,7 +3,11 @@
 // 8-element chunks kept in registers between the sum and the scaling (one pass over memory).
 #include <algorithm>
 
+#include <type_traits>
+
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/e4m3.cuh"
+#include "ops/cuda/fp8_kernels.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 
@@ -44,10 +48,10 @@ __global__ void rms_norm_kernel(R* residual, const X* x, const T* w, float eps, 
 
 constexpr int kMaxChunks = 4;  // 8-element chunks per thread: H <= 8 * 4 * 1024
 
-// Up to 1024 threads a block (64 registers a thread at most).
+// Up to 1024 threads a block (64 registers a thread at most). qo.q set: out's FP8 copy too.
 template <typename T, typename X, typename R, bool SC = false>
-__global__ void __launch_bounds__(1024)
-    rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out, int H, OutputScales sc) {
+__global__ void __launch_bounds__(1024) rms_norm_vec_kernel(R* residual, const X* x, const T* w, float eps, T* out,
+                                                            int H, OutputScales sc, QuantizedOut qo) {
   // The weight's first chunk (constant data) is loaded before pdl_wait(): it overlaps the previous
   // kernel's tail (a decode step's norm is one block, a chunk a thread, whose dependent loads are
   // its whole cost). One chunk only: all of them would not fit 1024 threads' registers.
@@ -87,19 +91,33 @@ __global__ void __launch_bounds__(1024)
       load8(w + e, wf);
     }
   });
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (!qo.q) return;
+    uint4 p[kMaxChunks];  // out's chunks as stored
+#pragma unroll
+    for (int j = 0; j < kMaxChunks; ++j)
+      if ((threadIdx.x + j * blockDim.x) * 8 < H) p[j] = pack_vec<T>(v[j]);
+    store_e4m3_row(p, H, qo.q + base, qo.scales + blockIdx.x);
+  }
 }
 
 // One row per block; the vector kernel when H % 8 == 0, H fits kMaxChunks chunks per thread and
 // every row is 16-byte aligned.
+// qo.q set (T bf16): out's FP8 copy by the vector kernel, else by fp8_quantize_rows after the other.
 template <typename T, typename X, typename R, bool SC = false>
 cudaError_t launch_norm(R* residual, const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
-                        OutputScales sc = {}) {
+                        OutputScales sc = {}, QuantizedOut qo = {}) {
   const int chunks = H / 8;
   const int threads = std::min(1024, (chunks + 31) / 32 * 32);
   if (H % 8 == 0 && chunks <= kMaxChunks * threads && vec_aligned(x, w, out, sc.col, sc.bias) &&
-      (!residual || vec_aligned(residual)))
-    return launch_pdl(rms_norm_vec_kernel<T, X, R, SC>, T_, threads, 0, s, residual, x, w, eps, out, H, sc);
-  return launch_pdl(rms_norm_kernel<T, X, R, SC>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H, sc);
+      (!residual || vec_aligned(residual)) && (!qo.q || (std::is_same_v<T, bf16_t> && vec_aligned(qo.q))))
+    return launch_pdl(rms_norm_vec_kernel<T, X, R, SC>, T_, threads, 0, s, residual, x, w, eps, out, H, sc, qo);
+  const cudaError_t e =
+      launch_pdl(rms_norm_kernel<T, X, R, SC>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H, sc);
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (qo.q && e == cudaSuccess) return fp8_quantize_rows(out, T_, H, qo.q, qo.scales, s);
+  }
+  return e;
 }
 
 }  // namespace
@@ -112,15 +130,16 @@ cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, c
 
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
-                         OutputScales sc) {
+                         OutputScales sc, QuantizedOut qo) {
   if (T_ <= 0) return cudaGetLastError();
-  return sc.row ? launch_norm<T, T, R, true>(residual, x, w, eps, out, T_, H, s, sc)
-                : launch_norm<T, T, R>(residual, x, w, eps, out, T_, H, s);
+  return sc.row ? launch_norm<T, T, R, true>(residual, x, w, eps, out, T_, H, s, sc, qo)
+                : launch_norm<T, T, R>(residual, x, w, eps, out, T_, H, s, {}, qo);
 }
 
-#define GS_INSTANTIATE(T, R)                                                                  \
-  template cudaError_t rms_norm<T, R>(const R*, const T*, float, T*, int, int, cudaStream_t); \
-  template cudaError_t add_rms_norm<T, R>(R*, const T*, const T*, float, T*, int, int, cudaStream_t, OutputScales);
+#define GS_INSTANTIATE(T, R)                                                                                       \
+  template cudaError_t rms_norm<T, R>(const R*, const T*, float, T*, int, int, cudaStream_t);                      \
+  template cudaError_t add_rms_norm<T, R>(R*, const T*, const T*, float, T*, int, int, cudaStream_t, OutputScales, \
+                                          QuantizedOut);
 GS_INSTANTIATE(bf16_t, bf16_t)
 GS_INSTANTIATE(bf16_t, float)
 GS_INSTANTIATE(float, float)

@@ -1,7 +1,11 @@
 // Row-wise and element-wise kernels: embedding, the gated activation, gather, bias.
+#include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/e4m3.cuh"
+#include "ops/cuda/fp8_kernels.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 
@@ -59,19 +63,59 @@ __global__ void gated_activation_kernel(const T* gate_up, T* out, int T_, int I,
   }
 }
 
+// The same with out's FP8 copy (QuantizedOut): a block a row, each thread's chunks of 8 outputs
+// kept packed as stored for the row's amax and the e4m3 stores.
+constexpr int kGatedRowChunks = 4;  // chunks a thread: I <= 8 * 4 * 1024
+template <GatedActivation A, bool SC>
+__global__ void __launch_bounds__(1024)
+    gated_activation_rows_kernel(const bf16_t* gate_up, bf16_t* out, int I, OutputScales sc, QuantizedOut qo) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t = blockIdx.x;
+  const bf16_t* g = gate_up + t * 2 * I;
+  const bf16_t* u = g + I;
+  uint4 p[kGatedRowChunks];
+#pragma unroll
+  for (int c = 0; c < kGatedRowChunks; ++c) {
+    const int e = (int(threadIdx.x) + c * int(blockDim.x)) * 8;
+    if (e >= I) break;
+    float gf[8], uf[8];
+    load8(g + e, gf);
+    load8(u + e, uf);
+    scaled8<SC>(gf, sc, t, e);
+    scaled8<SC>(uf, sc, t, I + e);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) gf[j] = gated_act<A>(gf[j], uf[j]);
+    p[c] = pack_vec<bf16_t>(gf);
+    *reinterpret_cast<uint4*>(out + t * I + e) = p[c];
+  }
+  store_e4m3_row(p, I, qo.q + t * I, qo.scales + t);
+}
+
 template <GatedActivation A, bool SC, typename T>
-cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales sc, cudaStream_t s) {
+cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales sc, QuantizedOut qo, cudaStream_t s) {
   const bool vec = I % 8 == 0 && vec_aligned(gate_up, out, sc.col, sc.bias);
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (qo.q && vec && I <= 8 * kGatedRowChunks * 1024 && vec_aligned(qo.q)) {
+      const int threads = std::min(1024, (I / 8 + 31) / 32 * 32);
+      return launch_pdl(gated_activation_rows_kernel<A, SC>, T_, threads, 0, s, gate_up, out, I, sc, qo);
+    }
+  }
   const int chunks = vec ? I / 8 : I;
   const dim3 grid(unsigned((chunks + kThreads - 1) / kThreads), unsigned(T_ < 65535 ? T_ : 65535));
-  return vec ? launch_pdl(gated_activation_kernel<A, true, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc)
-             : launch_pdl(gated_activation_kernel<A, false, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc);
+  const cudaError_t e =
+      vec ? launch_pdl(gated_activation_kernel<A, true, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc)
+          : launch_pdl(gated_activation_kernel<A, false, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc);
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (qo.q && e == cudaSuccess) return fp8_quantize_rows(out, T_, I, qo.q, qo.scales, s);
+  }
+  return e;
 }
 
 template <GatedActivation A, typename T>
-cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales sc, cudaStream_t s) {
-  return sc.row ? launch_gated<A, true>(gate_up, out, T_, I, sc, s)
-                : launch_gated<A, false>(gate_up, out, T_, I, sc, s);
+cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales sc, QuantizedOut qo, cudaStream_t s) {
+  return sc.row ? launch_gated<A, true>(gate_up, out, T_, I, sc, qo, s)
+                : launch_gated<A, false>(gate_up, out, T_, I, sc, qo, s);
 }
 
 // Copies rows in 2-byte units (every dtype here is at least 2 bytes wide).
@@ -102,10 +146,10 @@ cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V,
 
 template <typename T>
 cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s,
-                             OutputScales sc) {
+                             OutputScales sc, QuantizedOut qo) {
   if (T_ <= 0 || I <= 0) return cudaGetLastError();
-  return act == GatedActivation::GeluTanh ? launch_gated<GatedActivation::GeluTanh>(gate_up, out, T_, I, sc, s)
-                                          : launch_gated<GatedActivation::Silu>(gate_up, out, T_, I, sc, s);
+  return act == GatedActivation::GeluTanh ? launch_gated<GatedActivation::GeluTanh>(gate_up, out, T_, I, sc, qo, s)
+                                          : launch_gated<GatedActivation::Silu>(gate_up, out, T_, I, sc, qo, s);
 }
 
 cudaError_t gather_rows(const void* x, const int32_t* idx, void* out, int n, int T, int64_t row_bytes, cudaStream_t s) {
@@ -126,9 +170,10 @@ cudaError_t add_bias(void* y, bool y_f32, const T* bias, int T_, int N, cudaStre
   return cudaGetLastError();
 }
 
-#define GS_INSTANTIATE(T)                                                                                        \
-  template cudaError_t embedding<T, T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t);               \
-  template cudaError_t gated_activation<T>(GatedActivation, const T*, T*, int, int, cudaStream_t, OutputScales); \
+#define GS_INSTANTIATE(T)                                                                                       \
+  template cudaError_t embedding<T, T>(const int32_t*, const T*, T*, int, int, int, cudaStream_t);              \
+  template cudaError_t gated_activation<T>(GatedActivation, const T*, T*, int, int, cudaStream_t, OutputScales, \
+                                           QuantizedOut);                                                       \
   template cudaError_t add_bias<T>(void*, bool, const T*, int, int, cudaStream_t);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
