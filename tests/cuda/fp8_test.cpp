@@ -168,6 +168,18 @@ Backends backends(const std::function<void(KernelOptions&)>& variant) {
   return {make_cuda_backend(0, DType::BF16), make_cuda_backend(0, DType::BF16, o), make_cpu_backend()};
 }
 
+// One layer's FP8 projections at hidden H and intermediate I: qkv [W, H] (heads of D), gate|up
+// [2 I, H], and o_proj / down [H, I], from seeds seed, + 1, + 2 (`block`, `also`: as quantized).
+struct Fp8Layer {
+  Fp8Weight qkv, gate_up, out;
+};
+Fp8Layer fp8_layer(Backend& be, int64_t H, int64_t I, int64_t W, uint32_t seed, bool block = false,
+                   Backend* also = nullptr) {
+  return {quantized(be, test::randn(size_t(W * H), seed, 0.05f), W, H, block, also),
+          quantized(be, test::randn(size_t(2 * I * H), seed + 1, 0.05f), 2 * I, H, block, also),
+          quantized(be, test::randn(size_t(H * I), seed + 2, 0.05f), H, I, block, also)};
+}
+
 // Llama 3's RoPE base at head dim D, unscaled.
 RopeConfig llama_rope(int D) {
   RopeConfig cfg;
@@ -186,9 +198,7 @@ TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
   const int64_t H = 512, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
-  const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 31, 0.05f), W, H, false);
-  const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 32, 0.05f), 2 * I, H, false);
-  const Fp8Weight wo = quantized(*gpu, test::randn(size_t(H * I), 33, 0.05f), H, I, false);
+  const auto [wqkv, wgu, wo] = fp8_layer(*gpu, H, I, W, 31);
   const auto host = [&](const Fp8Weight& w) { return test::on(*cpu, w.deq, w.w.shape(), DType::F32); };
   const auto both = [&](const std::vector<float>& v, const Shape& sh, DType gpu_dt) {
     return std::pair{test::on(*cpu, v, sh, DType::F32), test::on(*gpu, v, sh, gpu_dt)};
@@ -324,9 +334,7 @@ TEST(Fp8Kernels, ScalesInTheConsumingOpMatchTheScalePass) {
   for (const bool block : {false, true})
     for (int64_t M : {64, 301, 4100}) {
       SCOPED_TRACE(testing::Message() << (block ? "blocks" : "channels") << ", M " << M);
-      const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 51, 0.05f), W, H, block, pass.get());
-      const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 52, 0.05f), 2 * I, H, block, pass.get());
-      const Fp8Weight wo = quantized(*gpu, test::randn(size_t(H * I), 53, 0.05f), H, I, block, pass.get());
+      const auto [wqkv, wgu, wo] = fp8_layer(*gpu, H, I, W, 51, block, pass.get());
       const auto x = test::randn(size_t(M * H), 57 + uint32_t(M)), xo = test::randn(size_t(M * I), 58 + uint32_t(M));
       const auto r0 = test::randn(size_t(M * H), 59 + uint32_t(M), 3.0f);
       std::vector<int32_t> pos;
@@ -390,9 +398,7 @@ TEST(Fp8Kernels, QuantizedHandoffEqualsQuantizingTheInput) {
   const int64_t H = 512, I = 1536, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
-  const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 61, 0.05f), W, H, false, off.get());
-  const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 62, 0.05f), 2 * I, H, false, off.get());
-  const Fp8Weight wd = quantized(*gpu, test::randn(size_t(H * I), 63, 0.05f), H, I, false, off.get());
+  const auto [wqkv, wgu, wd] = fp8_layer(*gpu, H, I, W, 61, false, off.get());
   const auto g0 = test::randn(size_t(H), 64);
   for (int64_t M : {int64_t(Fp8Linear::kGatedHandoffMinTokens), int64_t(301)}) {
     SCOPED_TRACE(testing::Message() << "M " << M);
