@@ -253,9 +253,14 @@ std::string Fp8Linear::describe() const {
       !opts_.lt_fp8_gemm
           ? std::string("the weight dequantized to bf16 + the bf16 GEMM")
           : fmt::format(
-                "cuBLASLt FP8 e4m3 GEMM on x quantized per token, unit scales, then the per-token x per-channel "
+                "cuBLASLt FP8 e4m3 GEMM on x quantized per token{}, unit scales, then the per-token x per-channel "
                 "scales and bias {}; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x "
                 "quantized per token and 128 columns",
+                opts_.lt_fused_epilogues && opts_.quantize_in_producer
+                    ? fmt::format(" (by the gated activation from {} tokens and the residual add + norm that "
+                                  "write it, steps of up to {} tokens)",
+                                  kGatedHandoffMinTokens, opts_.lt_max_rows)
+                    : std::string(),
                 opts_.lt_fused_epilogues ? "applied by the RoPE split, gated activation or residual add + "
                                            "norm that reads the product (else one epilogue kernel)"
                                          : "in one epilogue kernel"));
