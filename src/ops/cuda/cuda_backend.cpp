@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "core/cuda/cuda_allocator.h"
@@ -362,13 +361,12 @@ class CudaBackend final : public Backend {
     need_rows(residual, x.dim(0), H, "add_rms_norm", "residual");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      const cuda::QuantizedOut q = std::is_same_v<E, cuda::bf16_t> ? qo : cuda::QuantizedOut{};
       if (residual.dtype() == DType::F32)
         GS_CUDA_CHECK((cuda::add_rms_norm<E, float>(ptr<float>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out),
-                                                    int(x.dim(0)), int(H), s(), sc, q)));
+                                                    int(x.dim(0)), int(H), s(), sc, qo)));
       else
         GS_CUDA_CHECK((cuda::add_rms_norm<E, E>(ptr<E>(residual), ptr<E>(x), ptr<E>(w), eps, ptr<E>(out), int(x.dim(0)),
-                                                int(H), s(), sc, q)));
+                                                int(H), s(), sc, qo)));
     });
   }
   void gated_activation(GatedActivation act, const Tensor& gate_up, const Tensor& out, const cuda::OutputScales& sc,
@@ -379,8 +377,7 @@ class CudaBackend final : public Backend {
     need_rows(gate_up, T, 2 * I, "gated_activation", "gate_up");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      const cuda::QuantizedOut q = std::is_same_v<E, cuda::bf16_t> ? qo : cuda::QuantizedOut{};
-      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s(), sc, q));
+      GS_CUDA_CHECK(cuda::gated_activation<E>(act, ptr<E>(gate_up), ptr<E>(out), int(T), int(I), s(), sc, qo));
     });
   }
   void split_qkv_rope(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, const Tensor& q_norm,

@@ -96,8 +96,10 @@ void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& 
   const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
   const auto* xd = x.data_as<uint16_t>();
   auto* yd = y.data_as<uint16_t>();
-  if (G != 1) {     // 128x128 blocks: the library scales; the bias and a chunk's last M % 4 rows after it
-    handoff_ = {};  // per-token scales: not what these weights take
+  // x quantized per token by the op that wrote it (hand_off), in one chunk: whole-row weights read it.
+  const bool handed = G == 1 && handoff_.x == x.data() && handoff_.rows == M && handoff_.K == K && M <= chunk;
+  handoff_ = {};
+  if (G != 1) {  // 128x128 blocks: the library scales; the bias and a chunk's last M % 4 rows after it
     GS_CUDA_CHECK(cuda::fp8_block_grid(w.scales().data_as<float>(), N, G, grid_.data_as<float>(), s));
     for (int m0 = 0; m0 < M; m0 += chunk) {
       const int m = std::min(chunk, M - m0), ml = lt_rows(m, N, K, true);
@@ -113,9 +115,6 @@ void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& 
     }
     return;
   }
-  // x quantized by the op that wrote it (hand_off): one chunk, nothing to quantize.
-  const bool handed = handoff_.x == x.data() && handoff_.rows == M && handoff_.K == K && M <= chunk;
-  handoff_ = {};
   const cuda::OutputScales sc{xs_.data_as<float>(), w.scales().data_as<float>(), b};
   for (int m0 = 0; m0 < M; m0 += chunk) {
     const int m = std::min(chunk, M - m0);

@@ -22,14 +22,8 @@ __global__ void group_amax_kernel(const float* __restrict__ src, int r, int K, i
   float m = 0.0f;
   for (int64_t i = threadIdx.x; i < int64_t(r1 - r0) * width; i += blockDim.x)
     m = fmaxf(m, fabsf(src[int64_t(r0 + i / width) * K + c0 + i % width]));
-  __shared__ float part[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
-    amax[blockIdx.x] = m;
-  }
+  m = block_max(m);
+  if (threadIdx.x == 0) amax[blockIdx.x] = m;
 }
 
 // One thread block per row.
@@ -83,18 +77,8 @@ __global__ void quantize_rows_kernel(const uint16_t* __restrict__ x, int K, uint
   const uint16_t* xr = x + int64_t(row) * K;
   float m = 0.0f;
   for (int c = threadIdx.x; c < K; c += blockDim.x) m = fmaxf(m, fabsf(bf2f(xr[c])));
-  __shared__ float part[kThreads / 32];
-  __shared__ float scale;
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, part[w]);
-    scale = e4m3_row_scale(m);
-    scales[row] = scale;
-  }
-  __syncthreads();
-  const float inv = 1.0f / scale;
+  const float scale = e4m3_row_scale(block_max(m)), inv = 1.0f / scale;
+  if (threadIdx.x == 0) scales[row] = scale;
   for (int c = threadIdx.x; c < K; c += blockDim.x)
     q[int64_t(row) * K + c] = __nv_cvt_float_to_fp8(bf2f(xr[c]) * inv, __NV_SATFINITE, __NV_E4M3);
 }

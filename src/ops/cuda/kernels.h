@@ -43,7 +43,7 @@ cudaError_t embedding(const int32_t* ids, const T* table, O* out, int T_, int V,
 template <typename T, typename X>
 cudaError_t rms_norm(const X* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s);
 // residual += x; out = rms_norm(residual). x may alias out; residual is T or float; x read through
-// `sc` (columns of x) where sc.row is set; out's FP8 copy written where qo.q is set (T bf16).
+// `sc` (columns of x) where sc.row is set; out's FP8 copy written where qo.q is set (T bf16; f32 writes none).
 template <typename T, typename R>
 cudaError_t add_rms_norm(R* residual, const T* x, const T* w, float eps, T* out, int T_, int H, cudaStream_t s,
                          OutputScales sc = {}, QuantizedOut qo = {});
@@ -56,7 +56,7 @@ cudaError_t split_qkv_rope(const T* qkv, const int32_t* positions, const float* 
                            cudaStream_t s, OutputScales sc = {});
 // out[t, i] = act(gate_up[t, i]) * gate_up[t, I + i]; 16-byte vectors when I % 8 == 0 and
 // both pointers are 16-byte aligned; gate_up read through `sc` (columns of 2 I) where sc.row is set;
-// out's FP8 copy written where qo.q is set (T bf16; then a block a row instead).
+// out's FP8 copy written where qo.q is set (T bf16, then a block a row; f32 writes none).
 template <typename T>
 cudaError_t gated_activation(GatedActivation act, const T* gate_up, T* out, int T_, int I, cudaStream_t s,
                              OutputScales sc = {}, QuantizedOut qo = {});

@@ -32,6 +32,20 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, O* out, int
   for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f<O>(ok ? to_f(row[i]) : 0.0f);
 }
 
+// act(gate) * up of the 8 outputs from e of row t (16-byte vectors at g + e, u + e), read through
+// the FP8 GEMM's scales where SC.
+template <GatedActivation A, bool SC, typename T>
+__device__ __forceinline__ void gated8(const T* g, const T* u, const OutputScales& sc, int64_t t, int e, int I,
+                                       float (&o)[8]) {
+  float uf[8];
+  load8(g + e, o);
+  load8(u + e, uf);
+  scaled8<SC>(o, sc, t, e);
+  scaled8<SC>(uf, sc, t, I + e);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = gated_act<A>(o[j], uf[j]);
+}
+
 // act(gate) * up over rows of I outputs: blockIdx.y strides over the rows, x over the row's
 // chunks of kChunk elements (no division per element). VEC: 16-byte loads and stores of 8
 // elements (I % 8 == 0, aligned rows); otherwise one element per chunk. SC: gate_up read through
@@ -48,14 +62,9 @@ __global__ void gated_activation_kernel(const T* gate_up, T* out, int T_, int I,
     T* o = out + t * I;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += gridDim.x * blockDim.x) {
       if constexpr (VEC) {
-        float gf[8], uf[8];
-        load8(g + c * 8, gf);
-        load8(u + c * 8, uf);
-        scaled8<SC>(gf, sc, t, c * 8);
-        scaled8<SC>(uf, sc, t, I + c * 8);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) gf[j] = gated_act<A>(gf[j], uf[j]);
-        store8(o + c * 8, gf);
+        float v[8];
+        gated8<A, SC>(g, u, sc, t, c * 8, I, v);
+        store8(o + c * 8, v);
       } else {
         o[c] = from_f<T>(gated_act<A>(scaled<SC>(to_f(g[c]), sc, t, c), scaled<SC>(to_f(u[c]), sc, t, I + c)));
       }
@@ -79,14 +88,9 @@ __global__ void __launch_bounds__(1024)
   for (int c = 0; c < kGatedRowChunks; ++c) {
     const int e = (int(threadIdx.x) + c * int(blockDim.x)) * 8;
     if (e >= I) break;
-    float gf[8], uf[8];
-    load8(g + e, gf);
-    load8(u + e, uf);
-    scaled8<SC>(gf, sc, t, e);
-    scaled8<SC>(uf, sc, t, I + e);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) gf[j] = gated_act<A>(gf[j], uf[j]);
-    p[c] = pack_vec<bf16_t>(gf);
+    float v[8];
+    gated8<A, SC>(g, u, sc, t, e, I, v);
+    p[c] = pack_vec<bf16_t>(v);
     *reinterpret_cast<uint4*>(out + t * I + e) = p[c];
   }
   store_e4m3_row(p, I, qo.q + t * I, qo.scales + t);
