@@ -1,7 +1,8 @@
 // The memory plan with graphs (docs/CUDA_GRAPHS.md §8) and the GEMM tuning cache (§9) on the GPU:
 // graph memory is reserved before the KV cache takes the rest, so even --gpu-memory-utilization
 // 1.0 captures every graph; an impossible value is an error naming the flag; a second start reads
-// the tuning cache, and a corrupt cache is tuned again and rewritten.
+// the tuning cache, and a corrupt cache is tuned again and rewritten; the tuner's same-order filter
+// reads each algorithm's fields.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -9,9 +10,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "ops/cuda/lt_gemm.h"
 #include "runner/model_runner.h"
 #include "test_paths.h"
 
@@ -87,6 +90,36 @@ TEST(CudaGemmTuning, SecondStartReadsTheCacheAndACorruptOneIsTunedAgain) {
   c.compilation.disable_compile_cache = true;
   EXPECT_FALSE(start().gemm_tuning_cache_hit);
   fs::remove_all(dir);
+}
+
+// lt_algo_numerics reads every field of the tuner's same-order filter: the algorithm id an
+// algorithm was made from, and its split-K count, so a copy with another count differs. (With a
+// buffer of the wrong size every field read as 0, and every candidate passed the filter.)
+TEST(CudaGemmTuning, AlgorithmNumericsReadTheKernelAndTheSplit) {
+  GS_REQUIRE_GPU();
+  cublasLtHandle_t h = nullptr;
+  ASSERT_EQ(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+  const auto types = std::tuple{CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF};
+  int ids[8] = {}, n = 0;
+  ASSERT_EQ(std::apply([&](auto... t) { return cublasLtMatmulAlgoGetIds(h, t..., 8, ids, &n); }, types),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_GT(n, 0);
+  cublasLtMatmulAlgo_t one{};
+  ASSERT_EQ(std::apply([&](auto... t) { return cublasLtMatmulAlgoInit(h, t..., ids[0], &one); }, types),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulAlgo_t four = one;
+  const int32_t split1 = 1, split4 = 4;
+  ASSERT_EQ(cublasLtMatmulAlgoConfigSetAttribute(&one, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split1, sizeof split1),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulAlgoConfigSetAttribute(&four, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split4, sizeof split4),
+            CUBLAS_STATUS_SUCCESS);
+  const auto a = lt_algo_numerics(one), b = lt_algo_numerics(four);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ((*a)[0], uint64_t(ids[0]));
+  EXPECT_EQ((*a)[1], 1u);
+  EXPECT_EQ((*b)[1], 4u);
+  EXPECT_NE(*a, *b);
+  cublasLtDestroy(h);
 }
 
 }  // namespace

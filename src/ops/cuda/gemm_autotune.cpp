@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "core/cuda/cuda_check.h"
@@ -52,24 +53,24 @@ cublasLtMatmulAlgo_t from_record(const GemmAlgoRecord& r) {
   return a;
 }
 
-// The configuration fields that decide a GEMM's summation order (kernel family, split-K and its
-// reduction, custom options such as stream-K, the MMA inner shape). Candidates that differ from the
-// heuristic's first choice only in tile, stages, swizzle or cluster shape sum each output in the
-// same order, so a tuned graph gives the bits an untuned eager step of another M gives: the modes'
-// greedy outputs stay equal to NONE's (tests/cuda/cuda_model_test.cpp).
-std::array<uint64_t, 5> numerics_of(const cublasLtMatmulAlgo_t& a) {
-  std::array<uint64_t, 5> out{};
+}  // namespace
+
+std::optional<std::array<uint64_t, 5>> lt_algo_numerics(const cublasLtMatmulAlgo_t& a) {
   const cublasLtMatmulAlgoConfigAttributes_t attrs[] = {
       CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
       CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID};
+  std::array<uint64_t, 5> out{};
   for (size_t i = 0; i < out.size(); ++i) {
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&a, attrs[i], &out[i], sizeof out[i], &written);
+    // The library refuses a buffer of any size but the attribute's own (16 or 32 bits): ask it
+    // first, then read that many bytes into the low end of the zeroed word.
+    size_t size = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&a, attrs[i], nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS || size == 0 ||
+        size > sizeof out[i] ||
+        cublasLtMatmulAlgoConfigGetAttribute(&a, attrs[i], &out[i], size, &size) != CUBLAS_STATUS_SUCCESS)
+      return std::nullopt;
   }
   return out;
 }
-
-}  // namespace
 
 std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const Plan& p, int n) const {
   cublasLtMatmulPreference_t pref = nullptr;
@@ -83,10 +84,17 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const Plan& p, int n) const
   cublasLtMatmulPreferenceDestroy(pref);
   std::vector<cublasLtMatmulAlgo_t> out;
   if (st != CUBLAS_STATUS_SUCCESS) return out;
+  // The first choice, and those that sum each output in its order (unknown order: left out).
+  std::optional<std::array<uint64_t, 5>> first;
   for (int i = 0; i < found; ++i) {
     const cublasLtMatmulAlgo_t& a = res[size_t(i)].algo;
-    if (res[size_t(i)].state == CUBLAS_STATUS_SUCCESS && (out.empty() || numerics_of(a) == numerics_of(out[0])))
+    if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+    if (out.empty()) {
+      first = lt_algo_numerics(a);
       out.push_back(a);
+    } else if (first && lt_algo_numerics(a) == first) {
+      out.push_back(a);
+    }
   }
   return out;
 }

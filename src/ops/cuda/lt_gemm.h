@@ -8,9 +8,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,6 +21,14 @@
 #include "ops/gemm_tuning.h"
 
 namespace gs {
+
+// The configuration fields of a cuBLASLt algorithm that decide its summation order: the kernel
+// family (algorithm id), split-K and its reduction, custom options such as stream-K, the MMA inner
+// shape. Candidates that differ from the heuristic's first choice only in tile, stages, swizzle or
+// cluster shape sum each output in the same order, so a tuned graph gives the bits an untuned eager
+// step of another M gives: the modes' greedy outputs stay equal to NONE's
+// (tests/cuda/cuda_model_test.cpp). nullopt where the library does not report one of them.
+std::optional<std::array<uint64_t, 5>> lt_algo_numerics(const cublasLtMatmulAlgo_t& algo);
 
 class LtGemm {
  public:
