@@ -8,8 +8,9 @@ namespace {
 int group(const AttentionLaunch& l) { return l.num_kv_heads > 0 ? l.num_heads / l.num_kv_heads : 0; }
 
 bool warp_per_pair_fits(const AttentionLaunch& l, const AttentionKernelOptions& o) {
+  const int pairs = l.num_reqs_padded * l.num_kv_heads;
   return o.warp_per_pair_min_pairs > 0 && l.head_dim == 128 && group(l) <= kWarpPerPairMaxGroup &&
-         l.num_reqs_padded * l.num_kv_heads >= o.warp_per_pair_min_pairs;
+         pairs >= o.warp_per_pair_min_pairs && (o.warp_per_pair_max_pairs <= 0 || pairs < o.warp_per_pair_max_pairs);
 }
 
 }  // namespace

@@ -54,9 +54,10 @@ bool tensor_core_attention_fits(const AttentionLaunch& l);
 //  - flash-decoding when the tensor-core kernels are off or do not fit (f32, other head dims,
 //    soft-capping, attention sinks);
 //  - the tensor-core prefill kernel for queries of kPrefillMinQueryLen tokens or more;
-//  - the warp-per-pair kernel for decode batches of at least o.warp_per_pair_min_pairs (request,
-//    kv head) pairs at head dim 128 and a group of at most kWarpPerPairMaxGroup (it keeps every
-//    pair in flight where the tensor-core tiles would be mostly empty rows);
+//  - the warp-per-pair kernel for decode batches of o.warp_per_pair_min_pairs up to (not
+//    including) o.warp_per_pair_max_pairs (request, kv head) pairs at head dim 128 and a group of
+//    at most kWarpPerPairMaxGroup (it keeps every pair in flight where keys-as-rows' CTAs would run
+//    a wave and a third);
 //  - else, for one query a request, the keys-as-rows kernel (group <= kKeysAsRowsMaxGroup);
 //  - else the tensor-core decode kernel (flash-decoding unless o.tensor_core_decode).
 AttentionKernel select_attention_kernel(const AttentionLaunch& l, const AttentionKernelOptions& o);

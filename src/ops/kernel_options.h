@@ -20,8 +20,11 @@ struct AttentionKernelOptions {
   // for the previous kernel (no kernel of the step writes them); false: everything after the wait.
   bool keys_as_rows_early_loads = true;
   // Decode batches of at least this many (request, kv head) pairs at head dim 128 and a GQA group
-  // of at most 2 run the warp-per-pair kernel (decode_warp_per_pair.cuh); 0: never.
+  // of at most 2 run the warp-per-pair kernel (decode_warp_per_pair.cuh); 0: never ...
   int warp_per_pair_min_pairs = 512;
+  // ... and fewer than this many (0: no upper limit): wider batches run keys-as-rows, which streams
+  // their contexts faster from 512 tokens on.
+  int warp_per_pair_max_pairs = 768;
   // Warps a (request, kv head) pair in that kernel: 1, 2 or 4; 0: from the padded shape.
   int warps_per_pair = 0;
   // Prefill at head dim 64 on Hopper's wgmma; false: on mma.sync.

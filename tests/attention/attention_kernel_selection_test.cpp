@@ -42,24 +42,32 @@ TEST(AttentionKernelSelection, SingleTokenDecodeRunsKeysAsRows) {
   EXPECT_EQ(pick(launch(kKeysAsRowsMaxGroup, 1, 64, 1, 1)), K::KeysAsRowsDecode);
 }
 
-// Head dim 128 with a group of at most 2 from 512 (request, kv head) pairs: the warp-per-pair kernel,
-// one query a request or several; never at head dim 64 or larger groups.
+// Head dim 128 with a group of at most 2 from 512 to 767 (request, kv head) pairs: the warp-per-pair
+// kernel, one query a request or several; never at head dim 64 or larger groups; from 768 pairs
+// keys-as-rows (one query a request) or the tensor-core kernel.
 TEST(AttentionKernelSelection, WideDecodeAtSmallGroupsRunsWarpPerPair) {
-  const int pairs = AttentionKernelOptions{}.warp_per_pair_min_pairs;
+  const AttentionKernelOptions o;
+  const int pairs = o.warp_per_pair_min_pairs, most = o.warp_per_pair_max_pairs;
   ASSERT_EQ(pairs, 512);
+  ASSERT_EQ(most, 768);
   EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8, 1)), K::WarpPerPairDecode);
   EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8, 4)), K::WarpPerPairDecode);
   EXPECT_EQ(pick(launch(8, 8, 128, pairs / 8, 1)), K::WarpPerPairDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, most / 8 - 1, 1)), K::WarpPerPairDecode);
   EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8 - 1, 1)), K::KeysAsRowsDecode);
   EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8 - 1, 4)), K::TensorCoreDecode);
-  EXPECT_EQ(pick(launch(32, 8, 128, 1024, 1)), K::KeysAsRowsDecode);  // group 4
-  EXPECT_EQ(pick(launch(16, 8, 64, 1024, 1)), K::KeysAsRowsDecode);   // head dim 64
+  EXPECT_EQ(pick(launch(16, 8, 128, most / 8, 1)), K::KeysAsRowsDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, most / 8, 4)), K::TensorCoreDecode);
+  EXPECT_EQ(pick(launch(32, 8, 128, pairs / 8, 1)), K::KeysAsRowsDecode);  // group 4
+  EXPECT_EQ(pick(launch(16, 8, 64, pairs / 8, 1)), K::KeysAsRowsDecode);   // head dim 64
   AttentionKernelOptions never;
   never.warp_per_pair_min_pairs = 0;
-  EXPECT_EQ(pick(launch(16, 8, 128, 1024, 1), never), K::KeysAsRowsDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, pairs / 8, 1), never), K::KeysAsRowsDecode);
   AttentionKernelOptions always;
   always.warp_per_pair_min_pairs = 1;
+  always.warp_per_pair_max_pairs = 0;
   EXPECT_EQ(pick(launch(16, 8, 128, 1, 1), always), K::WarpPerPairDecode);
+  EXPECT_EQ(pick(launch(16, 8, 128, 1024, 1), always), K::WarpPerPairDecode);
 }
 
 // What the tensor-core kernels do not hold goes to flash-decoding: f32, head dims other than 64 and
