@@ -22,6 +22,7 @@ const std::vector<OpBenchCase>& op_bench_cases() {
       {"cascade", "8B-shape decode attention over a shared prefix, with and without cascade attention"},
       {"decode-attention",
        "decode attention, 32 / 8 heads at D 128 and 64, 2k / 8k tokens, bf16 and e4m3 (fp8) KV caches"},
+      {"decode-kernels", "decode attention per kernel at D 128, GQA 2 / 4, 1..192 requests over 128..8k tokens"},
   };
   return cases;
 }
@@ -42,6 +43,7 @@ void run_op_bench(const std::string& name) {
   if (name == "prefill-gemms") bench::time_prefill_gemms();
   if (name == "cascade") bench::time_cascade_attention();
   if (name == "decode-attention") bench::time_decode_attention();
+  if (name == "decode-kernels") bench::time_decode_kernels();
 #else
   throw Unsupported(
       "bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");

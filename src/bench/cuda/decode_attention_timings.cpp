@@ -3,11 +3,17 @@
 // eager launches timed with CUDA events). "[cascade]": requests sharing a prefix of the cache, with
 // and without the prefix as a cascade. "[decode-attention]": long contexts on a bf16 and an e4m3
 // cache (--kv-cache-dtype fp8), each at several decode split rules (ratios against bf16's default).
+// "[decode-kernels]": each decode kernel against the default selection, GQA 2 and 4, from one
+// request to 192 and from 128 tokens to 8k.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "attention/attention_kernel_selection.h"
 #include "attention/cuda/cuda_attention.h"
 #include "bench/cuda/bench_tensors.h"
 #include "bench/cuda/op_timings.h"
@@ -25,7 +31,7 @@ constexpr int kHq = 32, kHkv = 8, kD = 128, kBlock = 16;
 // Median ms of 20 launches of attention on one decode batch (cascade_prefix = 0: plain), on a bf16
 // or (fp8) e4m3 cache, by each of `attns` in turn (the same cache and batch).
 std::vector<double> time_layer(Backend& gpu, const std::vector<AttentionBackend*>& attns, int reqs, int prefix, int own,
-                               int cascade_prefix, bool fp8 = false, int D = kD) {
+                               int cascade_prefix, bool fp8 = false, int D = kD, int hq = kHq) {
   const int shared = prefix / kBlock, per_req = (own + kBlock - 1) / kBlock, width = shared + per_req;
   const int blocks = shared + reqs * per_req;
   const size_t n = size_t(reqs);
@@ -47,10 +53,10 @@ std::vector<double> time_layer(Backend& gpu, const std::vector<AttentionBackend*
   md.num_reqs = reqs, md.block_size = kBlock, md.max_blocks_per_req = width;
   for (AttentionBackend* attn : attns) attn->plan_eager(md, 1);
   md.cascade_prefix_len = cascade_prefix;
-  const Tensor q = on(gpu, randn(size_t(reqs) * kHq * D, 3), {reqs, kHq * D}, DType::BF16);
+  const Tensor q = on(gpu, randn(size_t(reqs) * hq * D, 3), {reqs, hq * D}, DType::BF16);
   const Tensor k = on(gpu, randn(size_t(reqs) * kHkv * D, 4), {reqs, kHkv * D}, DType::BF16);
   const Tensor v = on(gpu, randn(size_t(reqs) * kHkv * D, 5), {reqs, kHkv * D}, DType::BF16);
-  const Tensor out = Tensor::empty({reqs, kHq * D}, DType::BF16, gpu.allocator());
+  const Tensor out = Tensor::empty({reqs, hq * D}, DType::BF16, gpu.allocator());
   const cudaStream_t s = dynamic_cast<CudaStream&>(gpu.stream()).handle();
   std::vector<double> medians;
   for (AttentionBackend* attn : attns) {
@@ -121,6 +127,48 @@ void time_decode_attention() {
               "%.3f ms (%.2f TB/s, %.2fx)\n",
               D, reqs, ctx, splits[i].target, splits[i].min_tiles, splits[i].max_tiles, bf16[i],
               2 * bytes / bf16[i] * 1e-9, f8[i], bytes / f8[i] * 1e-9, f8[i] / bf16[0]);
+      }
+  }
+}
+
+void time_decode_kernels() {
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  struct Variant {
+    const char* name;
+    AttentionKernelOptions o;
+  };
+  auto with = [](auto set) {
+    AttentionKernelOptions o;
+    set(o);
+    return o;
+  };
+  const std::vector<Variant> variants{
+      {"default", {}},
+      {"keys-as-rows", with([](AttentionKernelOptions& o) { o.warp_per_pair_min_pairs = 0; })},
+      {"tensor-core",
+       with([](AttentionKernelOptions& o) { o.warp_per_pair_min_pairs = 0, o.keys_as_rows_decode = false; })},
+      {"warp-per-pair",
+       with([](AttentionKernelOptions& o) { o.warp_per_pair_min_pairs = 1, o.warp_per_pair_max_pairs = 0; })},
+  };
+  for (const int hq : {16, 32}) {  // GQA 2 (Qwen3-0.6B) and 4 (Llama-3.1-8B)
+    std::vector<std::unique_ptr<AttentionBackend>> owned;
+    std::vector<AttentionBackend*> attns;
+    std::vector<const char*> names;
+    for (const Variant& v : variants) {
+      if (v.o.warp_per_pair_min_pairs == 1 && hq / kHkv > kWarpPerPairMaxGroup) continue;  // not its shape
+      owned.push_back(make_cuda_attention(*gpu, AttentionShape{hq, kHkv, kD, 0.0f}, v.o));
+      attns.push_back(owned.back().get());
+      names.push_back(v.name);
+    }
+    for (const int reqs : {1, 16, 32, 64, 96, 128, 192})
+      for (const int ctx : {128, 512, 2048, 8192}) {
+        const double bytes = 2.0 * 2 * kHkv * kD * reqs * ctx;  // K and V of one layer in bf16
+        const std::vector<double> ms = time_layer(*gpu, attns, reqs, 0, ctx, 0, false, kD, hq);
+        std::string line;
+        for (size_t i = 0; i < attns.size(); ++i)
+          line += fmt::format("  {} {:.1f} us ({:.2f} TB/s)", names[i], ms[i] * 1e3, bytes / ms[i] * 1e-9);
+        printf("[decode-kernels] D %d, %d / %d heads, %d requests x %d tokens:%s\n", kD, hq, kHkv, reqs, ctx,
+               line.c_str());
       }
   }
 }

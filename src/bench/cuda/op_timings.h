@@ -33,6 +33,9 @@ void time_cascade_attention();
 // One attention layer of 32 q / 8 kv heads at head dim 128 and 64 for decode batches of 1 / 32 / 128
 // requests at 2k and 8k tokens, on a bf16 cache and on an e4m3 one.
 void time_decode_attention();
+// One decode attention layer at head dim 128 (8 kv heads, GQA 2 and 4) for 1..192 requests over
+// 128..8,192 tokens, by the default selection and on each decode kernel that holds the shape.
+void time_decode_kernels();
 // The layer's cuBLASLt GEMMs (qkv, o, gate_up, down) at 2,048 and 8,192 tokens.
 void time_prefill_gemms();
 
