@@ -136,6 +136,7 @@ void time_decode_kernels() {
   struct Variant {
     const char* name;
     AttentionKernelOptions o;
+    int max_group = kKeysAsRowsMaxGroup;  // the largest GQA group its kernel holds
   };
   auto with = [](auto set) {
     AttentionKernelOptions o;
@@ -148,14 +149,15 @@ void time_decode_kernels() {
       {"tensor-core",
        with([](AttentionKernelOptions& o) { o.warp_per_pair_min_pairs = 0, o.keys_as_rows_decode = false; })},
       {"warp-per-pair",
-       with([](AttentionKernelOptions& o) { o.warp_per_pair_min_pairs = 1, o.warp_per_pair_max_pairs = 0; })},
+       with([](AttentionKernelOptions& o) { o.warp_per_pair_min_pairs = 1, o.warp_per_pair_max_pairs = 0; }),
+       kWarpPerPairMaxGroup},
   };
   for (const int hq : {16, 32}) {  // GQA 2 (Qwen3-0.6B) and 4 (Llama-3.1-8B)
     std::vector<std::unique_ptr<AttentionBackend>> owned;
     std::vector<AttentionBackend*> attns;
     std::vector<const char*> names;
     for (const Variant& v : variants) {
-      if (v.o.warp_per_pair_min_pairs == 1 && hq / kHkv > kWarpPerPairMaxGroup) continue;  // not its shape
+      if (hq / kHkv > v.max_group) continue;
       owned.push_back(make_cuda_attention(*gpu, AttentionShape{hq, kHkv, kD, 0.0f}, v.o));
       attns.push_back(owned.back().get());
       names.push_back(v.name);

@@ -8,7 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "ops/cuda/fp8_kernels.h"
 #include "ops/gated_activation.h"
 
 namespace gs::cuda {
@@ -34,6 +36,16 @@ struct QuantizedOut {
   uint8_t* q = nullptr;
   float* scales = nullptr;
 };
+
+// "The others": the launchers whose kernel does not store that copy return through this, which
+// enqueues fp8_quantize_rows(out) after the op where the copy is asked for (T bf16; f32 outputs
+// write none). e, the op's launch error, is passed through.
+template <typename T>
+cudaError_t quantize_out_after(cudaError_t e, const T* out, int rows, int N, const QuantizedOut& qo, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, bf16_t>)
+    if (qo.q && e == cudaSuccess) return fp8_quantize_rows(out, rows, N, qo.q, qo.scales, s);
+  return e;
+}
 
 // out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed. O is T or float (an
 // fp32 residual stream).

@@ -7,7 +7,6 @@
 
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/e4m3.cuh"
-#include "ops/cuda/fp8_kernels.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 
@@ -112,12 +111,9 @@ cudaError_t launch_norm(R* residual, const X* x, const T* w, float eps, T* out, 
   if (H % 8 == 0 && chunks <= kMaxChunks * threads && vec_aligned(x, w, out, sc.col, sc.bias) &&
       (!residual || vec_aligned(residual)) && (!qo.q || (std::is_same_v<T, bf16_t> && vec_aligned(qo.q))))
     return launch_pdl(rms_norm_vec_kernel<T, X, R, SC>, T_, threads, 0, s, residual, x, w, eps, out, H, sc, qo);
-  const cudaError_t e =
-      launch_pdl(rms_norm_kernel<T, X, R, SC>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H, sc);
-  if constexpr (std::is_same_v<T, bf16_t>) {
-    if (qo.q && e == cudaSuccess) return fp8_quantize_rows(out, T_, H, qo.q, qo.scales, s);
-  }
-  return e;
+  return quantize_out_after(
+      launch_pdl(rms_norm_kernel<T, X, R, SC>, T_, kNormThreads, 0, s, residual, x, w, eps, out, H, sc), out, T_, H, qo,
+      s);
 }
 
 }  // namespace

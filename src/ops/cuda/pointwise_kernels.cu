@@ -5,7 +5,6 @@
 
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/e4m3.cuh"
-#include "ops/cuda/fp8_kernels.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 
@@ -107,13 +106,10 @@ cudaError_t launch_gated(const T* gate_up, T* out, int T_, int I, OutputScales s
   }
   const int chunks = vec ? I / 8 : I;
   const dim3 grid(unsigned((chunks + kThreads - 1) / kThreads), unsigned(T_ < 65535 ? T_ : 65535));
-  const cudaError_t e =
+  return quantize_out_after(
       vec ? launch_pdl(gated_activation_kernel<A, true, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc)
-          : launch_pdl(gated_activation_kernel<A, false, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc);
-  if constexpr (std::is_same_v<T, bf16_t>) {
-    if (qo.q && e == cudaSuccess) return fp8_quantize_rows(out, T_, I, qo.q, qo.scales, s);
-  }
-  return e;
+          : launch_pdl(gated_activation_kernel<A, false, SC, T>, grid, kThreads, 0, s, gate_up, out, T_, I, sc),
+      out, T_, I, qo, s);
 }
 
 template <GatedActivation A, typename T>
