@@ -91,21 +91,25 @@ void expect_same(const std::vector<TokenLogprob>& want, const std::vector<TokenL
   }
 }
 
+// 72 rows take a CTA a row; 9 rows (each kind once) a cluster of 8 CTAs a row, whose selections
+// combine the CTAs' histograms; there row 5 keeps 2,000 tokens (top-k above a CTA's threads: the
+// radix select over the whole row instead of the gathered candidates).
 TEST(CudaSampler, DrawsWhatTheCpuReferenceDraws) {
   GS_REQUIRE_GPU();
-  for (int V : {1000, 128256}) {
-    SCOPED_TRACE(V);
-    const int n = 72;
-    Pair p(n, V);
-    p.reset_slots();
-    for (int step = 0; step < 3; ++step) {  // penalty counts advance on both sides
-      std::vector<LogitAdjustment> adj;
-      auto rows = mixed_rows(n, adj, V);
-      for (auto& r : rows) r.step += step;
-      const auto x = random_rows(n, V, 7 + uint32_t(step));
-      expect_same(p.ref.run(x, rows, adj), p.dev.run(x, rows, adj), "mixed batch");
+  for (int V : {1000, 128256})
+    for (int n : {72, 9}) {
+      SCOPED_TRACE(testing::Message() << "V " << V << ", " << n << " rows");
+      Pair p(n, V);
+      p.reset_slots();
+      for (int step = 0; step < 3; ++step) {  // penalty counts advance on both sides
+        std::vector<LogitAdjustment> adj;
+        auto rows = mixed_rows(n, adj, V);
+        if (n < 16) rows[5].top_k = 2000;
+        for (auto& r : rows) r.step += step;
+        const auto x = random_rows(n, V, 7 + uint32_t(step));
+        expect_same(p.ref.run(x, rows, adj), p.dev.run(x, rows, adj), "mixed batch");
+      }
     }
-  }
 }
 
 // Structured output: rows with a bitmask (every other row, about a third of the vocabulary

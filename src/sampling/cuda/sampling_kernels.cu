@@ -88,11 +88,16 @@ __device__ int32_t argmax_row(const Slice& sl, Shared& sh, Cluster& c) {
 }
 
 // The k-th largest key that `visit` offers (it calls add(key) for every key >= lo of this
-// CTA's share), or lo when the cluster offers at most k of them. Radix select on 8-bit digits.
+// CTA's share), or lo when the cluster offers at most k of them. Radix select on 8-bit digits:
+// thread t < 256 owns digit 255 - t, so an inclusive scan over those threads counts the keys at
+// or above each digit, and the one digit where that count first reaches k is found at once.
 template <typename Visit, typename Scope>
 __device__ uint32_t kth_key(Visit&& visit, uint32_t lo, int k, Shared& sh, Scope& c) {
+  static_assert(kThreads >= 256, "a thread a digit");
+  const bool owner = threadIdx.x < 256;
+  const uint32_t d = 255u - threadIdx.x;  // owners only
   uint32_t prefix = 0, mask = 0;
-  int remaining = k;
+  uint32_t remaining = uint32_t(k);
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += kThreads) sh.hist[b] = 0;
     __syncthreads();
@@ -100,27 +105,30 @@ __device__ uint32_t kth_key(Visit&& visit, uint32_t lo, int k, Shared& sh, Scope
       if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255u], 1u);
     });
     c.sync();
-    for (int b = threadIdx.x; b < 256; b += kThreads) {
-      uint32_t t = 0;
-      for (int r = 0; r < c.size; ++r) t += c.at(sh.hist, r)[b];
-      sh.hist_total[b] = t;
+    uint32_t h = 0, at_or_above = 0;
+    if (owner) {
+      for (int r = 0; r < c.size; ++r) h += c.at(sh.hist, r)[d];
+      at_or_above = warp_inclusive_scan(h);
+      if (lane() == 31) sh.scan[warp()] = int(at_or_above);
     }
-    c.sync();  // every CTA has read every histogram before any clears its own
-    if (threadIdx.x == 0) {
-      int run = 0, total = 0, digit = 0, above = 0;
-      for (int b = 255; b >= 0; --b) total += int(sh.hist_total[b]);
-      for (int b = 255; b >= 0; --b) {
-        if (run < remaining && run + int(sh.hist_total[b]) >= remaining) digit = b, above = run;
-        run += int(sh.hist_total[b]);
+    c.sync();  // every CTA has read every histogram before any clears its own; the warp sums are in
+    if (owner) {
+      uint32_t total = 0;
+      for (int w = 0; w < 256 / 32; ++w) {
+        if (w < warp()) at_or_above += uint32_t(sh.scan[w]);
+        total += uint32_t(sh.scan[w]);
       }
-      sh.int_out[0] = digit, sh.int_out[1] = above, sh.int_out[2] = (shift == 24 && total <= remaining);
+      const uint32_t above = at_or_above - h;
+      if (above < remaining && at_or_above >= remaining) sh.int_out[0] = int(d), sh.int_out[1] = int(above);
+      if (d == 0) {
+        if (total < remaining) sh.int_out[0] = 0, sh.int_out[1] = 0;  // no digit reaches k
+        sh.int_out[2] = shift == 24 && total <= remaining;
+      }
     }
     __syncthreads();
-    const int digit = sh.int_out[0], above = sh.int_out[1];
-    const bool all = sh.int_out[2] != 0;
-    __syncthreads();
-    if (all) return lo;
-    prefix |= uint32_t(digit) << shift;
+    const uint32_t digit = uint32_t(sh.int_out[0]), above = uint32_t(sh.int_out[1]);
+    if (sh.int_out[2] != 0) return lo;  // (int_out is next written after this loop's barriers)
+    prefix |= digit << shift;
     mask |= 0xffu << shift;
     remaining -= above;
   }

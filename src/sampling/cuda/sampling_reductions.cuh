@@ -115,13 +115,18 @@ __device__ void block_argmax(float& best, int32_t& id, Shared& sh) {
   __syncthreads();
 }
 
+// Inclusive prefix sum of v over the lanes of a warp, in lane order.
+__device__ uint32_t warp_inclusive_scan(uint32_t v) {
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t n = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane() >= o) v += n;
+  }
+  return v;
+}
+
 // Exclusive prefix sum of v over the threads in order; *total gets the block's sum.
 __device__ int block_exclusive_scan(int v, int* total, Shared& sh) {
-  int incl = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane() >= o) incl += n;
-  }
+  const int incl = int(warp_inclusive_scan(uint32_t(v)));  // v >= 0
   if (lane() == 31) sh.scan[warp()] = incl;
   __syncthreads();
   int before = 0, all = 0;
