@@ -7,8 +7,10 @@
 //   greedy: one argmax pass;  plain temperature: one Gumbel pass (plus the max for min_p);
 //   top-k (k <= 1024): each CTA takes the k-th largest of its threads' maxima, a lower bound
 //   of the row's k-th largest; one pass gathers the tokens above the bound into shared memory
-//   (a few times k of them), and the exact k-th largest, the Gumbel draw and the top-p checks
-//   run there. Larger k, or a gather that overflows, use radix-select passes over the row;
+//   (a few times k of them); where every CTA's candidates fit in one CTA's shared memory, rank
+//   0 copies them (distributed shared memory) and alone finds the exact k-th largest, draws and
+//   checks top-p, with CTA barriers instead of cluster ones; else every CTA does that over its
+//   own. Larger k, or a gather that overflows, use radix-select passes over the row;
 //   top-p: the kept set's mass rides on the first Gumbel pass; each rejection round adds one
 //   mass pass (about 1 - top_p of the rounds reject).
 // Masses are 32.32 fixed point and every reduction is exact, so the kernel draws what the CPU
@@ -73,7 +75,8 @@ struct Keys {
 
 // argmax of the row, where a NaN logit counts as +inf: the winner is NaN or +inf exactly when
 // the row holds one (step 3 of the rule, found without a pass of its own); none: token 0.
-__device__ int32_t argmax_row(const Slice& sl, Shared& sh, Cluster& c) {
+template <typename Scope>
+__device__ int32_t argmax_row(const Slice& sl, Shared& sh, Scope& c) {
   float best = kNegInf;
   int32_t id = INT_MAX;
   sl.for_each4([&](int i0, const float* v) {
@@ -277,37 +280,34 @@ __device__ bool gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Clus
   return cluster_max_u32(overflow ? 1u : 0u, sh, c) == 0;
 }
 
-// Steps 4 and 5 of the rule.
-__device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Cluster& c) {
-  const Keys keys{1.0f / r.temperature};
-  float tmax = kNegInf;  // +inf when the slice holds a NaN or +inf logit
-  sl.for_each4([&](int i0, const float* v) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (i0 + j < sl.end && (isnan(v[j]) || v[j] == INFINITY)) tmax = INFINITY;
-      if (!isnan(v[j])) tmax = fmaxf(tmax, keys.value(v[j]));
+// Moves every CTA's gathered candidates into rank 0's arrays where they fit there together (the
+// counts are final: gather ended in a cluster barrier), so that rank 0 finishes the draw alone,
+// with CTA barriers instead of cluster ones; false in every CTA when they do not fit.
+__device__ bool gather_into_rank0(Shared& sh, Cluster& c) {
+  int total = 0;
+  for (int q = 0; q < c.size; ++q) total += *c.at(&sh.num_candidates, q);
+  if (total > kCandidates) return false;
+  if (c.rank == 0)
+    for (int q = 1, at = sh.num_candidates; q < c.size; ++q) {
+      const int n = *c.at(&sh.num_candidates, q);
+      const float* s = c.at(sh.cand_s, q);
+      const int32_t* id = c.at(sh.cand_id, q);
+      for (int i = threadIdx.x; i < n; i += kThreads) sh.cand_s[at + i] = s[i], sh.cand_id[at + i] = id[i];
+      at += n;
     }
-  });
-  const float m = cluster_max(tmax, sh, c);
-  if (m == kNegInf || m == INFINITY) return argmax_row(sl, sh, c);  // nothing to draw, or step 3's sentinel
-  uint32_t lo = order_key(kNegInf) + 1;
-  if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
-  bool gathered = false;
+  c.sync();  // rank 0 has read every CTA's candidates: the others may leave
+  if (threadIdx.x == 0) sh.num_candidates = total;
+  __syncthreads();
+  return true;
+}
+
+// Step 4's top-k threshold over `share` (raising lo), then step 5's draw with the top-p
+// rejection rounds, over the scope's CTAs; sl: what argmax_row falls back to (each CTA's slice,
+// or the whole row for one CTA).
+template <typename Scope>
+__device__ int32_t select_and_draw(const Slice& sl, const Share& share, const SamplingRow& r, float m, uint32_t lo,
+                                   Shared& sh, Scope& c) {
   if (r.top_k > 0 && r.top_k < sl.V) {
-    if (r.top_k <= kThreads) {
-      // The k-th largest thread maximum of any CTA is at most the row's k-th largest: tokens
-      // below the largest such bound cannot be kept.
-      sh.thread_max[threadIdx.x] = tmax == kNegInf ? kNoKey : order_key(tmax);
-      __syncthreads();
-      auto own = [&](auto&& add) {
-        const uint32_t k = sh.thread_max[threadIdx.x];
-        if (k >= lo) add(k);
-      };
-      OneCta cta;
-      const uint32_t bound = kth_key(own, lo, r.top_k, sh, cta);
-      gathered = gather(sl, keys, max(lo, cluster_max_u32(bound, sh, c)), sh, c);
-    }
-    const Share share{sl, keys, gathered};
     auto visit = [&](auto&& add) {
       share.each(sh, [&](int32_t, float s) {
         const uint32_t k = order_key(s);
@@ -316,7 +316,7 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
     };
     lo = max(lo, kth_key(visit, lo, r.top_k, sh, c));
   }
-  const Share share{sl, keys, gathered};
+  const Keys keys = share.keys;
   const bool top_p = r.top_p < 1.0f;
   double target = 0.0;
   uint32_t domain = lo;
@@ -325,7 +325,7 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
     int32_t id = INT_MAX;
     unsigned long long z = 0;
     const bool want_z = top_p && round == 0;
-    if (gathered) {
+    if (share.gathered) {
       share.each(sh, [&](int32_t t, float s) {
         const uint32_t k = order_key(s);
         if (want_z && k >= lo) z += mass_of(s, m);
@@ -369,6 +369,44 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
     domain = kc + 1;
   }
   return argmax_row(sl, sh, c);
+}
+
+// Steps 4 and 5 of the rule. With top-k, rank 0 alone finishes from the gathered candidates of
+// every CTA where they fit in its shared memory (the other CTAs return no token then).
+__device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Cluster& c) {
+  const Keys keys{1.0f / r.temperature};
+  float tmax = kNegInf;  // +inf when the slice holds a NaN or +inf logit
+  sl.for_each4([&](int i0, const float* v) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (i0 + j < sl.end && (isnan(v[j]) || v[j] == INFINITY)) tmax = INFINITY;
+      if (!isnan(v[j])) tmax = fmaxf(tmax, keys.value(v[j]));
+    }
+  });
+  const float m = cluster_max(tmax, sh, c);
+  if (m == kNegInf || m == INFINITY) return argmax_row(sl, sh, c);  // nothing to draw, or step 3's sentinel
+  uint32_t lo = order_key(kNegInf) + 1;
+  if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
+  bool gathered = false;
+  if (r.top_k > 0 && r.top_k < sl.V && r.top_k <= kThreads) {
+    // The k-th largest thread maximum of any CTA is at most the row's k-th largest: tokens
+    // below the largest such bound cannot be kept.
+    sh.thread_max[threadIdx.x] = tmax == kNegInf ? kNoKey : order_key(tmax);
+    __syncthreads();
+    auto own = [&](auto&& add) {
+      const uint32_t k = sh.thread_max[threadIdx.x];
+      if (k >= lo) add(k);
+    };
+    OneCta cta;
+    const uint32_t bound = kth_key(own, lo, r.top_k, sh, cta);
+    gathered = gather(sl, keys, max(lo, cluster_max_u32(bound, sh, c)), sh, c);
+    if (gathered && c.size > 1 && gather_into_rank0(sh, c)) {
+      if (c.rank != 0) return INT_MAX;
+      const Slice row{sl.x, 0, sl.V, sl.V};
+      return select_and_draw(row, Share{row, keys, true}, r, m, lo, sh, cta);
+    }
+  }
+  return select_and_draw(sl, Share{sl, keys, gathered}, r, m, lo, sh, c);
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {

@@ -162,9 +162,10 @@ struct OneCta {
   }
 };
 
-// Each CTA's `v`, through `slot` in its shared memory, combined over the cluster in rank order.
-template <typename T, typename Op>
-__device__ T cluster_combine(T v, T* slot, Cluster& c, Op op) {
+// Each CTA's `v`, through `slot` in its shared memory, combined over the cluster in rank order
+// (Scope: Cluster, or OneCta where a CTA works alone).
+template <typename T, typename Op, typename Scope>
+__device__ T cluster_combine(T v, T* slot, Scope& c, Op op) {
   if (threadIdx.x == 0) *slot = v;
   c.sync();
   v = *c.at(slot, 0);
@@ -177,7 +178,8 @@ __device__ float cluster_max(float v, Shared& sh, Cluster& c) {
   return cluster_combine(block_max(v, sh), &sh.x_f, c, [](float a, float b) { return fmaxf(a, b); });
 }
 
-__device__ unsigned long long cluster_sum_u64(unsigned long long v, Shared& sh, Cluster& c) {
+template <typename Scope>
+__device__ unsigned long long cluster_sum_u64(unsigned long long v, Shared& sh, Scope& c) {
   return cluster_combine(block_sum_u64(v, sh), &sh.x_u, c,
                          [](unsigned long long a, unsigned long long b) { return a + b; });
 }
@@ -186,7 +188,8 @@ __device__ uint32_t cluster_max_u32(uint32_t v, Shared& sh, Cluster& c) {
   return cluster_combine(block_max_u32(v, sh), &sh.x_key, c, [](uint32_t a, uint32_t b) { return max(a, b); });
 }
 
-__device__ int32_t cluster_argmax(float best, int32_t id, Shared& sh, Cluster& c) {
+template <typename Scope>
+__device__ int32_t cluster_argmax(float best, int32_t id, Shared& sh, Scope& c) {
   block_argmax(best, id, sh);
   if (threadIdx.x == 0) sh.x_f = best, sh.x_id = id;
   c.sync();
