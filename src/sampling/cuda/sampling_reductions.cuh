@@ -26,7 +26,6 @@ constexpr uint32_t kNoKey = 0;  // order_key of no valid float
 
 struct Shared {
   uint32_t hist[256];
-  uint32_t hist_total[256];
   float f[kWarps];
   int32_t id[kWarps];
   unsigned long long u[kWarps];
