@@ -16,9 +16,9 @@ namespace {
 
 using test::sampling_row;
 
-std::vector<std::vector<float>> random_rows(int n, int V, uint32_t seed) {
+std::vector<std::vector<float>> random_rows(int n, int V, uint32_t seed, float sigma = 3.0f) {
   std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::normal_distribution<float> d(0.0f, sigma);
   std::vector<std::vector<float>> x(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(V)));
   for (auto& row : x)
     for (float& v : row) v = d(rng);
@@ -93,7 +93,9 @@ void expect_same(const std::vector<TokenLogprob>& want, const std::vector<TokenL
 
 // 72 rows take a CTA a row; 9 rows (each kind once) a cluster of 8 CTAs a row, whose selections
 // combine the CTAs' histograms; there row 5 keeps 2,000 tokens (top-k above a CTA's threads: the
-// radix select over the whole row instead of the gathered candidates).
+// radix select over the whole row instead of the gathered candidates). At temperature 5, row 7's
+// top-p of 0.5 keeps about 35,000 of 128,256 tokens of a nearly flat row: rejection rounds over
+// the whole row. The third step's logits spread 4 times wider: most tokens' masses round to 0.
 TEST(CudaSampler, DrawsWhatTheCpuReferenceDraws) {
   GS_REQUIRE_GPU();
   for (int V : {1000, 128256})
@@ -105,8 +107,9 @@ TEST(CudaSampler, DrawsWhatTheCpuReferenceDraws) {
         std::vector<LogitAdjustment> adj;
         auto rows = mixed_rows(n, adj, V);
         if (n < 16) rows[5].top_k = 2000;
+        rows[7].temperature = 5.0f;
         for (auto& r : rows) r.step += step;
-        const auto x = random_rows(n, V, 7 + uint32_t(step));
+        const auto x = random_rows(n, V, 7 + uint32_t(step), step == 2 ? 12.0f : 3.0f);
         expect_same(p.ref.run(x, rows, adj), p.dev.run(x, rows, adj), "mixed batch");
       }
     }
