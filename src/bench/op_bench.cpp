@@ -23,6 +23,7 @@ const std::vector<OpBenchCase>& op_bench_cases() {
       {"decode-attention",
        "decode attention, 32 / 8 heads at D 128 and 64, 2k / 8k tokens, bf16 and e4m3 (fp8) KV caches"},
       {"decode-kernels", "decode attention per kernel at D 128, GQA 2 / 4, 1..192 requests over 128..8k tokens"},
+      {"sampling", "the sampler at 1 / 32 / 128 rows per sampling kind, on flat and on peaked logits"},
   };
   return cases;
 }
@@ -44,6 +45,7 @@ void run_op_bench(const std::string& name) {
   if (name == "cascade") bench::time_cascade_attention();
   if (name == "decode-attention") bench::time_decode_attention();
   if (name == "decode-kernels") bench::time_decode_kernels();
+  if (name == "sampling") bench::time_sampling();
 #else
   throw Unsupported(
       "bench ops times GPU kernels, but graphserve was built without CUDA (configure with a CUDA toolkit)");

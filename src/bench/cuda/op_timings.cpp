@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <vector>
 
 #include "attention/cuda/cuda_attention.h"
@@ -15,6 +16,8 @@
 #include "ops/cuda/lt_gemm.h"
 #include "ops/kernel_options.h"
 #include "ops/linear_op.h"
+#include "sampling/cuda/cuda_sampling.h"
+#include "sampling/sampler.h"
 
 namespace gs::bench {
 namespace {
@@ -263,6 +266,51 @@ void time_decode_step() {
     const double attn_ms = time_graph_ms(*gpu, 1, attention, 50);
     std::printf("[bench]   bs %4d: linears+norms %.3f ms + rope+attention %.3f ms = %.3f ms per step\n", B, step_ms,
                 attn_ms, step_ms + attn_ms);
+  }
+}
+
+void time_sampling() {
+  auto gpu = make_cuda_backend();
+  constexpr int V = 128256, kMaxRows = 128;
+  Sampler sampler(*gpu, make_cuda_sampling_kernels(*gpu), SamplerLimits{kMaxRows, V, 1, 16});
+  Tensor x = Tensor::empty({kMaxRows, V}, DType::F32, gpu->allocator());
+  struct Kind {
+    const char* name;
+    float temperature, top_p;
+    int top_k;
+  };
+  const Kind kinds[] = {{"greedy", 0.0f, 1.0f, 0},
+                        {"T 1", 1.0f, 1.0f, 0},
+                        {"T 0.7 p 0.9", 0.7f, 0.9f, 0},
+                        {"T 1 k 50 p 0.95", 1.0f, 0.95f, 50}};
+  std::printf("[sampling] %-7s %4s", "logits", "rows");
+  for (const Kind& k : kinds) std::printf(" %16s", k.name);
+  std::printf("   (us a step)\n");
+  // flat: a dummy-weight model's rows (every logit within a few of the others); peaked: a
+  // trained model's (32 tokens about 20 logits above a bulk of spread 2.5).
+  for (const bool peaked : {false, true}) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> bulk(0.0f, peaked ? 2.5f : 1.0f);
+    std::uniform_int_distribution<int> token(0, V - 1);
+    std::vector<float> host(size_t(kMaxRows) * V);
+    for (float& v : host) v = bulk(rng);
+    if (peaked)
+      for (int i = 0; i < kMaxRows; ++i)
+        for (int j = 0; j < 32; ++j) host[size_t(i) * V + size_t(token(rng))] += 20.0f;
+    gpu->copy(x, Tensor::wrap(host.data(), {kMaxRows, V}, DType::F32, Device::cpu()));
+    for (const int n : {1, 32, 128}) {
+      std::printf("[sampling] %-7s %4d", peaked ? "peaked" : "flat", n);
+      for (const Kind& k : kinds) {
+        std::vector<SamplingRow> rows(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          rows[size_t(i)].temperature = k.temperature, rows[size_t(i)].top_p = k.top_p;
+          rows[size_t(i)].top_k = k.top_k, rows[size_t(i)].seed_lo = uint32_t(i) + 1;
+        }
+        sampler.stage(rows, {}, {});
+        std::printf(" %16.1f", time_graph_ms(*gpu, 10, [&] { sampler.sample(x, n); }) * 1e3);
+      }
+      std::printf("\n");
+    }
   }
 }
 

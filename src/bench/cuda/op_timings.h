@@ -38,5 +38,8 @@ void time_decode_attention();
 void time_decode_kernels();
 // The layer's cuBLASLt GEMMs (qkv, o, gate_up, down) at 2,048 and 8,192 tokens.
 void time_prefill_gemms();
+// The CUDA sampler (vocabulary 128,256) at 1 / 32 / 128 rows, greedy, temperature, top-p and
+// top-k + top-p, on flat rows (a dummy-weight model's) and peaked ones (a trained model's).
+void time_sampling();
 
 }  // namespace gs::bench
