@@ -6,8 +6,12 @@
 #   kernels  `bench kernels` of $SAMP_MODEL at bs $SAMP_BS: sample_kernel's time a step, greedy,
 #            top-k (temperature 1, top-p 0.95, top-k 50) and top-p alone (temperature 0.7, top-p
 #            0.9), by this build and, where the pack holds it, $pack/bin/graphserve.old;
-#   graphs   `bench graphs` ms/step of the same three, two rounds alternating the builds.
-#   SAMP_PHASES (default "tests kernels graphs"), SAMP_MODEL (llama3.2-1b), SAMP_BS (1,32,128)
+#   graphs   `bench graphs` ms/step of the same three, two rounds alternating the builds;
+#   ops      `bench ops --cases sampling`: the sampler alone on flat and peaked synthetic rows
+#            (not in the default phases; builds before it lack the case).
+#   SAMP_PHASES (default "tests kernels graphs"), SAMP_MODEL (llama3.2-1b), SAMP_BS (1,32,128),
+#   SAMP_SETS (default "greedy topk topp"; temp: temperature 1 alone), SAMP_BUILDS (binaries of
+#   $pack/bin to compare; default graphserve.old, where present, and graphserve)
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/sampling_check.sh
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh
@@ -21,7 +25,17 @@ model=${SAMP_MODEL:-llama3.2-1b}
 batches=${SAMP_BS:-1,32,128}
 builds=(graphserve)
 [[ -x $pack/bin/graphserve.old ]] && builds=(graphserve.old graphserve)
-flag_sets=("" "--temperature 1.0 --top-p 0.95 --top-k 50" "--temperature 0.7 --top-p 0.9")
+[[ -n ${SAMP_BUILDS:-} ]] && read -r -a builds <<<"$SAMP_BUILDS"
+flag_sets=()
+for set in ${SAMP_SETS:-greedy topk topp}; do
+  case $set in
+    greedy) flag_sets+=("") ;;
+    temp) flag_sets+=("--temperature 1.0") ;;
+    topk) flag_sets+=("--temperature 1.0 --top-p 0.95 --top-k 50") ;;
+    topp) flag_sets+=("--temperature 0.7 --top-p 0.9") ;;
+    *) echo "SAMP_SETS: unknown set $set (greedy, temp, topk, topp)" >&2 && exit 2 ;;
+  esac
+done
 label() { [[ -z $1 ]] && echo greedy || echo "[$1]"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
@@ -38,6 +52,12 @@ if has kernels; then
       timeout 90 "$pack/bin/$b" bench kernels --load-format dummy --preset "$model" --batch-sizes "$batches" \
         --input-len 128 --output-len 17 --top 14 --max-model-len 4096 $f 2>&1 | grep -E '^batch|sample_kernel'
     done
+  done
+fi
+if has ops; then
+  for b in "${builds[@]}"; do
+    echo "== $b bench ops --cases sampling"
+    timeout 120 "$pack/bin/$b" bench ops --cases sampling 2>&1 | grep -E '^\[sampling|rror'
   done
 fi
 if has graphs; then
