@@ -149,7 +149,7 @@ TEST(CudaSampler, RowsThatCannotBeSampledGiveTheReferenceSentinels) {
   GS_REQUIRE_GPU();
   for (int V : {1000, 151936}) {
     SCOPED_TRACE(V);
-    for (int copies : {1, 6}) {  // 12 rows: clusters of 8 CTAs a row; 72 rows: one CTA a row
+    for (int copies : {1, 6}) {  // 15 rows: clusters of 8 CTAs a row; 90 rows: one CTA a row
       auto b = test::unsampleable_batch(V);
       const size_t n = b.rows.size();
       for (size_t i = n; i < n * size_t(copies); ++i) {

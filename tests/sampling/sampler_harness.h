@@ -109,6 +109,11 @@ inline UnsampleableBatch unsampleable_batch(int V) {
   add(sampling_row(0.0f), kNoSampleableToken, fill(-kInf));
   add(sampling_row(0.7f, 0, 1.0f, 0.1f), kNonFiniteLogits, fill(kNaN));
   add(sampling_row(0.9f, 0, 1.0f, 0.05f), -3, none);
+  // Plain temperature (no maximum taken before the draw on the GPU): a NaN, a +inf, and scaled
+  // values past the float range (the raw argmax: token 5).
+  add(sampling_row(1.0f), kNonFiniteLogits, [&](auto& row) { row[size_t(V / 3)] = kNaN; });
+  add(sampling_row(0.7f), kNonFiniteLogits, [&](auto& row) { row[1] = kInf; });
+  add(sampling_row(2e-5f), -3, [](auto& row) { row[5] = 3e34f, row[6] = 2e34f; });
   return b;
 }
 

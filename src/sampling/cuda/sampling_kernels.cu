@@ -4,7 +4,7 @@
 // busy; 1 from 64 rows on); every reduction runs in the CTA, then over the cluster through
 // distributed shared memory, in a fixed order, so the result does not depend on C. The steps of
 // sampling_rule.h:
-//   greedy: one argmax pass;  plain temperature: one Gumbel pass (plus the max for min_p);
+//   greedy: one argmax pass;  plain temperature: one Gumbel pass, with no max pass before it;
 //   top-k (k <= 1024): each CTA takes the k-th largest of its threads' maxima, a lower bound
 //   of the row's k-th largest; one pass gathers the tokens above the bound into shared memory
 //   (a few times k of them); where every CTA's candidates fit in one CTA's shared memory, rank
@@ -371,10 +371,42 @@ __device__ int32_t select_and_draw(const Slice& sl, const Share& share, const Sa
   return argmax_row(sl, sh, c);
 }
 
+// Plain temperature (no top-k, top-p or min-p) needs no maximum: one pass draws over the
+// tokens above -inf and notes a NaN logit or a scaled +inf, where step 3 (or, for a scaled value
+// past the float range, the raw argmax) takes over, as in draw().
+__device__ int32_t draw_plain(const Slice& sl, Keys keys, const SamplingRow& r, Shared& sh, Cluster& c) {
+  float best = kNegInf;
+  int32_t id = INT_MAX;
+  uint32_t argmax_instead = 0;
+  sl.for_each4([&](int i0, const float* v) {
+    float s[4];
+    bool in[4], any = false;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[j] = keys.value(v[j]);
+      if (i0 + j < sl.end && (isnan(v[j]) || s[j] == INFINITY)) argmax_instead = 1;
+      in[j] = !isnan(v[j]) && s[j] != kNegInf;
+      any |= in[j];
+    }
+    if (!any) return;
+    const Philox4 d = draws4(r.seed_lo, r.seed_hi, r.step, i0 >> 2);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float score = add_rn(s[j], gumbel(d.v[j]));
+      if (in[j] && (id == INT_MAX || beats(score, i0 + j, best, id))) best = score, id = i0 + j;
+    }
+  });
+  const int32_t winner = cluster_argmax(best, id, sh, c);
+  if (cluster_max_u32(argmax_instead, sh, c) != 0 || winner == INT_MAX) return argmax_row(sl, sh, c);
+  return winner;
+}
+
 // Steps 4 and 5 of the rule. With top-k, rank 0 alone finishes from the gathered candidates of
 // every CTA where they fit in its shared memory (the other CTAs return no token then).
 __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Cluster& c) {
   const Keys keys{1.0f / r.temperature};
+  const bool top_k = r.top_k > 0 && r.top_k < sl.V;
+  if (!top_k && !(r.top_p < 1.0f) && !(r.min_p > 0.0f)) return draw_plain(sl, keys, r, sh, c);
   float tmax = kNegInf;  // +inf when the slice holds a NaN or +inf logit
   sl.for_each4([&](int i0, const float* v) {
 #pragma unroll
@@ -388,7 +420,7 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
   uint32_t lo = order_key(kNegInf) + 1;
   if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
   bool gathered = false;
-  if (r.top_k > 0 && r.top_k < sl.V && r.top_k <= kThreads) {
+  if (top_k && r.top_k <= kThreads) {
     // The k-th largest thread maximum of any CTA is at most the row's k-th largest: tokens
     // below the largest such bound cannot be kept.
     sh.thread_max[threadIdx.x] = tmax == kNegInf ? kNoKey : order_key(tmax);
