@@ -301,6 +301,18 @@ __device__ bool gather_into_rank0(Shared& sh, Cluster& c) {
   return true;
 }
 
+// The Gumbel draw over tokens i0 .. i0 + 3 (one Philox block), of those with in[j]: the best
+// score so far and its token stay in (best, id).
+__device__ __forceinline__ void gumbel_max4(const SamplingRow& r, int i0, const float (&s)[4], const bool (&in)[4],
+                                            float& best, int32_t& id) {
+  const Philox4 d = draws4(r.seed_lo, r.seed_hi, r.step, i0 >> 2);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float score = add_rn(s[j], gumbel(d.v[j]));
+    if (in[j] && (id == INT_MAX || beats(score, i0 + j, best, id))) best = score, id = i0 + j;
+  }
+}
+
 // Step 4's top-k threshold over `share` (raising lo), then step 5's draw with the top-p
 // rejection rounds, over the scope's CTAs; sl: what argmax_row falls back to (each CTA's slice,
 // or the whole row for one CTA).
@@ -346,13 +358,7 @@ __device__ int32_t select_and_draw(const Slice& sl, const Share& share, const Sa
           in[j] = valid && k >= domain;
           any |= in[j];
         }
-        if (!any) return;
-        const Philox4 d = draws4(r.seed_lo, r.seed_hi, r.step, i0 >> 2);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float score = add_rn(s[j], gumbel(d.v[j]));
-          if (in[j] && (id == INT_MAX || beats(score, i0 + j, best, id))) best = score, id = i0 + j;
-        }
+        if (any) gumbel_max4(r, i0, s, in, best, id);
       });
     }
     const int32_t winner = cluster_argmax(best, id, sh, c);
@@ -388,13 +394,7 @@ __device__ int32_t draw_plain(const Slice& sl, Keys keys, const SamplingRow& r, 
       in[j] = !isnan(v[j]) && s[j] != kNegInf;
       any |= in[j];
     }
-    if (!any) return;
-    const Philox4 d = draws4(r.seed_lo, r.seed_hi, r.step, i0 >> 2);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float score = add_rn(s[j], gumbel(d.v[j]));
-      if (in[j] && (id == INT_MAX || beats(score, i0 + j, best, id))) best = score, id = i0 + j;
-    }
+    if (any) gumbel_max4(r, i0, s, in, best, id);
   });
   const int32_t winner = cluster_argmax(best, id, sh, c);
   if (cluster_max_u32(argmax_instead, sh, c) != 0 || winner == INT_MAX) return argmax_row(sl, sh, c);
