@@ -49,9 +49,11 @@ GS_HD Philox4 draws4(uint32_t seed_lo, uint32_t seed_hi, int32_t step, int32_t g
   return philox4x32_10(static_cast<uint32_t>(group), static_cast<uint32_t>(step), kStream, 0u, seed_lo, seed_hi);
 }
 
-// A draw as Gumbel(0, 1) noise: -log(-log(u)) with u = (bits >> 8 + 0.5) / 2^24 in (0, 1).
-GS_HD float gumbel(uint32_t bits) {  // (the scale by 2^-24 is exact)
-  const float u = (static_cast<float>(bits >> 8) + 0.5f) * 5.9604644775390625e-8f;
+// A draw as Gumbel(0, 1) noise: -log(-log(u)) with u = (bits >> 9 + 0.5) / 2^23. 23 bits and the
+// half fit a float's 24, so u is exact and below 1 and the noise finite (at 24 bits the top
+// value would round u to 1: an infinite noise, a sure win for any token that drew it).
+GS_HD float gumbel(uint32_t bits) {  // (the scale by 2^-23 is exact)
+  const float u = (static_cast<float>(bits >> 9) + 0.5f) * 1.1920928955078125e-7f;
   return -logf(-logf(u));
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "sampling/sampler_harness.h"
+#include "sampling/sampling_math.h"
 
 namespace gs {
 namespace {
@@ -267,6 +268,15 @@ TEST_F(CpuSampler, ASentinelRowCountsNoToken) {
   // it falls to 2.0 / 1.5 = 1.33, below token 3 (1.38; tokens 1 and 2 are prompt tokens).
   EXPECT_EQ(h.run({ladder()}, {r})[0].token, 0);
   EXPECT_EQ(h.run({ladder()}, {r})[0].token, 3);
+}
+
+// Every Philox word gives a finite noise (none is a sure win), the extremes at the ends.
+TEST(SamplingMath, EveryDrawIsAFiniteNoise) {
+  using sampling::gumbel;
+  EXPECT_TRUE(std::isfinite(gumbel(0u)) && std::isfinite(gumbel(~0u)));
+  for (uint32_t bits : {1u << 9, 0x7fffffffu, 0xfffffc00u, 0xfffffe00u})
+    EXPECT_TRUE(gumbel(0u) <= gumbel(bits) && gumbel(bits) <= gumbel(~0u)) << bits;
+  EXPECT_LT(gumbel(0xfffffc00u), gumbel(~0u));
 }
 
 }  // namespace
