@@ -71,6 +71,14 @@ GS_HD uint32_t order_key(float f) {
 // exp(s - max) in 32.32 fixed point (s <= max): sums of these are exact in any order.
 GS_HD uint64_t mass_of(float s, float max) { return static_cast<uint64_t>(expf(s - max) * 4294967296.0f); }
 
+// How far below the row's top scaled logit m a token neither weighs nor wins: past ln 2^32 =
+// 22.18 its mass_of is 0, and as Gumbel noises lie within [gumbel(0u), gumbel(~0u)], 19.4
+// apart, its score stays under the top token's. The relative slack covers the rounding of s - m
+// and of the scores at large |m|. A draw over the tokens above negligible_below(m) alone (the
+// top token among them) is the draw over the row.
+constexpr float kNegligibleBelow = 22.5f;
+GS_HD float negligible_below(float m) { return m - kNegligibleBelow - fabsf(m) * 0x1p-20f; }
+
 // Rounded products and sums that the device compiler may not fuse into an FMA, so the host and
 // the device round alike.
 GS_HD float mul_rn(float a, float b) {

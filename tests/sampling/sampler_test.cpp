@@ -279,5 +279,23 @@ TEST(SamplingMath, EveryDrawIsAFiniteNoise) {
   EXPECT_LT(gumbel(0xfffffc00u), gumbel(~0u));
 }
 
+// A token below negligible_below(m) neither weighs (its mass is 0) nor wins (its best score
+// stays under the top token's worst), at every scale of m, so a draw over the tokens above it is
+// the draw over the row (the CUDA sampler gathers only those on a peaked row).
+TEST(SamplingMath, TokensBelowTheNegligibleCutNeitherWeighNorWin) {
+  using namespace sampling;
+  const float noise_hi = gumbel(~0u), noise_lo = gumbel(0u);
+  EXPECT_LT(noise_hi - noise_lo + 1.0f, kNegligibleBelow);
+  for (float m : {0.0f, 1.0f, -3.0f, 25.0f, 400.0f, -1e4f, 3e5f, 1e12f, 1e30f}) {
+    SCOPED_TRACE(m);
+    const float cut = negligible_below(m);
+    ASSERT_LT(cut, m);
+    const float below = std::nextafter(cut, -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(mass_of(below, m), 0u);
+    EXPECT_LT(add_rn(below, noise_hi), add_rn(m, noise_lo));
+    EXPECT_GT(cut, m - 23.0f - std::abs(m) * 0x1p-19f);  // and no farther than that needs
+  }
+}
+
 }  // namespace
 }  // namespace gs

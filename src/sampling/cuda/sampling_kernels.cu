@@ -11,8 +11,11 @@
 //   0 copies them (distributed shared memory) and alone finds the exact k-th largest, draws and
 //   checks top-p, with CTA barriers instead of cluster ones; else every CTA does that over its
 //   own. Larger k, or a gather that overflows, use radix-select passes over the row;
-//   top-p: the kept set's mass rides on the first Gumbel pass; each rejection round adds one
-//   mass pass (about 1 - top_p of the rounds reject).
+//   top-p or min-p without top-k: on a peaked row (a trained model's) the tokens within
+//   kNegligibleBelow of the top, the only ones that weigh or can win, are gathered and drawn
+//   from as with top-k, where a sample of the row says they fit; else over the row: the kept
+//   set's mass rides on the first Gumbel pass; each rejection round adds one mass pass (about
+//   1 - top_p of the rounds reject).
 // Masses are 32.32 fixed point and every reduction is exact, so the kernel draws what the CPU
 // reference draws on the same logits.
 #include <cooperative_groups.h>
@@ -377,6 +380,19 @@ __device__ int32_t select_and_draw(const Slice& sl, const Share& share, const Sa
   return argmax_row(sl, sh, c);
 }
 
+// Whether this row's tokens with key >= from likely fit the cluster's gathered candidates (half of
+// them at most): one token in kStride of each slice, counted over the cluster. Only which path
+// the draw takes depends on it.
+__device__ bool likely_fit(const Slice& sl, Keys keys, uint32_t from, Shared& sh, Cluster& c) {
+  constexpr int kStride = 64;
+  unsigned long long hits = 0;
+  for (int i = sl.begin + int(threadIdx.x) * kStride; i < sl.end; i += kThreads * kStride) {
+    const float v = sl.x[i];
+    if (!isnan(v) && order_key(keys.value(v)) >= from) ++hits;
+  }
+  return cluster_sum_u64(hits, sh, c) * kStride <= (unsigned long long)(c.size) * kCandidates / 2;
+}
+
 // Plain temperature (no top-k, top-p or min-p) needs no maximum: one pass draws over the
 // tokens above -inf and notes a NaN logit or a scaled +inf, where step 3 (or, for a scaled value
 // past the float range, the raw argmax) takes over, as in draw().
@@ -401,8 +417,9 @@ __device__ int32_t draw_plain(const Slice& sl, Keys keys, const SamplingRow& r, 
   return winner;
 }
 
-// Steps 4 and 5 of the rule. With top-k, rank 0 alone finishes from the gathered candidates of
-// every CTA where they fit in its shared memory (the other CTAs return no token then).
+// Steps 4 and 5 of the rule. With top-k, or top-p / min-p alone on a peaked row, rank 0 alone
+// finishes from the gathered candidates of every CTA where they fit in its shared memory (the
+// other CTAs return no token then).
 __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Cluster& c) {
   const Keys keys{1.0f / r.temperature};
   const bool top_k = r.top_k > 0 && r.top_k < sl.V;
@@ -432,11 +449,15 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
     OneCta cta;
     const uint32_t bound = kth_key(own, lo, r.top_k, sh, cta);
     gathered = gather(sl, keys, max(lo, cluster_max_u32(bound, sh, c)), sh, c);
-    if (gathered && c.size > 1 && gather_into_rank0(sh, c)) {
-      if (c.rank != 0) return INT_MAX;
-      const Slice row{sl.x, 0, sl.V, sl.V};
-      return select_and_draw(row, Share{row, keys, true}, r, m, lo, sh, cta);
-    }
+  } else if (!top_k) {  // top-p or min-p: the tokens that weigh or can win, where they fit
+    const uint32_t from = max(lo, order_key(negligible_below(m)));
+    gathered = likely_fit(sl, keys, from, sh, c) && gather(sl, keys, from, sh, c);
+  }
+  if (gathered && c.size > 1 && gather_into_rank0(sh, c)) {
+    if (c.rank != 0) return INT_MAX;
+    OneCta cta;
+    const Slice row{sl.x, 0, sl.V, sl.V};
+    return select_and_draw(row, Share{row, keys, true}, r, m, lo, sh, cta);
   }
   return select_and_draw(sl, Share{sl, keys, gathered}, r, m, lo, sh, c);
 }
