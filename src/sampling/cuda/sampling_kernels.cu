@@ -390,7 +390,7 @@ __device__ bool likely_fit(const Slice& sl, Keys keys, uint32_t from, Shared& sh
     const float v = sl.x[i];
     if (!isnan(v) && order_key(keys.value(v)) >= from) ++hits;
   }
-  return cluster_sum_u64(hits, sh, c) * kStride <= (unsigned long long)(c.size) * kCandidates / 2;
+  return cluster_sum_u64(hits, sh, c) * kStride <= static_cast<unsigned long long>(c.size) * kCandidates / 2;
 }
 
 // Plain temperature (no top-k, top-p or min-p) needs no maximum: one pass draws over the
