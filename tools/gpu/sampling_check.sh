@@ -3,15 +3,15 @@
 # xz-compressed), what results/sampling_h200.txt holds:
 #   tests    gs_test_cuda CudaSampler.* (draws equal the CPU reference's; clusters of 8 CTAs a row
 #            at 9 rows, one CTA a row at 72);
-#   kernels  `bench kernels` of $SAMP_MODEL at bs $SAMP_BS: sample_kernel's time a step, greedy,
-#            top-k (temperature 1, top-p 0.95, top-k 50) and top-p alone (temperature 0.7, top-p
-#            0.9), by this build and, where the pack holds it, $pack/bin/graphserve.old;
-#   graphs   `bench graphs` ms/step of the same three, two rounds alternating the builds;
+#   kernels  `bench kernels` of $SAMP_MODEL at bs $SAMP_BS: sample_kernel's time a step for each
+#            set of SAMP_SETS (greedy; temp: temperature 1; topk: temperature 1, top-p 0.95,
+#            top-k 50; topp: temperature 0.7, top-p 0.9), by each build of SAMP_BUILDS;
+#   graphs   `bench graphs` ms/step of the same sets, two rounds alternating the builds;
 #   ops      `bench ops --cases sampling`: the sampler alone on flat and peaked synthetic rows
 #            (not in the default phases; builds before it lack the case).
 #   SAMP_PHASES (default "tests kernels graphs"), SAMP_MODEL (llama3.2-1b), SAMP_BS (1,32,128),
-#   SAMP_SETS (default "greedy topk topp"; temp: temperature 1 alone), SAMP_BUILDS (binaries of
-#   $pack/bin to compare; default graphserve.old, where present, and graphserve)
+#   SAMP_SETS (default "greedy topk topp"), SAMP_BUILDS (binaries of $pack/bin to compare;
+#   default graphserve.old, where present, and graphserve)
 #   device run, kind nvidia-h200, carry [".gpu"], command: bash tools/gpu/sampling_check.sh
 set -uo pipefail
 # shellcheck source=tools/gpu/env.sh

@@ -1,5 +1,5 @@
-// Per-op GPU timings of `graphserve bench ops` (copy, linear, decode step): captured-graph replays
-// timed with CUDA events, rotating weights so they never sit in L2.
+// Per-op GPU timings of `graphserve bench ops` (copy, linear, FP8, decode step, sampling):
+// captured-graph replays timed with CUDA events, rotating weights so they never sit in L2.
 #include "bench/cuda/op_timings.h"
 
 #include <algorithm>
