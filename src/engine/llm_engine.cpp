@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/splitmix64.h"
 #include "engine/llm_engine_impl.h"
 #include "structured/compiled_grammar.h"
 #include "types/sampling_limits.h"
@@ -15,13 +16,6 @@ namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 // Why a request whose row the sampler could not sample fails (the sentinels of types/sampling_limits.h).

@@ -14,13 +14,12 @@ Shape WeightSlice::shape_of(const Shape& shape) const {
   return s;
 }
 
-int64_t WeightSlice::full_index(const Shape& shape, int64_t i) const {
-  if (whole()) return i;
+SliceIndex WeightSlice::index_map(const Shape& shape) const {
+  if (whole()) return {};
   int64_t inner = 1;  // elements per index of `dim`
   for (size_t d = size_t(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
-  if (dim == 0) return begin * inner + i;
-  const int64_t row = i / (count * inner), rest = i % (count * inner);
-  return row * shape[1] * inner + begin * inner + rest;
+  if (dim == 0) return {0, 0, begin * inner};
+  return {count * inner, shape[1] * inner, begin * inner};
 }
 
 }  // namespace gs

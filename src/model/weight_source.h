@@ -12,9 +12,6 @@
 
 namespace gs {
 
-// How a dummy weight is initialised; a checkpoint ignores it.
-enum class WeightInit { Ones, Zeros, Uniform };
-
 // The part of an HF tensor one tensor-parallel rank loads: `count` indices of dimension `dim`
 // (0: rows, 1: columns of a matrix) from `begin`. The default is the whole tensor.
 struct WeightSlice {
@@ -26,7 +23,8 @@ struct WeightSlice {
   // The slice's shape within the full `shape`; throws gs::Error when it does not fit.
   Shape shape_of(const Shape& shape) const;
   // The flat index in the full tensor of the slice's i-th element (row-major).
-  int64_t full_index(const Shape& shape, int64_t i) const;
+  int64_t full_index(const Shape& shape, int64_t i) const { return index_map(shape)(i); }
+  SliceIndex index_map(const Shape& shape) const;
 };
 
 class WeightSource {

@@ -13,6 +13,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "ops/decode_step.h"
+#include "ops/dummy_fill.h"
 #include "ops/gated_activation.h"
 #include "ops/gemm_tuning.h"
 #include "ops/linear_op.h"
@@ -89,6 +90,10 @@ class Backend {
   // Host float data of any float dtype -> a new tensor on this device in `dtype` (setup time).
   virtual Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) = 0;
   virtual void fill_zero(const Tensor& t) = 0;
+  // dst's element i = f(i), a dummy weight (ops/dummy_fill.h). The default computes the values
+  // on the host's cores (in place where dst is host memory); a device backend computes them in
+  // place, as a tensor of 8e9 elements takes the host tens of seconds.
+  virtual void fill_dummy(const Tensor& dst, const DummyFill& f);
 
   // The residual stream (embedding's out, rms_norm's x, add_rms_norm's residual) may be F32
   // whatever the compute dtype: summing 2 L residual updates in bf16 costs ~1% of accuracy.

@@ -6,14 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/host_device.h"
 #include "types/sampling_limits.h"
-
-// Functions both the host and the device compilers build.
-#if defined(__CUDACC__)
-#define GS_HD __host__ __device__ __forceinline__
-#else
-#define GS_HD inline
-#endif
 
 namespace gs {
 

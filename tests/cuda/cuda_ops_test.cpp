@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "model/weight_source.h"
 #include "ops/cuda/cuda_backend.h"
 
 namespace gs {
@@ -52,6 +53,30 @@ TEST_P(CudaOps, CopyRoundTripAndFillZero) {
   EXPECT_EQ(r[499], 0.0f);
   EXPECT_EQ(r[500], v[500]);
   EXPECT_THROW(gpu->copy(g2, on(*gpu, v, {1000}, DType::BF16)), Error);
+}
+
+// Dummy weights computed on the GPU equal the host's values (rounded to the compute dtype) for a
+// whole tensor, a slice of rows and a slice of columns (tensor-parallel shards), and every init.
+TEST_P(CudaOps, DummyWeightsEqualTheHostValues) {
+  auto on_gpu = make_dummy_source(11, *gpu);
+  auto on_cpu = make_dummy_source(11, *cpu);
+  const Shape shape{96, 1000};  // past one grid-stride pass of a small grid, odd row length
+  const auto check = [&](WeightInit init, const WeightSlice& slice) {
+    const Shape part = slice.shape_of(shape);
+    Tensor g = Tensor::empty(part, dt(), gpu->allocator());
+    Tensor c = Tensor::empty(part, DType::F32, cpu->allocator());
+    on_gpu->load("layers.0.w", shape, g, init, 1000, slice);
+    on_cpu->load("layers.0.w", shape, c, init, 1000, slice);
+    std::vector<float> want(c.data_as<float>(), c.data_as<float>() + c.numel());
+    if (dt() == DType::BF16)
+      for (float& v : want) v = bf16_to_f32(f32_to_bf16(v));
+    EXPECT_EQ(read(*gpu, g), want) << "slice dim " << slice.dim << " [" << slice.begin << ", +" << slice.count << ")";
+  };
+  check(WeightInit::Uniform, {});
+  check(WeightInit::Uniform, {0, 48, 32});
+  check(WeightInit::Uniform, {1, 500, 250});
+  check(WeightInit::Ones, {1, 0, 500});
+  check(WeightInit::Zeros, {});
 }
 
 // A host [3, 2] table into the leading columns of a device [3, 5] one (the runner's block table

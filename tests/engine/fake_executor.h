@@ -14,6 +14,7 @@
 #include <map>
 #include <vector>
 
+#include "core/splitmix64.h"
 #include "executor/executor.h"
 #include "runner/sampling_inputs.h"
 
@@ -47,7 +48,7 @@ class FakeExecutor final : public Executor {
       EXPECT_EQ(r.num_output_tokens, static_cast<int>(toks.size()) - r.num_prompt_tokens);
       uint64_t h = 0x1234567;
       for (int pos = 0; pos < end; ++pos) {
-        h = mix(h ^ static_cast<uint64_t>(toks[pos]));
+        h = splitmix64(h ^ static_cast<uint64_t>(toks[pos]));
         Slot& s = slot(blocks, pos);
         if (pos >= r.num_computed_tokens) s = Slot{h, pos, toks[pos]};
         if (s.prefix != h || s.pos != pos || s.token != toks[pos]) {
@@ -59,7 +60,7 @@ class FakeExecutor final : public Executor {
       if (!r.sample) continue;
       EXPECT_LT(to_sample.size(), size_t(kMaxRows));
       for (int v = 0; v < cfg_.vocab_size; ++v)
-        *logits++ = static_cast<float>(mix(h + v) % 1000) / 100.0f +  // [0, 10)
+        *logits++ = static_cast<float>(splitmix64(h + v) % 1000) / 100.0f +  // [0, 10)
                     (v == favored ? 100.0f : 0.0f);
       to_sample.push_back(&r);
     }
@@ -95,12 +96,6 @@ class FakeExecutor final : public Executor {
   };
   Slot& slot(const std::vector<int32_t>& blocks, int pos) {
     return slots_[static_cast<size_t>(blocks[pos / block_size_]) * block_size_ + pos % block_size_];
-  }
-  static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
   }
 
   static constexpr int kMaxRows = 256;

@@ -100,6 +100,11 @@ class CudaBackend final : public Backend {
     if (t.nbytes()) GS_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), s()));
   }
 
+  void fill_dummy(const Tensor& dst, const DummyFill& f) override {
+    GS_CHECK(dst.device().is_cuda(), "fill_dummy: {} is not on the GPU", dst.str());
+    GS_CUDA_CHECK(cuda::fill_dummy(dst.data(), dst.dtype(), dst.numel(), f, s()));
+  }
+
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
     embedding_rows(ids, table, out, "embedding", [&](auto id, auto tb, auto o, int T, int V, int H) {
       return cuda::embedding(id, tb, o, T, V, H, s());

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "ops/cuda/fp8_kernels.h"
+#include "ops/dummy_fill.h"
 #include "ops/gated_activation.h"
 
 namespace gs::cuda {
@@ -46,6 +48,10 @@ cudaError_t quantize_out_after(cudaError_t e, const T* out, int rows, int N, con
     if (qo.q && e == cudaSuccess) return fp8_quantize_rows(out, rows, N, qo.q, qo.scales, s);
   return e;
 }
+
+// out[i] = f(i) for i in [0, n) as dt (F32, BF16 or F16; else cudaErrorInvalidValue): a dummy
+// weight (ops/dummy_fill.h) computed in place.
+cudaError_t fill_dummy(void* out, DType dt, int64_t n, const DummyFill& f, cudaStream_t s);
 
 // out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed. O is T or float (an
 // fp32 residual stream).
