@@ -5,10 +5,10 @@
 
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "golden.h"
 #include "test_paths.h"
 
 namespace gs {
@@ -35,8 +35,7 @@ CliRun graphserve(const std::string& args) {
 std::string stories() { return "--model " + test::stories260k_dir().string() + " --device cpu"; }
 
 TEST(Cli, GenerateOnStories260KPrintsTheGoldenGreedyText) {
-  std::ifstream in(test::golden_dir() / "stories260K" / "short.json");
-  const auto golden = nlohmann::json::parse(in);
+  const auto golden = test::stories_golden("short");
   const CliRun r = graphserve("--log-level warn generate " + stories() +
                               " --prompt 'Once upon a time' --temperature 0 --max-tokens 64 --ignore-eos");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -46,8 +45,7 @@ TEST(Cli, GenerateOnStories260KPrintsTheGoldenGreedyText) {
 
 // n-gram speculation through the CLI: the same golden text, and the acceptance summary.
 TEST(Cli, GenerateWithSpeculativeConfigPrintsTheGoldenTextAndAcceptance) {
-  std::ifstream in(test::golden_dir() / "stories260K" / "short.json");
-  const auto golden = nlohmann::json::parse(in);
+  const auto golden = test::stories_golden("short");
   const CliRun r = graphserve(
       "--log-level warn generate " + stories() +
       " --prompt 'Once upon a time' --temperature 0 --max-tokens 64 --ignore-eos --speculative-config "

@@ -3,12 +3,12 @@
 // within bf16 tolerance (relative L2 < 2e-2) and every mode's greedy tokens equal to NONE's.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "attention/cuda/cuda_attention.h"
 #include "cuda_test_util.h"
 #include "device_model.h"
+#include "golden.h"
 #include "ops/cuda/cuda_backend.h"
 #include "runner/serving_sim.h"
 #include "test_paths.h"
@@ -30,10 +30,7 @@ test::DeviceModel on_cpu(const ModelSource& src, int max_tokens = 128) {
   return test::DeviceModel(make_cpu_backend(), src, max_tokens, cpu_attention);
 }
 
-nlohmann::json golden(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
-  return nlohmann::json::parse(in);
-}
+nlohmann::json golden(const std::string& name) { return test::stories_golden(name); }
 
 const char* kPrompts[] = {"bos_only", "short", "sentence", "long", "punctuation", "digits", "non_ascii", "emoji"};
 

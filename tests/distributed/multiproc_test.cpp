@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
+#include "golden.h"
 #include "runner/device_setup.h"
 #include "test_paths.h"
 
@@ -41,8 +42,7 @@ EngineConfig stories(int tp) {
 }
 
 std::vector<int32_t> prompt(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
-  return nlohmann::json::parse(in)["input_ids"].get<std::vector<int32_t>>();
+  return test::stories_golden(name)["input_ids"].get<std::vector<int32_t>>();
 }
 
 struct Outcome {

@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "golden.h"
 #include "model/family_fixtures.h"
 #include "model/weight_source.h"
 #include "test_paths.h"
@@ -31,8 +31,7 @@ RunnerConfig config(M mode) {
 }
 
 std::vector<int32_t> golden_prompt(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
-  return nlohmann::json::parse(in)["input_ids"].get<std::vector<int32_t>>();
+  return test::stories_golden(name)["input_ids"].get<std::vector<int32_t>>();
 }
 
 // Greedy requests with their top-20 logprobs: chunked prefill next to decodes, then decode.

@@ -5,19 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "engine/llm_engine.h"
+#include "golden.h"
 #include "test_paths.h"
 
 namespace gs {
 namespace {
 
 TEST(PromptLogprobs, EqualHuggingFaceLogSoftmaxThroughChunkedPrefill) {
-  std::ifstream in(test::golden_dir() / "stories260K" / "full_logits_20.json");
-  const auto golden = nlohmann::json::parse(in);
+  const auto golden = test::stories_golden("full_logits_20");
   const auto ids = golden["input_ids"].get<std::vector<int32_t>>();
   const auto logits = golden["logits"].get<std::vector<std::vector<double>>>();
   for (CUDAGraphMode mode : {CUDAGraphMode::NONE, CUDAGraphMode::FULL_AND_PIECEWISE}) {

@@ -2,12 +2,12 @@
 // config the stories260K engine tests share: a KV cache so small that the 8 golden prompts
 // together force preemption, and a token budget that chunks the longest prefill.
 #pragma once
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "executor/engine_config.h"
+#include "golden.h"
 #include "test_paths.h"
 
 namespace gs::test {
@@ -20,8 +20,7 @@ struct Golden {
 inline std::vector<Golden> load_stories_goldens() {
   std::vector<Golden> out;
   for (const char* n : {"short", "long", "bos_only", "digits", "emoji", "non_ascii", "punctuation", "sentence"}) {
-    std::ifstream in(golden_dir() / "stories260K" / (std::string(n) + ".json"));
-    auto j = nlohmann::json::parse(in);
+    const auto j = stories_golden(n);
     out.push_back({n, j["prompt"], j["full_text"], j["input_ids"].get<std::vector<int32_t>>(),
                    j["greedy_output_ids"].get<std::vector<int32_t>>()});
   }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_writer.h"
+#include "golden.h"
 #include "model/family_fixtures.h"
 #include "model_harness.h"
 #include "ops/fp8_weights.h"
@@ -190,8 +191,7 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
 // every position, leaves twice that while a wrong scale or layout costs O(1); greedy agreement at
 // >= 85% of the positions says the model still predicts the text.
 TEST(Fp8Online, Stories260KStaysCloseToTheF32Goldens) {
-  std::ifstream in(test::golden_dir() / "stories260K" / "full_logits_20.json");
-  const json g = json::parse(in);
+  const json g = test::stories_golden("full_logits_20");
   ModelSource src;
   src.dir = test::stories260k_dir().string();
   src.quantization = "fp8";
@@ -264,8 +264,7 @@ TEST(Fp8KvCache, CheckpointScalesQuantizeTheCache) {
 // every K and V) exceeds. Greedy agreement >= 85%, and every position must move (> 1e-4): the
 // cache was quantized, this step's own tokens included.
 TEST(Fp8KvCache, Stories260KStaysCloseToTheF32Goldens) {
-  std::ifstream in(test::golden_dir() / "stories260K" / "full_logits_20.json");
-  const json g = json::parse(in);
+  const json g = test::stories_golden("full_logits_20");
   ModelSource src;
   src.dir = test::stories260k_dir().string();
   test::ModelHarness h(src, 256, 4, 128, DType::F8E4M3);

@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "golden.h"
 #include "model_harness.h"
 #include "test_paths.h"
 
@@ -13,11 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-json load_golden(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
-  EXPECT_TRUE(in) << name;
-  return json::parse(in);
-}
+json load_golden(const std::string& name) { return test::stories_golden(name); }
 
 double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;

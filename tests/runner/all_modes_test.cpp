@@ -2,10 +2,10 @@
 // for batches of mixed chunked prefill and decode; no graph is ever captured while serving.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "golden.h"
 #include "runner/model_runner.h"
 #include "serving_sim.h"
 #include "test_paths.h"
@@ -37,8 +37,7 @@ struct Golden {
   std::vector<int32_t> input_ids, greedy;
 };
 Golden load_golden(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
-  const auto j = nlohmann::json::parse(in);
+  const auto j = test::stories_golden(name);
   return {j["input_ids"].get<std::vector<int32_t>>(), j["greedy_output_ids"].get<std::vector<int32_t>>()};
 }
 

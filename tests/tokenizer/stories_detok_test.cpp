@@ -2,9 +2,9 @@
 // goldens, and the incremental detokenizer against whole-sequence decoding.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "golden.h"
 #include "test_paths.h"
 #include "tokenizer/fixtures.h"
 #include "tokenizer/tokenizer.h"
@@ -23,10 +23,7 @@ const Tokenizer& stories() {
 
 const Tokenizer& llama3() { return test::golden_tokenizer("llama3-8b-instruct"); }
 
-json golden(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "stories260K" / (name + ".json"));
-  return json::parse(in);
-}
+json golden(const std::string& name) { return test::stories_golden(name); }
 
 bool valid_utf8_without_replacement(const std::string& s) {
   // Every chunk the detokenizer emits must be complete UTF-8.
