@@ -29,7 +29,7 @@ class DummySource final : public WeightSource {
     int64_t n = 1;
     for (int64_t e : slice.shape_of(shape)) n *= e;
     std::vector<float> v(static_cast<size_t>(n));
-    fill_dummy_host(v.data(), DType::F32, 0, n, values(name, shape, init, fan_in, slice));
+    fill_dummy_host(v.data(), DType::F32, n, values(name, shape, init, fan_in, slice));
     return v;
   }
 

@@ -90,9 +90,9 @@ class Backend {
   // Host float data of any float dtype -> a new tensor on this device in `dtype` (setup time).
   virtual Tensor upload(const void* host, DType host_dtype, const Shape& shape, DType dtype) = 0;
   virtual void fill_zero(const Tensor& t) = 0;
-  // dst's element i = f(i), a dummy weight (ops/dummy_fill.h). The default computes the values
-  // on the host's cores (in place where dst is host memory); a device backend computes them in
-  // place, as a tensor of 8e9 elements takes the host tens of seconds.
+  // dst's element i = f(i), a dummy weight (ops/dummy_fill.h), written in place. The default
+  // computes host memory on the host's cores; a device backend computes its own memory (a
+  // tensor of 8e9 elements takes the host tens of seconds).
   virtual void fill_dummy(const Tensor& dst, const DummyFill& f);
 
   // The residual stream (embedding's out, rms_norm's x, add_rms_norm's residual) may be F32

@@ -39,7 +39,7 @@ struct DummyFill {
   }
 };
 
-// out[j] = f(first + j) for j in [0, n), as dt (F32, BF16 or F16), on the host's cores.
-void fill_dummy_host(void* out, DType dt, int64_t first, int64_t n, const DummyFill& f);
+// out[i] = f(i) for i in [0, n), as dt (F32, BF16 or F16), on the host's cores.
+void fill_dummy_host(void* out, DType dt, int64_t n, const DummyFill& f);
 
 }  // namespace gs

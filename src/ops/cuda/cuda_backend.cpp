@@ -101,7 +101,8 @@ class CudaBackend final : public Backend {
   }
 
   void fill_dummy(const Tensor& dst, const DummyFill& f) override {
-    GS_CHECK(dst.device().is_cuda(), "fill_dummy: {} is not on the GPU", dst.str());
+    GS_CHECK(dst.device().is_cuda() && (dst.dtype() == DType::F32 || dst.dtype() == DType::BF16),
+             "fill_dummy: {} is not an f32 or bf16 tensor on the GPU", dst.str());
     GS_CUDA_CHECK(cuda::fill_dummy(dst.data(), dst.dtype(), dst.numel(), f, s()));
   }
 

@@ -49,8 +49,8 @@ cudaError_t quantize_out_after(cudaError_t e, const T* out, int rows, int N, con
   return e;
 }
 
-// out[i] = f(i) for i in [0, n) as dt (F32, BF16 or F16; else cudaErrorInvalidValue): a dummy
-// weight (ops/dummy_fill.h) computed in place.
+// out[i] = f(i) for i in [0, n) as dt (F32 or BF16; else cudaErrorInvalidValue): a dummy weight
+// (ops/dummy_fill.h) computed in place.
 cudaError_t fill_dummy(void* out, DType dt, int64_t n, const DummyFill& f, cudaStream_t s);
 
 // out[t, :] = table[ids[t], :]; rows of ids outside [0, V) are zeroed. O is T or float (an
