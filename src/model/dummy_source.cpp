@@ -33,13 +33,21 @@ class DummySource final : public WeightSource {
     return v;
   }
 
+  bool fill_gathered(const std::string& name, const Shape&, WeightInit init, int64_t fan_in, const SliceIndex& at,
+                     const Tensor& dst) override {
+    backend_.fill_dummy(dst, values(name, init, fan_in, at));
+    return true;
+  }
+
   std::optional<float> scalar(const std::string&) override { return std::nullopt; }  // scales default to 1
 
  private:
+  DummyFill values(const std::string& name, WeightInit init, int64_t fan_in, const SliceIndex& at) const {
+    return {splitmix64(seed_ ^ hash_name(name)), std::sqrt(3.0f / float(fan_in > 0 ? fan_in : 1)), init, at};
+  }
   DummyFill values(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
                    const WeightSlice& slice) const {
-    return {splitmix64(seed_ ^ hash_name(name)), std::sqrt(3.0f / float(fan_in > 0 ? fan_in : 1)), init,
-            slice.index_map(shape)};
+    return values(name, init, fan_in, slice.index_map(shape));
   }
 
   uint64_t seed_;

@@ -61,6 +61,7 @@ class GptOssLoader {
     w.experts_down = Tensor::empty({E * H, li}, dt, be_.allocator());
     std::vector<float> rows;
     for (int64_t e = 0; e < E; ++e) {
+      if (dummy_expert(p, e, w)) continue;
       const WeightSlice expert{0, e, 1};
       const std::vector<float> gu = src_.load_host(p + "experts.gate_up_proj", {E, H, 2 * I}, WeightInit::Uniform, H,
                                                    expert);  // [H, 2I]
@@ -89,6 +90,21 @@ class GptOssLoader {
       w.experts_down_bias = Tensor::empty({E, H}, DType::F32, be_.allocator());
       upload(w.experts_down_bias, db);
     }
+  }
+
+  // Expert e's gate, up and down rows as the loop in moe() arranges them, written in place where the
+  // source computes its elements (gather_transposed's index maps as SliceIndex); false: a checkpoint.
+  bool dummy_expert(const std::string& p, int64_t e, MoeLayerWeights& w) {
+    const int64_t H = cfg_.hidden_size, I = cfg_.moe.expert_intermediate;
+    const int64_t li = tp_.local.moe.expert_intermediate, b = tp_.expert_inter_begin, gu = e * H * 2 * I;
+    const Shape gu_shape{cfg_.moe.num_experts, H, 2 * I}, dn_shape{cfg_.moe.num_experts, I, H};
+    const std::string gu_name = p + "experts.gate_up_proj", dn_name = p + "experts.down_proj";
+    return src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, {H, 2, gu + 2 * b, 2 * I},
+                              w.experts_gate_up.rows(e * 2 * li, li)) &&
+           src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, {H, 2, gu + 2 * b + 1, 2 * I},
+                              w.experts_gate_up.rows(e * 2 * li + li, li)) &&
+           src_.fill_gathered(dn_name, dn_shape, WeightInit::Uniform, I, {li, 1, e * I * H + b * H, H},
+                              w.experts_down.rows(e * H, H));
   }
 
   // Host f32 values into `dst` (any float dtype), synchronously (the buffer is reused).

@@ -27,13 +27,14 @@ class ProgressSource : public WeightSource {
   void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init, int64_t fan_in,
             const WeightSlice& slice) override {
     inner_->load(name, shape, dst, init, fan_in, slice);
-    bytes_ += dst.numel() * weight_bytes_;
-    ++tensors_;
-    const auto now = Clock::now();
-    if (now - last_ >= (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000))) {
-      last_ = now;
-      report();
-    }
+    loaded(dst.numel());
+  }
+
+  bool fill_gathered(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in, const SliceIndex& at,
+                     const Tensor& dst) override {
+    if (!inner_->fill_gathered(name, shape, init, fan_in, at, dst)) return false;
+    loaded(dst.numel());
+    return true;
   }
 
   std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
@@ -55,6 +56,17 @@ class ProgressSource : public WeightSource {
   }
 
  private:
+  // A tensor of `elems` elements written: counted, reported at most every 100 ms (1 s off a tty).
+  void loaded(int64_t elems) {
+    bytes_ += elems * weight_bytes_;
+    ++tensors_;
+    const auto now = Clock::now();
+    if (now - last_ >= (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000))) {
+      last_ = now;
+      report();
+    }
+  }
+
   void report() {
     if (!spdlog::default_logger_raw()->should_log(spdlog::level::info)) return;
     const double frac = expected_ > 0 ? std::min(1.0, double(bytes_) / double(expected_)) : 0.0;

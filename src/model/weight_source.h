@@ -42,6 +42,14 @@ class WeightSource {
   // shape [.., K, N], model/mxfp4.h) dequantizes it.
   virtual std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
                                        const WeightSlice& slice) = 0;
+  // Writes element at(i) of tensor `name` (HF shape `shape`, flat row-major index) into dst[i], for
+  // weights the model rearranges at load, where the source computes its elements (dummy weights:
+  // in place, on the backend); false: it cannot, and the caller rearranges load_host's values.
+  virtual bool fill_gathered(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
+                             const SliceIndex& at, const Tensor& dst) {
+    (void)name, (void)shape, (void)init, (void)fan_in, (void)at, (void)dst;
+    return false;
+  }
   // The value of scalar tensor `name` (one element: the FP8 KV cache's k_scale / v_scale) if the
   // source has it; a dummy source has none.
   virtual std::optional<float> scalar(const std::string& name) = 0;

@@ -15,11 +15,12 @@ namespace gs {
 enum class WeightInit { Ones, Zeros, Uniform };
 
 // Element i of a slice -> its flat index in the whole row-major tensor: the slice keeps `run`
-// consecutive elements of every `stride`, from `offset` on (a column slice); run 0: one
-// contiguous range from `offset` (the whole tensor, or a slice of rows).
+// elements `inner` apart of every `stride`, from `offset` on (a column slice: inner 1; a
+// transposed gather: inner the source's row length); run 0: one contiguous range from `offset`
+// (the whole tensor, or a slice of rows).
 struct SliceIndex {
-  int64_t run = 0, stride = 0, offset = 0;
-  GS_HD int64_t operator()(int64_t i) const { return run ? i / run * stride + offset + i % run : offset + i; }
+  int64_t run = 0, stride = 0, offset = 0, inner = 1;
+  GS_HD int64_t operator()(int64_t i) const { return run ? i / run * stride + offset + i % run * inner : offset + i; }
 };
 
 // Element i of a dummy weight's slice: Uniform(-a, a) from 24 random bits of splitmix64(key +

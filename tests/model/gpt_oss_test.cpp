@@ -1,6 +1,7 @@
 // gpt-oss beyond the HF fixture (families_test.cpp): MXFP4 dequantization against hand-made
 // blocks, an MXFP4 checkpoint of the fixture giving the logits of its dequantized f32 twin, the
-// config fields refused by name, YaRN's frequencies, and the preset's total vs active parameters.
+// config fields refused by name, YaRN's frequencies, the preset's total vs active parameters, and
+// dummy experts written in place equal to the host's rearrangement of the same values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,10 +12,14 @@
 #include "checkpoint_writer.h"
 #include "core/error.h"
 #include "model/family_fixtures.h"
+#include "model/llama_weights.h"
+#include "model/load_progress.h"
 #include "model/model_config.h"
 #include "model/model_factory.h"
 #include "model/mxfp4.h"
 #include "model/presets.h"
+#include "model/tp_layout.h"
+#include "model/weight_source.h"
 #include "model_harness.h"
 
 namespace gs {
@@ -199,6 +204,55 @@ TEST(GptOss, PresetHasTheRealShapesAndCountsActiveParameters) {
   EXPECT_NEAR(double(c.num_parameters()) / 1e9, 20.9, 0.1);
   const double embedding = double(c.vocab_size) * c.hidden_size;
   EXPECT_NEAR((double(c.num_active_parameters()) - embedding) / 1e9, 3.6, 0.05);
+}
+
+// A dummy source that cannot write gathered elements in place, so gpt-oss's loader rearranges
+// load_host's values on the host (a checkpoint's path).
+class HostRearranged final : public WeightSource {
+ public:
+  explicit HostRearranged(WeightSource& inner) : inner_(inner) {}
+  void load(const std::string& name, const Shape& shape, const Tensor& dst, WeightInit init, int64_t fan_in,
+            const WeightSlice& slice) override {
+    inner_.load(name, shape, dst, init, fan_in, slice);
+  }
+  std::vector<float> load_host(const std::string& name, const Shape& shape, WeightInit init, int64_t fan_in,
+                               const WeightSlice& slice) override {
+    return inner_.load_host(name, shape, init, fan_in, slice);
+  }
+  std::optional<float> scalar(const std::string& name) override { return inner_.scalar(name); }
+
+ private:
+  WeightSource& inner_;
+};
+
+// Dummy gpt-oss experts written in place (WeightSource::fill_gathered, the index maps of the host's
+// transposed gather, through the load-progress wrapper as a model load has it) are the host
+// path's values bit for bit: gate rows from the even columns, up rows from the odd ones, down
+// transposed, whole and on both ranks of TP 2.
+TEST(GptOss, DummyExpertsWrittenInPlaceEqualTheHostRearrangement) {
+  const ModelConfig c = load_model_config(test::family_dir("gpt_oss"));
+  auto be = make_cpu_backend();
+  auto plain = make_dummy_source(9, *be);
+  HostRearranged host(*plain);
+  auto dummy = with_load_progress(make_dummy_source(9, *be), 0, 4);
+  Tensor probe = Tensor::empty({2, 3}, DType::F32, be->allocator());
+  EXPECT_TRUE(dummy->fill_gathered("t", {3, 2}, WeightInit::Uniform, 2, {3, 1, 0, 2}, probe));
+  EXPECT_FALSE(host.fill_gathered("t", {3, 2}, WeightInit::Uniform, 2, {3, 1, 0, 2}, probe));
+  for (const auto& [rank, size] : {std::pair{0, 1}, std::pair{0, 2}, std::pair{1, 2}}) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank << " of " << size);
+    const TpLayout tp = make_tp_layout(c, rank, size);
+    LlamaLayerWeights in_place, rearranged;
+    load_gpt_oss_layer(c, tp, *be, *dummy, "model.layers.1.", in_place);
+    load_gpt_oss_layer(c, tp, *be, host, "model.layers.1.", rearranged);
+    for (const auto& [a, b] : {std::pair{&in_place.moe.experts_gate_up, &rearranged.moe.experts_gate_up},
+                               std::pair{&in_place.moe.experts_down, &rearranged.moe.experts_down}}) {
+      ASSERT_EQ(a->shape(), b->shape());
+      const float* x = a->data_as<float>();
+      const std::vector<float> got(x, x + a->numel()), want(b->data_as<float>(), b->data_as<float>() + b->numel());
+      EXPECT_EQ(got, want);
+      EXPECT_GT(std::count_if(got.begin(), got.end(), [](float v) { return v != 0.0f; }), a->numel() / 2);
+    }
+  }
 }
 
 }  // namespace
