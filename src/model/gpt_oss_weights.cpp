@@ -18,16 +18,18 @@ namespace gs {
 
 namespace {
 
-// out[r, c] = in[c * ld + first + r * step] for r < rows, c < cols: a strided transpose, in tiles
-// that keep both sides in cache.
-void gather_transposed(const float* in, int64_t ld, int64_t first, int64_t step, int64_t rows, int64_t cols,
-                       float* out) {
+// out[r, c] = in[at(r cols + c) - base] for r < rows, c < cols = at.run: the strided transpose
+// that SliceIndex `at` describes (in[0] is the whole tensor's element `base`), in tiles that keep
+// both sides in cache.
+void gather_transposed(const float* in, const SliceIndex& at, int64_t base, int64_t rows, float* out) {
   constexpr int64_t kTile = 32;
+  const int64_t cols = at.run, first = at.offset - base;
 #pragma omp parallel for collapse(2) if (rows * cols > 65536)
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile)
       for (int64_t c = c0; c < std::min(c0 + kTile, cols); ++c)
-        for (int64_t r = r0; r < std::min(r0 + kTile, rows); ++r) out[r * cols + c] = in[c * ld + first + r * step];
+        for (int64_t r = r0; r < std::min(r0 + kTile, rows); ++r)
+          out[r * cols + c] = in[c * at.inner + first + r * at.stride];
 }
 
 class GptOssLoader {
@@ -59,21 +61,31 @@ class GptOssLoader {
     src_.load(p + "router.bias", {E}, w.router_bias, WeightInit::Zeros, 0, {});
     w.experts_gate_up = Tensor::empty({E * 2 * li, H}, dt, be_.allocator());
     w.experts_down = Tensor::empty({E * H, li}, dt, be_.allocator());
+    const std::string gu_name = p + "experts.gate_up_proj", dn_name = p + "experts.down_proj";
+    const Shape gu_shape{E, H, 2 * I}, dn_shape{E, I, H};
     std::vector<float> rows;
     for (int64_t e = 0; e < E; ++e) {
-      if (dummy_expert(p, e, w)) continue;
+      // Expert e's gate rows (the even columns of the rank's channels of its [H, 2I]), up rows (the
+      // odd ones) and down rows (its [I, H] transposed), as indices into the whole HF tensors.
+      const int64_t gu0 = e * H * 2 * I, dn0 = e * I * H;
+      const SliceIndex gate{H, 2, gu0 + 2 * b, 2 * I}, up{H, 2, gu0 + 2 * b + 1, 2 * I}, down{li, 1, dn0 + b * H, H};
+      const Tensor gu_rows = w.experts_gate_up.rows(e * 2 * li, 2 * li), dn_rows = w.experts_down.rows(e * H, H);
+      // A source that computes its elements (dummy weights) writes them in place; a checkpoint's
+      // are read and rearranged on the host.
+      if (src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, gate, gu_rows.rows(0, li)) &&
+          src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, up, gu_rows.rows(li, li)) &&
+          src_.fill_gathered(dn_name, dn_shape, WeightInit::Uniform, I, down, dn_rows))
+        continue;
       const WeightSlice expert{0, e, 1};
-      const std::vector<float> gu = src_.load_host(p + "experts.gate_up_proj", {E, H, 2 * I}, WeightInit::Uniform, H,
-                                                   expert);  // [H, 2I]
-      rows.resize(size_t(2 * li * H));  // gate rows (even columns of the rank's channels), then up rows (odd)
-      gather_transposed(gu.data(), 2 * I, 2 * b, 2, li, H, rows.data());
-      gather_transposed(gu.data(), 2 * I, 2 * b + 1, 2, li, H, rows.data() + li * H);
-      upload(w.experts_gate_up.rows(e * 2 * li, 2 * li), rows);
-      const std::vector<float> dn =
-          src_.load_host(p + "experts.down_proj", {E, I, H}, WeightInit::Uniform, I, expert);  // [I, H]
+      const std::vector<float> gu = src_.load_host(gu_name, gu_shape, WeightInit::Uniform, H, expert);  // [H, 2I]
+      rows.resize(size_t(2 * li * H));
+      gather_transposed(gu.data(), gate, gu0, li, rows.data());
+      gather_transposed(gu.data(), up, gu0, li, rows.data() + li * H);
+      upload(gu_rows, rows);
+      const std::vector<float> dn = src_.load_host(dn_name, dn_shape, WeightInit::Uniform, I, expert);  // [I, H]
       rows.resize(size_t(H * li));
-      gather_transposed(dn.data(), H, b * H, 1, H, li, rows.data());
-      upload(w.experts_down.rows(e * H, H), rows);
+      gather_transposed(dn.data(), down, dn0, H, rows.data());
+      upload(dn_rows, rows);
     }
     const std::vector<float> gub =
         src_.load_host(p + "experts.gate_up_proj_bias", {E, 2 * I}, WeightInit::Zeros, 0, {});
@@ -90,21 +102,6 @@ class GptOssLoader {
       w.experts_down_bias = Tensor::empty({E, H}, DType::F32, be_.allocator());
       upload(w.experts_down_bias, db);
     }
-  }
-
-  // Expert e's gate, up and down rows as the loop in moe() arranges them, written in place where the
-  // source computes its elements (gather_transposed's index maps as SliceIndex); false: a checkpoint.
-  bool dummy_expert(const std::string& p, int64_t e, MoeLayerWeights& w) {
-    const int64_t H = cfg_.hidden_size, I = cfg_.moe.expert_intermediate;
-    const int64_t li = tp_.local.moe.expert_intermediate, b = tp_.expert_inter_begin, gu = e * H * 2 * I;
-    const Shape gu_shape{cfg_.moe.num_experts, H, 2 * I}, dn_shape{cfg_.moe.num_experts, I, H};
-    const std::string gu_name = p + "experts.gate_up_proj", dn_name = p + "experts.down_proj";
-    return src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, {H, 2, gu + 2 * b, 2 * I},
-                              w.experts_gate_up.rows(e * 2 * li, li)) &&
-           src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, {H, 2, gu + 2 * b + 1, 2 * I},
-                              w.experts_gate_up.rows(e * 2 * li + li, li)) &&
-           src_.fill_gathered(dn_name, dn_shape, WeightInit::Uniform, I, {li, 1, e * I * H + b * H, H},
-                              w.experts_down.rows(e * H, H));
   }
 
   // Host f32 values into `dst` (any float dtype), synchronously (the buffer is reused).
