@@ -30,8 +30,6 @@ test::DeviceModel on_cpu(const ModelSource& src, int max_tokens = 128) {
   return test::DeviceModel(make_cpu_backend(), src, max_tokens, cpu_attention);
 }
 
-nlohmann::json golden(const std::string& name) { return test::stories_golden(name); }
-
 const char* kPrompts[] = {"bos_only", "short", "sentence", "long", "punctuation", "digits", "non_ascii", "emoji"};
 
 // f32 on the GPU computes what HF computes in f32 (no TF32): 1e-4; bf16 storage: 2e-2.
@@ -43,11 +41,11 @@ TEST(CudaModel, Stories260KLogitsMatchHuggingFace) {
     auto gpu = on_gpu(src, dtype);
     for (const char* name : kPrompts) {
       SCOPED_TRACE(name);
-      const auto g = golden(name);
+      const auto g = test::stories_golden(name);
       const auto logits = gpu.prefill(g["input_ids"].get<std::vector<int32_t>>());
       EXPECT_LT(test::rel_l2(logits.back(), g["last_logits"].get<std::vector<float>>()), tol);
     }
-    const auto g = golden("full_logits_20");
+    const auto g = test::stories_golden("full_logits_20");
     const auto logits = gpu.prefill(g["input_ids"].get<std::vector<int32_t>>());
     const auto ref = g["logits"].get<std::vector<std::vector<float>>>();
     ASSERT_EQ(logits.size(), ref.size());
@@ -86,7 +84,8 @@ std::vector<test::SimRequest> workload() {
   std::vector<test::SimRequest> reqs;
   int arrival = 0;
   for (const char* name : kPrompts) {
-    reqs.push_back(test::greedy_request(golden(name)["input_ids"].get<std::vector<int32_t>>(), 64, arrival));
+    reqs.push_back(
+        test::greedy_request(test::stories_golden(name)["input_ids"].get<std::vector<int32_t>>(), 64, arrival));
     arrival += 2;
   }
   return reqs;
@@ -104,7 +103,7 @@ TEST(CudaModel, EveryGraphModeServesTheGoldenGreedyTokens) {
     ModelRunner runner(gpu_config(mode));
     const auto res = test::simulate(runner, reqs, 24);
     for (size_t i = 0; i < reqs.size(); ++i) {
-      const auto want = golden(kPrompts[i])["greedy_output_ids"].get<std::vector<int32_t>>();
+      const auto want = test::stories_golden(kPrompts[i])["greedy_output_ids"].get<std::vector<int32_t>>();
       EXPECT_EQ(res.outputs[i], want) << kPrompts[i];
     }
     const RunnerStats s = runner.stats();

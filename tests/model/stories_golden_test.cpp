@@ -13,8 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-json load_golden(const std::string& name) { return test::stories_golden(name); }
-
 double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
   EXPECT_EQ(got.size(), want.size());
@@ -34,7 +32,7 @@ ModelSource stories() {
 }
 
 std::vector<std::string> prompt_names() {
-  const json m = load_golden("manifest");
+  const json m = test::stories_golden("manifest");
   return m["prompts"].get<std::vector<std::string>>();
 }
 
@@ -43,7 +41,7 @@ TEST(Stories260K, LastLogitsAndGreedyTokensMatchGoldens) {
   ASSERT_EQ(names.size(), 8u);
   for (const auto& name : names) {
     SCOPED_TRACE(name);
-    const json g = load_golden(name);
+    const json g = test::stories_golden(name);
     test::ModelHarness h(stories());
     const auto ids = g["input_ids"].get<std::vector<int>>();
     auto logits = h.step({{0, ids}});
@@ -60,7 +58,7 @@ TEST(Stories260K, LastLogitsAndGreedyTokensMatchGoldens) {
 }
 
 TEST(Stories260K, EveryPositionsLogitsMatchGolden) {
-  const json g = load_golden("full_logits_20");
+  const json g = test::stories_golden("full_logits_20");
   test::ModelHarness h(stories());
   const auto logits = h.step({{0, g["input_ids"].get<std::vector<int>>()}});
   const auto want = g["logits"].get<std::vector<std::vector<float>>>();
@@ -69,7 +67,7 @@ TEST(Stories260K, EveryPositionsLogitsMatchGolden) {
 }
 
 TEST(Stories260K, ChunkedPrefillMatchesOneShotPrefill) {
-  const json g = load_golden("full_logits_20");
+  const json g = test::stories_golden("full_logits_20");
   const auto ids = g["input_ids"].get<std::vector<int>>();
   test::ModelHarness whole(stories()), chunked(stories());
   const auto want = whole.step({{0, ids}});
@@ -79,8 +77,8 @@ TEST(Stories260K, ChunkedPrefillMatchesOneShotPrefill) {
 }
 
 TEST(Stories260K, ABatchOfTwoRequestsMatchesEachAlone) {
-  const auto a = load_golden("long")["input_ids"].get<std::vector<int>>();
-  const auto b = load_golden("short")["input_ids"].get<std::vector<int>>();
+  const auto a = test::stories_golden("long")["input_ids"].get<std::vector<int>>();
+  const auto b = test::stories_golden("short")["input_ids"].get<std::vector<int>>();
   test::ModelHarness alone_a(stories()), alone_b(stories()), both(stories());
   const auto la = alone_a.step({{0, a}});
   const auto lb = alone_b.step({{0, b}});

@@ -23,8 +23,6 @@ const Tokenizer& stories() {
 
 const Tokenizer& llama3() { return test::golden_tokenizer("llama3-8b-instruct"); }
 
-json golden(const std::string& name) { return test::stories_golden(name); }
-
 bool valid_utf8_without_replacement(const std::string& s) {
   // Every chunk the detokenizer emits must be complete UTF-8.
   for (size_t i = 0; i < s.size();) {
@@ -53,7 +51,7 @@ using test::expected_suffix;
 
 TEST(Stories260KTokenizer, EncodesEveryGoldenPrompt) {
   for (const char* name : kPrompts) {
-    const json g = golden(name);
+    const json g = test::stories_golden(name);
     EXPECT_EQ(stories().encode(g.at("prompt").get<std::string>()), g.at("input_ids").get<std::vector<int32_t>>())
         << name;
   }
@@ -61,7 +59,7 @@ TEST(Stories260KTokenizer, EncodesEveryGoldenPrompt) {
 
 TEST(Stories260KTokenizer, DecodesEveryGoldenOutput) {
   for (const char* name : kPrompts) {
-    const json g = golden(name);
+    const json g = test::stories_golden(name);
     const auto in = g.at("input_ids").get<std::vector<int32_t>>();
     const auto out = g.at("greedy_output_ids").get<std::vector<int32_t>>();
     EXPECT_EQ(stories().decode(out), g.at("output_text").get<std::string>()) << name;
@@ -76,7 +74,7 @@ TEST(Stories260KTokenizer, DecodesEveryGoldenOutput) {
 TEST(IncrementalDetokenizer, StreamsEveryStoriesGolden) {
   for (const char* name : kPrompts) {
     SCOPED_TRACE(name);
-    const json g = golden(name);
+    const json g = test::stories_golden(name);
     const auto in = g.at("input_ids").get<std::vector<int32_t>>();
     const auto out = g.at("greedy_output_ids").get<std::vector<int32_t>>();
     const std::string text = stream(stories(), in, out, true);
@@ -89,7 +87,7 @@ TEST(IncrementalDetokenizer, StreamsEveryStoriesGolden) {
 }
 
 TEST(IncrementalDetokenizer, FirstTokenLeadingSpace) {
-  const json bos_only = golden("bos_only"), sentence = golden("sentence");
+  const json bos_only = test::stories_golden("bos_only"), sentence = test::stories_golden("sentence");
   // Only <s> before the output: nothing to separate from, so no leading space (as HF).
   const std::string a = stream(stories(), {1}, bos_only.at("greedy_output_ids"), true);
   EXPECT_TRUE(a.starts_with("Once upon")) << a;
