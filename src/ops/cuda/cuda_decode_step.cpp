@@ -18,6 +18,11 @@ using cuda::kPersistentMaxTokens;
 using cuda::PersistentDecodeParams;
 using cuda::PersistentLayer;
 
+// Weight-ring stages a CTA keeps in flight (48 KiB): enough to stream at full bandwidth with the
+// fewest bytes queued ahead of the barrier atomics and activation loads of the step's critical
+// path (docs/PERF.md, "Persistent decode").
+constexpr int kStagesInFlight = 3;
+
 // The instantiations' row counts: a step of T tokens runs the smallest that holds T.
 constexpr int kRowCounts[] = {1, 2, 4};
 
@@ -27,8 +32,8 @@ int rows_for(int T) {
   return 0;
 }
 
-// Dynamic shared memory of each instantiation, by its row count.
-using SmemBytes = std::array<size_t, kPersistentMaxTokens + 1>;
+// The shared-memory plan of each instantiation, by its row count.
+using SmemBytes = std::array<cuda::PersistentSmem, kPersistentMaxTokens + 1>;
 
 const uint16_t* bf16(const Tensor& t) { return t.defined() ? ptr<const uint16_t>(t) : nullptr; }
 
@@ -63,8 +68,10 @@ class CudaDecodeStep final : public DecodeStep {
   int max_tokens() const override { return max_tokens_; }
 
   std::string describe() const override {
-    return fmt::format("persistent decode kernel for steps of 1..{} requests ({} CTAs of {} threads)", max_tokens_,
-                       grid_, cuda::kPersistentThreads);
+    return fmt::format(
+        "persistent decode kernel for steps of 1..{} requests ({} CTAs of {} threads; a weight ring of {} x {} KiB at "
+        "one request)",
+        max_tokens_, grid_, cuda::kPersistentThreads, smem_[1].stages, cuda::kPersistentStageBytes / 1024);
   }
 
   void run(const DecodeStepInputs& in) override {
@@ -101,7 +108,10 @@ class CudaDecodeStep final : public DecodeStep {
     p.counters = ptr<unsigned>(counters_);
     p.barrier = ptr<unsigned>(barrier_);
     p.trace = trace_.defined() ? ptr<unsigned long long>(trace_) : nullptr;
-    GS_CUDA_CHECK(cuda::persistent_decode(p, M, grid_, smem_[size_t(M)], stream_));
+    const cuda::PersistentSmem& smem = smem_[size_t(M)];
+    p.ring_stages = smem.stages, p.scratch_bytes = smem.scratch_bytes, p.acc_floats = smem.acc_floats;
+    p.stages_in_flight = std::min(smem.stages - 1, kStagesInFlight);
+    GS_CUDA_CHECK(cuda::persistent_decode(p, M, grid_, smem.bytes, stream_));
   }
 
  private:
@@ -165,19 +175,23 @@ std::unique_ptr<DecodeStep> make_decode_step(const DecodeStepModel& m, const Ten
   if (std::string r = unsupported(m, backend); !r.empty()) return refuse(r);
   const int sms = cuda_current_sm_count(0);
   GS_CHECK(sms > 0, "the persistent decode kernel: the GPU's SM count cannot be queried");
-  // The most rows whose instantiation fits an SM (every CTA must be resident), and each
-  // instantiation's shared memory.
+  // The most rows whose instantiation fits an SM (every CTA must be resident) with a ring of at
+  // least two stages, and each instantiation's shared memory.
+  int device = 0, optin = 0;
+  GS_CUDA_CHECK(cudaGetDevice(&device));
+  GS_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int max_tokens = 0;
   SmemBytes smem{};
   for (int M : kRowCounts) {
     if (M > rows_for(std::min(options.persistent_max_tokens, kPersistentMaxTokens))) break;
     int blocks = 0;
-    smem[size_t(M)] =
-        cuda::persistent_smem_bytes(M, m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads, m.head_dim);
-    if (cuda::persistent_decode_prepare(M, m.head_dim, smem[size_t(M)], &blocks) != cudaSuccess || blocks < 1) {
+    const cuda::PersistentSmem s = cuda::persistent_smem(M, m.hidden_size, m.intermediate_size, m.num_heads,
+                                                         m.num_kv_heads, m.head_dim, sms, size_t(optin));
+    if (s.stages < 2 || cuda::persistent_decode_prepare(M, m.head_dim, s.bytes, &blocks) != cudaSuccess || blocks < 1) {
       cudaGetLastError();  // a refused shared-memory size is not sticky
       break;
     }
+    smem[size_t(M)] = s;
     max_tokens = std::min(M, options.persistent_max_tokens);
   }
   if (max_tokens == 0) return refuse("the kernel's shared memory does not fit an SM for this model");

@@ -10,16 +10,37 @@ namespace gs::cuda {
 
 namespace {
 
-constexpr int kThreads = kPersistentThreads;
-constexpr int kWarps = kThreads / 32;
+// Warp kWarps is the producer: it streams every GEMV phase's weight rows of the CTA, in the order
+// the phases run, into a ring of shared-memory stages by TMA bulk copies, and runs ahead of the
+// consumer warps as far as the ring allows: through the grid barriers and the attention phase,
+// since the weights depend on nothing the step computes. The kWarps consumer warps run the phases.
+constexpr int kWarps = kPersistentConsumerWarps;
+constexpr int kThreads = kWarps * 32;  // the consumers
 constexpr int kMaxG = kPersistentMaxGroup;
-// A GEMV phase deals its outputs to the grid's warps round-robin; a warp streams an output's R
-// weight rows with kUnroll 16-byte loads in flight per lane and row (8 at R = 1). Before each
-// barrier every warp starts the L2 prefetch of the first kPrefetchBytes of its first output's
-// rows in the next GEMV phase (~8 MB across the grid), so DRAM streams on through the hand-off.
-constexpr int kPrefetchBytes = 4096;
-// A split of a context holds at least this many keys (a split costs a merge through global memory).
-constexpr int kKeysPerSplit = 256;
+constexpr int kStageBytes = kPersistentStageBytes;
+// A split of a context holds at least this many keys (a split costs a merge through global memory;
+// fewer keys a split put more CTAs on a short context, each with fewer dependent key loads).
+constexpr int kKeysPerSplit = 32;
+
+// The consumer warps' CTA barrier (named barrier 1): the producer warp never joins one.
+__device__ __forceinline__ void cta_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
+
+// block_sum over the consumer warps (every consumer thread gets the total).
+__device__ float consumer_sum(float v) {
+  __shared__ float part[kWarps];
+  __shared__ float total;
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  v = warp_sum(v);
+  if (lane == 0) part[warp] = v;
+  cta_sync();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int w = 0; w < kWarps; ++w) t += part[w];
+    total = t;
+  }
+  cta_sync();
+  return total;
+}
 
 // The barrier between phases: every CTA arrives (release) and waits (acquire) until the whole
 // grid has arrived, so whatever any CTA wrote before it is visible to every CTA after it. The
@@ -33,7 +54,7 @@ struct GridBarrier {
   unsigned long long last = 0;  // CTA 0's: when it left the previous barrier
 
   __device__ void sync() {
-    __syncthreads();
+    cta_sync();
     if (threadIdx.x == 0) {
       if (trace) atomicMax(trace + k, globaltimer());
       target += gridDim.x;
@@ -45,7 +66,7 @@ struct GridBarrier {
       if (trace && blockIdx.x == 0) record();
       ++k;
     }
-    __syncthreads();
+    cta_sync();
   }
   // CTA 0, past barrier k: phase k's work (its start to the last CTA's arrival) and hand-off (that
   // arrival to now) added to the trace's sums; the arrival slot is reset for the next launch
@@ -64,30 +85,129 @@ struct GridBarrier {
   }
 };
 
-__device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
-// A GEMV phase's weights: output n < N reads rows n + r * rows_apart (r < R) of w [*, K].
+// The weight ring: `stages` shared-memory stages of kStageBytes, each with a full barrier (the
+// producer's arrival with the bytes expected, completed by the bulk copy) and an empty barrier (an
+// arrival from each consumer warp). Producer and consumers walk the stages in the same order, so
+// each keeps its own slot and phase bit. The producer keeps at most `in_flight` stages issued and
+// not landed: enough to stream at full bandwidth, and no deeper a queue in front of the loads
+// and barrier atomics that the step's critical path waits for.
+struct Ring {
+  uint8_t* base;
+  uint64_t* full;
+  uint64_t* empty;
+  int stages, in_flight, slot = 0;
+  uint32_t phase = 0;
+  int landed_slot = 0, issued = 0;  // the producer's: the oldest stage that may be in flight
+  uint32_t landed_phase = 0;
+
+  __device__ const uint8_t* data() const { return base + size_t(slot) * kStageBytes; }
+  __device__ void advance() {
+    if (++slot == stages) slot = 0, phase ^= 1u;
+  }
+  __device__ static void wait(uint64_t* bar, uint32_t parity) {
+    uint32_t done;
+    do {
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done)
+                   : "r"(smem_addr(bar)), "r"(parity)
+                   : "memory");
+    } while (!done);
+  }
+  // Producer (one thread): the next stage takes `bytes` (a multiple of 16) from src once the
+  // consumers have released it and the stage in_flight before it has landed; the weights are read
+  // once, so they are marked first to evict.
+  __device__ void produce(const void* src, int bytes, uint64_t policy) {
+    if (issued >= in_flight) {
+      wait(full + landed_slot, landed_phase);
+      if (++landed_slot == stages) landed_slot = 0, landed_phase ^= 1u;
+    }
+    ++issued;
+    wait(empty + slot, phase ^ 1u);  // a fresh barrier counts as released
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(full + slot)), "r"(bytes)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+            "r"(smem_addr(data())),
+        "l"(src), "r"(bytes), "r"(smem_addr(full + slot)), "l"(policy)
+        : "memory");
+    advance();
+  }
+  // Consumers: wait until the stage has landed ...
+  __device__ void acquire() const { wait(full + slot, phase); }
+  // ... and, once each warp is done with it, hand it back.
+  __device__ void release() {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0)
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(empty + slot)) : "memory");
+    advance();
+  }
+};
+
+// One ring stage: whole rows [row, row + rows) of a segment, or (rows == 1, a row longer than a
+// stage) the bytes [off, off + bytes) of one row.
+struct StageSpan {
+  int row, rows, off, bytes;
+};
+
+// A GEMV phase's weights: output n < N reads rows n + r * rows_apart (r < R) of w [*, K]. A CTA
+// computes outputs [n0, n1) of an even share; its rows of one r are contiguous bytes (a segment),
+// streamed through the ring in stages of whole rows (as many as a stage holds), or a row longer
+// than a stage in pieces, so that every row is summed by one warp (deterministic sums).
 struct GemvWeights {
   const uint16_t* w;
   int N, K, R, rows_apart;
-  // Before the barrier ahead of this phase: the L2 prefetch of this warp's first output's rows.
-  __device__ void prefetch_start() const {
-    const int n = int(blockIdx.x) * kWarps + int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-    if (n < N && lane < R) prefetch_l2(w + (int64_t(n) + int64_t(lane) * rows_apart) * K, min(2 * K, kPrefetchBytes));
+  __device__ int n0() const { return int(int64_t(blockIdx.x) * N / gridDim.x); }
+  __device__ int n1() const { return int(int64_t(blockIdx.x + 1) * N / gridDim.x); }
+  __device__ int row_bytes() const { return K * 2; }
+  __device__ int rows_per_stage() const { return kStageBytes / row_bytes(); }  // 0: a row takes pieces
+  __device__ int pieces() const { return (row_bytes() + kStageBytes - 1) / kStageBytes; }
+  __device__ int stages() const {
+    const int rows = n1() - n0(), rps = rows_per_stage();
+    return rps > 0 ? (rows + rps - 1) / rps : rows * pieces();
+  }
+  __device__ StageSpan span(int i) const {
+    const int rows = n1() - n0(), rps = rows_per_stage();
+    if (rps > 0) return {i * rps, min(rps, rows - i * rps), 0, min(rps, rows - i * rps) * row_bytes()};
+    const int off = i % pieces() * kStageBytes;
+    return {i / pieces(), 1, off, min(kStageBytes, row_bytes() - off)};
+  }
+  // The producer's part: every segment into the ring.
+  __device__ void stream(Ring& ring, uint64_t policy) const {
+    const int S = stages();
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* seg = reinterpret_cast<const uint8_t*>(w + (int64_t(n0()) + int64_t(r) * rows_apart) * K);
+      for (int i = 0; i < S; ++i) {
+        const StageSpan sp = span(i);
+        ring.produce(seg + int64_t(sp.row) * row_bytes() + sp.off, sp.bytes, policy);
+      }
+    }
   }
 };
+
+// Loads a thread makes at once when it stages x: the loads follow a barrier, so they are the
+// step's critical path, one L2 round trip for up to kStageLoads chunks a thread.
+constexpr int kStageLoads = 4;
 
 // xs[m] = rows [m] of x (bf16 [*, K]) for m < T, zero for T <= m < M.
 template <int M>
 __device__ void stage_rows(const uint16_t* x, int K, int T, uint16_t* xs) {
-  const int C = K / 8;
+  const int C = K / 8, n = M * C;
   uint4* dst = reinterpret_cast<uint4*>(xs);
   const uint4* src = reinterpret_cast<const uint4*>(x);
-  for (int i = int(threadIdx.x); i < M * C; i += kThreads)
-    dst[i] = i / C < T ? __ldcg(src + i) : make_uint4(0, 0, 0, 0);
-  __syncthreads();
+  for (int i0 = int(threadIdx.x); i0 < n; i0 += kStageLoads * kThreads) {
+    uint4 v[kStageLoads];
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      const int i = i0 + u * kThreads;
+      v[u] = i < n && i / C < T ? __ldcg(src + i) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u)
+      if (i0 + u * kThreads < n) dst[i0 + u * kThreads] = v[u];
+  }
+  cta_sync();
 }
 
 // xs[m] = bf16(residual[m] * g) for m < T (zero for T <= m < M), and inv_rms[m] = 1 / rms of
@@ -95,103 +215,113 @@ __device__ void stage_rows(const uint16_t* x, int K, int T, uint16_t* xs) {
 template <int M>
 __device__ void stage_normed(const float* residual, const uint16_t* g, int H, float eps, int T, uint16_t* xs,
                              float* inv_rms) {
+  constexpr int U = kStageLoads / 2;  // two float4 a chunk
   __shared__ float part[kWarps][M];
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int C = H / 8;
+  const int C = H / 8, n = M * C;
   const float4* r4 = reinterpret_cast<const float4*>(residual);
   uint4* dst = reinterpret_cast<uint4*>(xs);
   float ss[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) ss[m] = 0.0f;
-  for (int i = int(threadIdx.x); i < M * C; i += kThreads) {
-    const int m = i / C, c = i % C;
-    if (m >= T) {
-      dst[i] = make_uint4(0, 0, 0, 0);
-      continue;
+  for (int i0 = int(threadIdx.x); i0 < n; i0 += U * kThreads) {
+    float4 a[U], b[U];
+    uint4 gv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int i = i0 + u * kThreads, m = i / C, c = i % C;
+      const bool live = i < n && m < T;
+      a[u] = live ? __ldcg(r4 + int64_t(m) * (H / 4) + 2 * c) : make_float4(0, 0, 0, 0);
+      b[u] = live ? __ldcg(r4 + int64_t(m) * (H / 4) + 2 * c + 1) : make_float4(0, 0, 0, 0);
+      gv[u] = i < n ? __ldg(reinterpret_cast<const uint4*>(g) + c) : make_uint4(0, 0, 0, 0);
     }
-    const float4 a = __ldcg(r4 + int64_t(m) * (H / 4) + 2 * c), b = __ldcg(r4 + int64_t(m) * (H / 4) + 2 * c + 1);
-    float gf[8];
-    unpack8(__ldg(reinterpret_cast<const uint4*>(g) + c), gf);
-    const float r[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    float f[8], sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) f[j] = r[j] * gf[j], sq = fmaf(r[j], r[j], sq);
+    for (int u = 0; u < U; ++u) {
+      const int i = i0 + u * kThreads, m = i / C;
+      if (i >= n) break;
+      float gf[8];
+      unpack8(gv[u], gf);
+      const float r[8] = {a[u].x, a[u].y, a[u].z, a[u].w, b[u].x, b[u].y, b[u].z, b[u].w};
+      float f[8], sq = 0.0f;
 #pragma unroll
-    for (int mm = 0; mm < M; ++mm)
-      if (mm == m) ss[mm] += sq;
-    dst[i] = pack_vec<uint16_t>(f);
+      for (int j = 0; j < 8; ++j) f[j] = r[j] * gf[j], sq = fmaf(r[j], r[j], sq);
+#pragma unroll
+      for (int mm = 0; mm < M; ++mm)
+        if (mm == m) ss[mm] += sq;
+      dst[i] = pack_vec<uint16_t>(f);  // zero for the padding rows
+    }
   }
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float v = warp_sum(ss[m]);
     if (lane == 0) part[warp][m] = v;
   }
-  __syncthreads();
+  cta_sync();
   if (threadIdx.x < M) {
     float t = 0.0f;
     for (int w = 0; w < kWarps; ++w) t += part[w][threadIdx.x];
     inv_rms[threadIdx.x] = rsqrtf(t / float(H) + eps);
   }
-  __syncthreads();
+  cta_sync();
 }
 
-// acc[r][m] += w chunk of row r . x chunk of token m (x from shared memory).
-template <int M, int R>
-__device__ __forceinline__ void fma_chunk(const uint4 (&wv)[R], const uint4* xv, int KV, int kv, float (&acc)[R][M]) {
-  float wf[R][8];
-#pragma unroll
-  for (int r = 0; r < R; ++r) unpack8(wv[r], wf[r]);
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    float xf[8];
-    unpack8(xv[m * KV + kv], xf);
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[r][m] = fmaf(wf[r][j], xf[j], acc[r][m]);
-  }
-}
-
-// One GEMV phase: after stage() has filled xs (M rows of x), output n's dot products with them,
-// passed to store(n, v) (lane 0, v[r][m]).
+// One GEMV phase: after stage() has filled xs (M rows of x), the CTA's outputs' dot products with
+// them from the ring's stages, passed to store(n, v) (v[r][m]). Row j of a segment is warp j %
+// kWarps's: its lanes take the row's 16-byte chunks in turn, sum across the row's pieces in
+// registers, and lane 0 leaves the row's sums in acc (shared memory). Every warp waits for and
+// releases every stage, its rows or not, so that none runs a lap ahead of the ring.
 template <int M, int R, typename Stage, typename Store>
-__device__ void gemv_phase(const GemvWeights& g, const Stage& stage, const uint16_t* xs, const Store& store) {
-  constexpr int U = R == 1 ? 8 : 4;
+__device__ void gemv_phase(const GemvWeights& g, Ring& ring, const Stage& stage, const uint16_t* xs, float* acc,
+                           const Store& store) {
   stage();
-  const int lane = int(threadIdx.x & 31), KV = g.K / 8;
-  const int first = int(blockIdx.x) * kWarps + int(threadIdx.x >> 5), warps = int(gridDim.x) * kWarps;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), KV = g.K / 8, row_chunks = g.K / 8;
+  const int rows = g.n1() - g.n0(), S = g.stages();
   const uint4* xv = reinterpret_cast<const uint4*>(xs);
-  for (int n = first; n < g.N; n += warps) {
-    const uint4* wr[R];
+  float part[M][4];  // four sums a token: a chunk's products are no chain of 8 dependent FMAs
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-      wr[r] = reinterpret_cast<const uint4*>(g.w + (int64_t(n) + int64_t(r) * g.rows_apart) * g.K);
-    float acc[R][M];
+  for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 4; ++j) part[m][j] = 0.0f;
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < S; ++i) {
+      const StageSpan sp = g.span(i);
+      ring.acquire();
+      const uint4* wv = reinterpret_cast<const uint4*>(ring.data());
+      for (int q = (warp - sp.row % kWarps + kWarps) % kWarps; q < sp.rows; q += kWarps) {
+        const uint4* wr = wv + q * row_chunks;
+        const int kv0 = sp.off / 16, chunks = sp.bytes / 16 / sp.rows;
+#pragma unroll 4
+        for (int c = lane; c < chunks; c += 32) {
+          float wf[8];
+          unpack8(wr[c], wf);
 #pragma unroll
-      for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
-    int kv = lane;
-    for (; kv + 32 * (U - 1) < KV; kv += 32 * U) {
-      uint4 wv[U][R];
+          for (int m = 0; m < M; ++m) {
+            float xf[8];
+            unpack8(xv[m * KV + kv0 + c], xf);
 #pragma unroll
-      for (int u = 0; u < U; ++u)
+            for (int j = 0; j < 8; ++j) part[m][j % 4] = fmaf(wf[j], xf[j], part[m][j % 4]);
+          }
+        }
+        if (sp.off + sp.bytes / sp.rows == g.row_bytes()) {  // the row's last chunks
 #pragma unroll
-        for (int r = 0; r < R; ++r) wv[u][r] = __ldcs(wr[r] + kv + 32 * u);
+          for (int m = 0; m < M; ++m) {
+            const float v = warp_sum((part[m][0] + part[m][1]) + (part[m][2] + part[m][3]));
+            if (lane == 0) acc[(r * rows + sp.row + q) * M + m] = v;
 #pragma unroll
-      for (int u = 0; u < U; ++u) fma_chunk<M, R>(wv[u], xv, KV, kv + 32 * u, acc);
+            for (int j = 0; j < 4; ++j) part[m][j] = 0.0f;
+          }
+        }
+      }
+      ring.release();
     }
-    for (; kv < KV; kv += 32) {
-      uint4 wv[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) wv[r] = __ldcs(wr[r] + kv);
-      fma_chunk<M, R>(wv, xv, KV, kv, acc);
-    }
+  cta_sync();
+  for (int i = int(threadIdx.x); i < rows; i += kThreads) {
+    float v[R][M];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int m = 0; m < M; ++m) acc[r][m] = warp_sum(acc[r][m]);
-    if (lane == 0) store(n, acc);
+      for (int m = 0; m < M; ++m) v[r][m] = acc[(r * rows + i) * M + m];
+    store(g.n0() + i, v);
   }
 }
 
@@ -357,7 +487,7 @@ __device__ void attention_phase(const PersistentDecodeParams& p, const Persisten
       head_pairs<D>(row + (p.hq + (is_k ? 0 : p.hkv) + g) * D, is_k ? w.k_norm : nullptr, is_k, pos, p,
                     [&](int i, uint16_t x, uint16_t y) { dst[i] = x, dst[i + D / 2] = y; });
     }
-    __syncthreads();
+    cta_sync();
 
     float q[kMaxG][E];
 #pragma unroll
@@ -382,7 +512,7 @@ __device__ void attention_phase(const PersistentDecodeParams& p, const Persisten
 #pragma unroll
       for (int e = 0; e < E; ++e) pacc[(warp * G + h) * D + lane * E + e] = st.acc[h][e];
     }
-    __syncthreads();
+    cta_sync();
     // The CTA's warps merged: the whole output where one split covers the context, else this
     // split's partial (unnormalised output, max, sum).
     for (int i = int(threadIdx.x); i < G * D; i += kThreads) {
@@ -404,14 +534,14 @@ __device__ void attention_phase(const PersistentDecodeParams& p, const Persisten
     }
     if (ns > 1) {  // the last split of the pair to finish merges them
       __threadfence();
-      __syncthreads();
+      cta_sync();
       if (threadIdx.x == 0) {
         unsigned* c = p.counters + b * p.hkv + g;
         last = atomicAdd(c, 1u) == unsigned(ns - 1);
         if (last) atomicExch(c, 0u);
         __threadfence();
       }
-      __syncthreads();
+      cta_sync();
       if (last) {
         for (int i = int(threadIdx.x); i < G * D; i += kThreads) {
           const int h = i / D, d = i % D;
@@ -427,16 +557,47 @@ __device__ void attention_phase(const PersistentDecodeParams& p, const Persisten
         }
       }
     }
-    __syncthreads();  // the shared buffers are the next task's
+    cta_sync();  // the shared buffers are the next task's
+  }
+}
+
+// The producer warp's part of the step: every layer's GEMV phases (A, C, D, E) in order.
+__device__ void stream_weights(const PersistentDecodeParams& p, Ring& ring) {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  const int H = p.H, I = p.I, QD = p.hq * p.D, W = QD + 2 * p.hkv * p.D;
+  for (int l = 0; l < p.num_layers; ++l) {
+    const PersistentLayer w = p.layers[l];
+    GemvWeights{w.qkv, W, H, 1, 0}.stream(ring, policy);
+    GemvWeights{w.o_proj, H, QD, 1, 0}.stream(ring, policy);
+    GemvWeights{w.gate_up, I, H, 2, I}.stream(ring, policy);
+    GemvWeights{w.down, H, I, 1, 0}.stream(ring, policy);
   }
 }
 
 template <int M, int D>
-__global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const PersistentDecodeParams p) {
-  extern __shared__ uint4 smem_raw[];
+__global__ void __launch_bounds__(kPersistentThreads, 1) persistent_decode_kernel(const PersistentDecodeParams p) {
+  extern __shared__ __align__(128) uint8_t smem_raw[];
   __shared__ float inv_rms[M];
+  __shared__ uint64_t full[kPersistentMaxStages], empty[kPersistentMaxStages];
   const int H = p.H, I = p.I, T = p.T, QD = p.hq * p.D, W = QD + 2 * p.hkv * p.D;
-  uint16_t* xs = reinterpret_cast<uint16_t*>(smem_raw);
+  // Shared memory: the ring's stages, the scratch (x rows or the attention phase's), the GEMV sums.
+  Ring ring{smem_raw, full, empty, p.ring_stages, p.stages_in_flight};
+  uint8_t* scratch = smem_raw + size_t(p.ring_stages) * kStageBytes;
+  uint16_t* xs = reinterpret_cast<uint16_t*>(scratch);
+  float* acc = reinterpret_cast<float*>(scratch + p.scratch_bytes);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < p.ring_stages; ++i) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(full + i)) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(empty + i)), "n"(kWarps) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();  // the last barrier of the whole CTA: the producer warp leaves below
+  if (threadIdx.x >= kThreads) {
+    if (threadIdx.x == kThreads) stream_weights(p, ring);
+    return;
+  }
   GridBarrier bar{p.barrier, 0, p.trace, 1 + 5 * p.num_layers};
   if (threadIdx.x == 0) bar.target = *reinterpret_cast<volatile unsigned*>(p.barrier + 1), bar.last = bar.globaltimer();
 
@@ -448,7 +609,6 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const Pe
     float4* r = reinterpret_cast<float4*>(p.residual + int64_t(m) * H) + 2 * c;
     r[0] = make_float4(f[0], f[1], f[2], f[3]), r[1] = make_float4(f[4], f[5], f[6], f[7]);
   }
-  GemvWeights{p.layers[0].qkv, W, H, 1, 0}.prefetch_start();
   bar.sync();
 
   for (int l = 0; l < p.num_layers; ++l) {
@@ -456,23 +616,18 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const Pe
     const GemvWeights qkv{w.qkv, W, H, 1, 0}, o_proj{w.o_proj, H, QD, 1, 0}, gate_up{w.gate_up, I, H, 2, I},
         down{w.down, H, I, 1, 0};
     auto stage_input = [&] { stage_normed<M>(p.residual, w.input_norm, H, p.eps, T, xs, inv_rms); };
-    gemv_phase<M, 1>(qkv, stage_input, xs, QkvStore<M>{p.qkv, w.qkv_bias, inv_rms, W, T});  // A
-    o_proj.prefetch_start();
+    gemv_phase<M, 1>(qkv, ring, stage_input, xs, acc, QkvStore<M>{p.qkv, w.qkv_bias, inv_rms, W, T});  // A
     bar.sync();
-    gate_up.prefetch_start();  // B: most CTAs have no attention task, DRAM streams on
-    attention_phase<D>(p, w, reinterpret_cast<float*>(smem_raw));
+    attention_phase<D>(p, w, reinterpret_cast<float*>(scratch));  // B
     bar.sync();
     auto stage_attn = [&] { stage_rows<M>(p.attn_out, QD, T, xs); };
-    gemv_phase<M, 1>(o_proj, stage_attn, xs, ResidualAddStore<M>{p.residual, H, T});  // C
-    gate_up.prefetch_start();  // in L2 from B's prefetch unless evicted since
+    gemv_phase<M, 1>(o_proj, ring, stage_attn, xs, acc, ResidualAddStore<M>{p.residual, H, T});  // C
     bar.sync();
     auto stage_post = [&] { stage_normed<M>(p.residual, w.post_norm, H, p.eps, T, xs, inv_rms); };
-    gemv_phase<M, 2>(gate_up, stage_post, xs, GatedStore<M>{p.act, inv_rms, I, T});  // D
-    down.prefetch_start();
+    gemv_phase<M, 2>(gate_up, ring, stage_post, xs, acc, GatedStore<M>{p.act, inv_rms, I, T});  // D
     bar.sync();
     auto stage_act = [&] { stage_rows<M>(p.act, I, T, xs); };
-    gemv_phase<M, 1>(down, stage_act, xs, ResidualAddStore<M>{p.residual, H, T});  // E
-    if (l + 1 < p.num_layers) GemvWeights{p.layers[l + 1].qkv, W, H, 1, 0}.prefetch_start();
+    gemv_phase<M, 1>(down, ring, stage_act, xs, acc, ResidualAddStore<M>{p.residual, H, T});  // E
     bar.sync();
   }
 
@@ -482,7 +637,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const Pe
     const float* r = p.residual + int64_t(m) * H;
     float ss = 0.0f;
     for (int k = int(threadIdx.x); k < H; k += kThreads) ss += __ldcg(r + k) * __ldcg(r + k);
-    const float inv = rsqrtf(block_sum(ss) / float(H) + p.eps);
+    const float inv = rsqrtf(consumer_sum(ss) / float(H) + p.eps);
     for (int k = int(threadIdx.x); k < H; k += kThreads)
       p.hidden[int64_t(m) * H + k] = f2bf(__ldcg(r + k) * inv * bf2f(__ldg(p.final_norm + k)));
   }
@@ -510,11 +665,21 @@ size_t persistent_partials_floats(int hq, int D) {
   return size_t(kPersistentMaxTokens) * size_t(hq) * kPersistentMaxSplits * size_t(D + 2);
 }
 
-size_t persistent_smem_bytes(int M, int H, int I, int hq, int hkv, int D) {
+PersistentSmem persistent_smem(int M, int H, int I, int hq, int hkv, int D, int grid, size_t limit) {
   const size_t x = size_t(M) * size_t(std::max({H, I, hq * D})) * 2;
   const size_t G = size_t(hq / hkv);
   const size_t attention = (G * D + 2 * kWarps * G + kWarps * G * D) * sizeof(float);
-  return std::max(x, attention);
+  PersistentSmem s;
+  s.scratch_bytes = int((std::max(x, attention) + 15) / 16 * 16);
+  auto rows = [&](int N) { return (N + grid - 1) / grid; };
+  s.acc_floats = M * std::max({rows(hq * D + 2 * hkv * D), rows(H), 2 * rows(I)});
+  const size_t fixed = size_t(s.scratch_bytes) + size_t(s.acc_floats) * sizeof(float);
+  // What the kernel's static shared memory leaves of the limit.
+  constexpr size_t kStatic = 2048;
+  const size_t room = limit > fixed + kStatic ? limit - fixed - kStatic : 0;
+  s.stages = int(std::min<size_t>(kPersistentMaxStages, room / kStageBytes));
+  s.bytes = fixed + size_t(s.stages) * kStageBytes;
+  return s;
 }
 
 bool persistent_shapes_supported(int H, int I, int hq, int hkv, int D) {
@@ -526,7 +691,7 @@ cudaError_t persistent_decode_prepare(int M, int D, size_t smem, int* blocks_per
   void* k = kernel_of(M, D);
   if (!k) return cudaErrorInvalidValue;
   if (const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))) return e;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, kThreads, smem);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, kPersistentThreads, smem);
 }
 
 cudaError_t persistent_decode(const PersistentDecodeParams& p, int M, int grid, size_t smem, cudaStream_t s) {
@@ -536,7 +701,7 @@ cudaError_t persistent_decode(const PersistentDecodeParams& p, int M, int grid, 
   // the grid barrier needs (another context's kernels on the GPU could otherwise hold SMs).
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(kPersistentThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr{};

@@ -1,9 +1,11 @@
 // The persistent decode kernel: one launch runs a whole decode step of a dense Llama-family model
 // (bf16) for up to kPersistentMaxTokens single-token requests: the embedding, every layer and the
 // final norm. Its CTAs (one per SM, all resident) hand each phase to the next through a grid
-// barrier in device memory instead of kernel boundaries, and each CTA starts the L2 prefetch of
-// its next phase's weight rows before it waits there, so the weight stream does not stop at the
-// hand-offs. Per layer:
+// barrier in device memory instead of kernel boundaries. In each CTA a producer warp streams the
+// CTA's share of every GEMV phase's weight rows, in the order the phases run, into a ring of
+// shared-memory stages (TMA bulk copies): the weights depend on nothing the step computes, so the
+// stream runs on through the barriers and the attention phase as far as the ring reaches, and a
+// GEMV phase finds its first stages already landed. Per layer:
 //   A  qkv = rms_norm(residual) * input_norm . W_qkv (+ bias), rounded to bf16
 //   B  attention: per (request, kv head, split of the context) task, the group's q heads and the
 //      new k (Qwen3 q/k norm, RoPE at the token's position), the new k / v written to the paged
@@ -13,9 +15,10 @@
 //   D  act = silu(gate) * up of rms_norm(residual) * post_norm . W_gate_up
 //   E  residual += act . W_down
 // then hidden = rms_norm(residual) * final_norm. Every value another CTA wrote is read after a
-// barrier (acquire), never through the read-only path; the weights stream with evict-first loads.
-// The operations and their roundings are those of the layered path: every activation the layered
-// kernels store in bf16 is rounded to bf16 here too.
+// barrier (acquire), never through the read-only path. The operations and their roundings are
+// those of the layered path: every activation the layered kernels store in bf16 is rounded to
+// bf16 here too; each GEMV output row is summed by one warp in a fixed order (the same bits every
+// run).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -25,7 +28,11 @@
 namespace gs::cuda {
 
 constexpr int kPersistentMaxTokens = 4;
-constexpr int kPersistentThreads = 512;
+// 15 consumer warps and the producer: 16 warps, so 128 registers a thread.
+constexpr int kPersistentConsumerWarps = 15;
+constexpr int kPersistentThreads = (kPersistentConsumerWarps + 1) * 32;
+constexpr int kPersistentStageBytes = 16384;  // a stage of the weight ring
+constexpr int kPersistentMaxStages = 16;
 constexpr int kPersistentMaxSplits = 16;  // context splits of one (request, kv head) pair
 constexpr int kPersistentMaxGroup = 8;    // query heads per kv head
 
@@ -69,6 +76,10 @@ struct PersistentDecodeParams {
   float* partials = nullptr;     // persistent_partials_floats(hq, D)
   unsigned* counters = nullptr;  // kPersistentMaxTokens * hkv, zeroed (left zeroed)
   unsigned* barrier = nullptr;   // 2, zeroed once (the arrival count and the launch's start)
+  // The shared-memory plan (persistent_smem), and the ring stages the producer keeps issued and
+  // not landed (1 .. ring_stages - 1).
+  int ring_stages = 0, scratch_bytes = 0, acc_floats = 0;
+  int stages_in_flight = 1;
   // Null, or persistent_trace_words(num_layers) zeroed words where the kernel sums, over its
   // launches, each phase's work (from its start to the last CTA's arrival at the barrier after
   // it) and hand-off (to CTA 0 leaving that barrier), in ns: [B + 2 k] and [B + 2 k + 1] for
@@ -81,8 +92,15 @@ inline int persistent_barriers(int num_layers) { return 1 + 5 * num_layers; }
 inline int persistent_trace_words(int num_layers) { return 3 * persistent_barriers(num_layers) + 1; }
 
 size_t persistent_partials_floats(int hq, int D);
-// Dynamic shared memory the kernel of M token rows needs for these shapes.
-size_t persistent_smem_bytes(int M, int H, int I, int hq, int hkv, int D);
+// The dynamic shared memory of the kernel of M token rows for these shapes on `grid` CTAs: the
+// scratch (x rows, or the attention phase's), the GEMV sums, and as many weight-ring stages as fit
+// in `limit` bytes (the SM's opt-in maximum), at most kPersistentMaxStages; fewer than 2 stages:
+// the kernel does not fit.
+struct PersistentSmem {
+  size_t bytes = 0;
+  int stages = 0, scratch_bytes = 0, acc_floats = 0;
+};
+PersistentSmem persistent_smem(int M, int H, int I, int hq, int hkv, int D, int grid, size_t limit);
 // Whether the kernel handles these shapes (head dim 64 or 128, a group of at most
 // kPersistentMaxGroup, widths multiple of 8).
 bool persistent_shapes_supported(int H, int I, int hq, int hkv, int D);
