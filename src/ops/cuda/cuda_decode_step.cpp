@@ -33,14 +33,14 @@ int rows_for(int T) {
 }
 
 // The shared-memory plan of each instantiation, by its row count.
-using SmemBytes = std::array<cuda::PersistentSmem, kPersistentMaxTokens + 1>;
+using SmemPlans = std::array<cuda::PersistentSmem, kPersistentMaxTokens + 1>;
 
 const uint16_t* bf16(const Tensor& t) { return t.defined() ? ptr<const uint16_t>(t) : nullptr; }
 
 class CudaDecodeStep final : public DecodeStep {
  public:
   // smem[M]: the shared memory of the instantiation of M rows (M <= rows_for(max_tokens)).
-  CudaDecodeStep(const DecodeStepModel& m, const Tensor& inv_freq, int max_tokens, int grid, const SmemBytes& smem,
+  CudaDecodeStep(const DecodeStepModel& m, const Tensor& inv_freq, int max_tokens, int grid, const SmemPlans& smem,
                  Backend& be, cudaStream_t stream, bool trace)
       : m_(m), inv_freq_(inv_freq), max_tokens_(max_tokens), grid_(grid), smem_(smem), stream_(stream) {
     std::vector<PersistentLayer> layers;
@@ -109,7 +109,7 @@ class CudaDecodeStep final : public DecodeStep {
     p.barrier = ptr<unsigned>(barrier_);
     p.trace = trace_.defined() ? ptr<unsigned long long>(trace_) : nullptr;
     const cuda::PersistentSmem& smem = smem_[size_t(M)];
-    p.ring_stages = smem.stages, p.scratch_bytes = smem.scratch_bytes, p.acc_floats = smem.acc_floats;
+    p.ring_stages = smem.stages, p.scratch_bytes = smem.scratch_bytes;
     p.stages_in_flight = std::min(smem.stages - 1, kStagesInFlight);
     GS_CUDA_CHECK(cuda::persistent_decode(p, M, grid_, smem.bytes, stream_));
   }
@@ -143,7 +143,7 @@ class CudaDecodeStep final : public DecodeStep {
   DecodeStepModel m_;
   Tensor inv_freq_, layers_, partials_, counters_, barrier_, trace_;
   int max_tokens_, grid_;
-  SmemBytes smem_;
+  SmemPlans smem_;
   cudaStream_t stream_;
 };
 
@@ -181,7 +181,7 @@ std::unique_ptr<DecodeStep> make_decode_step(const DecodeStepModel& m, const Ten
   GS_CUDA_CHECK(cudaGetDevice(&device));
   GS_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int max_tokens = 0;
-  SmemBytes smem{};
+  SmemPlans smem{};
   for (int M : kRowCounts) {
     if (M > rows_for(std::min(options.persistent_max_tokens, kPersistentMaxTokens))) break;
     int blocks = 0;

@@ -274,7 +274,7 @@ template <int M, int R, typename Stage, typename Store>
 __device__ void gemv_phase(const GemvWeights& g, Ring& ring, const Stage& stage, const uint16_t* xs, float* acc,
                            const Store& store) {
   stage();
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), KV = g.K / 8, row_chunks = g.K / 8;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), KV = g.K / 8;
   const int rows = g.n1() - g.n0(), S = g.stages();
   const uint4* xv = reinterpret_cast<const uint4*>(xs);
   float part[M][4];  // four sums a token: a chunk's products are no chain of 8 dependent FMAs
@@ -288,7 +288,7 @@ __device__ void gemv_phase(const GemvWeights& g, Ring& ring, const Stage& stage,
       ring.acquire();
       const uint4* wv = reinterpret_cast<const uint4*>(ring.data());
       for (int q = (warp - sp.row % kWarps + kWarps) % kWarps; q < sp.rows; q += kWarps) {
-        const uint4* wr = wv + q * row_chunks;
+        const uint4* wr = wv + q * KV;
         const int kv0 = sp.off / 16, chunks = sp.bytes / 16 / sp.rows;
 #pragma unroll 4
         for (int c = lane; c < chunks; c += 32) {
@@ -561,17 +561,27 @@ __device__ void attention_phase(const PersistentDecodeParams& p, const Persisten
   }
 }
 
-// The producer warp's part of the step: every layer's GEMV phases (A, C, D, E) in order.
+// A layer's GEMV phases (A, C, D, E): the producer streams them and the consumers run them in this
+// order.
+struct LayerGemvs {
+  GemvWeights qkv, o_proj, gate_up, down;
+  __device__ LayerGemvs(const PersistentDecodeParams& p, const PersistentLayer& w)
+      : qkv{w.qkv, (p.hq + 2 * p.hkv) * p.D, p.H, 1, 0},
+        o_proj{w.o_proj, p.H, p.hq * p.D, 1, 0},
+        gate_up{w.gate_up, p.I, p.H, 2, p.I},
+        down{w.down, p.H, p.I, 1, 0} {}
+};
+
+// The producer warp's part of the step: every layer's GEMV phases in order.
 __device__ void stream_weights(const PersistentDecodeParams& p, Ring& ring) {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  const int H = p.H, I = p.I, QD = p.hq * p.D, W = QD + 2 * p.hkv * p.D;
   for (int l = 0; l < p.num_layers; ++l) {
-    const PersistentLayer w = p.layers[l];
-    GemvWeights{w.qkv, W, H, 1, 0}.stream(ring, policy);
-    GemvWeights{w.o_proj, H, QD, 1, 0}.stream(ring, policy);
-    GemvWeights{w.gate_up, I, H, 2, I}.stream(ring, policy);
-    GemvWeights{w.down, H, I, 1, 0}.stream(ring, policy);
+    const LayerGemvs g(p, p.layers[l]);
+    g.qkv.stream(ring, policy);
+    g.o_proj.stream(ring, policy);
+    g.gate_up.stream(ring, policy);
+    g.down.stream(ring, policy);
   }
 }
 
@@ -613,21 +623,20 @@ __global__ void __launch_bounds__(kPersistentThreads, 1) persistent_decode_kerne
 
   for (int l = 0; l < p.num_layers; ++l) {
     const PersistentLayer w = p.layers[l];
-    const GemvWeights qkv{w.qkv, W, H, 1, 0}, o_proj{w.o_proj, H, QD, 1, 0}, gate_up{w.gate_up, I, H, 2, I},
-        down{w.down, H, I, 1, 0};
+    const LayerGemvs g(p, w);
     auto stage_input = [&] { stage_normed<M>(p.residual, w.input_norm, H, p.eps, T, xs, inv_rms); };
-    gemv_phase<M, 1>(qkv, ring, stage_input, xs, acc, QkvStore<M>{p.qkv, w.qkv_bias, inv_rms, W, T});  // A
+    gemv_phase<M, 1>(g.qkv, ring, stage_input, xs, acc, QkvStore<M>{p.qkv, w.qkv_bias, inv_rms, W, T});  // A
     bar.sync();
     attention_phase<D>(p, w, reinterpret_cast<float*>(scratch));  // B
     bar.sync();
     auto stage_attn = [&] { stage_rows<M>(p.attn_out, QD, T, xs); };
-    gemv_phase<M, 1>(o_proj, ring, stage_attn, xs, acc, ResidualAddStore<M>{p.residual, H, T});  // C
+    gemv_phase<M, 1>(g.o_proj, ring, stage_attn, xs, acc, ResidualAddStore<M>{p.residual, H, T});  // C
     bar.sync();
     auto stage_post = [&] { stage_normed<M>(p.residual, w.post_norm, H, p.eps, T, xs, inv_rms); };
-    gemv_phase<M, 2>(gate_up, ring, stage_post, xs, acc, GatedStore<M>{p.act, inv_rms, I, T});  // D
+    gemv_phase<M, 2>(g.gate_up, ring, stage_post, xs, acc, GatedStore<M>{p.act, inv_rms, I, T});  // D
     bar.sync();
     auto stage_act = [&] { stage_rows<M>(p.act, I, T, xs); };
-    gemv_phase<M, 1>(down, ring, stage_act, xs, acc, ResidualAddStore<M>{p.residual, H, T});  // E
+    gemv_phase<M, 1>(g.down, ring, stage_act, xs, acc, ResidualAddStore<M>{p.residual, H, T});  // E
     bar.sync();
   }
 
@@ -672,8 +681,8 @@ PersistentSmem persistent_smem(int M, int H, int I, int hq, int hkv, int D, int 
   PersistentSmem s;
   s.scratch_bytes = int((std::max(x, attention) + 15) / 16 * 16);
   auto rows = [&](int N) { return (N + grid - 1) / grid; };
-  s.acc_floats = M * std::max({rows(hq * D + 2 * hkv * D), rows(H), 2 * rows(I)});
-  const size_t fixed = size_t(s.scratch_bytes) + size_t(s.acc_floats) * sizeof(float);
+  const int acc_floats = M * std::max({rows(hq * D + 2 * hkv * D), rows(H), 2 * rows(I)});  // the GEMV sums
+  const size_t fixed = size_t(s.scratch_bytes) + size_t(acc_floats) * sizeof(float);
   // What the kernel's static shared memory leaves of the limit.
   constexpr size_t kStatic = 2048;
   const size_t room = limit > fixed + kStatic ? limit - fixed - kStatic : 0;

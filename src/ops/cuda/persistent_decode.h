@@ -78,7 +78,7 @@ struct PersistentDecodeParams {
   unsigned* barrier = nullptr;   // 2, zeroed once (the arrival count and the launch's start)
   // The shared-memory plan (persistent_smem), and the ring stages the producer keeps issued and
   // not landed (1 .. ring_stages - 1).
-  int ring_stages = 0, scratch_bytes = 0, acc_floats = 0;
+  int ring_stages = 0, scratch_bytes = 0;
   int stages_in_flight = 1;
   // Null, or persistent_trace_words(num_layers) zeroed words where the kernel sums, over its
   // launches, each phase's work (from its start to the last CTA's arrival at the barrier after
@@ -98,7 +98,7 @@ size_t persistent_partials_floats(int hq, int D);
 // the kernel does not fit.
 struct PersistentSmem {
   size_t bytes = 0;
-  int stages = 0, scratch_bytes = 0, acc_floats = 0;
+  int stages = 0, scratch_bytes = 0;
 };
 PersistentSmem persistent_smem(int M, int H, int I, int hq, int hkv, int D, int grid, size_t limit);
 // Whether the kernel handles these shapes (head dim 64 or 128, a group of at most
