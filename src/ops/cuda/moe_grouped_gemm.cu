@@ -167,8 +167,11 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
       b[u] = __ldcs(wb_row + kb / 8 + t + 4 * u);
     }
   };
-  // The first step's weights load while the item's pairs are read (x's rows depend on them).
+  // The first step's weights load while the item's pairs are read (x's rows depend on them);
+  // with early_ids the second step's too, both before the wait.
+  bool preloaded = early_ids && k + 2 * kStep <= kf;
   if (k + kStep <= kf) load(wa, wb, k);
+  if (preloaded) load(wa2, wb2, k + kStep);
   if (early_ids) pdl_wait(), epi.prologue();
   pdl_trigger();
   for (int i = int(threadIdx.x); i < MT; i += kThreads) pairs[i] = ids ? begin : ix.sorted[begin + min(i, n - 1)];
@@ -204,7 +207,8 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
   // after the last full step.
   const auto half = [&](const uint4(&a)[kU], const uint4(&b)[kU], uint4(&na)[kU], uint4(&nb)[kU]) {
     const bool more = k + 2 * kStep <= kf;
-    if (more) load(na, nb, k + kStep);
+    if (more && !preloaded) load(na, nb, k + kStep);
+    preloaded = false;
     if constexpr (kStage) {
       if (more) {
         stage_x(buf ^ 1, k + kStep);
