@@ -112,26 +112,52 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
     m_w[row * S] = mx;  // (read above, no longer needed)
   }
   __syncthreads();
+  // A thread takes 4 consecutive dims of a row and reads them from every split with one 16-byte
+  // load, kMergeBatch splits' loads in flight at once; the sum still runs in split order. A split
+  // that saw no key weighs 0 and its partial (never written) is not read.
+  static_assert(D % 4 == 0, "the merge reads 4 dims at once");
+  constexpr int kMergeBatch = 8;
+  const bool vec = (reinterpret_cast<uintptr_t>(ws.o) & 15) == 0;
   uint16_t* out = static_cast<uint16_t*>(p.out);
   const bool to_cascade = p.cascade_pass == kCascadeSuffix;
   const SplitWorkspace cw = cascade_partials(p, T);
-  for (int e = threadIdx.x; e < rows * D; e += NT) {
-    const int row = e / D, d = e % D;
+  for (int e = threadIdx.x; e < rows * (D / 4); e += NT) {
+    const int row = e / (D / 4), d = e % (D / 4) * 4;
     const int64_t part0 = part_of(p, ti, g, G, row, 0, int(gridDim.z));
-    float num = 0.0f;
-    for (int sp = 0; sp < S; ++sp) {  // splits that saw no key weigh 0 and are not read
-      const float w = l_w[row * S + sp];
-      if (w > 0.0f) num += w * __ldcg(ws.o + (part0 + sp) * D + d);
+    const float* w = l_w + row * S;
+    float num[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int sp0 = 0; sp0 < S; sp0 += kMergeBatch) {
+      float4 v[kMergeBatch];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        const int sp = sp0 + u;
+        const float* src = ws.o + (part0 + sp) * D + d;
+        v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (sp < S && w[sp] > 0.0f)
+          v[u] = vec ? __ldcg(reinterpret_cast<const float4*>(src))
+                     : make_float4(__ldcg(src), __ldcg(src + 1), __ldcg(src + 2), __ldcg(src + 3));
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        const int sp = sp0 + u;
+        if (sp < S && w[sp] > 0.0f) {
+          num[0] += w[sp] * v[u].x, num[1] += w[sp] * v[u].y;
+          num[2] += w[sp] * v[u].z, num[3] += w[sp] * v[u].w;
+        }
+      }
     }
-    const float o = den[row] > 0.0f ? num / den[row] : 0.0f;
-    if (to_cascade) {
-      const int64_t part = (part0 / gridDim.z) * cw.slots + cw.slots - 1;
-      cw.o[part * D + d] = o;
-      if (d == 0) cw.ml[2 * part] = m_w[row * S], cw.ml[2 * part + 1] = den[row];
-      continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float o = den[row] > 0.0f ? num[j] / den[row] : 0.0f;
+      if (to_cascade) {
+        const int64_t part = (part0 / gridDim.z) * cw.slots + cw.slots - 1;
+        cw.o[part * D + d + j] = o;
+        if (d + j == 0) cw.ml[2 * part] = m_w[row * S], cw.ml[2 * part + 1] = den[row];
+        continue;
+      }
+      const __nv_bfloat16 b = __float2bfloat16_rn(o);
+      out[(part0 / gridDim.z) * D + d + j] = *reinterpret_cast<const uint16_t*>(&b);
     }
-    const __nv_bfloat16 b = __float2bfloat16_rn(o);
-    out[(part0 / gridDim.z) * D + d] = *reinterpret_cast<const uint16_t*>(&b);
   }
 }
 
