@@ -128,23 +128,23 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
     float num[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int sp0 = 0; sp0 < S; sp0 += kMergeBatch) {
       float4 v[kMergeBatch];
+      float wt[kMergeBatch];  // the splits' weights, 0 past S
 #pragma unroll
       for (int u = 0; u < kMergeBatch; ++u) {
         const int sp = sp0 + u;
         const float* src = ws.o + (part0 + sp) * D + d;
+        wt[u] = sp < S ? w[sp] : 0.0f;
         v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (sp < S && w[sp] > 0.0f)
+        if (wt[u] > 0.0f)
           v[u] = vec ? __ldcg(reinterpret_cast<const float4*>(src))
                      : make_float4(__ldcg(src), __ldcg(src + 1), __ldcg(src + 2), __ldcg(src + 3));
       }
 #pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) {
-        const int sp = sp0 + u;
-        if (sp < S && w[sp] > 0.0f) {
-          num[0] += w[sp] * v[u].x, num[1] += w[sp] * v[u].y;
-          num[2] += w[sp] * v[u].z, num[3] += w[sp] * v[u].w;
+      for (int u = 0; u < kMergeBatch; ++u)
+        if (wt[u] > 0.0f) {
+          num[0] += wt[u] * v[u].x, num[1] += wt[u] * v[u].y;
+          num[2] += wt[u] * v[u].z, num[3] += wt[u] * v[u].w;
         }
-      }
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

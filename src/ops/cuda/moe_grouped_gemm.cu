@@ -118,23 +118,23 @@ __device__ __forceinline__ void mma_step(const uint4& wa, const uint4& wb, const
 // Items of at least kStageMinPairs pairs (KS = 1) copy each step's x rows into shared memory
 // once for the CTA's 8 warps (cp.async, double-buffered beside the weights' register sets);
 // smaller ones read x's B fragments straight from global memory through L1.
-// early_ids (the small-batch path's down GEMM, launched right after its gate_up GEMM): ids were
-// written by the routing two kernels back, which had completed, its writes visible, before any
-// gate_up CTA passed its pdl_wait() and so before gate_up could trigger this launch; so the
-// item's expert is read from L2 and the first step's weights load before this kernel's
-// pdl_wait(), overlapping gate_up's tail. Everything gate_up writes is read after it.
+// The small-batch path's down GEMM (a folding epilogue with ids: moe_experts launches it right
+// after its gate_up GEMM) reads its ids early: the routing wrote them two kernels back, and it
+// had completed, its writes visible, before any gate_up CTA passed its pdl_wait() and so before
+// gate_up could trigger this launch. So the item's expert is read from L2 and the first two
+// steps' weights load before this kernel's pdl_wait(), overlapping gate_up's tail; everything
+// gate_up writes is read after it.
 template <int MT, int KS, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM up to 32 pairs
     moe_mma_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows, Epi epi,
-                   const int32_t* __restrict__ index, const int32_t* __restrict__ ids, int P, int E, int n_out, int K,
-                   bool early_ids) {
+                   const int32_t* __restrict__ index, const int32_t* __restrict__ ids, int P, int E, int n_out, int K) {
   constexpr bool kStage = MT >= kStageMinPairs;
   static_assert(!kStage || KS == 1, "staged x serves one K share");
   constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, kStep = kGran * kU;
   extern __shared__ float part[];  // [warp][16 rows][PS]
   __shared__ int stage[kMoeStageInts];
   __shared__ int pairs[MT];
-  early_ids = early_ids && ids;
+  const bool early_ids = Epi::kFold && ids;
   if (!early_ids) pdl_wait(), epi.prologue();
   const MoeIndex ix(const_cast<int32_t*>(index), P, E);
   int e = 0, begin = 0, end = 0;
@@ -281,7 +281,7 @@ int pick_split(int tiles, int items, int K) {
 template <int MT, int KS, typename Epi>
 cudaError_t launch_ks(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
                       const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, int tiles,
-                      bool early_ids, cudaStream_t s) {
+                      cudaStream_t s) {
   auto* kernel = moe_mma_kernel<MT, KS, Epi>;
   const size_t smem = moe_mma_smem(MT);
   if (smem > 40 * 1024)  // with the static stage and pairs arrays, past the 48 KB default
@@ -290,39 +290,36 @@ cudaError_t launch_ks(const bf16_t* x, int x_div, const bf16_t* w, int64_t exper
       return err;
   constexpr int G = kWarps / KS;
   const dim3 grid((tiles + G - 1) / G, ids ? P : moe_max_items(P, E, MT));
-  return launch_pdl(kernel, grid, kThreads, smem, s, x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K,
-                    early_ids);
+  return launch_pdl(kernel, grid, kThreads, smem, s, x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K);
 }
 
 template <int MT, typename Epi>
 cudaError_t launch_mt(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                      const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, bool early_ids,
-                      cudaStream_t s) {
+                      const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
   if constexpr (MT >= kStageMinPairs) {
-    return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, early_ids, s);
+    return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
   } else {
     switch (pick_split(tiles, std::min(E, P), K)) {
-      case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, early_ids, s);
-      case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, early_ids, s);
-      case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, early_ids, s);
-      default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, early_ids, s);
+      case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+      case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+      case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+      default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
     }
   }
 }
 
 template <typename Epi>
 cudaError_t launch(int chunk, const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                   const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, bool early_ids,
-                   cudaStream_t s) {
+                   const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, cudaStream_t s) {
   if (K <= 0 || K % 8 != 0) return cudaErrorInvalidValue;
   if (ids && chunk != 8) return cudaErrorInvalidValue;  // items of one pair
   switch (chunk) {
-    case 8: return launch_mt<8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, early_ids, s);
-    case 16: return launch_mt<16>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, early_ids, s);
-    case 32: return launch_mt<32>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, early_ids, s);
-    case 64: return launch_mt<64>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, early_ids, s);
-    case 128: return launch_mt<128>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, early_ids, s);
+    case 8: return launch_mt<8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 16: return launch_mt<16>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 32: return launch_mt<32>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 64: return launch_mt<64>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 128: return launch_mt<128>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -342,7 +339,7 @@ cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const bf16_t* 
   const int32_t* ids = direct ? direct->ids : nullptr;
   int* const counters = direct ? direct->counters : nullptr;
   const auto run = [&](auto out) {
-    return launch(chunk, x, k, gate_up, 2 * int64_t(I), out, index, ids, P, E, I, H, false, s);
+    return launch(chunk, x, k, gate_up, 2 * int64_t(I), out, index, ids, P, E, I, H, s);
   };
   const float* b = epi.gate_up_bias;
   const float lim = epi.swiglu_limit;
@@ -360,7 +357,7 @@ cudaError_t moe_down_mma(const bf16_t* act, const bf16_t* down, const float* wei
   const MoeDirect d = direct ? *direct : MoeDirect{};
   const DownOut out{pair_out,      weights, H,  epi.down_bias, d.counters, d.shared, d.shared_gate,
                     d.gate_stride, d.out,   d.k};
-  return launch(chunk, act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I, direct != nullptr, s);
+  return launch(chunk, act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I, s);
 }
 
 }  // namespace gs::cuda
