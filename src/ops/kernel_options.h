@@ -19,6 +19,10 @@ struct AttentionKernelOptions {
   // The keys-as-rows kernel loads the metadata and the cache rows of earlier positions before it waits
   // for the previous kernel (no kernel of the step writes them); false: everything after the wait.
   bool keys_as_rows_early_loads = true;
+  // Where a head-dim-128 keys-as-rows launch's working CTAs fit two an SM (small batches), each
+  // keeps three K/V stages (96 KB) instead of two (64 KB, three CTAs an SM), so a split's first 192
+  // keys load before that wait.
+  bool keys_as_rows_deep_stages = true;
   // Decode batches of at least this many (request, kv head) pairs at head dim 128 and a GQA group
   // of at most 2 run the warp-per-pair kernel (decode_warp_per_pair.cuh); 0: never ...
   int warp_per_pair_min_pairs = 512;

@@ -307,7 +307,9 @@ TEST_F(PrefillAttention, DecodeWarpPerPairMatchesReference) {
 // cache write), GQA 1, 3, 4 and 8 at head dim 64 and 2, 4 at 128, block sizes 16, 32 and 24 (no
 // shift), a sliding window; two requests with a split workspace (each context split over CTAs,
 // launched twice: the arrival counters are left at zero); with the cache rows loaded after
-// pdl_wait as well; a group it does not hold (G 16) is refused.
+// pdl_wait as well; three K/V stages at head dim 128 (few CTAs: the two-request launches) and two
+// (40+ requests of 8 kv heads, and the two requests with deep stages off); a
+// group it does not hold (G 16) is refused.
 TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
   std::vector<Req> decode;
   for (int i = 0; i < 40; ++i) decode.push_back({1, 1 + (i * 397) % 3000});
@@ -326,6 +328,9 @@ TEST_F(PrefillAttention, DecodeKeysAsRowsMatchesReference) {
     AttentionKernelOptions late;
     late.keys_as_rows_early_loads = false;  // everything after pdl_wait
     check_against_reference(Case{hq, hkv, D, 16, decode, 3, 3}, seed++, kernel, false, late);
+    AttentionKernelOptions shallow;
+    shallow.keys_as_rows_deep_stages = false;
+    check_against_reference(Case{hq, hkv, D, 16, few, 1, 2}, seed++, kernel, true, shallow);
   }
   const Case c{128, 8, 64, 16, few};  // G 16: more columns than the n8 tile
   const HostBatch h = make_batch(c, 1);

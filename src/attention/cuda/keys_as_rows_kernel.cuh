@@ -337,12 +337,11 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   const bool tail = r == p.num_reqs_padded;
   const int tok = p.query_start_loc[r];
   const int qlen = tail ? 0 : p.query_start_loc[r + 1] - tok, seq = tail ? 0 : p.seq_lens[r];
-  if (tail) {  // the tail: cache writes (padding slots are skipped) and zero rows
+  if (tail) {                     // the tail: cache writes (padding slots are skipped) and zero rows, by split 0
+    if (blockIdx.z != 0) return;  // before any wait, so that it holds no SM's room
     if (early) pdl_wait(), pdl_trigger();
-    if (blockIdx.z == 0) {
-      tensor_core::write_cache_rows<D, F8>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
-      tensor_core::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
-    }
+    tensor_core::write_cache_rows<D, F8>(p, tok, T - tok, g, int(threadIdx.x), C::threads);
+    tensor_core::zero_out_rows<D>(p, tok, T - tok, g, G, int(threadIdx.x), C::threads);
     return;
   }
   if (qlen != 1) return;  // no token this step
