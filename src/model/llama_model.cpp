@@ -85,8 +85,12 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
   if (i < L) start_layer(i, in, n);
 }
 
+bool LlamaModel::backend_defers_norm(const ForwardInputs& in, int n) const {
+  return !in.has_lora && !tp_.sharded() && !cfg_.gemma_norms && be_.defers_norm(n);
+}
+
 bool LlamaModel::defers_norm(const ForwardInputs& in, int n) const {
-  return !in.has_lora && !tp_.sharded() && !cfg_.gemma_norms && !cfg_.moe.enabled() && be_.defers_norm(n);
+  return !cfg_.moe.enabled() && backend_defers_norm(in, n);
 }
 
 bool LlamaModel::add_norm_in_linear(const ForwardInputs& in, int n, const Tensor& out_norm) const {
@@ -148,13 +152,16 @@ Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInput
 }
 
 // o_proj, residual add + post-attention norm, then the MLP's gate/up projection and activation
-// (with the norm deferred into that projection where the backend takes it).
+// (with the norm deferred into that projection where the backend takes it), or the experts (the
+// norm deferred into the router's projection, which stores the normed row the experts read).
 void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
   const Tensor gate_up = buf_.gate_up.rows(0, n), act = buf_.act.rows(0, n);
-  const bool deferred = defers_norm(in, n);
+  const bool sparse = cfg_.moe.sparse(layer);
+  // Experts: not behind an o_proj bias (gpt-oss), where the add + norm keeps its own kernel anyway.
+  const bool deferred = sparse ? backend_defers_norm(in, n) && !w.o_bias.defined() : defers_norm(in, n);
   if (deferred || add_norm_in_linear(in, n, w.attn_out_norm)) {
     be_.linear({.x = buf_.attn_out.rows(0, n),
                 .w = w.o_proj,
@@ -168,8 +175,8 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
     if (w.attn_out_norm.defined()) be_.rms_norm(hid, w.attn_out_norm, eps, hid);  // Gemma 2 (o is hid)
     add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
   }
-  if (cfg_.moe.sparse(layer)) {
-    moe_.run(w.moe, Tensor(), hid, n);
+  if (sparse) {
+    moe_.run(w.moe, Tensor(), hid, n, deferred ? std::optional(RmsNormInput{res, w.post_norm, eps}) : std::nullopt);
   } else if (lora_slots(in)) {  // the adapter adds to the gate/up projection, in the activation's op
     const Tensor y = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up, Tensor(),
                                     gate_up, in.lora_slots, n);

@@ -77,8 +77,11 @@ class LlamaModel final : public PiecewiseModel {
   // the next norm).
   void mlp_in(int layer, const ForwardInputs& in, int n);
   void mlp_out(int layer, const ForwardInputs& in, int n, const Tensor& next_norm);
-  // Whether this forward defers the residual norms into the projections after them
-  // (Backend::defers_norm; never with LoRA, tensor parallelism or Gemma 2's norms).
+  // Whether the backend defers this forward's residual norms into the projections after them
+  // (Backend::defers_norm; never with LoRA, tensor parallelism or Gemma 2's norms) ...
+  bool backend_defers_norm(const ForwardInputs& in, int n) const;
+  // ... and whether this model does at every norm: not with experts, whose post-attention norm
+  // alone is deferred (into the router's projection, mlp_in).
   bool defers_norm(const ForwardInputs& in, int n) const;
   // Whether o_proj / down and the residual add + norm after it run as one LinearOp (the backend may
   // fuse them) where the backend does not defer the norm: nothing joins the add (no adapter, no

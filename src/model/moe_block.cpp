@@ -36,7 +36,8 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
   if (const int64_t ws = backend.moe_workspace_bytes(M, k, E, I, H); ws > 0) workspace_ = alloc({ws}, DType::U8);
 }
 
-void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n) {
+void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n,
+                   const std::optional<RmsNormInput>& norm) {
   const MoeConfig& m = *moe_;
   Backend& be = *be_;
   const int64_t k = m.routing.top_k;
@@ -50,7 +51,9 @@ void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Ten
   a.down = w.experts_down;
   a.ids = topk_ids_.rows(0, n);
   a.weights = topk_weights_.rows(0, n);
-  be.linear(hid, w.router, w.router_bias, router_logits_.rows(0, n));
+  std::optional<RmsNormInput> keep = norm;
+  if (keep) keep->keep_x = true;  // the experts read hid
+  be.linear({.x = hid, .norm = keep, .w = w.router, .bias = w.router_bias, .y = router_logits_.rows(0, n)});
   be.moe_route(router_logits_.rows(0, n), score_bias, m.routing, a.ids, a.weights);
   if (m.shared_intermediate > 0) {
     be.linear({.x = hid,

@@ -19,7 +19,9 @@ class MoeBlock {
   MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens);
 
   // The block of the normed hidden state hid [n, H] into out(n). `score_bias` [E] f32 or undefined.
-  void run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n);
+  // With `norm`, hid is rms_norm(*norm), computed by the router's projection (which may fuse it).
+  void run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n,
+           const std::optional<RmsNormInput>& norm = std::nullopt);
   Tensor out(int n) const { return out_.rows(0, n); }
 
  private:

@@ -13,10 +13,13 @@
 
 namespace gs {
 
-// Before the GEMM: rms_norm(residual, weight, eps, x), so x is scratch the op writes first.
+// Before the GEMM: rms_norm(residual, weight, eps, x). Unless keep_x, x is scratch: a backend
+// that norms the row inside the GEMM may leave it unwritten; with keep_x it holds the norm after
+// the op (later ops read it).
 struct RmsNormInput {
   Tensor residual{}, weight{};
   float eps = 0.0f;
+  bool keep_x = false;
 };
 
 // After the GEMM, the op that consumes y; y is then scratch (its contents unspecified afterwards).

@@ -336,6 +336,36 @@ TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
   }
 }
 
+// A plain projection whose norm later ops read (RmsNormInput::keep_x: the router before the
+// experts): at one token the GEMV norms the residual as it streams and its blocks store the normed
+// row, a share each; x then equals rms_norm's output and y the projection of it (f32, with a bias),
+// for a K split in 4, 2 and none (the GEMV's forms) and as many experts as Mixtral and Qwen3-MoE
+// have, against rms_norm's own row; from two tokens the norm runs first.
+TEST_P(CudaOps, ProjectionKeepingItsNormStoresTheNormedRow) {
+  const float eps = 1e-6f;
+  for (const int H : {4096, 2048, 136})
+    for (const int N : {128, 8})
+      for (const int M : {1, 2}) {
+        SCOPED_TRACE(testing::Message() << "H=" << H << " N=" << N << " M=" << M);
+        const auto r0 = randn(size_t(M) * H, 90);
+        Tensor cr = on(*cpu, r0, {M, H}, DType::F32), gr = on(*gpu, r0, {M, H}, DType::F32);
+        auto [cg, gg] = both(randn(size_t(H), 91), {H});
+        auto [cw, gw] = both(randn(size_t(N) * H, 92, 0.05f), {N, H});
+        auto [cb, gb] = both(randn(size_t(N), 93), {N});
+        auto [cx, gx] = empty({M, H});
+        gpu->fill_zero(gx);
+        auto [cy, gy] = empty({M, N}, DType::F32);
+        cpu->linear({.x = cx, .norm = RmsNormInput{cr, cg, eps, true}, .w = cw, .bias = cb, .y = cy});
+        gpu->linear({.x = gx, .norm = RmsNormInput{gr, gg, eps, true}, .w = gw, .bias = gb, .y = gy});
+        expect_close(cx, gx);
+        expect_close(cy, gy);
+        Tensor gx_plain = Tensor::empty({M, H}, dt(), gpu->allocator());
+        gpu->rms_norm(gr, gg, eps, gx_plain);
+        // The GEMV sums the squares in its own order: 1 / rms within an ulp of rms_norm's.
+        EXPECT_LT(rel_l2(read(*gpu, gx), read(*gpu, gx_plain)), dt() == DType::F32 ? 1e-6 : 1e-3);
+      }
+}
+
 TEST_P(CudaOps, GatherRows) {
   const int T = 9, V = 5003;
   std::vector<float> logits = randn(T * V, 60);

@@ -259,6 +259,7 @@ class CudaBackend final : public Backend {
   // where they apply (each falls back to the unfused ops), else Backend's sequence.
   void linear(const LinearOp& op) override {
     expire_handoff();
+    if (op.norm && op.norm->keep_x) return linear_keeping_norm(op);
     if (op.w.dtype() == DType::F8E4M3) return fp8_linear(op);
     const bool no_bias = !op.bias.defined();
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then); e && e->rope && (!op.norm || op.norm->eps == e->eps)) {
@@ -529,6 +530,34 @@ class CudaBackend final : public Backend {
       return;
     }
     unfused_gated_activation(act, x, w, gate_up, out);
+  }
+
+  // A norm whose row later ops read (RmsNormInput::keep_x; the router before the experts): at one
+  // token a plain GEMV norms the residual as it streams and its blocks store the normed row, a
+  // share each; otherwise the norm, then the projection of x.
+  void linear_keeping_norm(const LinearOp& op) {
+    const RmsNormInput& n = *op.norm;
+    const int64_t N = op.w.dim(0);
+    const bool fused =
+        std::holds_alternative<std::monostate>(op.then) && op.w.dtype() == dtype_ &&
+        normed_gemv_fits(n.residual, n.weight, op.w, "linear") && op.x.defined() && op.x.dtype() == dtype_ &&
+        op.x.device().is_cuda() && op.x.dim(0) == 1 && op.x.row_elems() == op.w.row_elems() &&
+        cuda::gemv_supported(1, int(op.x.row_elems()), int(dtype_size(dtype_)), op.x.data(), op.w.data()) &&
+        op.y.defined() && op.y.device().is_cuda() && (op.y.dtype() == dtype_ || op.y.dtype() == DType::F32) &&
+        op.y.dim(0) == 1 && op.y.row_elems() == N && (!op.bias.defined() || op.bias.numel() == N);
+    if (!fused) {
+      rms_norm(n.residual, n.weight, n.eps, op.x);
+      LinearOp rest = op;
+      rest.norm.reset();
+      return linear(rest);
+    }
+    if (op.bias.defined()) need(op.bias, dtype_, "linear", "bias");
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      const cuda::GemvInput<E> in(ptr<float>(n.residual), ptr<E>(n.weight), n.eps, ptr<E>(op.x));
+      GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(op.w), op.bias.defined() ? ptr<E>(op.bias) : nullptr, op.y.data(),
+                                  op.y.dtype() == DType::F32, 1, int(N), int(op.x.row_elems()), s()));
+    });
   }
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,

@@ -32,6 +32,7 @@ struct XRow {
   __device__ __forceinline__ void load(int64_t K, int m, int kv, float (&xf)[kVecElems<T>], float&) const {
     unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(x + m * K) + kv), xf);
   }
+  __device__ __forceinline__ void store_share(float, int, int, int) const {}
 };
 template <typename T>
 struct NormedRow {
@@ -39,6 +40,7 @@ struct NormedRow {
   const float* residual;
   const T* norm_w;
   float eps;
+  T* out = nullptr;  // GemvInput::normed
   __device__ __forceinline__ float scale(float ss, int K) const { return rsqrtf(ss / float(K) + eps); }
   __device__ __forceinline__ void load(int64_t, int, int kv, float (&xf)[kVecElems<T>], float& ss) const {
     constexpr int V = kVecElems<T>;
@@ -53,6 +55,26 @@ struct NormedRow {
     for (int j = 0; j < V; ++j) {
       ss = fmaf(r[j], r[j], ss);
       xf[j] = r[j] * g[j];
+    }
+  }
+  // Block blockIdx.x's share of out = residual * (inv * norm_w) (rms_norm's rounding), by its
+  // threads tid = 0 .. n - 1; nothing when out is not set.
+  __device__ __forceinline__ void store_share(float inv, int K, int tid, int n) const {
+    constexpr int V = kVecElems<T>;
+    if (!out) return;
+    const int chunks = K / V, per = (chunks + int(gridDim.x) - 1) / int(gridDim.x);
+    const int end = min(chunks, (int(blockIdx.x) + 1) * per);
+    for (int c = int(blockIdx.x) * per + tid; c < end; c += n) {
+      float r[V], g[V];
+#pragma unroll
+      for (int i = 0; i < V / 4; ++i) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(residual) + c * (V / 4) + i);
+        r[4 * i] = f.x, r[4 * i + 1] = f.y, r[4 * i + 2] = f.z, r[4 * i + 3] = f.w;
+      }
+      unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(norm_w) + c), g);
+#pragma unroll
+      for (int j = 0; j < V; ++j) r[j] *= inv * g[j];
+      reinterpret_cast<uint4*>(out)[c] = pack_vec<T>(r);
     }
   }
 };
@@ -208,9 +230,23 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
       for (int r = 0; r < R; ++r) out[r] = Src::kNormed ? v[r] * scale : v[r];
       epi.store(n, 0, out);
     }
+    if constexpr (Src::kNormed) {
+      if (src.out) {  // the normed row's share of this block, scaled as its first output
+        __shared__ float inv;
+        if (threadIdx.x == 0) {
+          float ss = 0.0f;
+#pragma unroll
+          for (int k = 0; k < KS; ++k) ss += part[k][P - 1];
+          inv = src.scale(ss, K);
+        }
+        __syncthreads();
+        src.store_share(inv, K, int(threadIdx.x), int(blockDim.x));
+      }
+    }
   } else {
     static_assert(!HeadNormed<Epi>::value || M == 1, "the head norm is fused for one token");
     const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
+    if (warp == 0) src.store_share(scale, K, lane, 32);  // XRow, or no normed store: nothing
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float v[R];
@@ -284,7 +320,7 @@ cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int 
     if (in.residual) return launch_head_norm(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
     return launch_head_norm(XRow<T>{in.x}, w, epi, N, K, s);
   } else {
-    if (in.residual) return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
+    if (in.residual) return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps, in.normed}, w, epi, N, K, s);
     return launch_rows(XRow<T>{in.x}, w, epi, N, K, s);
   }
 }

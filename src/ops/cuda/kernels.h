@@ -104,8 +104,10 @@ struct GemvInput {
   const float* residual = nullptr;
   const T* norm_w = nullptr;
   float eps = 0.0f;
+  T* normed = nullptr;  // with residual: the GEMV also stores rms_norm(residual) * norm_w here (a share a block)
   GemvInput(const T* x_) : x(x_) {}  // NOLINT(google-explicit-constructor): plain x reads as before
-  GemvInput(const float* residual_, const T* norm_w_, float eps_) : residual(residual_), norm_w(norm_w_), eps(eps_) {}
+  GemvInput(const float* residual_, const T* norm_w_, float eps_, T* normed_ = nullptr)
+      : residual(residual_), norm_w(norm_w_), eps(eps_), normed(normed_) {}
 };
 template <typename T>
 bool gemv_supported(int M, int K, const GemvInput<T>& x, const T* w);
