@@ -42,15 +42,20 @@ struct NormedRow {
   float eps;
   T* out = nullptr;  // GemvInput::normed
   __device__ __forceinline__ float scale(float ss, int K) const { return rsqrtf(ss / float(K) + eps); }
-  __device__ __forceinline__ void load(int64_t, int, int kv, float (&xf)[kVecElems<T>], float& ss) const {
+  // Chunk kv of the residual into r and of norm_w into g.
+  __device__ __forceinline__ void chunk(int kv, float (&r)[kVecElems<T>], float (&g)[kVecElems<T>]) const {
     constexpr int V = kVecElems<T>;
-    float r[V], g[V];
 #pragma unroll
     for (int i = 0; i < V / 4; ++i) {
       const float4 f = __ldg(reinterpret_cast<const float4*>(residual) + kv * (V / 4) + i);
       r[4 * i] = f.x, r[4 * i + 1] = f.y, r[4 * i + 2] = f.z, r[4 * i + 3] = f.w;
     }
     unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(norm_w) + kv), g);
+  }
+  __device__ __forceinline__ void load(int64_t, int, int kv, float (&xf)[kVecElems<T>], float& ss) const {
+    constexpr int V = kVecElems<T>;
+    float r[V], g[V];
+    chunk(kv, r, g);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       ss = fmaf(r[j], r[j], ss);
@@ -66,12 +71,7 @@ struct NormedRow {
     const int end = min(chunks, (int(blockIdx.x) + 1) * per);
     for (int c = int(blockIdx.x) * per + tid; c < end; c += n) {
       float r[V], g[V];
-#pragma unroll
-      for (int i = 0; i < V / 4; ++i) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(residual) + c * (V / 4) + i);
-        r[4 * i] = f.x, r[4 * i + 1] = f.y, r[4 * i + 2] = f.z, r[4 * i + 3] = f.w;
-      }
-      unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(norm_w) + c), g);
+      chunk(c, r, g);
 #pragma unroll
       for (int j = 0; j < V; ++j) r[j] *= inv * g[j];
       reinterpret_cast<uint4*>(out)[c] = pack_vec<T>(r);
