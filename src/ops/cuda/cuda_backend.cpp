@@ -538,14 +538,7 @@ class CudaBackend final : public Backend {
   void linear_keeping_norm(const LinearOp& op) {
     const RmsNormInput& n = *op.norm;
     const int64_t N = op.w.dim(0);
-    const bool fused =
-        std::holds_alternative<std::monostate>(op.then) && op.w.dtype() == dtype_ &&
-        normed_gemv_fits(n.residual, n.weight, op.w, "linear") && op.x.defined() && op.x.dtype() == dtype_ &&
-        op.x.device().is_cuda() && op.x.dim(0) == 1 && op.x.row_elems() == op.w.row_elems() &&
-        cuda::gemv_supported(1, int(op.x.row_elems()), int(dtype_size(dtype_)), op.x.data(), op.w.data()) &&
-        op.y.defined() && op.y.device().is_cuda() && (op.y.dtype() == dtype_ || op.y.dtype() == DType::F32) &&
-        op.y.dim(0) == 1 && op.y.row_elems() == N && (!op.bias.defined() || op.bias.numel() == N);
-    if (!fused) {
+    if (!gemv_keeps_norm(op)) {
       rms_norm(n.residual, n.weight, n.eps, op.x);
       LinearOp rest = op;
       rest.norm.reset();
@@ -558,6 +551,20 @@ class CudaBackend final : public Backend {
       GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(op.w), op.bias.defined() ? ptr<E>(op.bias) : nullptr, op.y.data(),
                                   op.y.dtype() == DType::F32, 1, int(N), int(op.x.row_elems()), s()));
     });
+  }
+
+  // Whether the one-token GEMV takes linear_keeping_norm's op whole: no epilogue, weights in the
+  // compute dtype, x [1, K] aligned for its stores, y [1, N] in the compute dtype or f32.
+  bool gemv_keeps_norm(const LinearOp& op) const {
+    const RmsNormInput& n = *op.norm;
+    const int64_t N = op.w.dim(0), K = op.w.row_elems();
+    const auto on_gpu = [](const Tensor& t, int64_t cols) {
+      return t.defined() && t.device().is_cuda() && t.dim(0) == 1 && t.row_elems() == cols;
+    };
+    return std::holds_alternative<std::monostate>(op.then) && op.w.dtype() == dtype_ &&
+           normed_gemv_fits(n.residual, n.weight, op.w, "linear") && on_gpu(op.x, K) && op.x.dtype() == dtype_ &&
+           cuda::gemv_supported(1, int(K), int(dtype_size(dtype_)), op.x.data(), op.w.data()) && on_gpu(op.y, N) &&
+           (op.y.dtype() == dtype_ || op.y.dtype() == DType::F32) && (!op.bias.defined() || op.bias.numel() == N);
   }
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
