@@ -185,12 +185,14 @@ __global__ void __launch_bounds__(kMaxMoeExperts)
   __shared__ float key[kMaxMoeExperts];
   __shared__ float picked[kMaxMoeTopK];
   __shared__ float stats[2];
+  const int E = r.num_experts, k = r.top_k, e = int(threadIdx.x), lane = e & 31;
+  const float b = bias && e < E ? bias[e] : 0.0f;  // a weight: before the wait
   pdl_wait();
   pdl_trigger();
-  const int E = r.num_experts, k = r.top_k, e = int(threadIdx.x), lane = e & 31;
   const float* l = logits + int64_t(blockIdx.x) * E;
   int32_t* const tid = ids + int64_t(blockIdx.x) * k;
   float* const tw = weights + int64_t(blockIdx.x) * k;
+  const float x = e < E ? l[e] : 0.0f;  // each thread's logit, in flight with warp 0's loads below
   if (r.score == MoeScore::Softmax && e < 32) {
     float v[kPer];
 #pragma unroll
@@ -202,9 +204,8 @@ __global__ void __launch_bounds__(kMaxMoeExperts)
   __syncthreads();
   float s = 0.0f, c = -INFINITY;
   if (e < E) {
-    const float x = l[e];
     s = r.score == MoeScore::Softmax ? expf(x - stats[0]) / stats[1] : 1.0f / (1.0f + expf(-x));
-    c = s + (bias ? bias[e] : 0.0f);
+    c = s + b;
     key[e] = c;
   }
   if (__syncthreads_or(e < E && isnan(c))) {
