@@ -26,7 +26,8 @@ namespace {
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kGran = 32;                // k a granule: 4 lanes x 8
 constexpr int kU = 4;                    // granules a step
-constexpr int kWarpsPerSm = 16;          // warps in flight per SM the split aims at
+constexpr int kCtasPerSm = 2;            // CTAs an SM for items of up to kStageMinPairs pairs
+constexpr int kMinSteps = 8;             // steps of K a warp keeps (items of 8 pairs; more pairs, more)
 constexpr int kStageMinPairs = 32;       // items of this many pairs stage x in shared memory
 constexpr int kXsRow = kGran * kU + 16;  // a staged x row: one step's k, padded so that the 8 rows
                                          // of a quarter-warp's loads fall in distinct banks
@@ -125,7 +126,7 @@ __device__ __forceinline__ void mma_step(const uint4& wa, const uint4& wb, const
 // steps' weights load before this kernel's pdl_wait(), overlapping gate_up's tail; everything
 // gate_up writes is read after it.
 template <int MT, int KS, typename Epi>
-__global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM up to 32 pairs
+__global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 1)
     moe_mma_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows, Epi epi,
                    const int32_t* __restrict__ index, const int32_t* __restrict__ ids, int P, int E, int n_out, int K) {
   constexpr bool kStage = MT >= kStageMinPairs;
@@ -265,16 +266,21 @@ __global__ void __launch_bounds__(kThreads, MT <= 32 ? 2 : 1)  // 2 CTAs an SM u
   }
 }
 
-// K shares a tile: the power of two (<= 8, at most K's granules) whose warp count, over the
-// items the routing can make active, comes closest to kWarpsPerSm an SM.
-int pick_split(int tiles, int items, int K) {
-  const double target = double(cuda_current_sm_count(132)) * kWarpsPerSm;
-  const auto warps = [&](int ks) { return double((tiles + kWarps / ks - 1) / (kWarps / ks)) * items * kWarps; };
+// K shares a tile (a power of two up to 8 and K's granules): the most whose CTAs, over the items
+// the routing can make active, still fit one wave (kCtasPerSm an SM), since a CTA's start (its
+// PDL wait, the routing's reads, its first loads) is paid again by each wave; where even one
+// share needs more waves, the most that leave a warp kMinSteps steps of K for every 8 pairs of
+// an item, since more, shorter CTAs even out the last wave but each adds its partial sums.
+int pick_split(int tiles, int items, int K, int MT) {
+  const int min_steps = kMinSteps * MT / 8;
+  const int slots = kCtasPerSm * cuda_current_sm_count(132), granules = (K + kGran - 1) / kGran;
+  const auto ctas = [&](int ks) { return (tiles + kWarps / ks - 1) / (kWarps / ks) * items; };
+  const bool one_wave = ctas(1) <= slots;
   int best = 1;
-  for (int ks = 2; ks <= kWarps; ks *= 2)
-    if ((K + kGran - 1) / kGran >= ks &&
-        std::abs(std::log(warps(ks) / target)) <= std::abs(std::log(warps(best) / target)))
-      best = ks;
+  for (int ks = 2; ks <= kWarps && ks <= granules; ks *= 2) {
+    if (one_wave ? ctas(ks) > slots : granules / ks < min_steps * kU) break;
+    best = ks;
+  }
   return best;
 }
 
@@ -300,7 +306,7 @@ cudaError_t launch_mt(const bf16_t* x, int x_div, const bf16_t* w, int64_t exper
   if constexpr (MT >= kStageMinPairs) {
     return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
   } else {
-    switch (pick_split(tiles, std::min(E, P), K)) {
+    switch (pick_split(tiles, std::min(E, P), K, MT)) {
       case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
       case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
       case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
