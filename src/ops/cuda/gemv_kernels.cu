@@ -303,12 +303,19 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
 }
 
 // The QKV GEMV with the q / k head norm: kHeadNormWarps outputs a block, a cluster of
-// half / kHeadNormWarps blocks a head, no split K (a head's pairs are whole in its cluster).
+// half / kHeadNormWarps blocks a head, no split K (a head's pairs are whole in its cluster). Three
+// blocks an SM: with the input norm fused (NormedRow) ptxas would otherwise take ~116 registers,
+// two blocks an SM, and a head's cluster waits for room (Qwen3-0.6B's 32 heads, 30B-A3B's 40).
 constexpr int kHeadNormWarps = 8;
+template <typename T, typename Src, typename Epi>
+__global__ void __launch_bounds__(kHeadNormWarps * 32, 3)
+    gemv_head_norm_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+  gemv_rows<T, 1, Src, Epi, kHeadNormWarps, 1>(src, w, epi, N, K);
+}
 template <typename T, typename Src>
 cudaError_t launch_head_norm(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
                              cudaStream_t s) {
-  constexpr auto kernel = gemv_wide_kernel<T, 1, Src, QkvRopeEpilogue<T, true>, kHeadNormWarps, 1>;
+  constexpr auto kernel = gemv_head_norm_kernel<T, Src, QkvRopeEpilogue<T, true>>;
   return launch_pdl_cluster(kernel, N / kHeadNormWarps, kHeadNormWarps * 32, 0, s, unsigned(epi.half / kHeadNormWarps),
                             src, w, epi, N, K);
 }
