@@ -38,7 +38,8 @@ class Loader {
     const bool fp8 = d.dtype() == DType::F8E4M3;
     const Tensor f = fp8 ? Tensor::empty(d.shape(), DType::F32, be_.allocator()) : d;
     src_.load(name, shape, f, init, fan_in, slice);
-    const bool online = cfg_.quant.online && is_projection(name) && cfg_.quant.quantizes(module_of(name));
+    const bool online =
+        cfg_.quant.online && is_projection(name) && !is_expert(name) && cfg_.quant.quantizes(module_of(name));
     if (fp8 || online) quantize(f, d, s[0]);
     if (fp8) be_.stream().synchronize();  // f is freed on return
   }
@@ -48,6 +49,11 @@ class Loader {
     const Fp8WeightScales sc = cfg_.quant.online ? Fp8WeightScales::Channel : cfg_.quant.scales;
     const int64_t group_rows = sc == Fp8WeightScales::Tensor ? rows : sc == Fp8WeightScales::Block ? kFp8BlockK : 1;
     be_.quantize_fp8(part, group_rows, sc == Fp8WeightScales::Block, dst);
+  }
+  // The routed and shared experts keep the compute dtype (there are no FP8 expert kernels): an
+  // FP8 checkpoint's are dequantized exactly, and --quantization fp8 leaves them as they are.
+  static bool is_expert(const std::string& name) {
+    return name.find(".experts.") != std::string::npos || name.find(".shared_expert.") != std::string::npos;
   }
   static bool is_projection(const std::string& name) {
     const std::string p = "_proj.weight";
