@@ -1,7 +1,8 @@
 // FP8 weights on the CPU reference: e4m3 conversions, quantization_config parsing (every refused
 // scheme names its field and value), broken FP8 checkpoints (scales of the wrong shape or dtype
-// name the tensor), and --quantization fp8 on stories260K against the f32 goldens. The FP8
-// fixtures' greedy tokens against HF run in families_test.cpp (Fp8/Families).
+// name the tensor), --quantization fp8 on stories260K against the f32 goldens and on a mixture of
+// experts (the experts left as they are). The FP8 fixtures' greedy tokens against HF run in
+// families_test.cpp (Fp8/Families).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -217,33 +218,41 @@ TEST(Fp8Online, Stories260KStaysCloseToTheF32Goldens) {
   EXPECT_GE(agree, int(want.size()) * 85 / 100);
 }
 
-// --quantization fp8 on a mixture of experts (the qwen3_moe fixture, f32 on the CPU): the experts
-// keep their checkpoint values bit for bit (the GPU has no FP8 expert kernels, so rounding them
-// would cost accuracy and a slow load for nothing), while the attention projections are quantized.
+// --quantization fp8 on a mixture of experts (the qwen3_moe fixture, and qwen2_moe's shared
+// expert; f32 on the CPU): the experts keep their checkpoint values bit for bit (there are no FP8
+// expert kernels, so rounding them would cost accuracy for nothing), while the attention
+// projections are quantized.
 TEST(Fp8Online, MoeExpertsKeepTheirWeights) {
-  const fs::path dir = test::family_dir("qwen3_moe");
   auto cpu = make_cpu_backend();
-  const auto load = [&](const std::string& quantization) {
-    ModelConfig cfg = load_model_config(dir);
-    apply_quantization_flag(cfg.quant, quantization);
-    auto src = make_checkpoint_source(dir.string(), *cpu, cfg);
-    return load_llama_weights(cfg, make_tp_layout(cfg, 0, 1), *cpu, *src);
-  };
-  const LlamaWeights fp8 = load("fp8"), plain = load("");
   const auto values = [](const Tensor& t) {
     const float* p = t.data_as<const float>();
     return std::vector<float>(p, p + t.numel());
   };
-  int sparse = 0;
-  for (size_t l = 0; l < plain.layers.size(); ++l) {
-    const MoeLayerWeights& a = fp8.layers[l].moe;
-    if (!plain.layers[l].moe.experts_gate_up.defined()) continue;
-    ++sparse;
-    EXPECT_EQ(values(a.experts_gate_up), values(plain.layers[l].moe.experts_gate_up)) << "layer " << l;
-    EXPECT_EQ(values(a.experts_down), values(plain.layers[l].moe.experts_down)) << "layer " << l;
-    EXPECT_NE(values(fp8.layers[l].qkv), values(plain.layers[l].qkv)) << "layer " << l << ": qkv not quantized";
+  for (const char* family : {"qwen3_moe", "qwen2_moe"}) {
+    SCOPED_TRACE(family);
+    const fs::path dir = test::family_dir(family);
+    const auto load = [&](const std::string& quantization) {
+      ModelConfig cfg = load_model_config(dir);
+      apply_quantization_flag(cfg.quant, quantization);
+      auto src = make_checkpoint_source(dir.string(), *cpu, cfg);
+      return load_llama_weights(cfg, make_tp_layout(cfg, 0, 1), *cpu, *src);
+    };
+    const LlamaWeights fp8 = load("fp8"), plain = load("");
+    int sparse = 0;
+    for (size_t l = 0; l < plain.layers.size(); ++l) {
+      const MoeLayerWeights &a = fp8.layers[l].moe, &b = plain.layers[l].moe;
+      if (!b.experts_gate_up.defined()) continue;
+      ++sparse;
+      EXPECT_EQ(values(a.experts_gate_up), values(b.experts_gate_up)) << "layer " << l;
+      EXPECT_EQ(values(a.experts_down), values(b.experts_down)) << "layer " << l;
+      if (b.shared_gate_up.defined()) {
+        EXPECT_EQ(values(a.shared_gate_up), values(b.shared_gate_up)) << "layer " << l;
+        EXPECT_EQ(values(a.shared_down), values(b.shared_down)) << "layer " << l;
+      }
+      EXPECT_NE(values(fp8.layers[l].qkv), values(plain.layers[l].qkv)) << "layer " << l << ": qkv not quantized";
+    }
+    EXPECT_GT(sparse, 0);
   }
-  EXPECT_GT(sparse, 0);
 }
 
 // The checkpoint's KV-cache scales reach the cache: the fp8_tensor fixture with layer 0's
