@@ -210,6 +210,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
   if constexpr (KS > 1) {
     constexpr int P = R + (Src::kNormed ? 1 : 0);  // the R sums, then the sum of squares
     __shared__ float part[WARPS][P];
+    __shared__ float inv;  // the block's first output's scale (thread 0's), for the normed row's store
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const float v = warp_sum(p < R ? acc[p][0] : ss);
@@ -225,6 +226,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
         for (int k = 0; k < KS; ++k) v[p] += part[warp + k][p];
       }
       const float scale = src.scale(v[P - 1], K);
+      if (threadIdx.x == 0) inv = scale;
       float out[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) out[r] = Src::kNormed ? v[r] * scale : v[r];
@@ -232,13 +234,6 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
     }
     if constexpr (Src::kNormed) {
       if (src.out) {  // the normed row's share of this block, scaled as its first output
-        __shared__ float inv;
-        if (threadIdx.x == 0) {
-          float ss = 0.0f;
-#pragma unroll
-          for (int k = 0; k < KS; ++k) ss += part[k][P - 1];
-          inv = src.scale(ss, K);
-        }
         __syncthreads();
         src.store_share(inv, K, int(threadIdx.x), int(blockDim.x));
       }
