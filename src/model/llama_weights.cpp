@@ -4,109 +4,16 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "ops/fp8_weights.h"
+#include "model/weight_loader.h"
 
 namespace gs {
 
 namespace {
 
-// Allocates fused tensors and fills their row ranges from HF tensors.
-class Loader {
+// Llama-family layers on WeightLoader: fused tensors filled from the row ranges of HF tensors.
+class Loader : public WeightLoader {
  public:
-  Loader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
-      : cfg_(cfg), tp_(tp), be_(backend), src_(src) {}
-
-  Tensor alloc(const Shape& s) { return Tensor::empty(s, be_.compute_dtype(), be_.allocator()); }
-
-  // A projection weight [out, in] of `module` (its first part): FP8 with its scales where the
-  // model is quantized and the backend computes in FP8, else in the compute dtype.
-  Tensor proj(const std::string& module, int64_t out, int64_t in) {
-    if (!cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
-    const int64_t groups = cfg_.quant.scales == Fp8WeightScales::Block ? (in + kFp8BlockK - 1) / kFp8BlockK : 1;
-    return Tensor::empty({out, in}, DType::F8E4M3, be_.allocator())
-        .with_scales(Tensor::empty({out, groups}, DType::F32, be_.allocator()));
-  }
-
-  // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`.
-  void part(const Tensor& dst, int64_t row, const std::string& name, const Shape& shape, WeightInit init,
-            int64_t fan_in, const WeightSlice& slice = {}) {
-    const Shape s = slice.shape_of(shape);
-    Tensor d = dst.rows(row, s[0]);
-    int64_t count = 1;
-    for (int64_t e : s) count *= e;
-    GS_CHECK(d.numel() == count, "{}: slice {} does not fill {}", name, shape_str(s), d.str());
-    const bool fp8 = d.dtype() == DType::F8E4M3;
-    const Tensor f = fp8 ? Tensor::empty(d.shape(), DType::F32, be_.allocator()) : d;
-    src_.load(name, shape, f, init, fan_in, slice);
-    const bool online =
-        cfg_.quant.online && is_projection(name) && !is_expert(name) && cfg_.quant.quantizes(module_of(name));
-    if (fp8 || online) quantize(f, d, s[0]);
-    if (fp8) be_.stream().synchronize();  // f is freed on return
-  }
-  // The part's values to FP8, scaled in the groups of the checkpoint's layout (so that its exact
-  // values come back), per output channel when quantized at load.
-  void quantize(const Tensor& part, const Tensor& dst, int64_t rows) {
-    const Fp8WeightScales sc = cfg_.quant.online ? Fp8WeightScales::Channel : cfg_.quant.scales;
-    const int64_t group_rows = sc == Fp8WeightScales::Tensor ? rows : sc == Fp8WeightScales::Block ? kFp8BlockK : 1;
-    be_.quantize_fp8(part, group_rows, sc == Fp8WeightScales::Block, dst);
-  }
-  // The routed and shared experts keep the compute dtype (there are no FP8 expert kernels): an
-  // FP8 checkpoint's are dequantized exactly, and --quantization fp8 leaves them as they are.
-  static bool is_expert(const std::string& name) {
-    return name.find(".experts.") != std::string::npos || name.find(".shared_expert.") != std::string::npos;
-  }
-  static bool is_projection(const std::string& name) {
-    const std::string p = "_proj.weight";
-    return name.size() > p.size() && name.compare(name.size() - p.size(), p.size(), p) == 0;
-  }
-  static std::string module_of(const std::string& name) {
-    const std::string w = ".weight";
-    return name.size() > w.size() && name.compare(name.size() - w.size(), w.size(), w) == 0
-               ? name.substr(0, name.size() - w.size())
-               : name;
-  }
-
-  Tensor matrix(const std::string& name, int64_t out, int64_t in) {
-    Tensor t = alloc({out, in});
-    part(t, 0, name, {out, in}, WeightInit::Uniform, in);
-    return t;
-  }
-  // This rank's rows [begin, begin + count) of an [out, in] matrix (column-parallel).
-  WeightSlice rows(int64_t begin, int64_t count) const { return {0, begin, count}; }
-  // This rank's input columns of a row-parallel [out, in] matrix: [in / N] from rank * in / N.
-  Tensor row_parallel(const std::string& name, int64_t out, int64_t in) {
-    const int64_t k = in / tp_.size;
-    Tensor t = proj(module_of(name), out, k);
-    part(t, 0, name, {out, in}, WeightInit::Uniform, in, {1, tp_.rank * k, k});
-    return t;
-  }
-  // Vocab-parallel rows of an embedding or lm_head (zero rows past the vocabulary).
-  Tensor vocab_rows(const std::string& name) {
-    const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
-    if (!tp_.sharded()) return matrix(name, V, H);
-    Tensor t = alloc({tp_.vocab_shard, H});
-    be_.fill_zero(t);
-    if (tp_.vocab_count > 0) part(t, 0, name, {V, H}, WeightInit::Uniform, H, rows(tp_.vocab_begin, tp_.vocab_count));
-    return t;
-  }
-  Tensor vector(const std::string& name, int64_t n, WeightInit init) {
-    Tensor t = alloc({n});
-    part(t, 0, name, {n}, init, 0);
-    return t;
-  }
-
-  // An RMSNorm weight; Gemma's (which multiply by 1 + w) are stored as 1 + w, added in f32.
-  Tensor norm(const std::string& name, int64_t n) {
-    if (!cfg_.gemma_norms) return vector(name, n, WeightInit::Ones);
-    Tensor t = vector(name, n, WeightInit::Zeros);
-    std::vector<uint8_t> raw(size_t(n) * dtype_size(t.dtype()));
-    be_.copy(Tensor::wrap(raw.data(), t.shape(), t.dtype(), Device::cpu()), t);
-    be_.stream().synchronize();
-    std::vector<float> w(static_cast<size_t>(n), 0.0f);
-    convert_host(raw.data(), t.dtype(), w.data(), DType::F32, size_t(n));
-    for (float& x : w) x += 1.0f;
-    return be_.upload(w.data(), DType::F32, t.shape(), t.dtype());
-  }
+  using WeightLoader::WeightLoader;
 
   // q/k/v (and gate/up) fused in the checkpoint (Phi-3), or three (two) tensors.
   // The rank's q, k, v rows (its heads) of the projection `names` ({q, k, v} or Phi-3's fused
@@ -230,12 +137,6 @@ class Loader {
   }
 
   Tensor final_norm() { return norm("model.norm.weight", cfg_.hidden_size); }
-
- private:
-  const ModelConfig& cfg_;
-  const TpLayout& tp_;
-  Backend& be_;
-  WeightSource& src_;
 };
 
 }  // namespace

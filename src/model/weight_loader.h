@@ -1,0 +1,63 @@
+// WeightLoader: allocates a model's weights on the backend and fills them from a WeightSource
+// (HF tensor names), whole or as one tensor-parallel rank's slices (TpLayout), in the compute
+// dtype or FP8 where the model is quantized (QuantConfig): the pieces every model's loader is
+// built of (llama_weights.cpp, deepseek_model.cpp).
+#pragma once
+#include <string>
+
+#include "model/model_config.h"
+#include "model/tp_layout.h"
+#include "model/weight_source.h"
+#include "ops/backend.h"
+
+namespace gs {
+
+class WeightLoader {
+ public:
+  WeightLoader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
+      : cfg_(cfg), tp_(tp), be_(backend), src_(src) {}
+
+  // An uninitialized tensor in the compute dtype.
+  Tensor alloc(const Shape& s);
+  // A projection weight [out, in] of `module` (its first part): FP8 with its scales where the
+  // model is quantized and the backend computes in FP8, else in the compute dtype.
+  Tensor proj(const std::string& module, int64_t out, int64_t in);
+  // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`, quantized
+  // where dst is FP8 or the model is quantized at load (routed and shared experts excepted).
+  void part(const Tensor& dst, int64_t row, const std::string& name, const Shape& shape, WeightInit init,
+            int64_t fan_in, const WeightSlice& slice = {});
+  // A whole [out, in] matrix in the compute dtype.
+  Tensor matrix(const std::string& name, int64_t out, int64_t in);
+  // Rows [begin, begin + count) of an [out, in] matrix (a column-parallel rank's).
+  static WeightSlice rows(int64_t begin, int64_t count) { return {0, begin, count}; }
+  // Rows [begin, begin + count) of HF matrix `name` [out, in] as a projection weight.
+  Tensor column_parallel(const std::string& name, int64_t out, int64_t in, int64_t begin, int64_t count);
+  // This rank's input columns of a row-parallel [out, in] matrix: [in / N] from rank * in / N.
+  Tensor row_parallel(const std::string& name, int64_t out, int64_t in);
+  // Vocab-parallel rows of an embedding or lm_head [V, H] (zero rows past the vocabulary).
+  Tensor vocab_rows(const std::string& name);
+  Tensor vector(const std::string& name, int64_t n, WeightInit init);  // in the compute dtype
+  Tensor vector(const std::string& name, int64_t n, WeightInit init, DType dt);
+  // An RMSNorm weight; Gemma's (which multiply by 1 + w) are stored as 1 + w, added in f32.
+  Tensor norm(const std::string& name, int64_t n);
+
+  // "x.weight" -> "x".
+  static std::string module_of(const std::string& name);
+
+ protected:
+  const ModelConfig& cfg_;
+  const TpLayout& tp_;
+  Backend& be_;
+  WeightSource& src_;
+
+ private:
+  // The part's values to FP8, scaled in the groups of the checkpoint's layout (so that its exact
+  // values come back), per output channel when quantized at load.
+  void quantize(const Tensor& part, const Tensor& dst, int64_t rows);
+  // The routed and shared experts keep the compute dtype (there are no FP8 expert kernels): an
+  // FP8 checkpoint's are dequantized exactly, and --quantization fp8 leaves them as they are.
+  static bool is_expert(const std::string& name);
+  static bool is_projection(const std::string& name);
+};
+
+}  // namespace gs
