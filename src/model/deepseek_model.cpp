@@ -7,6 +7,7 @@
 #include "model/forward_inputs.h"
 #include "model/llama_weights.h"
 #include "model/moe_block.h"
+#include "model/weight_loader.h"
 
 namespace gs {
 
@@ -28,64 +29,60 @@ struct DeepseekWeights {
   std::vector<DeepseekLayerWeights> layers;
 };
 
-class Loader {
+// The weights of tensor-parallel shard `tp` (the whole model at size 1): a rank's query heads
+// (q_proj / q_b_proj and kv_b_proj rows, o_proj columns), MLP channels (gate / up rows, down
+// columns) of the dense MLP, every routed expert and the shared experts, and vocabulary rows; the
+// latent projections (q_a_proj, kv_a_proj_with_mqa), norms and router whole.
+class Loader : public WeightLoader {
  public:
-  Loader(const ModelConfig& cfg, Backend& be, WeightSource& src) : cfg_(cfg), be_(be), src_(src) {}
+  using WeightLoader::WeightLoader;
 
-  Tensor matrix(const std::string& name, int64_t out, int64_t in) {
-    Tensor t = Tensor::empty({out, in}, be_.compute_dtype(), be_.allocator());
-    src_.load(name, {out, in}, t, WeightInit::Uniform, in, {});
-    return t;
-  }
-  Tensor vector(const std::string& name, int64_t n, WeightInit init, DType dt) {
-    Tensor t = Tensor::empty({n}, dt, be_.allocator());
-    src_.load(name, {n}, t, init, 0, {});
-    return t;
-  }
-  Tensor norm(const std::string& name, int64_t n) { return vector(name, n, WeightInit::Ones, be_.compute_dtype()); }
-  // Two [rows, in] matrices stacked into one [2 rows, in] (gate over up).
-  Tensor stacked(const std::string& a, const std::string& b, int64_t rows, int64_t in) {
-    Tensor t = Tensor::empty({2 * rows, in}, be_.compute_dtype(), be_.allocator());
-    src_.load(a, {rows, in}, t.rows(0, rows), WeightInit::Uniform, in, {});
-    src_.load(b, {rows, in}, t.rows(rows, rows), WeightInit::Uniform, in, {});
+  // Two [rows, in] matrices' rows [begin, begin + count) stacked into one [2 count, in] (gate over up).
+  Tensor stacked(const std::string& a, const std::string& b, int64_t rows, int64_t in, int64_t begin, int64_t count) {
+    Tensor t = alloc({2 * count, in});
+    part(t, 0, a, {rows, in}, WeightInit::Uniform, in, WeightLoader::rows(begin, count));
+    part(t, count, b, {rows, in}, WeightInit::Uniform, in, WeightLoader::rows(begin, count));
     return t;
   }
 
   void attention(DeepseekLayerWeights& w, const std::string& p) {
     const MlaConfig& m = cfg_.mla;
-    const int64_t H = cfg_.hidden_size, h = cfg_.num_heads, L = m.kv_lora_rank;
+    const int64_t H = cfg_.hidden_size, h = cfg_.num_heads, lh = tp_.local.num_heads, h0 = tp_.head_begin;
+    const int64_t L = m.kv_lora_rank, qk = m.qk_head_dim(), kvb = m.qk_nope_head_dim + m.v_head_dim;
     if (m.q_lora_rank > 0) {
       w.q_a = matrix(p + "self_attn.q_a_proj.weight", m.q_lora_rank, H);
       w.q_a_norm = norm(p + "self_attn.q_a_layernorm.weight", m.q_lora_rank);
-      w.q_b = matrix(p + "self_attn.q_b_proj.weight", h * m.qk_head_dim(), m.q_lora_rank);
+      w.q_b = column_parallel(p + "self_attn.q_b_proj.weight", h * qk, m.q_lora_rank, h0 * qk, lh * qk);
     } else {
-      w.q_proj = matrix(p + "self_attn.q_proj.weight", h * m.qk_head_dim(), H);
+      w.q_proj = column_parallel(p + "self_attn.q_proj.weight", h * qk, H, h0 * qk, lh * qk);
     }
     w.kv_a = matrix(p + "self_attn.kv_a_proj_with_mqa.weight", m.latent_dim(), H);
     w.kv_a_norm = norm(p + "self_attn.kv_a_layernorm.weight", L);
-    w.kv_b = matrix(p + "self_attn.kv_b_proj.weight", h * (m.qk_nope_head_dim + m.v_head_dim), L);
-    w.o_proj = matrix(p + "self_attn.o_proj.weight", H, h * m.v_head_dim);
+    w.kv_b = column_parallel(p + "self_attn.kv_b_proj.weight", h * kvb, L, h0 * kvb, lh * kvb);
+    w.o_proj = row_parallel(p + "self_attn.o_proj.weight", H, h * m.v_head_dim);
   }
 
   // mlp.experts.N.{gate,up,down}_proj, mlp.gate (+ V3's e_score_correction_bias), mlp.shared_experts.
   void moe(DeepseekLayerWeights& w, const std::string& p) {
     const MoeConfig& m = cfg_.moe;
     const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate, Is = m.shared_intermediate;
+    const int64_t li = tp_.local.moe.expert_intermediate, ls = tp_.local.moe.shared_intermediate;
+    const WeightSlice ex_rows = rows(tp_.expert_inter_begin, li), ex_cols{1, tp_.expert_inter_begin, li};
     MoeLayerWeights& x = w.moe;
     x.router = matrix(p + "mlp.gate.weight", E, H);
     if (m.score_bias) w.score_bias = vector(p + "mlp.gate.e_score_correction_bias", E, WeightInit::Zeros, DType::F32);
-    x.experts_gate_up = Tensor::empty({E * 2 * I, H}, be_.compute_dtype(), be_.allocator());
-    x.experts_down = Tensor::empty({E * H, I}, be_.compute_dtype(), be_.allocator());
+    x.experts_gate_up = alloc({E * 2 * li, H});
+    x.experts_down = alloc({E * H, li});
     for (int64_t e = 0; e < E; ++e) {
       const std::string n = fmt::format("{}mlp.experts.{}.", p, e);
-      src_.load(n + "gate_proj.weight", {I, H}, x.experts_gate_up.rows(e * 2 * I, I), WeightInit::Uniform, H, {});
-      src_.load(n + "up_proj.weight", {I, H}, x.experts_gate_up.rows(e * 2 * I + I, I), WeightInit::Uniform, H, {});
-      src_.load(n + "down_proj.weight", {H, I}, x.experts_down.rows(e * H, H), WeightInit::Uniform, I, {});
+      part(x.experts_gate_up, e * 2 * li, n + "gate_proj.weight", {I, H}, WeightInit::Uniform, H, ex_rows);
+      part(x.experts_gate_up, e * 2 * li + li, n + "up_proj.weight", {I, H}, WeightInit::Uniform, H, ex_rows);
+      part(x.experts_down, e * H, n + "down_proj.weight", {H, I}, WeightInit::Uniform, I, ex_cols);
     }
     if (Is > 0) {
-      x.shared_gate_up =
-          stacked(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight", Is, H);
-      x.shared_down = matrix(p + "mlp.shared_experts.down_proj.weight", H, Is);
+      x.shared_gate_up = stacked(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight", Is,
+                                 H, tp_.shared_inter_begin, ls);
+      x.shared_down = row_parallel(p + "mlp.shared_experts.down_proj.weight", H, Is);
     }
   }
 
@@ -99,34 +96,42 @@ class Loader {
     if (cfg_.moe.sparse(i)) {
       moe(w, p);
     } else {
-      w.gate_up = stacked(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", I, H);
-      w.down = matrix(p + "mlp.down_proj.weight", H, I);
+      w.gate_up = stacked(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", I, H, tp_.inter_begin,
+                          tp_.local.intermediate_size);
+      w.down = row_parallel(p + "mlp.down_proj.weight", H, I);
     }
     return w;
   }
 
   DeepseekWeights load() {
     DeepseekWeights w;
-    w.embed = matrix("model.embed_tokens.weight", cfg_.vocab_size, cfg_.hidden_size);
+    w.embed = vocab_rows("model.embed_tokens.weight");
     for (int i = 0; i < cfg_.num_layers; ++i) w.layers.push_back(layer(i));
     w.final_norm = norm("model.norm.weight", cfg_.hidden_size);
-    w.lm_head = cfg_.tie_word_embeddings ? w.embed : matrix("lm_head.weight", cfg_.vocab_size, cfg_.hidden_size);
+    w.lm_head = cfg_.tie_word_embeddings ? w.embed : vocab_rows("lm_head.weight");
     src_.finish();
     return w;
   }
-
- private:
-  const ModelConfig& cfg_;
-  Backend& be_;
-  WeightSource& src_;
 };
 
 class DeepseekModel final : public PiecewiseModel {
  public:
-  DeepseekModel(const ModelConfig& cfg, DeepseekWeights w, Backend& be, MlaAttentionBackend& attn, int max_tokens)
-      : cfg_(cfg), w_(std::move(w)), be_(be), attn_(attn), max_tokens_(max_tokens) {
-    const MlaConfig& m = cfg.mla;
-    const int64_t M = max_tokens, H = cfg.hidden_size, h = cfg.num_heads;
+  // `cfg` is the whole model's; the model keeps tp.local, its shard's shapes.
+  DeepseekModel(const ModelConfig& cfg, DeepseekWeights w, Backend& be, MlaAttentionBackend& attn, int max_tokens,
+                const TpLayout& tp, Communicator* comm, int max_logit_rows)
+      : cfg_(tp.local),
+        tp_(tp),
+        comm_(comm),
+        max_logit_rows_(max_logit_rows),
+        w_(std::move(w)),
+        be_(be),
+        attn_(attn),
+        max_tokens_(max_tokens) {
+    GS_CHECK(!tp.sharded() || (comm && comm->world_size() == tp.size && comm->rank() == tp.rank),
+             "a tensor-parallel shard ({} of {}) needs its group's communicator", tp.rank, tp.size);
+    GS_CHECK(!tp.sharded() || max_logit_rows > 0, "a tensor-parallel model needs max_logit_rows > 0");
+    const MlaConfig& m = cfg_.mla;
+    const int64_t M = max_tokens, H = cfg_.hidden_size, h = cfg_.num_heads;
     auto alloc = [&](int64_t width, DType dt) { return Tensor::empty({M, width}, dt, be_.allocator()); };
     const DType dt = be_.compute_dtype();
     buf_.residual = alloc(H, DType::F32);
@@ -139,10 +144,15 @@ class DeepseekModel final : public PiecewiseModel {
     buf_.q = alloc(h * m.qk_head_dim(), dt);
     buf_.kv_a = alloc(m.latent_dim(), dt);
     buf_.attn_out = alloc(h * m.v_head_dim, dt);
-    buf_.gate_up = alloc(2 * cfg.intermediate_size, dt);
-    buf_.act = alloc(cfg.intermediate_size, dt);
+    buf_.gate_up = alloc(2 * cfg_.intermediate_size, dt);
+    buf_.act = alloc(cfg_.intermediate_size, dt);
     buf_.gathered = alloc(H, dt);
-    if (cfg.moe.enabled()) moe_ = MoeBlock(cfg_, be_, max_tokens);
+    if (cfg_.moe.enabled()) moe_ = MoeBlock(cfg_, be_, max_tokens);
+    if (tp.sharded()) {
+      const int64_t R = max_logit_rows, C = tp.vocab_shard;
+      buf_.logits_local = Tensor::empty({R, C}, DType::F32, be_.allocator());
+      buf_.logits_scratch = Tensor::empty({tp.size * R * C}, DType::F32, be_.allocator());
+    }
   }
 
   int num_pieces() const override { return cfg_.num_layers + 1; }
@@ -155,7 +165,12 @@ class DeepseekModel final : public PiecewiseModel {
     const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
     const Tensor& next_norm = i < L ? w_.layers[size_t(i)].input_norm : w_.final_norm;
     if (i == 0) {
-      be_.embedding(in.input_ids.rows(0, n), w_.embed, res);
+      if (tp_.sharded()) {  // each rank embeds the ids of its vocabulary rows, zeros elsewhere
+        be_.embedding_shard(in.input_ids.rows(0, n), w_.embed, tp_.vocab_begin, res);
+        comm_->all_reduce(res);
+      } else {
+        be_.embedding(in.input_ids.rows(0, n), w_.embed, res);
+      }
       be_.rms_norm(res, next_norm, cfg_.rms_norm_eps, hid);
     } else {
       finish_layer(i - 1, n, next_norm);
@@ -189,7 +204,14 @@ class DeepseekModel final : public PiecewiseModel {
     if (n == 0) return;
     const Tensor g = buf_.gathered.rows(0, n);
     be_.gather_rows(buf_.hidden, rows, g);
-    be_.linear(g, w_.lm_head, Tensor(), logits);
+    if (!tp_.sharded()) {
+      be_.linear(g, w_.lm_head, Tensor(), logits);
+      return;
+    }
+    GS_CHECK(n <= max_logit_rows_, "compute_logits of {} rows: the sharded model was built for {}", n, max_logit_rows_);
+    const Tensor local = buf_.logits_local.rows(0, n);
+    be_.linear(g, w_.lm_head, Tensor(), local);
+    comm_->gather_columns(local, buf_.logits_scratch, logits);
   }
 
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override {
@@ -204,7 +226,17 @@ class DeepseekModel final : public PiecewiseModel {
  private:
   struct Buffers {
     Tensor residual, hidden, q_a, q_a_normed, q, kv_a, attn_out, gate_up, act, gathered, q_latent, o_latent;
+    Tensor logits_local, logits_scratch;  // tensor parallelism: the rank's vocabulary columns, the gather's
   };
+
+  // residual += x (summed over the ranks first: o_proj's, down's and the experts' partial sums
+  // under tensor parallelism), out = rms_norm(residual) * w.
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, const Tensor& out) {
+    if (tp_.sharded())
+      comm_->all_reduce_add_rms_norm(be_, residual, x, w, cfg_.rms_norm_eps, out);
+    else
+      be_.add_rms_norm(residual, x, w, cfg_.rms_norm_eps, out);
+  }
 
   int check_tokens(const ForwardInputs& in) const {
     GS_CHECK(in.num_tokens > 0 && in.num_tokens <= max_tokens_, "forward of {} tokens: the model was built for 1..{}",
@@ -231,22 +263,24 @@ class DeepseekModel final : public PiecewiseModel {
   // o_proj, add + post-attention norm, the MLP or MoE block, add + the next norm.
   void finish_layer(int layer, int n, const Tensor& next_norm) {
     const DeepseekLayerWeights& w = w_.layers[size_t(layer)];
-    const float eps = cfg_.rms_norm_eps;
     const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
     be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-    be_.add_rms_norm(res, hid, w.post_norm, eps, hid);
+    add_rms_norm(res, hid, w.post_norm, hid);
     if (cfg_.moe.sparse(layer)) {
       moe_.run(w.moe, w.score_bias, hid, n);
-      be_.add_rms_norm(res, moe_.out(n), next_norm, eps, hid);
+      add_rms_norm(res, moe_.out(n), next_norm, hid);
       return;
     }
     const Tensor act = buf_.act.rows(0, n);
     be_.linear({.x = hid, .w = w.gate_up, .y = buf_.gate_up.rows(0, n), .then = Gated{cfg_.activation, act}});
     be_.linear(act, w.down, Tensor(), hid);
-    be_.add_rms_norm(res, hid, next_norm, eps, hid);
+    add_rms_norm(res, hid, next_norm, hid);
   }
 
   ModelConfig cfg_;
+  TpLayout tp_;
+  Communicator* comm_;
+  int max_logit_rows_;
   DeepseekWeights w_;
   Backend& be_;
   MlaAttentionBackend& attn_;
@@ -280,12 +314,13 @@ KVLayout kv_layout(const ModelConfig& cfg) {
 }
 
 std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, WeightSource& src, Backend& backend,
-                                                      AttentionBackend& attention, int max_num_tokens) {
+                                                      AttentionBackend& attention, int max_num_tokens,
+                                                      const TpLayout& tp, Communicator* comm, int max_logit_rows) {
   auto* mla = dynamic_cast<MlaAttentionBackend*>(&attention);
   GS_CHECK(mla, "{} needs the multi-head latent attention backend, got '{}'", cfg.architecture_name, attention.name());
   GS_CHECK(!cfg.quant.fp8, "FP8 checkpoints of {} are not supported yet", cfg.architecture_name);
-  Loader loader(cfg, backend, src);
-  return std::make_unique<DeepseekModel>(cfg, loader.load(), backend, *mla, max_num_tokens);
+  Loader loader(cfg, tp, backend, src);
+  return std::make_unique<DeepseekModel>(cfg, loader.load(), backend, *mla, max_num_tokens, tp, comm, max_logit_rows);
 }
 
 }  // namespace gs

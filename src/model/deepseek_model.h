@@ -9,14 +9,21 @@
 // rope and cache write, then attention into [T, H v]). Activation buffers are allocated at
 // construction for max_num_tokens rows, as LlamaModel's.
 //
-// Not supported (refused by name): tensor parallelism, LoRA, FP8 checkpoints.
+// Tensor parallelism (TpLayout) splits the query heads (q_proj / q_b_proj and kv_b_proj rows,
+// o_proj columns, the MLA backend built for the rank's heads), the dense MLP's and every expert's
+// channels and the vocabulary, as vLLM does; each rank computes the latent (q_a_proj,
+// kv_a_proj_with_mqa) and caches it whole, and the partial sums of o_proj, down and the experts
+// meet in the all-reduce before each add + norm.
+// Not supported (refused by name): LoRA, FP8 checkpoints.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "attention/mla_attention.h"
+#include "distributed/communicator.h"
 #include "model/model_config.h"
 #include "model/piecewise_model.h"
+#include "model/tp_layout.h"
 #include "model/weight_source.h"
 
 namespace gs {
@@ -34,10 +41,13 @@ struct KVLayout {
 };
 KVLayout kv_layout(const ModelConfig& cfg);
 
-// Loads a DeepSeek model's weights from `src` onto `backend`. `attention` must be the MLA backend
-// of the backend's device (the runner's make_mla_attention_for); on CUDA the model allocates the
-// kernels' scratch (MlaForwardArgs::q_latent, o_latent) for max_num_tokens.
+// Loads tensor-parallel shard `tp` of a DeepSeek model (the whole model at size 1) from `src`
+// onto `backend`. `attention` must be the MLA backend of the backend's device for the shard's
+// heads (the runner's make_mla_attention_for); on CUDA the model allocates the kernels' scratch
+// (MlaForwardArgs::q_latent, o_latent) for max_num_tokens. A shard needs its group's `comm` and
+// gathers the logits of up to max_logit_rows rows.
 std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, WeightSource& src, Backend& backend,
-                                                      AttentionBackend& attention, int max_num_tokens);
+                                                      AttentionBackend& attention, int max_num_tokens,
+                                                      const TpLayout& tp, Communicator* comm, int max_logit_rows);
 
 }  // namespace gs

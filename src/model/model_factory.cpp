@@ -44,10 +44,6 @@ std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const Model
                                              AttentionBackend& attention, int max_num_tokens,
                                              const ParallelOptions& parallel) {
   GS_CHECK(max_num_tokens > 0, "max_num_tokens must be positive, got {}", max_num_tokens);
-  GS_CHECK(!cfg.mla.enabled() || !parallel.comm,
-           "tensor parallelism for {} (multi-head latent attention) is not "
-           "supported yet; run with --tensor-parallel-size 1",
-           cfg.architecture_name);
   std::unique_ptr<WeightSource> weights;
   if (src.dummy) {
     weights = make_dummy_source(src.seed, backend);
@@ -60,8 +56,10 @@ std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const Model
     const auto weight_bytes = int64_t(dtype_size(backend.compute_dtype()));
     weights = with_load_progress(std::move(weights), cfg.num_parameters() / ranks * weight_bytes, weight_bytes);
   }
-  if (cfg.mla.enabled()) return create_deepseek_model(cfg, *weights, backend, attention, max_num_tokens);
   const TpLayout tp = tp_layout(cfg, parallel.comm);
+  if (cfg.mla.enabled())
+    return create_deepseek_model(cfg, *weights, backend, attention, max_num_tokens, tp, parallel.comm,
+                                 parallel.max_logit_rows);
   LlamaWeights w = load_llama_weights(cfg, tp, backend, *weights);
   return std::make_unique<LlamaModel>(cfg, std::move(w), backend, attention, max_num_tokens, tp, parallel.comm,
                                       parallel.max_logit_rows);

@@ -1,7 +1,8 @@
 // Tensor parallelism on the CPU: TP = 2 and 4 give TP = 1's greedy tokens and logits (through
 // the sampled tokens' top-20 logprobs) on stories260K (8 heads, 4 KV heads) in every graph mode,
-// and on dummy presets whose KV heads are split or replicated, and on gpt-oss's HF fixture; shards of dummy weights are
-// slices of the whole tensors; models that do not split are refused with a clear error.
+// on dummy presets whose KV heads are split or replicated, and on gpt-oss's and DeepSeek's HF
+// fixtures; shards of dummy weights are slices of the whole tensors; models that do not split are
+// refused with a clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,6 +111,24 @@ TEST(TensorParallel, GptOssFixtureEqualsTp1) {
   for (int tp : {2, 4}) {
     SCOPED_TRACE("tp " + std::to_string(tp));
     expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
+  }
+}
+
+// DeepSeek's HF fixtures (multi-head latent attention with 4 heads: 2 or 1 a rank, the latent
+// cached whole on each; the dense first layer's MLP, the routed experts (width 24) and the shared
+// experts split on their channels; V2's group-limited softmax routing, V3's sigmoid scores with
+// the correction bias, q_lora_rank on deepseek_v2_qlora and V3): TP 2 and 4 equal TP 1.
+TEST(TensorParallel, DeepseekFixturesEqualTp1) {
+  for (const char* fixture : {"deepseek_v2", "deepseek_v2_qlora", "deepseek_v3"}) {
+    SCOPED_TRACE(fixture);
+    const auto reqs = workload(test::load_family_fixture(fixture).prompts, 24);
+    RunnerConfig c = config(M::FULL_AND_PIECEWISE);
+    c.model = test::family_dir(fixture).string();
+    const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
+    for (int tp : {2, 4}) {
+      SCOPED_TRACE("tp " + std::to_string(tp));
+      expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
+    }
   }
 }
 
