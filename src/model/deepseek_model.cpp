@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "model/forward_inputs.h"
 #include "model/llama_weights.h"
 #include "model/moe_block.h"
@@ -33,9 +34,15 @@ struct DeepseekWeights {
 // (q_proj / q_b_proj and kv_b_proj rows, o_proj columns), MLP channels (gate / up rows, down
 // columns) of the dense MLP, every routed expert and the shared experts, and vocabulary rows; the
 // latent projections (q_a_proj, kv_a_proj_with_mqa), norms and router whole.
+// An FP8 checkpoint's weights (DeepSeek-V3's 128x128 blocks, or any layout model/quant_config
+// reads) are dequantized to the compute dtype: the MLA kernels read kv_b_proj themselves, and the
+// routed experts have no FP8 kernels.
 class Loader : public WeightLoader {
  public:
-  using WeightLoader::WeightLoader;
+  Loader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
+      : WeightLoader(cfg, tp, backend, src) {
+    keep_fp8_ = false;
+  }
 
   // Two [rows, in] matrices' rows [begin, begin + count) stacked into one [2 count, in] (gate over up).
   Tensor stacked(const std::string& a, const std::string& b, int64_t rows, int64_t in, int64_t begin, int64_t count) {
@@ -318,7 +325,13 @@ std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, We
                                                       const TpLayout& tp, Communicator* comm, int max_logit_rows) {
   auto* mla = dynamic_cast<MlaAttentionBackend*>(&attention);
   GS_CHECK(mla, "{} needs the multi-head latent attention backend, got '{}'", cfg.architecture_name, attention.name());
-  GS_CHECK(!cfg.quant.fp8, "FP8 checkpoints of {} are not supported yet", cfg.architecture_name);
+  GS_CHECK(!cfg.quant.online,
+           "--quantization fp8 is not supported for {} (multi-head latent attention); its FP8 checkpoints load, "
+           "dequantized to {}",
+           cfg.architecture_name, dtype_name(backend.compute_dtype()));
+  if (cfg.quant.fp8)
+    spdlog::info("{}: the FP8 checkpoint's weights are dequantized to {} at load ({})", cfg.architecture_name,
+                 dtype_name(backend.compute_dtype()), cfg.quant.describe());
   Loader loader(cfg, tp, backend, src);
   return std::make_unique<DeepseekModel>(cfg, loader.load(), backend, *mla, max_num_tokens, tp, comm, max_logit_rows);
 }

@@ -14,7 +14,8 @@
 // channels and the vocabulary, as vLLM does; each rank computes the latent (q_a_proj,
 // kv_a_proj_with_mqa) and caches it whole, and the partial sums of o_proj, down and the experts
 // meet in the all-reduce before each add + norm.
-// Not supported (refused by name): LoRA, FP8 checkpoints.
+// FP8 checkpoints load with their weights dequantized to the compute dtype. Refused by name:
+// LoRA, --quantization fp8.
 #pragma once
 #include <memory>
 #include <vector>

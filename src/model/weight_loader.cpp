@@ -11,7 +11,7 @@ namespace gs {
 Tensor WeightLoader::alloc(const Shape& s) { return Tensor::empty(s, be_.compute_dtype(), be_.allocator()); }
 
 Tensor WeightLoader::proj(const std::string& module, int64_t out, int64_t in) {
-  if (!cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
+  if (!keep_fp8_ || !cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
   const int64_t groups = cfg_.quant.scales == Fp8WeightScales::Block ? (in + kFp8BlockK - 1) / kFp8BlockK : 1;
   return Tensor::empty({out, in}, DType::F8E4M3, be_.allocator())
       .with_scales(Tensor::empty({out, groups}, DType::F32, be_.allocator()));

@@ -20,7 +20,8 @@ class WeightLoader {
   // An uninitialized tensor in the compute dtype.
   Tensor alloc(const Shape& s);
   // A projection weight [out, in] of `module` (its first part): FP8 with its scales where the
-  // model is quantized and the backend computes in FP8, else in the compute dtype.
+  // model is quantized, the backend computes in FP8 and the loader keeps FP8 (keep_fp8_), else
+  // in the compute dtype.
   Tensor proj(const std::string& module, int64_t out, int64_t in);
   // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`, quantized
   // where dst is FP8 or the model is quantized at load (routed and shared experts excepted).
@@ -49,6 +50,7 @@ class WeightLoader {
   const TpLayout& tp_;
   Backend& be_;
   WeightSource& src_;
+  bool keep_fp8_ = true;  // false: an FP8 checkpoint's projections are dequantized at load
 
  private:
   // The part's values to FP8, scaled in the groups of the checkpoint's layout (so that its exact

@@ -1,8 +1,8 @@
 // FP8 weights on the CPU reference: e4m3 conversions, quantization_config parsing (every refused
 // scheme names its field and value), broken FP8 checkpoints (scales of the wrong shape or dtype
-// name the tensor), --quantization fp8 on stories260K against the f32 goldens and on a mixture of
-// experts (the experts left as they are). The FP8 fixtures' greedy tokens against HF run in
-// families_test.cpp (Fp8/Families).
+// name the tensor), a DeepSeek FP8 checkpoint against its dequantized twin, --quantization fp8 on
+// stories260K against the f32 goldens and on a mixture of experts (the experts left as they are).
+// The FP8 fixtures' greedy tokens against HF run in families_test.cpp (Fp8/Families).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,6 +181,68 @@ TEST(Fp8Checkpoint, Fp8TensorsWithoutAQuantizationConfigAreRefused) {
   std::ofstream(dir.path() / "config.json") << cfg.dump();
   const std::string e = load_error(dir.path());
   EXPECT_NE(e.find("is F8_E4M3 but config.json has no quantization_config"), std::string::npos) << e;
+}
+
+// DeepSeek-V3's FP8 release layout (quant_method fp8, 128x128 blocks, weight_scale_inv) written
+// from the deepseek_v3 fixture: every Linear weight quantized (the experts, kv_a_proj_with_mqa and
+// kv_b_proj too; the embedding, lm_head and router left as they are), beside a twin checkpoint
+// holding the exact dequantized values in f32. The FP8 checkpoint loads (DeepSeek's weights are
+// dequantized at load) and gives the twin's logits bit for bit, and the quantization moved them.
+TEST(Fp8Checkpoint, DeepseekBlockScaledLoadsAsItsDequantizedTwin) {
+  const fs::path src = test::family_dir("deepseek_v3");
+  test::TempDir fp8_dir, twin_dir;
+  std::vector<test::StTensor> fp8, twin;
+  const auto bytes = [](const auto& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    return std::vector<uint8_t>(p, p + v.size() * sizeof(v[0]));
+  };
+  int quantized = 0;
+  for (test::StTensor& t : test::read_tensors(src)) {
+    const std::string& n = t.name;
+    const bool linear = t.shape.size() == 2 && n.ends_with(".weight") && n.find("embed_tokens") == std::string::npos &&
+                        n != "lm_head.weight" && !n.ends_with("mlp.gate.weight");
+    if (!linear) {
+      fp8.push_back(t), twin.push_back(t);
+      continue;
+    }
+    const int64_t N = t.shape[0], K = t.shape[1], G = (K + 127) / 128, B = (N + 127) / 128;
+    std::vector<uint8_t> q(size_t(N * K));
+    std::vector<float> row_scales(size_t(N * G)), deq(size_t(N * K)), inv(size_t(B * G));
+    fp8_quantize_host(reinterpret_cast<const float*>(t.bytes.data()), N, K, 128, true, q.data(), row_scales.data(),
+                      deq.data());
+    for (int64_t b = 0; b < B; ++b)  // a block's scale: that of its first row
+      for (int64_t g = 0; g < G; ++g) inv[size_t(b * G + g)] = row_scales[size_t(b * 128 * G + g)];
+    fp8.push_back({n, "F8_E4M3", t.shape, q});
+    fp8.push_back({n.substr(0, n.size() - 6) + "weight_scale_inv", "F32", {B, G}, bytes(inv)});
+    twin.push_back({n, "F32", t.shape, bytes(deq)});
+    ++quantized;
+  }
+  EXPECT_GT(quantized, 30);
+  test::write_safetensors(fp8_dir.path() / "model.safetensors", fp8);
+  test::write_safetensors(twin_dir.path() / "model.safetensors", twin);
+  test::copy_configs(src, twin_dir.path());
+  json cfg = json::parse(std::ifstream(src / "config.json"));
+  cfg["quantization_config"] = {
+      {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
+  std::ofstream(fp8_dir.path() / "config.json") << cfg.dump();
+  const auto logits = [](const fs::path& dir) {
+    ModelSource m;
+    m.dir = dir.string();
+    test::ModelHarness h(m);
+    return h.step({{0, test::load_family_fixture("deepseek_v3").prompts[0]}});
+  };
+  const auto got = logits(fp8_dir.path()), want = logits(twin_dir.path());
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, logits(src)) << "the weights were not quantized";
+  ModelSource online;  // no FP8 compute for DeepSeek: quantizing at load is refused, by name
+  online.dir = src.string();
+  online.quantization = "fp8";
+  try {
+    test::ModelHarness h(online, 8);
+    FAIL() << "--quantization fp8 on DeepSeek was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--quantization fp8 is not supported for"), std::string::npos) << e.what();
+  }
 }
 
 double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
