@@ -8,6 +8,7 @@
 #include "model/forward_inputs.h"
 #include "model/llama_weights.h"
 #include "model/moe_block.h"
+#include "model/vocab_parallel.h"
 #include "model/weight_loader.h"
 
 namespace gs {
@@ -129,14 +130,11 @@ class DeepseekModel final : public PiecewiseModel {
       : cfg_(tp.local),
         tp_(tp),
         comm_(comm),
-        max_logit_rows_(max_logit_rows),
+        vocab_(tp, comm, be, max_logit_rows),
         w_(std::move(w)),
         be_(be),
         attn_(attn),
         max_tokens_(max_tokens) {
-    GS_CHECK(!tp.sharded() || (comm && comm->world_size() == tp.size && comm->rank() == tp.rank),
-             "a tensor-parallel shard ({} of {}) needs its group's communicator", tp.rank, tp.size);
-    GS_CHECK(!tp.sharded() || max_logit_rows > 0, "a tensor-parallel model needs max_logit_rows > 0");
     const MlaConfig& m = cfg_.mla;
     const int64_t M = max_tokens, H = cfg_.hidden_size, h = cfg_.num_heads;
     auto alloc = [&](int64_t width, DType dt) { return Tensor::empty({M, width}, dt, be_.allocator()); };
@@ -155,11 +153,6 @@ class DeepseekModel final : public PiecewiseModel {
     buf_.act = alloc(cfg_.intermediate_size, dt);
     buf_.gathered = alloc(H, dt);
     if (cfg_.moe.enabled()) moe_ = MoeBlock(cfg_, be_, max_tokens);
-    if (tp.sharded()) {
-      const int64_t R = max_logit_rows, C = tp.vocab_shard;
-      buf_.logits_local = Tensor::empty({R, C}, DType::F32, be_.allocator());
-      buf_.logits_scratch = Tensor::empty({tp.size * R * C}, DType::F32, be_.allocator());
-    }
   }
 
   int num_pieces() const override { return cfg_.num_layers + 1; }
@@ -172,12 +165,7 @@ class DeepseekModel final : public PiecewiseModel {
     const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
     const Tensor& next_norm = i < L ? w_.layers[size_t(i)].input_norm : w_.final_norm;
     if (i == 0) {
-      if (tp_.sharded()) {  // each rank embeds the ids of its vocabulary rows, zeros elsewhere
-        be_.embedding_shard(in.input_ids.rows(0, n), w_.embed, tp_.vocab_begin, res);
-        comm_->all_reduce(res);
-      } else {
-        be_.embedding(in.input_ids.rows(0, n), w_.embed, res);
-      }
+      vocab_.embed(be_, in.input_ids.rows(0, n), w_.embed, res);
       be_.rms_norm(res, next_norm, cfg_.rms_norm_eps, hid);
     } else {
       finish_layer(i - 1, n, next_norm);
@@ -211,14 +199,7 @@ class DeepseekModel final : public PiecewiseModel {
     if (n == 0) return;
     const Tensor g = buf_.gathered.rows(0, n);
     be_.gather_rows(buf_.hidden, rows, g);
-    if (!tp_.sharded()) {
-      be_.linear(g, w_.lm_head, Tensor(), logits);
-      return;
-    }
-    GS_CHECK(n <= max_logit_rows_, "compute_logits of {} rows: the sharded model was built for {}", n, max_logit_rows_);
-    const Tensor local = buf_.logits_local.rows(0, n);
-    be_.linear(g, w_.lm_head, Tensor(), local);
-    comm_->gather_columns(local, buf_.logits_scratch, logits);
+    vocab_.logits(be_, g, w_.lm_head, logits);
   }
 
   void bind_kv_cache(std::vector<KVCacheLayer> layers) override {
@@ -233,7 +214,6 @@ class DeepseekModel final : public PiecewiseModel {
  private:
   struct Buffers {
     Tensor residual, hidden, q_a, q_a_normed, q, kv_a, attn_out, gate_up, act, gathered, q_latent, o_latent;
-    Tensor logits_local, logits_scratch;  // tensor parallelism: the rank's vocabulary columns, the gather's
   };
 
   // residual += x (summed over the ranks first: o_proj's, down's and the experts' partial sums
@@ -287,7 +267,7 @@ class DeepseekModel final : public PiecewiseModel {
   ModelConfig cfg_;
   TpLayout tp_;
   Communicator* comm_;
-  int max_logit_rows_;
+  VocabParallel vocab_;
   DeepseekWeights w_;
   Backend& be_;
   MlaAttentionBackend& attn_;

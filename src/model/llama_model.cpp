@@ -14,15 +14,12 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& ba
     : cfg_(tp.local),
       tp_(tp),
       comm_(comm),
-      max_logit_rows_(max_logit_rows),
+      vocab_(tp, comm, backend, max_logit_rows),
       w_(std::move(weights)),
       be_(backend),
       attn_(attention),
       max_tokens_(max_num_tokens) {
   GS_CHECK(max_num_tokens > 0, "max_num_tokens must be positive, got {}", max_num_tokens);
-  GS_CHECK(!tp.sharded() || (comm && comm->world_size() == tp.size && comm->rank() == tp.rank),
-           "a tensor-parallel shard ({} of {}) needs its group's communicator", tp.rank, tp.size);
-  GS_CHECK(!tp.sharded() || max_logit_rows > 0, "a tensor-parallel model needs max_logit_rows > 0");
   for (int l = 0; l < cfg.num_layers; ++l)  // the gated_activation ops have no limit: only moe_experts computes it
     GS_CHECK(cfg.activation != Activation::ClampedSwiglu || cfg.moe.sparse(l),
              "layer {}: the clamped SwiGLU (gpt-oss) is supported only in mixture-of-experts layers", l);
@@ -46,11 +43,6 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, LlamaWeights weights, Backend& ba
   buf_.act = alloc(I);
   buf_.gathered = alloc(H);
   if (cfg_.moe.enabled()) moe_ = MoeBlock(cfg_, be_, max_num_tokens);
-  if (tp.sharded()) {
-    const int64_t R = max_logit_rows, C = tp.vocab_shard;
-    buf_.logits_local = Tensor::empty({R, C}, DType::F32, be_.allocator());
-    buf_.logits_scratch = Tensor::empty({tp.size * R * C}, DType::F32, be_.allocator());
-  }
 }
 
 void LlamaModel::reduce(const Tensor& t) {
@@ -69,12 +61,7 @@ void LlamaModel::run_piece(int i, const ForwardInputs& in) {
   const int L = cfg_.num_layers;
   const Tensor& next_norm = i < L ? w_.layers[size_t(i)].input_norm : w_.final_norm;
   if (i == 0) {
-    if (tp_.sharded()) {  // each rank embeds the ids of its vocabulary rows, zeros elsewhere
-      be_.embedding_shard(in.input_ids.rows(0, n), w_.embed, tp_.vocab_begin, buf_.residual.rows(0, n));
-      reduce(buf_.residual.rows(0, n));
-    } else {
-      be_.embedding(in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
-    }
+    vocab_.embed(be_, in.input_ids.rows(0, n), w_.embed, buf_.residual.rows(0, n));
     if (cfg_.gemma_norms) be_.scale(buf_.residual.rows(0, n), std::sqrt(float(cfg_.hidden_size)));
     if (!defers_norm(in, n))  // else layer 0's QKV projection norms the residual
       be_.rms_norm(buf_.residual.rows(0, n), next_norm, cfg_.rms_norm_eps, buf_.hidden.rows(0, n));
@@ -245,14 +232,7 @@ void LlamaModel::compute_logits(const Tensor& rows, const Tensor& logits) {
   if (n == 0) return;
   const Tensor g = buf_.gathered.rows(0, n);
   be_.gather_rows(buf_.hidden, rows, g);
-  if (tp_.sharded()) {
-    GS_CHECK(n <= max_logit_rows_, "compute_logits of {} rows: the sharded model was built for {}", n, max_logit_rows_);
-    const Tensor local = buf_.logits_local.rows(0, n);
-    be_.linear(g, w_.lm_head, Tensor(), local);
-    comm_->gather_columns(local, buf_.logits_scratch, logits);
-  } else {
-    be_.linear(g, w_.lm_head, Tensor(), logits);
-  }
+  vocab_.logits(be_, g, w_.lm_head, logits);
   if (cfg_.final_softcap > 0) be_.softcap(logits, cfg_.final_softcap);
 }
 

@@ -39,6 +39,7 @@
 #include "model/model_config.h"
 #include "model/moe_block.h"
 #include "model/piecewise_model.h"
+#include "model/vocab_parallel.h"
 
 namespace gs {
 
@@ -67,7 +68,6 @@ class LlamaModel final : public PiecewiseModel {
   // Persistent activations, each [max_num_tokens, width].
   struct Buffers {
     Tensor residual, hidden, qkv, q, k, v, attn_out, gate_up, act, gathered;
-    Tensor logits_local, logits_scratch;  // sharded: f32 [rows, V / N] and the gather's [N rows, V / N]
   };
   // Sums a row-parallel projection's partial outputs over the ranks (nothing when unsharded).
   void reduce(const Tensor& t);
@@ -114,7 +114,7 @@ class LlamaModel final : public PiecewiseModel {
   ModelConfig cfg_;  // the rank's shapes (tp_.local)
   TpLayout tp_;
   Communicator* comm_;
-  int max_logit_rows_;
+  VocabParallel vocab_;
   LlamaWeights w_;
   Backend& be_;
   AttentionBackend& attn_;
