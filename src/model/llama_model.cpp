@@ -93,13 +93,12 @@ const LoraSlots* LlamaModel::lora_slots(const ForwardInputs& in) const {
 void LlamaModel::bind_lora(LoraSlots* slots) {
   lora_ = slots;
   if (!slots) return;
-  GS_CHECK(!cfg_.moe.enabled(), "LoRA adapters are not supported for mixture-of-experts models ({})",
-           cfg_.architecture_name);
   for (int l = 0; l < cfg_.num_layers; ++l) {
     LlamaLayerWeights& w = w_.layers[size_t(l)];
-    Tensor no_bias;
     slots->stack_under(l, LoraProj::Qkv, w.qkv, w.qkv_bias);
-    slots->stack_under(l, LoraProj::O, w.o_proj, no_bias);
+    slots->stack_under(l, LoraProj::O, w.o_proj, w.o_bias);
+    if (cfg_.moe.sparse(l)) continue;  // experts take no adapters (load_lora_adapter refuses them)
+    Tensor no_bias;
     slots->stack_under(l, LoraProj::GateUp, w.gate_up, no_bias);
     slots->stack_under(l, LoraProj::Down, w.down, no_bias);
   }
@@ -129,7 +128,7 @@ Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInput
   const int n = int(x.dim(0));
   if (lora_slots(in)) {  // never sharded (RunnerConfig refuses LoRA with tensor parallelism)
     const auto op = after.lora_proj >= 0 ? std::optional(LoraFusedOp::AddRmsNorm) : std::nullopt;
-    const Tensor out = lora_->project(layer, p, op, x, w, Tensor(), y, in.lora_slots, n);
+    const Tensor out = lora_->project(layer, p, op, x, w, bias, y, in.lora_slots, n);
     if (!op) lora_->expand(layer, p, y, in.lora_slots, n, {});
     return out;
   }

@@ -17,9 +17,10 @@
 // Backend::moe_route and Backend::moe_experts (with the shared expert's MLP and gate computed
 // before it and added in it); its output takes down's place before the residual add + norm.
 // gpt-oss adds o_proj's bias, attention sinks (AttentionBackend::forward_with_sinks), the router's
-// bias and the experts' biases and clamped SwiGLU (MoeExpertsArgs). MoE models never defer norms
-// and take no LoRA; under tensor parallelism each rank holds its
-// channels of every expert and the block's output is reduced in the residual add + norm.
+// bias and the experts' biases and clamped SwiGLU (MoeExpertsArgs). MoE models never defer norms;
+// their LoRA adapters adapt the attention projections (and the MLPs of dense layers), never the
+// experts; under tensor parallelism each rank holds its channels of every expert and the block's
+// output is reduced in the residual add + norm.
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
 // and down end in an all-reduce of their partial sums (fused with the residual add + norm after

@@ -84,6 +84,17 @@ int layer_index(const std::string& digits, const std::string& tensor, int num_la
   return layer;
 }
 
+bool is_mlp(LoraTarget t) { return t == LoraTarget::Gate || t == LoraTarget::Up || t == LoraTarget::Down; }
+
+// A tensor of a sparse layer's MoE block (Qwen's mlp.experts / mlp.shared_expert / mlp.gate,
+// Mixtral's block_sparse_moe, gpt-oss's mlp.router).
+bool in_moe_block(const std::string& name) {
+  for (const char* s :
+       {".experts.", ".shared_expert.", ".shared_expert_gate.", "block_sparse_moe.", ".mlp.gate.", ".mlp.router."})
+    if (name.find(s) != std::string::npos) return true;
+  return false;
+}
+
 void check_shape(const TensorRef& t, int64_t rows, int64_t cols, const fs::path& file) {
   GS_CHECK(t.shape.size() == 2 && t.shape[0] == rows && t.shape[1] == cols,
            "{}: tensor '{}' has shape [{}], expected [{}, {}] for the base model and rank", file.string(), t.name,
@@ -120,6 +131,10 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
   int found = 0;
   for (const auto& [tname, ref] : st.tensors()) {
     std::smatch m;
+    GS_CHECK(!in_moe_block(tname),
+             "{}: tensor '{}' adapts a mixture-of-experts block (an expert, the shared expert or the router): LoRA "
+             "is supported on the attention projections and on the MLPs of dense layers",
+             st_file.string(), tname);
     GS_CHECK(std::regex_match(tname, m, re),
              "{}: tensor '{}' is not a lora_A / lora_B weight of a decoder layer "
              "projection",
@@ -128,6 +143,10 @@ LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, cons
     const auto t = target_of(m[2].str());
     GS_CHECK(t && targets[size_t(*t)], "{}: tensor '{}' adapts '{}', which 'target_modules' of {} does not list",
              st_file.string(), tname, m[2].str(), cfg_file.string());
+    GS_CHECK(!cfg.moe.sparse(layer) || !is_mlp(*t),
+             "{}: tensor '{}' adapts the MLP of layer {}, a mixture-of-experts layer (experts, no dense MLP): LoRA is "
+             "supported on the attention projections and on the MLPs of dense layers",
+             st_file.string(), tname, layer);
     const auto [out, in] = lora_target_shape(cfg, *t);
     auto& slot = ad.layers[size_t(layer)][size_t(*t)];
     if (!slot) slot.emplace();

@@ -34,8 +34,9 @@ struct LoraAdapter {
 };
 
 // Reads and checks an adapter: rank in [1, max_rank], target_modules among the seven
-// projections, every lora_A / lora_B tensor of the expected shape, pairs complete. Throws
-// gs::Error naming the file and field (or tensor) at fault.
+// projections, every lora_A / lora_B tensor of the expected shape, pairs complete, none in a
+// mixture-of-experts block (its experts, shared expert, router, or the MLP targets of a sparse
+// layer). Throws gs::Error naming the file and field (or tensor) at fault.
 LoraAdapter load_lora_adapter(const std::string& name, const std::filesystem::path& dir, const ModelConfig& cfg,
                               int max_rank);
 

@@ -1,12 +1,15 @@
 // Multi-LoRA on the CPU with stories260K: random PEFT adapters (rank 4 and 8, rsLoRA too) give
 // the same greedy tokens as the model with the adapter merged offline; a batch mixing three
 // adapters and the base model gives each request its tokens alone, in every graph mode, with
-// fewer device slots than adapters (slots reloaded between steps) and no capture after start-up.
+// fewer device slots than adapters (slots reloaded between steps) and no capture after start-up;
+// attention adapters on mixture-of-experts models equal their merged weights too.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "engine/lora_test_util.h"
+#include "model/family_fixtures.h"
+#include "model/lora_adapter.h"
 #include "test_paths.h"
 
 namespace gs {
@@ -78,6 +81,43 @@ TEST_F(LoraEngine, Rank8RsLoraAttentionOnlyEqualsMergedWeights) {
   AdapterSpec s{.rank = 8, .alpha = 16, .rslora = true, .targets = {"q_proj", "v_proj", "o_proj"}, .seed = 11};
   const auto [lora, merged] = lora_and_merged(s, "r8");
   EXPECT_EQ(lora, merged);
+}
+
+// Mixture-of-experts models (the HF fixtures: qwen3_moe with a dense layer, qwen2_moe's shared
+// expert, mixtral, gpt-oss's attention biases, o_proj bias and sinks): an adapter of the attention
+// projections gives the tokens of the model with it merged, the experts running as without LoRA;
+// an adapter of the MLP projections is refused on a sparse layer, naming it.
+TEST_F(LoraEngine, MixtureOfExpertsAttentionAdaptersEqualMergedWeights) {
+  for (const char* family : {"qwen3_moe", "qwen2_moe", "mixtral", "gpt_oss"}) {
+    SCOPED_TRACE(family);
+    const std::filesystem::path dir = test::family_dir(family);
+    const ModelConfig mc = load_model_config(dir);
+    const AdapterSpec s{.rank = 4, .alpha = 8, .targets = {"q_proj", "k_proj", "v_proj", "o_proj"}, .seed = 5};
+    const std::string name = std::string(family) + "_attn";
+    const auto w = test::write_adapter(tmp.path() / name, s, mc.num_layers, mc);
+    test::write_merged(dir, tmp.path() / (name + "_merged"), s, w, mc);
+    EngineConfig cfg = base_config(dir.string(), CUDAGraphMode::FULL_AND_PIECEWISE);
+    cfg.enable_lora = true;
+    cfg.max_lora_rank = 8;
+    cfg.lora_modules = {{name, (tmp.path() / name).string()}};
+    LLMEngine with_lora(cfg), merged(base_config((tmp.path() / (name + "_merged")).string()));
+    LLMEngine base(base_config(dir.string()));
+    const auto prompts = test::load_family_fixture(family).prompts;
+    const std::vector<std::string> none(prompts.size(), "");
+    const auto lora = generate(with_lora, prompts, std::vector<std::string>(prompts.size(), name));
+    EXPECT_EQ(lora, generate(merged, prompts, none));
+    EXPECT_NE(lora, generate(base, prompts, none)) << "the adapter must change the output";
+  }
+  const std::filesystem::path qwen = test::family_dir("qwen3_moe");  // layer 0 sparse, layer 1 dense
+  const ModelConfig mc = load_model_config(qwen);
+  test::write_adapter(tmp.path() / "mlp", AdapterSpec{.targets = {"gate_proj"}}, mc.num_layers, mc);
+  try {
+    load_lora_adapter("mlp", tmp.path() / "mlp", mc, 8);
+    FAIL() << "an adapter of a sparse layer's MLP was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("adapts the MLP of layer 0, a mixture-of-experts layer"), std::string::npos)
+        << e.what();
+  }
 }
 
 class LoraMixModes : public LoraEngine, public ::testing::WithParamInterface<CUDAGraphMode> {};

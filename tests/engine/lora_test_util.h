@@ -1,5 +1,6 @@
-// Test helpers for LoRA: random PEFT adapters for stories260K written to disk, and the model
-// directory with an adapter merged offline into its weights (W + scale * B A), the reference.
+// Test helpers for LoRA: random PEFT adapters for stories260K (or another model's config) written
+// to disk, and the model directory with an adapter merged offline into its weights
+// (W + scale * B A), the reference.
 #pragma once
 #include <cmath>
 #include <filesystem>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "model/checkpoint_writer.h"
+#include "model/lora_adapter.h"
+#include "model/model_config.h"
+#include "test_paths.h"
 
 namespace gs::test {
 
@@ -24,16 +28,17 @@ struct AdapterSpec {
   double scale() const { return rslora ? alpha / std::sqrt(double(rank)) : alpha / rank; }
 };
 
-// (out, in) of a stories260K projection.
-inline std::pair<int64_t, int64_t> stories_shape(const std::string& t) {
-  const int64_t H = 64, I = 172, Q = 64, KV = 32;
-  if (t == "q_proj") return {Q, H};
-  if (t == "k_proj" || t == "v_proj") return {KV, H};
-  if (t == "o_proj") return {H, Q};
-  if (t == "gate_proj" || t == "up_proj") return {I, H};
-  return {H, I};  // down_proj
+// The model a helper writes for: stories260K unless given.
+inline ModelConfig stories_model_config() { return load_model_config(stories260k_dir()); }
+
+// (out, in) of projection `t` ("q_proj", ...) of `cfg`; down's for a name that is no target (an
+// adapter the loader must refuse).
+inline std::pair<int64_t, int64_t> target_shape(const ModelConfig& cfg, const std::string& t) {
+  for (int i = 0; i < kNumLoraTargets; ++i)
+    if (t == lora_target_module(LoraTarget(i))) return lora_target_shape(cfg, LoraTarget(i));
+  return lora_target_shape(cfg, LoraTarget::Down);
 }
-inline std::string stories_module(const std::string& t) {
+inline std::string module_of(const std::string& t) {
   return (t == "gate_proj" || t == "up_proj" || t == "down_proj" ? "mlp." : "self_attn.") + t;
 }
 
@@ -46,7 +51,9 @@ inline StTensor f32_tensor(const std::string& name, Shape shape, const std::vect
 // The adapter's (A, B) per "layer.target", as written.
 using AdapterWeights = std::map<std::string, std::pair<std::vector<float>, std::vector<float>>>;
 
-inline AdapterWeights write_adapter(const std::filesystem::path& dir, const AdapterSpec& s, int layers = 5) {
+// An adapter of s.targets on the first `layers` layers of `cfg`.
+inline AdapterWeights write_adapter(const std::filesystem::path& dir, const AdapterSpec& s, int layers = 5,
+                                    const ModelConfig& model = stories_model_config()) {
   std::filesystem::create_directories(dir);
   nlohmann::json cfg = {{"peft_type", "LORA"},
                         {"r", s.rank},
@@ -62,13 +69,13 @@ inline AdapterWeights write_adapter(const std::filesystem::path& dir, const Adap
   std::vector<StTensor> ts;
   for (int l = 0; l < layers; ++l)
     for (const auto& t : s.targets) {
-      const auto [out, in] = stories_shape(t);
+      const auto [out, in] = target_shape(model, t);
       std::vector<float> a(size_t(s.rank * in)), b(size_t(out * s.rank));
       for (float& x : a) x = ua(rng);
       for (float& x : b) x = ub(rng);
-      const std::string p = "base_model.model.model.layers." + std::to_string(l) + "." + stories_module(t);
-      ts.push_back(f32_tensor(p + ".lora_A.weight", {s.rank, in}, a));
-      ts.push_back(f32_tensor(p + ".lora_B.weight", {out, s.rank}, b));
+      const std::string p = "base_model.model.model.layers." + std::to_string(l) + "." + module_of(t);
+      ts.push_back(f32_tensor(p + ".lora_A.weight", {int64_t(s.rank), in}, a));
+      ts.push_back(f32_tensor(p + ".lora_B.weight", {out, int64_t(s.rank)}, b));
       w[std::to_string(l) + "." + t] = {std::move(a), std::move(b)};
     }
   write_safetensors(dir / "adapter_model.safetensors", ts);
@@ -77,14 +84,14 @@ inline AdapterWeights write_adapter(const std::filesystem::path& dir, const Adap
 
 // A copy of the model in `base` with the adapter merged: W += scale * B A (in double).
 inline void write_merged(const std::filesystem::path& base, const std::filesystem::path& dir, const AdapterSpec& s,
-                         const AdapterWeights& w) {
+                         const AdapterWeights& w, const ModelConfig& cfg = stories_model_config()) {
   std::filesystem::create_directories(dir);
   std::vector<StTensor> ts = read_tensors(base);
   for (auto& t : ts)
     for (const auto& [key, ab] : w) {
       const std::string layer = key.substr(0, key.find('.')), target = key.substr(key.find('.') + 1);
-      if (t.name != "model.layers." + layer + "." + stories_module(target) + ".weight") continue;
-      const auto [out, in] = stories_shape(target);
+      if (t.name != "model.layers." + layer + "." + module_of(target) + ".weight") continue;
+      const auto [out, in] = target_shape(cfg, target);
       float* W = reinterpret_cast<float*>(t.bytes.data());
       for (int64_t o = 0; o < out; ++o)
         for (int64_t i = 0; i < in; ++i) {
