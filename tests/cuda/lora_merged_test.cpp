@@ -1,7 +1,7 @@
 // LoRA on the GPU in bf16 against the merged-weight model (stories260K, W + scale * B A written
 // offline): the logprobs of every prompt token (prefill) and of the greedy decode steps (the
 // FULL_AND_PIECEWISE graphs, has_lora keys) agree within bf16 tolerance, while the base model's
-// differ by far more.
+// differ by far more; attention adapters on mixture-of-experts fixtures likewise, in f32.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/lora_test_util.h"
+#include "model/family_fixtures.h"
 #include "runner/model_runner.h"
 #include "test_paths.h"
 
@@ -158,6 +159,36 @@ TEST_P(CudaLoraModes, MixedBatchMatchesEachRequestAlone) {
   }
   EXPECT_NE(batch[0].tokens, batch[2].tokens) << "the two adapters must differ";
   EXPECT_EQ(runner.stats().graph_captures_after_startup, 0u);
+}
+
+// Attention adapters on mixture-of-experts fixtures (qwen3_moe's q/k norms and dense layer,
+// mixtral, gpt-oss's o_proj bias with the stacked shrink and its sinks), in f32 so that only the
+// order of the sums differs: LoRA gives the merged weights' greedy tokens and logprobs.
+TEST(CudaLoraModel, MixtureOfExpertsAttentionAdaptersMatchTheMergedWeights) {
+  GS_REQUIRE_GPU();
+  for (const char* family : {"qwen3_moe", "mixtral", "gpt_oss"}) {
+    SCOPED_TRACE(family);
+    test::TempDir tmp;
+    const std::filesystem::path dir = test::family_dir(family);
+    const ModelConfig mc = load_model_config(dir);
+    const AdapterSpec spec{.rank = 8, .alpha = 16, .targets = {"q_proj", "k_proj", "v_proj", "o_proj"}, .seed = 9};
+    const auto w = test::write_adapter(tmp.path() / "ad", spec, mc.num_layers, mc);
+    test::write_merged(dir, tmp.path() / "merged", spec, w, mc);
+    RunnerConfig cfg = gpu_config(dir.string());
+    cfg.dtype = "float32";
+    cfg.enable_lora = true;
+    cfg.max_lora_rank = 8;
+    cfg.lora_modules = {{"ad", (tmp.path() / "ad").string()}};
+    RunnerConfig ref_cfg = gpu_config((tmp.path() / "merged").string());
+    ref_cfg.dtype = "float32";
+    ModelRunner with_lora(cfg), merged(ref_cfg);
+    const Trace lora = run(with_lora, 1), ref = run(merged, 0), base = run(with_lora, 0);
+    const Diff d = diff(lora, ref), d_base = diff(base, ref);
+    EXPECT_EQ(lora.tokens, ref.tokens);
+    EXPECT_LT(d.max, 1e-3f);
+    EXPECT_GT(d_base.max, 10 * d.max) << "the adapter must matter";
+    EXPECT_EQ(with_lora.stats().graph_captures_after_startup, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaLoraModes,
