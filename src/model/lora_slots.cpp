@@ -38,8 +38,10 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
            max_loras, max_rank);
   const DType dt = be_.compute_dtype();
   layers_.resize(size_t(cfg.num_layers));
-  for (auto& layer : layers_)
+  for (int l = 0; l < cfg.num_layers; ++l)
     for (int p = 0; p < kNumLoraProjs; ++p) {
+      auto& layer = layers_[size_t(l)];
+      if (!has_slots(l, LoraProj(p))) continue;
       const auto parts = parts_of(LoraProj(p));
       const int64_t R = int64_t(parts.size()) * max_rank;
       const int64_t K = lora_target_shape(cfg, parts[0]).second;
@@ -57,7 +59,10 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
   scratch_ = Tensor::empty({max_num_tokens * 3 * int64_t(max_rank)}, DType::F32, be_.allocator());
   int64_t widest = 0;  // elements of the largest stacked output the backend takes (f32)
   for (int p = 0; p < kNumLoraProjs; ++p) {
-    const Proj& w = layers_.front()[size_t(p)];
+    const auto with =
+        std::find_if(layers_.begin(), layers_.end(), [p](const auto& l) { return l[size_t(p)].a.defined(); });
+    if (with == layers_.end()) continue;  // every layer sparse: no gate/up or down slots
+    const Proj& w = (*with)[size_t(p)];
     const int64_t P = lora_stacked_width(max_loras, w.a.dim(1)), width = w.bt.dim(2) + P;
     if (P * w.a.dim(2) * int64_t(dtype_size(dt)) > kMaxStackedBytes) continue;
     for (int n = 1; n <= max_num_tokens; ++n)
@@ -68,6 +73,10 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
   }
   if (widest > 0) stacked_out_ = Tensor::empty({widest}, DType::F32, be_.allocator());
   be_.stream().synchronize();
+}
+
+bool LoraSlots::has_slots(int layer, LoraProj p) const {
+  return !cfg_.moe.sparse(layer) || p == LoraProj::Qkv || p == LoraProj::O;
 }
 
 LoraFusedShape LoraSlots::fused_shape(const Proj& w, LoraFusedOp op, int n) const {
@@ -127,6 +136,7 @@ LoraSlotImage LoraSlots::prepare(const LoraAdapter& ad) const {
   for (int l = 0; l < cfg_.num_layers; ++l)
     for (int p = 0; p < kNumLoraProjs; ++p) {
       const Proj& dst = layers_[size_t(l)][size_t(p)];
+      if (!dst.a.defined()) continue;
       const int64_t R = dst.a.dim(1), K = dst.a.dim(2), N = dst.bt.dim(2);
       std::vector<float> a(size_t(R * K), 0.0f), bt(size_t(R * N), 0.0f);
       int64_t col0 = 0;
@@ -153,12 +163,15 @@ LoraSlotImage LoraSlots::prepare(const LoraAdapter& ad) const {
 
 void LoraSlots::load(int slot, const LoraSlotImage& img) {
   GS_CHECK(slot >= 0 && slot < max_loras_, "LoRA slot {} out of range [0, {})", slot, max_loras_);
-  GS_CHECK(img.parts.size() == layers_.size() * kNumLoraProjs * 2, "LoRA image '{}' has {} parts, the slots {}",
-           img.name, img.parts.size(), layers_.size() * kNumLoraProjs * 2);
+  size_t parts = 0;
+  for (const auto& layer : layers_)
+    for (const Proj& dst : layer) parts += dst.a.defined() ? 2 : 0;
+  GS_CHECK(img.parts.size() == parts, "LoRA image '{}' has {} parts, the slots {}", img.name, img.parts.size(), parts);
   const DType dt = be_.compute_dtype();
   size_t i = 0;
   for (const auto& layer : layers_)
-    for (const Proj& dst : layer)
+    for (const Proj& dst : layer) {
+      if (!dst.a.defined()) continue;
       for (const Tensor* t : {&dst.a, &dst.bt}) {
         const Tensor view = t->rows(slot, 1);
         const std::vector<uint8_t>& src = img.parts[i++];
@@ -166,6 +179,7 @@ void LoraSlots::load(int slot, const LoraSlotImage& img) {
                  src.size(), view.nbytes());
         be_.copy(view, Tensor::wrap(const_cast<uint8_t*>(src.data()), view.shape(), dt, Device::cpu()));
       }
+    }
   be_.stream().synchronize();
 }
 

@@ -5,8 +5,9 @@
 // transposed, the adapter's scale folded in), R_p = max_rank times the number of PEFT targets
 // fused into p (3 for qkv, 2 for gate_up): target c's rank rows sit at [c * max_rank, ...) and
 // its B columns at its output rows, so one shrink and one expand compute every fused part.
-// Unused rows are zero. Tensors are allocated once; loading an adapter overwrites a slot's
-// contents, never an address, so captured graphs stay valid.
+// Unused rows are zero. A mixture-of-experts layer has no gate/up or down slots. Tensors are
+// allocated once; loading an adapter overwrites a slot's contents, never an address, so captured
+// graphs stay valid.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -71,6 +72,9 @@ class LoraSlots {
     LoraParts parts;                 // the fused targets' columns of y (bt is block-diagonal over them)
     Tensor stacked_w, stacked_bias;  // [N + P, K] (a views its rows from N), [N + P]; or undefined
   };
+  // Whether projection p of `layer` has slots: not a mixture-of-experts layer's gate/up or down
+  // (experts take no adapters).
+  bool has_slots(int layer, LoraProj p) const;
   // Whether the fused op's shape at n tokens takes the stacked shrink.
   bool stacked(const Proj& w, LoraFusedOp op, int n) const;
   // Tmp for the expand after project(): lora_shrink's, or undefined (stacked: y holds it).
