@@ -45,14 +45,6 @@ class Loader : public WeightLoader {
     keep_fp8_ = false;
   }
 
-  // Two [rows, in] matrices' rows [begin, begin + count) stacked into one [2 count, in] (gate over up).
-  Tensor stacked(const std::string& a, const std::string& b, int64_t rows, int64_t in, int64_t begin, int64_t count) {
-    Tensor t = alloc({2 * count, in});
-    part(t, 0, a, {rows, in}, WeightInit::Uniform, in, WeightLoader::rows(begin, count));
-    part(t, count, b, {rows, in}, WeightInit::Uniform, in, WeightLoader::rows(begin, count));
-    return t;
-  }
-
   void attention(DeepseekLayerWeights& w, const std::string& p) {
     const MlaConfig& m = cfg_.mla;
     const int64_t H = cfg_.hidden_size, h = cfg_.num_heads, lh = tp_.local.num_heads, h0 = tp_.head_begin;
@@ -73,23 +65,15 @@ class Loader : public WeightLoader {
   // mlp.experts.N.{gate,up,down}_proj, mlp.gate (+ V3's e_score_correction_bias), mlp.shared_experts.
   void moe(DeepseekLayerWeights& w, const std::string& p) {
     const MoeConfig& m = cfg_.moe;
-    const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate, Is = m.shared_intermediate;
-    const int64_t li = tp_.local.moe.expert_intermediate, ls = tp_.local.moe.shared_intermediate;
-    const WeightSlice ex_rows = rows(tp_.expert_inter_begin, li), ex_cols{1, tp_.expert_inter_begin, li};
+    const int64_t H = cfg_.hidden_size, E = m.num_experts, Is = m.shared_intermediate;
     MoeLayerWeights& x = w.moe;
     x.router = matrix(p + "mlp.gate.weight", E, H);
     if (m.score_bias) w.score_bias = vector(p + "mlp.gate.e_score_correction_bias", E, WeightInit::Zeros, DType::F32);
-    x.experts_gate_up = alloc({E * 2 * li, H});
-    x.experts_down = alloc({E * H, li});
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string n = fmt::format("{}mlp.experts.{}.", p, e);
-      part(x.experts_gate_up, e * 2 * li, n + "gate_proj.weight", {I, H}, WeightInit::Uniform, H, ex_rows);
-      part(x.experts_gate_up, e * 2 * li + li, n + "up_proj.weight", {I, H}, WeightInit::Uniform, H, ex_rows);
-      part(x.experts_down, e * H, n + "down_proj.weight", {H, I}, WeightInit::Uniform, I, ex_cols);
-    }
+    routed_experts(p + "mlp.experts.", {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}, x.experts_gate_up,
+                   x.experts_down);
     if (Is > 0) {
       x.shared_gate_up = stacked(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight", Is,
-                                 H, tp_.shared_inter_begin, ls);
+                                 H, tp_.shared_inter_begin, tp_.local.moe.shared_intermediate);
       x.shared_down = row_parallel(p + "mlp.shared_experts.down_proj.weight", H, Is);
     }
   }

@@ -48,14 +48,13 @@ class Loader : public WeightLoader {
   }
   void mlp(LlamaLayerWeights& w, const std::string& p) {
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, li = tp_.local.intermediate_size;
-    w.gate_up = proj(p + (cfg_.arch == Architecture::Phi3 ? "mlp.gate_up_proj" : "mlp.gate_proj"), 2 * li, H);
     if (cfg_.arch == Architecture::Phi3) {  // gate rows first, as HF's chunk(2)
+      w.gate_up = proj(p + "mlp.gate_up_proj", 2 * li, H);
       part(w.gate_up, 0, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
       part(w.gate_up, li, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H,
            rows(I + tp_.inter_begin, li));
     } else {
-      part(w.gate_up, 0, p + "mlp.gate_proj.weight", {I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
-      part(w.gate_up, li, p + "mlp.up_proj.weight", {I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
+      w.gate_up = stacked(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", I, H, tp_.inter_begin, li);
     }
     w.down = row_parallel(p + "mlp.down_proj.weight", H, I);
   }
@@ -65,30 +64,18 @@ class Loader : public WeightLoader {
   // of every expert (gate / up rows, down columns), the router whole.
   void moe(MoeLayerWeights& w, const std::string& p) {
     const MoeConfig& m = cfg_.moe;
-    const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate, Is = m.shared_intermediate;
-    const int64_t li = tp_.local.moe.expert_intermediate, ls = tp_.local.moe.shared_intermediate;
+    const int64_t H = cfg_.hidden_size, E = m.num_experts, Is = m.shared_intermediate;
     const bool mixtral = cfg_.arch == Architecture::Mixtral;
     const std::string b = p + (mixtral ? "block_sparse_moe." : "mlp.");
-    const WeightSlice ex_rows = rows(tp_.expert_inter_begin, li), ex_cols{1, tp_.expert_inter_begin, li};
     w.router = matrix(b + "gate.weight", E, H);
-    w.experts_gate_up = alloc({E * 2 * li, H});
-    w.experts_down = alloc({E * H, li});
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string x = fmt::format("{}experts.{}.", b, e);
-      const auto init = WeightInit::Uniform;
-      part(w.experts_gate_up, e * 2 * li, x + (mixtral ? "w1.weight" : "gate_proj.weight"), {I, H}, init, H, ex_rows);
-      part(w.experts_gate_up, e * 2 * li + li, x + (mixtral ? "w3.weight" : "up_proj.weight"), {I, H}, init, H,
-           ex_rows);
-      part(w.experts_down, e * H, x + (mixtral ? "w2.weight" : "down_proj.weight"), {H, I}, init, I, ex_cols);
-    }
-    if (Is > 0) {
-      const WeightSlice sh_rows = rows(tp_.shared_inter_begin, ls);
-      w.shared_gate_up = alloc({2 * ls, H});
-      part(w.shared_gate_up, 0, b + "shared_expert.gate_proj.weight", {Is, H}, WeightInit::Uniform, H, sh_rows);
-      part(w.shared_gate_up, ls, b + "shared_expert.up_proj.weight", {Is, H}, WeightInit::Uniform, H, sh_rows);
-      w.shared_down = alloc({H, ls});
-      part(w.shared_down, 0, b + "shared_expert.down_proj.weight", {H, Is}, WeightInit::Uniform, Is,
-           {1, tp_.shared_inter_begin, ls});
+    routed_experts(b + "experts.",
+                   mixtral ? std::array<std::string, 3>{"w1.weight", "w3.weight", "w2.weight"}
+                           : std::array<std::string, 3>{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
+                   w.experts_gate_up, w.experts_down);
+    if (Is > 0) {  // the compute dtype, as the experts (WeightLoader::proj)
+      w.shared_gate_up = stacked(b + "shared_expert.gate_proj.weight", b + "shared_expert.up_proj.weight", Is, H,
+                                 tp_.shared_inter_begin, tp_.local.moe.shared_intermediate);
+      w.shared_down = row_parallel(b + "shared_expert.down_proj.weight", H, Is);
     }
     if (m.shared_gate) {
       w.shared_gate = alloc({8, H});

@@ -11,7 +11,7 @@ namespace gs {
 Tensor WeightLoader::alloc(const Shape& s) { return Tensor::empty(s, be_.compute_dtype(), be_.allocator()); }
 
 Tensor WeightLoader::proj(const std::string& module, int64_t out, int64_t in) {
-  if (!keep_fp8_ || !cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
+  if (!keep_fp8_ || is_expert(module) || !cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
   const int64_t groups = cfg_.quant.scales == Fp8WeightScales::Block ? (in + kFp8BlockK - 1) / kFp8BlockK : 1;
   return Tensor::empty({out, in}, DType::F8E4M3, be_.allocator())
       .with_scales(Tensor::empty({out, groups}, DType::F32, be_.allocator()));
@@ -72,6 +72,29 @@ Tensor WeightLoader::row_parallel(const std::string& name, int64_t out, int64_t 
   Tensor t = proj(module_of(name), out, k);
   part(t, 0, name, {out, in}, WeightInit::Uniform, in, {1, tp_.rank * k, k});
   return t;
+}
+
+Tensor WeightLoader::stacked(const std::string& gate, const std::string& up, int64_t rows, int64_t in, int64_t begin,
+                             int64_t count) {
+  Tensor t = proj(module_of(gate), 2 * count, in);
+  part(t, 0, gate, {rows, in}, WeightInit::Uniform, in, WeightLoader::rows(begin, count));
+  part(t, count, up, {rows, in}, WeightInit::Uniform, in, WeightLoader::rows(begin, count));
+  return t;
+}
+
+void WeightLoader::routed_experts(const std::string& prefix, const std::array<std::string, 3>& names, Tensor& gate_up,
+                                  Tensor& down) {
+  const MoeConfig& m = cfg_.moe;
+  const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate;
+  const int64_t li = tp_.local.moe.expert_intermediate, i0 = tp_.expert_inter_begin;
+  gate_up = alloc({E * 2 * li, H});
+  down = alloc({E * H, li});
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string x = prefix + std::to_string(e) + ".";
+    part(gate_up, e * 2 * li, x + names[0], {I, H}, WeightInit::Uniform, H, rows(i0, li));
+    part(gate_up, e * 2 * li + li, x + names[1], {I, H}, WeightInit::Uniform, H, rows(i0, li));
+    part(down, e * H, x + names[2], {H, I}, WeightInit::Uniform, I, {1, i0, li});
+  }
 }
 
 Tensor WeightLoader::vocab_rows(const std::string& name) {

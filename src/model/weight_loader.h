@@ -3,6 +3,7 @@
 // dtype or FP8 where the model is quantized (QuantConfig): the pieces every model's loader is
 // built of (llama_weights.cpp, deepseek_model.cpp).
 #pragma once
+#include <array>
 #include <string>
 
 #include "model/model_config.h"
@@ -20,8 +21,8 @@ class WeightLoader {
   // An uninitialized tensor in the compute dtype.
   Tensor alloc(const Shape& s);
   // A projection weight [out, in] of `module` (its first part): FP8 with its scales where the
-  // model is quantized, the backend computes in FP8 and the loader keeps FP8 (keep_fp8_), else
-  // in the compute dtype.
+  // model is quantized, the backend computes in FP8, the loader keeps FP8 (keep_fp8_) and the
+  // module is no expert, else in the compute dtype.
   Tensor proj(const std::string& module, int64_t out, int64_t in);
   // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`, quantized
   // where dst is FP8 or the model is quantized at load (routed and shared experts excepted).
@@ -35,6 +36,15 @@ class WeightLoader {
   Tensor column_parallel(const std::string& name, int64_t out, int64_t in, int64_t begin, int64_t count);
   // This rank's input columns of a row-parallel [out, in] matrix: [in / N] from rank * in / N.
   Tensor row_parallel(const std::string& name, int64_t out, int64_t in);
+  // Rows [begin, begin + count) of HF matrices `gate` and `up` (each [rows, in]) stacked into one
+  // projection weight [2 count, in], gate over up.
+  Tensor stacked(const std::string& gate, const std::string& up, int64_t rows, int64_t in, int64_t begin,
+                 int64_t count);
+  // Every routed expert's rows of this rank's channels (gate / up rows, down columns) from
+  // `prefix`N.`names` (gate, up, down) into Backend::moe_experts' layout: gate_up [E 2 I_rank, H],
+  // down [E H, I_rank], in the compute dtype.
+  void routed_experts(const std::string& prefix, const std::array<std::string, 3>& names, Tensor& gate_up,
+                      Tensor& down);
   // Vocab-parallel rows of an embedding or lm_head [V, H] (zero rows past the vocabulary).
   Tensor vocab_rows(const std::string& name);
   Tensor vector(const std::string& name, int64_t n, WeightInit init);  // in the compute dtype
