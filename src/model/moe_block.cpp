@@ -16,11 +16,6 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
                cfg.num_layers, m.num_experts, m.expert_intermediate, m.routing.top_k,
                m.shared_intermediate > 0 ? fmt::format(", shared expert of width {}", m.shared_intermediate) : "",
                backend.name(), backend.moe_kernels());
-  if (cfg.quant.fp8)
-    spdlog::info(
-        "MoE: the experts run in {} ({}: no FP8 expert kernels yet; an FP8 checkpoint's are dequantized "
-        "at load)",
-        dtype_name(backend.compute_dtype()), cfg.quant.describe());
   const int64_t M = max_tokens, H = cfg.hidden_size, E = m.num_experts, k = m.routing.top_k;
   const int64_t I = m.expert_intermediate, Is = m.shared_intermediate;
   auto alloc = [&](Shape s, DType d) { return Tensor::empty(s, d, backend.allocator()); };

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "ops/fp8_weights.h"
 
 namespace gs {
@@ -12,6 +13,10 @@ Tensor WeightLoader::alloc(const Shape& s) { return Tensor::empty(s, be_.compute
 
 Tensor WeightLoader::proj(const std::string& module, int64_t out, int64_t in) {
   if (!keep_fp8_ || is_expert(module) || !cfg_.quant.quantizes(module) || !be_.fp8_weights()) return alloc({out, in});
+  return fp8_weight(out, in);
+}
+
+Tensor WeightLoader::fp8_weight(int64_t out, int64_t in) {
   const int64_t groups = cfg_.quant.scales == Fp8WeightScales::Block ? (in + kFp8BlockK - 1) / kFp8BlockK : 1;
   return Tensor::empty({out, in}, DType::F8E4M3, be_.allocator())
       .with_scales(Tensor::empty({out, groups}, DType::F32, be_.allocator()));
@@ -27,8 +32,7 @@ void WeightLoader::part(const Tensor& dst, int64_t row, const std::string& name,
   const bool fp8 = d.dtype() == DType::F8E4M3;
   const Tensor f = fp8 ? Tensor::empty(d.shape(), DType::F32, be_.allocator()) : d;
   src_.load(name, shape, f, init, fan_in, slice);
-  const bool online =
-      cfg_.quant.online && is_projection(name) && !is_expert(name) && cfg_.quant.quantizes(module_of(name));
+  const bool online = cfg_.quant.online && quantized_at_load(name);
   if (fp8 || online) quantize(f, d, s[0]);
   if (fp8) be_.stream().synchronize();  // f is freed on return
 }
@@ -41,6 +45,18 @@ void WeightLoader::quantize(const Tensor& part, const Tensor& dst, int64_t rows)
 
 bool WeightLoader::is_expert(const std::string& name) {
   return name.find(".experts.") != std::string::npos || name.find(".shared_expert.") != std::string::npos;
+}
+
+bool WeightLoader::fp8_experts(const std::string& module) const {
+  const int64_t li = tp_.local.moe.expert_intermediate;
+  return cfg_.quant.fp8 && cfg_.hidden_size % kFp8BlockK == 0 && li > 0 && li % kFp8BlockK == 0 &&
+         cfg_.quant.quantizes(module);
+}
+
+bool WeightLoader::quantized_at_load(const std::string& name) const {
+  const std::string module = module_of(name);
+  if (name.find(".experts.") != std::string::npos) return fp8_experts(module);
+  return is_projection(name) && !is_expert(name) && cfg_.quant.quantizes(module);
 }
 
 bool WeightLoader::is_projection(const std::string& name) {
@@ -87,8 +103,19 @@ void WeightLoader::routed_experts(const std::string& prefix, const std::array<st
   const MoeConfig& m = cfg_.moe;
   const int64_t H = cfg_.hidden_size, E = m.num_experts, I = m.expert_intermediate;
   const int64_t li = tp_.local.moe.expert_intermediate, i0 = tp_.expert_inter_begin;
-  gate_up = alloc({E * 2 * li, H});
-  down = alloc({E * H, li});
+  const bool fp8 = be_.fp8_weights() && fp8_experts(prefix + "0." + module_of(names[0]));
+  if (cfg_.quant.fp8 && !experts_logged_) {
+    experts_logged_ = true;
+    if (fp8)
+      spdlog::info("MoE: the routed experts are FP8 e4m3 ({}), run by moe_experts' FP8 form", cfg_.quant.describe());
+    else
+      spdlog::info(
+          "MoE: the routed experts stay {} ({}; FP8 experts need a backend computing in FP8 (CUDA, bf16) and hidden "
+          "size {} and this rank's expert width {} multiples of 128); an FP8 checkpoint's are dequantized at load",
+          dtype_name(be_.compute_dtype()), cfg_.quant.describe(), cfg_.hidden_size, li);
+  }
+  gate_up = fp8 ? fp8_weight(E * 2 * li, H) : alloc({E * 2 * li, H});
+  down = fp8 ? fp8_weight(E * H, li) : alloc({E * H, li});
   for (int64_t e = 0; e < E; ++e) {
     const std::string x = prefix + std::to_string(e) + ".";
     part(gate_up, e * 2 * li, x + names[0], {I, H}, WeightInit::Uniform, H, rows(i0, li));

@@ -25,7 +25,8 @@ class WeightLoader {
   // module is no expert, else in the compute dtype.
   Tensor proj(const std::string& module, int64_t out, int64_t in);
   // `slice` of HF tensor `name` (full shape `shape`) into rows [row, ...) of `dst`, quantized
-  // where dst is FP8 or the model is quantized at load (routed and shared experts excepted).
+  // where dst is FP8 or the model is quantized at load (quantized_at_load: on a backend without
+  // FP8 weights dst then holds the dequantized values, the FP8 model's arithmetic in its dtype).
   void part(const Tensor& dst, int64_t row, const std::string& name, const Shape& shape, WeightInit init,
             int64_t fan_in, const WeightSlice& slice = {});
   // A whole [out, in] matrix in the compute dtype.
@@ -42,7 +43,8 @@ class WeightLoader {
                  int64_t count);
   // Every routed expert's rows of this rank's channels (gate / up rows, down columns) from
   // `prefix`N.`names` (gate, up, down) into Backend::moe_experts' layout: gate_up [E 2 I_rank, H],
-  // down [E H, I_rank], in the compute dtype.
+  // down [E H, I_rank]; FP8 with scales where fp8_experts() and the backend computes in FP8, else
+  // in the compute dtype.
   void routed_experts(const std::string& prefix, const std::array<std::string, 3>& names, Tensor& gate_up,
                       Tensor& down);
   // Vocab-parallel rows of an embedding or lm_head [V, H] (zero rows past the vocabulary).
@@ -61,13 +63,23 @@ class WeightLoader {
   Backend& be_;
   WeightSource& src_;
   bool keep_fp8_ = true;  // false: an FP8 checkpoint's projections are dequantized at load
+  bool experts_logged_ = false;
 
  private:
   // The part's values to FP8, scaled in the groups of the checkpoint's layout (so that its exact
   // values come back), per output channel when quantized at load.
   void quantize(const Tensor& part, const Tensor& dst, int64_t rows);
-  // The routed and shared experts keep the compute dtype (there are no FP8 expert kernels): an
-  // FP8 checkpoint's are dequantized exactly, and --quantization fp8 leaves them as they are.
+  // An FP8 weight [out, in] with the model's scale layout (a scale a row, or a 128-k block).
+  Tensor fp8_weight(int64_t out, int64_t in);
+  // Routed experts are FP8 (module: the first expert's gate) where the model is quantized and
+  // both of their K widths, the hidden size and this rank's expert width, are multiples of 128
+  // (the scale blocks of Backend::moe_experts' FP8 form). Elsewhere they keep the compute dtype:
+  // an FP8 checkpoint's are dequantized exactly and --quantization fp8 leaves them as they are.
+  // Shared experts always keep the compute dtype.
+  bool fp8_experts(const std::string& module) const;
+  // Whether --quantization fp8 rounds HF tensor `name` through e4m3: the projections the model
+  // quantizes (no shared expert), and the routed experts where fp8_experts().
+  bool quantized_at_load(const std::string& name) const;
   static bool is_expert(const std::string& name);
   static bool is_projection(const std::string& name);
 };

@@ -16,6 +16,16 @@ void need_shape(const Tensor& t, int64_t rows, int64_t cols, const char* op, con
            rows, cols, t.str());
 }
 
+// An FP8 expert weight [rows, K]: scales [rows, 1] or [rows, ceil(K / 128)] f32.
+void need_fp8_scales(const Tensor& w, const char* name) {
+  GS_CHECK(w.scales().defined(), "moe_experts: {} {} has no scales", name, w.str());
+  const Tensor& s = w.scales();
+  const int64_t K = w.row_elems(), G = s.row_elems();
+  GS_CHECK(s.dtype() == DType::F32 && s.dim(0) == w.dim(0) && (G == 1 || G == (K + 127) / 128),
+           "moe_experts: {}'s scales {} must be f32 [{}, 1] or [{}, {}]", name, s.str(), w.dim(0), w.dim(0),
+           (K + 127) / 128);
+}
+
 }  // namespace
 
 MoeDims check_moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
@@ -41,7 +51,13 @@ MoeDims check_moe_route(const Tensor& logits, const Tensor& bias, const MoeRouti
 
 MoeDims check_moe_experts(const MoeExpertsArgs& a, DType dt) {
   const char* op = "moe_experts";
-  need(a.x, dt, op, "x"), need(a.gate_up, dt, op, "gate_up"), need(a.down, dt, op, "down");
+  need(a.x, dt, op, "x");
+  if (a.gate_up.defined() && a.gate_up.dtype() == DType::F8E4M3) {
+    need(a.down, DType::F8E4M3, op, "down (gate_up is FP8)");
+    need_fp8_scales(a.gate_up, "gate_up"), need_fp8_scales(a.down, "down");
+  } else {
+    need(a.gate_up, dt, op, "gate_up"), need(a.down, dt, op, "down");
+  }
   need(a.ids, DType::I32, op, "ids"), need(a.weights, DType::F32, op, "weights");
   const int64_t T = a.x.dim(0), H = a.x.row_elems(), k = a.ids.row_elems(), I = a.down.row_elems();
   GS_CHECK(I > 0 && a.down.dim(0) % H == 0, "moe_experts: down {} must be [E * {}, I]", a.down.str(), H);

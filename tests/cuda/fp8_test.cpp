@@ -7,14 +7,20 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "attention/cuda/cuda_attention.h"
 #include "core/allocator.h"
 #include "core/cuda/cuda_stream.h"
 #include "cuda_test_util.h"
 #include "device_model.h"
+#include "model/checkpoint_writer.h"
 #include "model/family_fixtures.h"
+#include "model/llama_weights.h"
+#include "model/tp_layout.h"
+#include "model/weight_source.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/fp8_lt_gemm.h"
@@ -543,6 +549,76 @@ TEST_P(Fp8Online, LogitsWithinE4m3RoundingOfBf16) {
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, Fp8Online, ::testing::Values("llama", "qwen3", "gemma2"),
                          [](const auto& info) { return info.param; });
+
+// --quantization fp8 on a mixture of experts whose widths the FP8 expert kernels take (the
+// qwen3_moe fixture's config at hidden 128 and expert width 128, dummy weights, every expert
+// selected so that no near-tied routing flips under rounding): on the GPU the routed experts load
+// as e4m3 with a scale a row, the bytes and scales of the host quantization of the same weights,
+// and run through moe_experts' FP8 form; the CPU reference computes in f32 on the same quantized
+// values (ops/fp8_weights.h). Prompts of 1 token (the small-batch path), 2, 5 and 40 (the sorted
+// path's items of 8, 16 and 32 pairs). From 17 tokens the attention projections' FP8 GEMMs
+// quantize activations per token where the reference does not, so there the bound is that of
+// Fp8Online; below it, bf16 rounding's. bf16 against f32 without quantization is printed as the
+// yardstick, and the quantization must have moved the reference.
+TEST(Fp8Experts, QuantizedMixtureOfExpertsMatchesTheCpuReference) {
+  GS_REQUIRE_GPU();
+  test::TempDir dir;
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(test::family_dir("qwen3_moe") / "config.json"));
+  cfg["hidden_size"] = 128, cfg["moe_intermediate_size"] = 128, cfg["intermediate_size"] = 256;
+  cfg["num_experts_per_tok"] = cfg["num_local_experts"];
+  std::ofstream(dir.path() / "config.json") << cfg.dump();
+  ModelSource plain, fp8;
+  plain.dir = fp8.dir = dir.path().string();
+  plain.dummy = fp8.dummy = true;
+  fp8.quantization = "fp8";
+  {
+    auto gpu = make_cuda_backend(0, DType::BF16);
+    auto cpu = make_cpu_backend();
+    const ModelConfig qc = resolve_model_config(fp8), pc = resolve_model_config(plain);
+    auto gsrc = make_dummy_source(0, *gpu), csrc = make_dummy_source(0, *cpu);
+    const LlamaWeights g = load_llama_weights(qc, make_tp_layout(qc, 0, 1), *gpu, *gsrc);
+    const LlamaWeights c = load_llama_weights(pc, make_tp_layout(pc, 0, 1), *cpu, *csrc);
+    for (auto member : {&MoeLayerWeights::experts_gate_up, &MoeLayerWeights::experts_down}) {
+      const Tensor& q = g.layers[0].moe.*member;
+      const Tensor& w = c.layers[0].moe.*member;
+      ASSERT_EQ(q.dtype(), DType::F8E4M3);
+      const int64_t N = w.dim(0), K = w.row_elems();
+      std::vector<uint8_t> got(size_t(N * K)), want(got.size());
+      std::vector<float> want_s(static_cast<size_t>(N));
+      gpu->copy(Tensor::wrap(got.data(), {N, K}, DType::F8E4M3, Device::cpu()), q);
+      fp8_quantize_host(w.data_as<const float>(), N, K, 1, false, want.data(), want_s.data(), nullptr);
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(test::read(*gpu, q.scales()), want_s);
+    }
+  }
+  const auto run = [](const ModelSource& src, bool gpu, const std::vector<int32_t>& prompt) {
+    using MakeAttention = std::unique_ptr<AttentionBackend> (*)(Backend&, const AttentionShape&);
+    const MakeAttention cuda = [](Backend& b, const AttentionShape& s) { return make_cuda_attention(b, s); };
+    const MakeAttention cpu = [](Backend& b, const AttentionShape& s) { return make_cpu_attention(b, s); };
+    test::DeviceModel m(gpu ? make_cuda_backend(0, DType::BF16) : make_cpu_backend(), src, 64, gpu ? cuda : cpu);
+    return m.prefill(prompt);
+  };
+  for (int n : {1, 2, 5, 40}) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < n; ++i) prompt.push_back((i * 37 + 11) % 500 + 3);
+    const auto got = run(fp8, true, prompt), want = run(fp8, false, prompt);
+    const auto bf16 = run(plain, true, prompt), f32 = run(plain, false, prompt);
+    double worst = 0, yard = 0, moved = 0;
+    int agree = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, test::rel_l2(got[i], want[i]));
+      yard = std::max(yard, test::rel_l2(bf16[i], f32[i]));
+      moved = std::max(moved, test::rel_l2(want[i], f32[i]));
+      agree += argmax(got[i]) == argmax(want[i]);
+    }
+    std::printf(
+        "[fp8-experts] %2d tokens: GPU FP8 vs CPU FP8 reference rel-L2 max %.4f, argmax agreement %d/%d | bf16 vs "
+        "f32 %.4f | the quantization moved the reference by %.4f\n",
+        n, worst, agree, n, yard, moved);
+    EXPECT_LT(worst, n > 16 ? 0.2 : std::max(0.02, 3 * yard)) << n << " tokens";
+    EXPECT_GT(moved, 0.01) << "the weights were not quantized";
+  }
+}
 
 }  // namespace
 }  // namespace gs

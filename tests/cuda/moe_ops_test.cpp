@@ -3,15 +3,18 @@
 // token (the decode path: k experts read), a few and many tokens, with and without a gated shared
 // expert; the small-batch path (items straight from the routing, the reduce in the down GEMM)
 // equal to the sorted path; and a captured graph replayed after the routing changed equals an
-// eager run.
+// eager run; FP8 experts (a scale a row, or a 128-k block) against the CPU reference on their
+// dequantized weights.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/fp8_weights.h"
 
 namespace gs {
 namespace {
@@ -305,6 +308,79 @@ TEST(MoeOps, DenseFormMatchesCpuAndGroupedGemms) {
   }
   Layer l(*dense, 64, true, 90, 128, false, 16, true);
   expect_replay_follows_new_routing(*dense, l, 64, 91);
+}
+
+// Expert weights [rows, K] whose scales matter: each row and each 128-k block of it has its own
+// magnitude (rows over a range of 2.3x, blocks 0.5x, 1x, 2x in turn), so a scale applied to the
+// wrong row or block moves the output by O(1).
+std::vector<float> scaled_weights(int64_t rows, int64_t K, uint32_t seed) {
+  std::vector<float> w = randn(size_t(rows * K), seed, 0.06f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k)
+      w[size_t(r * K + k)] *= (0.3f + 0.1f * float(r % 14)) * std::ldexp(1.0f, int(k / 128 % 3) - 1);
+  return w;
+}
+
+// The layer's experts as FP8 on `gpu` (e4m3 bytes and scales from the host quantization) and as
+// their exact dequantized values on `cpu`.
+void quantize_experts(Backend& gpu, Layer& g, Backend& cpu, Layer& c, bool block) {
+  const auto one = [&](Tensor& gw, Tensor& cw, uint32_t seed) {
+    const int64_t rows = gw.dim(0), K = gw.row_elems(), G = block ? K / 128 : 1;
+    const std::vector<float> w = scaled_weights(rows, K, seed);
+    std::vector<uint8_t> q(w.size());
+    std::vector<float> scales(size_t(rows * G)), deq(w.size());
+    fp8_quantize_host(w.data(), rows, K, block ? 128 : 1, block, q.data(), scales.data(), deq.data());
+    gw = Tensor::empty({rows, K}, DType::F8E4M3, gpu.allocator()).with_scales(on(gpu, scales, {rows, G}, DType::F32));
+    gpu.copy(gw, Tensor::wrap(q.data(), {rows, K}, DType::F8E4M3, Device::cpu()));
+    gpu.stream().synchronize();
+    cw = on(cpu, deq, {rows, K}, DType::F32);
+  };
+  one(g.gu, c.gu, 17);
+  one(g.down, c.down, 18);
+}
+
+// FP8 experts (e4m3 rows widened in registers, each 128-k block's products scaled apart) at one
+// token (the small-batch path) and at 5, 24 and 300 (the sorted path's items of 8, 16 and 32
+// pairs, the last staging x), with the gated shared expert and gpt-oss's biases, equal the CPU
+// reference on their dequantized weights within bf16 rounding; a graph of them replays after the
+// routing changed as an eager run does.
+TEST(MoeOps, Fp8ExpertsMatchCpuOnTheirDequantizedWeights) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto cpu = make_cpu_backend();
+  for (bool block : {false, true}) {
+    for (int T : {1, 5, 24, 300}) {
+      const bool shared = T % 2 == 1, gpt_oss = T == 24;
+      SCOPED_TRACE(testing::Message() << (block ? "128-k blocks" : "a scale a row") << ", T " << T);
+      Layer g(*gpu, T, shared, 100 + T, 128, gpt_oss, 16, true), c(*cpu, T, shared, 100 + T, 128, gpt_oss);
+      quantize_experts(*gpu, g, *cpu, c, block);
+      g.forward(*gpu);
+      c.forward(*cpu);
+      EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
+      EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), 1e-2);
+    }
+    Layer l(*gpu, 8, true, 110), unused(*cpu, 8, true, 110);
+    quantize_experts(*gpu, l, *cpu, unused, block);
+    expect_replay_follows_new_routing(*gpu, l, 8, 111);
+  }
+}
+
+// FP8 experts the kernels cannot take are refused by name: K not a multiple of 128, f32 compute.
+TEST(MoeOps, Fp8ExpertsOutsideTheKernelsAreRefused) {
+  GS_REQUIRE_GPU();
+  auto cpu = make_cpu_backend();
+  for (DType dt : {DType::BF16, DType::F32}) {
+    auto gpu = make_cuda_backend(0, dt);
+    const int I = dt == DType::BF16 ? 200 : 128;  // bf16: the expert width; f32: the dtype
+    Layer g(*gpu, 1, false, 120, I), c(*cpu, 1, false, 120, I);
+    quantize_experts(*gpu, g, *cpu, c, false);
+    try {
+      g.forward(*gpu);
+      FAIL() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FP8 experts need bf16 compute"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -280,10 +280,9 @@ TEST(Fp8Online, Stories260KStaysCloseToTheF32Goldens) {
   EXPECT_GE(agree, int(want.size()) * 85 / 100);
 }
 
-// --quantization fp8 on a mixture of experts (the qwen3_moe fixture, and qwen2_moe's shared
-// expert; f32 on the CPU): the experts keep their checkpoint values bit for bit (there are no FP8
-// expert kernels, so rounding them would cost accuracy for nothing), while the attention
-// projections are quantized.
+// --quantization fp8 on a mixture of experts whose widths FP8 experts cannot take (the qwen3_moe
+// fixture's hidden 64 and expert width 40, and qwen2_moe's shared expert; f32 on the CPU): the
+// experts keep their checkpoint values bit for bit, while the attention projections are quantized.
 TEST(Fp8Online, MoeExpertsKeepTheirWeights) {
   auto cpu = make_cpu_backend();
   const auto values = [](const Tensor& t) {
@@ -314,6 +313,35 @@ TEST(Fp8Online, MoeExpertsKeepTheirWeights) {
       EXPECT_NE(values(fp8.layers[l].qkv), values(plain.layers[l].qkv)) << "layer " << l << ": qkv not quantized";
     }
     EXPECT_GT(sparse, 0);
+  }
+}
+
+// --quantization fp8 where FP8 experts apply (the qwen3_moe config at hidden 128 and expert width
+// 128, dummy weights): the CPU reference holds each routed expert's values rounded through e4m3
+// with a scale a row, exactly the host quantization of the unquantized load, as the GPU's e4m3
+// experts hold them.
+TEST(Fp8Online, MoeExpertsAtKernelWidthsAreRoundedThroughE4m3) {
+  auto cpu = make_cpu_backend();
+  test::TempDir dir;
+  json cfg = json::parse(std::ifstream(test::family_dir("qwen3_moe") / "config.json"));
+  cfg["hidden_size"] = 128, cfg["moe_intermediate_size"] = 128, cfg["intermediate_size"] = 256;
+  std::ofstream(dir.path() / "config.json") << cfg.dump();
+  const auto load = [&](const std::string& quantization) {
+    ModelConfig c = load_model_config(dir.path());
+    apply_quantization_flag(c.quant, quantization);
+    auto src = make_dummy_source(0, *cpu);
+    return load_llama_weights(c, make_tp_layout(c, 0, 1), *cpu, *src);
+  };
+  const LlamaWeights fp8 = load("fp8"), plain = load("");
+  for (const Tensor* w : {&plain.layers[0].moe.experts_gate_up, &plain.layers[0].moe.experts_down}) {
+    const Tensor& q =
+        w == &plain.layers[0].moe.experts_gate_up ? fp8.layers[0].moe.experts_gate_up : fp8.layers[0].moe.experts_down;
+    const int64_t N = w->dim(0), K = w->row_elems();
+    std::vector<float> want(static_cast<size_t>(N * K));
+    fp8_quantize_host(w->data_as<const float>(), N, K, 1, false, nullptr, nullptr, want.data());
+    const float* got = q.data_as<const float>();
+    EXPECT_EQ(std::vector<float>(got, got + N * K), want);
+    EXPECT_NE(want, std::vector<float>(w->data_as<const float>(), w->data_as<const float>() + N * K));
   }
 }
 

@@ -27,6 +27,8 @@ void enqueue_moe_route(CpuStream& s, const Tensor& logits, const Tensor& bias, c
 
 void enqueue_moe_experts(CpuStream& s, const MoeExpertsArgs& a) {
   const MoeDims d = check_moe_experts(a, DType::F32);
+  GS_CHECK(a.gate_up.dtype() == DType::F32, "moe_experts: the CPU reference takes f32 experts, got {}",
+           a.gate_up.str());
   const float *x = a.x.data_as<const float>(), *gu = a.gate_up.data_as<const float>();
   const float *dn = a.down.data_as<const float>(), *w = a.weights.data_as<const float>();
   const int32_t* ids = a.ids.data_as<const int32_t>();

@@ -69,20 +69,28 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
   for (const Tensor* t : {&a.x, &a.gate_up, &a.down, &a.ids, &a.weights, &a.act_scratch, &a.pair_out, &a.index, &a.out})
     GS_CHECK(t->device().is_cuda(), "moe_experts: {} must be on the GPU", t->str());
   GS_CHECK(d.H % 8 == 0 && d.I % 8 == 0, "moe_experts: hidden {} and expert width {} must be multiples of 8", d.H, d.I);
-  for (const Tensor* t : {&a.x, &a.gate_up, &a.down, &a.act_scratch, &a.pair_out, &a.out, &a.shared})
+  for (const Tensor* t : {&a.x, &a.gate_up, &a.down, &a.act_scratch, &a.pair_out, &a.out, &a.shared,
+                          &a.gate_up.scales(), &a.down.scales()})
     GS_CHECK(aligned16(*t), "moe_experts: {} must be 16-byte aligned", t->str());
   const float* sg = a.shared_gate.defined() ? ptr<float>(a.shared_gate) : nullptr;
   const int sg_stride = a.shared_gate.defined() ? int(a.shared_gate.row_elems()) : 0;
   const cuda::MoeEpilogue epi{a.gate_up_bias.defined() ? ptr<float>(a.gate_up_bias) : nullptr,
                               a.down_bias.defined() ? ptr<float>(a.down_bias) : nullptr, a.swiglu_limit};
-  if (dtype == DType::BF16 && dense_form(opts, d.T, d.k, d.E) && a.workspace.defined() &&
+  const bool fp8 = a.gate_up.dtype() == DType::F8E4M3;
+  GS_CHECK(!fp8 || (dtype == DType::BF16 && d.H % 128 == 0 && d.I % 128 == 0),
+           "moe_experts: FP8 experts need bf16 compute and hidden {} and expert width {} multiples of 128", d.H, d.I);
+  if (dtype == DType::BF16 && !fp8 && dense_form(opts, d.T, d.k, d.E) && a.workspace.defined() &&
       a.workspace.numel() >= dense_bytes(d.T, d.E, d.I, d.H) && aligned16(a.workspace)) {
     run_dense(a, d, epi, sg, sg_stride, gemm, s);
     return;
   }
+  const auto weight = [](const Tensor& w) {
+    return w.dtype() == DType::F8E4M3 ? cuda::MoeWeight{w.data(), ptr<float>(w.scales()), int(w.scales().row_elems())}
+                                      : cuda::MoeWeight{w.data()};
+  };
   auto run = [&](auto e) {
     using E = decltype(e);
-    GS_CUDA_CHECK(cuda::moe_experts<E>(a.act, ptr<E>(a.x), ptr<E>(a.gate_up), ptr<E>(a.down), ptr<int32_t>(a.ids),
+    GS_CUDA_CHECK(cuda::moe_experts<E>(a.act, ptr<E>(a.x), weight(a.gate_up), weight(a.down), ptr<int32_t>(a.ids),
                                        ptr<float>(a.weights), a.shared.defined() ? ptr<E>(a.shared) : nullptr, sg,
                                        sg_stride, ptr<E>(a.act_scratch), ptr<float>(a.pair_out), ptr<int32_t>(a.index),
                                        ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(d.I), int(d.H), opts, s, epi));
@@ -96,11 +104,12 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
 std::string moe_kernels(const MoeKernelOptions& opts) {
   return fmt::format(
       "moe_route (a warp a token), moe_align (pairs sorted by expert on the device, cut into work items), gate_up+act "
-      "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; f32: "
-      "GEMVs, {} pairs a weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
+      "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; FP8 "
+      "e4m3 experts widened to bf16 in registers, each 128-k block's products scaled apart; f32: GEMVs, {} pairs a "
+      "weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
       "items of one pair straight from the routing, the reduce in down's last CTAs; bf16 up to {} tokens with {}+ "
-      "pairs an expert, where experts <= {} x experts a token: every expert on every token (cuBLASLt GEMMs), the "
-      "selected pairs' rows summed",
+      "pairs an expert, where experts <= {} x experts a token: every expert on every token (cuBLASLt GEMMs; bf16 "
+      "experts only), the selected pairs' rows summed",
       opts.tokens_per_pass, opts.direct_max_tokens, opts.dense_max_tokens, opts.dense_min_pairs_per_expert,
       opts.dense_max_work_ratio);
 }

@@ -218,15 +218,17 @@ cudaError_t launch_gemvs(const MoeKernelOptions& opts, GatedActivation act, cons
 
 // The grouped GEMMs of the pairs: tensor cores for bf16, the GEMVs for f32.
 template <typename T>
-cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, const T* x, const T* gate_up,
-                           const T* down, const float* weights, T* act_scratch, float* pair_out, int32_t* index, int P,
-                           int k, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s) {
+cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, const T* x, const MoeWeight& gate_up,
+                           const MoeWeight& down, const float* weights, T* act_scratch, float* pair_out, int32_t* index,
+                           int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s) {
   if constexpr (std::is_same_v<T, bf16_t>) {
     const cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, chunk, epi, s);
     if (err != cudaSuccess) return err;
     return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, chunk, epi, s);
   } else {
-    return launch_gemvs(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, epi, s);
+    if (gate_up.scales || down.scales) return cudaErrorInvalidValue;  // e4m3 experts need bf16 compute
+    return launch_gemvs(opts, act, x, static_cast<const T*>(gate_up.data), static_cast<const T*>(down.data), weights,
+                        act_scratch, pair_out, index, P, k, E, I, H, epi, s);
   }
 }
 
@@ -266,10 +268,10 @@ bool direct_path(const MoeKernelOptions& opts, int T_, int k, int E, int H) {
 }  // namespace
 
 template <typename T>
-cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
-                        const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
-                        T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
+cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
+                        const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
+                        int shared_gate_stride, T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k,
+                        int E, int I, int H, const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
   if constexpr (std::is_same_v<T, bf16_t>) {
@@ -308,10 +310,10 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                        DenseRows{ids, weights, down_bias, T_, E}, s);
 }
 
-#define GS_MOE_INSTANTIATE(T)                                                                                         \
-  template cudaError_t moe_experts<T>(GatedActivation, const T*, const T*, const T*, const int32_t*, const float*,    \
-                                      const T*, const float*, int, T*, float*, int32_t*, T*, int, int, int, int, int, \
-                                      const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
+#define GS_MOE_INSTANTIATE(T)                                                                                        \
+  template cudaError_t moe_experts<T>(GatedActivation, const T*, const MoeWeight&, const MoeWeight&, const int32_t*, \
+                                      const float*, const T*, const float*, int, T*, float*, int32_t*, T*, int, int, \
+                                      int, int, int, const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
 GS_MOE_INSTANTIATE(bf16_t)
 GS_MOE_INSTANTIATE(float)
 

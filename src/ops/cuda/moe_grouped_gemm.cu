@@ -8,11 +8,17 @@
 // shared memory, summed over the shares in a fixed order, so a pair's output depends neither on
 // the other pairs nor on the item it falls in. K need only be a multiple of 8: the last 32-k
 // granule is read where it exists and zero elsewhere.
+// FP8 experts (e4m3 rows with f32 scales, MoeWeight): each 16-byte load holds 16 k, widened to
+// bf16 in registers exactly (e4m3.cuh) and fed to the same MMAs, so a granule is 64 k and a step
+// 256; each granule's products are summed apart and added to the accumulators times their rows'
+// scales for that 128-k block (a whole-row scale is block 0), in f32, the dequantized weight's
+// arithmetic without a dequantized copy. K must be a multiple of 128.
 #include <algorithm>
 #include <cmath>
 
 #include "core/cuda/cuda_device.h"
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/moe_index.cuh"
@@ -24,19 +30,42 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
-constexpr int kGran = 32;                // k a granule: 4 lanes x 8
-constexpr int kU = 4;                    // granules a step
-constexpr int kCtasPerSm = 2;            // CTAs an SM for items of up to kStageMinPairs pairs
-constexpr int kMinSteps = 8;             // steps of K a warp keeps (items of 8 pairs; more pairs, more)
-constexpr int kStageMinPairs = 32;       // items of this many pairs stage x in shared memory
-constexpr int kXsRow = kGran * kU + 16;  // a staged x row: one step's k, padded so that the 8 rows
-                                         // of a quarter-warp's loads fall in distinct banks
+constexpr int kCtasPerSm = 2;       // CTAs an SM for items of up to kStageMinPairs pairs
+constexpr int kMinSteps = 8;        // steps of K a warp keeps (items of 8 pairs; more pairs, more)
+constexpr int kStageMinPairs = 32;  // items of this many pairs stage x in shared memory
+
+// The experts' weight rows as the kernel streams them, 16 bytes a lane a load: bf16 (8 k a load),
+// or e4m3 (16 k) with scales.
+struct Bf16Rows {
+  static constexpr int kChunk = 8;
+  static constexpr bool kFp8 = false;
+};
+struct E4m3Rows {
+  static constexpr int kChunk = 16;
+  static constexpr bool kFp8 = true;
+};
+template <typename W>
+constexpr int kGran = 4 * W::kChunk;  // k a granule: 4 lanes x a load
+// Granules a step: bf16 4 (128 k); FP8 2, one 128-k block: a K share (whole blocks) is then
+// whole steps, all of them pipelined, and a step's x fragments (twice bf16's per granule) do not
+// spill at two CTAs an SM.
+template <typename W, int MT>
+constexpr int kUnits = W::kFp8 ? 2 : 4;
+// A K share's boundaries fall on multiples of this (FP8: of the scales' 128-k blocks, so that a
+// step's granules pair up in two blocks).
+template <typename W>
+constexpr int kAlign = W::kFp8 ? 128 : kGran<W>;
+// A staged x row: one step's k, padded so that the 8 rows of a quarter-warp's loads fall in
+// distinct banks.
+template <typename W, int MT>
+constexpr int kXsRow = kGran<W>* kUnits<W, MT> + 16;
 
 // Shared memory of the kernel: the partials of the epilogue, and (staged) the two x buffers of
 // the main loop, which the epilogue reuses.
-constexpr size_t moe_mma_smem(int MT) {
+template <typename W, int MT>
+constexpr size_t moe_mma_smem() {
   const size_t part = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
-  const size_t xs = MT >= kStageMinPairs ? size_t(2) * MT * kXsRow * 2 : 0;
+  const size_t xs = MT >= kStageMinPairs ? size_t(2) * MT * kXsRow<W, MT> * 2 : 0;
   return part > xs ? part : xs;
 }
 
@@ -101,15 +130,41 @@ struct DownOut {
   }
 };
 
-// acc[nt] += rows (g, g + 8) . x rows of token tile nt over this lane's 8 k at kl.
-template <int MT>
-__device__ __forceinline__ void mma_step(const uint4& wa, const uint4& wb, const bf16_t* const (&xr)[MT / 8], int kl,
-                                         float (&acc)[MT / 8][4]) {
+// 8 bf16 of x at p: through the read-only cache, or from shared memory (staged).
+template <bool kShared>
+__device__ __forceinline__ uint4 load_x8(const bf16_t* p) {
+  if constexpr (kShared)
+    return *reinterpret_cast<const uint4*>(p);
+  else
+    return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+// acc[nt] += rows (g, g + 8) . x rows of token tile nt over this lane's load of k at kl: wa, wb
+// are the rows' 16 bytes (8 bf16, or 16 e4m3 times their rows' scales sa, sb).
+template <int MT, typename W, bool kShared = false>
+__device__ __forceinline__ void mma_chunk(const uint4& wa, const uint4& wb, float sa, float sb,
+                                          const bf16_t* const (&xr)[MT / 8], int kl, float (&acc)[MT / 8][4]) {
+  if constexpr (!W::kFp8) {
 #pragma unroll
-  for (int nt = 0; nt < MT / 8; ++nt) {
-    const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr[nt] + kl));
-    mma_bf16(acc[nt], wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
-    mma_bf16(acc[nt], wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+    for (int nt = 0; nt < MT / 8; ++nt) {
+      const uint4 xv = load_x8<kShared>(xr[nt] + kl);
+      mma_bf16(acc[nt], wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
+      mma_bf16(acc[nt], wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+    }
+  } else {
+    uint32_t a[8], b[8];  // k pairs in order
+    e4m3x16_to_bf16(wa, a);
+    e4m3x16_to_bf16(wb, b);
+#pragma unroll
+    for (int nt = 0; nt < MT / 8; ++nt) {
+      const uint4 x0 = load_x8<kShared>(xr[nt] + kl), x1 = load_x8<kShared>(xr[nt] + kl + 8);
+      float c[4] = {};
+      mma_bf16(c, a[0], b[0], a[1], b[1], x0.x, x0.y);
+      mma_bf16(c, a[2], b[2], a[3], b[3], x0.z, x0.w);
+      mma_bf16(c, a[4], b[4], a[5], b[5], x1.x, x1.y);
+      mma_bf16(c, a[6], b[6], a[7], b[7], x1.z, x1.w);
+      acc[nt][0] += c[0] * sa, acc[nt][1] += c[1] * sa, acc[nt][2] += c[2] * sb, acc[nt][3] += c[3] * sb;
+    }
   }
 }
 
@@ -125,13 +180,14 @@ __device__ __forceinline__ void mma_step(const uint4& wa, const uint4& wb, const
 // gate_up could trigger this launch. So the item's expert is read from L2 and the first two
 // steps' weights load before this kernel's pdl_wait(), overlapping gate_up's tail; everything
 // gate_up writes is read after it.
-template <int MT, int KS, typename Epi>
+template <int MT, int KS, typename W, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 1)
-    moe_mma_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows, Epi epi,
+    moe_mma_kernel(const bf16_t* __restrict__ x, int x_div, MoeWeight wt, int64_t expert_rows, Epi epi,
                    const int32_t* __restrict__ index, const int32_t* __restrict__ ids, int P, int E, int n_out, int K) {
   constexpr bool kStage = MT >= kStageMinPairs;
   static_assert(!kStage || KS == 1, "staged x serves one K share");
-  constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, kStep = kGran * kU;
+  constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, kC = W::kChunk, kG = kGran<W>;
+  constexpr int kU = kUnits<W, MT>, kStep = kG * kU, kXs = kXsRow<W, MT>;
   extern __shared__ float part[];  // [warp][16 rows][PS]
   __shared__ int stage[kMoeStageInts];
   __shared__ int pairs[MT];
@@ -148,31 +204,46 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
 
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
   const int gi = warp / KS, si = warp % KS, n0 = (int(blockIdx.x) * G + gi) * OW;
-  const bf16_t* we = w + int64_t(e) * expert_rows * K;
-  const auto row_ptr = [&](int i) {  // tile row i: output n0 + i % OW, part i / OW
+  const auto weight_row = [&](int i) {  // tile row i: output n0 + i % OW, part i / OW
     const int o = n0 + i % OW;
-    return reinterpret_cast<const uint4*>(we + epi.row(o < n_out ? o : 0, i / OW) * K);
+    return int64_t(e) * expert_rows + epi.row(o < n_out ? o : 0, i / OW);
   };
-  const uint4* wa_row = row_ptr(g);
-  const uint4* wb_row = row_ptr(g + 8);
-  // This warp's share [k0, k1) of K's granules; the whole granules end at kf.
-  const int nc = (K + kGran - 1) / kGran, k0 = si * nc / KS * kGran, k1 = (si + 1) * nc / KS * kGran;
-  const int kf = min(k1, K / kGran * kGran);
+  const int64_t ra = weight_row(g), rb = weight_row(g + 8);
+  const auto* w8 = static_cast<const uint8_t*>(wt.data);
+  const int row_bytes = K * (W::kFp8 ? 1 : 2);
+  const uint4* wa_row = reinterpret_cast<const uint4*>(w8 + ra * row_bytes);
+  const uint4* wb_row = reinterpret_cast<const uint4*>(w8 + rb * row_bytes);
+  // The rows' scales: one a row (groups 1) or one a 128-k block.
+  const float* sa_row = W::kFp8 ? wt.scales + ra * wt.groups : nullptr;
+  const float* sb_row = W::kFp8 ? wt.scales + rb * wt.groups : nullptr;
+  const int block_shift = wt.groups > 1 ? 7 : 30;  // k >> block_shift: the scale's block
+  // This warp's share [k0, k1) of K; the whole granules end at kf.
+  constexpr int kA = kAlign<W>, kSB = kStep / kA;  // kSB: scales a row a step
+  const int nc = (K + kA - 1) / kA, k0 = si * nc / KS * kA, k1 = min(K, (si + 1) * nc / KS * kA);
+  const int kf = min(k1, K / kG * kG);
   int k = k0;
   float acc[MT / 8][4] = {};
-  uint4 wa[kU], wb[kU], wa2[kU], wb2[kU];
-  const auto load = [&](uint4(&a)[kU], uint4(&b)[kU], int kb) {
+  struct Regs {
+    uint4 a[kU], b[kU];
+    float sa[kSB], sb[kSB];  // FP8: the rows' scales of the step's blocks
+  } r0, r1;
+  const auto load = [&](Regs& r, int kb) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      a[u] = __ldcs(wa_row + kb / 8 + t + 4 * u);
-      b[u] = __ldcs(wb_row + kb / 8 + t + 4 * u);
+      r.a[u] = __ldcs(wa_row + kb / kC + t + 4 * u);
+      r.b[u] = __ldcs(wb_row + kb / kC + t + 4 * u);
+    }
+#pragma unroll
+    for (int j = 0; j < kSB; ++j) {
+      r.sa[j] = W::kFp8 ? __ldg(sa_row + ((kb + kA * j) >> block_shift)) : 1.0f;
+      r.sb[j] = W::kFp8 ? __ldg(sb_row + ((kb + kA * j) >> block_shift)) : 1.0f;
     }
   };
   // The first step's weights load while the item's pairs are read (x's rows depend on them);
   // with early_ids the second step's too, both before the wait.
   bool preloaded = early_ids && k + 2 * kStep <= kf;
-  if (k + kStep <= kf) load(wa, wb, k);
-  if (preloaded) load(wa2, wb2, k + kStep);
+  if (k + kStep <= kf) load(r0, k);
+  if (preloaded) load(r1, k + kStep);
   if (early_ids) pdl_wait(), epi.prologue();
   pdl_trigger();
   for (int i = int(threadIdx.x); i < MT; i += kThreads) pairs[i] = ids ? begin : ix.sorted[begin + min(i, n - 1)];
@@ -180,35 +251,34 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   const bf16_t* xr[MT / 8];
 #pragma unroll
   for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = x + int64_t(pairs[nt * 8 + g] / x_div) * K;
-  const auto step = [&](const uint4(&a)[kU], const uint4(&b)[kU], int kb) {
+  const auto step = [&](const Regs& r, int kb) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) mma_step<MT>(a[u], b[u], xr, kb + 8 * t + kGran * u, acc);
+    for (int u = 0; u < kU; ++u)
+      mma_chunk<MT, W>(r.a[u], r.b[u], r.sa[u * kSB / kU], r.sb[u * kSB / kU], xr, kb + kC * t + kG * u, acc);
   };
-  bf16_t* const xs = reinterpret_cast<bf16_t*>(part);  // staged: [2][MT][kXsRow]
+  bf16_t* const xs = reinterpret_cast<bf16_t*>(part);  // staged: [2][MT][kXs]
   const auto stage_x = [&](int buf, int kb) {
     for (int i = int(threadIdx.x); i < MT * (kStep / 8); i += kThreads) {
       const int r = i / (kStep / 8), c = i % (kStep / 8) * 8;
-      cp_async16(xs + (buf * MT + r) * kXsRow + c, x + int64_t(pairs[r] / x_div) * K + kb + c);
+      cp_async16(xs + (buf * MT + r) * kXs + c, x + int64_t(pairs[r] / x_div) * K + kb + c);
     }
     cp_async_commit();
   };
-  const auto step_staged = [&](const uint4(&a)[kU], const uint4(&b)[kU], int buf) {
+  const auto step_staged = [&](const Regs& r, int buf) {
+    const bf16_t* xsr[MT / 8];
+#pragma unroll
+    for (int nt = 0; nt < MT / 8; ++nt) xsr[nt] = xs + (buf * MT + nt * 8 + g) * kXs;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
-#pragma unroll
-      for (int nt = 0; nt < MT / 8; ++nt) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(xs + (buf * MT + nt * 8 + g) * kXsRow + 8 * t + kGran * u);
-        mma_bf16(acc[nt], a[u].x, b[u].x, a[u].y, b[u].y, xv.x, xv.y);
-        mma_bf16(acc[nt], a[u].z, b[u].z, a[u].w, b[u].w, xv.z, xv.w);
-      }
+      mma_chunk<MT, W, true>(r.a[u], r.b[u], r.sa[u * kSB / kU], r.sb[u * kSB / kU], xsr, kC * t + kG * u, acc);
   };
   int buf = 0;
   if (kStage && k + kStep <= kf) stage_x(0, k);
   // One step: the next step's weights (and staged x) load while this one multiplies; false
   // after the last full step.
-  const auto half = [&](const uint4(&a)[kU], const uint4(&b)[kU], uint4(&na)[kU], uint4(&nb)[kU]) {
+  const auto half = [&](const Regs& r, Regs& next) {
     const bool more = k + 2 * kStep <= kf;
-    if (more && !preloaded) load(na, nb, k + kStep);
+    if (more && !preloaded) load(next, k + kStep);
     preloaded = false;
     if constexpr (kStage) {
       if (more) {
@@ -218,25 +288,31 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
         cp_async_wait<0>();
       }
       __syncthreads();
-      step_staged(a, b, buf);
+      step_staged(r, buf);
       __syncthreads();  // buf is staged again two steps on
       buf ^= 1;
     } else {
-      step(a, b, k);
+      step(r, k);
     }
     k += kStep;
     return more;
   };
-  // wa / wb hold step k on entry; the halves alternate the two register sets.
+  // r0 holds step k on entry; the halves alternate the two register sets.
   while (k + kStep <= kf) {
-    if (!half(wa, wb, wa2, wb2)) break;
-    if (!half(wa2, wb2, wa, wb)) break;
+    if (!half(r0, r1)) break;
+    if (!half(r1, r0)) break;
   }
-  for (; k < kf; k += kGran) mma_step<MT>(__ldcs(wa_row + k / 8 + t), __ldcs(wb_row + k / 8 + t), xr, k + 8 * t, acc);
-  if (k < k1) {  // the partial last granule: lanes past K multiply zero weights with x's first k
-    const bool in = k + 8 * t < K;
-    const uint4 z = make_uint4(0, 0, 0, 0);
-    mma_step<MT>(in ? __ldcs(wa_row + k / 8 + t) : z, in ? __ldcs(wb_row + k / 8 + t) : z, xr, in ? k + 8 * t : 0, acc);
+  const auto scale_at = [&](const float* row, int kb) { return W::kFp8 ? __ldg(row + (kb >> block_shift)) : 1.0f; };
+  for (; k < kf; k += kG)
+    mma_chunk<MT, W>(__ldcs(wa_row + k / kC + t), __ldcs(wb_row + k / kC + t), scale_at(sa_row, k), scale_at(sb_row, k),
+                     xr, k + kC * t, acc);
+  if constexpr (!W::kFp8) {  // FP8: K is a multiple of the granule
+    if (k < k1) {            // the partial last granule: lanes past K multiply zero weights with x's first k
+      const bool in = k + kC * t < K;
+      const uint4 z = make_uint4(0, 0, 0, 0);
+      mma_chunk<MT, W>(in ? __ldcs(wa_row + k / kC + t) : z, in ? __ldcs(wb_row + k / kC + t) : z, 1.0f, 1.0f, xr,
+                       in ? k + kC * t : 0, acc);
+    }
   }
 
   store_tile_partials<MT>(part + warp * 16 * PS, PS, g, t, acc);
@@ -269,65 +345,82 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
 // K shares a tile (a power of two up to 8 and K's granules): the most whose CTAs, over the items
 // the routing can make active, still fit one wave (kCtasPerSm an SM), since a CTA's start (its
 // PDL wait, the routing's reads, its first loads) is paid again by each wave; where even one
-// share needs more waves, the most that leave a warp kMinSteps steps of K for every 8 pairs of
-// an item, since more, shorter CTAs even out the last wave but each adds its partial sums.
-int pick_split(int tiles, int items, int K, int MT) {
-  const int min_steps = kMinSteps * MT / 8;
-  const int slots = kCtasPerSm * cuda_current_sm_count(132), granules = (K + kGran - 1) / kGran;
+// share needs more waves, the most that leave a warp kMinSteps bf16 steps' bytes of K (128 k of
+// bf16, 256 of e4m3) for every 8 pairs of an item, since more, shorter CTAs even out the last wave
+// but each adds its partial sums.
+template <typename W, int MT>
+int pick_split(int tiles, int items, int K) {
+  const int min_k = kMinSteps * MT / 8 * 128 * (W::kFp8 ? 2 : 1);
+  const int slots = kCtasPerSm * cuda_current_sm_count(132), granules = (K + kAlign<W> - 1) / kAlign<W>;
   const auto ctas = [&](int ks) { return (tiles + kWarps / ks - 1) / (kWarps / ks) * items; };
   const bool one_wave = ctas(1) <= slots;
   int best = 1;
   for (int ks = 2; ks <= kWarps && ks <= granules; ks *= 2) {
-    if (one_wave ? ctas(ks) > slots : granules / ks < min_steps * kU) break;
+    if (one_wave ? ctas(ks) > slots : K / ks < min_k) break;
     best = ks;
   }
   return best;
 }
 
-template <int MT, int KS, typename Epi>
-cudaError_t launch_ks(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                      const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, int tiles,
-                      cudaStream_t s) {
-  auto* kernel = moe_mma_kernel<MT, KS, Epi>;
-  const size_t smem = moe_mma_smem(MT);
+// One GEMM's operands past the tile and item choice.
+template <typename Epi>
+struct Gemm {
+  const bf16_t* x;
+  int x_div;
+  MoeWeight w;
+  int64_t expert_rows;
+  Epi epi;
+  const int32_t* index;
+  const int32_t* ids;
+  int P, E, n_out, K;
+};
+
+template <int MT, int KS, typename W, typename Epi>
+cudaError_t launch_ks(const Gemm<Epi>& a, int tiles, cudaStream_t s) {
+  auto* kernel = moe_mma_kernel<MT, KS, W, Epi>;
+  const size_t smem = moe_mma_smem<W, MT>();
   if (smem > 40 * 1024)  // with the static stage and pairs arrays, past the 48 KB default
     if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         err != cudaSuccess)
       return err;
   constexpr int G = kWarps / KS;
-  const dim3 grid((tiles + G - 1) / G, ids ? P : moe_max_items(P, E, MT));
-  return launch_pdl(kernel, grid, kThreads, smem, s, x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K);
+  const dim3 grid((tiles + G - 1) / G, a.ids ? a.P : moe_max_items(a.P, a.E, MT));
+  return launch_pdl(kernel, grid, kThreads, smem, s, a.x, a.x_div, a.w, a.expert_rows, a.epi, a.index, a.ids, a.P, a.E,
+                    a.n_out, a.K);
 }
 
-template <int MT, typename Epi>
-cudaError_t launch_mt(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                      const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, cudaStream_t s) {
-  const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
+template <int MT, typename W, typename Epi>
+cudaError_t launch_mt(const Gemm<Epi>& a, cudaStream_t s) {
+  const int tiles = (a.n_out + 16 / Epi::R - 1) / (16 / Epi::R);
   if constexpr (MT >= kStageMinPairs) {
-    return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+    return launch_ks<MT, 1, W>(a, tiles, s);
   } else {
-    switch (pick_split(tiles, std::min(E, P), K, MT)) {
-      case 8: return launch_ks<MT, 8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
-      case 4: return launch_ks<MT, 4>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
-      case 2: return launch_ks<MT, 2>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
-      default: return launch_ks<MT, 1>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, tiles, s);
+    switch (pick_split<W, MT>(tiles, std::min(a.E, a.P), a.K)) {
+      case 8: return launch_ks<MT, 8, W>(a, tiles, s);
+      case 4: return launch_ks<MT, 4, W>(a, tiles, s);
+      case 2: return launch_ks<MT, 2, W>(a, tiles, s);
+      default: return launch_ks<MT, 1, W>(a, tiles, s);
     }
   }
 }
 
-template <typename Epi>
-cudaError_t launch(int chunk, const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
-                   const int32_t* index, const int32_t* ids, int P, int E, int n_out, int K, cudaStream_t s) {
-  if (K <= 0 || K % 8 != 0) return cudaErrorInvalidValue;
-  if (ids && chunk != 8) return cudaErrorInvalidValue;  // items of one pair
+template <typename W, typename Epi>
+cudaError_t launch_w(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
   switch (chunk) {
-    case 8: return launch_mt<8>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
-    case 16: return launch_mt<16>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
-    case 32: return launch_mt<32>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
-    case 64: return launch_mt<64>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
-    case 128: return launch_mt<128>(x, x_div, w, expert_rows, epi, index, ids, P, E, n_out, K, s);
+    case 8: return launch_mt<8, W>(a, s);
+    case 16: return launch_mt<16, W>(a, s);
+    case 32: return launch_mt<32, W>(a, s);
+    case 64: return launch_mt<64, W>(a, s);
+    case 128: return launch_mt<128, W>(a, s);
     default: return cudaErrorInvalidValue;
   }
+}
+
+template <typename Epi>
+cudaError_t launch(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
+  if (a.K <= 0 || a.K % (a.w.scales ? 128 : 8) != 0) return cudaErrorInvalidValue;
+  if (a.ids && chunk != 8) return cudaErrorInvalidValue;  // items of one pair
+  return a.w.scales ? launch_w<E4m3Rows>(chunk, a, s) : launch_w<Bf16Rows>(chunk, a, s);
 }
 
 }  // namespace
@@ -339,13 +432,13 @@ int moe_mma_chunk(int P, int E) {
   return chunk;
 }
 
-cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const bf16_t* gate_up, const int32_t* index,
+cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const MoeWeight& gate_up, const int32_t* index,
                             bf16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
                             cudaStream_t s, const MoeDirect* direct) {
   const int32_t* ids = direct ? direct->ids : nullptr;
   int* const counters = direct ? direct->counters : nullptr;
   const auto run = [&](auto out) {
-    return launch(chunk, x, k, gate_up, 2 * int64_t(I), out, index, ids, P, E, I, H, s);
+    return launch(chunk, Gemm<decltype(out)>{x, k, gate_up, 2 * int64_t(I), out, index, ids, P, E, I, H}, s);
   };
   const float* b = epi.gate_up_bias;
   const float lim = epi.swiglu_limit;
@@ -357,13 +450,13 @@ cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const bf16_t* 
   }
 }
 
-cudaError_t moe_down_mma(const bf16_t* act, const bf16_t* down, const float* weights, const int32_t* index,
+cudaError_t moe_down_mma(const bf16_t* act, const MoeWeight& down, const float* weights, const int32_t* index,
                          float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s,
                          const MoeDirect* direct) {
   const MoeDirect d = direct ? *direct : MoeDirect{};
   const DownOut out{pair_out,      weights, H,  epi.down_bias, d.counters, d.shared, d.shared_gate,
                     d.gate_stride, d.out,   d.k};
-  return launch(chunk, act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I, s);
+  return launch(chunk, Gemm<DownOut>{act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I}, s);
 }
 
 }  // namespace gs::cuda

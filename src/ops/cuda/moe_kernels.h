@@ -39,12 +39,23 @@ struct MoeEpilogue {
   float swiglu_limit = 0.0f;
 };
 
-// H and I multiples of 8, all pointers 16-byte aligned (the caller checks).
+// An expert weight [E rows, K] as the grouped GEMMs read it: rows of T (the compute dtype), or
+// e4m3 rows with f32 scales [E rows, groups] (ops/fp8_weights.h: groups 1, a scale a row, or
+// K / 128, row n's columns [128 g, 128 g + 128) scaled by scales[n groups + g]). e4m3 needs bf16
+// compute and K a multiple of 128.
+struct MoeWeight {
+  const void* data = nullptr;
+  const float* scales = nullptr;  // null: rows of T
+  int groups = 1;
+};
+
+// H and I multiples of 8 (of 128 for e4m3 experts), all pointers 16-byte aligned (the caller
+// checks).
 template <typename T>
-cudaError_t moe_experts(GatedActivation act, const T* x, const T* gate_up, const T* down, const int32_t* ids,
-                        const float* weights, const T* shared, const float* shared_gate, int shared_gate_stride,
-                        T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k, int E, int I, int H,
-                        const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
+cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
+                        const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
+                        int shared_gate_stride, T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k,
+                        int E, int I, int H, const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
 
 // The small-batch path of the bf16 grouped GEMMs (MoeKernelOptions::direct_max_tokens): work
 // item y is pair y, its expert ids[y] (no index needed); gate_up zeroes `counters` and down
@@ -74,16 +85,17 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                              const uint16_t* shared, const float* shared_gate, int shared_gate_stride, int T_, int k,
                              int E, int H, uint16_t* out, cudaStream_t s);
 
-// The bf16 grouped GEMMs on tensor cores, over the items of an index moe_align cut into `chunk`
-// pairs (8, 16, 32, 64 or 128). K (H for gate_up, I for down) a multiple of 8.
+// The bf16 grouped GEMMs on tensor cores (bf16 or e4m3 experts), over the items of an index
+// moe_align cut into `chunk` pairs (8, 16, 32, 64 or 128). K (H for gate_up, I for down) a
+// multiple of 8 (of 128 for e4m3).
 constexpr int kMoeMaxChunk = 128;
 // The item size for P pairs over E experts: twice the mean pairs of an active expert, so that
 // most experts' weights are read once a step.
 int moe_mma_chunk(int P, int E);
-cudaError_t moe_gate_up_mma(GatedActivation act, const uint16_t* x, const uint16_t* gate_up, const int32_t* index,
+cudaError_t moe_gate_up_mma(GatedActivation act, const uint16_t* x, const MoeWeight& gate_up, const int32_t* index,
                             uint16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
                             cudaStream_t s, const MoeDirect* direct = nullptr);
-cudaError_t moe_down_mma(const uint16_t* act, const uint16_t* down, const float* weights, const int32_t* index,
+cudaError_t moe_down_mma(const uint16_t* act, const MoeWeight& down, const float* weights, const int32_t* index,
                          float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s,
                          const MoeDirect* direct = nullptr);
 
