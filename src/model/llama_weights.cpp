@@ -19,11 +19,11 @@ class Loader : public WeightLoader {
   // The rank's q, k, v rows (its heads) of the projection `names` ({q, k, v} or Phi-3's fused
   // one three times) into one [q + 2 kv, H] matrix or bias.
   void qkv_parts(const Tensor& dst, const std::string& p, const std::string& kind, bool fused, int64_t H) {
-    const int64_t D = cfg_.head_dim, q = cfg_.q_size(), kv = cfg_.kv_size();
-    const int64_t lq = tp_.local.q_size(), lkv = tp_.local.kv_size();
+    const int64_t q = cfg_.q_size(), kv = cfg_.kv_size();
+    const TpRange qr = tp_.q_rows(), kvr = tp_.kv_rows();
+    const int64_t lq = qr.count, lkv = kvr.count, q0 = qr.begin, k0 = kvr.begin;
     const Shape full = H > 0 ? Shape{q + 2 * kv, H} : Shape{q + 2 * kv};
     const WeightInit init = H > 0 ? WeightInit::Uniform : WeightInit::Zeros;
-    const int64_t q0 = tp_.head_begin * D, k0 = tp_.kv_head_begin * D;
     if (fused) {
       const std::string name = p + "self_attn.qkv_proj." + kind;
       part(dst, 0, name, full, init, H, rows(q0, lq));
@@ -47,14 +47,15 @@ class Loader : public WeightLoader {
     }
   }
   void mlp(LlamaLayerWeights& w, const std::string& p) {
-    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, li = tp_.local.intermediate_size;
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const TpRange ir = tp_.inter_rows();
+    const int64_t li = ir.count;
     if (cfg_.arch == Architecture::Phi3) {  // gate rows first, as HF's chunk(2)
       w.gate_up = proj(p + "mlp.gate_up_proj", 2 * li, H);
-      part(w.gate_up, 0, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H, rows(tp_.inter_begin, li));
-      part(w.gate_up, li, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H,
-           rows(I + tp_.inter_begin, li));
+      part(w.gate_up, 0, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H, rows(ir.begin, li));
+      part(w.gate_up, li, p + "mlp.gate_up_proj.weight", {2 * I, H}, WeightInit::Uniform, H, rows(I + ir.begin, li));
     } else {
-      w.gate_up = stacked(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", I, H, tp_.inter_begin, li);
+      w.gate_up = stacked(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", I, H, ir.begin, li);
     }
     w.down = row_parallel(p + "mlp.down_proj.weight", H, I);
   }

@@ -14,6 +14,11 @@
 
 namespace gs {
 
+// `count` consecutive rows (or columns) of a weight from `begin`.
+struct TpRange {
+  int64_t begin = 0, count = 0;
+};
+
 struct TpLayout {
   int rank = 0, size = 1;
   ModelConfig local;           // the rank's shapes: num_heads, num_kv_heads, intermediate_size of its shard
@@ -27,6 +32,13 @@ struct TpLayout {
   int64_t vocab_count = 0;     // real rows of this rank (vocab_shard, or fewer on the last rank)
 
   bool sharded() const { return size > 1; }
+  // The rows of q_proj (the rank's query heads) a column-parallel rank holds; the same range of
+  // o_proj's input columns is its row-parallel shard.
+  TpRange q_rows() const { return {int64_t(head_begin) * local.head_dim, local.q_size()}; }
+  // The rows of k_proj and of v_proj (its KV heads, split or replicated).
+  TpRange kv_rows() const { return {int64_t(kv_head_begin) * local.head_dim, local.kv_size()}; }
+  // The rows of gate_proj and of up_proj (its MLP channels); the same range of down_proj's columns.
+  TpRange inter_rows() const { return {inter_begin, local.intermediate_size}; }
 };
 
 // Throws gs::Error naming the field that does not divide (and the sizes that would work).
