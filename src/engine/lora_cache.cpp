@@ -87,7 +87,12 @@ void LoraCache::add(const std::string& name, std::shared_ptr<const LoraSlotImage
   GS_CHECK(image != nullptr, "internal error: LoRA adapter '{}' without an image", name);
   GS_CHECK(find(name) == nullptr, "the LoRA adapter '{}' has already been loaded (unload it first)", name);
   entries_.push_back(Entry{name, image->path, next_id_++, false, true, 0});
-  hold(entries_.back(), std::move(image));
+  try {
+    hold(entries_.back(), std::move(image));
+  } catch (const Error&) {  // the executor holds nothing of it (tensor parallelism: a rank could not read it)
+    entries_.pop_back();
+    throw;
+  }
   std::set<int> keep = in_use;
   keep.insert(entries_.back().id);
   collect(keep);

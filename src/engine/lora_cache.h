@@ -38,7 +38,8 @@ class LoraCache {
   // that can no longer be read.
   int acquire(const std::string& name, std::shared_ptr<const LoraSlotImage> image, const std::set<int>& in_use);
   // Serves `image` (read from image->path) under `name` from the next step, held and most
-  // recently used. Throws gs::Error for a name already served.
+  // recently used. Throws gs::Error for a name already served, or the executor's error when it
+  // could not take the adapter (then `name` is not served).
   void add(const std::string& name, std::shared_ptr<const LoraSlotImage> image, const std::set<int>& in_use);
   // Stops serving `name` (throws gs::Error for an unknown name); its requests finish with it.
   void remove(const std::string& name, const std::set<int>& in_use);

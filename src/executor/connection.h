@@ -20,6 +20,9 @@ enum class MsgType : uint32_t {
   ErrorReply,  // worker -> driver: an error message instead of a reply
   Shutdown,    // driver -> workers: exit
   Lane,        // driver -> worker: a ShmLane's name to map; worker -> driver: "1" mapped, "0" not
+  LoraLoad,    // driver -> workers: a run-time LoRA adapter to read, shard and hold (LoraRequest)
+  LoraUnload,  // driver -> workers: a LoRA adapter to drop (LoraRequest, its id)
+  LoraDone,    // worker -> driver: the LoRA adapter was loaded or dropped (else ErrorReply)
 };
 
 struct Message {

@@ -24,7 +24,10 @@ class Executor {
   virtual int max_model_len() const = 0;
   virtual RunnerStats stats() const { return {}; }
   // Run-time LoRA adapters (see ModelRunner::read_lora): read_lora on any thread, add_lora /
-  // remove_lora between steps. An executor without LoRA refuses them.
+  // remove_lora between steps. An executor without LoRA refuses them. The worker processes'
+  // executor checks the adapter in read_lora and hands back an image holding only its name and
+  // path: add_lora has every rank read it and lay out its own shard (errors come back from there
+  // too, and leave no rank holding it).
   virtual std::shared_ptr<const LoraSlotImage> read_lora(const std::string& name, const std::string& path) const {
     throw Error(
         fmt::format("cannot load LoRA adapter '{}' from {}: this executor serves no LoRA adapters", name, path));
@@ -55,9 +58,6 @@ inline bool uses_worker_processes(const EngineConfig& cfg) {
            "--distributed-executor-backend uni runs the model in this process on one GPU; --tensor-parallel-size {} "
            "needs mp (one worker process per GPU)",
            cfg.tensor_parallel_size);
-  GS_CHECK(b != "mp" || !cfg.enable_lora,
-           "--enable-lora needs the model in this process (--distributed-executor-backend uni): the worker "
-           "processes serve no LoRA adapters");
   return b == "mp" || cfg.tensor_parallel_size > 1;
 }
 // The executor cfg asks for: the in-process runner, or the worker processes.

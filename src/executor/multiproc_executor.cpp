@@ -7,7 +7,10 @@
 // takes the sampled tokens from rank 0 (over a shared-memory lane per local worker where the ranks
 // busy-poll, executor/shm_lane.h). Every rank answers every step, so a rank that exits (end of stream)
 // or hangs (no answer within worker_timeout_s) is found at once: the executor fails for good with
-// an error naming the rank, and the engine reports itself unhealthy.
+// an error naming the rank, and the engine reports itself unhealthy. Run-time LoRA adapters reach
+// every rank between steps: the driver checks an adapter where it is read (the errors of one
+// process), then each rank reads it and keeps its own shard; a load that fails anywhere is undone
+// on the ranks where it succeeded.
 #include <chrono>
 #include <cstdlib>
 
@@ -19,6 +22,8 @@
 #include "executor/shm_lane.h"
 #include "executor/wire.h"
 #include "executor/worker.h"
+#include "model/lora_adapter.h"
+#include "model/lora_slots.h"
 #include "model/model_factory.h"
 #include "runner/device_setup.h"
 
@@ -104,6 +109,36 @@ class MultiprocExecutor final : public Executor {
     return std::move(rank0.output);
   }
 
+  // The checks every rank makes (and TP = 1's errors), on the caller's thread; the image names the
+  // adapter for add_lora, which has each rank read its shard.
+  std::shared_ptr<const LoraSlotImage> read_lora(const std::string& name, const std::string& path) const override {
+    GS_CHECK(cfg_.enable_lora, "LoRA is not enabled: start with --enable-lora to load adapters");
+    load_lora_adapter(name, path, mcfg_, cfg_.max_lora_rank);
+    auto image = std::make_shared<LoraSlotImage>();
+    image->name = name;
+    image->path = path;
+    return image;
+  }
+
+  void add_lora(int id, std::shared_ptr<const LoraSlotImage> image) override {
+    GS_CHECK(image != nullptr, "internal error: LoRA adapter id {} without an image", id);
+    std::vector<int> holding;
+    const std::string error = lora_round(MsgType::LoraLoad, {id, image->name, image->path}, all_ranks(), holding);
+    if (error.empty()) return;
+    if (!holding.empty()) {  // undo it where it loaded: no rank may hold an adapter the engine does not serve
+      std::vector<int> dropped;
+      const std::string undo = lora_round(MsgType::LoraUnload, {id, image->name, image->path}, holding, dropped);
+      if (!undo.empty()) spdlog::error("LoRA adapter id {}: undoing a failed load: {}", id, undo);
+    }
+    throw Error(error);
+  }
+
+  void remove_lora(int id) override {
+    std::vector<int> dropped;
+    const std::string error = lora_round(MsgType::LoraUnload, {id, "", ""}, all_ranks(), dropped);
+    GS_CHECK(error.empty(), "{}", error);
+  }
+
   const ModelConfig& model_config() const override { return mcfg_; }
   int num_kv_blocks() const override { return limits_.num_kv_blocks; }
   int block_size() const override { return limits_.block_size; }
@@ -115,6 +150,37 @@ class MultiprocExecutor final : public Executor {
 
  private:
   std::string peer(int r) const { return fmt::format("tensor-parallel worker rank {}", r); }
+  std::vector<int> all_ranks() const {
+    std::vector<int> r(size_t(world_), 0);
+    for (int i = 0; i < world_; ++i) r[size_t(i)] = i;
+    return r;
+  }
+
+  // Sends `req` as message `type` to `ranks` and waits for each one's answer; `done` gets the ranks
+  // that answered LoraDone. Returns the first rank's error ("" when none). A rank that died or hangs
+  // fails the executor for good, as in a step.
+  std::string lora_round(MsgType type, const LoraRequest& req, const std::vector<int>& ranks, std::vector<int>& done) {
+    GS_CHECK(broken_.empty(), "{}", broken_);
+    const std::string msg = encode_lora_request(req);
+    std::string error;
+    try {
+      for (int r : ranks) conns_[size_t(r)].send(type, msg);
+      receive_from(ranks, cfg_.worker_timeout_s, spin_s_, "did not answer a LoRA adapter's load or unload",
+                   [&](int r, const Message& m) {
+                     if (m.type == MsgType::LoraDone) {
+                       done.push_back(r);
+                       return;
+                     }
+                     GS_CHECK(m.type == MsgType::ErrorReply, "{} answered a LoRA request with message {}", peer(r),
+                              int(m.type));
+                     spdlog::warn("LoRA adapter '{}' (id {}) on {}: {}", req.name, req.id, peer(r), m.payload);
+                     if (error.empty()) error = m.payload;
+                   });
+    } catch (const Error& e) {
+      fail_for_good(e.what());
+    }
+    return error;
+  }
 
   // One message from every rank, take(rank, message) each, in the order they come: a rank that
   // failed or exited is seen at once, not after the timeout of a peer that waits for it in a
@@ -122,9 +188,12 @@ class MultiprocExecutor final : public Executor {
   // <silent> within <timeout_s> s".
   template <typename Take>
   void receive_from_all(double timeout_s, double spin_s, const char* silent, const Take& take) {
+    receive_from(all_ranks(), timeout_s, spin_s, silent, take);
+  }
+  // The same from `ranks` alone.
+  template <typename Take>
+  void receive_from(std::vector<int> pending, double timeout_s, double spin_s, const char* silent, const Take& take) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<int> pending;
-    for (int r = 0; r < world_; ++r) pending.push_back(r);
     while (!pending.empty()) {
       std::vector<const Connection*> waiting;
       for (int r : pending) waiting.push_back(&conns_[size_t(r)]);

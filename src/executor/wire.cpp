@@ -67,7 +67,12 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"max_capture_size", c.compilation.max_cudagraph_capture_size},
                       {"compile_sizes", c.compilation.compile_sizes},
                       {"cache_dir", c.compilation.cache_dir},
-                      {"disable_compile_cache", c.compilation.disable_compile_cache}};
+                      {"disable_compile_cache", c.compilation.disable_compile_cache},
+                      {"enable_lora", c.enable_lora},
+                      {"lora_modules", c.lora_modules},
+                      {"max_loras", c.max_loras},
+                      {"max_lora_rank", c.max_lora_rank},
+                      {"max_cpu_loras", c.max_cpu_loras}};
   if (c.compilation.cudagraph_mode) j["cudagraph_mode"] = int(*c.compilation.cudagraph_mode);
   return j.dump();
 }
@@ -88,6 +93,9 @@ RunnerConfig decode_runner_config(const std::string& s) {
   c.compilation.compile_sizes = j["compile_sizes"].get<std::vector<int>>();
   c.compilation.cache_dir = j["cache_dir"], c.compilation.disable_compile_cache = j["disable_compile_cache"];
   if (j.contains("cudagraph_mode")) c.compilation.cudagraph_mode = CUDAGraphMode(j["cudagraph_mode"].get<int>());
+  c.enable_lora = j["enable_lora"];
+  c.lora_modules = j["lora_modules"].get<std::vector<std::pair<std::string, std::string>>>();
+  c.max_loras = j["max_loras"], c.max_lora_rank = j["max_lora_rank"], c.max_cpu_loras = j["max_cpu_loras"];
   return c;
 }
 
@@ -104,6 +112,19 @@ WorkerLimits decode_limits(const std::string& s) {
   l.device = r.get_str();
   l.stats = r.get<RunnerStats>();
   return l;
+}
+
+std::string encode_lora_request(const LoraRequest& r) {
+  WireWriter w;
+  w.put(r.id), w.put(r.name), w.put(r.path);
+  return std::move(w.str());
+}
+
+LoraRequest decode_lora_request(const std::string& s) {
+  WireReader r(s);
+  LoraRequest q;
+  q.id = r.get<int>(), q.name = r.get_str(), q.path = r.get_str();
+  return q;
 }
 
 std::string encode_step_reply(const StepReply& rep) {

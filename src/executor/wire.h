@@ -88,6 +88,15 @@ struct WorkerLimits {
 std::string encode_limits(const WorkerLimits& l);
 WorkerLimits decode_limits(const std::string& s);
 
+// A run-time LoRA adapter that every rank reads from `path` and holds as `id` (MsgType::LoraLoad),
+// or drops (LoraUnload: the id alone counts).
+struct LoraRequest {
+  int id = 0;
+  std::string name, path;
+};
+std::string encode_lora_request(const LoraRequest& r);
+LoraRequest decode_lora_request(const std::string& s);
+
 // A worker's answer to one step: rank 0's outputs (empty for other ranks), its stats and the
 // seconds its execute() took.
 struct StepReply {

@@ -139,6 +139,22 @@ void attach_lane(Connection& conn, const std::string& name, int rank) {
   if (lane) conn.attach_lane(std::move(lane));
 }
 
+// A run-time LoRA adapter on this rank: reads the adapter and holds its shard (LoraLoad), or drops
+// it (LoraUnload). Answers LoraDone, or ErrorReply with the reason, the runner then unchanged (a
+// bad adapter is the client's error, not the worker's end).
+void handle_lora(Connection& conn, ModelRunner& runner, const Message& m) {
+  try {
+    const LoraRequest r = decode_lora_request(m.payload);
+    if (m.type == MsgType::LoraLoad)
+      runner.add_lora(r.id, runner.read_lora(r.name, r.path));
+    else
+      runner.remove_lora(r.id);
+    conn.send(MsgType::LoraDone, "");
+  } catch (const Error& e) {
+    conn.send(MsgType::ErrorReply, e.what());
+  }
+}
+
 }  // namespace
 
 int run_worker(const WorkerArgs& a) {
@@ -165,6 +181,10 @@ int run_worker(const WorkerArgs& a) {
     if (m.type == MsgType::Shutdown) return 0;
     if (m.type == MsgType::Lane) {
       attach_lane(conn, m.payload, a.rank);
+      continue;
+    }
+    if (m.type == MsgType::LoraLoad || m.type == MsgType::LoraUnload) {
+      handle_lora(conn, *runner, m);
       continue;
     }
     GS_CHECK(m.type == MsgType::Step, "worker rank {}: unexpected message {}", a.rank, int(m.type));

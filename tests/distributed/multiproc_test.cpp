@@ -156,10 +156,6 @@ TEST(MultiprocTensorParallel, ExecutorBackendsThatCannotRunTheConfigAreRefused) 
   EngineConfig uni_tp2 = stories(2);
   uni_tp2.distributed_executor_backend = "uni";
   refused(uni_tp2, "--tensor-parallel-size 2 needs mp");
-  EngineConfig mp_lora = stories(1);
-  mp_lora.distributed_executor_backend = "mp";
-  mp_lora.enable_lora = true;
-  refused(mp_lora, "--enable-lora needs the model in this process");
   EngineConfig ray = stories(1);
   ray.distributed_executor_backend = "ray";
   refused(ray, "must be uni or mp, got 'ray'");

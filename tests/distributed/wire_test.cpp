@@ -79,7 +79,19 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   c.disable_custom_all_reduce = true;
   c.compilation.cache_dir = "/data/gs-cache";  // every rank tunes into the same cache
   c.compilation.disable_compile_cache = true;
+  c.enable_lora = true;  // every rank serves the same adapters
+  c.lora_modules = {{"sql", "/a/sql"}, {"poet", "/a/poet"}};
+  c.max_loras = 3, c.max_lora_rank = 32, c.max_cpu_loras = 5;
   const RunnerConfig d = decode_runner_config(encode_runner_config(c));
+  EXPECT_TRUE(d.enable_lora);
+  EXPECT_EQ(d.lora_modules, c.lora_modules);
+  EXPECT_EQ(d.max_loras, 3);
+  EXPECT_EQ(d.max_lora_rank, 32);
+  EXPECT_EQ(d.max_cpu_loras, 5);
+  const LoraRequest lr = decode_lora_request(encode_lora_request({7, "sql", "/a/sql"}));
+  EXPECT_EQ(lr.id, 7);
+  EXPECT_EQ(lr.name, "sql");
+  EXPECT_EQ(lr.path, "/a/sql");
   EXPECT_EQ(d.model, "/m");
   EXPECT_EQ(d.tensor_parallel_size, 4);
   EXPECT_TRUE(d.disable_custom_all_reduce);
