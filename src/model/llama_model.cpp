@@ -106,7 +106,9 @@ void LlamaModel::bind_lora(LoraSlots* slots) {
 
 LlamaModel::AddNormJoin LlamaModel::add_norm_join(const ForwardInputs& in, LoraProj p, const Tensor& out_norm) const {
   if (out_norm.defined()) return {};
-  if (lora_slots(in)) return {.lora_proj = int(p)};
+  // Sharded, each rank's adapter term is part of its partial sum: the expand runs before the
+  // all-reduce, which then joins the add + norm.
+  if (lora_slots(in) && !tp_.sharded()) return {.lora_proj = int(p)};
   return {.reduce = tp_.sharded()};
 }
 
@@ -126,13 +128,17 @@ void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& 
 Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
                                        const Tensor& y, AddNormJoin after, const Tensor& bias) {
   const int n = int(x.dim(0));
-  if (lora_slots(in)) {  // never sharded (RunnerConfig refuses LoRA with tensor parallelism)
+  // Sharded, x is the rank's input columns and w, A their columns (the adapter's B is whole): y
+  // gets W_r x_r + B (A_r x_r), a partial sum like the base projection's, reduced below or in the
+  // add + norm. A bias (gpt-oss's o_proj) is rank 0's alone: the reduce adds it once.
+  if (lora_slots(in)) {
     const auto op = after.lora_proj >= 0 ? std::optional(LoraFusedOp::AddRmsNorm) : std::nullopt;
     const Tensor out = lora_->project(layer, p, op, x, w, bias, y, in.lora_slots, n);
-    if (!op) lora_->expand(layer, p, y, in.lora_slots, n, {});
-    return out;
+    if (op) return out;  // unsharded: the add + norm expands it
+    lora_->expand(layer, p, y, in.lora_slots, n, {});
+  } else {
+    be_.linear(x, w, bias, y);
   }
-  be_.linear(x, w, bias, y);  // a bias (gpt-oss's o_proj) is rank 0's alone: the reduce adds it once
   if (!after.reduce) reduce(y);
   return y;
 }

@@ -24,7 +24,8 @@
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
 // and down end in an all-reduce of their partial sums (fused with the residual add + norm after
-// it where no LoRA delta or Gemma 2 norm comes between), the vocab-parallel embedding in one of
+// it where no Gemma 2 norm comes between; a LoRA delta, B (A_r x_r) of the rank's input columns,
+// is added to the partial sum before it: shard_lora_adapter), the vocab-parallel embedding in one of
 // the residual, and compute_logits gathers every rank's vocabulary columns, so each rank ends
 // with the whole logits (and samples the same tokens). Collectives are ops on the stream: the
 // pieces and the FULL graph capture them.
@@ -94,8 +95,9 @@ class LlamaModel final : public PiecewiseModel {
   void start_layer(int layer, const ForwardInputs& in, int n);
   const LoraSlots* lora_slots(const ForwardInputs& in) const;  // null without LoRA in this forward
   // What the residual add + norm after o_proj or down takes over from the op before it: the
-  // projection's LoRA expand (lora_proj >= 0), or else the tensor-parallel all-reduce of its
-  // partial sums (reduce); neither past Gemma 2's extra norm (out_norm defined).
+  // projection's LoRA expand (lora_proj >= 0, unsharded), or else the tensor-parallel all-reduce
+  // of its partial sums (reduce: sharded, after the LoRA expand); neither past Gemma 2's extra
+  // norm (out_norm defined).
   struct AddNormJoin {
     int lora_proj = -1;
     bool reduce = false;

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/json_file.h"
 #include "model/safetensors.h"
+#include "model/weight_source.h"
 
 namespace gs {
 
@@ -101,7 +102,48 @@ void check_shape(const TensorRef& t, int64_t rows, int64_t cols, const fs::path&
            fmt::join(t.shape, ", "), rows, cols);
 }
 
+// Where a target's base weight is split under tensor parallelism: its output rows (dim 0, which
+// are lora_B's rows) or its input columns (dim 1, lora_A's columns), and the rank's range of them.
+WeightSlice shard_of(LoraTarget t, const TpLayout& tp) {
+  const auto slice = [](int dim, TpRange r) { return WeightSlice{dim, r.begin, r.count}; };
+  switch (t) {
+    case LoraTarget::Q: return slice(0, tp.q_rows());
+    case LoraTarget::K:
+    case LoraTarget::V: return slice(0, tp.kv_rows());
+    case LoraTarget::Gate:
+    case LoraTarget::Up: return slice(0, tp.inter_rows());
+    case LoraTarget::O: return slice(1, tp.q_rows());
+    case LoraTarget::Down: return slice(1, tp.inter_rows());
+  }
+  return {};
+}
+
+// `s` of the row-major matrix m of `shape`.
+std::vector<float> slice_of(const std::vector<float>& m, const Shape& shape, const WeightSlice& s) {
+  const Shape part = s.shape_of(shape);
+  const SliceIndex at = s.index_map(shape);
+  std::vector<float> out(size_t(part[0] * part[1]));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = m[size_t(at(int64_t(i)))];
+  return out;
+}
+
 }  // namespace
+
+LoraAdapter shard_lora_adapter(LoraAdapter ad, const ModelConfig& cfg, const TpLayout& tp) {
+  if (!tp.sharded()) return ad;
+  for (auto& layer : ad.layers)
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      auto& m = layer[size_t(t)];
+      if (!m) continue;
+      const auto [out, in] = lora_target_shape(cfg, LoraTarget(t));
+      const WeightSlice s = shard_of(LoraTarget(t), tp);
+      if (s.dim == 0)
+        m->b = slice_of(m->b, {out, ad.rank}, s);
+      else
+        m->a = slice_of(m->a, {ad.rank, in}, s);
+    }
+  return ad;
+}
 
 LoraAdapter load_lora_adapter(const std::string& name, const fs::path& dir, const ModelConfig& cfg, int max_rank) {
   const fs::path cfg_file = dir / "adapter_config.json";

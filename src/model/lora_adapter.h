@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "model/tp_layout.h"
 
 namespace gs {
 
@@ -39,5 +40,14 @@ struct LoraAdapter {
 // layer). Throws gs::Error naming the file and field (or tensor) at fault.
 LoraAdapter load_lora_adapter(const std::string& name, const std::filesystem::path& dir, const ModelConfig& cfg,
                               int max_rank);
+
+// One tensor-parallel rank's part of `full` (read and checked against the whole model `cfg`),
+// vLLM's default (not fully sharded) layout: a column-parallel target (q, k, v, gate, up) keeps
+// lora_A whole and the lora_B rows of its base weight's shard; a row-parallel one (o, down) keeps
+// the lora_A columns of its base weight's shard and lora_B whole, so that each rank's
+// B (A_r x_r) is a term of its partial sum and the all-reduce adds up B (A x). The ranges are the
+// base weights' (TpLayout::q_rows, kv_rows, inter_rows); each part's shape is lora_target_shape
+// of tp.local. At one rank, `full` itself.
+LoraAdapter shard_lora_adapter(LoraAdapter full, const ModelConfig& cfg, const TpLayout& tp);
 
 }  // namespace gs

@@ -144,6 +144,10 @@ LoraSlotImage LoraSlots::prepare(const LoraAdapter& ad) const {
       for (size_t c = 0; c < parts.size(); ++c) {
         const int64_t out = lora_target_shape(cfg_, parts[c]).first;
         if (const auto& m = ad.layers[size_t(l)][size_t(parts[c])]) {
+          GS_CHECK(m->a.size() == size_t(ad.rank * K) && m->b.size() == size_t(out * ad.rank),
+                   "LoRA adapter '{}': layer {} {} holds {} lora_A and {} lora_B values, the slots take [{}, {}] and "
+                   "[{}, {}] (an adapter not sharded for this tensor-parallel rank?)",
+                   ad.name, l, lora_target_module(parts[c]), m->a.size(), m->b.size(), ad.rank, K, out, ad.rank);
           const int64_t r0 = int64_t(c) * max_rank_;
           for (int64_t r = 0; r < ad.rank; ++r) {
             std::copy_n(m->a.begin() + r * K, K, a.begin() + (r0 + r) * K);

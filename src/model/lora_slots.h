@@ -35,6 +35,8 @@ struct LoraSlotImage {
 
 class LoraSlots {
  public:
+  // `cfg`: the shapes of the projections the slots adapt, this tensor-parallel rank's
+  // (TpLayout::local); the adapters they take are sharded alike (shard_lora_adapter).
   LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, int max_rank, int max_num_tokens);
 
   int num_slots() const { return max_loras_; }

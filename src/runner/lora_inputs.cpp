@@ -10,10 +10,11 @@
 
 namespace gs {
 
-LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens)
-    : mcfg_(mcfg), max_rank_(cfg.max_lora_rank), be_(backend) {
+LoraInputs::LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, const TpLayout& tp, Backend& backend,
+                       int max_num_tokens)
+    : mcfg_(mcfg), tp_(tp), max_rank_(cfg.max_lora_rank), be_(backend) {
   const auto t0 = std::chrono::steady_clock::now();
-  slots_ = std::make_unique<LoraSlots>(mcfg, backend, cfg.max_loras, cfg.max_lora_rank, max_num_tokens);
+  slots_ = std::make_unique<LoraSlots>(tp.local, backend, cfg.max_loras, cfg.max_lora_rank, max_num_tokens);
   for (size_t i = 0; i < cfg.lora_modules.size(); ++i) {  // every one is checked; the first ones are kept
     auto image = read(cfg.lora_modules[i].first, cfg.lora_modules[i].second);
     if (int(i) < cfg.lora_host_capacity()) add(int(i) + 1, std::move(image));
@@ -36,7 +37,8 @@ LoraInputs::~LoraInputs() {
 }
 
 std::shared_ptr<const LoraSlotImage> LoraInputs::read(const std::string& name, const std::string& path) const {
-  LoraSlotImage image = slots_->prepare(load_lora_adapter(name, path, mcfg_, max_rank_));
+  LoraSlotImage image =
+      slots_->prepare(shard_lora_adapter(load_lora_adapter(name, path, mcfg_, max_rank_), mcfg_, tp_));
   image.path = path;
   return std::make_shared<const LoraSlotImage>(std::move(image));
 }

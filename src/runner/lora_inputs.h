@@ -20,7 +20,10 @@ namespace gs {
 
 class LoraInputs {
  public:
-  LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, Backend& backend, int max_num_tokens);
+  // `mcfg`: the whole model, which adapters are checked against; `tp`: this rank's shard, which
+  // the slots hold and each adapter is cut to (shard_lora_adapter).
+  LoraInputs(const RunnerConfig& cfg, const ModelConfig& mcfg, const TpLayout& tp, Backend& backend,
+             int max_num_tokens);
   ~LoraInputs();  // logs the slot loads (host -> device swaps) and their mean time
 
   LoraSlots& slots() { return *slots_; }
@@ -28,7 +31,8 @@ class LoraInputs {
   const Tensor& token_slots() const { return token_slots_; }
   static bool any_adapter(const SchedulerOutput& batch);
 
-  // Reads and checks the PEFT directory `path` and lays it out as a slot image. Touches host
+  // Reads and checks the PEFT directory `path`, keeps this rank's shard of it and lays that out
+  // as a slot image. Touches host
   // memory and immutable state only: safe on any thread while steps run. Throws gs::Error
   // naming the file and field at fault.
   std::shared_ptr<const LoraSlotImage> read(const std::string& name, const std::string& path) const;
@@ -48,6 +52,7 @@ class LoraInputs {
   int slot_for(int lora_id, const std::vector<int>& needed);
 
   ModelConfig mcfg_;
+  TpLayout tp_;
   int max_rank_ = 0;
   Backend& be_;
   std::unique_ptr<LoraSlots> slots_;

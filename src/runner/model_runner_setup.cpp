@@ -54,7 +54,7 @@ void ModelRunner::Impl::build_model() {
            "--enable-lora on FP8 weights ({}) is not supported on {} yet; serve the float checkpoint for LoRA",
            mcfg.quant.describe(), backend->name());
   if (cfg.enable_lora) {
-    lora = std::make_unique<LoraInputs>(cfg, mcfg, *backend, max_tokens);
+    lora = std::make_unique<LoraInputs>(cfg, mcfg, tp_layout(mcfg, comm.get()), *backend, max_tokens);
     model->bind_lora(&lora->slots());
     inputs.lora_slots = lora->token_slots();
   }

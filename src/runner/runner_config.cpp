@@ -42,9 +42,6 @@ void RunnerConfig::validate() const {
   GS_CHECK(tensor_parallel_size >= 1, "--tensor-parallel-size must be >= 1, got {}", tensor_parallel_size);
   GS_CHECK(tp_rank >= 0 && tp_rank < tensor_parallel_size, "tensor-parallel rank {} outside [0, {})", tp_rank,
            tensor_parallel_size);
-  GS_CHECK(tensor_parallel_size == 1 || !enable_lora,
-           "--enable-lora with --tensor-parallel-size {} is not supported yet; use --tensor-parallel-size 1",
-           tensor_parallel_size);
 }
 
 }  // namespace gs

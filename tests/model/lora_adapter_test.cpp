@@ -1,11 +1,13 @@
 // PEFT adapter loading: a valid adapter's fields and tensors, and malformed adapters refused
-// with an error naming the file and the field (or tensor) at fault.
+// with an error naming the file and the field (or tensor) at fault; a tensor-parallel rank's
+// shard of an adapter is its base weight shard's part of the delta B A.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "engine/lora_test_util.h"
 #include "model/lora_adapter.h"
 #include "model/model_config.h"
+#include "model/tp_layout.h"
 #include "test_paths.h"
 
 namespace gs {
@@ -92,6 +94,77 @@ TEST_F(LoraAdapterLoad, RefusesTensorOfUnlistedTarget) {
   patch_config(tmp.path() / "a", "target_modules", {"q_proj"});
   const std::string e = error_of(tmp.path() / "a");
   EXPECT_NE(e.find("v_proj"), std::string::npos) << e;
+}
+
+// scale-free delta B A [out, in] of one (A, B) pair of rank r (in double).
+std::vector<double> delta(const LoraMatrices& m, int r, int64_t out, int64_t in) {
+  std::vector<double> d(size_t(out * in), 0.0);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i)
+      for (int k = 0; k < r; ++k) d[size_t(o * in + i)] += double(m.b[size_t(o * r + k)]) * m.a[size_t(k * in + i)];
+  return d;
+}
+
+// Each rank's (A_r, B_r) of every target is the whole adapter's delta restricted to that rank's
+// base weight shard: rows [begin, begin + count) of q/k/v/gate/up (their lora_A whole), columns
+// of o/down (their lora_B whole), so the ranks' row-parallel deltas add up to the whole one. At 8
+// ranks over 4 KV heads each KV head's rows go to two ranks (replicated, as the base weights).
+TEST_F(LoraAdapterLoad, TensorParallelShardsAreTheBaseWeightShardsPartOfTheDelta) {
+  ModelConfig model = cfg;
+  model.intermediate_size = 176;  // divisible by 8 (stories260K's 172 splits over 2 and 4 ranks)
+  const int rank = 3;
+  test::write_adapter(tmp.path() / "a", AdapterSpec{.rank = rank, .alpha = 6}, 2, model);
+  const LoraAdapter full = load_lora_adapter("a", tmp.path() / "a", model, 16);
+  for (int size : {2, 4, 8}) {
+    std::vector<std::vector<double>> row_parallel_sum(2);  // o, down of layer 1, summed over ranks
+    for (int r = 0; r < size; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r) + " of " + std::to_string(size));
+      const TpLayout tp = make_tp_layout(model, r, size);
+      const LoraAdapter part = shard_lora_adapter(full, model, tp);
+      EXPECT_EQ(part.rank, rank);
+      EXPECT_EQ(part.scale, full.scale);
+      for (int t = 0; t < kNumLoraTargets; ++t) {
+        const LoraTarget target = LoraTarget(t);
+        SCOPED_TRACE(lora_target_module(target));
+        const auto [out, in] = lora_target_shape(model, target);
+        const auto [lout, lin] = lora_target_shape(tp.local, target);
+        const LoraMatrices& w = *full.layers[1][size_t(t)];
+        const LoraMatrices& p = *part.layers[1][size_t(t)];
+        ASSERT_EQ(p.a.size(), size_t(rank * lin));
+        ASSERT_EQ(p.b.size(), size_t(lout * rank));
+        const bool column = target != LoraTarget::O && target != LoraTarget::Down;
+        // The first row (column) of the rank's base weight shard, as the model's loader cuts it.
+        const int64_t begin = target == LoraTarget::Q || target == LoraTarget::O ? int64_t(r) * model.q_size() / size
+                              : target == LoraTarget::K || target == LoraTarget::V
+                                  ? int64_t(r * model.num_kv_heads / size) * model.head_dim
+                                  : int64_t(r) * model.intermediate_size / size;
+        const TpRange range{begin, column ? lout : lin};
+        const std::vector<double> whole = delta(w, rank, out, in), mine = delta(p, rank, lout, lin);
+        for (int64_t o = 0; o < lout; ++o)
+          for (int64_t i = 0; i < lin; ++i) {
+            const int64_t fo = column ? range.begin + o : o, fi = column ? i : range.begin + i;
+            ASSERT_NEAR(mine[size_t(o * lin + i)], whole[size_t(fo * in + fi)], 1e-12) << o << ", " << i;
+          }
+        if (column) {
+          EXPECT_EQ(p.a, w.a) << "a column-parallel rank keeps lora_A whole";
+        } else {
+          EXPECT_EQ(p.b, w.b) << "a row-parallel rank keeps lora_B whole";
+          std::vector<double>& sum = row_parallel_sum[target == LoraTarget::O ? 0 : 1];
+          sum.resize(size_t(out * in), 0.0);
+          for (int64_t o = 0; o < out; ++o)
+            for (int64_t i = 0; i < lin; ++i) sum[size_t(o * in + range.begin + i)] += mine[size_t(o * lin + i)];
+        }
+      }
+    }
+    for (int k = 0; k < 2; ++k) {  // every input column of o and down is some rank's, once
+      const LoraTarget target = k == 0 ? LoraTarget::O : LoraTarget::Down;
+      const auto [out, in] = lora_target_shape(model, target);
+      const std::vector<double> whole = delta(*full.layers[1][size_t(target)], rank, out, in);
+      ASSERT_EQ(row_parallel_sum[size_t(k)].size(), whole.size());
+      for (size_t e = 0; e < whole.size(); ++e) ASSERT_NEAR(row_parallel_sum[size_t(k)][e], whole[e], 1e-12);
+    }
+  }
+  EXPECT_EQ(shard_lora_adapter(full, model, make_tp_layout(model, 0, 1)).layers[1][0]->b, full.layers[1][0]->b);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ struct SimRequest {
   int max_new_tokens = 16;
   int arrival_step = 0;
   SamplingParams params;  // greedy by default (set below)
+  int lora_id = 0;        // the LoRA adapter (1 + its index in RunnerConfig::lora_modules), 0: none
 };
 
 struct SimResult {
@@ -23,7 +24,7 @@ struct SimResult {
 };
 
 inline SimRequest greedy_request(std::vector<int32_t> prompt, int max_new, int arrival) {
-  SimRequest r{std::move(prompt), max_new, arrival, {}};
+  SimRequest r{std::move(prompt), max_new, arrival, {}, 0};
   r.params.temperature = 0.0f;
   return r;
 }
@@ -63,6 +64,7 @@ inline SimResult simulate(ModelRunner& runner, const std::vector<SimRequest>& re
       sr.params = &reqs[i].params;
       sr.seed = 1234 + i;
       sr.num_output_tokens = l.generated;
+      sr.lora_id = reqs[i].lora_id;
       so.requests.push_back(sr);
     }
     if (!pending) break;
