@@ -171,7 +171,8 @@ std::vector<VllmFlag> make_table() {
       noop("--lora-extra-vocab-size", A::Value, "0", "adapters add no tokens"),
       noop("--lora-dtype", A::Value, "auto", "adapters run in the compute dtype"),
       noop("--fully-sharded-loras", A::Switch, "",
-           "LoRA runs on one GPU: --enable-lora with tensor parallelism is refused"),
+           "adapters are sharded as vLLM's default (lora_B split on column-parallel projections, lora_A on "
+           "row-parallel ones): the same sums in another order"),
       noop("--default-mm-loras", A::Value, "{}", kNoMultimodal),
       // Observability.
       noop("--show-hidden-metrics-for-version", A::Value, "0.10", "every metric is always shown"),
