@@ -1,9 +1,10 @@
 // Tensor parallelism on the CPU: TP = 2 and 4 give TP = 1's greedy tokens and logits (through
 // the sampled tokens' top-20 logprobs) on stories260K (8 heads, 4 KV heads) in every graph mode,
 // on dummy presets whose KV heads are split or replicated, and on gpt-oss's and DeepSeek's HF
-// fixtures; with LoRA adapters on every projection (two adapters and the base model in one batch)
-// TP = 2 and 4 equal TP = 1 too; shards of dummy weights are slices of the whole tensors; models
-// that do not split are refused with a clear error.
+// fixtures; with LoRA adapters on every projection of stories260K (two adapters and the base model
+// in one batch) and attention adapters on gpt-oss's and qwen3_moe's fixtures, TP = 2 and 4 equal
+// TP = 1 too; shards of dummy weights are slices of the whole tensors; models that do not split
+// are refused with a clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -173,6 +174,39 @@ TEST(TensorParallel, LoraAdaptersOnEveryProjectionEqualTp1) {
       RunnerStats stats;
       expect_close(test::simulate_tp(c, tp, reqs, 24, &stats), ref, 1e-5f);
       EXPECT_EQ(stats.graph_captures_after_startup, 0u);
+    }
+  }
+}
+
+// Mixture-of-experts models take attention adapters only (load_lora_adapter's refusals), under
+// tensor parallelism too: on gpt-oss's fixture (o_proj's bias added by rank 0 alone, the adapter's
+// o term by every rank on its columns) and qwen3_moe's (a sparse and a dense layer), TP 2 and 4
+// with a q/k/v/o adapter equal TP 1, which the adapter changes.
+TEST(TensorParallel, MixtureOfExpertsAttentionAdaptersEqualTp1) {
+  for (const char* family : {"gpt_oss", "qwen3_moe"}) {
+    SCOPED_TRACE(family);
+    test::TempDir tmp;
+    const ModelConfig mc = load_model_config(test::family_dir(family));
+    test::write_adapter(tmp.path() / "attn",
+                        test::AdapterSpec{.rank = 4,
+                                          .alpha = 8,
+                                          .targets = {"q_proj", "k_proj", "v_proj", "o_proj"},
+                                          .seed = 5,
+                                          .a_range = 0.05f,
+                                          .b_range = 0.05f},
+                        mc.num_layers, mc);
+    auto reqs = workload(test::load_family_fixture(family).prompts, 24);
+    for (auto& r : reqs) r.lora_id = 1;
+    RunnerConfig c = config(M::FULL_AND_PIECEWISE);
+    c.model = test::family_dir(family).string();
+    const test::SimResult base = test::simulate_tp(c, 1, reqs, 16);
+    c.enable_lora = true;
+    c.lora_modules = {{"attn", (tmp.path() / "attn").string()}};
+    const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
+    EXPECT_NE(ref.outputs, base.outputs) << "the adapter must matter";
+    for (int tp : {2, 4}) {
+      SCOPED_TRACE("tp " + std::to_string(tp));
+      expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
     }
   }
 }
