@@ -282,7 +282,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);
     }
   }
-  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(P, E) : kGemvChunk;
+  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(P, E, gate_up.scales != nullptr) : kGemvChunk;
   cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, 0, s, ids, P, E, chunk, index);
   if (err != cudaSuccess) return err;
   err =

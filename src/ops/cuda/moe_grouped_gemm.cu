@@ -33,6 +33,9 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kCtasPerSm = 2;       // CTAs an SM for items of up to kStageMinPairs pairs
 constexpr int kMinSteps = 8;        // steps of K a warp keeps (items of 8 pairs; more pairs, more)
 constexpr int kStageMinPairs = 32;  // items of this many pairs stage x in shared memory
+// FP8 experts' largest item: at 64 and 128 pairs (one CTA an SM, x staged) their GEMMs ran slower
+// than items of 32 that read each expert's rows more than once.
+constexpr int kFp8MaxChunk = 32;
 
 // The experts' weight rows as the kernel streams them, 16 bytes a lane a load: bf16 (8 k a load),
 // or e4m3 (16 k) with scales.
@@ -410,9 +413,12 @@ cudaError_t launch_w(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
     case 8: return launch_mt<8, W>(a, s);
     case 16: return launch_mt<16, W>(a, s);
     case 32: return launch_mt<32, W>(a, s);
-    case 64: return launch_mt<64, W>(a, s);
-    case 128: return launch_mt<128, W>(a, s);
-    default: return cudaErrorInvalidValue;
+    default:
+      if constexpr (!W::kFp8) {
+        if (chunk == 64) return launch_mt<64, W>(a, s);
+        if (chunk == 128) return launch_mt<128, W>(a, s);
+      }
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -425,10 +431,11 @@ cudaError_t launch(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
 
 }  // namespace
 
-int moe_mma_chunk(int P, int E) {
+int moe_mma_chunk(int P, int E, bool fp8) {
   const int active = std::max(1, std::min(E, P)), per = (P + active - 1) / active;
+  const int most = fp8 ? kFp8MaxChunk : kMoeMaxChunk;
   int chunk = 8;
-  while (chunk < 2 * per && chunk < kMoeMaxChunk) chunk *= 2;
+  while (chunk < 2 * per && chunk < most) chunk *= 2;
   return chunk;
 }
 
