@@ -14,6 +14,7 @@
 #include "engine/llm_engine.h"
 #include "engine/lora_test_util.h"
 #include "golden.h"
+#include "multiproc_config.h"
 #include "server/api_server.h"
 #include "server/engine_loop.h"
 #include "server/http_client.h"
@@ -25,16 +26,7 @@ namespace {
 using test::AdapterSpec;
 
 EngineConfig lora_config(int tp, const std::string& backend = "") {
-  setenv("GRAPHSERVE_EXE", test::graphserve_exe().c_str(), 1);  // workers are graphserve processes
-  EngineConfig c;
-  c.model = test::stories260k_dir().string();
-  c.device = "cpu";
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 32;
-  c.kv_cache_memory_bytes = size_t(4) << 20;
-  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
-  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
-  c.tensor_parallel_size = tp;
+  EngineConfig c = test::multiproc_stories_config(tp);
   c.distributed_executor_backend = backend;
   c.worker_timeout_s = 30.0;
   c.enable_lora = true;

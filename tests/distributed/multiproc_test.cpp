@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "golden.h"
+#include "multiproc_config.h"
 #include "runner/device_setup.h"
 #include "test_paths.h"
 
@@ -27,16 +28,7 @@ namespace gs {
 namespace {
 
 EngineConfig stories(int tp) {
-  setenv("GRAPHSERVE_EXE", test::graphserve_exe().c_str(), 1);  // workers are graphserve processes
-  EngineConfig c;
-  c.model = test::stories260k_dir().string();
-  c.device = "cpu";
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 32;
-  c.kv_cache_memory_bytes = size_t(4) << 20;
-  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
-  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
-  c.tensor_parallel_size = tp;
+  EngineConfig c = test::multiproc_stories_config(tp);
   c.worker_timeout_s = 5.0;
   return c;
 }
