@@ -36,8 +36,8 @@ struct DeepseekWeights {
 // columns) of the dense MLP, every routed expert and the shared experts, and vocabulary rows; the
 // latent projections (q_a_proj, kv_a_proj_with_mqa), norms and router whole.
 // An FP8 checkpoint's weights (DeepSeek-V3's 128x128 blocks, or any layout model/quant_config
-// reads) are dequantized to the compute dtype: the MLA kernels read kv_b_proj themselves, and the
-// routed experts have no FP8 kernels.
+// reads) are dequantized to the compute dtype, the MLA kernels reading kv_b_proj themselves; the
+// routed experts stay FP8 where WeightLoader::fp8_experts (the same moe_experts as every MoE).
 class Loader : public WeightLoader {
  public:
   Loader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
