@@ -10,9 +10,9 @@
 // granule is read where it exists and zero elsewhere.
 // FP8 experts (e4m3 rows with f32 scales, MoeWeight): each 16-byte load holds 16 k, widened to
 // bf16 in registers exactly (e4m3.cuh) and fed to the same MMAs, so a granule is 64 k and a step
-// 256; each granule's products are summed apart and added to the accumulators times their rows'
-// scales for that 128-k block (a whole-row scale is block 0), in f32, the dequantized weight's
-// arithmetic without a dequantized copy. K must be a multiple of 128.
+// one 128-k block; each granule's products are summed apart and added to the accumulators times
+// their rows' scales for that block (a whole-row scale is block 0), in f32: the dequantized
+// weight's arithmetic without a dequantized copy. K must be a multiple of 128.
 #include <algorithm>
 #include <cmath>
 
@@ -33,8 +33,8 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kCtasPerSm = 2;       // CTAs an SM for items of up to kStageMinPairs pairs
 constexpr int kMinSteps = 8;        // steps of K a warp keeps (items of 8 pairs; more pairs, more)
 constexpr int kStageMinPairs = 32;  // items of this many pairs stage x in shared memory
-// FP8 experts' largest item: at 64 and 128 pairs (one CTA an SM, x staged) their GEMMs ran slower
-// than items of 32 that read each expert's rows more than once.
+// FP8 experts' largest item: larger ones (one CTA an SM, x staged) are slower than reading an
+// expert's rows once for each item of 32 (docs/PERF.md, FP8 experts).
 constexpr int kFp8MaxChunk = 32;
 
 // The experts' weight rows as the kernel streams them, 16 bytes a lane a load: bf16 (8 k a load),
@@ -52,23 +52,23 @@ constexpr int kGran = 4 * W::kChunk;  // k a granule: 4 lanes x a load
 // Granules a step: bf16 4 (128 k); FP8 2, one 128-k block: a K share (whole blocks) is then
 // whole steps, all of them pipelined, and a step's x fragments (twice bf16's per granule) do not
 // spill at two CTAs an SM.
-template <typename W, int MT>
+template <typename W>
 constexpr int kUnits = W::kFp8 ? 2 : 4;
 // A K share's boundaries fall on multiples of this (FP8: of the scales' 128-k blocks, so that a
-// step's granules pair up in two blocks).
+// share is whole steps).
 template <typename W>
 constexpr int kAlign = W::kFp8 ? 128 : kGran<W>;
 // A staged x row: one step's k, padded so that the 8 rows of a quarter-warp's loads fall in
 // distinct banks.
-template <typename W, int MT>
-constexpr int kXsRow = kGran<W>* kUnits<W, MT> + 16;
+template <typename W>
+constexpr int kXsRow = kGran<W>* kUnits<W> + 16;
 
 // Shared memory of the kernel: the partials of the epilogue, and (staged) the two x buffers of
 // the main loop, which the epilogue reuses.
 template <typename W, int MT>
 constexpr size_t moe_mma_smem() {
   const size_t part = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
-  const size_t xs = MT >= kStageMinPairs ? size_t(2) * MT * kXsRow<W, MT> * 2 : 0;
+  const size_t xs = MT >= kStageMinPairs ? size_t(2) * MT * kXsRow<W> * 2 : 0;
   return part > xs ? part : xs;
 }
 
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   constexpr bool kStage = MT >= kStageMinPairs;
   static_assert(!kStage || KS == 1, "staged x serves one K share");
   constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, kC = W::kChunk, kG = kGran<W>;
-  constexpr int kU = kUnits<W, MT>, kStep = kG * kU, kXs = kXsRow<W, MT>;
+  constexpr int kU = kUnits<W>, kStep = kG * kU, kXs = kXsRow<W>;
   extern __shared__ float part[];  // [warp][16 rows][PS]
   __shared__ int stage[kMoeStageInts];
   __shared__ int pairs[MT];
