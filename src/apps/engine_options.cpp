@@ -152,8 +152,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
          "auto | bfloat16 | float16 (half) | float32 (float)")
       ->default_str(cfg.dtype);
   cmd.add_option("--quantization,-q", cfg.quantization,
-                 "fp8: quantize a float checkpoint's projections to FP8 at load (FP8 checkpoints are detected "
-                 "from config.json; graphserve info --quantizations)");
+                 "fp8: quantize a float checkpoint's projections, and a mixture of experts' routed experts, to FP8 "
+                 "at load (FP8 checkpoints are detected from config.json; graphserve info --quantizations)");
   cmd.add_option("--kv-cache-dtype", cfg.kv_cache_dtype, "auto (the compute dtype) | fp8 | fp8_e4m3")
       ->capture_default_str();
   cmd.add_option("--seed", cfg.seed, "seed of dummy weights and of requests without their own seed")

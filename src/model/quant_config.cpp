@@ -170,6 +170,8 @@ std::vector<std::string> supported_quant_schemes() {
           "per-token or static per-tensor, ignore list",
           "--quantization fp8: a float checkpoint quantized at load (per-channel weight scales, dynamic per-token "
           "activations)",
+          "mixtures of experts: the routed experts FP8 too (either way) where the hidden size and each GPU's expert "
+          "width are multiples of 128, their activations bf16; elsewhere the experts stay in the compute dtype",
           "--kv-cache-dtype auto (the compute dtype) | fp8 | fp8_e4m3: an e4m3 KV cache, per-layer k/v scales "
           "from the checkpoint (self_attn.k_scale / v_scale, else 1.0)"};
 }
