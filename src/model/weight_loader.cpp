@@ -43,8 +43,10 @@ void WeightLoader::quantize(const Tensor& part, const Tensor& dst, int64_t rows)
   be_.quantize_fp8(part, group_rows, sc == Fp8WeightScales::Block, dst);
 }
 
+bool WeightLoader::is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
+
 bool WeightLoader::is_expert(const std::string& name) {
-  return name.find(".experts.") != std::string::npos || name.find(".shared_expert.") != std::string::npos;
+  return is_routed_expert(name) || name.find(".shared_expert.") != std::string::npos;
 }
 
 bool WeightLoader::fp8_experts(const std::string& module) const {
@@ -55,7 +57,7 @@ bool WeightLoader::fp8_experts(const std::string& module) const {
 
 bool WeightLoader::quantized_at_load(const std::string& name) const {
   const std::string module = module_of(name);
-  if (name.find(".experts.") != std::string::npos) return fp8_experts(module);
+  if (is_routed_expert(name)) return fp8_experts(module);
   return is_projection(name) && !is_expert(name) && cfg_.quant.quantizes(module);
 }
 

@@ -80,7 +80,8 @@ class WeightLoader {
   // Whether --quantization fp8 rounds HF tensor `name` through e4m3: the projections the model
   // quantizes (no shared expert), and the routed experts where fp8_experts().
   bool quantized_at_load(const std::string& name) const;
-  static bool is_expert(const std::string& name);
+  static bool is_routed_expert(const std::string& name);  // a routed expert's tensor
+  static bool is_expert(const std::string& name);         // a routed or the shared expert's
   static bool is_projection(const std::string& name);
 };
 
