@@ -27,7 +27,15 @@ ModelConfig resolve_model_config(const ModelSource& src) {
     GS_CHECK(!src.preset.empty(), "dummy weights need a preset (see graphserve info --presets)");
     cfg = find_preset(src.preset).config;
   }
-  if (src.dummy && cfg.quant.fp8 && !cfg.quant.online) cfg.quant = QuantConfig{};  // dummy weights are float
+  // Dummy weights of an FP8 checkpoint's config are quantized at load in its layout, as vLLM runs
+  // them; DeepSeek's FP8 checkpoints load dequantized except their routed experts, so its dummy
+  // weights stay float.
+  if (src.dummy && cfg.quant.fp8 && !cfg.quant.online) {
+    if (cfg.mla.enabled())
+      cfg.quant = QuantConfig{};
+    else
+      cfg.quant.dummy = true;
+  }
   apply_quantization_flag(cfg.quant, src.quantization);
   return cfg;
 }

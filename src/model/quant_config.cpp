@@ -151,8 +151,9 @@ std::string QuantConfig::describe() const {
   const char* s = scales == Fp8WeightScales::Tensor    ? "per-tensor"
                   : scales == Fp8WeightScales::Channel ? "per-channel"
                                                        : "128x128 block";
-  return fmt::format("fp8 e4m3 ({}, {} weight scales, {} activations)", method, s,
-                     static_activations ? "static per-tensor" : "dynamic per-token");
+  return fmt::format("fp8 e4m3 ({}, {} weight scales, {} activations{})", method, s,
+                     static_activations ? "static per-tensor" : "dynamic per-token",
+                     dummy ? "; dummy weights quantized at load" : "");
 }
 
 bool QuantConfig::quantizes(const std::string& module) const {

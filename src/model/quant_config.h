@@ -19,6 +19,7 @@ enum class Fp8WeightScales {
 struct QuantConfig {
   bool fp8 = false;     // projection weights are FP8 e4m3 on the backends that compute in FP8
   bool online = false;  // quantized at load (--quantization fp8), per output channel
+  bool dummy = false;   // dummy weights of an FP8 checkpoint's config: quantized at load in its layout
   bool mxfp4 = false;   // quant_method mxfp4: gpt-oss's experts, dequantized at load (fp8 stays false)
   std::string method;   // "fp8" or "compressed-tensors" (checkpoint), "fp8 (online)"
   Fp8WeightScales scales = Fp8WeightScales::Channel;

@@ -32,7 +32,7 @@ void WeightLoader::part(const Tensor& dst, int64_t row, const std::string& name,
   const bool fp8 = d.dtype() == DType::F8E4M3;
   const Tensor f = fp8 ? Tensor::empty(d.shape(), DType::F32, be_.allocator()) : d;
   src_.load(name, shape, f, init, fan_in, slice);
-  const bool online = cfg_.quant.online && quantized_at_load(name);
+  const bool online = (cfg_.quant.online || cfg_.quant.dummy) && quantized_at_load(name);
   if (fp8 || online) quantize(f, d, s[0]);
   if (fp8) be_.stream().synchronize();  // f is freed on return
 }

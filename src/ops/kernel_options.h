@@ -110,9 +110,9 @@ struct MoeKernelOptions {
 
 // FP8 e4m3 weights (ops/cuda/fp8_linear.h).
 struct Fp8KernelOptions {
-  // Whole-row-scaled weights up to this many tokens: the skinny tensor-core kernel on weights
-  // widened to bf16 in registers, with the decode epilogues fused (ops/cuda/skinny_gemm.h; at most
-  // cuda::kSkinnyMaxM); 0: never.
+  // Weights up to this many tokens: the skinny tensor-core kernel on weights widened to bf16 in
+  // registers, with the decode epilogues fused (ops/cuda/skinny_gemm.h; at most cuda::kSkinnyMaxM,
+  // and cuda::kFp8BlockSkinnyMaxM on 128x128 block scales); 0: never.
   int skinny_max_tokens = 16;
   // Otherwise the CUDA-core FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM).
   int gemv_max_tokens = 8;

@@ -48,7 +48,7 @@ void ModelRunner::Impl::build_model() {
   spdlog::info("model weights and activations: {:.2f} GiB, loaded in {:.2f} s ({})",
                double(backend->allocator().bytes_in_use() - before) / (kMiB * 1024.0),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-               src.dummy ? "dummy weights, preset " + src.preset : src.dir);
+               !src.dummy ? src.dir : "dummy weights, " + (src.dir.empty() ? "preset " + src.preset : src.dir));
   if (mcfg.quant.fp8) spdlog::info("quantization: {}; kernels: {}", mcfg.quant.describe(), backend->fp8_kernels());
   GS_CHECK(!(cfg.enable_lora && mcfg.quant.fp8 && backend->fp8_weights()),
            "--enable-lora on FP8 weights ({}) is not supported on {} yet; serve the float checkpoint for LoRA",

@@ -24,6 +24,7 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/fp8_lt_gemm.h"
+#include "ops/cuda/skinny_gemm.h"
 #include "ops/fp8_weights.h"
 #include "ops/kernel_options.h"
 #include "runner/model_runner.h"
@@ -119,13 +120,13 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
           want[size_t(m * N + n)] = float(s);
         }
       const double e = test::rel_l2(got, want);
-      // Exact weights and bf16 output: bf16 rounding (2^-9 relative). Above the skinny kernel
-      // (per-channel) and the GEMV (blocks) the FP8 GEMM's activations are e4m3 per token (per 128
+      // Exact weights and bf16 output: bf16 rounding (2^-9 relative). Above the skinny kernel the
+      // FP8 GEMM's activations are e4m3 per token (per 128
       // columns on blocks): 3 mantissa bits, a relative rounding error of RMS about
       // 2^-4 / sqrt(3) / 1.3 ~ 0.03 that carries into each output of this random x (plus two bf16
       // roundings), so 6e-2 is twice it.
       const Fp8KernelOptions o;
-      const double bound = M <= (block ? std::min(o.gemv_max_tokens, 8) : o.skinny_max_tokens) ? 1e-2 : 6e-2;
+      const double bound = M <= (block ? cuda::kFp8BlockSkinnyMaxM : o.skinny_max_tokens) ? 1e-2 : 6e-2;
       EXPECT_LT(e, bound) << (block ? "block" : "channel") << " M " << M;
       std::printf("[fp8-kernels] %-7s M %3lld rel-L2 %.5f\n", block ? "block" : "channel", (long long)M, e);
     }
@@ -134,8 +135,8 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
 
 // A fused 128x128 block-scaled weight whose second part starts off a block row (gate | up of 320
 // rows each, quantized part by part in the checkpoint's blocks, as the loader does): no 128-row
-// block grid describes it, so above the GEMV it must not take cuBLASLt's block-scaled GEMM; its
-// output still equals the dequantized weights'.
+// block grid describes it, so the skinny kernel must read each row's own scales and, above it,
+// cuBLASLt's block-scaled GEMM must not take it; its output still equals the dequantized weights'.
 TEST(Fp8Kernels, BlockScaledPartsOffBlockRowsStayExact) {
   GS_REQUIRE_GPU();
   auto be = make_cuda_backend(0, DType::BF16);
@@ -149,7 +150,7 @@ TEST(Fp8Kernels, BlockScaledPartsOffBlockRowsStayExact) {
     be->quantize_fp8(be->upload(src, DType::F32, {P, K}, DType::F32), 128, true, q.rows(part * P, P));
     fp8_quantize_host(src, P, K, 128, true, nullptr, nullptr, deq.data() + part * P * K);
   }
-  for (int64_t M : {64, 110}) {
+  for (int64_t M : {1, 5, 16, 64, 110}) {
     const auto x = test::randn(size_t(M * K), 62 + uint32_t(M), 1.0f);
     const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
     be->linear(test::on(*be, x, {M, K}, DType::BF16), q, Tensor(), y);
@@ -197,14 +198,18 @@ RopeConfig llama_rope(int D) {
 // The decode epilogues fused into the skinny FP8 kernel (norm before the QKV projection + RoPE
 // split, the gated activation, the deferred norm's residual add) against the CPU backend on the
 // dequantized weights, and the residual add bit for bit against linear + add_rms_norm of the
-// unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and full tiles.
-TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
+// unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and full tiles, on
+// whole-row and on 128x128 block scales.
+class Fp8FusedEpilogues : public testing::TestWithParam<bool> {};
+
+TEST_P(Fp8FusedEpilogues, MatchTheReferenceAndTheUnfusedPath) {
   GS_REQUIRE_GPU();
+  const bool block = GetParam();
   auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; });
   const int64_t H = 512, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
-  const auto [wqkv, wgu, wo] = fp8_layer(*gpu, H, I, W, 31);
+  const auto [wqkv, wgu, wo] = fp8_layer(*gpu, H, I, W, 31, block);
   const auto host = [&](const Fp8Weight& w) { return test::on(*cpu, w.deq, w.w.shape(), DType::F32); };
   const auto both = [&](const std::vector<float>& v, const Shape& sh, DType gpu_dt) {
     return std::pair{test::on(*cpu, v, sh, DType::F32), test::on(*gpu, v, sh, gpu_dt)};
@@ -212,8 +217,10 @@ TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
   const auto empty = [&](const Shape& sh) {
     return std::pair{Tensor::empty(sh, DType::F32, cpu->allocator()), Tensor::empty(sh, DType::BF16, gpu->allocator())};
   };
-  for (int64_t M : {1, 3, 16, 32}) {  // 32: small weights take the skinny kernel up to 32 tokens
-    SCOPED_TRACE(testing::Message() << "M " << M);
+  // 32: small weights on whole-row scales take the skinny kernel up to 32 tokens
+  for (int64_t M : {1, 3, 16, 32}) {
+    if (block && M > cuda::kFp8BlockSkinnyMaxM) continue;
+    SCOPED_TRACE(testing::Message() << (block ? "block" : "channel") << " M " << M);
     const auto close = [&](const Tensor& c, const Tensor& g, const char* what) {
       const double e = test::rel_l2(test::read(*gpu, g), test::read(*cpu, c));
       EXPECT_LT(e, 1e-2) << what;
@@ -264,24 +271,30 @@ TEST(Fp8Kernels, FusedDecodeEpiloguesMatchTheReferenceAndTheUnfusedPath) {
     unfused->stream().synchronize();
     EXPECT_EQ(test::read(*gpu, gr), test::read(*gpu, gr_unfused));
     const double er = close(cr, gr, "residual");
-    std::printf("[fp8-fused] M %2lld rel-L2 vs CPU: q %.4f k %.4f v %.4f gated %.4f residual %.5f\n", (long long)M, eq,
-                ek, ev, eg, er);
+    std::printf("[fp8-fused] %-7s M %2lld rel-L2 vs CPU: q %.4f k %.4f v %.4f gated %.4f residual %.5f\n",
+                block ? "block" : "channel", (long long)M, eq, ek, ev, eg, er);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Fp8Kernels, Fp8FusedEpilogues, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) { return p.param ? "Block128" : "WholeRow"; });
 
 // The deferred norm at one token (Backend::defers_norm): the skinny FP8 kernel computes the norm of
 // the f32 residual itself (no norm kernel); its QKV + RoPE and gate|up + SiLU outputs equal
 // rms_norm then the same projection (LinearKernelOptions::decode_fusion off) and the CPU reference
-// on the dequantized weights within bf16 rounding.
-TEST(Fp8Kernels, DeferredNormInTheKernelMatchesTheSeparateNorm) {
+// on the dequantized weights within bf16 rounding, on whole-row and on 128x128 block scales.
+class Fp8DeferredNorm : public testing::TestWithParam<bool> {};
+
+TEST_P(Fp8DeferredNorm, InTheKernelMatchesTheSeparateNorm) {
   GS_REQUIRE_GPU();
+  const bool block = GetParam();
   auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; });
   ASSERT_TRUE(gpu->defers_norm(1));
   const int64_t H = 1024, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D, M = 1;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
-  const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 41, 0.05f), W, H, false);
-  const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 42, 0.05f), 2 * I, H, false);
+  const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 41, 0.05f), W, H, block);
+  const Fp8Weight wgu = quantized(*gpu, test::randn(size_t(2 * I * H), 42, 0.05f), 2 * I, H, block);
   const auto r0 = test::randn(size_t(M * H), 43, 3.0f), g0 = test::randn(size_t(H), 44);
   const Tensor res = test::on(*gpu, r0, {M, H}, DType::F32), nw = test::on(*gpu, g0, {H}, DType::BF16);
   const Tensor cres = test::on(*cpu, r0, {M, H}, DType::F32), cnw = test::on(*cpu, g0, {H}, DType::F32);
@@ -290,10 +303,17 @@ TEST(Fp8Kernels, DeferredNormInTheKernelMatchesTheSeparateNorm) {
   const auto gpu_empty = [&](int64_t n) { return Tensor::empty({M, n}, DType::BF16, gpu->allocator()); };
   const auto cpu_empty = [&](int64_t n) { return Tensor::empty({M, n}, DType::F32, cpu->allocator()); };
   const auto host = [&](const Fp8Weight& w) { return test::on(*cpu, w.deq, w.w.shape(), DType::F32); };
-  // q | k | v and the activation, each from the backend's own fused or unfused path.
+  // Qwen3's q / k norm weights: that RoPE split is not fused, the norm before QKV still is.
+  const auto qn0 = test::randn(size_t(D), 45), kn0 = test::randn(size_t(D), 46);
+  const Tensor qn = test::on(*gpu, qn0, {D}, DType::BF16), kn = test::on(*gpu, kn0, {D}, DType::BF16);
+  const Tensor cqn = test::on(*cpu, qn0, {D}, DType::F32), ckn = test::on(*cpu, kn0, {D}, DType::F32);
+  // q | k | v, the activation, and q | k | v with q / k norm, each from the backend's own fused or
+  // unfused path.
   const auto run = [&](Backend& be, const Tensor& r, const Tensor& g, const Tensor& p, const Tensor& wq,
-                       const Tensor& wg, const std::function<Tensor(int64_t)>& empty) {
+                       const Tensor& wg, const Tensor& q_norm, const Tensor& k_norm,
+                       const std::function<Tensor(int64_t)>& empty) {
     const Tensor x = empty(H), q = empty(hq * D), k = empty(hkv * D), v = empty(hkv * D), act = empty(I);
+    const Tensor qh = empty(hq * D), kh = empty(hkv * D), vh = empty(hkv * D);
     be.linear({.x = x,
                .norm = RmsNormInput{r, g, eps},
                .w = wq,
@@ -304,24 +324,33 @@ TEST(Fp8Kernels, DeferredNormInTheKernelMatchesTheSeparateNorm) {
                .w = wg,
                .y = empty(2 * I),
                .then = Gated{GatedActivation::Silu, act}});
-    return std::vector<Tensor>{q, k, v, act};
+    be.linear({.x = x,
+               .norm = RmsNormInput{r, g, eps},
+               .w = wq,
+               .y = empty(W),
+               .then = SplitQkvRope{p, &cfg, q_norm, k_norm, eps, qh, kh, vh}});
+    return std::vector<Tensor>{q, k, v, act, qh, kh, vh};
   };
-  const auto fused = run(*gpu, res, nw, pos, wqkv.w, wgu.w, gpu_empty);
-  const auto sep = run(*unfused, res, nw, pos, wqkv.w, wgu.w, gpu_empty);
-  const auto ref = run(*cpu, cres, cnw, cpos, host(wqkv), host(wgu), cpu_empty);
+  const auto fused = run(*gpu, res, nw, pos, wqkv.w, wgu.w, qn, kn, gpu_empty);
+  const auto sep = run(*unfused, res, nw, pos, wqkv.w, wgu.w, qn, kn, gpu_empty);
+  const auto ref = run(*cpu, cres, cnw, cpos, host(wqkv), host(wgu), cqn, ckn, cpu_empty);
   gpu->stream().synchronize();
   unfused->stream().synchronize();
-  const char* names[] = {"q", "k", "v", "act"};
+  const char* names[] = {"q", "k", "v", "act", "q (q/k norm)", "k (q/k norm)", "v (q/k norm)"};
   for (size_t i = 0; i < fused.size(); ++i) {
     const auto f = test::read(*gpu, fused[i]);
     const double e_sep = test::rel_l2(f, test::read(*unfused, sep[i])),
                  e_ref = test::rel_l2(f, test::read(*cpu, ref[i]));
-    std::printf("[fp8-deferred-norm] %-3s rel-L2 vs separate norm %.5f, vs CPU %.4f\n", names[i], e_sep, e_ref);
+    std::printf("[fp8-deferred-norm] %-7s %-12s rel-L2 vs separate norm %.5f, vs CPU %.4f\n",
+                block ? "block" : "channel", names[i], e_sep, e_ref);
     // x rounded to bf16 before or after the 1 / rms (2^-9 relative each), and the outputs' rounding
     EXPECT_LT(e_sep, 5e-3) << names[i];
     EXPECT_LT(e_ref, 1e-2) << names[i];
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Fp8Kernels, Fp8DeferredNorm, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) { return p.param ? "Block128" : "WholeRow"; });
 
 // Above the skinny kernel (cuBLASLt's FP8 GEMM) the product's scales and bias are applied by the op
 // that consumes it (Fp8KernelOptions::lt_fused_epilogues): the RoPE split (with a bias, and with

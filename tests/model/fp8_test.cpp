@@ -118,6 +118,34 @@ TEST(Fp8Config, EachFixtureLayoutIsDetected) {
   EXPECT_THROW(apply_quantization_flag(none, "awq"), Error);
 }
 
+// --load-format dummy on an FP8 checkpoint's directory runs its scheme on random weights, as vLLM
+// does (bench graphs --model Qwen3-8B-FP8 --load-format dummy): the dummy values are rounded through
+// e4m3 in the config's 128x128 blocks, so the logits differ from the same dummy weights unquantized
+// by e4m3's rounding only.
+TEST(Fp8Config, DummyWeightsOfAnFp8CheckpointKeepItsScheme) {
+  test::TempDir plain_dir;
+  json cfg = json::parse(std::ifstream(test::family_dir("fp8_block") / "config.json"));
+  cfg.erase("quantization_config");
+  std::ofstream(plain_dir.path() / "config.json") << cfg.dump();
+  const auto logits = [](const fs::path& dir) {
+    ModelSource src;
+    src.dir = dir.string();
+    src.dummy = true;
+    test::ModelHarness h(src, 8);
+    return std::pair{h.config().quant, h.step({{0, {1, 7, 42, 5}}}).back()};
+  };
+  const auto [q, fp8] = logits(test::family_dir("fp8_block"));
+  const auto [none, plain] = logits(plain_dir.path());
+  EXPECT_TRUE(q.fp8 && !q.online && q.scales == Fp8WeightScales::Block) << q.describe();
+  EXPECT_FALSE(none.fp8);
+  double d = 0, n = 0;
+  for (size_t i = 0; i < plain.size(); ++i) d += (fp8[i] - plain[i]) * (fp8[i] - plain[i]), n += plain[i] * plain[i];
+  const double rel = std::sqrt(d / n);
+  // e4m3 keeps 3 mantissa bits: a weight's relative rounding error is at most 2^-4 (RMS ~2^-4 / sqrt(3)).
+  EXPECT_GT(rel, 1e-4);
+  EXPECT_LT(rel, 0.1);
+}
+
 // The fixture's tensors, raw (F8_E4M3 kept), for a broken copy.
 std::vector<test::StTensor> raw_tensors(const fs::path& dir) {
   SafetensorsCheckpoint ck(dir);

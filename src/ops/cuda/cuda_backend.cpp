@@ -443,7 +443,8 @@ class CudaBackend final : public Backend {
 
   // A LinearOp on FP8 weights: where the skinny FP8 kernel takes the batch (Fp8Linear::fuses), the
   // epilogue fused into it (the RoPE split without q/k norm, the gated activation, the deferred
-  // norm's residual add) and, for the deferred norm, the norm before it too (else its own kernel);
+  // norm's residual add) and, for the deferred norm, the norm before it too (else its own kernel;
+  // with an epilogue the kernel does not take, the norm still in the kernel, the epilogue after);
   // on cuBLASLt's path the scales in the epilogue's op (fp8_scaled_epilogue); otherwise Backend's
   // sequence.
   void fp8_linear(const LinearOp& op) {
@@ -468,8 +469,13 @@ class CudaBackend final : public Backend {
         a && !op.bias.defined() && defers_norm(M) && a->residual.dtype() == DType::F32 &&
         a->residual.device().is_cuda() && a->residual.dim(0) == M && a->residual.row_elems() == N)
       return fp8_.linear_add_residual(op.x, norm, op.w, a->residual, s());
-    if (norm) rms_norm(norm->residual, norm->weight, norm->eps, op.x);  // no fused form took it
-    linear(op.x, op.w, op.bias, op.y);
+    if (norm) {  // no fused epilogue took it: the projection alone, on the norm the kernel computes
+      expire_handoff();
+      need_rows(op.y, M, N, "linear", "y");
+      fp8_.linear_normed(*norm, op.x, op.w, op.bias, op.y, s());
+    } else {
+      linear(op.x, op.w, op.bias, op.y);
+    }
     apply_epilogue(op.y, op.then);
   }
 

@@ -43,6 +43,7 @@ void Fp8Linear::quantize(const Tensor& src, int64_t group_rows, bool block128, c
   part_end_ = begin + r * K;
   // Parts of weights freed since may have begun in this part's rows: they are gone.
   block_parts_.erase(block_parts_.lower_bound(begin), block_parts_.lower_bound(part_end_));
+  grids_.erase(grids_.lower_bound(weight_begin_), grids_.lower_bound(part_end_));
   if (block128) block_parts_.insert(begin);
   aligned_.clear();
   reserve(dequant_, (part_end_ - weight_begin_), DType::BF16, alloc_);
@@ -100,13 +101,12 @@ void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& 
   const bool handed = G == 1 && handoff_.x == x.data() && handoff_.rows == M && handoff_.K == K && M <= chunk;
   handoff_ = {};
   if (G != 1) {  // 128x128 blocks: the library scales; the bias and a chunk's last M % 4 rows after it
-    GS_CUDA_CHECK(cuda::fp8_block_grid(w.scales().data_as<float>(), N, G, grid_.data_as<float>(), s));
+    const float* grid = block_grid(w, s);
     for (int m0 = 0; m0 < M; m0 += chunk) {
       const int m = std::min(chunk, M - m0), ml = lt_rows(m, N, K, true);
       const int64_t r0 = int64_t(m0) * K, o0 = int64_t(m0) * N;
       GS_CUDA_CHECK(cuda::fp8_quantize_groups(xd + r0, ml, K, xq_.data_as<uint8_t>(), xs_.data_as<float>(), s));
-      lt_->matmul(xq_.data_as<uint8_t>(), w.data_as<uint8_t>(), yd + o0, ml, N, K, s, grid_.data_as<float>(),
-                  xs_.data_as<float>());
+      lt_->matmul(xq_.data_as<uint8_t>(), w.data_as<uint8_t>(), yd + o0, ml, N, K, s, grid, xs_.data_as<float>());
       if (b) GS_CUDA_CHECK(cuda::add_bias<cuda::bf16_t>(yd + o0, false, b, ml, N, s));
       if (ml < m)
         GS_CUDA_CHECK(cuda::fp8_gemv(xd + r0 + int64_t(ml) * K, w.data_as<uint8_t>(), w.scales().data_as<float>(), G, b,
@@ -124,6 +124,19 @@ void Fp8Linear::linear_unscaled(const Tensor& x, const Tensor& w, const Tensor& 
     lt_->matmul(xq_.data_as<uint8_t>(), w.data_as<uint8_t>(), yd + int64_t(m0) * N, m, N, K, s);
     then(m0, m, sc);
   }
+}
+
+const float* Fp8Linear::block_grid(const Tensor& w, cudaStream_t s) {
+  const auto* p = w.data_as<uint8_t>();
+  if (const auto it = grids_.find(p); it != grids_.end()) return it->second.data_as<float>();
+  const int N = int(w.dim(0)), G = int(w.scales().dim(1));
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  GS_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+  Tensor grid = grid_;
+  if (capturing == cudaStreamCaptureStatusNone)
+    grid = grids_[p] = Tensor::empty({(N + 127) / 128 * G}, DType::F32, alloc_);
+  GS_CUDA_CHECK(cuda::fp8_block_grid(w.scales().data_as<float>(), N, G, grid.data_as<float>(), s));
+  return grid.data_as<float>();
 }
 
 cuda::QuantizedOut Fp8Linear::handoff_scratch(int64_t rows, int64_t K) const {
@@ -149,8 +162,8 @@ void Fp8Linear::linear(const Tensor& x, const Tensor& w, const Tensor& bias, con
   if (M == 0 || N == 0) return;
   const auto* b = bias.defined() ? bias.data_as<uint16_t>() : nullptr;
   if (fuses(x, w)) {
-    GS_CUDA_CHECK(cuda::fp8_skinny_gemm(x.data_as<cuda::bf16_t>(), w.data_as<uint8_t>(), w.scales().data_as<float>(), b,
-                                        y.data(), y.dtype() == DType::F32, M, N, K, s));
+    GS_CUDA_CHECK(
+        cuda::fp8_skinny_gemm(x.data_as<cuda::bf16_t>(), scaled(w), b, y.data(), y.dtype() == DType::F32, M, N, K, s));
     return;
   }
   if (gemv_takes(x, w)) {
@@ -195,8 +208,8 @@ bool Fp8Linear::gemv_takes(const Tensor& x, const Tensor& w) const {
 bool Fp8Linear::fuses(const Tensor& x, const Tensor& w) const {
   const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0;
   return M >= 1 && M <= skinny_limit(opts_, w.dim(0) * w.dim(1) <= cuda::kSkinnySmallWeights) &&
-         x.dtype() == DType::BF16 && w.scales().defined() && w.scales().dim(1) == 1 && x.row_elems() == w.dim(1) &&
-         cuda::fp8_skinny_supported(int(M), int(w.dim(1)), x.data(), w.data());
+         x.dtype() == DType::BF16 && w.scales().defined() && x.row_elems() == w.dim(1) &&
+         cuda::fp8_skinny_supported(int(M), int(w.dim(1)), int(w.scales().dim(1)), x.data(), w.data());
 }
 
 bool Fp8Linear::fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tensor& w) const {
@@ -205,8 +218,13 @@ bool Fp8Linear::fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tens
   return r.defined() && r.dtype() == DType::F32 && r.device().is_cuda() && r.ndim() == 2 && r.dim(0) == M &&
          r.dim(1) == K && norm.weight.dtype() == DType::BF16 && norm.weight.device().is_cuda() &&
          norm.weight.numel() == K &&
-         cuda::fp8_skinny_norm_supported(int(M), int(K), r.data_as<float>(), norm.weight.data_as<cuda::bf16_t>(),
-                                         w.data());
+         cuda::fp8_skinny_norm_supported(int(M), int(K), int(w.scales().dim(1)), r.data_as<float>(),
+                                         norm.weight.data_as<cuda::bf16_t>(), w.data());
+}
+
+cuda::Fp8Scaled Fp8Linear::scaled(const Tensor& w) {
+  const int G = int(w.scales().dim(1));
+  return {w.data_as<uint8_t>(), w.scales().data_as<float>(), G, G != 1 && block_rows_aligned(w)};
 }
 
 namespace {
@@ -219,16 +237,22 @@ cuda::GemvInput<cuda::bf16_t> input(const Tensor& x, const RmsNormInput* norm) {
 
 void Fp8Linear::linear_gated(GatedActivation act, const Tensor& x, const RmsNormInput* norm, const Tensor& w,
                              const Tensor& out, cudaStream_t s) {
-  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_gated(act, input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(),
-                                            out.data_as<cuda::bf16_t>(), int(x.dim(0)), int(out.row_elems()),
-                                            int(w.dim(1)), s));
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_gated(act, input(x, norm), scaled(w), out.data_as<cuda::bf16_t>(), int(x.dim(0)),
+                                            int(out.row_elems()), int(w.dim(1)), s));
+}
+
+void Fp8Linear::linear_normed(const RmsNormInput& norm, const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const Tensor& y, cudaStream_t s) {
+  GS_CHECK(y.dtype() == DType::BF16 || y.dtype() == DType::F32, "linear: y {} must be bf16 or f32", y.str());
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm(input(x, &norm), scaled(w),
+                                      bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, y.data(),
+                                      y.dtype() == DType::F32, int(x.dim(0)), int(w.dim(0)), int(w.dim(1)), s));
 }
 
 void Fp8Linear::linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
                                     cudaStream_t s) {
-  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_add_residual(input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(),
-                                                   residual.data_as<float>(), int(x.dim(0)), int(w.dim(0)),
-                                                   int(w.dim(1)), s));
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_add_residual(input(x, norm), scaled(w), residual.data_as<float>(), int(x.dim(0)),
+                                                   int(w.dim(0)), int(w.dim(1)), s));
 }
 
 void Fp8Linear::linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
@@ -236,19 +260,19 @@ void Fp8Linear::linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const
                                 const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s) {
   const int D = head_dim;
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_qkv_rope(
-      input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(),
-      bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(), inv_freq.data_as<float>(),
-      q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(), int(x.dim(0)),
-      int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s));
+      input(x, norm), scaled(w), bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(),
+      inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(),
+      int(x.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s));
 }
 
 std::string Fp8Linear::describe() const {
   return fmt::format(
-      "whole-row scales up to {} tokens (weights of at most 2^23 elements: {}): the skinny tensor-core kernel on "
-      "weights widened to bf16 in registers, with the RoPE split, gated activation and both halves of the deferred "
-      "norm fused; 128x128 blocks: the FP8 GEMV up "
-      "to {} tokens; above: {}",
-      skinny_limit(opts_, false), skinny_limit(opts_, true), std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
+      "whole-row scales up to {} tokens (weights of at most 2^23 elements: {}), 128x128 blocks up to {}: the skinny "
+      "tensor-core kernel on weights widened to bf16 in registers, with the RoPE split, gated activation and both "
+      "halves of the deferred norm fused; blocks of K not a multiple of 128: the FP8 GEMV up to {} tokens; above: {}",
+      skinny_limit(opts_, false), skinny_limit(opts_, true),
+      std::min(skinny_limit(opts_, false), cuda::kFp8BlockSkinnyMaxM),
+      std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       !opts_.lt_fp8_gemm
           ? std::string("the weight dequantized to bf16 + the bf16 GEMM")
           : fmt::format(

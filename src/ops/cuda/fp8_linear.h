@@ -1,9 +1,11 @@
 // Fp8Linear: the CUDA backend's linear() for FP8 e4m3 weights (ops/fp8_weights.h) and their
-// quantization at load. Decode batches on whole-row-scaled weights run the skinny tensor-core
-// kernel on weights widened to bf16 in registers (half the bytes of bf16), which also takes the
-// decode epilogues (RoPE split, gated activation) and both halves of the deferred norm (the residual
-// add after o_proj / down, the norm of the residual before QKV / gate-up, computed in the kernel);
-// 128x128 block-scaled weights run the CUDA-core FP8 GEMV up to 8 tokens. Larger batches run
+// quantization at load. Decode batches run the skinny tensor-core kernel on weights widened to bf16
+// in registers (half the bytes of bf16), which also takes the decode epilogues (RoPE split, gated
+// activation) and both halves of the deferred norm (the residual add after o_proj / down, the norm
+// of the residual before QKV / gate-up, computed in the kernel): on whole-row scales up to
+// Fp8KernelOptions::skinny_max_tokens, on 128x128 block scales (K a multiple of 128) up to 16
+// tokens, each 128 k scaled in the kernel; other block-scaled widths run the CUDA-core FP8 GEMV up
+// to 8 tokens. Larger batches run
 // cuBLASLt's FP8 GEMM (ops/cuda/fp8_lt_gemm.h): on whole-row scales with activations quantized
 // per token, the scales and bias applied by a pass of their own or, through linear_unscaled, by the
 // op that consumes the product (whose output, where it is the next projection's input, comes
@@ -24,6 +26,7 @@
 #include "core/tensor.h"
 #include "ops/cuda/fp8_lt_gemm.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/skinny_gemm.h"
 #include "ops/gated_activation.h"
 #include "ops/kernel_options.h"
 #include "ops/linear_op.h"
@@ -78,6 +81,9 @@ class Fp8Linear {
   // out = act(x . gate) * (x . up) for w = [gate; up];
   void linear_gated(GatedActivation act, const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& out,
                     cudaStream_t s);
+  // y = x w^T (+ bias), y bf16 or f32 (fuses_norm holds: x = rms_norm(norm), left unwritten);
+  void linear_normed(const RmsNormInput& norm, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                     cudaStream_t s);
   // residual (f32) += x w^T rounded to bf16;
   void linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
                            cudaStream_t s);
@@ -95,16 +101,23 @@ class Fp8Linear {
   int lt_rows(int m, int N, int K, bool block);
   // Whether every block-scaled part inside w starts at a multiple of 128 rows (host-only; cached).
   bool block_rows_aligned(const Tensor& w);
+  // The 128x128 block grid of w for cuBLASLt (block_rows_aligned holds): computed on w's first
+  // call outside a graph capture and kept (the eager profiling step meets every weight first);
+  // inside a capture without one, into the scratch by a kernel in the graph.
+  const float* block_grid(const Tensor& w, cudaStream_t s);
   // Whether the FP8 GEMV takes x [M, K] (where the skinny kernel does not).
   bool gemv_takes(const Tensor& x, const Tensor& w) const;
+  // The skinny kernel's view of w (host-only).
+  cuda::Fp8Scaled scaled(const Tensor& w);
 
   Allocator& alloc_;
   Fp8KernelOptions opts_;
   std::unique_ptr<Fp8LtGemm> lt_;
   Tensor dequant_;  // bf16, as large as the largest FP8 weight
   Tensor xq_, xs_;  // e4m3 [lt_max_rows, largest K] and f32 [lt_max_rows (x largest K / 128)]: x quantized
-  Tensor grid_;     // f32: the largest block-scaled weight's 128x128 block grid
-  const uint8_t* weight_begin_ = nullptr;  // the weight being quantized (quantize's fused parts)
+  Tensor grid_;     // f32: the largest block-scaled weight's 128x128 block grid (scratch)
+  std::map<const uint8_t*, Tensor> grids_;  // block_grid's, by weight
+  const uint8_t* weight_begin_ = nullptr;   // the weight being quantized (quantize's fused parts)
   const uint8_t* part_end_ = nullptr;
   // Where each 128x128 block-scaled part quantize() wrote begins: a weight's block grid holds
   // only where each of its parts starts on a block row (block_rows_aligned).

@@ -8,7 +8,9 @@
 // two (four) k16 MMAs, and x's B fragments (through L1, shared by the CTA's tiles) are read with
 // the same permutation. Partials meet in shared memory and are summed over the shares in a fixed
 // order: identical output run to run, and a token's row does not depend on M. FP8 rows carry one
-// scale each, applied to the summed dot product before the epilogue. At one token on FP8 rows the
+// scale each, applied to the summed dot product before the epilogue, or (128x128 block-scaled
+// weights) one a row and 128 k, by which each 128 k's products are multiplied as they are added to
+// the accumulators (K shares then fall on 128 k). At one token on FP8 rows the
 // input may be the RMS norm of the f32 residual (the deferred norm, ops/backend.h): each CTA
 // stages x = residual * norm_w (bf16) in shared memory while summing the residual's squares, and
 // scales the dot products by 1 / rms at the end (x . w = (r * g) . w / rms), as the bf16 GEMV's
@@ -28,7 +30,7 @@ namespace gs::cuda {
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
-constexpr int kU = 4;            // 16-byte loads per row and lane in a step
+constexpr int kU = 4;            // 16-byte loads per row and lane in a step (see kLoads)
 constexpr int kWarpsPerSm = 16;  // warps in flight per SM the split aims at
 
 // The weight rows of a tile: kK k a 16-byte load; where kScaled, scale(row) multiplies a row's
@@ -37,6 +39,7 @@ struct Bf16Rows {
   static constexpr bool kNormed = false;
   static constexpr int kK = 8;
   static constexpr bool kScaled = false;
+  static constexpr bool kBlock = false;
   const bf16_t* w;
   __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
   // acc[nt] += rows (g, g + 8) . tokens of tile nt over this lane's 8 k at k: the k order (slots
@@ -53,17 +56,25 @@ struct Bf16Rows {
   }
 };
 
-// e4m3 rows with one f32 scale each (ops/fp8_weights.h, whole-row scales); kNormed: x is the
-// CTA's normed row in shared memory (stage_normed).
-template <bool kNormed_ = false>
+// e4m3 rows (ops/fp8_weights.h) with `groups` f32 scales each: 1 (whole-row scales), or with kBlock
+// one for each 128 k (a 128x128 block's scale repeated over its rows: where every block starts on
+// a multiple of 128 rows, row_shift 7 reads each block's first row, so that a warp's 16 rows share
+// one address); kNormed: x is the CTA's normed row in shared memory (stage_normed).
+template <bool kNormed_ = false, bool kBlock_ = false>
 struct Fp8Rows {
   static constexpr bool kNormed = kNormed_;
   static constexpr int kK = 16;
   static constexpr bool kScaled = true;
+  static constexpr bool kBlock = kBlock_;
   const uint8_t* w;
   const float* scales;
+  int groups = 1;
+  int row_shift = 0;
   __device__ const uint4* row(int64_t r, int K) const { return reinterpret_cast<const uint4*>(w + r * K); }
-  __device__ float scale(int64_t r) const { return __ldg(scales + r); }
+  // Row r's scale of k in [128 b, 128 (b + 1)) (whole-row scales: b = 0).
+  __device__ float scale(int64_t r, int b = 0) const {
+    return __ldg(scales + (r >> row_shift << row_shift) * groups + b);
+  }
   // 16 bytes (16 k) of rows g and g + 8 widened to 8 bf16x2 each, k pairs in order; four MMAs.
   static __device__ __forceinline__ void widen(const uint4& v, uint32_t (&o)[8]) { e4m3x16_to_bf16(v, o); }
   template <int MT>
@@ -121,6 +132,27 @@ __device__ float stage_normed(const GemvInput<bf16_t>& in, int K, bf16_t* xs, fl
 // K's granule: 4 lanes' loads.
 template <typename W>
 constexpr int kGranule = 4 * W::kK;
+// The k of one block scale; K's shares are multiples of kShare.
+constexpr int kScaleBlock = 128;
+template <typename W>
+constexpr int kShare = W::kBlock ? kScaleBlock : kGranule<W>;
+// 16-byte loads per row and lane in a step: kU, or on block-scaled rows above 8 tokens half of it
+// (one scale block a step), which leaves registers for the 16-token tile's per-block sums.
+template <typename W, int MT>
+constexpr int kLoads = W::kBlock&& MT > 8 ? kU / 2 : kU;
+
+// acc += p, rows g (p[.][0, 1]) times sa and g + 8 (p[.][2, 3]) times sb: one 128 k's products of
+// block-scaled rows.
+template <int NT>
+__device__ __forceinline__ void add_scaled(float (&acc)[NT][4], const float (&p)[NT][4], float sa, float sb) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    acc[nt][0] = fmaf(p[nt][0], sa, acc[nt][0]);
+    acc[nt][1] = fmaf(p[nt][1], sa, acc[nt][1]);
+    acc[nt][2] = fmaf(p[nt][2], sb, acc[nt][2]);
+    acc[nt][3] = fmaf(p[nt][3], sb, acc[nt][3]);
+  }
+}
 
 // The next step's weights load while this step multiplies (two register sets).
 template <int MT, int KS, typename W, typename Epi>
@@ -133,36 +165,55 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
   const int gi = warp / KS, si = warp % KS, n0 = (int(blockIdx.x) * G + gi) * OW;
   // This lane's weight rows: tile rows g and g + 8 (row i = output j = i % OW, part r = i / OW).
-  const auto row_ptr = [&](int i) {
+  const auto row_of = [&](int i) {
     const int n = n0 + i % OW;
-    return w.row(epi.row(n < n_out ? n : 0, i / OW), K);
+    return epi.row(n < n_out ? n : 0, i / OW);
   };
-  const uint4* wa_row = row_ptr(g);
-  const uint4* wb_row = row_ptr(g + 8);
+  const int64_t ra = row_of(g), rb = row_of(g + 8);
+  const uint4* wa_row = w.row(ra, K);
+  const uint4* wb_row = w.row(rb, K);
   const bf16_t* xr[MT / 8];
 #pragma unroll
   for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = W::kNormed ? xs : in.x + int64_t(min(nt * 8 + g, M - 1)) * K;
-  // This warp's share [k0, k1) of K (multiples of the granule); a step covers kStep at
-  // k + KK t + 4 KK u.
-  constexpr int kGran = kGranule<W>, kStep = kGran * kU;
-  const int nc = K / kGran, k0 = si * nc / KS * kGran, k1 = (si + 1) * nc / KS * kGran;
+  // This warp's share [k0, k1) of K (multiples of kShare); a step covers kStep at k + KK t + 4 KK u
+  // (block-scaled rows: SB whole 128 k, kU / SB values of u each, since a step starts on a
+  // multiple of 128).
+  constexpr int kGran = kGranule<W>, U = kLoads<W, MT>, kStep = kGran * U, kSh = kShare<W>;
+  constexpr int SB = W::kBlock ? kStep / kScaleBlock : 1, UB = U / SB;
+  static_assert(!W::kBlock || SB * kScaleBlock == kStep, "a step is whole scale blocks");
+  const int nc = K / kSh, k0 = si * nc / KS * kSh, k1 = (si + 1) * nc / KS * kSh;
   int k = k0;
   float acc[MT / 8][4] = {};
-  uint4 wa[kU], wb[kU], wa2[kU], wb2[kU];
-  const auto load = [&](uint4(&a)[kU], uint4(&b)[kU], int kb) {
+  uint4 wa[U], wb[U], wa2[U], wb2[U];
+  float sa[SB], sb[SB], sa2[SB], sb2[SB];  // block-scaled rows: rows g's and g + 8's scales of a step
+  const auto load = [&](uint4(&a)[U], uint4(&b)[U], float(&as)[SB], float(&bs)[SB], int kb) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
+    for (int u = 0; u < U; ++u) {
       a[u] = __ldcs(wa_row + kb / KK + t + 4 * u);
       b[u] = __ldcs(wb_row + kb / KK + t + 4 * u);
     }
-  };
-  const auto step = [&](const uint4(&a)[kU], const uint4(&b)[kU], int kb) {
+    if constexpr (W::kBlock) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) w.template mma<MT>(a[u], b[u], xr, kb + KK * t + kGran * u, acc);
+      for (int h = 0; h < SB; ++h) as[h] = w.scale(ra, kb / kScaleBlock + h), bs[h] = w.scale(rb, kb / kScaleBlock + h);
+    }
+  };
+  const auto step = [&](const uint4(&a)[U], const uint4(&b)[U], const float(&as)[SB], const float(&bs)[SB], int kb) {
+    if constexpr (W::kBlock) {
+#pragma unroll
+      for (int h = 0; h < SB; ++h) {
+        float p[MT / 8][4] = {};
+#pragma unroll
+        for (int u = UB * h; u < UB * (h + 1); ++u) w.template mma<MT>(a[u], b[u], xr, kb + KK * t + kGran * u, p);
+        add_scaled<MT / 8>(acc, p, as[h], bs[h]);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) w.template mma<MT>(a[u], b[u], xr, kb + KK * t + kGran * u, acc);
+    }
   };
   // The first step's weights (constant) before pdl_wait(): they overlap the previous kernel.
   const bool first = k + kStep <= k1;
-  if (first) load(wa, wb, k);
+  if (first) load(wa, wb, sa, sb, k);
   pdl_wait();
   float inv_rms = 1.0f;
   if constexpr (W::kNormed) inv_rms = stage_normed(in, K, xs, red);
@@ -170,20 +221,26 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   // wa / wb hold step k on entry; each half loads the other set's step before multiplying.
   while (k + kStep <= k1) {
     const bool more = k + 2 * kStep <= k1;
-    if (more) load(wa2, wb2, k + kStep);
-    step(wa, wb, k);
+    if (more) load(wa2, wb2, sa2, sb2, k + kStep);
+    step(wa, wb, sa, sb, k);
     k += kStep;
     if (!more) break;
     const bool more2 = k + 2 * kStep <= k1;
-    if (more2) load(wa, wb, k + kStep);
-    step(wa2, wb2, k);
+    if (more2) load(wa, wb, sa, sb, k + kStep);
+    step(wa2, wb2, sa2, sb2, k);
     k += kStep;
     if (!more2) break;
   }
   for (; k < k1; k += kGran) {
     const uint4 a = __ldcs(wa_row + k / KK + t);
     const uint4 b = __ldcs(wb_row + k / KK + t);
-    w.template mma<MT>(a, b, xr, k + KK * t, acc);
+    if constexpr (W::kBlock) {
+      float p[MT / 8][4] = {};
+      w.template mma<MT>(a, b, xr, k + KK * t, p);
+      add_scaled<MT / 8>(acc, p, w.scale(ra, k / kScaleBlock), w.scale(rb, k / kScaleBlock));
+    } else {
+      w.template mma<MT>(a, b, xr, k + KK * t, acc);
+    }
   }
 
   store_tile_partials<MT>(part + warp * 16 * PS, PS, g, t, acc);
@@ -195,7 +252,10 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
     if (n >= n_out) continue;
     float v[R];
     sum_tile_partials<R, KS, OW>(part, PS, tg, j, m, v);
-    if constexpr (W::kScaled) {
+    if constexpr (W::kBlock) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) v[r] *= inv_rms;
+    } else if constexpr (W::kScaled) {
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] *= w.scale(epi.row(n, r)) * inv_rms;
     }
@@ -203,13 +263,13 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   }
 }
 
-// K shares per tile: the power of two (<= 8, dividing K into granules) that brings the warp
-// count closest to kWarpsPerSm per SM.
-int pick_split(int tiles, int K, int granule) {
+// K shares per tile: the power of two (<= 8, at most K / unit) that brings the warp count closest
+// to kWarpsPerSm per SM.
+int pick_split(int tiles, int K, int unit) {
   const double target = double(cuda_current_sm_count(132)) * kWarpsPerSm;
   int best = 1;
   for (int ks = 2; ks <= kWarps; ks *= 2)
-    if (K / granule >= ks && std::abs(std::log(tiles * ks / target)) < std::abs(std::log(tiles * best / target)))
+    if (K / unit >= ks && std::abs(std::log(tiles * ks / target)) < std::abs(std::log(tiles * best / target)))
       best = ks;
   return best;
 }
@@ -231,7 +291,7 @@ cudaError_t launch_ks(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, in
 template <int MT, typename W, typename Epi>
 cudaError_t launch_mt(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
-  switch (pick_split(tiles, K, kGranule<W>)) {
+  switch (pick_split(tiles, K, kShare<W>)) {
     case 8: return launch_ks<MT, 8>(x, w, epi, M, n_out, K, tiles, s);
     case 4: return launch_ks<MT, 4>(x, w, epi, M, n_out, K, tiles, s);
     case 2: return launch_ks<MT, 2>(x, w, epi, M, n_out, K, tiles, s);
@@ -239,11 +299,12 @@ cudaError_t launch_mt(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, in
   }
 }
 
-// The token tile for M: 16, 32, 64 or 128 (FP8 rows: 8 up to 8 tokens, one token included).
+// The token tile for M: 16, 32, 64 or 128 (FP8 rows: 8 up to 8 tokens, one token included;
+// block-scaled rows up to kFp8BlockSkinnyMaxM).
 template <typename W, typename Epi>
 cudaError_t launch(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
-  const int min_m = W::kScaled ? 1 : kSkinnyMinM;
-  if (M < min_m || M > kSkinnyMaxM || K <= 0 || K % kGranule<W> != 0) return cudaErrorInvalidValue;
+  const int min_m = W::kScaled ? 1 : kSkinnyMinM, max_m = W::kBlock ? kFp8BlockSkinnyMaxM : kSkinnyMaxM;
+  if (M < min_m || M > max_m || K <= 0 || K % kShare<W> != 0) return cudaErrorInvalidValue;
   if (n_out <= 0) return cudaGetLastError();
   if constexpr (W::kNormed) {  // one token (fp8_skinny_norm_supported)
     if (M != 1 || !x.residual) return cudaErrorInvalidValue;
@@ -253,22 +314,34 @@ cudaError_t launch(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M
     if constexpr (W::kScaled) {
       if (M <= 8) return launch_mt<8>(x, w, epi, M, n_out, K, s);
     }
-    if (M <= 16) return launch_mt<16>(x, w, epi, M, n_out, K, s);
-    if (M <= 32) return launch_mt<32>(x, w, epi, M, n_out, K, s);
-    if (M <= 64) return launch_mt<64>(x, w, epi, M, n_out, K, s);
-    return launch_mt<128>(x, w, epi, M, n_out, K, s);
+    if constexpr (W::kBlock) {
+      static_assert(kFp8BlockSkinnyMaxM == 16, "block-scaled rows take tiles of 8 and 16 tokens");
+      return launch_mt<16>(x, w, epi, M, n_out, K, s);
+    } else {
+      if (M <= 16) return launch_mt<16>(x, w, epi, M, n_out, K, s);
+      if (M <= 32) return launch_mt<32>(x, w, epi, M, n_out, K, s);
+      if (M <= 64) return launch_mt<64>(x, w, epi, M, n_out, K, s);
+      return launch_mt<128>(x, w, epi, M, n_out, K, s);
+    }
   }
 }
 
 // The normed row of K (bf16) the kernel stages: at most 64 KiB of shared memory.
 constexpr int kNormedMaxK = 32768;
 
-// FP8 rows: the normed form where the input is the residual's norm, else plain.
+// FP8 rows: the normed form where the input is the residual's norm, else plain; whole-row or
+// block scales.
 template <typename Epi>
-cudaError_t launch_fp8(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales, const Epi& epi, int M,
-                       int n_out, int K, cudaStream_t s) {
-  if (x.residual) return launch(x, Fp8Rows<true>{w, scales}, epi, M, n_out, K, s);
-  return launch(x, Fp8Rows<>{w, scales}, epi, M, n_out, K, s);
+cudaError_t launch_fp8(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const Epi& epi, int M, int n_out, int K,
+                       cudaStream_t s) {
+  if (w.groups == 1) {
+    if (x.residual) return launch(x, Fp8Rows<true>{w.w, w.scales}, epi, M, n_out, K, s);
+    return launch(x, Fp8Rows<>{w.w, w.scales}, epi, M, n_out, K, s);
+  }
+  if (w.groups != K / kScaleBlock) return cudaErrorInvalidValue;
+  const int shift = w.blocks_aligned ? 7 : 0;
+  if (x.residual) return launch(x, Fp8Rows<true, true>{w.w, w.scales, w.groups, shift}, epi, M, n_out, K, s);
+  return launch(x, Fp8Rows<false, true>{w.w, w.scales, w.groups, shift}, epi, M, n_out, K, s);
 }
 
 }  // namespace
@@ -302,40 +375,40 @@ cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t*
                 (hq + 2 * hkv) * half, K, s);
 }
 
-bool fp8_skinny_supported(int M, int K, const void* x, const void* w) {
+bool fp8_skinny_supported(int M, int K, int groups, const void* x, const void* w) {
+  if (groups != 1)
+    return groups > 1 && groups * kScaleBlock == K && M >= 1 && M <= kFp8BlockSkinnyMaxM && vec_aligned(x, w);
   return M >= 1 && M <= kSkinnyMaxM && K > 0 && K % kGranule<Fp8Rows<>> == 0 && vec_aligned(x, w);
 }
 
-bool fp8_skinny_norm_supported(int M, int K, const float* residual, const bf16_t* norm_w, const void* w) {
-  return M == 1 && K <= kNormedMaxK && fp8_skinny_supported(M, K, residual, w) && vec_aligned(norm_w);
+bool fp8_skinny_norm_supported(int M, int K, int groups, const float* residual, const bf16_t* norm_w, const void* w) {
+  return M == 1 && K <= kNormedMaxK && fp8_skinny_supported(M, K, groups, residual, w) && vec_aligned(norm_w);
 }
 
-cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales, const bf16_t* bias,
-                            void* y, bool y_f32, int M, int N, int K, cudaStream_t s) {
-  return launch_fp8(x, w, scales, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
+cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias, void* y, bool y_f32,
+                            int M, int N, int K, cudaStream_t s) {
+  return launch_fp8(x, w, PlainEpilogue<bf16_t>{bias, y, y_f32, N}, M, N, K, s);
 }
 
-cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales,
-                                         float* residual, int M, int N, int K, cudaStream_t s) {
-  return launch_fp8(x, w, scales, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
+cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const Fp8Scaled& w, float* residual, int M, int N,
+                                         int K, cudaStream_t s) {
+  return launch_fp8(x, w, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
 }
 
-cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& x, const uint8_t* w,
-                                  const float* scales, bf16_t* out, int M, int I, int K, cudaStream_t s) {
+cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& x, const Fp8Scaled& w, bf16_t* out,
+                                  int M, int I, int K, cudaStream_t s) {
   if (act == GatedActivation::GeluTanh)
-    return launch_fp8(x, w, scales, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
-  return launch_fp8(x, w, scales, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
+    return launch_fp8(x, w, GatedEpilogue<bf16_t, GatedActivation::GeluTanh>{out, I, true}, M, I, K, s);
+  return launch_fp8(x, w, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
 }
 
-cudaError_t fp8_skinny_gemm_qkv_rope(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales,
-                                     const bf16_t* bias, const int32_t* positions, const float* inv_freq, bf16_t* q,
-                                     bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D, int K, int long_from,
-                                     cudaStream_t s) {
+cudaError_t fp8_skinny_gemm_qkv_rope(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias,
+                                     const int32_t* positions, const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v,
+                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
   if (D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2;
-  return launch_fp8(x, w, scales,
-                    QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
-                    (hq + 2 * hkv) * half, K, s);
+  return launch_fp8(x, w, QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true},
+                    M, (hq + 2 * hkv) * half, K, s);
 }
 
 }  // namespace gs::cuda

@@ -49,30 +49,38 @@ cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t*
                                  const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D,
                                  int K, int long_from, cudaStream_t s);
 
-// The same kernel on FP8 e4m3 weights with one f32 scale a row (ops/fp8_weights.h; 128 x 128
-// blocks are not taken): w [N, K] bytes, each 16-byte load widened to bf16 in registers for the
-// bf16 MMAs, the row's scale applied to its dot product before the epilogue; half the bytes of
-// bf16 for the same outputs. From one token (a tile of 8 tokens up to 8) to kSkinnyMaxM. x is a
-// GemvInput: the bf16 rows, or at one token the norm of the f32 residual computed in the kernel
-// (x = residual * norm_w rounded to bf16, the dot products scaled by 1 / rms: results differ from
-// rms_norm then the projection by bf16 rounding only).
-// Whether it takes M tokens of K (a multiple of 64; x and w 16-byte aligned).
-bool fp8_skinny_supported(int M, int K, const void* x, const void* w);
+// The same kernel on FP8 e4m3 weights (ops/fp8_weights.h): w [N, K] bytes, each 16-byte load
+// widened to bf16 in registers for the bf16 MMAs; half the bytes of bf16 for the same outputs. With
+// one f32 scale a row, the row's scale is applied to its dot product before the epilogue, from one
+// token (a tile of 8 tokens up to 8) to kSkinnyMaxM. With 128x128 block scales (one a row and 128
+// k: scales [N, K / 128], K a multiple of 128) each 128 k's products are scaled as they are added,
+// up to kFp8BlockSkinnyMaxM tokens. x is a GemvInput: the bf16 rows, or at one token the norm of
+// the f32 residual computed in the kernel (x = residual * norm_w rounded to bf16, the dot products
+// scaled by 1 / rms: results differ from rms_norm then the projection by bf16 rounding only).
+constexpr int kFp8BlockSkinnyMaxM = 16;
+struct Fp8Scaled {
+  const uint8_t* w;             // [N, K] e4m3
+  const float* scales;          // [N, groups]
+  int groups = 1;               // 1, or K / 128
+  bool blocks_aligned = false;  // blocks: every 128x128 block starts on a multiple of 128 rows
+};
+// Whether it takes M tokens of K (a multiple of 64; of 128 with block scales) with `groups` scales
+// a row (x and w 16-byte aligned).
+bool fp8_skinny_supported(int M, int K, int groups, const void* x, const void* w);
 // Whether it takes the norm fused (x a GemvInput of the f32 residual [1, K] and norm_w [K]): one
 // token, K at most 32768, residual and norm_w 16-byte aligned.
-bool fp8_skinny_norm_supported(int M, int K, const float* residual, const bf16_t* norm_w, const void* w);
-// y[m, n] = (x[m] . w[n]) scales[n] (+ bias[n]); y bf16 or f32.
-cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales, const bf16_t* bias,
-                            void* y, bool y_f32, int M, int N, int K, cudaStream_t s);
-// residual[m, n] += (x[m] . w[n]) scales[n] rounded to bf16 (linear + add_rms_norm's add).
-cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales,
-                                         float* residual, int M, int N, int K, cudaStream_t s);
+bool fp8_skinny_norm_supported(int M, int K, int groups, const float* residual, const bf16_t* norm_w, const void* w);
+// y[m, n] = x[m] . (w[n] scaled) (+ bias[n]); y bf16 or f32.
+cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias, void* y, bool y_f32,
+                            int M, int N, int K, cudaStream_t s);
+// residual[m, n] += x[m] . (w[n] scaled) rounded to bf16 (linear + add_rms_norm's add).
+cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const Fp8Scaled& w, float* residual, int M, int N,
+                                         int K, cudaStream_t s);
 // skinny_gemm_gated and skinny_gemm_qkv_rope on FP8 rows.
-cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& x, const uint8_t* w,
-                                  const float* scales, bf16_t* out, int M, int I, int K, cudaStream_t s);
-cudaError_t fp8_skinny_gemm_qkv_rope(const GemvInput<bf16_t>& x, const uint8_t* w, const float* scales,
-                                     const bf16_t* bias, const int32_t* positions, const float* inv_freq, bf16_t* q,
-                                     bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D, int K, int long_from,
-                                     cudaStream_t s);
+cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& x, const Fp8Scaled& w, bf16_t* out,
+                                  int M, int I, int K, cudaStream_t s);
+cudaError_t fp8_skinny_gemm_qkv_rope(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias,
+                                     const int32_t* positions, const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v,
+                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s);
 
 }  // namespace gs::cuda
