@@ -116,6 +116,12 @@ struct Fp8KernelOptions {
   int skinny_max_tokens = 16;
   // Otherwise the CUDA-core FP8 GEMV up to this many tokens (at most cuda::kFp8GemvMaxM).
   int gemv_max_tokens = 8;
+  // Qwen3's q / k head norm in the skinny kernel's RoPE epilogue (each head's CTAs a thread-block
+  // cluster) up to this many tokens (at most cuda::kSkinnyHeadNormMaxM) on weights of K at least
+  // head_norm_min_k; elsewhere the projection, then split_qkv_rope, is faster: on a short K the
+  // cluster's barriers cost more than the kernel they save (docs/PERF.md). 0: never.
+  int head_norm_max_tokens = 8;
+  int head_norm_min_k = 4096;
   // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.
   bool lt_fp8_gemm = true;
   // Rows of x quantized at once (the scratch); larger M runs in chunks.

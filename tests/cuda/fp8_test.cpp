@@ -165,14 +165,22 @@ TEST(Fp8Kernels, BlockScaledPartsOffBlockRowsStayExact) {
   }
 }
 
-// The default bf16 CUDA backend, one with another kernel variant, and the CPU reference.
+// A bf16 CUDA backend (`base`'s options), one with another kernel variant besides, and the CPU
+// reference.
 struct Backends {
   std::unique_ptr<Backend> gpu, other, cpu;
 };
-Backends backends(const std::function<void(KernelOptions&)>& variant) {
-  KernelOptions o;
+Backends backends(const std::function<void(KernelOptions&)>& variant, const KernelOptions& base = {}) {
+  KernelOptions o = base;
   variant(o);
-  return {make_cuda_backend(0, DType::BF16), make_cuda_backend(0, DType::BF16, o), make_cpu_backend()};
+  return {make_cuda_backend(0, DType::BF16, base), make_cuda_backend(0, DType::BF16, o), make_cpu_backend()};
+}
+
+// Qwen3's q / k norm in the skinny kernel at the tests' small K too (by default from K 4096).
+KernelOptions head_norm_at_any_k() {
+  KernelOptions o;
+  o.fp8.head_norm_min_k = 0;
+  return o;
 }
 
 // One layer's FP8 projections at hidden H and intermediate I: qkv [W, H] (heads of D), gate|up
@@ -196,16 +204,16 @@ RopeConfig llama_rope(int D) {
 }
 
 // The decode epilogues fused into the skinny FP8 kernel (norm before the QKV projection + RoPE
-// split, the gated activation, the deferred norm's residual add) against the CPU backend on the
-// dequantized weights, and the residual add bit for bit against linear + add_rms_norm of the
-// unfused path (LinearKernelOptions::decode_fusion off), at one token, a few and full tiles, on
-// whole-row and on 128x128 block scales.
+// split, with and without Qwen3's q / k norm, the gated activation, the deferred norm's residual
+// add) against the CPU backend on the dequantized weights, and the residual add bit for bit against
+// linear + add_rms_norm of the unfused path (LinearKernelOptions::decode_fusion off), at one token,
+// a few and full tiles, on whole-row and on 128x128 block scales.
 class Fp8FusedEpilogues : public testing::TestWithParam<bool> {};
 
 TEST_P(Fp8FusedEpilogues, MatchTheReferenceAndTheUnfusedPath) {
   GS_REQUIRE_GPU();
   const bool block = GetParam();
-  auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; });
+  auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; }, head_norm_at_any_k());
   const int64_t H = 512, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const RopeConfig cfg = llama_rope(int(D));
@@ -250,6 +258,20 @@ TEST_P(Fp8FusedEpilogues, MatchTheReferenceAndTheUnfusedPath) {
                  .y = gs,
                  .then = SplitQkvRope{test::on_i32(*gpu, pos, {M}), &cfg, Tensor(), Tensor(), eps, gq, gk, gv}});
     const double eq = close(cq, gq, "q"), ek = close(ck, gk, "k"), ev = close(cv, gv, "v");
+    // With Qwen3's q / k norm (the kernel's head-norm epilogue), on x as the first call left it.
+    auto [cqn, gqn] = both(test::randn(size_t(D), 39), {D}, DType::BF16);
+    auto [ckn, gkn] = both(test::randn(size_t(D), 40), {D}, DType::BF16);
+    cpu->linear({.x = cn,
+                 .w = host(wqkv),
+                 .bias = cb,
+                 .y = cs,
+                 .then = SplitQkvRope{test::on_i32(*cpu, pos, {M}), &cfg, cqn, ckn, eps, cq, ck, cv}});
+    gpu->linear({.x = test::on(*gpu, test::read(*cpu, cn), {M, H}, DType::BF16),
+                 .w = wqkv.w,
+                 .bias = gb,
+                 .y = gs,
+                 .then = SplitQkvRope{test::on_i32(*gpu, pos, {M}), &cfg, gqn, gkn, eps, gq, gk, gv}});
+    close(cq, gq, "q (q/k norm)"), close(ck, gk, "k (q/k norm)"), close(cv, gv, "v (q/k norm)");
 
     auto [cx, gx] = both(test::randn(size_t(M * H), 37), {M, H}, DType::BF16);
     auto [cgu, ggu] = empty({M, 2 * I});
@@ -280,15 +302,16 @@ INSTANTIATE_TEST_SUITE_P(Fp8Kernels, Fp8FusedEpilogues, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& p) { return p.param ? "Block128" : "WholeRow"; });
 
 // The deferred norm at one token (Backend::defers_norm): the skinny FP8 kernel computes the norm of
-// the f32 residual itself (no norm kernel); its QKV + RoPE and gate|up + SiLU outputs equal
-// rms_norm then the same projection (LinearKernelOptions::decode_fusion off) and the CPU reference
-// on the dequantized weights within bf16 rounding, on whole-row and on 128x128 block scales.
+// the f32 residual itself (no norm kernel); its QKV + RoPE (with and without Qwen3's q / k norm)
+// and gate|up + SiLU outputs equal rms_norm then the same projection (LinearKernelOptions::
+// decode_fusion off) and the CPU reference on the dequantized weights within bf16 rounding, on
+// whole-row and on 128x128 block scales.
 class Fp8DeferredNorm : public testing::TestWithParam<bool> {};
 
 TEST_P(Fp8DeferredNorm, InTheKernelMatchesTheSeparateNorm) {
   GS_REQUIRE_GPU();
   const bool block = GetParam();
-  auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; });
+  auto [gpu, unfused, cpu] = backends([](KernelOptions& o) { o.linear.decode_fusion = false; }, head_norm_at_any_k());
   ASSERT_TRUE(gpu->defers_norm(1));
   const int64_t H = 1024, I = 384, hq = 8, hkv = 2, D = 64, W = (hq + 2 * hkv) * D, M = 1;
   const float eps = 1e-5f;

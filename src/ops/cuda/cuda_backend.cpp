@@ -442,9 +442,10 @@ class CudaBackend final : public Backend {
   }
 
   // A LinearOp on FP8 weights: where the skinny FP8 kernel takes the batch (Fp8Linear::fuses), the
-  // epilogue fused into it (the RoPE split without q/k norm, the gated activation, the deferred
-  // norm's residual add) and, for the deferred norm, the norm before it too (else its own kernel;
-  // with an epilogue the kernel does not take, the norm still in the kernel, the epilogue after);
+  // epilogue fused into it (the RoPE split, with Qwen3's q/k norm too, the gated activation, the
+  // deferred norm's residual add) and, for the deferred norm, the norm before it too (else its own
+  // kernel; with an epilogue the kernel does not take, the norm still in the kernel, the epilogue
+  // after);
   // on cuBLASLt's path the scales in the epilogue's op (fp8_scaled_epilogue); otherwise Backend's
   // sequence.
   void fp8_linear(const LinearOp& op) {
@@ -454,10 +455,11 @@ class CudaBackend final : public Backend {
     const RmsNormInput* norm = op.norm && defers_norm(M) && fp8_.fuses_norm(*op.norm, op.x, op.w) ? &*op.norm : nullptr;
     if (op.norm && !norm) rms_norm(op.norm->residual, op.norm->weight, op.norm->eps, op.x);
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then);
-        e && e->rope && !e->q_norm.defined() &&
+        e && e->rope &&
+        (!e->q_norm.defined() || (fp8_.fuses_head_norm(M, K) && qk_norm_fits(e->q_norm, e->k_norm, *e->rope, true))) &&
         qkv_rope_gemv_fits(op.w, op.bias, e->positions, *e->rope, e->q, e->k, e->v, M, K)) {
       fp8_.linear_qkv_rope(op.x, norm, op.w, op.bias, e->positions, inv_freq(*e->rope), e->rope->head_dim,
-                           e->rope->long_from, e->q, e->k, e->v, s());
+                           e->rope->long_from, e->q, e->k, e->v, s(), qk_norm_of<bf16_t>(e->q_norm, e->k_norm, e->eps));
       return;
     }
     if (const auto* g = std::get_if<Gated>(&op.then); g && !op.bias.defined()) {
@@ -738,10 +740,13 @@ class CudaBackend final : public Backend {
     return dtype_ == DType::BF16 && cuda::skinny_supported(int(M), N, int(K), x.data(), w.data());
   }
 
-  // Whether the QKV GEMV takes Qwen3's q/k norm (weights [head_dim] in the compute dtype) at this
-  // head dim; LinearKernelOptions::qk_norm_fusion off: never (the projection, then split_qkv_rope).
-  bool qk_norm_fits(const Tensor& q_norm, const Tensor& k_norm, const RopeConfig& cfg) const {
-    return linear_.qk_norm_fusion && cuda::gemv_qk_norm_supported(cfg.head_dim) && k_norm.defined() &&
+  // Whether the QKV GEMV (fp8_skinny: the skinny kernel on FP8 rows) takes Qwen3's q/k norm (weights
+  // [head_dim] in the compute dtype) at this head dim; LinearKernelOptions::qk_norm_fusion off:
+  // never (the projection, then split_qkv_rope).
+  bool qk_norm_fits(const Tensor& q_norm, const Tensor& k_norm, const RopeConfig& cfg, bool fp8_skinny = false) const {
+    const int D = cfg.head_dim;
+    return linear_.qk_norm_fusion &&
+           (fp8_skinny ? cuda::skinny_qk_norm_supported(D) : cuda::gemv_qk_norm_supported(D)) && k_norm.defined() &&
            q_norm.numel() == cfg.head_dim && k_norm.numel() == cfg.head_dim && q_norm.dtype() == dtype_ &&
            k_norm.dtype() == dtype_;
   }

@@ -257,12 +257,13 @@ void Fp8Linear::linear_add_residual(const Tensor& x, const RmsNormInput* norm, c
 
 void Fp8Linear::linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
                                 const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from,
-                                const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s) {
+                                const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s,
+                                const cuda::QkNorm<cuda::bf16_t>& qk) {
   const int D = head_dim;
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_qkv_rope(
       input(x, norm), scaled(w), bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(),
       inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(),
-      int(x.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s));
+      int(x.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s, qk));
 }
 
 std::string Fp8Linear::describe() const {

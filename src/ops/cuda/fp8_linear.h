@@ -17,6 +17,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -73,6 +74,11 @@ class Fp8Linear {
 
   // Whether the skinny FP8 kernel, and so the fused forms below, take x [M, K] (bf16) times w.
   bool fuses(const Tensor& x, const Tensor& w) const;
+  // ... and whether linear_qkv_rope takes Qwen3's q / k norm at M tokens of K (Fp8KernelOptions'
+  // head_norm_max_tokens and head_norm_min_k; the head dim is cuda::skinny_qk_norm_supported's).
+  bool fuses_head_norm(int64_t M, int64_t K) const {
+    return M <= std::min(opts_.head_norm_max_tokens, cuda::kSkinnyHeadNormMaxM) && K >= opts_.head_norm_min_k;
+  }
   // ... and whether they take x = rms_norm(norm) computed in the kernel (fuses(x, w) holds; the
   // residual f32 [M, K] on the GPU, the norm weight bf16 [K]).
   bool fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tensor& w) const;
@@ -87,10 +93,11 @@ class Fp8Linear {
   // residual (f32) += x w^T rounded to bf16;
   void linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
                            cudaStream_t s);
-  // split_qkv_rope (no q/k norm) of x w^T + bias, inv_freq the RoPE table of head_dim.
+  // split_qkv_rope of x w^T + bias, inv_freq the RoPE table of head_dim (with qk.q: the q/k norm,
+  // cuda::skinny_qk_norm_supported(head_dim)).
   void linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
                        const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q,
-                       const Tensor& k, const Tensor& v, cudaStream_t s);
+                       const Tensor& k, const Tensor& v, cudaStream_t s, const cuda::QkNorm<cuda::bf16_t>& qk = {});
 
  private:
   // Whether cuBLASLt takes x w^T into y (bf16 y, every chunk's shape); the first shape it refuses

@@ -98,12 +98,6 @@ __device__ __forceinline__ void fma_chunk(const Src& src, const uint4 (&wv)[R], 
   }
 }
 
-// Whether an epilogue RMS-norms whole heads (QkvRopeEpilogue<T, true>).
-template <typename E, typename = void>
-struct HeadNormed : std::false_type {};
-template <typename E>
-struct HeadNormed<E, std::void_t<decltype(E::kHeadNorm)>> : std::bool_constant<E::kHeadNorm> {};
-
 // Stores warp `warp`'s output n (lane 0) through a head-norm epilogue. The thread-block cluster
 // computes one head (its blocks' WARPS outputs each, a pair of rows an output): each block sums
 // its pairs' squares in shared memory, the cluster's sums are read through distributed shared

@@ -7,6 +7,7 @@
 // fused op computes what linear + gated_activation / split_qkv_rope compute.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/device_util.cuh"
 #include "ops/gated_activation.h"
@@ -116,5 +117,11 @@ struct QkvRopeEpilogue {
     dst[i + half] = from_f<T>(b);
   }
 };
+
+// Whether an epilogue RMS-norms whole heads (QkvRopeEpilogue<T, true>).
+template <typename E, typename = void>
+struct HeadNormed : std::false_type {};
+template <typename E>
+struct HeadNormed<E, std::void_t<decltype(E::kHeadNorm)>> : std::bool_constant<E::kHeadNorm> {};
 
 }  // namespace gs::cuda

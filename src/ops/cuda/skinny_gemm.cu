@@ -15,6 +15,8 @@
 // stages x = residual * norm_w (bf16) in shared memory while summing the residual's squares, and
 // scales the dot products by 1 / rms at the end (x . w = (r * g) . w / rms), as the bf16 GEMV's
 // NormedRow does, so no norm kernel runs before the projection.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -154,13 +156,60 @@ __device__ __forceinline__ void add_scaled(float (&acc)[NT][4], const float (&p)
   }
 }
 
+// The head-norm epilogue (QkvRopeEpilogue<T, true>, Qwen3's q / k norm): a CTA's P pairs lie in one
+// head and a thread-block cluster of half / P CTAs holds the whole head (launch_ks). Its shared
+// scratch: the squares of each (token, pair) [MT][P], then each token's sum and 1 / rms [2][MT].
+template <typename Epi>
+constexpr int head_norm_floats(int MT, int P) {
+  return HeadNormed<Epi>::value ? MT * P + 2 * MT : 0;
+}
+
+// Stores the M tokens' P pairs (value(it, n, m, v): item it = m P + pair) through the head norm:
+// each token's squares summed in pair order, the cluster's sums read through distributed shared
+// memory in rank order (the same bits every run), and the second cluster barrier keeps each CTA's
+// sums alive until the others have read them.
+template <int P, typename Epi, typename Value>
+__device__ __forceinline__ void store_head_normed(const Epi& epi, int M, float* hn, const Value& value) {
+  namespace cg = cooperative_groups;
+  float *const sq = hn, *const tok_ss = hn + M * P, *const inv = tok_ss + M;
+  for (int it = int(threadIdx.x); it < M * P; it += kThreads) {
+    int n, m;
+    float v[Epi::R];
+    value(it, n, m, v);
+    const float2 ab = epi.inputs(n, v);
+    sq[it] = ab.x * ab.x + ab.y * ab.y;
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < M) {
+    float ss = 0.0f;
+    for (int q = 0; q < P; ++q) ss += sq[int(threadIdx.x) * P + q];
+    tok_ss[threadIdx.x] = ss;
+  }
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  if (int(threadIdx.x) < M) {
+    float ss = 0.0f;
+    for (unsigned r = 0; r < cluster.num_blocks(); ++r) ss += cluster.map_shared_rank(tok_ss, r)[threadIdx.x];
+    inv[threadIdx.x] = rsqrtf(ss / float(2 * epi.half) + epi.eps);
+  }
+  cluster.sync();
+  for (int it = int(threadIdx.x); it < M * P; it += kThreads) {
+    int n, m;
+    float v[Epi::R];
+    value(it, n, m, v);
+    epi.store_pair(n, m, epi.inputs(n, v), epi.normed(n) ? inv[m] : 1.0f);
+  }
+}
+
 // The next step's weights load while this step multiplies (two register sets).
 template <int MT, int KS, typename W, typename Epi>
 __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 warps) an SM up to 64 tokens
     skinny_kernel(GemvInput<bf16_t> in, W w, Epi epi, int M, int n_out, int K) {
   constexpr int R = Epi::R, OW = 16 / R, G = kWarps / KS, PS = MT + 4, KK = W::kK;
-  extern __shared__ float part[];  // [warp][16 rows][PS]; normed: then red [kWarps], xs [K] bf16
-  float* const red = part + kWarps * 16 * PS;
+  // [warp][16 rows][PS]; head norm: then head_norm_floats; normed: then red [kWarps], xs [K] bf16
+  extern __shared__ float part[];
+  float* const hn = part + kWarps * 16 * PS;
+  float* const red = hn + head_norm_floats<Epi>(MT, G * OW);
   bf16_t* const xs = reinterpret_cast<bf16_t*>(red + kWarps);
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
   const int gi = warp / KS, si = warp % KS, n0 = (int(blockIdx.x) * G + gi) * OW;
@@ -245,21 +294,30 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
 
   store_tile_partials<MT>(part + warp * 16 * PS, PS, g, t, acc);
   __syncthreads();
-  // Outputs (token m, tile gi, output j), consecutive threads on consecutive n.
-  for (int it = int(threadIdx.x); it < M * G * OW; it += kThreads) {
-    const int m = it / (G * OW), q = it % (G * OW), tg = q / OW, j = q % OW;
-    const int n = (int(blockIdx.x) * G + tg) * OW + j;
-    if (n >= n_out) continue;
-    float v[R];
+  // Item it = (token m, tile tg, output j), consecutive threads on consecutive n: its output n and
+  // the R dot products, summed over the shares and scaled.
+  const auto value = [&](int it, int& n, int& m, float(&v)[R]) {
+    m = it / (G * OW);
+    const int q = it % (G * OW), tg = q / OW, j = q % OW;
+    n = (int(blockIdx.x) * G + tg) * OW + j;
     sum_tile_partials<R, KS, OW>(part, PS, tg, j, m, v);
     if constexpr (W::kBlock) {
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] *= inv_rms;
     } else if constexpr (W::kScaled) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) v[r] *= w.scale(epi.row(n, r)) * inv_rms;
+      for (int r = 0; r < R; ++r) v[r] *= w.scale(epi.row(n < n_out ? n : 0, r)) * inv_rms;
     }
-    epi.store(n, m, v);
+  };
+  if constexpr (HeadNormed<Epi>::value) {
+    store_head_normed<G * OW>(epi, M, hn, value);
+  } else {
+    for (int it = int(threadIdx.x); it < M * G * OW; it += kThreads) {
+      int n, m;
+      float v[R];
+      value(it, n, m, v);
+      if (n < n_out) epi.store(n, m, v);
+    }
   }
 }
 
@@ -278,20 +336,38 @@ template <int MT, int KS, typename W, typename Epi>
 cudaError_t launch_ks(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M, int n_out, int K, int tiles,
                       cudaStream_t s) {
   auto* kernel = skinny_kernel<MT, KS, W, Epi>;
-  size_t smem = size_t(kWarps) * 16 * (MT + 4) * sizeof(float);
+  constexpr int G = kWarps / KS, P = G * 16 / Epi::R;
+  size_t smem = (size_t(kWarps) * 16 * (MT + 4) + head_norm_floats<Epi>(MT, P)) * sizeof(float);
   if constexpr (W::kNormed) smem += kWarps * sizeof(float) + size_t(K) * sizeof(bf16_t);
   if (smem > 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         e != cudaSuccess)
       return e;
-  constexpr int G = kWarps / KS;
-  return launch_pdl(kernel, (tiles + G - 1) / G, kThreads, smem, s, x, w, epi, M, n_out, K);
+  unsigned cluster = 1;
+  if constexpr (HeadNormed<Epi>::value) cluster = unsigned(epi.half / P);
+  return launch_pdl_cluster(kernel, (tiles + G - 1) / G, kThreads, smem, s, cluster, x, w, epi, M, n_out, K);
+}
+
+// The head norm's K shares: the nearest to ks (more first) whose CTAs of P = 64 / ks pairs tile a
+// head of `half` pairs in a cluster of at most 8; 0 where none does.
+int head_norm_split(int ks, int half) {
+  const auto fits = [&](int s) { return s >= 1 && s <= kWarps && half % (64 / s) == 0 && half / (64 / s) <= 8; };
+  for (int s = ks; s <= kWarps; s *= 2)
+    if (fits(s)) return s;
+  for (int s = ks / 2; s >= 1; s /= 2)
+    if (fits(s)) return s;
+  return 0;
 }
 
 template <int MT, typename W, typename Epi>
 cudaError_t launch_mt(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M, int n_out, int K, cudaStream_t s) {
   const int tiles = (n_out + 16 / Epi::R - 1) / (16 / Epi::R);
-  switch (pick_split(tiles, K, kShare<W>)) {
+  int ks = pick_split(tiles, K, kShare<W>);
+  if constexpr (HeadNormed<Epi>::value) {  // shares past K's units stay empty: slower, still exact
+    ks = head_norm_split(ks, epi.half);
+    if (ks == 0) return cudaErrorInvalidValue;
+  }
+  switch (ks) {
     case 8: return launch_ks<MT, 8>(x, w, epi, M, n_out, K, tiles, s);
     case 4: return launch_ks<MT, 4>(x, w, epi, M, n_out, K, tiles, s);
     case 2: return launch_ks<MT, 2>(x, w, epi, M, n_out, K, tiles, s);
@@ -308,6 +384,9 @@ cudaError_t launch(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M
   if (n_out <= 0) return cudaGetLastError();
   if constexpr (W::kNormed) {  // one token (fp8_skinny_norm_supported)
     if (M != 1 || !x.residual) return cudaErrorInvalidValue;
+    return launch_mt<8>(x, w, epi, M, n_out, K, s);
+  } else if constexpr (HeadNormed<Epi>::value) {  // FP8 rows, up to kSkinnyHeadNormMaxM tokens
+    if (x.residual || M > kSkinnyHeadNormMaxM) return cudaErrorInvalidValue;
     return launch_mt<8>(x, w, epi, M, n_out, K, s);
   } else {
     if (x.residual) return cudaErrorInvalidValue;
@@ -329,19 +408,24 @@ cudaError_t launch(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, int M
 // The normed row of K (bf16) the kernel stages: at most 64 KiB of shared memory.
 constexpr int kNormedMaxK = 32768;
 
-// FP8 rows: the normed form where the input is the residual's norm, else plain; whole-row or
-// block scales.
-template <typename Epi>
-cudaError_t launch_fp8(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const Epi& epi, int M, int n_out, int K,
-                       cudaStream_t s) {
+// run(rows) on w's FP8 rows: the normed form where the input is the residual's norm, else plain;
+// whole-row or block scales.
+template <typename Run>
+cudaError_t with_fp8_rows(const GemvInput<bf16_t>& x, const Fp8Scaled& w, int K, const Run& run) {
   if (w.groups == 1) {
-    if (x.residual) return launch(x, Fp8Rows<true>{w.w, w.scales}, epi, M, n_out, K, s);
-    return launch(x, Fp8Rows<>{w.w, w.scales}, epi, M, n_out, K, s);
+    if (x.residual) return run(Fp8Rows<true>{w.w, w.scales});
+    return run(Fp8Rows<>{w.w, w.scales});
   }
   if (w.groups != K / kScaleBlock) return cudaErrorInvalidValue;
   const int shift = w.blocks_aligned ? 7 : 0;
-  if (x.residual) return launch(x, Fp8Rows<true, true>{w.w, w.scales, w.groups, shift}, epi, M, n_out, K, s);
-  return launch(x, Fp8Rows<false, true>{w.w, w.scales, w.groups, shift}, epi, M, n_out, K, s);
+  if (x.residual) return run(Fp8Rows<true, true>{w.w, w.scales, w.groups, shift});
+  return run(Fp8Rows<false, true>{w.w, w.scales, w.groups, shift});
+}
+
+template <typename Epi>
+cudaError_t launch_fp8(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const Epi& epi, int M, int n_out, int K,
+                       cudaStream_t s) {
+  return with_fp8_rows(x, w, K, [&](const auto& rows) { return launch(x, rows, epi, M, n_out, K, s); });
 }
 
 }  // namespace
@@ -365,14 +449,35 @@ cudaError_t skinny_gemm_gated(GatedActivation act, const bf16_t* x, const bf16_t
   return launch(x, Bf16Rows{w}, GatedEpilogue<bf16_t, GatedActivation::Silu>{out, I, true}, M, I, K, s);
 }
 
+namespace {
+// The RoPE split's epilogue for launch(w, ...): on FP8 rows with the q / k head norm where qk.q is
+// set.
+template <typename W>
+cudaError_t launch_qkv_rope(const GemvInput<bf16_t>& x, const W& w, const bf16_t* bias, const int32_t* positions,
+                            const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D,
+                            int K, int long_from, const QkNorm<bf16_t>& qk, cudaStream_t s) {
+  if (D % 2 != 0) return cudaErrorInvalidValue;
+  const int half = D / 2, n_out = (hq + 2 * hkv) * half;
+  if constexpr (W::kScaled) {
+    if (qk.q) {
+      if (!skinny_qk_norm_supported(D)) return cudaErrorInvalidValue;
+      return launch(x, w,
+                    QkvRopeEpilogue<bf16_t, true>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true,
+                                                  qk.q, qk.k, qk.eps},
+                    M, n_out, K, s);
+    }
+  }
+  return launch(x, w, QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
+                n_out, K, s);
+}
+}  // namespace
+
+bool skinny_qk_norm_supported(int D) { return D > 0 && D % 2 == 0 && head_norm_split(1, D / 2) != 0; }
+
 cudaError_t skinny_gemm_qkv_rope(const bf16_t* x, const bf16_t* w, const bf16_t* bias, const int32_t* positions,
                                  const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v, int M, int hq, int hkv, int D,
                                  int K, int long_from, cudaStream_t s) {
-  if (D % 2 != 0) return cudaErrorInvalidValue;
-  const int half = D / 2;
-  return launch(x, Bf16Rows{w},
-                QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true}, M,
-                (hq + 2 * hkv) * half, K, s);
+  return launch_qkv_rope(x, Bf16Rows{w}, bias, positions, inv_freq, q, k, v, M, hq, hkv, D, K, long_from, {}, s);
 }
 
 bool fp8_skinny_supported(int M, int K, int groups, const void* x, const void* w) {
@@ -404,11 +509,11 @@ cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& 
 
 cudaError_t fp8_skinny_gemm_qkv_rope(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias,
                                      const int32_t* positions, const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v,
-                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s) {
-  if (D % 2 != 0) return cudaErrorInvalidValue;
-  const int half = D / 2;
-  return launch_fp8(x, w, QkvRopeEpilogue<bf16_t>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true},
-                    M, (hq + 2 * hkv) * half, K, s);
+                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s,
+                                     const QkNorm<bf16_t>& qk) {
+  return with_fp8_rows(x, w, K, [&](const auto& rows) {
+    return launch_qkv_rope(x, rows, bias, positions, inv_freq, q, k, v, M, hq, hkv, D, K, long_from, qk, s);
+  });
 }
 
 }  // namespace gs::cuda

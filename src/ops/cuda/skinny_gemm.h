@@ -76,11 +76,19 @@ cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const Fp8Scaled& w, cons
 // residual[m, n] += x[m] . (w[n] scaled) rounded to bf16 (linear + add_rms_norm's add).
 cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const Fp8Scaled& w, float* residual, int M, int N,
                                          int K, cudaStream_t s);
-// skinny_gemm_gated and skinny_gemm_qkv_rope on FP8 rows.
+// skinny_gemm_gated and skinny_gemm_qkv_rope on FP8 rows; the RoPE split also with Qwen3's q / k
+// head norm (a QkNorm; skinny_qk_norm_supported(D), up to kSkinnyHeadNormMaxM tokens): each head's
+// CTAs a thread-block cluster that sums the squares of its outputs (rounded to bf16, as
+// split_qkv_rope reads them) before the norm and the rotation.
+constexpr int kSkinnyHeadNormMaxM = 8;
+// Whether the head norm takes head dim D (a head's D / 2 pairs split evenly into the CTAs of a
+// cluster of at most 8: 64 and 128 do).
+bool skinny_qk_norm_supported(int D);
 cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& x, const Fp8Scaled& w, bf16_t* out,
                                   int M, int I, int K, cudaStream_t s);
 cudaError_t fp8_skinny_gemm_qkv_rope(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias,
                                      const int32_t* positions, const float* inv_freq, bf16_t* q, bf16_t* k, bf16_t* v,
-                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s);
+                                     int M, int hq, int hkv, int D, int K, int long_from, cudaStream_t s,
+                                     const QkNorm<bf16_t>& qk = {});
 
 }  // namespace gs::cuda
