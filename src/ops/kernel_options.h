@@ -124,6 +124,9 @@ struct Fp8KernelOptions {
   int head_norm_min_k = 4096;
   // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.
   bool lt_fp8_gemm = true;
+  // 128x128 block-scaled weights whose 128-row tiles leave SMs idle, up to 64 tokens: cuBLASLt's
+  // block-scaled GEMM with K split over them (ops/cuda/fp8_lt_gemm.h).
+  bool lt_block_split_k = true;
   // Rows of x quantized at once (the scratch); larger M runs in chunks.
   int lt_max_rows = 8192;
   // The cuBLASLt product's scales and bias applied by the op that consumes it (the RoPE split, the

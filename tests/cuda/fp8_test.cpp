@@ -87,7 +87,7 @@ TEST(Fp8Kernels, CublasLtHasAnFp8GemmAboveTheGemv) {
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
   if (major * 10 + minor < 89) GTEST_SKIP() << "FP8 tensor cores need compute capability 8.9 or later";
   auto be = make_cuda_backend(0, DType::BF16);
-  Fp8LtGemm lt(be->allocator());
+  Fp8LtGemm lt(be->allocator(), true);
   // The test's weight, then llama3.1-8b's qkv, gate|up and down projections.
   for (auto [N, K] : {std::pair<int, int>{384, 512}, {6144, 4096}, {28672, 4096}, {4096, 14336}})
     for (int M : {4, 9, 64, 128, 300, 4096}) {
@@ -130,6 +130,39 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
       EXPECT_LT(e, bound) << (block ? "block" : "channel") << " M " << M;
       std::printf("[fp8-kernels] %-7s M %3lld rel-L2 %.5f\n", block ? "block" : "channel", (long long)M, e);
     }
+  }
+}
+
+// cuBLASLt's block-scaled GEMM with K split over the SMs a weight of few 128-row tiles leaves idle
+// (Fp8KernelOptions::lt_block_split_k; 1024 x 2048 is 8 tiles, K in 4 shares) equals the
+// dequantized weight's product within the e4m3 activations' rounding (as above), and the unsplit
+// GEMM on the same operands within the output's bf16 rounding (f32 sums in another order).
+TEST(Fp8Kernels, BlockScaledSplitKMatchesTheUnsplitGemm) {
+  GS_REQUIRE_GPU();
+  KernelOptions unsplit;
+  unsplit.fp8.lt_block_split_k = false;
+  auto be = make_cuda_backend(0, DType::BF16), other = make_cuda_backend(0, DType::BF16, unsplit);
+  const int64_t N = 1024, K = 2048;
+  const Fp8Weight fw = quantized(*be, test::randn(size_t(N * K), 71, 0.05f), N, K, true, other.get());
+  for (int64_t M : {32, 64}) {
+    const auto x = test::randn(size_t(M * K), 72 + uint32_t(M), 1.0f);
+    const Tensor xd = test::on(*be, x, {M, K}, DType::BF16);
+    const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
+    const Tensor y2 = Tensor::empty({M, N}, DType::BF16, be->allocator());
+    be->linear(xd, fw.w, Tensor(), y);
+    be->stream().synchronize();
+    other->linear(xd, fw.w, Tensor(), y2);
+    other->stream().synchronize();
+    std::vector<float> want(size_t(M * N));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * fw.deq[size_t(n * K + k)];
+        want[size_t(m * N + n)] = float(acc);
+      }
+    const auto got = test::read(*be, y);
+    EXPECT_LT(test::rel_l2(got, want), 6e-2) << "M " << M;
+    EXPECT_LT(test::rel_l2(got, test::read(*other, y2)), 5e-3) << "M " << M;
   }
 }
 

@@ -48,7 +48,7 @@ void Fp8Linear::quantize(const Tensor& src, int64_t group_rows, bool block128, c
   aligned_.clear();
   reserve(dequant_, (part_end_ - weight_begin_), DType::BF16, alloc_);
   if (opts_.lt_fp8_gemm) {
-    if (!lt_) lt_ = std::make_unique<Fp8LtGemm>(alloc_);
+    if (!lt_) lt_ = std::make_unique<Fp8LtGemm>(alloc_, opts_.lt_block_split_k);
     reserve(xq_, int64_t(opts_.lt_max_rows) * K, DType::U8, alloc_);
     reserve(xs_, int64_t(opts_.lt_max_rows) * G, DType::F32, alloc_);
     if (block128) reserve(grid_, ((part_end_ - weight_begin_) / K + 127) / 128 * G, DType::F32, alloc_);

@@ -2,13 +2,19 @@
 // (K x N, transposed), B is x (K x M), D is y^T (N x M): the "TN" layout FP8 GEMMs require.
 #include "ops/cuda/fp8_lt_gemm.h"
 
+#include <algorithm>
+
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_device.h"
 #include "core/error.h"
 
 namespace gs {
 
 namespace {
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+// The block-scaled GEMM splits K up to this many tokens: from 128 the split's f32 reduction costs
+// more than the idle SMs (docs/PERF.md, "FP8 weights").
+constexpr int kBlockSplitMaxM = 64;
 
 void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
   if (a) cublasLtMatrixLayoutDestroy(a);
@@ -18,7 +24,8 @@ void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLa
 }
 }  // namespace
 
-Fp8LtGemm::Fp8LtGemm(Allocator& alloc) : workspace_(Tensor::empty({int64_t(kWorkspaceBytes)}, DType::U8, alloc)) {
+Fp8LtGemm::Fp8LtGemm(Allocator& alloc, bool block_split_k)
+    : block_split_k_(block_split_k), workspace_(Tensor::empty({int64_t(kWorkspaceBytes)}, DType::U8, alloc)) {
   GS_CHECK(cublasLtCreate(&handle_) == CUBLAS_STATUS_SUCCESS, "cuBLASLt: cannot create a handle for FP8 GEMMs");
 }
 
@@ -62,7 +69,31 @@ Fp8LtGemm::Plan& Fp8LtGemm::plan(int M, int N, int K, bool block) {
   if (pref) cublasLtMatmulPreferenceDestroy(pref);
   if (ok) p.algo = res.algo;
   p.ok = ok;
+  if (ok && block && block_split_k_) split_k(p, M, N, K);
   return p;
+}
+
+void Fp8LtGemm::split_k(Plan& p, int M, int N, int K) {
+  if (M > kBlockSplitMaxM) return;
+  int32_t split = 1, supported = 0;
+  size_t n = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split, &n) != 0 ||
+      split > 1 ||
+      cublasLtMatmulAlgoCapGetAttribute(&p.algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported, sizeof supported, &n) !=
+          0 ||
+      !supported)
+    return;
+  const int tiles = (N + 127) / 128 * ((M + 127) / 128);
+  const int32_t want = std::min(cuda_current_sm_count(132) / tiles, K / (4 * 128));
+  if (want < 2) return;
+  cublasLtMatmulAlgo_t algo = p.algo;
+  const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &want, sizeof want) == 0 &&
+      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) == 0 &&
+      cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+      check.workspaceSize <= kWorkspaceBytes)
+    p.algo = algo;
 }
 
 bool Fp8LtGemm::supported(int M, int N, int K, bool block) {

@@ -6,9 +6,11 @@
 // the caller applies both scale vectors and the bias after it (ops/cuda/fp8_linear.h: a pass of
 // its own, or inside the op that consumes y). 128x128 block-scaled weights take Hopper's block
 // modes instead (w's BLK128x128 grid [ceil(N / 128), K / 128] row-major, x's VEC128 scales per token
-// and 128 columns [K / 128, M] token-minor, cuda::fp8_quantize_groups), and y comes out scaled. Plans (descriptors, the
-// heuristic's algorithm) are cached per shape; a shape the library refuses is remembered and reported, so the caller
-// falls back.
+// and 128 columns [K / 128, M] token-minor, cuda::fp8_quantize_groups), and y comes out scaled. Their kernels tile
+// 128 x 128, so a weight of few 128-row tiles leaves most SMs idle at decode batch sizes: with
+// `block_split_k`, up to 64 tokens, where the heuristic's algorithm does not split K, K is split
+// over the idle SMs (shares of at least 4 blocks, summed in f32). Plans (descriptors, the algorithm) are cached per
+// shape; a shape the library refuses is remembered and reported, so the caller falls back.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -22,7 +24,7 @@ namespace gs {
 
 class Fp8LtGemm {
  public:
-  explicit Fp8LtGemm(Allocator& alloc);
+  Fp8LtGemm(Allocator& alloc, bool block_split_k);
   ~Fp8LtGemm();
   Fp8LtGemm(const Fp8LtGemm&) = delete;
   Fp8LtGemm& operator=(const Fp8LtGemm&) = delete;
@@ -42,7 +44,11 @@ class Fp8LtGemm {
     cublasLtMatmulAlgo_t algo{};
   };
   Plan& plan(int M, int N, int K, bool block);
+  // The block-scaled plan's algorithm with K split over the SMs its tiles leave idle, where it
+  // takes a split and the heuristic chose none.
+  void split_k(Plan& p, int M, int N, int K);
 
+  bool block_split_k_;
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
   std::map<std::tuple<int, int, int, bool>, Plan> plans_;
