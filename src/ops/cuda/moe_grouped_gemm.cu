@@ -221,14 +221,15 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   const float* sb_row = W::kFp8 ? wt.scales + rb * wt.groups : nullptr;
   const int block_shift = wt.groups > 1 ? 7 : 30;  // k >> block_shift: the scale's block
   // This warp's share [k0, k1) of K; the whole granules end at kf.
-  constexpr int kA = kAlign<W>, kSB = kStep / kA;  // kSB: scales a row a step
+  constexpr int kA = kAlign<W>;
+  static_assert(!W::kFp8 || kStep == kA, "an FP8 step is one scale block");
   const int nc = (K + kA - 1) / kA, k0 = si * nc / KS * kA, k1 = min(K, (si + 1) * nc / KS * kA);
   const int kf = min(k1, K / kG * kG);
   int k = k0;
   float acc[MT / 8][4] = {};
   struct Regs {
     uint4 a[kU], b[kU];
-    float sa[kSB], sb[kSB];  // FP8: the rows' scales of the step's blocks
+    float sa, sb;  // FP8: the rows' scales of the step's block
   } r0, r1;
   const auto load = [&](Regs& r, int kb) {
 #pragma unroll
@@ -236,11 +237,8 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
       r.a[u] = __ldcs(wa_row + kb / kC + t + 4 * u);
       r.b[u] = __ldcs(wb_row + kb / kC + t + 4 * u);
     }
-#pragma unroll
-    for (int j = 0; j < kSB; ++j) {
-      r.sa[j] = W::kFp8 ? __ldg(sa_row + ((kb + kA * j) >> block_shift)) : 1.0f;
-      r.sb[j] = W::kFp8 ? __ldg(sb_row + ((kb + kA * j) >> block_shift)) : 1.0f;
-    }
+    r.sa = W::kFp8 ? __ldg(sa_row + (kb >> block_shift)) : 1.0f;
+    r.sb = W::kFp8 ? __ldg(sb_row + (kb >> block_shift)) : 1.0f;
   };
   // The first step's weights load while the item's pairs are read (x's rows depend on them);
   // with early_ids the second step's too, both before the wait.
@@ -256,8 +254,7 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   for (int nt = 0; nt < MT / 8; ++nt) xr[nt] = x + int64_t(pairs[nt * 8 + g] / x_div) * K;
   const auto step = [&](const Regs& r, int kb) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u)
-      mma_chunk<MT, W>(r.a[u], r.b[u], r.sa[u * kSB / kU], r.sb[u * kSB / kU], xr, kb + kC * t + kG * u, acc);
+    for (int u = 0; u < kU; ++u) mma_chunk<MT, W>(r.a[u], r.b[u], r.sa, r.sb, xr, kb + kC * t + kG * u, acc);
   };
   bf16_t* const xs = reinterpret_cast<bf16_t*>(part);  // staged: [2][MT][kXs]
   const auto stage_x = [&](int buf, int kb) {
@@ -272,8 +269,7 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
 #pragma unroll
     for (int nt = 0; nt < MT / 8; ++nt) xsr[nt] = xs + (buf * MT + nt * 8 + g) * kXs;
 #pragma unroll
-    for (int u = 0; u < kU; ++u)
-      mma_chunk<MT, W, true>(r.a[u], r.b[u], r.sa[u * kSB / kU], r.sb[u * kSB / kU], xsr, kC * t + kG * u, acc);
+    for (int u = 0; u < kU; ++u) mma_chunk<MT, W, true>(r.a[u], r.b[u], r.sa, r.sb, xsr, kC * t + kG * u, acc);
   };
   int buf = 0;
   if (kStage && k + kStep <= kf) stage_x(0, k);
