@@ -348,10 +348,14 @@ cudaError_t launch_ks(const GemvInput<bf16_t>& x, const W& w, const Epi& epi, in
   return launch_pdl_cluster(kernel, (tiles + G - 1) / G, kThreads, smem, s, cluster, x, w, epi, M, n_out, K);
 }
 
-// The head norm's K shares: the nearest to ks (more first) whose CTAs of P = 64 / ks pairs tile a
-// head of `half` pairs in a cluster of at most 8; 0 where none does.
+// The head norm's K shares: the nearest to ks (more first) whose CTAs (kWarps / ks tiles of 8
+// rotary pairs each, launch_ks's P) tile a head of `half` pairs in a cluster of at most 8; 0 where
+// none does.
 int head_norm_split(int ks, int half) {
-  const auto fits = [&](int s) { return s >= 1 && s <= kWarps && half % (64 / s) == 0 && half / (64 / s) <= 8; };
+  const auto fits = [&](int s) {
+    const int pairs = kWarps / s * 8;
+    return s >= 1 && s <= kWarps && half % pairs == 0 && half / pairs <= 8;
+  };
   for (int s = ks; s <= kWarps; s *= 2)
     if (fits(s)) return s;
   for (int s = ks / 2; s >= 1; s /= 2)
