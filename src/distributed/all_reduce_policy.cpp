@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace gs {
 
 namespace {
@@ -64,6 +66,14 @@ bool fuse_all_reduce_add_rms_norm(const AllReducePolicy& p, int64_t rows, int64_
   return bytes <= kFusedNormMaxBytes && choose_all_reduce(p, bytes) == AllReduceAlgo::OneShot;
 }
 
+int64_t custom_gather_rows(const AllReducePolicy& p, int world, int64_t rows, size_t row_bytes) {
+  if (!p.custom_available || world < 2 || rows <= 0 || row_bytes == 0 || row_bytes % kCustomAllReduceAlign != 0)
+    return 0;
+  const int64_t per_call = int64_t(p.custom_max_bytes / (size_t(world) * row_bytes));
+  if (per_call == 0 || (rows + per_call - 1) / per_call > kCustomGatherMaxCalls) return 0;
+  return std::min(rows, per_call);
+}
+
 std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::string& why_not) {
   if (!p.custom_available) return fmt::format("NCCL for every size (custom all-reduce off: {})", why_not);
   std::string custom = fmt::format("custom one-shot up to {}", human_bytes(p.one_shot_max_bytes));
@@ -71,8 +81,9 @@ std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::stri
     custom += fmt::format(", custom two-shot up to {}", human_bytes(p.custom_max_bytes));
   return fmt::format(
       "{}, NCCL above (and for sizes not a multiple of {} bytes); one-shot sizes up to {} fuse the residual add "
-      "+ RMSNorm after o_proj and down",
-      custom, kCustomAllReduceAlign, human_bytes(kFusedNormMaxBytes));
+      "+ RMSNorm after o_proj and down; the logits' column gather is custom up to {} calls of {}",
+      custom, kCustomAllReduceAlign, human_bytes(kFusedNormMaxBytes), kCustomGatherMaxCalls,
+      human_bytes(p.custom_max_bytes));
 }
 
 }  // namespace gs

@@ -64,6 +64,13 @@ inline constexpr size_t kFusedNormMaxBytes = 256 * 1024;
 // kFusedNormMaxBytes, and its rows are whole 8-element chunks (hidden % 8 == 0, hidden <=
 // kFusedNormMaxHidden). Else the all-reduce and the norm run one after the other.
 bool fuse_all_reduce_add_rms_norm(const AllReducePolicy& p, int64_t rows, int64_t hidden, size_t elem_bytes);
+// The column gather of vocab-parallel logits (Communicator::gather_columns) of `rows` rows of
+// row_bytes bytes a rank runs on the custom kernel, in calls of as many rows as every rank's
+// region fits in custom_max_bytes, where row_bytes is a multiple of 16 and at most
+// kCustomGatherMaxCalls calls take the rows; else on NCCL (docs/PERF.md, "Tensor parallelism").
+inline constexpr int64_t kCustomGatherMaxCalls = 4;
+// The rows of one custom gather call, or 0 where the gather runs on NCCL.
+int64_t custom_gather_rows(const AllReducePolicy& p, int world, int64_t rows, size_t row_bytes);
 // One start-up log line: which all-reduce each size uses.
 std::string describe_all_reduce_policy(const AllReducePolicy& p, const std::string& why_not);
 

@@ -66,10 +66,12 @@ TEST(AllReducePolicy, EveryMissingFactFallsBackToNcclWithItsReason) {
 TEST(AllReducePolicy, StartUpLineNamesEachSizeRange) {
   EXPECT_EQ(describe_all_reduce_policy(default_all_reduce_policy(4), ""),
             "custom one-shot up to 256 KiB, custom two-shot up to 8 MiB, NCCL above (and for sizes not a multiple of "
-            "16 bytes); one-shot sizes up to 256 KiB fuse the residual add + RMSNorm after o_proj and down");
+            "16 bytes); one-shot sizes up to 256 KiB fuse the residual add + RMSNorm after o_proj and down; the "
+            "logits' column gather is custom up to 4 calls of 8 MiB");
   EXPECT_EQ(describe_all_reduce_policy(default_all_reduce_policy(2), ""),
             "custom one-shot up to 8 MiB, NCCL above (and for sizes not a multiple of 16 bytes); one-shot sizes up to "
-            "256 KiB fuse the residual add + RMSNorm after o_proj and down");
+            "256 KiB fuse the residual add + RMSNorm after o_proj and down; the logits' column gather is custom up "
+            "to 4 calls of 8 MiB");
   EXPECT_STREQ(all_reduce_algo_name(AllReduceAlgo::TwoShot), "two-shot");
 }
 
@@ -91,6 +93,22 @@ TEST(AllReducePolicy, FusedNormOnlyWhereOneShotServesWholeChunkRows) {
   EXPECT_FALSE(fuse_all_reduce_add_rms_norm(two, 1, kFusedNormMaxHidden + 8, 2));
   EXPECT_FALSE(fuse_all_reduce_add_rms_norm(two, 0, 4096, 2));
   EXPECT_FALSE(fuse_all_reduce_add_rms_norm(AllReducePolicy{}, 1, 4096, 2));  // no custom path
+}
+
+TEST(AllReducePolicy, LogitsGatherIsCustomInAtMostFourCallsOfTheBuffer) {
+  const AllReducePolicy two = default_all_reduce_policy(2), four = default_all_reduce_policy(4);
+  // llama3.1-8b's logits at TP=2: a rank's 64128 f32 columns, 513 KB of every rank's region a
+  // row: 16 rows fit the 8 MiB buffer, so up to 64 rows go in 4 calls.
+  const size_t row = 64128 * 4;
+  EXPECT_EQ(custom_gather_rows(two, 2, 1, row), 1);
+  EXPECT_EQ(custom_gather_rows(two, 2, 16, row), 16);
+  EXPECT_EQ(custom_gather_rows(two, 2, 32, row), 16);  // 2 calls
+  EXPECT_EQ(custom_gather_rows(two, 2, 64, row), 16);  // 4 calls
+  EXPECT_EQ(custom_gather_rows(two, 2, 65, row), 0);   // 5 calls: NCCL
+  EXPECT_EQ(custom_gather_rows(four, 4, 32, 32064 * 4), 16);
+  EXPECT_EQ(custom_gather_rows(two, 2, 1, 64127 * 4), 0);          // rows of whole 16-byte packs only
+  EXPECT_EQ(custom_gather_rows(two, 2, 1, size_t(8) << 20), 0);    // one row past the buffer
+  EXPECT_EQ(custom_gather_rows(AllReducePolicy{}, 2, 1, row), 0);  // no custom path
 }
 
 }  // namespace

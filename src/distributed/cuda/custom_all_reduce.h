@@ -1,5 +1,6 @@
 // CustomAllReduce: the one-shot and two-shot all-reduce over NVLink peer memory of the ranks of
-// one host (vLLM's "custom all-reduce" idea, written here from scratch).
+// one host (vLLM's "custom all-reduce" idea, written here from scratch), and the column gather of
+// vocab-parallel logits over the same buffers.
 //
 // Each rank cudaMallocs one buffer (a signal area, two halves of custom_max_bytes, then three
 // Lamport buffers for the flagless fused all-reduce + add + norm) before any capture, and maps
@@ -65,6 +66,10 @@ class CustomAllReduce {
   // (create), or x in the other dtype, runs the kernel with the barrier, bit for bit the two ops.
   void all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
                                cudaStream_t stream);
+  // Communicator::gather_columns of local [n, c] into out [n, W] (one dtype of 2 or 4 bytes, W <= world c) on `stream`,
+  // in the custom kernel's calls of custom_gather_rows rows; false, with nothing enqueued, where the policy leaves that
+  // gather to NCCL.
+  bool gather_columns(const Tensor& local, const Tensor& out, cudaStream_t stream);
 
  private:
   CustomAllReduce(int rank, int world, AllReducePolicy policy);

@@ -1,6 +1,6 @@
 // The custom all-reduce's kernels (distributed/cuda/custom_all_reduce_kernels.h): the cross-GPU
-// barrier, the one-shot / two-shot sums over the ranks' mapped buffers, and the one-shot sum
-// fused with the residual add + RMSNorm after it.
+// barrier, the one-shot / two-shot sums over the ranks' mapped buffers, the one-shot sum fused
+// with the residual add + RMSNorm after it, and the column gather of vocab-parallel logits.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -396,6 +396,52 @@ __global__ void __launch_bounds__(1024)
 
 __global__ void fill_kernel(uint4* p, size_t packs, uint32_t pattern) { fill_packs(p, packs, pattern); }
 
+// Pack i (16 bytes) of rank r's [rows, row_packs] block into out [rows, width_bytes], at columns
+// [r row_packs 16, ...) of its row, cut at width_bytes: whole where it fits and is aligned, else
+// in 2-byte units (the elements are 2 or 4 bytes).
+__device__ __forceinline__ void store_columns(char* out, int64_t width_bytes, int row_packs, int r, size_t i,
+                                              const uint4& v) {
+  const int64_t row = int64_t(i / size_t(row_packs));
+  const int64_t col = (int64_t(r) * row_packs + int64_t(i % size_t(row_packs))) * 16;
+  if (col >= width_bytes) return;
+  char* dst = out + row * width_bytes + col;
+  if (col + 16 <= width_bytes && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+    *reinterpret_cast<uint4*>(dst) = v;
+    return;
+  }
+  const auto* src = reinterpret_cast<const uint16_t*>(&v);
+  for (int b = 0; b < 16 && col + b < width_bytes; b += 2) *reinterpret_cast<uint16_t*>(dst + b) = src[b / 2];
+}
+
+// The column gather (launch_gather_columns). Push, as the fused kernel: a thread writes its packs
+// of `local` into region `rank` of every peer's buffer and into this rank's columns of out, meets
+// the same block of every peer, then copies the peers' regions of those packs from its own buffer.
+// Every rank gives a thread the same packs, so its block's barrier orders the writes it reads.
+template <int World>
+__global__ void __launch_bounds__(kMaxThreads)
+    gather_columns_kernel(PeerTable t, int rank, const uint4* local, char* out, int rows, int row_packs,
+                          int64_t width_bytes) {
+  gs::cuda::pdl_wait();
+  const uint32_t call = next_call(t, rank);
+  const size_t packs = size_t(rows) * size_t(row_packs);
+  const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = first; i < packs; i += stride) {
+    const uint4 v = local[i];
+#pragma unroll
+    for (int q = 1; q < World; ++q) data_of(t, (rank + q) % World, call)[size_t(rank) * packs + i] = v;
+    store_columns(out, width_bytes, row_packs, rank, i, v);
+  }
+  barrier<World>(t, rank, kStart, call);
+  const uint4* mine = data_of(t, rank, call);
+  for (size_t i = first; i < packs; i += stride)
+#pragma unroll
+    for (int q = 1; q < World; ++q) {
+      const int r = (rank + q) % World;
+      store_columns(out, width_bytes, row_packs, r, i, mine[size_t(r) * packs + i]);
+    }
+  finish_call(t, rank, call);
+}
+
 template <typename T, int World>
 cudaError_t launch_fused(bool lamport, const PeerTable& t, int rank, const void* x, float* residual, const void* w,
                          float eps, void* out, int rows, int hidden, cudaStream_t s) {
@@ -451,6 +497,27 @@ cudaError_t launch_lamport_add_rms_norm(bool bf16, int world, const PeerTable& t
                                         float* residual, const void* w, float eps, void* out, int rows, int hidden,
                                         cudaStream_t stream) {
   return launch_fused_checked(true, bf16, world, table, rank, x, residual, w, eps, out, rows, hidden, stream);
+}
+
+cudaError_t launch_gather_columns(int world, const PeerTable& table, int rank, const void* local, void* out, int rows,
+                                  size_t row_bytes, size_t width_bytes, cudaStream_t stream) {
+  const size_t packs = size_t(rows) * (row_bytes / 16);
+  if (rows <= 0 || row_bytes == 0 || row_bytes % 16 != 0 || width_bytes % 2 != 0 ||
+      width_bytes > size_t(world) * row_bytes || size_t(world) * packs > table.half_packs)
+    return cudaErrorInvalidValue;
+  const size_t per_block = (packs + kMaxBlocks - 1) / kMaxBlocks;
+  const int threads = int(std::clamp<size_t>((per_block + 31) / 32 * 32, 32, kMaxThreads));
+  const auto run = [&](auto* kernel) {
+    return gs::cuda::launch_pdl(kernel, dim3(kMaxBlocks), dim3(threads), 0, stream, table, rank,
+                                static_cast<const uint4*>(local), static_cast<char*>(out), rows, int(row_bytes / 16),
+                                int64_t(width_bytes));
+  };
+  switch (world) {
+    case 2: return run(gather_columns_kernel<2>);
+    case 4: return run(gather_columns_kernel<4>);
+    case 8: return run(gather_columns_kernel<8>);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t lamport_fill(void* p, size_t bytes, bool bf16, cudaStream_t stream) {

@@ -91,6 +91,16 @@ cudaError_t launch_all_reduce_add_rms_norm(bool bf16, int world, const PeerTable
 cudaError_t launch_lamport_add_rms_norm(bool bf16, int world, const PeerTable& table, int rank, const void* x,
                                         float* residual, const void* w, float eps, void* out, int rows, int hidden,
                                         cudaStream_t stream);
+// The column gather of a vocab-parallel lm_head's logits (Communicator::gather_columns), one
+// call: every rank's `local` [rows, row_bytes] goes to bytes [r row_bytes, (r + 1) row_bytes) of
+// each row of every rank's out [rows, width_bytes] (rank r's block; cut at width_bytes). A block
+// pushes its share of local into every peer's buffer (region `rank`, as the fused kernel) and its
+// own columns of out, meets the same block of every peer, then copies the peers' regions of that
+// share into out: one NVLink crossing for the data, one for the flag. Launched with programmatic
+// dependent launch. row_bytes a multiple of 16, width_bytes of 2 and at most world row_bytes,
+// world * rows * row_bytes at most half_packs 16-byte packs, local 16-byte aligned.
+cudaError_t launch_gather_columns(int world, const PeerTable& table, int rank, const void* local, void* out, int rows,
+                                  size_t row_bytes, size_t width_bytes, cudaStream_t stream);
 // Fills `bytes` (a multiple of 16) at p with the Lamport sentinel of bf16 or f32, on `stream`.
 cudaError_t lamport_fill(void* p, size_t bytes, bool bf16, cudaStream_t stream);
 

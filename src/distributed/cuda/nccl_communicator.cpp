@@ -109,6 +109,7 @@ class NcclCommunicator final : public Communicator {
   }
   void gather_columns(const Tensor& local, const Tensor& scratch, const Tensor& out) override {
     check_gather_columns(local, scratch, out, world_);
+    if (custom_ && custom_->gather_columns(local, out, stream_)) return;
     all_gather(local, scratch.prefix({world_ * local.numel()}));
     const size_t es = dtype_size(out.dtype()), n = size_t(local.dim(0)), c = size_t(local.dim(1)),
                  w = size_t(out.dim(1));
