@@ -48,14 +48,16 @@ inline int64_t lora_stacked_width(int64_t S, int64_t R) { return (S * R + 7) / 8
 //              g = gate_e x[t] + gate_up_bias[e, :I], u = up_e x[t] + gate_up_bias[e, I:]
 //            + sigmoid(shared_gate[t, 0]) * shared[t]   (factor 1 without shared_gate)
 // Undefined biases count as zero; act(g, u) is gated_act, or clamped_swiglu(g, u, swiglu_limit)
-// for GatedActivation::ClampedSwiglu (gpt-oss).
+// for GatedActivation::ClampedSwiglu (gpt-oss). A pair whose id is < 0 (kMoeOtherRank: expert
+// parallelism, another rank holds its expert) is skipped: its term is zero and no weight is read
+// for it; the E experts are those this rank holds (MoeRouting::held_experts).
 struct MoeExpertsArgs {
   GatedActivation act = GatedActivation::Silu;
   float swiglu_limit = 0.0f;  // ClampedSwiglu's limit (> 0)
   Tensor x;                   // [T, H]
   Tensor gate_up;             // [E 2I, H]: expert e's gate rows [2eI, 2eI + I), then its up rows
   Tensor down;                // [E H, I]: expert e's rows [eH, (e + 1) H)
-  Tensor ids;                 // [T, k] i32 (moe_route's)
+  Tensor ids;                 // [T, k] i32 (moe_route's): in [0, E), or < 0 for another rank's expert
   Tensor weights;             // [T, k] f32
   Tensor shared;              // [T, H] or undefined: the shared expert's output
   Tensor shared_gate;         // [T, G] f32 or undefined: the shared expert's gate logit in column 0
@@ -182,7 +184,8 @@ class Backend {
   }
 
   // Mixture of experts (ops/moe.h). moe_route: the router's logits [T, E] f32 and bias [E] f32
-  // (or undefined) -> ids [T, k] i32 and weights [T, k] f32, by the rule `r`.
+  // (or undefined) -> ids [T, k] i32 and weights [T, k] f32, by the rule `r` (local ids and
+  // kMoeOtherRank under expert parallelism).
   virtual void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids,
                          const Tensor& weights) = 0;
   // The routed experts of every token (MoeExpertsArgs), reading only the experts some token

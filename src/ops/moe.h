@@ -11,6 +11,10 @@
 //   stay selectable;
 //   the top_k largest c are the experts; their weights are s (not c), divided by their sum when
 //   renormalize, then multiplied by scaling (routed_scaling_factor).
+// Expert parallelism (MoeRouting::local_experts > 0): the routing above runs over all E experts
+// on every rank, then each id becomes the rank's local index of that expert, or kMoeOtherRank
+// where another rank holds it; the weights stay those of the whole routing, so the ranks' partial
+// outputs sum to the whole layer's.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -31,7 +35,26 @@ struct MoeRouting {
   MoeGroupKey group_key = MoeGroupKey::Max;
   bool renormalize = false;
   float scaling = 1.0f;
+  // Expert parallelism: this rank holds experts [first_expert, first_expert + local_experts) of
+  // num_experts, and moe_route emits their local ids; local_experts 0: every expert, global ids.
+  int first_expert = 0;
+  int local_experts = 0;
+
+  GS_HOST_DEVICE bool expert_parallel() const { return local_experts > 0; }
+  // The experts moe_experts' weights hold: local_experts, or all.
+  GS_HOST_DEVICE int held_experts() const { return expert_parallel() ? local_experts : num_experts; }
 };
+
+// The id moe_route emits for a pair whose expert another rank holds (expert parallelism): every
+// consumer of the routing skips the pair (ids < 0), reading no expert's weights for it.
+constexpr int32_t kMoeOtherRank = -1;
+
+// Global expert e as the id moe_route emits under `r`: itself, its local index, or kMoeOtherRank.
+GS_HOST_DEVICE inline int32_t moe_local_expert(const MoeRouting& r, int e) {
+  if (!r.expert_parallel()) return e;
+  const int l = e - r.first_expert;
+  return l >= 0 && l < r.local_experts ? l : kMoeOtherRank;
+}
 
 // The most experts a routing handles (the kernels keep a token's scores in registers / local
 // memory), and the most per token.
@@ -48,7 +71,8 @@ constexpr int64_t kMoeFoldCounters = 1024;
 inline int64_t moe_index_elems(int64_t T, int64_t top_k, int64_t E) { return T * top_k + 2 * E + 2 + kMoeFoldCounters; }
 
 // Routes one token: logits[E] (f32), bias[E] or null -> ids[top_k], weights[top_k]. `c` is
-// scratch of E floats. Ties and NaNs still give top_k distinct ids in [0, E).
+// scratch of E floats. Ties and NaNs still give top_k distinct experts (ids in [0, E), or local
+// ids and kMoeOtherRank under expert parallelism).
 template <typename LoadBias>
 GS_HOST_DEVICE inline void moe_route_token(const MoeRouting& r, const float* logits, LoadBias bias, float* s, float* c,
                                            int32_t* ids, float* weights) {
@@ -103,6 +127,7 @@ GS_HOST_DEVICE inline void moe_route_token(const MoeRouting& r, const float* log
   }
   const float f = r.renormalize ? r.scaling / total : r.scaling;
   for (int j = 0; j < r.top_k; ++j) weights[j] *= f;
+  for (int j = 0; j < r.top_k; ++j) ids[j] = moe_local_expert(r, ids[j]);  // after the picks: they compare global ids
 }
 
 }  // namespace gs

@@ -33,6 +33,9 @@ MoeDims check_moe_route(const Tensor& logits, const Tensor& bias, const MoeRouti
   GS_CHECK(r.n_group >= 1 && r.n_group <= 64 && E % r.n_group == 0 && r.topk_group >= 1 && r.topk_group <= r.n_group &&
                int64_t(r.topk_group) * (E / r.n_group) >= k,
            "moe_route: {} groups (top {}) of {} experts cannot give {} experts", r.n_group, r.topk_group, E, k);
+  GS_CHECK(r.first_expert >= 0 && r.local_experts >= 0 && int64_t(r.first_expert) + r.local_experts <= E,
+           "moe_route: local experts [{}, {}) outside the {} experts", r.first_expert,
+           int64_t(r.first_expert) + r.local_experts, E);
   need(logits, DType::F32, op, "logits");
   const int64_t T = logits.dim(0);
   need_shape(logits, T, E, op, "logits");

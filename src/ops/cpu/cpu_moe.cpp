@@ -1,5 +1,6 @@
 // Implements ops/cpu/cpu_moe.h: the routing of ops/moe.h per token, then every (token, slot)
-// pair's expert MLP in f32, summed per token in slot order.
+// pair's expert MLP in f32, summed per token in slot order; pairs of another rank's expert (ids
+// < 0, expert parallelism) are skipped.
 #include "ops/cpu/cpu_moe.h"
 
 #include <vector>
@@ -45,7 +46,8 @@ void enqueue_moe_experts(CpuStream& s, const MoeExpertsArgs& a) {
     std::vector<float> g(size_t(2 * I));
     for (int64_t p = 0; p < T * k; ++p) {
       const int64_t t = p / k, e = ids[p];
-      GS_CHECK(e >= 0 && e < E, "moe_experts: token {} selected expert {} of {}", t, e, E);
+      if (e < 0) continue;
+      GS_CHECK(e < E, "moe_experts: token {} selected expert {} of {}", t, e, E);
       linear(x + t * H, gu + e * 2 * I * H, gub ? gub + e * 2 * I : nullptr, g.data(), 1, 2 * I, H);
       if (fn == GatedActivation::ClampedSwiglu) {
         for (int64_t i = 0; i < I; ++i) act[p * I + i] = clamped_swiglu(g[size_t(i)], g[size_t(I + i)], limit);
@@ -58,7 +60,8 @@ void enqueue_moe_experts(CpuStream& s, const MoeExpertsArgs& a) {
       const float f = sh ? (sg ? 1.0f / (1.0f + std::exp(-sg[t * sg_stride])) : 1.0f) : 0.0f;
       for (int64_t h = 0; h < H; ++h) {
         float acc = 0.0f;
-        for (int64_t j = 0; j < k; ++j) acc += w[t * k + j] * po[(t * k + j) * H + h];
+        for (int64_t j = 0; j < k; ++j)
+          if (ids[t * k + j] >= 0) acc += w[t * k + j] * po[(t * k + j) * H + h];
         out[t * H + h] = sh ? acc + f * sh[t * H + h] : acc;
       }
     }

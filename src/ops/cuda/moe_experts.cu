@@ -18,15 +18,17 @@ constexpr int kGemvChunk = 64;  // pairs a work item of the GEMVs
 
 // Counts the pairs of each expert, lays out offsets and work items of `chunk` pairs (an
 // exclusive scan by one warp, each lane over a contiguous run of experts), then sorts the pairs.
+// Pairs of another rank's expert (ids < 0) are neither counted nor sorted: no item holds them.
 __global__ void moe_align_kernel(const int32_t* ids, int P, int E, int chunk, int32_t* index) {
   __shared__ int count[kMaxMoeExperts], cursor[kMaxMoeExperts];
   pdl_wait();
   pdl_trigger();
   const MoeIndex ix(index, P, E);
-  const auto expert = [&](int p) { return min(max(ids[p], 0), E - 1); };
+  const auto expert = [&](int p) { return min(ids[p], E - 1); };  // < 0: another rank's
   for (int e = int(threadIdx.x); e < E; e += int(blockDim.x)) count[e] = 0;
   __syncthreads();
-  for (int p = int(threadIdx.x); p < P; p += int(blockDim.x)) atomicAdd(&count[expert(p)], 1);
+  for (int p = int(threadIdx.x); p < P; p += int(blockDim.x))
+    if (const int e = expert(p); e >= 0) atomicAdd(&count[e], 1);
   __syncthreads();
   if (threadIdx.x < 32) {
     const int lane = int(threadIdx.x), per = (E + 31) / 32, e0 = min(lane * per, E), e1 = min(e0 + per, E);
@@ -46,7 +48,8 @@ __global__ void moe_align_kernel(const int32_t* ids, int P, int E, int chunk, in
     if (lane == 31) ix.offsets[E] = pi, ix.chunks[E] = ii;
   }
   __syncthreads();
-  for (int p = int(threadIdx.x); p < P; p += int(blockDim.x)) ix.sorted[atomicAdd(&cursor[expert(p)], 1)] = p;
+  for (int p = int(threadIdx.x); p < P; p += int(blockDim.x))
+    if (const int e = expert(p); e >= 0) ix.sorted[atomicAdd(&cursor[e], 1)] = p;
 }
 
 template <int NT>
@@ -139,16 +142,16 @@ __global__ void moe_down_kernel(const T* act, const T* w, const float* weights, 
 // The dense form's rows of the pairs (moe_dense_reduce): row (e, t) of down_out [E, T, H], its
 // routing weight and expert e's down bias applied here.
 struct DenseRows {
-  const int32_t* ids = nullptr;  // null: the sorted and small-batch paths' pair_out, weighted already
-  const float* weights = nullptr;
+  const float* weights = nullptr;  // null: the sorted path's pair_out, weighted already
   const float* bias = nullptr;
   int T = 0, E = 0;
 };
 
-// out[t, h] = sum_j pair_out[t k + j, h] + f(t) shared[t, h]; one thread 8 columns.
+// out[t, h] = sum_j pair_out[t k + j, h] + f(t) shared[t, h] over the pairs whose ids are >= 0
+// (the others are another rank's: nothing wrote their rows); one thread 8 columns.
 template <typename T>
-__global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const float* shared_gate, int gate_stride,
-                                  int k, int H, T* out, int64_t n8, DenseRows dense) {
+__global__ void moe_reduce_kernel(const float* pair_out, const int32_t* ids, const T* shared, const float* shared_gate,
+                                  int gate_stride, int k, int H, T* out, int64_t n8, DenseRows dense) {
   pdl_wait();
   pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -157,8 +160,10 @@ __global__ void moe_reduce_kernel(const float* pair_out, const T* shared, const 
   const int h = int(i % (H / 8)) * 8;
   float acc[8] = {};
   for (int j = 0; j < k; ++j) {
-    if (dense.ids) {
-      const int64_t e = min(max(dense.ids[t * k + j], 0), dense.E - 1);
+    const int id = ids[t * k + j];
+    if (id < 0) continue;
+    if (dense.weights) {
+      const int64_t e = min(id, dense.E - 1);
       const float w = dense.weights[t * k + j];
       float v[8], b[8] = {};
       load8(pair_out + (e * dense.T + t) * H + h, v);
@@ -233,19 +238,23 @@ cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, co
 }
 
 template <typename T>
-cudaError_t launch_reduce(const float* pair_out, const T* shared, const float* shared_gate, int shared_gate_stride,
-                          int T_, int k, int H, T* out, const DenseRows& dense, cudaStream_t s) {
+cudaError_t launch_reduce(const float* pair_out, const int32_t* ids, const T* shared, const float* shared_gate,
+                          int shared_gate_stride, int T_, int k, int H, T* out, const DenseRows& dense,
+                          cudaStream_t s) {
   const int64_t n8 = int64_t(T_) * (H / 8);
-  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, shared, shared_gate,
+  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, ids, shared, shared_gate,
                     shared_gate_stride, k, H, out, n8, dense);
 }
 
-// The dense form's activation of pair blockIdx.x, in place over its expert's gate columns (moe_dense_act).
+// The dense form's activation of pair blockIdx.x, in place over its expert's gate columns
+// (moe_dense_act); a pair of another rank's expert (id < 0) has none.
 template <GatedActivation A>
 __global__ void moe_dense_act_kernel(bf16_t* gu, const int32_t* ids, int k, int E, int I, MoeEpilogue epi) {
   pdl_wait();
   pdl_trigger();
-  const int p = int(blockIdx.x), t = p / k, e = min(max(ids[p], 0), E - 1);
+  const int p = int(blockIdx.x), t = p / k, id = ids[p];
+  if (id < 0) return;
+  const int e = min(id, E - 1);
   bf16_t* g = gu + (int64_t(t) * E + e) * 2 * I;
   const float* bias = epi.gate_up_bias ? epi.gate_up_bias + int64_t(e) * 2 * I : nullptr;
   for (int i = int(threadIdx.x) * 8; i < I; i += int(blockDim.x) * 8) {
@@ -288,7 +297,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   err =
       launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, epi, s);
   if (err != cudaSuccess) return err;
-  return launch_reduce(pair_out, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{}, s);
+  return launch_reduce(pair_out, ids, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{}, s);
 }
 
 cudaError_t moe_dense_act(GatedActivation act, uint16_t* gu, const int32_t* ids, int T_, int k, int E, int I,
@@ -306,8 +315,8 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                              const uint16_t* shared, const float* shared_gate, int shared_gate_stride, int T_, int k,
                              int E, int H, uint16_t* out, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_reduce(down_out, shared, shared_gate, shared_gate_stride, T_, k, H, out,
-                       DenseRows{ids, weights, down_bias, T_, E}, s);
+  return launch_reduce(down_out, ids, shared, shared_gate, shared_gate_stride, T_, k, H, out,
+                       DenseRows{weights, down_bias, T_, E}, s);
 }
 
 #define GS_MOE_INSTANTIATE(T)                                                                                        \

@@ -110,6 +110,7 @@ struct DownOut {
   int gate_stride;
   bf16_t* out;
   int k;
+  const int32_t* ids;  // the small-batch path's routing: pairs of another rank's expert (< 0) add nothing
   __device__ void prologue() const {}
   // out[t, o] for outputs [o0, o1) of every token: its pairs' rows in slot order, then the gated
   // shared expert (moe_reduce's arithmetic). pair_out of other CTAs is read through L2.
@@ -119,7 +120,8 @@ struct DownOut {
       const int64_t t = i / w;
       const int o = o0 + i % w;
       float acc = 0.0f;
-      for (int j = 0; j < k; ++j) acc += __ldcg(pair_out + (t * k + j) * H + o);
+      for (int j = 0; j < k; ++j)
+        if (ids[t * k + j] >= 0) acc += __ldcg(pair_out + (t * k + j) * H + o);
       if (shared) {
         const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
         acc += f * to_f(shared[t * H + o]);
@@ -132,6 +134,27 @@ struct DownOut {
     pair_out[int64_t(pair) * H + n] = weights[pair] * (v[0] + (bias ? bias[int64_t(e) * H + n] : 0.0f));
   }
 };
+
+// The small-batch path's reduce (Epi::kFold with counters): each CTA of the grid, once its
+// outputs are stored, counts itself in its column tile's counter; the last of the tile folds the
+// tile's outputs of every token. Every CTA must arrive, those with no pair to compute too.
+template <typename Epi, int TileOuts>
+__device__ __forceinline__ void arrive_and_fold(const Epi& epi, int n_out, int P) {
+  if constexpr (Epi::kFold) {
+    if (epi.counters) {
+      __shared__ int last;
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) last = atomicAdd(epi.counters + blockIdx.x, 1) == int(gridDim.y) - 1;
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        const int o0 = int(blockIdx.x) * TileOuts;
+        epi.fold(o0, min(o0 + TileOuts, n_out), P);
+      }
+    }
+  }
+}
 
 // 8 bf16 of x at p: through the read-only cache, or from shared memory (staged).
 template <bool kShared>
@@ -199,7 +222,13 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   const MoeIndex ix(const_cast<int32_t*>(index), P, E);
   int e = 0, begin = 0, end = 0;
   if (ids) {
-    begin = int(blockIdx.y), end = begin + 1, e = min(max(__ldcg(ids + begin), 0), E - 1);
+    begin = int(blockIdx.y), end = begin + 1, e = min(__ldcg(ids + begin), E - 1);
+    if (e < 0) {  // another rank's expert (expert parallelism): nothing to compute or read
+      if (early_ids) pdl_wait(), epi.prologue();
+      pdl_trigger();
+      arrive_and_fold<Epi, G * OW>(epi, n_out, P);
+      return;
+    }
   } else if (!moe_block_item(ix, E, MT, stage, e, begin, end)) {
     return;
   }
@@ -325,20 +354,7 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
     sum_tile_partials<R, KS, OW>(part, PS, tg, j, m, v);
     epi.store(e, pairs[m], o, v);
   }
-  if constexpr (Epi::kFold) {
-    if (epi.counters) {  // every CTA of the grid reaches here: the last of this column tile folds
-      __shared__ int last;
-      __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0) last = atomicAdd(epi.counters + blockIdx.x, 1) == int(gridDim.y) - 1;
-      __syncthreads();
-      if (last) {
-        __threadfence();
-        const int o0 = int(blockIdx.x) * G * OW;
-        epi.fold(o0, min(o0 + G * OW, n_out), P);
-      }
-    }
-  }
+  arrive_and_fold<Epi, G * OW>(epi, n_out, P);
 }
 
 // K shares a tile (a power of two up to 8 and K's granules): the most whose CTAs, over the items
@@ -457,8 +473,8 @@ cudaError_t moe_down_mma(const bf16_t* act, const MoeWeight& down, const float* 
                          float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s,
                          const MoeDirect* direct) {
   const MoeDirect d = direct ? *direct : MoeDirect{};
-  const DownOut out{pair_out,      weights, H,  epi.down_bias, d.counters, d.shared, d.shared_gate,
-                    d.gate_stride, d.out,   d.k};
+  const DownOut out{pair_out,      weights,       H,     epi.down_bias, d.counters, d.shared,
+                    d.shared_gate, d.gate_stride, d.out, d.k,           d.ids};
   return launch(chunk, Gemm<DownOut>{act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I}, s);
 }
 

@@ -15,6 +15,10 @@
 // of four: gate_up and down over items of one pair each, read straight from the routing, the
 // down GEMM's last CTA of each column tile doing moe_reduce's sum (MoeDirect).
 // Experts no token selected are never read: at one token, k experts' weights a layer.
+// Under expert parallelism a pair whose id is < 0 (kMoeOtherRank) names another rank's expert:
+// moe_align neither counts nor sorts it, the small-batch path's CTA of that pair computes nothing
+// but still counts itself for the fold, and every sum (moe_reduce, the fold, the dense form's
+// act and reduce) leaves it out; ids are never clamped into a valid expert.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -58,9 +62,10 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
                         int E, int I, int H, const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
 
 // The small-batch path of the bf16 grouped GEMMs (MoeKernelOptions::direct_max_tokens): work
-// item y is pair y, its expert ids[y] (no index needed); gate_up zeroes `counters` and down
-// counts its finished CTAs there, the last of each column tile writing out[t] = sum over t's k
-// pairs of pair_out, in slot order, + sigmoid(shared_gate[t]) shared[t] (moe_reduce's sum).
+// item y is pair y, its expert ids[y] (no index needed; none where ids[y] < 0); gate_up zeroes
+// `counters` and down counts its finished CTAs there, the last of each column tile writing
+// out[t] = sum over t's pairs (ids >= 0) of pair_out, in slot order, + sigmoid(shared_gate[t])
+// shared[t] (moe_reduce's sum).
 struct MoeDirect {
   const int32_t* ids = nullptr;        // [P]
   int* counters = nullptr;             // [kMoeFoldCounters]
@@ -74,10 +79,10 @@ struct MoeDirect {
 // The dense form's two kernels (MoeKernelOptions::dense_max_tokens; the GEMMs around them are
 // cuBLASLt's, cuda_moe_ops.cpp). gu [T, E 2I] holds every expert's gate and up outputs of every
 // token (expert e's in columns [2eI, 2eI + I) and [2eI + I, 2(e + 1)I)).
-// moe_dense_act: for each selected pair (t, j), e = ids[t k + j], the activation (with gpt-oss's
+// moe_dense_act: for each selected pair (t, j), e = ids[t k + j] >= 0, the activation (with gpt-oss's
 //   gate_up bias) written over e's gate columns of row t; the other columns stay as they were.
 //   A token's k experts are distinct (moe_route's guarantee), so no column is written twice.
-// moe_dense_reduce: out[t] = sum over j of weights[t k + j] (down_out[e][t] + down_bias[e]),
+// moe_dense_reduce: out[t] = sum over j with e >= 0 of weights[t k + j] (down_out[e][t] + down_bias[e]),
 //   down_out [E, T, H] f32, in slot order, + sigmoid(shared_gate[t]) shared[t] (moe_reduce's sum).
 cudaError_t moe_dense_act(GatedActivation act, uint16_t* gu, const int32_t* ids, int T_, int k, int E, int I,
                           const MoeEpilogue& epi, cudaStream_t s);

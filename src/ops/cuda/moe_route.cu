@@ -9,6 +9,8 @@
 //   cost one pass instead of k dependent reductions; the softmax's max and sum come from warp 0
 //   as moe_route_warp computes them (the same rounding), and a token with a NaN key is routed by
 //   moe_route_warp.
+// Both write each pick as moe_local_expert's id (expert parallelism: local ids, kMoeOtherRank),
+// once every pick is made: the picks themselves compare global experts.
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/moe_kernels.h"
@@ -162,7 +164,7 @@ __device__ void moe_route_warp(const float* l, const float* bias, const MoeRouti
     const float w = owner_value(s, pick, lane);
     total += w;
     if (lane == j) mine = w;
-    if (lane == 0) ids[j] = pick;
+    if (lane == 0) ids[j] = moe_local_expert(r, pick);
   }
   const float f = r.renormalize ? r.scaling / total : r.scaling;
   if (lane < r.top_k) weights[lane] = mine * f;
@@ -218,7 +220,7 @@ __global__ void __launch_bounds__(kMaxMoeExperts)
       const float o = key[j];
       rank += o > c || (o == c && j < e);
     }
-  if (e < E && rank < k) tid[rank] = e, picked[rank] = s;
+  if (e < E && rank < k) tid[rank] = moe_local_expert(r, e), picked[rank] = s;
   __syncthreads();
   if (e < k) {
     float total = 0.0f;
