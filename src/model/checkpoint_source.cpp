@@ -88,9 +88,11 @@ class CheckpointSource final : public WeightSource {
     return v;
   }
 
+  void skip(const std::string& prefix) override { skipped_.insert(prefix); }
+
   void finish() override {
     for (const auto& [name, t] : ckpt_.tensors()) {
-      if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
+      if (used_.count(name) || skipped(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
       if (Fp8Checkpoint::known_extra(name)) continue;                      // KV scales of another layout
       if (name == "lm_head.weight" && cfg_.tie_word_embeddings) continue;  // tied: the embedding is used
       if (mtp_layer(name)) continue;
@@ -100,6 +102,14 @@ class CheckpointSource final : public WeightSource {
   }
 
  private:
+  // Whether a prefix of `name` ending at one of its dots was skip()ped (another rank's expert:
+  // its weights and any scales beside them).
+  bool skipped(const std::string& name) const {
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+      if (skipped_.count(name.substr(0, dot + 1))) return true;
+    return false;
+  }
+
   // `name` from its MXFP4 blocks and scales: whole rows of the leading dimension (slice dim 0) of
   // a [.., K, N] tensor stored as [.., N, K] e2m1 values, dequantized, then transposed back.
   void mxfp4(const std::string& name, const Shape& shape, const WeightSlice& slice, std::vector<float>& out) {
@@ -151,6 +161,7 @@ class CheckpointSource final : public WeightSource {
   Backend& backend_;
   ModelConfig cfg_;
   std::set<std::string> used_;
+  std::set<std::string> skipped_;  // skip()'s prefixes
   Fp8Checkpoint fp8_;
   std::vector<uint8_t> raw_, host_;
   std::vector<float> deq_;

@@ -6,7 +6,8 @@
 //   down_proj [E, I, H] with down_proj_bias [E, H]; in MXFP4 checkpoints the experts come as
 //   _blocks / _scales, which the WeightSource dequantizes (model/mxfp4.h).
 // Backend::moe_experts takes expert e's gate rows then its up rows ([2I, H]) and its down rows
-// ([H, I]); a tensor-parallel rank takes its channels [b, b + I / N) of every expert.
+// ([H, I]); a tensor-parallel rank takes its channels [b, b + I / N) of every expert, or under
+// expert parallelism its experts (TpLayout::experts) whole, with their biases.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -59,17 +60,19 @@ class GptOssLoader {
     src_.load(p + "router.weight", {E, H}, w.router, WeightInit::Uniform, H, {});
     w.router_bias = Tensor::empty({E}, dt, be_.allocator());
     src_.load(p + "router.bias", {E}, w.router_bias, WeightInit::Zeros, 0, {});
-    w.experts_gate_up = Tensor::empty({E * 2 * li, H}, dt, be_.allocator());
-    w.experts_down = Tensor::empty({E * H, li}, dt, be_.allocator());
+    const TpRange held = tp_.experts();
+    const int64_t n = held.count;
+    w.experts_gate_up = Tensor::empty({n * 2 * li, H}, dt, be_.allocator());
+    w.experts_down = Tensor::empty({n * H, li}, dt, be_.allocator());
     const std::string gu_name = p + "experts.gate_up_proj", dn_name = p + "experts.down_proj";
     const Shape gu_shape{E, H, 2 * I}, dn_shape{E, I, H};
     std::vector<float> rows;
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t l = 0; l < n; ++l) {
       // Expert e's gate rows (the even columns of the rank's channels of its [H, 2I]), up rows (the
       // odd ones) and down rows (its [I, H] transposed), as indices into the whole HF tensors.
-      const int64_t gu0 = e * H * 2 * I, dn0 = e * I * H;
+      const int64_t e = held.begin + l, gu0 = e * H * 2 * I, dn0 = e * I * H;
       const SliceIndex gate{H, 2, gu0 + 2 * b, 2 * I}, up{H, 2, gu0 + 2 * b + 1, 2 * I}, down{li, 1, dn0 + b * H, H};
-      const Tensor gu_rows = w.experts_gate_up.rows(e * 2 * li, 2 * li), dn_rows = w.experts_down.rows(e * H, H);
+      const Tensor gu_rows = w.experts_gate_up.rows(l * 2 * li, 2 * li), dn_rows = w.experts_down.rows(l * H, H);
       // A source that computes its elements (dummy weights) writes them in place; a checkpoint's
       // are read and rearranged on the host.
       if (src_.fill_gathered(gu_name, gu_shape, WeightInit::Uniform, H, gate, gu_rows.rows(0, li)) &&
@@ -89,18 +92,21 @@ class GptOssLoader {
     }
     const std::vector<float> gub =
         src_.load_host(p + "experts.gate_up_proj_bias", {E, 2 * I}, WeightInit::Zeros, 0, {});
-    rows.resize(size_t(E * 2 * li));
-    for (int64_t e = 0; e < E; ++e)
+    rows.resize(size_t(n * 2 * li));
+    for (int64_t l = 0; l < n; ++l)
       for (int64_t i = 0; i < li; ++i) {
-        rows[size_t(e * 2 * li + i)] = gub[size_t(e * 2 * I + 2 * (b + i))];
-        rows[size_t(e * 2 * li + li + i)] = gub[size_t(e * 2 * I + 2 * (b + i) + 1)];
+        const int64_t e = held.begin + l;
+        rows[size_t(l * 2 * li + i)] = gub[size_t(e * 2 * I + 2 * (b + i))];
+        rows[size_t(l * 2 * li + li + i)] = gub[size_t(e * 2 * I + 2 * (b + i) + 1)];
       }
-    w.experts_gate_up_bias = Tensor::empty({E, 2 * li}, DType::F32, be_.allocator());
+    w.experts_gate_up_bias = Tensor::empty({n, 2 * li}, DType::F32, be_.allocator());
     upload(w.experts_gate_up_bias, rows);
+    // Added once per pair: by rank 0 where every rank computes a share of each expert's output,
+    // by the expert's rank under expert parallelism.
     const std::vector<float> db = src_.load_host(p + "experts.down_proj_bias", {E, H}, WeightInit::Zeros, 0, {});
-    if (tp_.rank == 0) {
-      w.experts_down_bias = Tensor::empty({E, H}, DType::F32, be_.allocator());
-      upload(w.experts_down_bias, db);
+    if (tp_.expert_parallel || tp_.rank == 0) {
+      w.experts_down_bias = Tensor::empty({n, H}, DType::F32, be_.allocator());
+      upload(w.experts_down_bias, {db.begin() + held.begin * H, db.begin() + (held.begin + n) * H});
     }
   }
 

@@ -47,6 +47,8 @@ class ProgressSource : public WeightSource {
 
   std::optional<float> scalar(const std::string& name) override { return inner_->scalar(name); }
 
+  void skip(const std::string& prefix) override { inner_->skip(prefix); }
+
   void finish() override {
     inner_->finish();
     if (tty_ && drawn_) std::fputs("\r\033[K", stderr);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "model/deepseek_model.h"
 #include "model/llama_model.h"
 #include "model/load_progress.h"
@@ -44,8 +45,22 @@ AttentionShape attention_shape(const ModelConfig& cfg) {
   return {cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.attention_scale(), cfg.attn_softcap, cfg.attention_sinks};
 }
 
-TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm) {
-  return comm ? make_tp_layout(cfg, comm->rank(), comm->world_size()) : make_tp_layout(cfg, 0, 1);
+TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm, bool expert_parallel) {
+  return comm ? make_tp_layout(cfg, comm->rank(), comm->world_size(), expert_parallel) : make_tp_layout(cfg, 0, 1);
+}
+
+void log_expert_parallel(const ModelConfig& cfg, const TpLayout& tp) {
+  if (!cfg.moe.enabled()) {
+    spdlog::info("--enable-expert-parallel: {} has no routed experts, so it does not apply", cfg.architecture_name);
+  } else if (!tp.sharded()) {
+    spdlog::info("--enable-expert-parallel: no effect with --tensor-parallel-size 1 (every expert is on the one rank)");
+  } else {
+    spdlog::info(
+        "MoE: expert parallel, rank {} holds {} of {} at their full width; attention{} sharded as "
+        "without the flag",
+        tp.rank, experts_str(tp.experts()), cfg.moe.num_experts,
+        cfg.moe.shared_intermediate > 0 ? " and the shared expert" : "");
+  }
 }
 
 std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const ModelSource& src, Backend& backend,
@@ -64,7 +79,8 @@ std::unique_ptr<PiecewiseModel> create_model(const ModelConfig& cfg, const Model
     const auto weight_bytes = int64_t(dtype_size(backend.compute_dtype()));
     weights = with_load_progress(std::move(weights), cfg.num_parameters() / ranks * weight_bytes, weight_bytes);
   }
-  const TpLayout tp = tp_layout(cfg, parallel.comm);
+  const TpLayout tp = tp_layout(cfg, parallel.comm, parallel.expert_parallel);
+  if (parallel.expert_parallel) log_expert_parallel(cfg, tp);
   if (cfg.mla.enabled())
     return create_deepseek_model(cfg, *weights, backend, attention, max_num_tokens, tp, parallel.comm,
                                  parallel.max_logit_rows);

@@ -39,11 +39,16 @@ AttentionShape attention_shape(const ModelConfig& cfg);
 struct ParallelOptions {
   Communicator* comm = nullptr;
   int max_logit_rows = 0;
+  bool expert_parallel = false;  // --enable-expert-parallel (model/tp_layout.h)
 };
 
 // The shapes one rank of `comm` holds (the whole model without a communicator); throws
 // gs::Error when the model does not split over that many ranks.
-TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm);
+TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm, bool expert_parallel = false);
+
+// The start-up line on --enable-expert-parallel: the experts rank tp.rank holds, or why the flag
+// changes nothing (one rank, or a model without routed experts).
+void log_expert_parallel(const ModelConfig& cfg, const TpLayout& tp);
 
 // Loads weights onto `backend` (converted to its compute dtype; q/k/v and gate/up fused; with a
 // communicator only this rank's shard, tp_layout.h) and allocates activation buffers for up to

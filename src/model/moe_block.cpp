@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/logging.h"
+#include "model/tp_layout.h"
 
 namespace gs {
 
@@ -12,11 +13,15 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
   const MoeConfig& m = cfg.moe;
   int sparse = 0;
   for (int l = 0; l < cfg.num_layers; ++l) sparse += m.sparse(l) ? 1 : 0;
-  spdlog::info("MoE: {} of {} layers sparse, {} experts of width {}, top {}{}; kernels ({}): {}", sparse,
-               cfg.num_layers, m.num_experts, m.expert_intermediate, m.routing.top_k,
+  const MoeRouting& r = m.routing;
+  spdlog::info("MoE: {} of {} layers sparse, {} experts{} of width {}, top {}{}; kernels ({}): {}", sparse,
+               cfg.num_layers, m.num_experts,
+               r.expert_parallel() ? fmt::format(" ({} here)", experts_str({r.first_expert, r.local_experts})) : "",
+               m.expert_intermediate, r.top_k,
                m.shared_intermediate > 0 ? fmt::format(", shared expert of width {}", m.shared_intermediate) : "",
                backend.name(), backend.moe_kernels());
-  const int64_t M = max_tokens, H = cfg.hidden_size, E = m.num_experts, k = m.routing.top_k;
+  // The router scores all E experts; moe_experts' index and workspace cover the held ones.
+  const int64_t M = max_tokens, H = cfg.hidden_size, E = m.num_experts, El = r.held_experts(), k = r.top_k;
   const int64_t I = m.expert_intermediate, Is = m.shared_intermediate;
   auto alloc = [&](Shape s, DType d) { return Tensor::empty(s, d, backend.allocator()); };
   const DType dt = backend.compute_dtype();
@@ -32,8 +37,8 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
   out_ = alloc({M, H}, dt);
   pair_act_ = alloc({M * k, I}, dt);
   pair_out_ = alloc({M * k, H}, DType::F32);
-  index_ = alloc({moe_index_elems(M, k, E)}, DType::I32);
-  if (const int64_t ws = backend.moe_workspace_bytes(M, k, E, I, H); ws > 0) workspace_ = alloc({ws}, DType::U8);
+  index_ = alloc({moe_index_elems(M, k, El)}, DType::I32);
+  if (const int64_t ws = backend.moe_workspace_bytes(M, k, El, I, H); ws > 0) workspace_ = alloc({ws}, DType::U8);
 }
 
 void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n,

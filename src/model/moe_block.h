@@ -1,7 +1,9 @@
 // MoeBlock: a sparse layer's MLP on the backend's MoE ops (ops/moe.h), shared by the models that
 // have one (LlamaModel's Mixtral / Qwen-MoE / gpt-oss, DeepseekModel): the router's linear (with
 // gpt-oss's bias), moe_route (with DeepSeek-V3's selection bias), the shared expert's MLP and gate
-// computed first, then moe_experts (with gpt-oss's expert biases and clamped SwiGLU) adding them in. Its buffers are
+// computed first, then moe_experts (with gpt-oss's expert biases and clamped SwiGLU) adding them in; under expert
+// parallelism (cfg.moe.routing's expert range) the router scores every expert and moe_experts computes the pairs of
+// the rank's own, so the output is the rank's partial sum as under width sharding. Its buffers are
 // allocated once for max_tokens rows, so a forward of n tokens uses their first n rows and graphs bake in the same
 // addresses for every n.
 #pragma once

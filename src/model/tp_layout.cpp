@@ -1,19 +1,40 @@
 // Implements model/tp_layout.h (TpLayout).
 #include "model/tp_layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/error.h"
 
 namespace gs {
 
-TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size) {
+TpRange expert_range(int num_experts, int rank, int size) {
+  const int base = num_experts / size, extra = num_experts % size;
+  return {int64_t(rank) * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+std::string experts_str(const TpRange& e) {
+  return e.count == 1 ? fmt::format("expert {}", e.begin)
+                      : fmt::format("experts {}-{}", e.begin, e.begin + e.count - 1);
+}
+
+TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size, bool expert_parallel) {
   GS_CHECK(size >= 1 && rank >= 0 && rank < size, "tensor-parallel rank {} outside [0, {})", rank, size);
   const MoeConfig& moe = cfg.moe;
-  GS_CHECK(!moe.enabled() || (moe.expert_intermediate % size == 0 && moe.shared_intermediate % size == 0),
-           "--tensor-parallel-size {} must divide the experts' width {} (moe_intermediate_size) and the shared "
-           "expert's {} (shared_expert_intermediate_size)",
-           size, moe.expert_intermediate, moe.shared_intermediate);
+  const bool ep = expert_parallel && size > 1 && moe.enabled();
+  GS_CHECK(!ep || moe.num_experts >= size,
+           "--enable-expert-parallel over --tensor-parallel-size {} ranks needs at least one routed expert a rank, "
+           "but the model has {} (n_routed_experts / num_experts): lower --tensor-parallel-size, or drop "
+           "--enable-expert-parallel to shard every expert on its width",
+           size, moe.num_experts);
+  GS_CHECK(!moe.enabled() || ep || moe.expert_intermediate % size == 0,
+           "--tensor-parallel-size {} must divide the experts' width {} (moe_intermediate_size); "
+           "--enable-expert-parallel places whole experts on the ranks instead",
+           size, moe.expert_intermediate);
+  GS_CHECK(!moe.enabled() || moe.shared_intermediate % size == 0,
+           "--tensor-parallel-size {} must divide the shared expert's width {} (shared_expert_intermediate_size)", size,
+           moe.shared_intermediate);
   GS_CHECK(cfg.num_heads % size == 0,
            "--tensor-parallel-size {} must divide the model's {} attention heads (num_attention_heads)", size,
            cfg.num_heads);
@@ -38,9 +59,16 @@ TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size) {
   }
   t.local.intermediate_size = cfg.intermediate_size / size;
   t.inter_begin = rank * t.local.intermediate_size;
-  t.local.moe.expert_intermediate = moe.expert_intermediate / size;
+  t.expert_parallel = ep;
+  if (ep) {
+    const TpRange held = expert_range(moe.num_experts, rank, size);
+    t.local.moe.routing.first_expert = int(held.begin);
+    t.local.moe.routing.local_experts = int(held.count);
+  } else {
+    t.local.moe.expert_intermediate = moe.expert_intermediate / size;
+  }
   t.local.moe.shared_intermediate = moe.shared_intermediate / size;
-  t.expert_inter_begin = rank * t.local.moe.expert_intermediate;
+  t.expert_inter_begin = ep ? 0 : rank * t.local.moe.expert_intermediate;
   t.shared_inter_begin = rank * t.local.moe.shared_intermediate;
   t.vocab_shard = (int64_t(cfg.vocab_size) + size - 1) / size;
   t.vocab_begin = std::min<int64_t>(int64_t(rank) * t.vocab_shard, cfg.vocab_size);

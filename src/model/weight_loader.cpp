@@ -116,13 +116,20 @@ void WeightLoader::routed_experts(const std::string& prefix, const std::array<st
           "size {} and this rank's expert width {} multiples of 128); an FP8 checkpoint's are dequantized at load",
           dtype_name(be_.compute_dtype()), cfg_.quant.describe(), cfg_.hidden_size, li);
   }
-  gate_up = fp8 ? fp8_weight(E * 2 * li, H) : alloc({E * 2 * li, H});
-  down = fp8 ? fp8_weight(E * H, li) : alloc({E * H, li});
+  const TpRange held = tp_.experts();
+  const int64_t n = held.count;
+  gate_up = fp8 ? fp8_weight(n * 2 * li, H) : alloc({n * 2 * li, H});
+  down = fp8 ? fp8_weight(n * H, li) : alloc({n * H, li});
   for (int64_t e = 0; e < E; ++e) {
     const std::string x = prefix + std::to_string(e) + ".";
-    part(gate_up, e * 2 * li, x + names[0], {I, H}, WeightInit::Uniform, H, rows(i0, li));
-    part(gate_up, e * 2 * li + li, x + names[1], {I, H}, WeightInit::Uniform, H, rows(i0, li));
-    part(down, e * H, x + names[2], {H, I}, WeightInit::Uniform, I, {1, i0, li});
+    const int64_t l = e - held.begin;  // the expert's index on this rank
+    if (l < 0 || l >= n) {
+      src_.skip(x);  // another expert-parallel rank's
+      continue;
+    }
+    part(gate_up, l * 2 * li, x + names[0], {I, H}, WeightInit::Uniform, H, rows(i0, li));
+    part(gate_up, l * 2 * li + li, x + names[1], {I, H}, WeightInit::Uniform, H, rows(i0, li));
+    part(down, l * H, x + names[2], {H, I}, WeightInit::Uniform, I, {1, i0, li});
   }
 }
 

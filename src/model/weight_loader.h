@@ -43,8 +43,9 @@ class WeightLoader {
                  int64_t count);
   // Every routed expert's rows of this rank's channels (gate / up rows, down columns) from
   // `prefix`N.`names` (gate, up, down) into Backend::moe_experts' layout: gate_up [E 2 I_rank, H],
-  // down [E H, I_rank]; FP8 with scales where fp8_experts() and the backend computes in FP8, else
-  // in the compute dtype.
+  // down [E H, I_rank]; under expert parallelism the rank's experts only (TpLayout::experts), whole
+  // (the other experts' tensors are WeightSource::skip'ped). FP8 with scales where fp8_experts()
+  // and the backend computes in FP8, else in the compute dtype.
   void routed_experts(const std::string& prefix, const std::array<std::string, 3>& names, Tensor& gate_up,
                       Tensor& down);
   // Vocab-parallel rows of an embedding or lm_head [V, H] (zero rows past the vocabulary).

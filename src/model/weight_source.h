@@ -53,6 +53,9 @@ class WeightSource {
   // The value of scalar tensor `name` (one element: the FP8 KV cache's k_scale / v_scale) if the
   // source has it; a dummy source has none.
   virtual std::optional<float> scalar(const std::string& name) = 0;
+  // The tensors whose names start with `prefix` (another expert-parallel rank's experts: e.g.
+  // "model.layers.3.mlp.experts.17.") are not loaded by this rank: finish() counts them as claimed.
+  virtual void skip(const std::string& prefix) { (void)prefix; }
   // Called after every tensor was loaded: a checkpoint rejects tensors nobody asked for.
   virtual void finish() {}
 };

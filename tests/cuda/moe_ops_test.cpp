@@ -4,7 +4,8 @@
 // expert; the small-batch path (items straight from the routing, the reduce in the down GEMM)
 // equal to the sorted path; and a captured graph replayed after the routing changed equals an
 // eager run; FP8 experts (a scale a row, or a 128-k block) against the CPU reference on their
-// dequantized weights.
+// dequantized weights; expert parallelism (a rank's expert range: local ids and other ranks'
+// pairs skipped) against the CPU reference on every path, the ranks summing to the whole layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "model/tp_layout.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/fp8_weights.h"
 
@@ -95,6 +97,9 @@ struct Layer {
   Tensor gu_bias, down_bias;  // gpt-oss: f32 expert biases, with the clamped SwiGLU
   Tensor workspace;           // the backend's (with_workspace), for its dense form
   GatedActivation fn = GatedActivation::Silu;
+  // Expert parallelism: the rank's experts [first, first + held) (held 0: every expert), whose
+  // weight rows and biases it reads (hold()).
+  int first = 0, held = 0;
   Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false, int experts = 16,
         bool with_workspace = false)
       : I(width), E(experts) {
@@ -122,13 +127,28 @@ struct Layer {
     const int64_t ws = with_workspace ? b.moe_workspace_bytes(T, k, E, I, H) : 0;
     if (ws > 0) workspace = Tensor::empty({ws}, DType::U8, b.allocator());
   }
+  // Makes this layer the expert-parallel rank holding experts `range`; a workspace is resized for them.
+  void hold(Backend& b, const TpRange& range) {
+    first = int(range.begin), held = int(range.count);
+    if (!workspace.defined()) return;
+    const int64_t ws = b.moe_workspace_bytes(x.dim(0), k, held, I, H);
+    workspace = ws > 0 ? Tensor::empty({ws}, DType::U8, b.allocator()) : Tensor();
+  }
+  // Rows [first per, (first + n) per) of an expert-stacked tensor (undefined stays undefined).
+  Tensor mine(const Tensor& t, int64_t per) const {
+    const int64_t n = held > 0 ? held : E;
+    return t.defined() ? t.rows(first * per, n * per) : t;
+  }
   void forward(Backend& b) const {
-    b.moe_route(logits, Tensor(), MoeRouting{.num_experts = E, .top_k = k, .renormalize = true}, ids, w);
+    b.moe_route(
+        logits, Tensor(),
+        MoeRouting{.num_experts = E, .top_k = k, .renormalize = true, .first_expert = first, .local_experts = held},
+        ids, w);
     b.moe_experts(MoeExpertsArgs{.act = fn,
                                  .swiglu_limit = 0.7f,  // binds: gate and up have std ~1
                                  .x = x,
-                                 .gate_up = gu,
-                                 .down = down,
+                                 .gate_up = mine(gu, 2 * I),
+                                 .down = mine(down, H),
                                  .ids = ids,
                                  .weights = w,
                                  .shared = shared,
@@ -137,8 +157,8 @@ struct Layer {
                                  .pair_out = pair_out,
                                  .index = index,
                                  .out = out,
-                                 .gate_up_bias = gu_bias,
-                                 .down_bias = down_bias,
+                                 .gate_up_bias = mine(gu_bias, 1),
+                                 .down_bias = mine(down_bias, 1),
                                  .workspace = workspace});
   }
 };
@@ -225,7 +245,9 @@ TEST(MoeOps, GraphReplayFollowsNewRouting) {
 
 // The small-batch path (MoeKernelOptions::direct_max_tokens) gives the sorted path's output bit
 // for bit, at one token and at a few whose pairs may share an expert, with and without the gated
-// shared expert, and again on a graph replayed twice (its reduce counters are zeroed each run).
+// shared expert, and again on a graph replayed twice (its reduce counters are zeroed each run);
+// also under expert parallelism, on each of 2 ranks holding 32 of the 64 experts (the small-batch
+// path up to 2 tokens; a CTA of another rank's pair computes nothing yet counts for the fold).
 TEST(MoeOps, SmallBatchPathEqualsSortedPath) {
   GS_REQUIRE_GPU();
   auto direct = make_cuda_backend(0, DType::BF16);
@@ -235,10 +257,17 @@ TEST(MoeOps, SmallBatchPathEqualsSortedPath) {
   auto cpu = make_cpu_backend();
   constexpr int E = 64;  // 4 T k <= E up to 4 tokens
   for (int T : {1, 2, 3, 4}) {
-    for (bool shared : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "T " << T << " shared " << shared);
+    for (int v = 0; v < 6; ++v) {
+      const bool shared = v % 2 == 1;
+      const int rank = v / 2 - 1;  // -1: every expert; else the rank of 2 (expert parallelism)
+      SCOPED_TRACE(testing::Message() << "T " << T << " shared " << shared << " rank " << rank);
       Layer d(*direct, T, shared, 70 + T, 128, false, E), o(*sorted, T, shared, 70 + T, 128, false, E);
       Layer c(*cpu, T, shared, 70 + T, 128, false, E);
+      if (rank >= 0) {
+        d.hold(*direct, expert_range(E, rank, 2));
+        o.hold(*sorted, expert_range(E, rank, 2));
+        c.hold(*cpu, expert_range(E, rank, 2));
+      }
       d.forward(*direct);
       o.forward(*sorted);
       c.forward(*cpu);
@@ -380,6 +409,132 @@ TEST(MoeOps, Fp8ExpertsOutsideTheKernelsAreRefused) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("FP8 experts need bf16 compute"), std::string::npos) << e.what();
     }
+  }
+}
+
+// Expert parallelism's routing: for every routing (both kernels, the NaN fallback included) and
+// every rank of vLLM's linear placement over 3 ranks (uneven: 22 + 21 + 21 of 64 experts, ...),
+// the GPU's local ids, kMoeOtherRank and weights equal the CPU's.
+TEST(MoeOps, RouteWithAnExpertRangeMatchesCpu) {
+  GS_REQUIRE_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (MoeRouting r : routings()) {
+    const int E = r.num_experts, T = 37;
+    std::vector<float> logits = randn(size_t(T) * E, 3, 2.0f);
+    for (int e = 0; e < E; e += 5) logits[size_t(E) + e] = nan;    // token 1: the NaN fallback
+    for (int e = 0; e < E; ++e) logits[size_t(2 * E) + e] = 0.5f;  // token 2: all tied
+    for (int rank = 0; rank < 3; ++rank) {
+      const TpRange held = expert_range(E, rank, 3);
+      SCOPED_TRACE(testing::Message() << E << " experts, top " << r.top_k << ", rank " << rank);
+      r.first_expert = int(held.begin), r.local_experts = int(held.count);
+      expect_route_matches_cpu(r, T, logits, randn(E, 4, 0.1f));
+    }
+  }
+}
+
+// The layer of `E` experts as ranks [0, ranks) hold it, on `gpu` against the CPU reference: each
+// rank's ids equal and output within bf16 (f32: 1e-5) rounding, and the ranks' outputs sum to the
+// GPU's whole layer. With `own_first_token`, token 0 is routed to experts 0..3, so the last rank
+// computes none of its pairs (every CTA of the small-batch path still arrives for the fold).
+struct EpCase {
+  int T, E, ranks;
+  bool shared = false, gpt_oss = false, fp8 = false, workspace = false, own_first_token = false;
+};
+
+void expect_ranks_match_cpu(Backend& gpu, const EpCase& p, uint32_t seed) {
+  auto cpu = make_cpu_backend();
+  const bool f32 = gpu.compute_dtype() == DType::F32;
+  auto layer = [&](Backend& b) {
+    Layer l(b, p.T, p.shared, seed, 128, p.gpt_oss, p.E, p.workspace && &b == &gpu);
+    if (p.own_first_token) {
+      std::vector<float> lg = read(b, l.logits);
+      for (int e = 0; e < p.E; ++e) lg[size_t(e)] = e < Layer::k ? 10.0f - float(e) : -10.0f;
+      b.copy(l.logits, on(b, lg, {p.T, p.E}, DType::F32));
+    }
+    return l;
+  };
+  Layer whole_g = layer(gpu), whole_c = layer(*cpu);
+  if (p.fp8) quantize_experts(gpu, whole_g, *cpu, whole_c, true);
+  whole_g.forward(gpu);
+  const std::vector<float> whole = read(gpu, whole_g.out);
+  std::vector<float> sum(whole.size(), 0.0f);
+  for (int rank = 0; rank < p.ranks; ++rank) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank << " of " << p.ranks);
+    const TpRange range = expert_range(p.E, rank, p.ranks);
+    Layer g = layer(gpu), c = layer(*cpu);
+    if (p.fp8) quantize_experts(gpu, g, *cpu, c, true);
+    g.hold(gpu, range);
+    c.hold(*cpu, range);
+    if (p.workspace) ASSERT_TRUE(g.workspace.defined()) << "the dense form does not apply";
+    g.forward(gpu);
+    c.forward(*cpu);
+    const std::vector<float> ids = read(gpu, g.ids), out = read(gpu, g.out);
+    EXPECT_EQ(ids, read(*cpu, c.ids));
+    EXPECT_LT(test::rel_l2(out, read(*cpu, c.out)), f32 ? 1e-5 : 1e-2);
+    if (p.own_first_token && rank == p.ranks - 1)
+      for (int j = 0; j < Layer::k; ++j) EXPECT_EQ(ids[size_t(j)], float(kMoeOtherRank));
+    // The shared expert is every rank's whole here (the model splits it on its width instead).
+    const std::vector<float> shared = p.shared && rank > 0 ? read(gpu, g.shared) : std::vector<float>();
+    const std::vector<float> gate = p.shared && rank > 0 ? read(gpu, g.gate) : std::vector<float>();
+    for (size_t i = 0; i < sum.size(); ++i) {
+      float s = out[i];
+      if (!shared.empty()) s -= shared[i] / (1.0f + std::exp(-gate[i / Layer::H * 8]));
+      sum[i] += s;
+    }
+  }
+  EXPECT_LT(test::rel_l2(sum, whole), f32 ? 1e-5 : 2e-2);
+}
+
+// Every path of moe_experts with other ranks' pairs in the routing: the small-batch path (one
+// token, with the last rank owning none of its pairs; two tokens over 32 local experts), the sorted
+// grouped GEMMs at a few token counts (items of 8 to 128 pairs), the dense form, f32's grouped
+// GEMVs, FP8 experts; with the gated shared expert and gpt-oss's biases (each rank adding its own
+// experts' down biases); over 2 ranks and an uneven 3.
+TEST(MoeOps, ExpertParallelRanksMatchCpuOnEveryPath) {
+  GS_REQUIRE_GPU();
+  auto bf16 = make_cuda_backend(0, DType::BF16);
+  KernelOptions every;
+  every.moe.dense_min_pairs_per_expert = 1;
+  auto dense = make_cuda_backend(0, DType::BF16, every);
+  auto f32 = make_cuda_backend(0, DType::F32);
+  struct Run {
+    Backend* b;
+    const char* path;
+    EpCase p;
+  };
+  const Run runs[] = {
+      {bf16.get(), "small batch, one token", {1, 16, 2, true, false, false, false, true}},
+      {bf16.get(), "small batch, one token, gpt-oss", {1, 16, 3, false, true, false, false, true}},
+      {bf16.get(), "small batch, two tokens", {2, 64, 2, true}},
+      {bf16.get(), "sorted, 5 tokens", {5, 16, 2, true}},
+      {bf16.get(), "sorted, 64 tokens", {64, 16, 3, false, true}},
+      {bf16.get(), "sorted, 300 tokens", {300, 64, 3, true}},
+      {dense.get(), "dense, 37 tokens", {37, 16, 2, true, false, false, true}},
+      {dense.get(), "dense, 256 tokens, gpt-oss", {256, 16, 3, false, true, false, true}},
+      {f32.get(), "f32 GEMVs", {33, 16, 3, true}},
+      {bf16.get(), "FP8, one token", {1, 16, 2, true, false, true, false, true}},
+      {bf16.get(), "FP8, 24 tokens", {24, 16, 3, false, true, true}},
+  };
+  uint32_t seed = 130;
+  for (const Run& r : runs) {
+    SCOPED_TRACE(r.path);
+    expect_ranks_match_cpu(*r.b, r.p, seed++);
+  }
+}
+
+// A rank's captured graph, replayed after the routing changed (other pairs now local, others now
+// another rank's), equals an eager run: the small-batch path, the sorted one, the dense form.
+TEST(MoeOps, ExpertParallelGraphReplayFollowsNewRouting) {
+  GS_REQUIRE_GPU();
+  KernelOptions every;
+  every.moe.dense_min_pairs_per_expert = 1;
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto dense = make_cuda_backend(0, DType::BF16, every);
+  for (const auto& [b, T] : {std::pair{gpu.get(), 1}, std::pair{gpu.get(), 8}, std::pair{dense.get(), 64}}) {
+    SCOPED_TRACE(testing::Message() << "T " << T);
+    Layer l(*b, T, true, 150, 128, false, 16, b == dense.get());
+    l.hold(*b, expert_range(16, 1, 3));
+    expect_replay_follows_new_routing(*b, l, T, 151);
   }
 }
 

@@ -255,5 +255,37 @@ TEST(GptOss, DummyExpertsWrittenInPlaceEqualTheHostRearrangement) {
   }
 }
 
+// Under expert parallelism (8 experts: 4 a rank at TP 2, 2 at TP 4) a rank's gpt-oss experts, their
+// gate/up biases and their down biases (on every rank: each adds its own experts') are those
+// experts' rows of the TP 1 load, whole, whether written in place or rearranged on the host.
+TEST(GptOss, ExpertParallelRanksHoldTheirExpertsOfTp1) {
+  const ModelConfig c = load_model_config(test::family_dir("gpt_oss"));
+  auto be = make_cpu_backend();
+  auto dummy = make_dummy_source(9, *be);
+  HostRearranged host(*dummy);
+  const int64_t H = c.hidden_size, I = c.moe.expert_intermediate;
+  LlamaLayerWeights whole;
+  load_gpt_oss_layer(c, make_tp_layout(c, 0, 1), *be, *dummy, "model.layers.1.", whole);
+  const auto values = [](const Tensor& t) {
+    return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
+  };
+  for (const auto& [rank, size] : {std::pair{0, 2}, std::pair{1, 2}, std::pair{3, 4}}) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank << " of " << size);
+    const TpLayout tp = make_tp_layout(c, rank, size, true);
+    const TpRange e = tp.experts();
+    EXPECT_EQ(e.count, 8 / size);
+    for (WeightSource* src : {static_cast<WeightSource*>(dummy.get()), static_cast<WeightSource*>(&host)}) {
+      LlamaLayerWeights w;
+      load_gpt_oss_layer(c, tp, *be, *src, "model.layers.1.", w);
+      EXPECT_EQ(values(w.moe.experts_gate_up),
+                values(whole.moe.experts_gate_up.rows(e.begin * 2 * I, e.count * 2 * I)));
+      EXPECT_EQ(values(w.moe.experts_down), values(whole.moe.experts_down.rows(e.begin * H, e.count * H)));
+      EXPECT_EQ(values(w.moe.experts_gate_up_bias), values(whole.moe.experts_gate_up_bias.rows(e.begin, e.count)));
+      ASSERT_TRUE(w.moe.experts_down_bias.defined());
+      EXPECT_EQ(values(w.moe.experts_down_bias), values(whole.moe.experts_down_bias.rows(e.begin, e.count)));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gs

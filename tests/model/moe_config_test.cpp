@@ -106,5 +106,70 @@ TEST(MoeConfig, TensorParallelismShardsEveryExpertsChannels) {
   }
 }
 
+// vLLM's linear placement: consecutive experts, E / N a rank and one more on each of the first
+// E % N ranks, covering every expert once.
+TEST(MoeConfig, ExpertParallelPlacementIsVllmsLinearOne) {
+  const int64_t want[][2] = {{0, 3}, {3, 3}, {6, 2}, {8, 2}};  // 10 experts over 4 ranks
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(expert_range(10, r, 4).begin, want[r][0]) << "rank " << r;
+    EXPECT_EQ(expert_range(10, r, 4).count, want[r][1]) << "rank " << r;
+  }
+  for (int E : {3, 7, 60, 128, 160})
+    for (int n : {1, 2, 3, 4, 5}) {
+      if (n > E) continue;
+      int64_t next = 0;
+      for (int r = 0; r < n; ++r) {
+        const TpRange e = expert_range(E, r, n);
+        EXPECT_EQ(e.begin, next) << E << " experts, rank " << r << " of " << n;
+        EXPECT_TRUE(e.count == E / n || e.count == E / n + 1) << E << " experts, rank " << r << " of " << n;
+        EXPECT_EQ(e.count == E / n + 1, r < E % n) << E << " experts, rank " << r << " of " << n;
+        next = e.begin + e.count;
+      }
+      EXPECT_EQ(next, E);
+    }
+}
+
+// With expert parallelism a rank holds whole experts (width 768, its range in the routing) while
+// attention and the shared expert stay split on their width; the experts' width need not divide
+// by the ranks, the shared expert's must, and a model with fewer experts than ranks is refused.
+// At one rank, or on a dense model, the layout is the one without the flag.
+TEST(MoeConfig, ExpertParallelismHoldsWholeExperts) {
+  ModelConfig c = find_preset("qwen3-30b-a3b").config;
+  const TpLayout t = make_tp_layout(c, 3, 4, true);
+  EXPECT_TRUE(t.expert_parallel);
+  EXPECT_EQ(t.experts().begin, 96);
+  EXPECT_EQ(t.experts().count, 32);
+  EXPECT_EQ(t.local.moe.routing.first_expert, 96);
+  EXPECT_EQ(t.local.moe.routing.local_experts, 32);
+  EXPECT_EQ(t.local.moe.num_experts, 128);  // the router scores every expert
+  EXPECT_EQ(t.local.moe.expert_intermediate, 768);
+  EXPECT_EQ(t.expert_inter_begin, 0);
+  EXPECT_EQ(t.local.num_heads, c.num_heads / 4);
+  const TpLayout width = make_tp_layout(c, 3, 4);
+  EXPECT_FALSE(width.expert_parallel);
+  EXPECT_EQ(width.experts().begin, 0);
+  EXPECT_EQ(width.experts().count, 128);
+  EXPECT_FALSE(make_tp_layout(c, 0, 1, true).expert_parallel);
+  EXPECT_EQ(make_tp_layout(c, 0, 1, true).local.moe.routing.local_experts, 0);
+  EXPECT_FALSE(make_tp_layout(find_preset("tiny-qwen3").config, 1, 2, true).expert_parallel);
+  const auto refused = [](const ModelConfig& m, int size, bool ep, const std::string& what) {
+    try {
+      make_tp_layout(m, 0, size, ep);
+      FAIL() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  c.moe.expert_intermediate = 770;
+  refused(c, 4, false, "must divide the experts' width 770 (moe_intermediate_size); --enable-expert-parallel");
+  EXPECT_EQ(make_tp_layout(c, 1, 4, true).local.moe.expert_intermediate, 770);
+  c.moe.shared_intermediate = 100;
+  refused(c, 8, true, "must divide the shared expert's width 100 (shared_expert_intermediate_size)");
+  c.moe.shared_intermediate = 0;
+  c.moe.num_experts = c.moe.routing.num_experts = 2;
+  c.moe.routing.top_k = 2;
+  refused(c, 4, true, "needs at least one routed expert a rank, but the model has 2");
+}
+
 }  // namespace
 }  // namespace gs
