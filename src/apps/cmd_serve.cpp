@@ -60,6 +60,7 @@ void print_resolved(const ServeArgs& a) {
                       {"max_num_batched_tokens", c.max_num_batched_tokens},
                       {"kv_cache_memory_bytes", c.kv_cache_memory_bytes},
                       {"tensor_parallel_size", c.tensor_parallel_size},
+                      {"enable_expert_parallel", c.enable_expert_parallel},
                       {"enable_prefix_caching", c.enable_prefix_caching},
                       {"runner", c.runner},
                       {"cudagraph_capture_sizes", c.compilation.cudagraph_capture_sizes},

@@ -190,6 +190,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
   cmd.add_option("--tensor-parallel-size", cfg.tensor_parallel_size,
                  "GPUs to shard the model over (one worker process each); -tp N too")
       ->capture_default_str();
+  cmd.add_flag("--enable-expert-parallel,!--no-enable-expert-parallel", cfg.enable_expert_parallel,
+               "mixture-of-experts models: each tensor-parallel rank holds whole routed experts (a contiguous range) "
+               "instead of a share of every expert's width; attention and shared experts stay sharded; -ep too");
   cmd.add_option("--distributed-executor-backend", cfg.distributed_executor_backend,
                  "where the model runs: uni (this process, one GPU) or mp (one worker process per GPU); default uni "
                  "for one GPU, mp for more")

@@ -137,8 +137,6 @@ std::vector<VllmFlag> make_table() {
       noop("--data-parallel-backend,-dpb", A::Value, "mp", "one data-parallel rank"),
       noop("--data-parallel-hybrid-lb", A::Switch, "", "one data-parallel rank"),
       noop("--data-parallel-external-lb", A::Switch, "", "one data-parallel rank"),
-      noop("--enable-expert-parallel,-ep", A::Switch, "",
-           "experts (DeepSeek's too) are sharded on their width by tensor parallelism"),
       noop("--enable-eplb", A::Switch, "", "no expert load balancing"),
       noop("--eplb-config", A::Value, "{}", "no expert load balancing"),
       noop("--max-parallel-loading-workers", A::Value, "2", "each rank reads its own shard"),

@@ -17,7 +17,8 @@ namespace {
 
 // Multi-letter short options (vLLM's argparse has them; CLI11 cannot declare them).
 std::map<std::string, std::string> short_forms() {
-  std::map<std::string, std::string> m = {{"-tp", "--tensor-parallel-size"}, {"-cc", "--compilation-config"}};
+  std::map<std::string, std::string> m = {
+      {"-tp", "--tensor-parallel-size"}, {"-ep", "--enable-expert-parallel"}, {"-cc", "--compilation-config"}};
   for (const VllmFlag& f : vllm_flag_table()) {
     size_t start = f.names.find(',');
     while (start != std::string::npos) {

@@ -34,7 +34,8 @@ constexpr double kStartupTimeoutS = 1800.0;  // connect and load weights (an 8B 
 
 ModelConfig driver_model_config(const RunnerConfig& cfg) {
   ModelConfig m = resolve_model_config(model_source(cfg));
-  make_tp_layout(m, 0, cfg.tensor_parallel_size);  // refuses a model that does not split, before any process starts
+  // Refuses a model that does not split, before any process starts.
+  make_tp_layout(m, 0, cfg.tensor_parallel_size, cfg.enable_expert_parallel);
   return m;
 }
 

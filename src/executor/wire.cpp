@@ -58,6 +58,7 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"gpu_memory_utilization", c.gpu_memory_utilization},
                       {"kv_cache_memory_bytes", c.kv_cache_memory_bytes},
                       {"tensor_parallel_size", c.tensor_parallel_size},
+                      {"enable_expert_parallel", c.enable_expert_parallel},
                       {"tp_rank", c.tp_rank},
                       {"tp_group", c.tp_group},
                       {"disable_custom_all_reduce", c.disable_custom_all_reduce},
@@ -86,6 +87,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
   c.max_num_batched_tokens = j["max_num_batched_tokens"], c.max_model_len = j["max_model_len"];
   c.block_size = j["block_size"], c.gpu_memory_utilization = j["gpu_memory_utilization"];
   c.kv_cache_memory_bytes = j["kv_cache_memory_bytes"], c.tensor_parallel_size = j["tensor_parallel_size"];
+  c.enable_expert_parallel = j["enable_expert_parallel"];
   c.tp_rank = j["tp_rank"], c.tp_group = j["tp_group"], c.enforce_eager = j["enforce_eager"];
   c.disable_custom_all_reduce = j["disable_custom_all_reduce"], c.disable_cascade_attn = j["disable_cascade_attn"];
   c.compilation.cudagraph_capture_sizes = j["capture_sizes"].get<std::vector<int>>();

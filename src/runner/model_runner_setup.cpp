@@ -28,9 +28,10 @@ void ModelRunner::Impl::build_model() {
   const ModelSource src = model_source(cfg);
   mcfg = resolve_model_config(src);
   backend = make_backend(cfg.device, cfg.dtype, mcfg.torch_dtype, cfg.kernel_options);
-  make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size);  // a model that does not split: before joining
+  const bool ep = cfg.enable_expert_parallel;
+  make_tp_layout(mcfg, cfg.tp_rank, cfg.tensor_parallel_size, ep);  // a model that does not split: before joining
   if (cfg.tensor_parallel_size > 1) comm = make_communicator(*backend, cfg);
-  local_cfg = tp_layout(mcfg, comm.get()).local;
+  local_cfg = tp_layout(mcfg, comm.get(), ep).local;
   attention = local_cfg.mla.enabled()
                   ? make_mla_attention_for(*backend, mla_shape(local_cfg))
                   : make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
@@ -44,7 +45,7 @@ void ModelRunner::Impl::build_model() {
   max_sample_rows = std::max(max_sample_rows, max_reqs);
   const auto t0 = std::chrono::steady_clock::now();
   const size_t before = backend->allocator().bytes_in_use();
-  model = create_model(mcfg, src, *backend, *attention, max_tokens, {comm.get(), max_reqs});
+  model = create_model(mcfg, src, *backend, *attention, max_tokens, {comm.get(), max_reqs, ep});
   spdlog::info("model weights and activations: {:.2f} GiB, loaded in {:.2f} s ({})",
                double(backend->allocator().bytes_in_use() - before) / (kMiB * 1024.0),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
@@ -54,7 +55,7 @@ void ModelRunner::Impl::build_model() {
            "--enable-lora on FP8 weights ({}) is not supported on {} yet; serve the float checkpoint for LoRA",
            mcfg.quant.describe(), backend->name());
   if (cfg.enable_lora) {
-    lora = std::make_unique<LoraInputs>(cfg, mcfg, tp_layout(mcfg, comm.get()), *backend, max_tokens);
+    lora = std::make_unique<LoraInputs>(cfg, mcfg, tp_layout(mcfg, comm.get(), ep), *backend, max_tokens);
     model->bind_lora(&lora->slots());
     inputs.lora_slots = lora->token_slots();
   }

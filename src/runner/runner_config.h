@@ -32,6 +32,9 @@ struct RunnerConfig {
   float gpu_memory_utilization = 0.9f;
   size_t kv_cache_memory_bytes = 0;  // 0: from gpu_memory_utilization (CUDA) or 512 MiB (CPU)
   int tensor_parallel_size = 1;
+  // --enable-expert-parallel: the ranks hold whole routed experts instead of every expert's share
+  // of its width (model/tp_layout.h); no effect at tensor_parallel_size 1 or without experts.
+  bool enable_expert_parallel = false;
   // This process's tensor-parallel rank and the group it joins: a shared-memory group name (CPU)
   // or an NCCL unique id in hex (CUDA). Set by the worker processes (executor/multiproc_executor),
   // never by users; empty when tensor_parallel_size is 1.

@@ -19,7 +19,9 @@
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
+#include "engine/lora_test_util.h"
 #include "golden.h"
+#include "model/family_fixtures.h"
 #include "multiproc_config.h"
 #include "runner/device_setup.h"
 #include "test_paths.h"
@@ -42,12 +44,14 @@ struct Outcome {
   std::vector<std::string> errors;
 };
 
-Outcome generate(LLMEngine& engine, int max_tokens) {
+Outcome generate(LLMEngine& engine, int max_tokens, std::vector<std::vector<int32_t>> prompts = {}) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.ignore_eos = true;
   p.max_tokens = max_tokens;
-  for (const char* n : {"short", "long", "digits"}) engine.add_request(prompt(n), p);
+  if (prompts.empty())
+    for (const char* n : {"short", "long", "digits"}) prompts.push_back(prompt(n));
+  for (const auto& ids : prompts) engine.add_request(ids, p);
   Outcome o;
   while (engine.has_unfinished_requests())
     for (const auto& out : engine.step()) {
@@ -212,6 +216,41 @@ TEST(MultiprocTensorParallel, MoreRanksThanGpusAreRefusedBeforeStarting) {
         << e.what();
   }
   EXPECT_TRUE(child_pids().empty());
+}
+
+// --enable-expert-parallel reaches the worker processes: qwen2_moe's fixture (gated shared expert)
+// with whole experts a rank, each worker reading only its experts' tensors, gives TP 1's greedy
+// tokens at TP 2; a model with fewer routed experts than ranks is refused by name before any
+// worker starts.
+TEST(MultiprocTensorParallel, ExpertParallelWorkersEqualTp1) {
+  EngineConfig c = stories(1);
+  c.model = test::family_dir("qwen2_moe").string();
+  const auto prompts = test::load_family_fixture("qwen2_moe").prompts;
+  LLMEngine tp1(c);
+  const Outcome ref = generate(tp1, 24, prompts);
+  c.tensor_parallel_size = 2;
+  c.enable_expert_parallel = true;
+  LLMEngine ep(c);
+  const Outcome got = generate(ep, 24, prompts);
+  EXPECT_TRUE(got.errors.empty());
+  EXPECT_EQ(got.tokens, ref.tokens);
+
+  test::TempDir dir;
+  auto j = nlohmann::json::parse(std::ifstream(test::family_dir("qwen3_moe") / "config.json"));
+  j["num_local_experts"] = 2;
+  std::ofstream(dir.path() / "config.json") << j.dump();
+  c.model = dir.path().string();
+  c.load_format = "dummy";
+  c.tensor_parallel_size = 4;
+  try {
+    LLMEngine engine(c);
+    FAIL() << "4 ranks over 2 experts were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs at least one routed expert a rank, but the model has 2"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(child_pids().size(), 2u);  // ep's workers alone
 }
 
 TEST(MultiprocTensorParallel, ModelsThatDoNotSplitAreRefusedBeforeStarting) {

@@ -1,13 +1,14 @@
 // Tensor parallelism on the CPU: TP = 2 and 4 give TP = 1's greedy tokens and logits (through
 // the sampled tokens' top-20 logprobs) on stories260K (8 heads, 4 KV heads) in every graph mode,
 // on dummy presets whose KV heads are split or replicated, and on gpt-oss's and DeepSeek's HF
-// fixtures; with LoRA adapters on every projection of stories260K (two adapters and the base model
-// in one batch) and attention adapters on gpt-oss's and qwen3_moe's fixtures, TP = 2 and 4 equal
-// TP = 1 too; shards of dummy weights are slices of the whole tensors; models that do not split
-// are refused with a clear error.
+// fixtures; so does expert parallelism (whole experts a rank) on every MoE family's fixture and on
+// experts that do not divide by the ranks; with LoRA adapters on every projection of stories260K (two adapters and the
+// base model in one batch) and attention adapters on gpt-oss's and qwen3_moe's fixtures, TP = 2 and 4 equal TP = 1 too;
+// shards of dummy weights are slices of the whole tensors; models that do not split are refused with a clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -60,6 +61,17 @@ void expect_close(const test::SimResult& a, const test::SimResult& ref, float to
       worst = std::max(
           worst, std::fabs(a.logprobs[r][i] - ref.logprobs[r][i]) / std::max(1.0f, std::fabs(ref.logprobs[r][i])));
     EXPECT_LE(worst, tol) << "request " << r;
+  }
+}
+
+// TP 2 and 4 (with c's other settings) equal `ref` within 1e-5, capturing no graph after start-up.
+void expect_tp2_and_tp4_equal(const RunnerConfig& c, const std::vector<test::SimRequest>& reqs, int token_budget,
+                              const test::SimResult& ref) {
+  for (int tp : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    RunnerStats stats;
+    expect_close(test::simulate_tp(c, tp, reqs, token_budget, &stats), ref, 1e-5f);
+    EXPECT_EQ(stats.graph_captures_after_startup, 0u);
   }
 }
 
@@ -169,12 +181,7 @@ TEST(TensorParallel, LoraAdaptersOnEveryProjectionEqualTp1) {
     for (size_t i = 0; i < reqs.size(); ++i)
       if (lora_of[i] != 0) EXPECT_NE(ref.outputs[i], base.outputs[i]) << "request " << i << ": the adapter must matter";
     EXPECT_EQ(ref.outputs[2], base.outputs[2]) << "the base model's request";
-    for (int tp : {2, 4}) {
-      SCOPED_TRACE("tp " + std::to_string(tp));
-      RunnerStats stats;
-      expect_close(test::simulate_tp(c, tp, reqs, 24, &stats), ref, 1e-5f);
-      EXPECT_EQ(stats.graph_captures_after_startup, 0u);
-    }
+    expect_tp2_and_tp4_equal(c, reqs, 24, ref);
   }
 }
 
@@ -209,6 +216,74 @@ TEST(TensorParallel, MixtureOfExpertsAttentionAdaptersEqualTp1) {
       expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
     }
   }
+}
+
+// --enable-expert-parallel: each rank holds whole routed experts (vLLM's linear placement) and
+// computes the pairs routed to them, attention and shared experts split as above. Every MoE
+// family's HF fixture (Mixtral's 4 experts: 2 or 1 a rank; Qwen2-MoE's gated shared expert split on
+// its width; Qwen3-MoE's dense layer; gpt-oss's expert biases, each rank adding its experts' down
+// biases; DeepSeek-V2/V3's routings, shared experts and dense first layer) at TP 2 and 4 gives
+// TP 1's greedy tokens and logprobs, eager and with graphs, each rank reading only its experts'
+// tensors from the checkpoint.
+TEST(TensorParallel, ExpertParallelFixturesEqualTp1) {
+  for (const char* family :
+       {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v2_qlora", "deepseek_v3"}) {
+    SCOPED_TRACE(family);
+    const auto reqs = workload(test::load_family_fixture(family).prompts, 24);
+    for (M mode : {M::NONE, M::FULL_AND_PIECEWISE}) {
+      SCOPED_TRACE(mode_name(mode));
+      RunnerConfig c = config(mode);
+      c.model = test::family_dir(family).string();
+      const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
+      c.enable_expert_parallel = true;
+      expect_tp2_and_tp4_equal(c, reqs, 16, ref);
+    }
+  }
+}
+
+// Experts that do not divide by the ranks: dummy weights of qwen3_moe's shape with 7 experts of
+// width 42 (4 + 3 at TP 2, 2 + 2 + 2 + 1 at TP 4, a width TP 4 cannot split) equal TP 1, each rank's
+// experts the TP 1 dummy tensors' values; without the flag TP 4 is refused by name.
+TEST(TensorParallel, ExpertParallelWithUnevenExpertsEqualsTp1) {
+  test::TempDir dir;
+  auto j = nlohmann::json::parse(std::ifstream(test::family_dir("qwen3_moe") / "config.json"));
+  j["num_local_experts"] = 7;
+  j["moe_intermediate_size"] = 42;
+  std::ofstream(dir.path() / "config.json") << j.dump();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.emplace_back();
+    for (int t = 0; t < 6 + 7 * i; ++t) prompts.back().push_back((29 * t + 13 * i + 3) % 512);
+  }
+  const auto reqs = workload(prompts, 24);
+  RunnerConfig c = config(M::FULL_AND_PIECEWISE);
+  c.model = dir.path().string();
+  c.load_format = "dummy";
+  c.seed = 4;
+  const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
+  try {
+    test::simulate_tp(c, 4, reqs, 16);
+    FAIL() << "TP 4 over experts of width 42 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must divide the experts' width 42"), std::string::npos) << e.what();
+  }
+  c.enable_expert_parallel = true;
+  expect_tp2_and_tp4_equal(c, reqs, 16, ref);
+}
+
+// The flag changes nothing where it does not apply: at TP 1, and on a model without experts.
+TEST(TensorParallel, ExpertParallelWithoutExpertsOrRanksChangesNothing) {
+  const auto reqs = workload({golden_prompt("short"), golden_prompt("digits")}, 32);
+  RunnerConfig c = config(M::FULL_AND_PIECEWISE);
+  c.model = test::stories260k_dir().string();
+  const test::SimResult ref = test::simulate_tp(c, 2, reqs, 24);
+  c.enable_expert_parallel = true;
+  expect_close(test::simulate_tp(c, 2, reqs, 24), ref, 0.0f);
+  c.model = test::family_dir("qwen3_moe").string();
+  const auto moe_reqs = workload(test::load_family_fixture("qwen3_moe").prompts, 16);
+  const test::SimResult moe = test::simulate_tp(c, 1, moe_reqs, 16);
+  c.enable_expert_parallel = false;
+  expect_close(test::simulate_tp(c, 1, moe_reqs, 16), moe, 0.0f);
 }
 
 TEST(TensorParallel, ModelsThatDoNotSplitAreRefused) {

@@ -74,6 +74,7 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   RunnerConfig c;
   c.model = "/m";
   c.tensor_parallel_size = 4;
+  c.enable_expert_parallel = true;  // every rank places the experts alike
   c.compilation.cudagraph_mode = CUDAGraphMode::PIECEWISE;
   c.compilation.cudagraph_capture_sizes = {1, 8};
   c.disable_custom_all_reduce = true;
@@ -94,6 +95,7 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   EXPECT_EQ(lr.path, "/a/sql");
   EXPECT_EQ(d.model, "/m");
   EXPECT_EQ(d.tensor_parallel_size, 4);
+  EXPECT_TRUE(d.enable_expert_parallel);
   EXPECT_TRUE(d.disable_custom_all_reduce);
   EXPECT_EQ(d.compilation.cache_dir, "/data/gs-cache");
   EXPECT_TRUE(d.compilation.disable_compile_cache);
