@@ -38,7 +38,7 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
   pair_act_ = alloc({M * k, I}, dt);
   pair_out_ = alloc({M * k, H}, DType::F32);
   index_ = alloc({moe_index_elems(M, k, El)}, DType::I32);
-  if (const int64_t ws = backend.moe_workspace_bytes(M, k, El, I, H); ws > 0) workspace_ = alloc({ws}, DType::U8);
+  if (const int64_t ws = backend.moe_workspace_bytes(M, k, El, I, H, E); ws > 0) workspace_ = alloc({ws}, DType::U8);
 }
 
 void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n,
@@ -77,6 +77,7 @@ void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Ten
   a.index = index_;
   a.out = out_.rows(0, n);
   a.workspace = workspace_;
+  a.routed_experts = m.num_experts;
   be.moe_experts(a);
 }
 

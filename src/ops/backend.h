@@ -68,6 +68,9 @@ struct MoeExpertsArgs {
   Tensor gate_up_bias;        // [E, 2I] or undefined: expert e's gate biases, then its up biases
   Tensor down_bias;           // [E, H] or undefined
   Tensor workspace;           // U8 [Backend::moe_workspace_bytes] or undefined: none
+  // The experts the routing picks from: all ranks' under expert parallelism, whose pairs are then
+  // E / routed_experts of ids' on average (the kernels' choice of path and work item size); 0: E.
+  int64_t routed_experts = 0;
 };
 
 // Throws unless src [rows, w] fits the leading columns of dst [rows, W] (same dtype, w <= W).
@@ -194,9 +197,10 @@ class Backend {
   // The kernels moe_experts runs (for the start-up log).
   virtual std::string moe_kernels() const { return "reference"; }
   // Bytes of MoeExpertsArgs::workspace moe_experts can use for batches of up to T tokens, k of E
-  // experts of width I each, hidden size H (the CUDA backend's dense form); 0: it uses none.
-  virtual int64_t moe_workspace_bytes(int64_t T, int64_t k, int64_t E, int64_t I, int64_t H) const {
-    (void)T, (void)k, (void)E, (void)I, (void)H;
+  // experts of width I each, hidden size H (the CUDA backend's dense form), the routing picking
+  // from `routed` experts (MoeExpertsArgs::routed_experts, but never 0); 0: it uses none.
+  virtual int64_t moe_workspace_bytes(int64_t T, int64_t k, int64_t E, int64_t I, int64_t H, int64_t routed) const {
+    (void)T, (void)k, (void)E, (void)I, (void)H, (void)routed;
     return 0;
   }
   // FP8 e4m3 projection weights (model/quant_config.h). fp8_weights(): linear() and its fused

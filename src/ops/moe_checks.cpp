@@ -80,6 +80,9 @@ MoeDims check_moe_experts(const MoeExpertsArgs& a, DType dt) {
   if (a.down_bias.defined())
     need(a.down_bias, DType::F32, op, "down_bias"), need_shape(a.down_bias, E, H, op, "down_bias");
   if (a.workspace.defined()) need(a.workspace, DType::U8, op, "workspace");
+  GS_CHECK(a.routed_experts == 0 || (a.routed_experts >= E && a.routed_experts <= kMaxMoeExperts),
+           "moe_experts: routed_experts {} must be 0 or in [{} (the experts given), {}]", a.routed_experts, E,
+           kMaxMoeExperts);
   GS_CHECK(a.act != GatedActivation::ClampedSwiglu || a.swiglu_limit > 0,
            "moe_experts: the clamped SwiGLU needs swiglu_limit > 0, got {}", a.swiglu_limit);
   return {T, k, E, I, H};

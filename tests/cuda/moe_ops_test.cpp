@@ -124,14 +124,14 @@ struct Layer {
       gu_bias = on(b, randn(size_t(E) * 2 * I, seed + 4, 0.5f), {E, 2 * I}, DType::F32);
       down_bias = on(b, randn(size_t(E) * H, seed + 5, 0.5f), {E, H}, DType::F32);
     }
-    const int64_t ws = with_workspace ? b.moe_workspace_bytes(T, k, E, I, H) : 0;
+    const int64_t ws = with_workspace ? b.moe_workspace_bytes(T, k, E, I, H, E) : 0;
     if (ws > 0) workspace = Tensor::empty({ws}, DType::U8, b.allocator());
   }
   // Makes this layer the expert-parallel rank holding experts `range`; a workspace is resized for them.
   void hold(Backend& b, const TpRange& range) {
     first = int(range.begin), held = int(range.count);
     if (!workspace.defined()) return;
-    const int64_t ws = b.moe_workspace_bytes(x.dim(0), k, held, I, H);
+    const int64_t ws = b.moe_workspace_bytes(x.dim(0), k, held, I, H, E);
     workspace = ws > 0 ? Tensor::empty({ws}, DType::U8, b.allocator()) : Tensor();
   }
   // Rows [first per, (first + n) per) of an expert-stacked tensor (undefined stays undefined).
@@ -159,7 +159,8 @@ struct Layer {
                                  .out = out,
                                  .gate_up_bias = mine(gu_bias, 1),
                                  .down_bias = mine(down_bias, 1),
-                                 .workspace = workspace});
+                                 .workspace = workspace,
+                                 .routed_experts = E});
   }
 };
 
@@ -300,15 +301,20 @@ TEST(MoeOps, DenseFormMatchesCpuAndGroupedGemms) {
   auto dense = make_cuda_backend(0, DType::BF16, every);
   auto grouped = make_cuda_backend(0, DType::BF16, never);
   auto cpu = make_cpu_backend();
-  EXPECT_EQ(grouped->moe_workspace_bytes(256, 4, 16, 128, 256), 0);
-  EXPECT_EQ(dense->moe_workspace_bytes(3, 4, 16, 128, 256), 0);  // 12 pairs over 16 experts
+  EXPECT_EQ(grouped->moe_workspace_bytes(256, 4, 16, 128, 256, 16), 0);
+  EXPECT_EQ(dense->moe_workspace_bytes(3, 4, 16, 128, 256, 16), 0);  // 12 pairs over 16 experts
   // The defaults: mixtral-8x7b's shape from 64 tokens (16 pairs an expert), gpt-oss-20b's from
   // 128, never qwen3-30b-a3b's (128 experts, top 8: 16 times the multiply-adds).
   auto defaults = make_cuda_backend(0, DType::BF16);
-  EXPECT_EQ(defaults->moe_workspace_bytes(63, 2, 8, 14336, 4096), 0);
-  EXPECT_GT(defaults->moe_workspace_bytes(64, 2, 8, 14336, 4096), 0);
-  EXPECT_GT(defaults->moe_workspace_bytes(128, 4, 32, 2880, 2880), 0);
-  EXPECT_EQ(defaults->moe_workspace_bytes(4096, 8, 128, 768, 2048), 0);
+  EXPECT_EQ(defaults->moe_workspace_bytes(63, 2, 8, 14336, 4096, 8), 0);
+  EXPECT_GT(defaults->moe_workspace_bytes(64, 2, 8, 14336, 4096, 8), 0);
+  EXPECT_GT(defaults->moe_workspace_bytes(128, 4, 32, 2880, 2880, 32), 0);
+  EXPECT_EQ(defaults->moe_workspace_bytes(4096, 8, 128, 768, 2048, 128), 0);
+  // Under expert parallelism the choice is the whole layer's (a rank's experts get its share of the
+  // pairs): Mixtral's 4 of 8 experts from 64 tokens, not 32; a quarter of qwen3-30b-a3b's never.
+  EXPECT_EQ(defaults->moe_workspace_bytes(63, 2, 4, 14336, 4096, 8), 0);
+  EXPECT_GT(defaults->moe_workspace_bytes(64, 2, 4, 14336, 4096, 8), 0);
+  EXPECT_EQ(defaults->moe_workspace_bytes(4096, 8, 32, 768, 2048, 128), 0);
   for (int T : {4, 37, 256}) {
     for (int variant = 0; variant < 3; ++variant) {
       const bool shared = variant == 1, gpt_oss = variant == 2;

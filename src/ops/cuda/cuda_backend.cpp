@@ -195,8 +195,8 @@ class CudaBackend final : public Backend {
   }
   void moe_experts(const MoeExpertsArgs& a) override { cuda_backend::moe_experts(a, dtype_, moe_, gemm_, s()); }
   std::string moe_kernels() const override { return cuda_backend::moe_kernels(moe_); }
-  int64_t moe_workspace_bytes(int64_t T, int64_t k, int64_t E, int64_t I, int64_t H) const override {
-    return cuda_backend::moe_workspace_bytes(moe_, dtype_, T, k, E, I, H);
+  int64_t moe_workspace_bytes(int64_t T, int64_t k, int64_t E, int64_t I, int64_t H, int64_t routed) const override {
+    return cuda_backend::moe_workspace_bytes(moe_, dtype_, T, k, E, I, H, routed);
   }
   std::unique_ptr<DecodeStep> make_decode_step(const DecodeStepModel& m, std::string* why) override {
     return cuda_backend::make_decode_step(m, inv_freq(m.rope), decode_, *this, s(), why);

@@ -17,10 +17,12 @@ namespace {
 bool aligned16(const Tensor& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 
 // The dense form (MoeKernelOptions::dense_max_tokens) and its workspace for T tokens: gu [T, E 2I]
-// bf16, then down_out [E, T, H] f32 at a 256-byte boundary.
-bool dense_form(const MoeKernelOptions& o, int64_t T, int64_t k, int64_t E) {
-  return T > 0 && T <= o.dense_max_tokens && T * k >= int64_t(o.dense_min_pairs_per_expert) * E &&
-         E <= int64_t(o.dense_max_work_ratio) * k;
+// bf16, then down_out [E, T, H] f32 at a 256-byte boundary. Whether it pays depends on an expert's
+// pairs (T k / routed on average) and the work against the selected pairs' (routed / k), so under
+// expert parallelism it is the whole layer's choice: `routed` is every rank's experts.
+bool dense_form(const MoeKernelOptions& o, int64_t T, int64_t k, int64_t routed) {
+  return T > 0 && T <= o.dense_max_tokens && T * k >= int64_t(o.dense_min_pairs_per_expert) * routed &&
+         routed <= int64_t(o.dense_max_work_ratio) * k;
 }
 int64_t dense_gu_bytes(int64_t T, int64_t E, int64_t I) { return (T * E * 2 * I * 2 + 255) / 256 * 256; }
 int64_t dense_bytes(int64_t T, int64_t E, int64_t I, int64_t H) { return dense_gu_bytes(T, E, I) + E * T * H * 4; }
@@ -49,9 +51,9 @@ void run_dense(const MoeExpertsArgs& a, const MoeDims& d, const cuda::MoeEpilogu
 }  // namespace
 
 int64_t moe_workspace_bytes(const MoeKernelOptions& opts, DType dtype, int64_t T, int64_t k, int64_t E, int64_t I,
-                            int64_t H) {
+                            int64_t H, int64_t routed) {
   const int64_t top = std::min<int64_t>(T, opts.dense_max_tokens);
-  return dtype == DType::BF16 && dense_form(opts, top, k, E) ? dense_bytes(top, E, I, H) : 0;
+  return dtype == DType::BF16 && dense_form(opts, top, k, routed) ? dense_bytes(top, E, I, H) : 0;
 }
 
 void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids, const Tensor& weights,
@@ -77,9 +79,10 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
   const cuda::MoeEpilogue epi{a.gate_up_bias.defined() ? ptr<float>(a.gate_up_bias) : nullptr,
                               a.down_bias.defined() ? ptr<float>(a.down_bias) : nullptr, a.swiglu_limit};
   const bool fp8 = a.gate_up.dtype() == DType::F8E4M3;
+  const int64_t routed = a.routed_experts > 0 ? a.routed_experts : d.E;
   GS_CHECK(!fp8 || (dtype == DType::BF16 && d.H % 128 == 0 && d.I % 128 == 0),
            "moe_experts: FP8 experts need bf16 compute and hidden {} and expert width {} multiples of 128", d.H, d.I);
-  if (dtype == DType::BF16 && !fp8 && dense_form(opts, d.T, d.k, d.E) && a.workspace.defined() &&
+  if (dtype == DType::BF16 && !fp8 && dense_form(opts, d.T, d.k, routed) && a.workspace.defined() &&
       a.workspace.numel() >= dense_bytes(d.T, d.E, d.I, d.H) && aligned16(a.workspace)) {
     run_dense(a, d, epi, sg, sg_stride, gemm, s);
     return;
@@ -93,7 +96,8 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
     GS_CUDA_CHECK(cuda::moe_experts<E>(a.act, ptr<E>(a.x), weight(a.gate_up), weight(a.down), ptr<int32_t>(a.ids),
                                        ptr<float>(a.weights), a.shared.defined() ? ptr<E>(a.shared) : nullptr, sg,
                                        sg_stride, ptr<E>(a.act_scratch), ptr<float>(a.pair_out), ptr<int32_t>(a.index),
-                                       ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(d.I), int(d.H), opts, s, epi));
+                                       ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(routed), int(d.I), int(d.H),
+                                       opts, s, epi));
   };
   if (dtype == DType::F32)
     run(float{});

@@ -20,7 +20,7 @@ void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, co
 void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, LtGemm& gemm, cudaStream_t s);
 // Backend::moe_workspace_bytes: the dense form's, for its largest batch of at most T tokens.
 int64_t moe_workspace_bytes(const MoeKernelOptions& opts, DType dtype, int64_t T, int64_t k, int64_t E, int64_t I,
-                            int64_t H);
+                            int64_t H, int64_t routed);
 // The kernels moe_experts runs with `opts` (the start-up log names them).
 std::string moe_kernels(const MoeKernelOptions& opts);
 

@@ -1,5 +1,6 @@
 // The fused experts of a mixture-of-experts layer (moe_kernels.h): align, the grouped GEMMs
 // (bf16: moe_grouped_gemm.cu on tensor cores; f32: the grouped GEMVs below), reduce.
+#include <algorithm>
 #include <type_traits>
 
 #include "ops/cuda/device_util.cuh"
@@ -268,10 +269,11 @@ __global__ void moe_dense_act_kernel(bf16_t* gu, const int32_t* ids, int k, int 
 }
 
 // The small-batch path (MoeKernelOptions::direct_max_tokens): one token's pairs never share an
-// expert; more tokens' rarely do where 4 T k <= E. The fold's counters cover the down GEMM's
-// column tiles (16 outputs or more each).
-bool direct_path(const MoeKernelOptions& opts, int T_, int k, int E, int H) {
-  return T_ <= opts.direct_max_tokens && (T_ == 1 || 4 * T_ * k <= E) && (H + 15) / 16 <= kMoeFoldCounters;
+// expert; more tokens' rarely do where 4 T k <= `routed` (every rank's experts: a rank's share of
+// the pairs over its share of the experts is as crowded). The fold's counters cover the down
+// GEMM's column tiles (16 outputs or more each).
+bool direct_path(const MoeKernelOptions& opts, int T_, int k, int routed, int H) {
+  return T_ <= opts.direct_max_tokens && (T_ == 1 || 4 * T_ * k <= routed) && (H + 15) / 16 <= kMoeFoldCounters;
 }
 
 }  // namespace
@@ -280,18 +282,21 @@ template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
                         const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
                         int shared_gate_stride, T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k,
-                        int E, int I, int H, const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi) {
+                        int E, int routed, int I, int H, const MoeKernelOptions& opts, cudaStream_t s,
+                        const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (direct_path(opts, T_, k, E, H)) {
+    if (direct_path(opts, T_, k, routed, H)) {
       const MoeDirect d{ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k};
       cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
       if (err != cudaSuccess) return err;
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);
     }
   }
-  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(P, E, gate_up.scales != nullptr) : kGemvChunk;
+  // Items sized for the pairs expected on this rank's experts (all of them without expert parallelism).
+  const int local = std::max(1, int(int64_t(P) * E / routed));
+  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(local, E, gate_up.scales != nullptr) : kGemvChunk;
   cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, 0, s, ids, P, E, chunk, index);
   if (err != cudaSuccess) return err;
   err =
@@ -322,7 +327,7 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
 #define GS_MOE_INSTANTIATE(T)                                                                                        \
   template cudaError_t moe_experts<T>(GatedActivation, const T*, const MoeWeight&, const MoeWeight&, const int32_t*, \
                                       const float*, const T*, const float*, int, T*, float*, int32_t*, T*, int, int, \
-                                      int, int, int, const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
+                                      int, int, int, int, const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
 GS_MOE_INSTANTIATE(bf16_t)
 GS_MOE_INSTANTIATE(float)
 

@@ -54,12 +54,15 @@ struct MoeWeight {
 };
 
 // H and I multiples of 8 (of 128 for e4m3 experts), all pointers 16-byte aligned (the caller
-// checks).
+// checks). `routed` (>= E): the experts the routing picks from, all ranks' under expert
+// parallelism, which the choice of path and item size go by (E / routed of the pairs are local
+// on average).
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
                         const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
                         int shared_gate_stride, T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k,
-                        int E, int I, int H, const MoeKernelOptions& opts, cudaStream_t s, const MoeEpilogue& epi = {});
+                        int E, int routed, int I, int H, const MoeKernelOptions& opts, cudaStream_t s,
+                        const MoeEpilogue& epi = {});
 
 // The small-batch path of the bf16 grouped GEMMs (MoeKernelOptions::direct_max_tokens): work
 // item y is pair y, its expert ids[y] (no index needed; none where ids[y] < 0); gate_up zeroes
