@@ -51,6 +51,7 @@ TpLayout tp_layout(const ModelConfig& cfg, const Communicator* comm, bool expert
 
 void log_expert_parallel(const ModelConfig& cfg, const TpLayout& tp) {
   if (!cfg.moe.enabled()) {
+    if (tp.rank != 0) return;  // one line for the ranks
     spdlog::info("--enable-expert-parallel: {} has no routed experts, so it does not apply", cfg.architecture_name);
   } else if (!tp.sharded()) {
     spdlog::info("--enable-expert-parallel: no effect with --tensor-parallel-size 1 (every expert is on the one rank)");

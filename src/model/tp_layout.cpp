@@ -25,7 +25,8 @@ TpLayout make_tp_layout(const ModelConfig& cfg, int rank, int size, bool expert_
   const bool ep = expert_parallel && size > 1 && moe.enabled();
   GS_CHECK(!ep || moe.num_experts >= size,
            "--enable-expert-parallel over --tensor-parallel-size {} ranks needs at least one routed expert a rank, "
-           "but the model has {} (n_routed_experts / num_experts): lower --tensor-parallel-size, or drop "
+           "but the model has {} (num_local_experts / num_experts / n_routed_experts): lower --tensor-parallel-size, "
+           "or drop "
            "--enable-expert-parallel to shard every expert on its width",
            size, moe.num_experts);
   GS_CHECK(!moe.enabled() || ep || moe.expert_intermediate % size == 0,
