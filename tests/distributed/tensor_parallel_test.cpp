@@ -187,8 +187,9 @@ TEST(TensorParallel, LoraAdaptersOnEveryProjectionEqualTp1) {
 
 // Mixture-of-experts models take attention adapters only (load_lora_adapter's refusals), under
 // tensor parallelism too: on gpt-oss's fixture (o_proj's bias added by rank 0 alone, the adapter's
-// o term by every rank on its columns) and qwen3_moe's (a sparse and a dense layer), TP 2 and 4
-// with a q/k/v/o adapter equal TP 1, which the adapter changes.
+// o term by every rank on its columns) and qwen3_moe's (a sparse and a dense layer), TP 2 and 4,
+// experts split on their width or whole (--enable-expert-parallel), with a q/k/v/o adapter equal
+// TP 1, which the adapter changes.
 TEST(TensorParallel, MixtureOfExpertsAttentionAdaptersEqualTp1) {
   for (const char* family : {"gpt_oss", "qwen3_moe"}) {
     SCOPED_TRACE(family);
@@ -211,10 +212,12 @@ TEST(TensorParallel, MixtureOfExpertsAttentionAdaptersEqualTp1) {
     c.lora_modules = {{"attn", (tmp.path() / "attn").string()}};
     const test::SimResult ref = test::simulate_tp(c, 1, reqs, 16);
     EXPECT_NE(ref.outputs, base.outputs) << "the adapter must matter";
-    for (int tp : {2, 4}) {
-      SCOPED_TRACE("tp " + std::to_string(tp));
-      expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
-    }
+    for (const bool ep : {false, true})
+      for (int tp : {2, 4}) {
+        SCOPED_TRACE("tp " + std::to_string(tp) + (ep ? ", expert parallel" : ""));
+        c.enable_expert_parallel = ep;
+        expect_close(test::simulate_tp(c, tp, reqs, 16), ref, 1e-5f);
+      }
   }
 }
 
