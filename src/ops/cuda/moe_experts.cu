@@ -149,10 +149,13 @@ struct DenseRows {
 };
 
 // out[t, h] = sum_j pair_out[t k + j, h] + f(t) shared[t, h] over the pairs whose ids are >= 0
-// (the others are another rank's: nothing wrote their rows); one thread 8 columns.
+// (the others are another rank's: nothing wrote their rows); one thread 8 columns. The sorted
+// path's rows load whatever their ids, so that a token's k loads are in flight together, and
+// only with other_ranks (expert parallelism) do the ids decide which of them count.
 template <typename T>
-__global__ void moe_reduce_kernel(const float* pair_out, const int32_t* ids, const T* shared, const float* shared_gate,
-                                  int gate_stride, int k, int H, T* out, int64_t n8, DenseRows dense) {
+__global__ void moe_reduce_kernel(const float* pair_out, const int32_t* ids, bool other_ranks, const T* shared,
+                                  const float* shared_gate, int gate_stride, int k, int H, T* out, int64_t n8,
+                                  DenseRows dense) {
   pdl_wait();
   pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -161,9 +164,9 @@ __global__ void moe_reduce_kernel(const float* pair_out, const int32_t* ids, con
   const int h = int(i % (H / 8)) * 8;
   float acc[8] = {};
   for (int j = 0; j < k; ++j) {
-    const int id = ids[t * k + j];
-    if (id < 0) continue;
     if (dense.weights) {
+      const int id = ids[t * k + j];
+      if (id < 0) continue;
       const int64_t e = min(id, dense.E - 1);
       const float w = dense.weights[t * k + j];
       float v[8], b[8] = {};
@@ -175,8 +178,10 @@ __global__ void moe_reduce_kernel(const float* pair_out, const int32_t* ids, con
     }
     const float4* p = reinterpret_cast<const float4*>(pair_out + (t * k + j) * H + h);
     const float4 a = p[0], b = p[1];
-    acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
-    acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
+    const bool mine = !other_ranks || ids[t * k + j] >= 0;
+    acc[0] += mine ? a.x : 0.0f, acc[1] += mine ? a.y : 0.0f, acc[2] += mine ? a.z : 0.0f;
+    acc[3] += mine ? a.w : 0.0f, acc[4] += mine ? b.x : 0.0f, acc[5] += mine ? b.y : 0.0f;
+    acc[6] += mine ? b.z : 0.0f, acc[7] += mine ? b.w : 0.0f;
   }
   if (shared) {
     const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
@@ -239,12 +244,12 @@ cudaError_t launch_experts(const MoeKernelOptions& opts, GatedActivation act, co
 }
 
 template <typename T>
-cudaError_t launch_reduce(const float* pair_out, const int32_t* ids, const T* shared, const float* shared_gate,
-                          int shared_gate_stride, int T_, int k, int H, T* out, const DenseRows& dense,
-                          cudaStream_t s) {
+cudaError_t launch_reduce(const float* pair_out, const int32_t* ids, bool other_ranks, const T* shared,
+                          const float* shared_gate, int shared_gate_stride, int T_, int k, int H, T* out,
+                          const DenseRows& dense, cudaStream_t s) {
   const int64_t n8 = int64_t(T_) * (H / 8);
-  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, ids, shared, shared_gate,
-                    shared_gate_stride, k, H, out, n8, dense);
+  return launch_pdl(moe_reduce_kernel<T>, int((n8 + 255) / 256), 256, 0, s, pair_out, ids, other_ranks, shared,
+                    shared_gate, shared_gate_stride, k, H, out, n8, dense);
 }
 
 // The dense form's activation of pair blockIdx.x, in place over its expert's gate columns
@@ -288,7 +293,8 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   const int P = T_ * k;
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (direct_path(opts, T_, k, routed, H)) {
-      const MoeDirect d{ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k};
+      MoeDirect d{ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k};
+      d.other_ranks = routed > E;  // expert parallelism: some ids may be < 0
       cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
       if (err != cudaSuccess) return err;
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);
@@ -302,7 +308,8 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   err =
       launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, epi, s);
   if (err != cudaSuccess) return err;
-  return launch_reduce(pair_out, ids, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{}, s);
+  return launch_reduce(pair_out, ids, routed > E, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{},
+                       s);
 }
 
 cudaError_t moe_dense_act(GatedActivation act, uint16_t* gu, const int32_t* ids, int T_, int k, int E, int I,
@@ -320,7 +327,7 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                              const uint16_t* shared, const float* shared_gate, int shared_gate_stride, int T_, int k,
                              int E, int H, uint16_t* out, cudaStream_t s) {
   if (T_ <= 0) return cudaGetLastError();
-  return launch_reduce(down_out, ids, shared, shared_gate, shared_gate_stride, T_, k, H, out,
+  return launch_reduce(down_out, ids, true, shared, shared_gate, shared_gate_stride, T_, k, H, out,
                        DenseRows{weights, down_bias, T_, E}, s);
 }
 

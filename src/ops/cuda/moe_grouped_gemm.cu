@@ -110,18 +110,23 @@ struct DownOut {
   int gate_stride;
   bf16_t* out;
   int k;
-  const int32_t* ids;  // the small-batch path's routing: pairs of another rank's expert (< 0) add nothing
+  // The small-batch path's routing where pairs of another rank's expert (< 0) add nothing
+  // (expert parallelism), else null.
+  const int32_t* other_rank_ids;
   __device__ void prologue() const {}
   // out[t, o] for outputs [o0, o1) of every token: its pairs' rows in slot order, then the gated
-  // shared expert (moe_reduce's arithmetic). pair_out of other CTAs is read through L2.
+  // shared expert (moe_reduce's arithmetic). pair_out of other CTAs is read through L2, every
+  // pair's row whatever its id, so that the k loads are in flight together.
   __device__ void fold(int o0, int o1, int P) const {
     const int w = o1 - o0, T = P / k;
     for (int i = int(threadIdx.x); i < T * w; i += int(blockDim.x)) {
       const int64_t t = i / w;
       const int o = o0 + i % w;
       float acc = 0.0f;
-      for (int j = 0; j < k; ++j)
-        if (ids[t * k + j] >= 0) acc += __ldcg(pair_out + (t * k + j) * H + o);
+      for (int j = 0; j < k; ++j) {
+        const float v = __ldcg(pair_out + (t * k + j) * H + o);
+        acc += !other_rank_ids || other_rank_ids[t * k + j] >= 0 ? v : 0.0f;
+      }
       if (shared) {
         const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
         acc += f * to_f(shared[t * H + o]);
@@ -221,13 +226,15 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   if (!early_ids) pdl_wait(), epi.prologue();
   const MoeIndex ix(const_cast<int32_t*>(index), P, E);
   int e = 0, begin = 0, end = 0;
-  if (ids) {
+  if (ids) {  // the small-batch path: items of one pair (MT 8 only, launch's check)
     begin = int(blockIdx.y), end = begin + 1, e = min(__ldcg(ids + begin), E - 1);
-    if (e < 0) {  // another rank's expert (expert parallelism): nothing to compute or read
-      if (early_ids) pdl_wait(), epi.prologue();
-      pdl_trigger();
-      arrive_and_fold<Epi, G * OW>(epi, n_out, P);
-      return;
+    if constexpr (MT == 8) {  // compiled there alone: the larger tiles have no registers to spare
+      if (e < 0) {            // another rank's expert (expert parallelism): nothing to compute or read
+        if (early_ids) pdl_wait(), epi.prologue();
+        pdl_trigger();
+        arrive_and_fold<Epi, G * OW>(epi, n_out, P);
+        return;
+      }
     }
   } else if (!moe_block_item(ix, E, MT, stage, e, begin, end)) {
     return;
@@ -473,8 +480,9 @@ cudaError_t moe_down_mma(const bf16_t* act, const MoeWeight& down, const float* 
                          float* pair_out, int P, int E, int I, int H, int chunk, const MoeEpilogue& epi, cudaStream_t s,
                          const MoeDirect* direct) {
   const MoeDirect d = direct ? *direct : MoeDirect{};
-  const DownOut out{pair_out,      weights,       H,     epi.down_bias, d.counters, d.shared,
-                    d.shared_gate, d.gate_stride, d.out, d.k,           d.ids};
+  const int32_t* other_rank_ids = d.other_ranks ? d.ids : nullptr;
+  const DownOut out{pair_out,      weights,       H,     epi.down_bias, d.counters,    d.shared,
+                    d.shared_gate, d.gate_stride, d.out, d.k,           other_rank_ids};
   return launch(chunk, Gemm<DownOut>{act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I}, s);
 }
 

@@ -77,6 +77,7 @@ struct MoeDirect {
   int gate_stride = 0;
   uint16_t* out = nullptr;  // [T, H]
   int k = 1;
+  bool other_ranks = false;  // expert parallelism: some ids may be < 0, and the fold reads them
 };
 
 // The dense form's two kernels (MoeKernelOptions::dense_max_tokens; the GEMMs around them are
