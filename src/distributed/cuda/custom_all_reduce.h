@@ -66,9 +66,10 @@ class CustomAllReduce {
   // (create), or x in the other dtype, runs the kernel with the barrier, bit for bit the two ops.
   void all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out,
                                cudaStream_t stream);
-  // Communicator::gather_columns of local [n, c] into out [n, W] (one dtype of 2 or 4 bytes, W <= world c) on `stream`,
-  // in the custom kernel's calls of custom_gather_rows rows; false, with nothing enqueued, where the policy leaves that
-  // gather to NCCL.
+  // Communicator::gather_columns of local [n, c] into out [n, W] on `stream`, as check_gather_columns
+  // accepts them (the communicator checks first), in the custom kernel's calls of custom_gather_rows
+  // rows; false, with nothing enqueued, where the elements are not 2 or 4 bytes, local is not
+  // 16-byte aligned, or the policy leaves that gather to NCCL.
   bool gather_columns(const Tensor& local, const Tensor& out, cudaStream_t stream);
 
  private:

@@ -176,12 +176,11 @@ __global__ void moe_reduce_kernel(const float* pair_out, const int32_t* ids, boo
       for (int c = 0; c < 8; ++c) acc[c] += w * (v[c] + b[c]);
       continue;
     }
-    const float4* p = reinterpret_cast<const float4*>(pair_out + (t * k + j) * H + h);
-    const float4 a = p[0], b = p[1];
+    float v[8];
+    load8(pair_out + (t * k + j) * H + h, v);
     const bool mine = !other_ranks || ids[t * k + j] >= 0;
-    acc[0] += mine ? a.x : 0.0f, acc[1] += mine ? a.y : 0.0f, acc[2] += mine ? a.z : 0.0f;
-    acc[3] += mine ? a.w : 0.0f, acc[4] += mine ? b.x : 0.0f, acc[5] += mine ? b.y : 0.0f;
-    acc[6] += mine ? b.z : 0.0f, acc[7] += mine ? b.w : 0.0f;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) acc[c] += mine ? v[c] : 0.0f;
   }
   if (shared) {
     const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
@@ -291,10 +290,11 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
                         const MoeEpilogue& epi) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
+  const bool other_ranks = routed > E;  // expert parallelism: some ids may be < 0
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (direct_path(opts, T_, k, routed, H)) {
       MoeDirect d{ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k};
-      d.other_ranks = routed > E;  // expert parallelism: some ids may be < 0
+      d.other_ranks = other_ranks;
       cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
       if (err != cudaSuccess) return err;
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);
@@ -308,7 +308,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   err =
       launch_experts(opts, act, x, gate_up, down, weights, act_scratch, pair_out, index, P, k, E, I, H, chunk, epi, s);
   if (err != cudaSuccess) return err;
-  return launch_reduce(pair_out, ids, routed > E, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{},
+  return launch_reduce(pair_out, ids, other_ranks, shared, shared_gate, shared_gate_stride, T_, k, H, out, DenseRows{},
                        s);
 }
 
