@@ -38,7 +38,8 @@ std::vector<MoeRouting> routings() {
                 .scaling = 2.5f};
   MoeRouting qwen3{.num_experts = 128, .top_k = 8, .renormalize = true};
   MoeRouting wide{.num_experts = 160, .top_k = 6, .n_group = 8, .topk_group = 3, .scaling = 16.0f};
-  return {mixtral, v2, v3, qwen3, wide};
+  MoeRouting odd{.num_experts = 30, .top_k = 3, .renormalize = true};  // keys read in quads past E
+  return {mixtral, v2, v3, qwen3, wide, odd};
 }
 
 // The routing of `logits` [T, r.num_experts] (and bias, for sigmoid scores) on the GPU equals

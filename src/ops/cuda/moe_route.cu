@@ -6,7 +6,9 @@
 //   the first expert not yet taken when its own key is NaN. Group-limited routings take it.
 // - moe_route_rank_kernel: a CTA a token, a thread an expert: each expert's place in the order
 //   (larger key first, then the smaller expert) counted against all keys at once, so the k picks
-//   cost one pass instead of k dependent reductions; the softmax's max and sum come from warp 0
+//   cost one pass instead of k dependent reductions; it reads the keys four at a time, several
+//   quads in flight (a chain of dependent shared-memory loads a key cost more than the rest of
+//   the routing); the softmax's max and sum come from warp 0
 //   as moe_route_warp computes them (the same rounding), and a token with a NaN key is routed by
 //   moe_route_warp.
 // Both write each pick as moe_local_expert's id (expert parallelism: local ids, kMoeOtherRank),
@@ -184,7 +186,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // Routings without groups; blockDim.x: E rounded up to a warp.
 __global__ void __launch_bounds__(kMaxMoeExperts)
     moe_route_rank_kernel(const float* logits, const float* bias, MoeRouting r, int32_t* ids, float* weights) {
-  __shared__ float key[kMaxMoeExperts];
+  __shared__ float4 key4[kMaxMoeExperts / 4];  // -inf past E, to a multiple of 4: never before an expert
+  float* const key = reinterpret_cast<float*>(key4);
   __shared__ float picked[kMaxMoeTopK];
   __shared__ float stats[2];
   const int E = r.num_experts, k = r.top_k, e = int(threadIdx.x), lane = e & 31;
@@ -203,6 +206,8 @@ __global__ void __launch_bounds__(kMaxMoeExperts)
     softmax_stats(v, E, lane, m, sum);
     if (lane == 0) stats[0] = m, stats[1] = sum;
   }
+  const int quads = (E + 3) / 4;
+  if (e >= E && e < 4 * quads) key[e] = -INFINITY;
   __syncthreads();
   float s = 0.0f, c = -INFINITY;
   if (e < E) {
@@ -215,11 +220,15 @@ __global__ void __launch_bounds__(kMaxMoeExperts)
     return;
   }
   int rank = 0;  // the experts ordered before e
-  if (e < E)
-    for (int j = 0; j < E; ++j) {
-      const float o = key[j];
-      rank += o > c || (o == c && j < e);
+  if (e < E) {
+#pragma unroll 4
+    for (int q = 0; q < quads; ++q) {
+      const float4 o = key4[q];
+      const int j = 4 * q;
+      rank += (o.x > c || (o.x == c && j < e)) + (o.y > c || (o.y == c && j + 1 < e)) +
+              (o.z > c || (o.z == c && j + 2 < e)) + (o.w > c || (o.w == c && j + 3 < e));
     }
+  }
   if (e < E && rank < k) tid[rank] = moe_local_expert(r, e), picked[rank] = s;
   __syncthreads();
   if (e < k) {
