@@ -107,7 +107,8 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
 
 std::string moe_kernels(const MoeKernelOptions& opts) {
   return fmt::format(
-      "moe_route (a warp a token), moe_align (pairs sorted by expert on the device, cut into work items), gate_up+act "
+      "moe_route (a CTA a token, a thread an expert; a warp a token where experts are grouped), moe_align (pairs "
+      "sorted by expert on the device, cut into work items), gate_up+act "
       "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; FP8 "
       "e4m3 experts widened to bf16 in registers, each 128-k block's products scaled apart; f32: GEMVs, {} pairs a "
       "weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
