@@ -291,22 +291,33 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
   return launch_split_k<T, Src, Epi, 1, WARPS>(src, w, epi, N, K, s);
 }
 
-// The QKV GEMV with the q / k head norm: kHeadNormWarps outputs a block, a cluster of
-// half / kHeadNormWarps blocks a head, no split K (a head's pairs are whole in its cluster). Three
-// blocks an SM: with the input norm fused (NormedRow) ptxas would otherwise take ~116 registers,
-// two blocks an SM, and a head's cluster waits for room (Qwen3-0.6B's 32 heads, 30B-A3B's 40).
+// The QKV GEMV with the q / k head norm: WARPS outputs a block, a cluster of half / WARPS blocks a
+// head, no split K (a head's pairs are whole in its cluster). With the input norm fused (NormedRow)
+// kHeadNormWarps a block at three blocks an SM: ptxas would otherwise take ~116 registers, two
+// blocks an SM, and a head's cluster waits for room (Qwen3-0.6B's 32 heads); at 64 registers a
+// larger block spills. Reading x (XRow: a Qwen3-MoE layer after its experts' add + norm), a head
+// takes blocks of kHeadNormWideWarps where they make a cluster of 2 or more (2 at head dim 128,
+// a block an SM), which is faster there (docs/PERF.md, "This round's other measurements").
 constexpr int kHeadNormWarps = 8;
-template <typename T, typename Src, typename Epi>
-__global__ void __launch_bounds__(kHeadNormWarps * 32, 3)
+constexpr int kHeadNormWideWarps = 32;
+template <typename T, typename Src, typename Epi, int WARPS, int BLOCKS_PER_SM>
+__global__ void __launch_bounds__(WARPS * 32, BLOCKS_PER_SM)
     gemv_head_norm_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
-  gemv_rows<T, 1, Src, Epi, kHeadNormWarps, 1>(src, w, epi, N, K);
+  gemv_rows<T, 1, Src, Epi, WARPS, 1>(src, w, epi, N, K);
 }
 template <typename T, typename Src>
 cudaError_t launch_head_norm(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
                              cudaStream_t s) {
-  constexpr auto kernel = gemv_head_norm_kernel<T, Src, QkvRopeEpilogue<T, true>>;
-  return launch_pdl_cluster(kernel, N / kHeadNormWarps, kHeadNormWarps * 32, 0, s, unsigned(epi.half / kHeadNormWarps),
-                            src, w, epi, N, K);
+  using Epi = QkvRopeEpilogue<T, true>;
+  if constexpr (!Src::kNormed) {
+    constexpr int W = kHeadNormWideWarps;
+    if (epi.half % W == 0 && epi.half / W >= 2)
+      return launch_pdl_cluster(gemv_head_norm_kernel<T, Src, Epi, W, 1>, N / W, W * 32, 0, s, unsigned(epi.half / W),
+                                src, w, epi, N, K);
+  }
+  constexpr int W = kHeadNormWarps;
+  return launch_pdl_cluster(gemv_head_norm_kernel<T, Src, Epi, W, 3>, N / W, W * 32, 0, s, unsigned(epi.half / W), src,
+                            w, epi, N, K);
 }
 
 template <typename T, typename Epi>
