@@ -305,19 +305,21 @@ __global__ void __launch_bounds__(WARPS * 32, BLOCKS_PER_SM)
     gemv_head_norm_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
   gemv_rows<T, 1, Src, Epi, WARPS, 1>(src, w, epi, N, K);
 }
+// N / WARPS blocks of WARPS outputs, a head's half / WARPS of them a cluster.
+template <typename T, typename Src, int WARPS, int BLOCKS_PER_SM>
+cudaError_t launch_head_norm_blocks(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
+                                    cudaStream_t s) {
+  return launch_pdl_cluster(gemv_head_norm_kernel<T, Src, QkvRopeEpilogue<T, true>, WARPS, BLOCKS_PER_SM>, N / WARPS,
+                            WARPS * 32, 0, s, unsigned(epi.half / WARPS), src, w, epi, N, K);
+}
 template <typename T, typename Src>
 cudaError_t launch_head_norm(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
                              cudaStream_t s) {
-  using Epi = QkvRopeEpilogue<T, true>;
   if constexpr (!Src::kNormed) {
     constexpr int W = kHeadNormWideWarps;
-    if (epi.half % W == 0 && epi.half / W >= 2)
-      return launch_pdl_cluster(gemv_head_norm_kernel<T, Src, Epi, W, 1>, N / W, W * 32, 0, s, unsigned(epi.half / W),
-                                src, w, epi, N, K);
+    if (epi.half % W == 0 && epi.half / W >= 2) return launch_head_norm_blocks<T, Src, W, 1>(src, w, epi, N, K, s);
   }
-  constexpr int W = kHeadNormWarps;
-  return launch_pdl_cluster(gemv_head_norm_kernel<T, Src, Epi, W, 3>, N / W, W * 32, 0, s, unsigned(epi.half / W), src,
-                            w, epi, N, K);
+  return launch_head_norm_blocks<T, Src, kHeadNormWarps, 3>(src, w, epi, N, K, s);
 }
 
 template <typename T, typename Epi>
