@@ -293,8 +293,8 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   const bool other_ranks = routed > E;  // expert parallelism: some ids may be < 0
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (direct_path(opts, T_, k, routed, H)) {
-      MoeDirect d{ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k};
-      d.other_ranks = other_ranks;
+      const MoeDirect d{ids,        MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k,
+                        other_ranks};
       cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
       if (err != cudaSuccess) return err;
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);

@@ -8,9 +8,8 @@
 //   (larger key first, then the smaller expert) counted against all keys at once, so the k picks
 //   cost one pass instead of k dependent reductions; it reads the keys four at a time, several
 //   quads in flight (a chain of dependent shared-memory loads a key cost more than the rest of
-//   the routing); the softmax's max and sum come from warp 0
-//   as moe_route_warp computes them (the same rounding), and a token with a NaN key is routed by
-//   moe_route_warp.
+//   the routing); the softmax's max and sum come from warp 0 as moe_route_warp computes them
+//   (the same rounding), and a token with a NaN key is routed by moe_route_warp.
 // Both write each pick as moe_local_expert's id (expert parallelism: local ids, kMoeOtherRank),
 // once every pick is made: the picks themselves compare global experts.
 #include "ops/cuda/device_util.cuh"
