@@ -122,6 +122,11 @@ struct Fp8KernelOptions {
   // cluster's barriers cost more than the kernel they save (docs/PERF.md). 0: never.
   int head_norm_max_tokens = 8;
   int head_norm_min_k = 4096;
+  // Below head_norm_min_k, at one token: Qwen3's QKV with the q / k head norm and RoPE on the FP8
+  // GEMV (cuda::gemv_fp8_qkv_rope_head_norm: the bf16 head-norm GEMV's blocks and clusters on e4m3
+  // rows, whole-row or 128x128 block scales) instead of the skinny kernel then split_qkv_rope; from
+  // head_norm_min_k the skinny kernel's cluster is faster (docs/PERF.md, "FP8 weights"). false: never.
+  bool head_norm_gemv = true;
   // Above it: cuBLASLt's FP8 GEMM where it has one for the shape; false: always dequantize to bf16.
   bool lt_fp8_gemm = true;
   // 128x128 block-scaled weights whose 128-row tiles leave SMs idle, up to 64 tokens: cuBLASLt's

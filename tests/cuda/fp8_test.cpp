@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attention/cuda/cuda_attention.h"
 #include "core/allocator.h"
@@ -407,6 +408,58 @@ TEST_P(Fp8DeferredNorm, InTheKernelMatchesTheSeparateNorm) {
 
 INSTANTIATE_TEST_SUITE_P(Fp8Kernels, Fp8DeferredNorm, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& p) { return p.param ? "Block128" : "WholeRow"; });
+
+// Below Fp8KernelOptions::head_norm_min_k, Qwen3's QKV at one token takes the FP8 GEMV with the head
+// norm (Fp8KernelOptions::head_norm_gemv): at head dim 128 (reading x: clusters of two 32-warp
+// blocks; norming the residual: 8-warp blocks), on whole-row and on 128x128 block scales, its q, k,
+// v equal the skinny kernel's head-norm epilogue (forced at every K) on the same e4m3 weights within
+// bf16 rounding, and the CPU reference on the dequantized weights.
+TEST(Fp8Kernels, HeadNormGemvMatchesTheSkinnyKernel) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16), other = make_cuda_backend(0, DType::BF16, head_norm_at_any_k());
+  auto cpu = make_cpu_backend();
+  const int64_t H = 1024, hq = 8, hkv = 2, D = 128, W = (hq + 2 * hkv) * D;
+  const float eps = 1e-6f;
+  RopeConfig cfg = llama_rope(int(D));
+  cfg.theta = 1000000.0f;  // Qwen3's
+  const auto x0 = test::randn(size_t(H), 52), r0 = test::randn(size_t(H), 53, 3.0f), g0 = test::randn(size_t(H), 54);
+  const auto qn0 = test::randn(size_t(D), 55), kn0 = test::randn(size_t(D), 56), b0 = test::randn(size_t(W), 57, 0.1f);
+  const std::vector<int32_t> pos{987};
+  // q | k | v of backend `be` (f32 tensors on the CPU) on x, or on rms_norm(residual) (`normed`).
+  const auto run = [&](Backend& be, const Fp8Weight& wqkv, bool normed) {
+    const DType dt = &be == cpu.get() ? DType::F32 : DType::BF16;
+    const auto on = [&](const std::vector<float>& v, const Shape& sh, DType d) { return test::on(be, v, sh, d); };
+    const Tensor x = on(x0, {1, H}, dt), q = Tensor::empty({1, hq * D}, dt, be.allocator()),
+                 k = Tensor::empty({1, hkv * D}, dt, be.allocator()),
+                 v = Tensor::empty({1, hkv * D}, dt, be.allocator());
+    const Tensor w = &be == cpu.get() ? on(wqkv.deq, wqkv.w.shape(), DType::F32) : wqkv.w;
+    const auto norm =
+        normed ? std::optional(RmsNormInput{on(r0, {1, H}, DType::F32), on(g0, {H}, dt), eps}) : std::nullopt;
+    be.linear(
+        {.x = x,
+         .norm = norm,
+         .w = w,
+         .bias = on(b0, {W}, dt),
+         .y = Tensor::empty({1, W}, dt, be.allocator()),
+         .then = SplitQkvRope{test::on_i32(be, pos, {1}), &cfg, on(qn0, {D}, dt), on(kn0, {D}, dt), eps, q, k, v}});
+    be.stream().synchronize();
+    return std::vector<std::vector<float>>{test::read(be, q), test::read(be, k), test::read(be, v)};
+  };
+  for (bool block : {false, true}) {
+    const Fp8Weight wqkv = quantized(*gpu, test::randn(size_t(W * H), 51, 0.05f), W, H, block);
+    for (bool normed : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (block ? "block " : "channel ") << (normed ? "normed" : "x"));
+      const auto got = run(*gpu, wqkv, normed), sk = run(*other, wqkv, normed), ref = run(*cpu, wqkv, normed);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double e_sk = test::rel_l2(got[i], sk[i]), e_ref = test::rel_l2(got[i], ref[i]);
+        std::printf("[fp8-head-norm-gemv] %-7s %s %c rel-L2 vs skinny %.5f, vs CPU %.4f\n", block ? "block" : "channel",
+                    normed ? "normed" : "x     ", "qkv"[i], e_sk, e_ref);
+        EXPECT_LT(e_sk, 5e-3) << "qkv"[i];
+        EXPECT_LT(e_ref, 1e-2) << "qkv"[i];
+      }
+    }
+  }
+}
 
 // Above the skinny kernel (cuBLASLt's FP8 GEMM) the product's scales and bias are applied by the op
 // that consumes it (Fp8KernelOptions::lt_fused_epilogues): the RoPE split (with a bias, and with

@@ -455,8 +455,7 @@ class CudaBackend final : public Backend {
     const RmsNormInput* norm = op.norm && defers_norm(M) && fp8_.fuses_norm(*op.norm, op.x, op.w) ? &*op.norm : nullptr;
     if (op.norm && !norm) rms_norm(op.norm->residual, op.norm->weight, op.norm->eps, op.x);
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then);
-        e && e->rope &&
-        (!e->q_norm.defined() || (fp8_.fuses_head_norm(M, K) && qk_norm_fits(e->q_norm, e->k_norm, *e->rope, true))) &&
+        e && e->rope && (!e->q_norm.defined() || fp8_head_norm_fits(op.x, norm, op.w, *e)) &&
         qkv_rope_gemv_fits(op.w, op.bias, e->positions, *e->rope, e->q, e->k, e->v, M, K)) {
       fp8_.linear_qkv_rope(op.x, norm, op.w, op.bias, e->positions, inv_freq(*e->rope), e->rope->head_dim,
                            e->rope->long_from, e->q, e->k, e->v, s(), qk_norm_of<bf16_t>(e->q_norm, e->k_norm, e->eps));
@@ -749,6 +748,12 @@ class CudaBackend final : public Backend {
            (fp8_skinny ? cuda::skinny_qk_norm_supported(D) : cuda::gemv_qk_norm_supported(D)) && k_norm.defined() &&
            q_norm.numel() == cfg.head_dim && k_norm.numel() == cfg.head_dim && q_norm.dtype() == dtype_ &&
            k_norm.dtype() == dtype_;
+  }
+  // Whether Fp8Linear::linear_qkv_rope takes e's q / k norm on x (or rms_norm(*norm)) times w.
+  bool fp8_head_norm_fits(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const SplitQkvRope& e) const {
+    const Fp8Linear::HeadNorm k = fp8_.head_norm_kernel(x, norm, w, e.rope->head_dim);
+    return k != Fp8Linear::HeadNorm::None &&
+           qk_norm_fits(e.q_norm, e.k_norm, *e.rope, k == Fp8Linear::HeadNorm::Skinny);
   }
   template <typename E>
   static cuda::QkNorm<E> qk_norm_of(const Tensor& q_norm, const Tensor& k_norm, float eps) {

@@ -255,24 +255,48 @@ void Fp8Linear::linear_add_residual(const Tensor& x, const RmsNormInput* norm, c
                                                    int(w.dim(0)), int(w.dim(1)), s));
 }
 
+Fp8Linear::HeadNorm Fp8Linear::head_norm_kernel(const Tensor& x, const RmsNormInput* norm, const Tensor& w,
+                                                int D) const {
+  const int64_t M = x.dim(0), K = w.dim(1);
+  if (fuses_head_norm(M, K)) return cuda::skinny_qk_norm_supported(D) ? HeadNorm::Skinny : HeadNorm::None;
+  const Tensor& sc = w.scales();
+  return opts_.head_norm_gemv && M == 1 && sc.defined() &&
+                 cuda::gemv_fp8_qk_norm_supported(int(K), D, int(sc.dim(1)), input(x, norm), w.data(),
+                                                  sc.data_as<float>())
+             ? HeadNorm::Gemv
+             : HeadNorm::None;
+}
+
 void Fp8Linear::linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
                                 const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from,
                                 const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s,
                                 const cuda::QkNorm<cuda::bf16_t>& qk) {
   const int D = head_dim;
+  const auto* b = bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr;
+  if (qk.q && head_norm_kernel(x, norm, w, D) == HeadNorm::Gemv) {
+    GS_CUDA_CHECK(cuda::gemv_fp8_qkv_rope_head_norm(
+        input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(), int(w.scales().dim(1)), b,
+        positions.data_as<int32_t>(), inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(),
+        v.data_as<cuda::bf16_t>(), int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s, qk));
+    return;
+  }
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_qkv_rope(
-      input(x, norm), scaled(w), bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr, positions.data_as<int32_t>(),
-      inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(),
-      int(x.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s, qk));
+      input(x, norm), scaled(w), b, positions.data_as<int32_t>(), inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(),
+      k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(), int(x.dim(0)), int(q.row_elems() / D),
+      int(k.row_elems() / D), D, int(w.dim(1)), long_from, s, qk));
 }
 
 std::string Fp8Linear::describe() const {
   return fmt::format(
       "whole-row scales up to {} tokens (weights of at most 2^23 elements: {}), 128x128 blocks up to {}: the skinny "
       "tensor-core kernel on weights widened to bf16 in registers, with the RoPE split, gated activation and both "
-      "halves of the deferred norm fused; blocks of K not a multiple of 128: the FP8 GEMV up to {} tokens; above: {}",
+      "halves of the deferred norm fused; Qwen3's QKV with its q/k head norm at one token: {}; blocks of K not a "
+      "multiple of 128: the FP8 GEMV up to {} tokens; above: {}",
       skinny_limit(opts_, false), skinny_limit(opts_, true),
       std::min(skinny_limit(opts_, false), cuda::kFp8BlockSkinnyMaxM),
+      opts_.head_norm_gemv ? fmt::format("the FP8 GEMV with the head norm below K {}, the skinny kernel's from it",
+                                         opts_.head_norm_min_k)
+                           : fmt::format("the skinny kernel's head norm from K {}", opts_.head_norm_min_k),
       std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       !opts_.lt_fp8_gemm
           ? std::string("the weight dequantized to bf16 + the bf16 GEMM")

@@ -79,6 +79,12 @@ class Fp8Linear {
   bool fuses_head_norm(int64_t M, int64_t K) const {
     return M <= std::min(opts_.head_norm_max_tokens, cuda::kSkinnyHeadNormMaxM) && K >= opts_.head_norm_min_k;
   }
+  // Which kernel linear_qkv_rope runs Qwen3's q / k norm on for x (or rms_norm(*norm)) times w at
+  // head dim D: the skinny kernel where fuses_head_norm holds (and it takes D), else at one token the
+  // FP8 GEMV (Fp8KernelOptions::head_norm_gemv; cuda::gemv_fp8_qk_norm_supported); None: the
+  // projection, then split_qkv_rope.
+  enum class HeadNorm { None, Gemv, Skinny };
+  HeadNorm head_norm_kernel(const Tensor& x, const RmsNormInput* norm, const Tensor& w, int D) const;
   // ... and whether they take x = rms_norm(norm) computed in the kernel (fuses(x, w) holds; the
   // residual f32 [M, K] on the GPU, the norm weight bf16 [K]).
   bool fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tensor& w) const;
@@ -94,7 +100,7 @@ class Fp8Linear {
   void linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
                            cudaStream_t s);
   // split_qkv_rope of x w^T + bias, inv_freq the RoPE table of head_dim (with qk.q: the q/k norm,
-  // cuda::skinny_qk_norm_supported(head_dim)).
+  // on the kernel head_norm_kernel names, which must not be None).
   void linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
                        const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q,
                        const Tensor& k, const Tensor& v, cudaStream_t s, const cuda::QkNorm<cuda::bf16_t>& qk = {});

@@ -1,13 +1,15 @@
 // Bandwidth-bound GEMV for small M (decode): one warp per output streams R weight rows once
 // with 16-byte loads (4 in flight per lane) and reuses them for all M rows of x, which stay in
-// L1/L2. cuBLAS is launch/ramp bound at M = 1. An epilogue
-// (ops/cuda/linear_epilogues.cuh) decides which rows a warp streams and what it stores, so the
-// decode step's neighbours of a projection fold into it. Launched with PDL (ops/cuda/launch.cuh).
+// L1/L2. cuBLAS is launch/ramp bound at M = 1. An epilogue (ops/cuda/linear_epilogues.cuh)
+// decides which rows a warp streams and what it stores, so the decode step's neighbours of a
+// projection fold into it. Launched with PDL (ops/cuda/launch.cuh). The weights are in x's type,
+// or e4m3 with f32 scales for the FP8 QKV with Qwen3's head norm.
 #include <cooperative_groups.h>
 
 #include <type_traits>
 
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/linear_epilogues.cuh"
@@ -79,21 +81,59 @@ struct NormedRow {
   }
 };
 
-// acc[r][m] += w chunk of row r . x chunk of token m, the x chunk loaded once for the R rows.
-template <typename T, int M, int R, typename Src>
+// The weights' element: T itself, or e4m3 rows with f32 scales (the FP8 linear's): one a row
+// (E4m3Rows), which multiplies the row's dot product, or one a 128-k block of the row (E4m3Blocks,
+// 128x128 block-scaled weights, the scales row-expanded [N, K / 128]), which multiplies each
+// chunk's products as they are added. A 16-byte chunk holds kWeightElems weights (16 e4m3: 2 x
+// chunks of bf16, within one 128-k block).
+struct E4m3Rows {};
+struct E4m3Blocks {};
+template <typename W>
+constexpr bool kE4m3 = std::is_same_v<W, E4m3Rows> || std::is_same_v<W, E4m3Blocks>;
+template <typename T, typename W>
+constexpr int kWeightElems = kE4m3<W> ? 16 : kVecElems<T>;
+template <typename T, typename W>
+using WeightPtr = std::conditional_t<kE4m3<W>, const uint8_t*, const T*>;
+
+// acc[r][m] += w chunk kv of row r . the x chunks it spans of token m, each x chunk loaded once for
+// the R rows (e4m3: widened to bf16 exactly, e4m3x16_to_bf16, then to f32; E4m3Blocks: the chunk's
+// sum times its block's scale, from the row's scales at bscale[r]).
+template <typename T, typename W, int M, int R, typename Src>
 __device__ __forceinline__ void fma_chunk(const Src& src, const uint4 (&wv)[R], int64_t K, int kv, float (&acc)[R][M],
-                                          float& ss) {
-  constexpr int V = kVecElems<T>;
+                                          float& ss, const float* const (&bscale)[R]) {
+  constexpr int V = kVecElems<T>, XC = kWeightElems<T, W> / V;
+  constexpr bool kBlocks = std::is_same_v<W, E4m3Blocks>;
+  float bs[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) bs[r] = kBlocks ? __ldg(bscale[r] + kv * kWeightElems<T, W> / 128) : 1.0f;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    float xf[V];
-    src.load(K, m, kv, xf, ss);
+    float part[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float wf[V];
-      unpack_vec<T>(wv[r], wf);
+    for (int r = 0; r < R; ++r) part[r] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc[r][m] = fmaf(wf[j], xf[j], acc[r][m]);
+    for (int c = 0; c < XC; ++c) {
+      float xf[V];
+      src.load(K, m, kv * XC + c, xf, ss);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float wf[V];
+        if constexpr (XC == 1) {
+          unpack_vec<T>(wv[r], wf);
+        } else {  // bf16 x, 16 e4m3 a weight chunk: elements 8c .. 8c + 7
+          static_assert(std::is_same_v<T, bf16_t> && V == 8, "e4m3 weights with bf16 x");
+          uint32_t b[8];
+          e4m3x16_to_bf16(wv[r], b);
+          unpack_vec<T>(make_uint4(b[4 * c], b[4 * c + 1], b[4 * c + 2], b[4 * c + 3]), wf);
+        }
+        float& a = kBlocks ? part[r] : acc[r][m];
+#pragma unroll
+        for (int j = 0; j < V; ++j) a = fmaf(wf[j], xf[j], a);
+      }
+    }
+    if constexpr (kBlocks) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][m] = fmaf(part[r], bs[r], acc[r][m]);
     }
   }
 }
@@ -133,17 +173,27 @@ __device__ __forceinline__ void store_head_normed(const Epi& epi, int n, const f
 // One warp per output n < N (KS > 1: KS warps per output, each over a contiguous 1 / KS of K,
 // summed through shared memory in a fixed order): streams the epilogue's R weight rows of n, then
 // stores. A NormedRow source scales the sums by 1 / rms of the residual row first.
-template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
-__device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ w, const Epi& epi, int N, int K) {
+// e4m3 weights take wscale, their rows' scales ([N] or, E4m3Blocks, [N, K / 128]).
+template <typename T, int M, typename Src, typename Epi, int WARPS, int KS, typename W = T>
+__device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __restrict__ w, const Epi& epi, int N, int K,
+                                          const float* __restrict__ wscale = nullptr) {
   static_assert(KS == 1 || (M == 1 && WARPS % KS == 0), "split K: one token, whole outputs per block");
   static_assert(!Src::kNormed || M == 1, "the norm is fused for one token");
   constexpr int R = Epi::R;
+  constexpr bool kRowScaled = std::is_same_v<W, E4m3Rows>, kBlocks = std::is_same_v<W, E4m3Blocks>;
   const int warp = int(threadIdx.x >> 5), lane = threadIdx.x & 31;
   const int n = int(blockIdx.x) * (WARPS / KS) + warp / KS;
   const uint4* wrow[R];
+  float wsc[R];                 // the rows' scales (constant data: read before the wait) ...
+  const float* bscale[R] = {};  // ... or their blocks' scales
 #pragma unroll
-  for (int r = 0; r < R; ++r) wrow[r] = reinterpret_cast<const uint4*>(w + epi.row(n < N ? n : 0, r) * K);
-  const int KV = K / kVecElems<T>;
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = epi.row(n < N ? n : 0, r);
+    wrow[r] = reinterpret_cast<const uint4*>(w + row * K);
+    wsc[r] = kRowScaled ? __ldg(wscale + row) : 1.0f;
+    if constexpr (kBlocks) bscale[r] = wscale + row * (K / 128);
+  }
+  const int KV = K / kWeightElems<T, W>;
   // This warp's chunks [kv0, kv_end) of the row (the whole row when KS = 1).
   const int per = KS == 1 ? KV : (KV + 32 * KS - 1) / (32 * KS) * 32;
   const int kv0 = min(KV, (warp % KS) * per), kv_end = min(KV, kv0 + per);
@@ -176,12 +226,12 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
   if (first) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss);
+    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, W, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss, bscale);
     kv += 32 * kUnroll;
   } else if (few) {
 #pragma unroll
     for (int u = 0; u < kUnroll - 1; ++u)
-      if (kv + 32 * u < kv_end) fma_chunk<T, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss);
+      if (kv + 32 * u < kv_end) fma_chunk<T, W, M, R>(src, wv0[u], K, kv + 32 * u, acc, ss, bscale);
     kv = kv_end;
   }
   if (n >= N) kv = kv_end;  // split K: a block's warps past N only join the barrier below
@@ -192,13 +242,13 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) wv[u][r] = __ldcs(wrow[r] + kv + 32 * u);  // streamed, used once
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, M, R>(src, wv[u], K, kv + 32 * u, acc, ss);
+    for (int u = 0; u < kUnroll; ++u) fma_chunk<T, W, M, R>(src, wv[u], K, kv + 32 * u, acc, ss, bscale);
   }
   for (; kv < kv_end; kv += 32) {
     uint4 wv[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) wv[r] = __ldcs(wrow[r] + kv);
-    fma_chunk<T, M, R>(src, wv, K, kv, acc, ss);
+    fma_chunk<T, W, M, R>(src, wv, K, kv, acc, ss, bscale);
   }
 
   if constexpr (KS > 1) {
@@ -223,7 +273,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
       if (threadIdx.x == 0) inv = scale;
       float out[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) out[r] = Src::kNormed ? v[r] * scale : v[r];
+      for (int r = 0; r < R; ++r) out[r] = (Src::kNormed ? v[r] * scale : v[r]) * wsc[r];
       epi.store(n, 0, out);
     }
     if constexpr (Src::kNormed) {
@@ -240,7 +290,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, const T* __restrict__ 
     for (int m = 0; m < M; ++m) {
       float v[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) v[r] = Src::kNormed ? warp_sum(acc[r][m]) * scale : warp_sum(acc[r][m]);
+      for (int r = 0; r < R; ++r) v[r] = (Src::kNormed ? warp_sum(acc[r][m]) * scale : warp_sum(acc[r][m])) * wsc[r];
       if constexpr (HeadNormed<Epi>::value)
         store_head_normed<WARPS>(epi, n, v, warp, lane);  // every lane: the block and cluster barriers
       else if (lane == m)
@@ -300,34 +350,36 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
 // a block an SM), which is faster there (docs/PERF.md, "This round's other measurements").
 constexpr int kHeadNormWarps = 8;
 constexpr int kHeadNormWideWarps = 32;
-template <typename T, typename Src, typename Epi, int WARPS, int BLOCKS_PER_SM>
+template <typename T, typename W, typename Src, typename Epi, int WARPS, int BLOCKS_PER_SM>
 __global__ void __launch_bounds__(WARPS * 32, BLOCKS_PER_SM)
-    gemv_head_norm_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
-  gemv_rows<T, 1, Src, Epi, WARPS, 1>(src, w, epi, N, K);
+    gemv_head_norm_kernel(Src src, WeightPtr<T, W> __restrict__ w, Epi epi, int N, int K, const float* wscale) {
+  gemv_rows<T, 1, Src, Epi, WARPS, 1, W>(src, w, epi, N, K, wscale);
 }
 // N / WARPS blocks of WARPS outputs, a head's half / WARPS of them a cluster.
-template <typename T, typename Src, int WARPS, int BLOCKS_PER_SM>
-cudaError_t launch_head_norm_blocks(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
-                                    cudaStream_t s) {
-  return launch_pdl_cluster(gemv_head_norm_kernel<T, Src, QkvRopeEpilogue<T, true>, WARPS, BLOCKS_PER_SM>, N / WARPS,
-                            WARPS * 32, 0, s, unsigned(epi.half / WARPS), src, w, epi, N, K);
+template <typename T, typename W, typename Src, int WARPS, int BLOCKS_PER_SM>
+cudaError_t launch_head_norm_blocks(const Src& src, WeightPtr<T, W> w, const float* wscale,
+                                    const QkvRopeEpilogue<T, true>& epi, int N, int K, cudaStream_t s) {
+  return launch_pdl_cluster(gemv_head_norm_kernel<T, W, Src, QkvRopeEpilogue<T, true>, WARPS, BLOCKS_PER_SM>, N / WARPS,
+                            WARPS * 32, 0, s, unsigned(epi.half / WARPS), src, w, epi, N, K, wscale);
 }
-template <typename T, typename Src>
-cudaError_t launch_head_norm(const Src& src, const T* w, const QkvRopeEpilogue<T, true>& epi, int N, int K,
-                             cudaStream_t s) {
+template <typename T, typename W, typename Src>
+cudaError_t launch_head_norm(const Src& src, WeightPtr<T, W> w, const float* wscale,
+                             const QkvRopeEpilogue<T, true>& epi, int N, int K, cudaStream_t s) {
   if constexpr (!Src::kNormed) {
-    constexpr int W = kHeadNormWideWarps;
-    if (epi.half % W == 0 && epi.half / W >= 2) return launch_head_norm_blocks<T, Src, W, 1>(src, w, epi, N, K, s);
+    constexpr int WW = kHeadNormWideWarps;
+    if (epi.half % WW == 0 && epi.half / WW >= 2)
+      return launch_head_norm_blocks<T, W, Src, WW, 1>(src, w, wscale, epi, N, K, s);
   }
-  return launch_head_norm_blocks<T, Src, kHeadNormWarps, 3>(src, w, epi, N, K, s);
+  return launch_head_norm_blocks<T, W, Src, kHeadNormWarps, 3>(src, w, wscale, epi, N, K, s);
 }
 
 template <typename T, typename Epi>
 cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
   if constexpr (HeadNormed<Epi>::value) {
-    if (in.residual) return launch_head_norm(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, epi, N, K, s);
-    return launch_head_norm(XRow<T>{in.x}, w, epi, N, K, s);
+    if (in.residual)
+      return launch_head_norm<T, T>(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, nullptr, epi, N, K, s);
+    return launch_head_norm<T, T>(XRow<T>{in.x}, w, nullptr, epi, N, K, s);
   } else {
     if (in.residual) return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps, in.normed}, w, epi, N, K, s);
     return launch_rows(XRow<T>{in.x}, w, epi, N, K, s);
@@ -388,6 +440,35 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
   }
   return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false}, N,
                      K, s);
+}
+
+bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t>& in, const void* w,
+                                const float* wscale) {
+  const void* x = in.residual ? static_cast<const void*>(in.residual) : in.x;
+  return gemv_qk_norm_supported(D) && K % 16 == 0 && (groups == 1 || (K % 128 == 0 && groups == K / 128)) &&
+         vec_aligned(x, w) && (!in.residual || vec_aligned(in.norm_w)) && wscale != nullptr;
+}
+
+namespace {
+template <typename W>
+cudaError_t launch_fp8_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale,
+                                 const QkvRopeEpilogue<bf16_t, true>& epi, int N, int K, cudaStream_t s) {
+  if (x.residual)
+    return launch_head_norm<bf16_t, W>(NormedRow<bf16_t>{x.residual, x.norm_w, x.eps}, w, wscale, epi, N, K, s);
+  return launch_head_norm<bf16_t, W>(XRow<bf16_t>{x.x}, w, wscale, epi, N, K, s);
+}
+}  // namespace
+
+cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale, int groups,
+                                        const bf16_t* bias, const int32_t* positions, const float* inv_freq, bf16_t* q,
+                                        bf16_t* k, bf16_t* v, int hq, int hkv, int D, int K, int long_from,
+                                        cudaStream_t s, const QkNorm<bf16_t>& qk_norm) {
+  if (!qk_norm.q || !qk_norm.k || !gemv_fp8_qk_norm_supported(K, D, groups, x, w, wscale)) return cudaErrorInvalidValue;
+  const int half = D / 2, N = (hq + 2 * hkv) * half;
+  const QkvRopeEpilogue<bf16_t, true> epi{bias, positions, inv_freq,  q,    k,         v,         hq,
+                                          hkv,  half,      long_from, true, qk_norm.q, qk_norm.k, qk_norm.eps};
+  if (groups == 1) return launch_fp8_head_norm<E4m3Rows>(x, w, wscale, epi, N, K, s);
+  return launch_fp8_head_norm<E4m3Blocks>(x, w, wscale, epi, N, K, s);
 }
 
 #define GS_INSTANTIATE(T)                                                                                              \

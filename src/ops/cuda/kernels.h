@@ -134,6 +134,19 @@ template <typename T>
 cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
                           const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
                           cudaStream_t s, const QkNorm<T>& qk_norm = {});
+// The same with the QkNorm on e4m3 weights w [N, K] and their f32 scales wscale [N, groups] (the
+// FP8 linear's: groups 1, one a row, or K / 128, one a 128-k block of the row), x bf16, M = 1
+// (Fp8KernelOptions::head_norm_gemv). Each 16-byte load holds 16 weights, widened to bf16 exactly
+// in registers; a row's dot product is multiplied by its scale before the epilogue, or each block's
+// products by the block's as they are added, as the skinny FP8 kernel does. The supported check:
+// K a multiple of 16 (of 128 with blocks), x (or the residual and norm weight) and w 16-byte
+// aligned, gemv_qk_norm_supported(D).
+bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t>& x, const void* w,
+                                const float* wscale);
+cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale, int groups,
+                                        const bf16_t* bias, const int32_t* positions, const float* inv_freq, bf16_t* q,
+                                        bf16_t* k, bf16_t* v, int hq, int hkv, int D, int K, int long_from,
+                                        cudaStream_t s, const QkNorm<bf16_t>& qk_norm);
 // Gated GEMV (same preconditions): out[m, i] = act(x[m] . w[i]) * (x[m] . w[I + i]) for the
 // fused gate/up weight w [2I, K] and out [M, I].
 template <typename T>
