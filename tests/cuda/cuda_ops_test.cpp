@@ -202,8 +202,10 @@ TEST_P(CudaOps, GatedActivation) {
   }
 }
 
-// The QKV GEMV with the RoPE epilogue at M = 1 (with and without bias), and the linear +
-// split_qkv_rope path (M = 3; q/k norm) against the CPU.
+// The QKV GEMV with the RoPE epilogue at M = 1 (with and without bias; on K >= 1024 in wide
+// blocks of 16 and, 3072 rotary pairs, 32 warps, and with 3584 pairs, too many for one wave of them
+// on an H100 / H200, or shorter rows, K split over 4-warp blocks), and the linear + split_qkv_rope
+// path (M = 3; q/k norm) against the CPU.
 TEST_P(CudaOps, LinearSplitQkvRope) {
   struct Case {
     int M, hq, hkv, D, K;
@@ -213,7 +215,8 @@ TEST_P(CudaOps, LinearSplitQkvRope) {
   cfg.theta = 500000.0f;
   for (const Case c : {Case{1, 32, 8, 64, 512, false, false}, Case{1, 6, 2, 128, 264, true, false},
                        Case{3, 4, 2, 64, 256, true, false}, Case{1, 4, 2, 64, 256, false, true},
-                       Case{1, 8, 2, 64, 2048, true, false}, Case{1, 16, 8, 128, 1024, true, true}}) {
+                       Case{1, 8, 2, 64, 2048, true, false}, Case{1, 16, 8, 128, 1024, true, true},
+                       Case{1, 32, 8, 128, 1024, true, false}, Case{1, 40, 8, 128, 2048, true, false}}) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " hq=" << c.hq << " D=" << c.D << " bias=" << c.bias
                                     << " qk_norm=" << c.qk_norm);
     cfg.head_dim = c.D;

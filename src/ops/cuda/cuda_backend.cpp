@@ -1,6 +1,7 @@
 // Implements ops/cuda/cuda_backend.h.
 #include "ops/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -616,7 +617,7 @@ class CudaBackend final : public Backend {
         GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(in, ptr<E>(w), b, ptr<int32_t>(positions), ptr<float>(inv_freq(cfg)),
                                              ptr<E>(q), ptr<E>(k), ptr<E>(v), 1, int(q.row_elems() / D),
                                              int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
-                                             qk_norm_of<E>(q_norm, k_norm, eps)));
+                                             qk_norm_of<E>(q_norm, k_norm, eps), qkv_wide_max_blocks()));
       } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
         GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
         split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
@@ -776,11 +777,16 @@ class CudaBackend final : public Backend {
     }
     by_dtype([&](auto e) {
       using E = decltype(e);
-      GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr,
-                                           ptr<int32_t>(positions), ptr<float>(inv), ptr<E>(q), ptr<E>(k), ptr<E>(v),
-                                           int(q.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D,
-                                           int(w.row_elems()), cfg.long_from, s(), qk_norm_of<E>(q_norm, k_norm, eps)));
+      GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(
+          ptr<E>(x), ptr<E>(w), bias.defined() ? ptr<E>(bias) : nullptr, ptr<int32_t>(positions), ptr<float>(inv),
+          ptr<E>(q), ptr<E>(k), ptr<E>(v), int(q.dim(0)), int(q.row_elems() / D), int(k.row_elems() / D), D,
+          int(w.row_elems()), cfg.long_from, s(), qk_norm_of<E>(q_norm, k_norm, eps), qkv_wide_max_blocks()));
     });
+  }
+  // The one-token QKV GEMV's wide blocks (LinearKernelOptions::qkv_wide_sm_percent).
+  int qkv_wide_max_blocks() const {
+    static const int sms = cuda_current_sm_count(132);
+    return sms * std::max(0, linear_.qkv_wide_sm_percent) / 100;
   }
 
   // The inverse-frequency table of a rope config, uploaded at its first (eager) use.

@@ -373,6 +373,32 @@ cudaError_t launch_head_norm(const Src& src, WeightPtr<T, W> w, const float* wsc
   return launch_head_norm_blocks<T, W, Src, kHeadNormWarps, 3>(src, w, wscale, epi, N, K, s);
 }
 
+// One warp an output (no split K) in blocks of WARPS warps at one block an SM: the one-token QKV
+// GEMV's wide form (gemv_qkv_rope's wide_max_blocks).
+template <typename T, typename Src, typename Epi, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    gemv_wide_block_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
+  gemv_rows<T, 1, Src, Epi, WARPS, 1>(src, w, epi, N, K);
+}
+template <typename T, typename Src, typename Epi>
+cudaError_t launch_wide_blocks(const Src& src, const T* w, const Epi& epi, int N, int K, int warps, cudaStream_t s) {
+  const auto go = [&](auto kernel, int W) {
+    return launch_pdl(kernel, (N + W - 1) / W, W * 32, 0, s, src, w, epi, N, K);
+  };
+  if (warps == 16) return go(gemv_wide_block_kernel<T, Src, Epi, 16>, 16);
+  return go(gemv_wide_block_kernel<T, Src, Epi, 32>, 32);
+}
+// The fewer warps a block of 16 and 32 whose N outputs make at most max_blocks blocks; 0: neither,
+// or rows shorter than kWideBlockMinK, where the QKV is too small a stream for attention's start to
+// gain from it (SmolLM2-135M, Qwen2.5-0.5B: no gain measured).
+constexpr int kWideBlockMinK = 1024;
+int wide_block_warps(int N, int K, int max_blocks) {
+  if (K < kWideBlockMinK) return 0;
+  for (int w : {16, 32})
+    if ((N + w - 1) / w <= max_blocks) return w;
+  return 0;
+}
+
 template <typename T, typename Epi>
 cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
@@ -428,7 +454,7 @@ bool gemv_qk_norm_supported(int D) {
 template <typename T>
 cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
                           const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
-                          cudaStream_t s, const QkNorm<T>& qk_norm) {
+                          cudaStream_t s, const QkNorm<T>& qk_norm, int wide_max_blocks) {
   if (M != 1 || D % 2 != 0) return cudaErrorInvalidValue;
   const int half = D / 2, N = (hq + 2 * hkv) * half;
   if (qk_norm.q) {  // the inputs rounded to T first, as split_qkv_rope reads them
@@ -438,8 +464,13 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
                                                 qk_norm.q, qk_norm.k, qk_norm.eps},
                        N, K, s);
   }
-  return launch_gemv(x, w, QkvRopeEpilogue<T>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false}, N,
-                     K, s);
+  const QkvRopeEpilogue<T> epi{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false};
+  if (const int warps = wide_max_blocks > 0 ? wide_block_warps(N, K, wide_max_blocks) : 0; warps > 0) {
+    if (x.residual)
+      return launch_wide_blocks(NormedRow<T>{x.residual, x.norm_w, x.eps, x.normed}, w, epi, N, K, warps, s);
+    return launch_wide_blocks(XRow<T>{x.x}, w, epi, N, K, warps, s);
+  }
+  return launch_gemv(x, w, epi, N, K, s);
 }
 
 bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t>& in, const void* w,
@@ -477,7 +508,7 @@ cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_
   template cudaError_t gemv_add_residual<T>(const T*, const T*, float*, int, int, int, cudaStream_t);                  \
   template cudaError_t gemv_gated<T>(GatedActivation, const GemvInput<T>&, const T*, T*, int, int, int, cudaStream_t); \
   template cudaError_t gemv_qkv_rope<T>(const GemvInput<T>&, const T*, const T*, const int32_t*, const float*, T*, T*, \
-                                        T*, int, int, int, int, int, int, cudaStream_t, const QkNorm<T>&);
+                                        T*, int, int, int, int, int, int, cudaStream_t, const QkNorm<T>&, int);
 GS_INSTANTIATE(bf16_t)
 GS_INSTANTIATE(float)
 #undef GS_INSTANTIATE

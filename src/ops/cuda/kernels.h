@@ -129,11 +129,14 @@ struct QkNorm {
 bool gemv_qk_norm_supported(int D);
 // QKV GEMV with split_qkv_rope's epilogue, M = 1: the rotary pair of rows (i, i + D/2) of every
 // head in one warp, q and k (RMS-normed first with a QkNorm) rotated at positions[0] (inv_freq as
-// rope), all three written split; bias [(hq + 2 hkv) D] or null.
+// rope), all three written split; bias [(hq + 2 hkv) D] or null. Without a QkNorm and with
+// wide_max_blocks > 0 and K >= 1024, in the fewer of 16 or 32 warps a block that make at most that
+// many blocks (one an SM: LinearKernelOptions::qkv_wide_sm_percent), else K split over 4-warp
+// blocks.
 template <typename T>
 cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, const int32_t* positions,
                           const float* inv_freq, T* q, T* k, T* v, int M, int hq, int hkv, int D, int K, int long_from,
-                          cudaStream_t s, const QkNorm<T>& qk_norm = {});
+                          cudaStream_t s, const QkNorm<T>& qk_norm = {}, int wide_max_blocks = 0);
 // The same with the QkNorm on e4m3 weights w [N, K] and their f32 scales wscale [N, groups] (the
 // FP8 linear's: groups 1, one a row, or K / 128, one a 128-k block of the row), x bf16, M = 1
 // (Fp8KernelOptions::head_norm_gemv). Each 16-byte load holds 16 weights, widened to bf16 exactly
