@@ -64,8 +64,8 @@ struct LinearKernelOptions {
   bool norm_fusion = true;
   // Qwen3's per-head q / k norm inside the QKV GEMV.
   bool qk_norm_fusion = true;
-  // The one-token QKV + RoPE GEMV (no q / k norm) in blocks of 16 or 32 warps, the fewer that make
-  // at most this percentage of the SMs' count of blocks (one block an SM, one wave), instead of
+  // The one-token QKV + RoPE GEMV (no q / k norm, K >= 1024) in blocks of 16 warps, or 32 where 16
+  // make more blocks than this percentage of the SMs' count (one block an SM, one wave), instead of
   // 4-warp blocks with K split over many waves: the SMs it leaves free start attention's CTAs under
   // it, which load their K/V stages before the QKV ends (docs/PERF.md, "Linear layers"). 0, or
   // neither block size: the split-K launch.
