@@ -350,16 +350,18 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
 // a block an SM), which is faster there (docs/PERF.md, "This round's other measurements").
 constexpr int kHeadNormWarps = 8;
 constexpr int kHeadNormWideWarps = 32;
+// One warp an output, K unsplit, in blocks of WARPS warps at BLOCKS_PER_SM an SM: the head-norm
+// GEMV's blocks (a head's a cluster) and the one-token QKV GEMV's wide blocks below.
 template <typename T, typename W, typename Src, typename Epi, int WARPS, int BLOCKS_PER_SM>
 __global__ void __launch_bounds__(WARPS * 32, BLOCKS_PER_SM)
-    gemv_head_norm_kernel(Src src, WeightPtr<T, W> __restrict__ w, Epi epi, int N, int K, const float* wscale) {
+    gemv_block_kernel(Src src, WeightPtr<T, W> __restrict__ w, Epi epi, int N, int K, const float* wscale) {
   gemv_rows<T, 1, Src, Epi, WARPS, 1, W>(src, w, epi, N, K, wscale);
 }
 // N / WARPS blocks of WARPS outputs, a head's half / WARPS of them a cluster.
 template <typename T, typename W, typename Src, int WARPS, int BLOCKS_PER_SM>
 cudaError_t launch_head_norm_blocks(const Src& src, WeightPtr<T, W> w, const float* wscale,
                                     const QkvRopeEpilogue<T, true>& epi, int N, int K, cudaStream_t s) {
-  return launch_pdl_cluster(gemv_head_norm_kernel<T, W, Src, QkvRopeEpilogue<T, true>, WARPS, BLOCKS_PER_SM>, N / WARPS,
+  return launch_pdl_cluster(gemv_block_kernel<T, W, Src, QkvRopeEpilogue<T, true>, WARPS, BLOCKS_PER_SM>, N / WARPS,
                             WARPS * 32, 0, s, unsigned(epi.half / WARPS), src, w, epi, N, K, wscale);
 }
 template <typename T, typename W, typename Src>
@@ -373,20 +375,15 @@ cudaError_t launch_head_norm(const Src& src, WeightPtr<T, W> w, const float* wsc
   return launch_head_norm_blocks<T, W, Src, kHeadNormWarps, 3>(src, w, wscale, epi, N, K, s);
 }
 
-// One warp an output (no split K) in blocks of WARPS warps at one block an SM: the one-token QKV
-// GEMV's wide form (gemv_qkv_rope's wide_max_blocks).
-template <typename T, typename Src, typename Epi, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, 1)
-    gemv_wide_block_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
-  gemv_rows<T, 1, Src, Epi, WARPS, 1>(src, w, epi, N, K);
-}
+// The one-token QKV GEMV's wide form (gemv_qkv_rope's wide_max_blocks): blocks of `warps` warps,
+// one an SM.
 template <typename T, typename Src, typename Epi>
 cudaError_t launch_wide_blocks(const Src& src, const T* w, const Epi& epi, int N, int K, int warps, cudaStream_t s) {
   const auto go = [&](auto kernel, int W) {
-    return launch_pdl(kernel, (N + W - 1) / W, W * 32, 0, s, src, w, epi, N, K);
+    return launch_pdl(kernel, (N + W - 1) / W, W * 32, 0, s, src, w, epi, N, K, static_cast<const float*>(nullptr));
   };
-  if (warps == 16) return go(gemv_wide_block_kernel<T, Src, Epi, 16>, 16);
-  return go(gemv_wide_block_kernel<T, Src, Epi, 32>, 32);
+  if (warps == 16) return go(gemv_block_kernel<T, T, Src, Epi, 16, 1>, 16);
+  return go(gemv_block_kernel<T, T, Src, Epi, 32, 1>, 32);
 }
 // The fewer warps a block of 16 and 32 whose N outputs make at most max_blocks blocks; 0: neither,
 // or rows shorter than kWideBlockMinK, where the QKV is too small a stream for attention's start to
@@ -399,17 +396,22 @@ int wide_block_warps(int N, int K, int max_blocks) {
   return 0;
 }
 
+// launch(src) on in's row: the residual normed in the kernel (NormedRow), else x (XRow).
+template <typename T, typename F>
+cudaError_t with_source(const GemvInput<T>& in, const F& launch) {
+  if (in.residual) return launch(NormedRow<T>{in.residual, in.norm_w, in.eps, in.normed});
+  return launch(XRow<T>{in.x});
+}
+
 template <typename T, typename Epi>
 cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
-  if constexpr (HeadNormed<Epi>::value) {
-    if (in.residual)
-      return launch_head_norm<T, T>(NormedRow<T>{in.residual, in.norm_w, in.eps}, w, nullptr, epi, N, K, s);
-    return launch_head_norm<T, T>(XRow<T>{in.x}, w, nullptr, epi, N, K, s);
-  } else {
-    if (in.residual) return launch_rows(NormedRow<T>{in.residual, in.norm_w, in.eps, in.normed}, w, epi, N, K, s);
-    return launch_rows(XRow<T>{in.x}, w, epi, N, K, s);
-  }
+  return with_source(in, [&](const auto& src) {
+    if constexpr (HeadNormed<Epi>::value)
+      return launch_head_norm<T, T>(src, w, nullptr, epi, N, K, s);
+    else
+      return launch_rows(src, w, epi, N, K, s);
+  });
 }
 
 }  // namespace
@@ -465,11 +467,8 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
                        N, K, s);
   }
   const QkvRopeEpilogue<T> epi{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false};
-  if (const int warps = wide_max_blocks > 0 ? wide_block_warps(N, K, wide_max_blocks) : 0; warps > 0) {
-    if (x.residual)
-      return launch_wide_blocks(NormedRow<T>{x.residual, x.norm_w, x.eps, x.normed}, w, epi, N, K, warps, s);
-    return launch_wide_blocks(XRow<T>{x.x}, w, epi, N, K, warps, s);
-  }
+  if (const int warps = wide_block_warps(N, K, wide_max_blocks); warps > 0)
+    return with_source(x, [&](const auto& src) { return launch_wide_blocks(src, w, epi, N, K, warps, s); });
   return launch_gemv(x, w, epi, N, K, s);
 }
 
@@ -480,16 +479,6 @@ bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t
          vec_aligned(x, w) && (!in.residual || vec_aligned(in.norm_w)) && wscale != nullptr;
 }
 
-namespace {
-template <typename W>
-cudaError_t launch_fp8_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale,
-                                 const QkvRopeEpilogue<bf16_t, true>& epi, int N, int K, cudaStream_t s) {
-  if (x.residual)
-    return launch_head_norm<bf16_t, W>(NormedRow<bf16_t>{x.residual, x.norm_w, x.eps}, w, wscale, epi, N, K, s);
-  return launch_head_norm<bf16_t, W>(XRow<bf16_t>{x.x}, w, wscale, epi, N, K, s);
-}
-}  // namespace
-
 cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale, int groups,
                                         const bf16_t* bias, const int32_t* positions, const float* inv_freq, bf16_t* q,
                                         bf16_t* k, bf16_t* v, int hq, int hkv, int D, int K, int long_from,
@@ -498,8 +487,10 @@ cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_
   const int half = D / 2, N = (hq + 2 * hkv) * half;
   const QkvRopeEpilogue<bf16_t, true> epi{bias, positions, inv_freq,  q,    k,         v,         hq,
                                           hkv,  half,      long_from, true, qk_norm.q, qk_norm.k, qk_norm.eps};
-  if (groups == 1) return launch_fp8_head_norm<E4m3Rows>(x, w, wscale, epi, N, K, s);
-  return launch_fp8_head_norm<E4m3Blocks>(x, w, wscale, epi, N, K, s);
+  return with_source(x, [&](const auto& src) {
+    if (groups == 1) return launch_head_norm<bf16_t, E4m3Rows>(src, w, wscale, epi, N, K, s);
+    return launch_head_norm<bf16_t, E4m3Blocks>(src, w, wscale, epi, N, K, s);
+  });
 }
 
 #define GS_INSTANTIATE(T)                                                                                              \
