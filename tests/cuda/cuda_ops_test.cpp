@@ -204,8 +204,8 @@ TEST_P(CudaOps, GatedActivation) {
 
 // The QKV GEMV with the RoPE epilogue at M = 1 (with and without bias; on K >= 1024 in wide
 // blocks of 16 and, 3072 rotary pairs, 32 warps, and with 3584 pairs, too many for one wave of them
-// on an H100 / H200, or shorter rows, K split over 4-warp blocks), and the linear + split_qkv_rope
-// path (M = 3; q/k norm) against the CPU.
+// on a GPU of 132 SMs, or shorter rows, K split over 4-warp blocks), and the linear +
+// split_qkv_rope path (M = 3; q/k norm) against the CPU.
 TEST_P(CudaOps, LinearSplitQkvRope) {
   struct Case {
     int M, hq, hkv, D, K;

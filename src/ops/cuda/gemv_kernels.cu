@@ -387,7 +387,7 @@ cudaError_t launch_wide_blocks(const Src& src, const T* w, const Epi& epi, int N
 }
 // The fewer warps a block of 16 and 32 whose N outputs make at most max_blocks blocks; 0: neither,
 // or rows shorter than kWideBlockMinK, where the QKV is too small a stream for attention's start to
-// gain from it (SmolLM2-135M, Qwen2.5-0.5B: no gain measured).
+// gain from it (docs/PERF.md, "Linear layers").
 constexpr int kWideBlockMinK = 1024;
 int wide_block_warps(int N, int K, int max_blocks) {
   if (K < kWideBlockMinK) return 0;
