@@ -62,6 +62,15 @@ struct LinearKernelOptions {
   bool skinny_fusion = true;
   // The next layer's RMSNorm computed inside its GEMV (Backend::defers_norm; needs decode_fusion).
   bool norm_fusion = true;
+  // With it, at one token on a hidden size K in [norm_handoff_min_k, norm_handoff_max_k]: the
+  // o_proj / down GEMV that adds into the residual also stores x = residual * norm_w (rounded to
+  // the compute dtype) for the gate|up or QKV GEMV right after it, which reads that x and only the
+  // residual's squares instead of norming the residual in every warp (cuda::GemvInput::handoff).
+  // Below the window the extra loads and barrier cost more than the norm; above it the norm in the
+  // GEMV's main loop is already free and the handoff only adds to the producer (docs/PERF.md,
+  // "Linear layers"). max 0: never.
+  int norm_handoff_min_k = 768;
+  int norm_handoff_max_k = 2048;
   // Qwen3's per-head q / k norm inside the QKV GEMV.
   bool qk_norm_fusion = true;
   // The one-token QKV + RoPE GEMV (no q / k norm, K >= 1024) in blocks of 16 warps, or 32 where 16

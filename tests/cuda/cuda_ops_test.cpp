@@ -2,6 +2,7 @@
 // backend on random data.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -334,6 +335,95 @@ TEST_P(CudaOps, DeferredNormMatchesAddNormThenProjection) {
         expect_close(cq, gq);
         expect_close(ck, gk);
         expect_close(cv, gv);
+      }
+    }
+  }
+}
+
+// The norm handoff at one token (LinearKernelOptions::norm_handoff_min_k / max_k, here at every
+// K): the residual add stores x = residual * norm_w for the gated or QKV projection enqueued right
+// after it, which reads that x and only the residual's squares. The residual is the same bit for
+// bit as without the handoff; the outputs equal the norm in the kernel within x's rounding (in bf16
+// they differ, which shows the handoff ran) and the CPU reference. The shapes take the split-K and
+// unsplit GEMVs, the wide QKV blocks (K >= 1024) and the q/k head norm's clusters.
+TEST_P(CudaOps, NormHandoffMatchesTheNormInTheKernel) {
+  KernelOptions every_k, off;
+  every_k.linear.norm_handoff_min_k = 0;
+  every_k.linear.norm_handoff_max_k = 1 << 30;
+  off.linear.norm_handoff_max_k = 0;
+  const auto handoff = make_cuda_backend(0, dt(), every_k), plain = make_cuda_backend(0, dt(), off);
+  const float eps = 1e-5f;
+  struct Case {
+    int H, Kin, I;  // residual width, the adding projection's input, the gated MLP's width
+  };
+  for (const Case c : {Case{2048, 8192, 1000}, Case{896, 4864, 4864}, Case{136, 264, 96}}) {
+    const auto x0 = randn(size_t(c.Kin), 80), wo0 = randn(size_t(c.H) * c.Kin, 81, 0.05f);
+    const auto g0 = randn(size_t(c.H), 82), r0 = randn(size_t(c.H), 83);
+    // The residual add into a fresh residual, then `consume` on its norm, on backend be.
+    const auto run = [&](Backend& be, const std::function<void(const RmsNormInput&, const Tensor&)>& consume) {
+      const DType d = &be == cpu.get() ? DType::F32 : dt();
+      const Tensor x = on(be, x0, {1, c.Kin}, d), wo = on(be, wo0, {c.H, c.Kin}, d), g = on(be, g0, {c.H}, d);
+      const Tensor r = on(be, r0, {1, c.H}, DType::F32), y = Tensor::empty({1, c.H}, d, be.allocator()),
+                   n = Tensor::empty({1, c.H}, d, be.allocator());
+      be.linear({.x = x, .w = wo, .y = y, .then = AddRmsNorm{r, g, eps, n}});
+      consume(RmsNormInput{r, g, eps}, n);
+      return r;
+    };
+    // q | k | v or the activation of each backend, and their residuals.
+    const auto each = [&](const std::function<std::vector<Tensor>(Backend&)>& f) {
+      return std::vector<std::vector<Tensor>>{f(*handoff), f(*plain), f(*cpu)};
+    };
+    const auto check = [&](const std::vector<std::vector<Tensor>>& got) {
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        const auto h = read(*handoff, got[0][i]), p = read(*plain, got[1][i]), ref = read(*cpu, got[2][i]);
+        if (i == 0) {  // the residual
+          EXPECT_EQ(h, p);
+          continue;
+        }
+        EXPECT_LT(rel_l2(h, p), dt() == DType::F32 ? 1e-5 : 5e-3) << "output " << i;
+        EXPECT_LT(rel_l2(h, ref), tol()) << "output " << i;
+        if (dt() == DType::BF16) EXPECT_NE(h, p) << "output " << i << ": the handoff did not run";
+      }
+    };
+    SCOPED_TRACE(testing::Message() << "H=" << c.H << " Kin=" << c.Kin << " I=" << c.I);
+    const auto wg0 = randn(size_t(2 * c.I) * c.H, 84, 0.05f);
+    check(each([&](Backend& be) {
+      const DType d = &be == cpu.get() ? DType::F32 : dt();
+      const Tensor wg = on(be, wg0, {2 * c.I, c.H}, d), act = Tensor::empty({1, c.I}, d, be.allocator());
+      const Tensor r = run(be, [&](const RmsNormInput& norm, const Tensor& n) {
+        be.linear({.x = n,
+                   .norm = norm,
+                   .w = wg,
+                   .y = Tensor::empty({1, 2 * c.I}, d, be.allocator()),
+                   .then = Gated{GatedActivation::Silu, act}});
+      });
+      be.stream().synchronize();
+      return std::vector<Tensor>{r, act};
+    }));
+    for (int D : {64, 128}) {
+      for (bool qk_norm : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "D=" << D << (qk_norm ? " q/k norm" : " RoPE epilogue"));
+        RopeConfig cfg;
+        cfg.head_dim = D;
+        const int hq = 4, hkv = 2, W = (hq + 2 * hkv) * D;
+        const auto wq0 = randn(size_t(W) * c.H, 85, 0.05f), qn0 = randn(D, 86), kn0 = randn(D, 87);
+        check(each([&](Backend& be) {
+          const DType d = &be == cpu.get() ? DType::F32 : dt();
+          const Tensor wq = on(be, wq0, {W, c.H}, d), q = Tensor::empty({1, hq * D}, d, be.allocator()),
+                       k = Tensor::empty({1, hkv * D}, d, be.allocator()),
+                       v = Tensor::empty({1, hkv * D}, d, be.allocator());
+          const Tensor qn = qk_norm ? on(be, qn0, {D}, d) : Tensor(), kn = qk_norm ? on(be, kn0, {D}, d) : Tensor();
+          const Tensor pos = on_i32(be, std::vector<int32_t>{1234}, {1});
+          const Tensor r = run(be, [&](const RmsNormInput& norm, const Tensor& n) {
+            be.linear({.x = n,
+                       .norm = norm,
+                       .w = wq,
+                       .y = Tensor::empty({1, W}, d, be.allocator()),
+                       .then = SplitQkvRope{pos, &cfg, qn, kn, eps, q, k, v}});
+          });
+          be.stream().synchronize();
+          return std::vector<Tensor>{r, q, k, v};
+        }));
       }
     }
   }

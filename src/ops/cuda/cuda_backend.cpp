@@ -359,6 +359,22 @@ class CudaBackend final : public Backend {
   void expire_handoff() {
     if (enqueued_ != handoff_at_) fp8_.drop_handoff();
   }
+  // The norm handoff: the one-token residual add (linear_add_rms_norm) that stored
+  // xn = residual * norm_w for the projection enqueued right after it, which takes it where its
+  // norm is that one (the same residual, weight, eps and x).
+  struct NormHandoff {
+    const void *residual = nullptr, *norm_w = nullptr, *xn = nullptr;
+    float eps = 0.0f;
+    uint64_t at = 0;  // enqueued_ after the add
+  };
+  template <typename E>
+  cuda::GemvInput<E> normed_input(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& x) const {
+    const NormHandoff& h = norm_handoff_;
+    if (h.xn && h.at == enqueued_ && h.residual == residual.data() && h.norm_w == norm_w.data() && h.eps == eps &&
+        x.defined() && h.xn == x.data())
+      return cuda::GemvInput<E>::handoff(ptr<E>(x), ptr<float>(residual), ptr<E>(norm_w), eps);
+    return cuda::GemvInput<E>(ptr<float>(residual), ptr<E>(norm_w), eps);
+  }
 
   // The row-wise ops above, reading their input (x, gate_up, qkv) through the FP8 GEMM's scales
   // where sc.row is set (cuda::OutputScales).
@@ -583,11 +599,17 @@ class CudaBackend final : public Backend {
     if (defers_norm(M) && K > 0 && w.row_elems() == K && residual.defined() && residual.dtype() == DType::F32 &&
         residual.device().is_cuda() && residual.dim(0) == M && residual.row_elems() == N &&
         cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
+      // The handoff's x goes to out, which the deferred norm leaves to the next projection.
+      const bool hand = N >= linear_.norm_handoff_min_k && N <= linear_.norm_handoff_max_k && out.defined() &&
+                        out.dtype() == dtype_ && out.device().is_cuda() && out.dim(0) == 1 && out.row_elems() == N &&
+                        norm_w.dtype() == dtype_ && norm_w.numel() == N &&
+                        cuda::gemv_supported(1, int(N), int(dtype_size(dtype_)), out.data(), norm_w.data());
       by_dtype([&](auto e) {
         using E = decltype(e);
-        GS_CUDA_CHECK(
-            cuda::gemv_add_residual<E>(ptr<E>(x), ptr<E>(w), ptr<float>(residual), int(M), int(N), int(K), s()));
+        GS_CUDA_CHECK(cuda::gemv_add_residual<E>(ptr<E>(x), ptr<E>(w), ptr<float>(residual), int(M), int(N), int(K),
+                                                 s(), hand ? ptr<E>(norm_w) : nullptr, hand ? ptr<E>(out) : nullptr));
       });
+      norm_handoff_ = hand ? NormHandoff{residual.data(), norm_w.data(), out.data(), eps, enqueued_} : NormHandoff{};
       return;
     }
     unfused_add_rms_norm(x, w, y, residual, norm_w, eps, out);
@@ -610,7 +632,7 @@ class CudaBackend final : public Backend {
     if (bias.defined()) need(bias, dtype_, "rms_norm_linear_split_qkv_rope", "bias");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+      const cuda::GemvInput<E> in = normed_input<E>(residual, norm_w, eps, normed);
       const E* b = bias.defined() ? ptr<E>(bias) : nullptr;
       const int D = cfg.head_dim;
       if (rope_fused) {
@@ -619,7 +641,8 @@ class CudaBackend final : public Backend {
                                              int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
                                              qk_norm_of<E>(q_norm, k_norm, eps), qkv_wide_max_blocks()));
       } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
-        GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
+        const cuda::GemvInput<E> plain(ptr<float>(residual), ptr<E>(norm_w), eps);
+        GS_CUDA_CHECK(cuda::gemv<E>(plain, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
         split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
       }
     });
@@ -638,7 +661,7 @@ class CudaBackend final : public Backend {
     need(out, dtype_, op, "out");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+      const cuda::GemvInput<E> in = normed_input<E>(residual, norm_w, eps, normed);  // before s() counts the launch
       GS_CUDA_CHECK(cuda::gemv_gated<E>(act, in, ptr<E>(w), ptr<E>(out), 1, int(I), int(K), s()));
     });
   }
@@ -827,6 +850,7 @@ class CudaBackend final : public Backend {
   Fp8Linear fp8_;
   mutable uint64_t enqueued_ = 0;  // s() calls (expire_handoff)
   uint64_t handoff_at_ = 0;        // enqueued_ when fp8_'s handoff was stored
+  NormHandoff norm_handoff_;       // the last residual add's x for the next norm (LinearKernelOptions::norm_handoff_*)
   std::map<RopeKey, Tensor> rope_tables_;
 };
 

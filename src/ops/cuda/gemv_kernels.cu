@@ -28,7 +28,7 @@ constexpr int kWideMaxK = 8192;  // one warp an output takes the wide kernel up 
 // so that the kernel scales each output by 1 / rms(residual) at the end (x . w = (r * g) . w / rms).
 template <typename T>
 struct XRow {
-  static constexpr bool kNormed = false;
+  static constexpr bool kNormed = false, kBlockSs = false;
   const T* x;
   __device__ __forceinline__ float scale(float, int) const { return 1.0f; }
   __device__ __forceinline__ void load(int64_t K, int m, int kv, float (&xf)[kVecElems<T>], float&) const {
@@ -38,7 +38,7 @@ struct XRow {
 };
 template <typename T>
 struct NormedRow {
-  static constexpr bool kNormed = true;
+  static constexpr bool kNormed = true, kBlockSs = false;
   const float* residual;
   const T* norm_w;
   float eps;
@@ -79,6 +79,46 @@ struct NormedRow {
       reinterpret_cast<uint4*>(out)[c] = pack_vec<T>(r);
     }
   }
+};
+
+// The norm handoff's row (one token; GemvInput::xn, LinearKernelOptions::norm_handoff_min_k / max_k): x = xn,
+// which the GEMV before stored as residual * norm_w rounded to T (ResidualAddHandoffEpilogue), read
+// as XRow reads x. The sum of squares comes from the residual: each warp of a block sums its
+// 1 / WARPS slice (slice_ss) and the block adds the slices in warp order (kBlockSs), so every block
+// scales by the same 1 / rms.
+template <typename T>
+struct HandoffRow {
+  static constexpr bool kNormed = true, kBlockSs = true;
+  const T* xn;
+  const float* residual;
+  float eps;
+  T* out = nullptr;  // no normed store
+  __device__ __forceinline__ float scale(float ss, int K) const { return rsqrtf(ss / float(K) + eps); }
+  __device__ __forceinline__ void load(int64_t, int, int kv, float (&xf)[kVecElems<T>], float&) const {
+    unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(xn) + kv), xf);
+  }
+  // This warp's slice of the residual, E float4 a lane loaded before the main loop into `early`
+  // (load_slice) and summed after it with the rest (slice_ss), so that no load waits.
+  template <int E>
+  __device__ __forceinline__ void load_slice(int warp, int warps, int K, int lane, float4 (&early)[E]) const {
+    const int n4 = K / 4, begin = n4 * warp / warps, end = n4 * (warp + 1) / warps;
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      const int i = begin + lane + 32 * j;
+      early[j] = i < end ? __ldg(reinterpret_cast<const float4*>(residual) + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  template <int E>
+  __device__ __forceinline__ float slice_ss(int warp, int warps, int K, int lane, const float4 (&early)[E]) const {
+    const int n4 = K / 4, begin = n4 * warp / warps, end = n4 * (warp + 1) / warps;
+    float ss = 0.0f;
+    const auto add = [&](const float4& f) { ss = fmaf(f.x, f.x, fmaf(f.y, f.y, fmaf(f.z, f.z, fmaf(f.w, f.w, ss)))); };
+#pragma unroll
+    for (int j = 0; j < E; ++j) add(early[j]);
+    for (int i = begin + lane + 32 * E; i < end; i += 32) add(__ldg(reinterpret_cast<const float4*>(residual) + i));
+    return warp_sum(ss);
+  }
+  __device__ __forceinline__ void store_share(float, int, int, int) const {}
 };
 
 // The weights' element: T itself, or e4m3 rows with f32 scales (the FP8 linear's): one a row
@@ -179,6 +219,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
                                           const float* __restrict__ wscale = nullptr) {
   static_assert(KS == 1 || (M == 1 && WARPS % KS == 0), "split K: one token, whole outputs per block");
   static_assert(!Src::kNormed || M == 1, "the norm is fused for one token");
+  static_assert(!Prefetches<Epi>::value || M == 1, "the prefetching epilogues store one token");
   constexpr int R = Epi::R;
   constexpr bool kRowScaled = std::is_same_v<W, E4m3Rows>, kBlocks = std::is_same_v<W, E4m3Blocks>;
   const int warp = int(threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -218,7 +259,17 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
   }
   pdl_wait();
   pdl_trigger();
-  if (KS == 1 && n >= N) return;  // never warp 0 (a block has at least one output)
+  // HandoffRow: this warp's slice of the residual's squares, added over the block at the end (every
+  // warp of the block takes part, outputs or not).
+  __shared__ float slice_ss[Src::kBlockSs ? WARPS : 1];
+  float4 slice[Src::kBlockSs && WARPS < 16 ? 4 : 1];  // (wide blocks: a float4 a lane covers K 2048 and more)
+  if constexpr (Src::kBlockSs) src.load_slice(warp, WARPS, K, lane, slice);
+  // The thread that stores output n loads what the epilogue needs of it early.
+  std::conditional_t<Prefetches<Epi>::value, float2, float> pre{};
+  if constexpr (Prefetches<Epi>::value) {
+    if (n < N && lane == 0 && warp % KS == 0) pre = epi.prefetch(n);
+  }
+  if (KS == 1 && n >= N && !Src::kBlockSs) return;  // never warp 0 (a block has at least one output)
   float acc[R][M], ss = 0.0f;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -251,6 +302,10 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
     fma_chunk<T, W, M, R>(src, wv, K, kv, acc, ss, bscale);
   }
 
+  if constexpr (Src::kBlockSs) {
+    const float v = src.slice_ss(warp, WARPS, K, lane, slice);
+    if (lane == 0) slice_ss[warp] = v;
+  }
   if constexpr (KS > 1) {
     constexpr int P = R + (Src::kNormed ? 1 : 0);  // the R sums, then the sum of squares
     __shared__ float part[WARPS][P];
@@ -269,12 +324,19 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
 #pragma unroll
         for (int k = 0; k < KS; ++k) v[p] += part[warp + k][p];
       }
+      if constexpr (Src::kBlockSs) {
+        v[P - 1] = 0.0f;
+        for (int w = 0; w < WARPS; ++w) v[P - 1] += slice_ss[w];
+      }
       const float scale = src.scale(v[P - 1], K);
       if (threadIdx.x == 0) inv = scale;
       float out[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) out[r] = (Src::kNormed ? v[r] * scale : v[r]) * wsc[r];
-      epi.store(n, 0, out);
+      if constexpr (Prefetches<Epi>::value)
+        epi.store(n, 0, out, pre);
+      else
+        epi.store(n, 0, out);
     }
     if constexpr (Src::kNormed) {
       if (src.out) {  // the normed row's share of this block, scaled as its first output
@@ -284,7 +346,15 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
     }
   } else {
     static_assert(!HeadNormed<Epi>::value || M == 1, "the head norm is fused for one token");
-    const float scale = Src::kNormed ? src.scale(warp_sum(ss), K) : 1.0f;
+    float row_ss = 0.0f;
+    if constexpr (Src::kBlockSs) {
+      __syncthreads();
+      for (int w = 0; w < WARPS; ++w) row_ss += slice_ss[w];
+      if (n >= N) return;  // warps past N only added their slice
+    } else if constexpr (Src::kNormed) {
+      row_ss = warp_sum(ss);
+    }
+    const float scale = Src::kNormed ? src.scale(row_ss, K) : 1.0f;
     if (warp == 0) src.store_share(scale, K, lane, 32);  // XRow, or no normed store: nothing
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -293,8 +363,12 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
       for (int r = 0; r < R; ++r) v[r] = (Src::kNormed ? warp_sum(acc[r][m]) * scale : warp_sum(acc[r][m])) * wsc[r];
       if constexpr (HeadNormed<Epi>::value)
         store_head_normed<WARPS>(epi, n, v, warp, lane);  // every lane: the block and cluster barriers
-      else if (lane == m)
-        epi.store(n, m, v);
+      else if (lane == m) {
+        if constexpr (Prefetches<Epi>::value)
+          epi.store(n, m, v, pre);
+        else
+          epi.store(n, m, v);
+      }
     }
   }
 }
@@ -396,17 +470,22 @@ int wide_block_warps(int N, int K, int max_blocks) {
   return 0;
 }
 
-// launch(src) on in's row: the residual normed in the kernel (NormedRow), else x (XRow).
-template <typename T, typename F>
+// launch(src) on in's row: the residual normed in the kernel (NormedRow), else x (XRow); where
+// kHandoff (the norm handoff's consumers), the handed-off x and the residual's squares (HandoffRow)
+// when in.xn is set.
+template <bool kHandoff = false, typename T, typename F>
 cudaError_t with_source(const GemvInput<T>& in, const F& launch) {
+  if constexpr (kHandoff) {
+    if (in.xn) return launch(HandoffRow<T>{in.xn, in.residual, in.eps});
+  }
   if (in.residual) return launch(NormedRow<T>{in.residual, in.norm_w, in.eps, in.normed});
   return launch(XRow<T>{in.x});
 }
 
-template <typename T, typename Epi>
+template <bool kHandoff = false, typename T, typename Epi>
 cudaError_t launch_gemv(const GemvInput<T>& in, const T* w, const Epi& epi, int N, int K, cudaStream_t s) {
   if (N <= 0) return cudaGetLastError();
-  return with_source(in, [&](const auto& src) {
+  return with_source<kHandoff>(in, [&](const auto& src) {
     if constexpr (HeadNormed<Epi>::value)
       return launch_head_norm<T, T>(src, w, nullptr, epi, N, K, s);
     else
@@ -423,7 +502,8 @@ bool gemv_supported(int M, int K, int elem_bytes, const void* x, const void* w) 
 template <typename T>
 bool gemv_supported(int M, int K, const GemvInput<T>& in, const T* w) {
   const void* x = in.residual ? static_cast<const void*>(in.residual) : in.x;
-  return gemv_supported(M, K, int(sizeof(T)), x, w) && (!in.residual || vec_aligned(in.norm_w));
+  return gemv_supported(M, K, int(sizeof(T)), x, w) && (!in.residual || vec_aligned(in.norm_w)) &&
+         (!in.xn || vec_aligned(in.xn));
 }
 
 template <typename T>
@@ -434,8 +514,10 @@ cudaError_t gemv(const GemvInput<T>& x, const T* w, const T* bias, void* y, bool
 }
 
 template <typename T>
-cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s) {
-  if (M != 1) return cudaErrorInvalidValue;
+cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s,
+                              const T* norm_w, T* xn) {
+  if (M != 1 || (xn && !norm_w)) return cudaErrorInvalidValue;
+  if (xn) return launch_rows(XRow<T>{x}, w, ResidualAddHandoffEpilogue<T>{residual, norm_w, xn}, N, K, s);
   return launch_rows(XRow<T>{x}, w, ResidualAddEpilogue<T>{residual, N}, N, K, s);
 }
 
@@ -444,8 +526,8 @@ cudaError_t gemv_gated(GatedActivation act, const GemvInput<T>& x, const T* w, T
                        cudaStream_t s) {
   if (M != 1) return cudaErrorInvalidValue;
   if (act == GatedActivation::GeluTanh)
-    return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I, false}, I, K, s);
-  return launch_gemv(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I, false}, I, K, s);
+    return launch_gemv<true>(x, w, GatedEpilogue<T, GatedActivation::GeluTanh>{out, I, false}, I, K, s);
+  return launch_gemv<true>(x, w, GatedEpilogue<T, GatedActivation::Silu>{out, I, false}, I, K, s);
 }
 
 bool gemv_qk_norm_supported(int D) {
@@ -461,15 +543,15 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
   const int half = D / 2, N = (hq + 2 * hkv) * half;
   if (qk_norm.q) {  // the inputs rounded to T first, as split_qkv_rope reads them
     if (!gemv_qk_norm_supported(D) || !qk_norm.k) return cudaErrorInvalidValue;
-    return launch_gemv(x, w,
-                       QkvRopeEpilogue<T, true>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, true,
-                                                qk_norm.q, qk_norm.k, qk_norm.eps},
-                       N, K, s);
+    return launch_gemv<true>(x, w,
+                             QkvRopeEpilogue<T, true>{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from,
+                                                      true, qk_norm.q, qk_norm.k, qk_norm.eps},
+                             N, K, s);
   }
   const QkvRopeEpilogue<T> epi{bias, positions, inv_freq, q, k, v, hq, hkv, half, long_from, false};
   if (const int warps = wide_block_warps(N, K, wide_max_blocks); warps > 0)
-    return with_source(x, [&](const auto& src) { return launch_wide_blocks(src, w, epi, N, K, warps, s); });
-  return launch_gemv(x, w, epi, N, K, s);
+    return with_source<true>(x, [&](const auto& src) { return launch_wide_blocks(src, w, epi, N, K, warps, s); });
+  return launch_gemv<true>(x, w, epi, N, K, s);
 }
 
 bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t>& in, const void* w,
@@ -496,7 +578,7 @@ cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_
 #define GS_INSTANTIATE(T)                                                                                              \
   template bool gemv_supported<T>(int, int, const GemvInput<T>&, const T*);                                            \
   template cudaError_t gemv<T>(const GemvInput<T>&, const T*, const T*, void*, bool, int, int, int, cudaStream_t);     \
-  template cudaError_t gemv_add_residual<T>(const T*, const T*, float*, int, int, int, cudaStream_t);                  \
+  template cudaError_t gemv_add_residual<T>(const T*, const T*, float*, int, int, int, cudaStream_t, const T*, T*);    \
   template cudaError_t gemv_gated<T>(GatedActivation, const GemvInput<T>&, const T*, T*, int, int, int, cudaStream_t); \
   template cudaError_t gemv_qkv_rope<T>(const GemvInput<T>&, const T*, const T*, const int32_t*, const float*, T*, T*, \
                                         T*, int, int, int, int, int, int, cudaStream_t, const QkNorm<T>&, int);

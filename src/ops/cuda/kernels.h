@@ -105,9 +105,19 @@ struct GemvInput {
   const T* norm_w = nullptr;
   float eps = 0.0f;
   T* normed = nullptr;  // with residual: the GEMV also stores rms_norm(residual) * norm_w here (a share a block)
+  // The norm handoff (gemv_gated's and gemv_qkv_rope's x; LinearKernelOptions::norm_handoff_min_k / max_k): where
+  // set, xn = residual * norm_w rounded to T, stored by gemv_add_residual, is read as x, and the
+  // residual only for its sum of squares (each block sums the row once, a slice a warp); no normed
+  // store. Results differ from the norm in the kernel by x's rounding to T.
+  const T* xn = nullptr;
   GemvInput(const T* x_) : x(x_) {}  // NOLINT(google-explicit-constructor): plain x reads as before
   GemvInput(const float* residual_, const T* norm_w_, float eps_, T* normed_ = nullptr)
       : residual(residual_), norm_w(norm_w_), eps(eps_), normed(normed_) {}
+  static GemvInput handoff(const T* xn_, const float* residual_, const T* norm_w_, float eps_) {
+    GemvInput in(residual_, norm_w_, eps_);
+    in.xn = xn_;
+    return in;
+  }
 };
 template <typename T>
 bool gemv_supported(int M, int K, const GemvInput<T>& x, const T* w);
@@ -115,9 +125,12 @@ template <typename T>
 cudaError_t gemv(const GemvInput<T>& x, const T* w, const T* bias, void* y, bool y_f32, int M, int N, int K,
                  cudaStream_t s);
 // residual[n] += x . w[n] rounded to T (M = 1; the o_proj / down GEMV with linear + add_rms_norm's
-// residual add in its epilogue, for a following GEMV that fuses the norm).
+// residual add in its epilogue, for a following GEMV that fuses the norm). With xn (and the next
+// norm's weight norm_w): also xn[n] = residual[n] * norm_w[n] rounded to T, after the add, for
+// that GEMV's GemvInput::handoff.
 template <typename T>
-cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s);
+cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s,
+                              const T* norm_w = nullptr, T* xn = nullptr);
 // Qwen3's per-head q / k RMSNorm (weights [D], eps) for gemv_qkv_rope; q null: none.
 template <typename T>
 struct QkNorm {

@@ -47,6 +47,26 @@ struct ResidualAddEpilogue {
   }
 };
 
+// The same add at one token, handing the next projection its input (the norm handoff,
+// LinearKernelOptions::norm_handoff_min_k / max_k): the thread that stores n loads residual[n] and norm_w[n] early
+// (prefetch, after the kernel's PDL wait), adds the rounded dot product, stores the sum and
+// xn[n] = sum * norm_w[n] rounded to T, the next norm's x before its 1 / rms.
+template <typename T>
+struct ResidualAddHandoffEpilogue {
+  static constexpr int R = 1;
+  static constexpr bool kPrefetch = true;
+  float* residual;
+  const T* norm_w;
+  T* xn;
+  __device__ int64_t row(int n, int) const { return n; }
+  __device__ float2 prefetch(int n) const { return make_float2(residual[n], to_f(norm_w[n])); }
+  __device__ void store(int n, int, const float (&v)[R], float2 pre) const {
+    const float r = pre.x + to_f(from_f<T>(v[0]));
+    residual[n] = r;
+    xn[n] = from_f<T>(r * pre.y);
+  }
+};
+
 // out[m, n] = act(x[m] . w[n]) * (x[m] . w[N + n]) for w = [gate; up].
 template <typename T, GatedActivation A>
 struct GatedEpilogue {
@@ -123,5 +143,10 @@ template <typename E, typename = void>
 struct HeadNormed : std::false_type {};
 template <typename E>
 struct HeadNormed<E, std::void_t<decltype(E::kHeadNorm)>> : std::bool_constant<E::kHeadNorm> {};
+// Whether an epilogue loads a value for its output early (prefetch(n), passed to store).
+template <typename E, typename = void>
+struct Prefetches : std::false_type {};
+template <typename E>
+struct Prefetches<E, std::void_t<decltype(E::kPrefetch)>> : std::bool_constant<E::kPrefetch> {};
 
 }  // namespace gs::cuda
