@@ -36,14 +36,17 @@ struct XRow {
   }
   __device__ __forceinline__ void store_share(float, int, int, int) const {}
 };
-template <typename T>
-struct NormedRow {
-  static constexpr bool kNormed = true, kBlockSs = false;
+// The residual row the normed sources scale by: 1 / rms from its sum of squares.
+struct ResidualRms {
   const float* residual;
-  const T* norm_w;
   float eps;
-  T* out = nullptr;  // GemvInput::normed
   __device__ __forceinline__ float scale(float ss, int K) const { return rsqrtf(ss / float(K) + eps); }
+};
+template <typename T>
+struct NormedRow : ResidualRms {
+  static constexpr bool kNormed = true, kBlockSs = false;
+  const T* norm_w;
+  T* out = nullptr;  // GemvInput::normed
   // Chunk kv of the residual into r and of norm_w into g.
   __device__ __forceinline__ void chunk(int kv, float (&r)[kVecElems<T>], float (&g)[kVecElems<T>]) const {
     constexpr int V = kVecElems<T>;
@@ -87,13 +90,10 @@ struct NormedRow {
 // 1 / WARPS slice (slice_ss) and the block adds the slices in warp order (kBlockSs), so every block
 // scales by the same 1 / rms.
 template <typename T>
-struct HandoffRow {
+struct HandoffRow : ResidualRms {
   static constexpr bool kNormed = true, kBlockSs = true;
   const T* xn;
-  const float* residual;
-  float eps;
   T* out = nullptr;  // no normed store
-  __device__ __forceinline__ float scale(float ss, int K) const { return rsqrtf(ss / float(K) + eps); }
   __device__ __forceinline__ void load(int64_t, int, int kv, float (&xf)[kVecElems<T>], float&) const {
     unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(xn) + kv), xf);
   }
@@ -476,9 +476,9 @@ int wide_block_warps(int N, int K, int max_blocks) {
 template <bool kHandoff = false, typename T, typename F>
 cudaError_t with_source(const GemvInput<T>& in, const F& launch) {
   if constexpr (kHandoff) {
-    if (in.xn) return launch(HandoffRow<T>{in.xn, in.residual, in.eps});
+    if (in.xn) return launch(HandoffRow<T>{{in.residual, in.eps}, in.xn});
   }
-  if (in.residual) return launch(NormedRow<T>{in.residual, in.norm_w, in.eps, in.normed});
+  if (in.residual) return launch(NormedRow<T>{{in.residual, in.eps}, in.norm_w, in.normed});
   return launch(XRow<T>{in.x});
 }
 
