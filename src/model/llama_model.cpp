@@ -159,7 +159,7 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
                 .w = w.o_proj,
                 .bias = w.o_bias,
                 .y = hid,
-                .then = AddRmsNorm{res, w.post_norm, eps, hid}});
+                .then = AddRmsNorm{res, w.post_norm, eps, hid, /*next_reads_x=*/!sparse}});
   } else {
     const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
     const Tensor o =

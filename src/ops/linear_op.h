@@ -37,11 +37,14 @@ struct Gated {
   Tensor out{};
 };
 // add_rms_norm(residual, y, weight, eps, out). Where Backend::defers_norm(T) holds, out may be left
-// unwritten; the next projection then takes the norm as its RmsNormInput of the same residual.
+// unwritten; the next projection then takes the norm as its RmsNormInput of the same residual, and
+// where next_reads_x (a gated or QKV projection, not a router that stores its own normed row) the
+// backend may leave in out the x that projection reads (the CUDA backend's norm handoff).
 struct AddRmsNorm {
   Tensor residual{}, weight{};
   float eps = 0.0f;
   Tensor out{};
+  bool next_reads_x = true;
 };
 using LinearEpilogue = std::variant<std::monostate, SplitQkvRope, Gated, AddRmsNorm>;
 

@@ -281,7 +281,7 @@ class CudaBackend final : public Backend {
       return;
     }
     if (const auto* a = std::get_if<AddRmsNorm>(&op.then); a && no_bias && !op.norm) {
-      linear_add_rms_norm(op.x, op.w, op.y, a->residual, a->weight, a->eps, a->out);
+      linear_add_rms_norm(op.x, op.w, op.y, a->residual, a->weight, a->eps, a->out, a->next_reads_x);
       return;
     }
     Backend::linear(op);
@@ -592,7 +592,7 @@ class CudaBackend final : public Backend {
   }
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
-                           const Tensor& norm_w, float eps, const Tensor& out) {
+                           const Tensor& norm_w, float eps, const Tensor& out, bool next_reads_x = false) {
     const char* op = "linear_add_rms_norm";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
@@ -600,9 +600,9 @@ class CudaBackend final : public Backend {
         residual.device().is_cuda() && residual.dim(0) == M && residual.row_elems() == N &&
         cuda::gemv_supported(int(M), int(K), int(dtype_size(dtype_)), x.data(), w.data())) {
       // The handoff's x goes to out, which the deferred norm leaves to the next projection.
-      const bool hand = N >= linear_.norm_handoff_min_k && N <= linear_.norm_handoff_max_k && out.defined() &&
-                        out.dtype() == dtype_ && out.device().is_cuda() && out.dim(0) == 1 && out.row_elems() == N &&
-                        norm_w.dtype() == dtype_ && norm_w.numel() == N &&
+      const bool hand = next_reads_x && N >= linear_.norm_handoff_min_k && N <= linear_.norm_handoff_max_k &&
+                        out.defined() && out.data() != x.data() && out.dtype() == dtype_ && out.device().is_cuda() &&
+                        out.dim(0) == 1 && out.row_elems() == N && norm_w.dtype() == dtype_ && norm_w.numel() == N &&
                         cuda::gemv_supported(1, int(N), int(dtype_size(dtype_)), out.data(), norm_w.data());
       by_dtype([&](auto e) {
         using E = decltype(e);
