@@ -262,7 +262,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
   // HandoffRow: this warp's slice of the residual's squares, added over the block at the end (every
   // warp of the block takes part, outputs or not).
   __shared__ float slice_ss[Src::kBlockSs ? WARPS : 1];
-  float4 slice[Src::kBlockSs && WARPS < 16 ? 4 : 1];  // (wide blocks: a float4 a lane covers K 2048 and more)
+  float4 slice[Src::kBlockSs && WARPS < 16 ? 4 : 1];  // 16+ warps: one a lane (K 2048 at 16 warps) keeps 64 registers
   if constexpr (Src::kBlockSs) src.load_slice(warp, WARPS, K, lane, slice);
   // The thread that stores output n loads what the epilogue needs of it early.
   std::conditional_t<Prefetches<Epi>::value, float2, float> pre{};
