@@ -592,7 +592,7 @@ class CudaBackend final : public Backend {
   }
 
   void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& residual,
-                           const Tensor& norm_w, float eps, const Tensor& out, bool next_reads_x = false) {
+                           const Tensor& norm_w, float eps, const Tensor& out, bool next_reads_x) {
     const char* op = "linear_add_rms_norm";
     need(x, dtype_, op, "x"), need(w, dtype_, op, "w");
     const int64_t M = x.ndim() >= 1 ? x.dim(0) : 0, K = x.row_elems(), N = w.dim(0);
@@ -632,17 +632,17 @@ class CudaBackend final : public Backend {
     if (bias.defined()) need(bias, dtype_, "rms_norm_linear_split_qkv_rope", "bias");
     by_dtype([&](auto e) {
       using E = decltype(e);
-      const cuda::GemvInput<E> in = normed_input<E>(residual, norm_w, eps, normed);
       const E* b = bias.defined() ? ptr<E>(bias) : nullptr;
       const int D = cfg.head_dim;
       if (rope_fused) {
+        const cuda::GemvInput<E> in = normed_input<E>(residual, norm_w, eps, normed);  // before s() counts the launch
         GS_CUDA_CHECK(cuda::gemv_qkv_rope<E>(in, ptr<E>(w), b, ptr<int32_t>(positions), ptr<float>(inv_freq(cfg)),
                                              ptr<E>(q), ptr<E>(k), ptr<E>(v), 1, int(q.row_elems() / D),
                                              int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
                                              qk_norm_of<E>(q_norm, k_norm, eps), qkv_wide_max_blocks()));
       } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
-        const cuda::GemvInput<E> plain(ptr<float>(residual), ptr<E>(norm_w), eps);
-        GS_CUDA_CHECK(cuda::gemv<E>(plain, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
+        const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+        GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
         split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
       }
     });

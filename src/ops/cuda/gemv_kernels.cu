@@ -98,10 +98,15 @@ struct HandoffRow : ResidualRms {
     unpack_vec<T>(__ldg(reinterpret_cast<const uint4*>(xn) + kv), xf);
   }
   // This warp's slice of the residual, E float4 a lane loaded before the main loop into `early`
-  // (load_slice) and summed after it with the rest (slice_ss), so that no load waits.
+  // (load_slice) and summed after it with the rest (slice_ss), so that no load waits. The slice:
+  // float4s [begin, end) of the row.
+  __device__ __forceinline__ int2 slice_of(int warp, int warps, int K) const {
+    const int n4 = K / 4;
+    return make_int2(n4 * warp / warps, n4 * (warp + 1) / warps);
+  }
   template <int E>
   __device__ __forceinline__ void load_slice(int warp, int warps, int K, int lane, float4 (&early)[E]) const {
-    const int n4 = K / 4, begin = n4 * warp / warps, end = n4 * (warp + 1) / warps;
+    const auto [begin, end] = slice_of(warp, warps, K);
 #pragma unroll
     for (int j = 0; j < E; ++j) {
       const int i = begin + lane + 32 * j;
@@ -110,7 +115,7 @@ struct HandoffRow : ResidualRms {
   }
   template <int E>
   __device__ __forceinline__ float slice_ss(int warp, int warps, int K, int lane, const float4 (&early)[E]) const {
-    const int n4 = K / 4, begin = n4 * warp / warps, end = n4 * (warp + 1) / warps;
+    const auto [begin, end] = slice_of(warp, warps, K);
     float ss = 0.0f;
     const auto add = [&](const float4& f) { ss = fmaf(f.x, f.x, fmaf(f.y, f.y, fmaf(f.z, f.z, fmaf(f.w, f.w, ss)))); };
 #pragma unroll
