@@ -2,15 +2,18 @@
 //
 // A row is split over the C CTAs of a cluster (C = 8 at small batches, so one row keeps 8 SMs
 // busy; 1 from 64 rows on); every reduction runs in the CTA, then over the cluster through
-// distributed shared memory, in a fixed order, so the result does not depend on C. The steps of
-// sampling_rule.h:
+// distributed shared memory, with exact and commutative operations, so the result does not
+// depend on C. A row's time at small batches is a chain of barriers, so the steps take as few as
+// they can. The steps of sampling_rule.h:
 //   greedy: one argmax pass;  plain temperature: one Gumbel pass, with no max pass before it;
-//   top-k (k <= 1024): each CTA takes the k-th largest of its threads' maxima, a lower bound
-//   of the row's k-th largest; one pass gathers the tokens above the bound into shared memory
-//   (a few times k of them); where every CTA's candidates fit in one CTA's shared memory, rank
-//   0 copies them (distributed shared memory) and alone finds the exact k-th largest, draws and
-//   checks top-p, with CTA barriers instead of cluster ones; else every CTA does that over its
-//   own. Larger k, or a gather that overflows, use radix-select passes over the row;
+//   top-k (k <= 1024): each CTA takes the k-th largest of its threads' maxima (two radix
+//   digits of it), a lower bound of the row's k-th largest, and gathers its tokens above it
+//   into shared memory (a few times k of them; only the threads whose maximum reaches it look);
+//   one cluster exchange then carries the CTAs' maxima, bounds and counts. Where every CTA's
+//   candidates fit in one CTA's shared memory, the CTAs write them into rank 0's and rank 0
+//   alone finds the exact k-th largest, draws and checks top-p, with CTA barriers instead of
+//   cluster ones; else every CTA does that over its own. Larger k, or a gather that overflows,
+//   use radix-select passes over the row;
 //   top-p or min-p without top-k: on a peaked row (a trained model's) the tokens within
 //   kNegligibleBelow of the top, the only ones that weigh or can win, are gathered and drawn
 //   from as with top-k, where a sample of the row says they fit; else over the row: the kept
@@ -93,50 +96,74 @@ __device__ int32_t argmax_row(const Slice& sl, Shared& sh, Scope& c) {
   return id == INT_MAX ? 0 : id;
 }
 
+// The digit of a radix select's round, found by one warp: hist holds the count of each 8-bit
+// digit among the keys that match the digits found so far; the digit is the one at which the
+// count of keys at or above it first reaches `remaining`, and `above` counts the keys above it
+// (digit 0, above 0 where the total stays under remaining). Lane l sums digits 255 - 8l down to
+// 248 - 8l; a scan over the lanes finds the lane, which walks its eight.
+__device__ uint4 pick_digit(const uint32_t* hist, uint32_t remaining) {
+  const int l = lane();
+  const uint4 lo4 = *reinterpret_cast<const uint4*>(hist + 248 - 8 * l);
+  const uint4 hi4 = *reinterpret_cast<const uint4*>(hist + 252 - 8 * l);
+  const uint32_t mine = lo4.x + lo4.y + lo4.z + lo4.w + hi4.x + hi4.y + hi4.z + hi4.w;
+  const uint32_t incl = warp_inclusive_scan(mine);
+  const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
+  const unsigned reached = __ballot_sync(0xffffffffu, incl >= remaining);
+  const int finder = reached != 0 ? __ffs(int(reached)) - 1 : 0;
+  uint4 out = make_uint4(0u, 0u, total, 0u);
+  if (reached != 0 && l == finder) {
+    const uint32_t h[8] = {hi4.w, hi4.z, hi4.y, hi4.x, lo4.w, lo4.z, lo4.y, lo4.x};  // digit 255 - 8l - i
+    uint32_t at = incl - mine;
+    bool found = false;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if (!found && at + h[i] >= remaining) out.x = uint32_t(255 - 8 * l - i), out.y = at, found = true;
+      at += h[i];
+    }
+  }
+  out.x = __shfl_sync(0xffffffffu, out.x, finder);
+  out.y = __shfl_sync(0xffffffffu, out.y, finder);
+  return out;  // (in every lane)
+}
+
 // The k-th largest key that `visit` offers (it calls add(key) for every key >= lo of this
-// CTA's share), or lo when the cluster offers at most k of them. Radix select on 8-bit digits:
-// thread t < 256 owns digit 255 - t, so an inclusive scan over those threads counts the keys at
-// or above each digit, and the one digit where that count first reaches k is found at once.
+// CTA's share), or lo when the cluster offers at most k of them. Radix select on 8-bit digits,
+// each with a histogram of its own, so none is cleared while a warp may still read it. With
+// fewer `rounds` than kDigits, a lower bound of it: its top 8 x rounds bits, the rest 0.
 template <typename Visit, typename Scope>
-__device__ uint32_t kth_key(Visit&& visit, uint32_t lo, int k, Shared& sh, Scope& c) {
-  static_assert(kThreads >= 256, "a thread a digit");
-  const bool owner = threadIdx.x < 256;
-  const uint32_t d = 255u - threadIdx.x;  // owners only
+__device__ uint32_t kth_key(Visit&& visit, uint32_t lo, int k, Shared& sh, Scope& c, int rounds = kDigits) {
+  c.sync();  // every CTA is done with the histograms of an earlier call
+  for (int b = threadIdx.x; b < kDigits * 256; b += kThreads) sh.hist[b / 256][b % 256] = 0;
+  __syncthreads();
   uint32_t prefix = 0, mask = 0;
   uint32_t remaining = uint32_t(k);
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += kThreads) sh.hist[b] = 0;
-    __syncthreads();
+  for (int round = 0; round < rounds; ++round) {
+    const int shift = 24 - 8 * round;
+    uint32_t* hist = sh.hist[round];
     visit([&](uint32_t key) {
-      if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255u], 1u);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
     });
     c.sync();
-    uint32_t h = 0, at_or_above = 0;
-    if (owner) {
-      for (int r = 0; r < c.size; ++r) h += c.at(sh.hist, r)[d];
-      at_or_above = warp_inclusive_scan(h);
-      if (lane() == 31) sh.scan[warp()] = int(at_or_above);
+    const uint32_t* counts = hist;
+    if (c.size > 1) {  // the cluster's counts
+      if (threadIdx.x < 256) {
+        uint32_t h = 0;
+        for (int r = 0; r < c.size; ++r) h += c.at(hist, r)[threadIdx.x];
+        sh.hist_all[threadIdx.x] = h;
+      }
+      __syncthreads();  // (hist_all is next written after the next round's cluster barrier)
+      counts = sh.hist_all;
     }
-    c.sync();  // every CTA has read every histogram before any clears its own; the warp sums are in
-    if (owner) {
-      uint32_t total = 0;
-      for (int w = 0; w < 256 / 32; ++w) {
-        if (w < warp()) at_or_above += uint32_t(sh.scan[w]);
-        total += uint32_t(sh.scan[w]);
-      }
-      const uint32_t above = at_or_above - h;
-      if (above < remaining && at_or_above >= remaining) sh.int_out[0] = int(d), sh.int_out[1] = int(above);
-      if (d == 0) {
-        if (total < remaining) sh.int_out[0] = 0, sh.int_out[1] = 0;  // no digit reaches k
-        sh.int_out[2] = shift == 24 && total <= remaining;
-      }
+    if (warp() == 0) {
+      const uint4 d = pick_digit(counts, remaining);
+      if (lane() == 0) sh.picked[round] = d;
     }
     __syncthreads();
-    const uint32_t digit = uint32_t(sh.int_out[0]), above = uint32_t(sh.int_out[1]);
-    if (sh.int_out[2] != 0) return lo;  // (int_out is next written after this loop's barriers)
-    prefix |= digit << shift;
+    const uint4 d = sh.picked[round];
+    if (round == 0 && d.z <= remaining) return lo;
+    prefix |= d.x << shift;
     mask |= 0xffu << shift;
-    remaining -= above;
+    remaining -= d.y;
   }
   return prefix;
 }
@@ -264,10 +291,9 @@ struct Share {
   }
 };
 
-// Gathers this CTA's tokens with key >= lo into shared memory; false (cluster-wide) on overflow.
-__device__ bool gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Cluster& c) {
-  if (threadIdx.x == 0) sh.num_candidates = 0;
-  __syncthreads();
+// Appends this thread's tokens with key >= lo to the CTA's candidates (their count runs past
+// kCandidates where they do not fit).
+__device__ void gather_mine(const Slice& sl, Keys keys, uint32_t lo, Shared& sh) {
   sl.for_each4([&](int i0, const float* v) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -278,30 +304,59 @@ __device__ bool gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Clus
       }
     }
   });
-  __syncthreads();
-  const bool overflow = sh.num_candidates > kCandidates;
-  return cluster_max_u32(overflow ? 1u : 0u, sh, c) == 0;
 }
 
-// Moves every CTA's gathered candidates into rank 0's arrays where they fit there together (the
-// counts are final: gather ended in a cluster barrier), so that rank 0 finishes the draw alone,
-// with CTA barriers instead of cluster ones; false in every CTA when they do not fit.
-__device__ bool gather_into_rank0(Shared& sh, Cluster& c) {
-  int total = 0;
-  for (int q = 0; q < c.size; ++q) total += *c.at(&sh.num_candidates, q);
-  if (total > kCandidates) return false;
-  if (c.rank == 0)
-    for (int q = 1, at = sh.num_candidates; q < c.size; ++q) {
-      const int n = *c.at(&sh.num_candidates, q);
-      const float* s = c.at(sh.cand_s, q);
-      const int32_t* id = c.at(sh.cand_id, q);
-      for (int i = threadIdx.x; i < n; i += kThreads) sh.cand_s[at + i] = s[i], sh.cand_id[at + i] = id[i];
-      at += n;
-    }
-  c.sync();  // rank 0 has read every CTA's candidates: the others may leave
-  if (threadIdx.x == 0) sh.num_candidates = total;
+// How many candidates the cluster's CTAs gathered (their counts final), or -1 where a CTA's did
+// not fit; in every thread.
+__device__ int cluster_candidates(Shared& sh, Cluster& c) {
+  const int n = rank_value(&sh.num_candidates, c, 0);
+  const bool fits = __all_sync(0xffffffffu, n <= kCandidates);
+  const int total = warp_reduce(n, [](int a, int b) { return a + b; });
+  return fits ? total : -1;
+}
+
+// Gathers this CTA's tokens with key >= lo into shared memory; returns cluster_candidates.
+__device__ int gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Cluster& c) {
+  if (threadIdx.x == 0) sh.num_candidates = 0;
   __syncthreads();
-  return true;
+  gather_mine(sl, keys, lo, sh);
+  c.sync();  // every CTA's count is final
+  return cluster_candidates(sh, c);
+}
+
+// What one exchange over the cluster gives every CTA: the largest m and bound of the CTAs' (each
+// the same in all threads of its CTA), and cluster_candidates. No barrier follows: the slots it
+// read are next written past another cluster barrier.
+struct Exchanged {
+  float m;
+  uint32_t bound;
+  int candidates;
+};
+__device__ Exchanged exchange(float m, uint32_t bound, Shared& sh, Cluster& c) {
+  if (threadIdx.x == 0) sh.x_f = m, sh.x_key = bound;
+  c.sync();  // (the CTAs' counts are final too)
+  return Exchanged{warp_reduce(rank_value(&sh.x_f, c, kNegInf), [](float a, float b) { return fmaxf(a, b); }),
+                   warp_reduce(rank_value(&sh.x_key, c, 0u), [](uint32_t a, uint32_t b) { return max(a, b); }),
+                   cluster_candidates(sh, c)};
+}
+
+// Every CTA writes its gathered candidates into rank 0's arrays, after those of the lower ranks
+// (the counts are final and `total` fits there), so that rank 0 finishes the draw alone, with
+// CTA barriers instead of cluster ones.
+__device__ void gather_into_rank0(int total, Shared& sh, Cluster& c) {
+  if (c.rank != 0) {
+    const int below = lane() < c.rank ? *c.at(&sh.num_candidates, lane()) : 0;
+    const int at = warp_reduce(below, [](int a, int b) { return a + b; });
+    float* s = c.at(sh.cand_s, 0);
+    int32_t* id = c.at(sh.cand_id, 0);
+    for (int i = threadIdx.x; i < sh.num_candidates; i += kThreads)
+      s[at + i] = sh.cand_s[i], id[at + i] = sh.cand_id[i];
+  }
+  c.sync();  // rank 0 holds every candidate (and no longer reads the others' counts)
+  if (c.rank == 0) {
+    if (threadIdx.x == 0) sh.num_candidates = total;
+    __syncthreads();
+  }
 }
 
 // The Gumbel draw over tokens i0 .. i0 + 3 (one Philox block), of those with in[j]: the best
@@ -364,8 +419,8 @@ __device__ int32_t select_and_draw(const Slice& sl, const Share& share, const Sa
         if (any) gumbel_max4(r, i0, s, in, best, id);
       });
     }
-    const int32_t winner = cluster_argmax(best, id, sh, c);
-    if (want_z) target = double(r.top_p) * double(cluster_sum_u64(z, sh, c));
+    const int32_t winner = cluster_argmax(best, id, sh, c, want_z ? &z : nullptr);
+    if (want_z) target = double(r.top_p) * double(z);
     if (winner == INT_MAX) return argmax_row(sl, sh, c);  // cannot happen: the top token is in every domain
     if (!top_p) return winner;
     const uint32_t kc = order_key(keys.value(sl.x[winner]));
@@ -432,34 +487,47 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
       if (!isnan(v[j])) tmax = fmaxf(tmax, keys.value(v[j]));
     }
   });
-  const float m = cluster_max(tmax, sh, c);
-  if (m == kNegInf || m == INFINITY) return argmax_row(sl, sh, c);  // nothing to draw, or step 3's sentinel
-  uint32_t lo = order_key(kNegInf) + 1;
-  if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
-  bool gathered = false;
-  if (top_k && r.top_k <= kThreads) {
-    // The k-th largest thread maximum of any CTA is at most the row's k-th largest: tokens
-    // below the largest such bound cannot be kept.
-    sh.thread_max[threadIdx.x] = tmax == kNegInf ? kNoKey : order_key(tmax);
-    __syncthreads();
+  const uint32_t any = order_key(kNegInf) + 1;  // the lowest key of a value above -inf
+  // Top-k (k <= kThreads): the k-th largest of a CTA's thread maxima is at most the row's k-th
+  // largest. Each CTA gathers its tokens at or above its own such bound (only threads whose
+  // maximum reaches it hold any) before m is known, so one exchange carries the CTAs' maxima,
+  // bounds and counts. Two digits of the bound suffice: it only needs to be a lower bound.
+  const bool bounded = top_k && r.top_k <= kThreads;
+  uint32_t bound = any;
+  if (threadIdx.x == 0) sh.num_candidates = 0;
+  if (bounded) {
+    const uint32_t mine = tmax == kNegInf ? kNoKey : order_key(tmax);
     auto own = [&](auto&& add) {
-      const uint32_t k = sh.thread_max[threadIdx.x];
-      if (k >= lo) add(k);
+      if (mine >= any) add(mine);
     };
     OneCta cta;
-    const uint32_t bound = kth_key(own, lo, r.top_k, sh, cta);
-    gathered = gather(sl, keys, max(lo, cluster_max_u32(bound, sh, c)), sh, c);
-  } else if (!top_k) {  // top-p or min-p: the tokens that weigh or can win, where they fit
-    const uint32_t from = max(lo, order_key(negligible_below(m)));
-    gathered = likely_fit(sl, keys, from, sh, c) && gather(sl, keys, from, sh, c);
+    bound = max(any, kth_key(own, any, r.top_k, sh, cta, 2));
+    if (mine >= bound) gather_mine(sl, keys, bound, sh);
   }
-  if (gathered && c.size > 1 && gather_into_rank0(sh, c)) {
+  const Exchanged e = exchange(block_max(tmax, sh), bound, sh, c);
+  const float m = e.m;
+  if (m == kNegInf || m == INFINITY) {  // nothing to draw, or step 3's sentinel
+    c.sync();                           // every CTA has read the exchanged slots before argmax_row writes them
+    return argmax_row(sl, sh, c);
+  }
+  uint32_t lo = any;
+  if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
+  int gathered = -1;  // the cluster's gathered candidates; -1: none gathered
+  if (bounded) {
+    gathered = e.candidates;
+    lo = max(lo, e.bound);  // no kept token lies below it
+  } else if (!top_k) {      // top-p or min-p: the tokens that weigh or can win, where they fit
+    const uint32_t from = max(lo, order_key(negligible_below(m)));
+    if (likely_fit(sl, keys, from, sh, c)) gathered = gather(sl, keys, from, sh, c);
+  }
+  if (gathered >= 0 && c.size > 1 && gathered <= kCandidates) {
+    gather_into_rank0(gathered, sh, c);
     if (c.rank != 0) return INT_MAX;
     OneCta cta;
     const Slice row{sl.x, 0, sl.V, sl.V};
     return select_and_draw(row, Share{row, keys, true}, r, m, lo, sh, cta);
   }
-  return select_and_draw(sl, Share{sl, keys, gathered}, r, m, lo, sh, c);
+  return select_and_draw(sl, Share{sl, keys, gathered >= 0}, r, m, lo, sh, c);
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
