@@ -157,7 +157,14 @@ struct Cluster {
   cg::cluster_group g;
   int rank, size;
   __device__ Cluster() : g(cg::this_cluster()), rank(int(g.block_rank())), size(int(g.num_blocks())) {}
-  __device__ void sync() { g.sync(); }
+  // A cluster of one CTA (from 64 rows on) needs only a CTA barrier, without the cluster
+  // barrier's memory fence.
+  __device__ void sync() {
+    if (size == 1)
+      __syncthreads();
+    else
+      g.sync();
+  }
   template <typename T>
   __device__ T* at(T* p, int r) {
     return g.map_shared_rank(p, r);
