@@ -9,8 +9,8 @@
 //   top-k (k <= 1024): each CTA takes the k-th largest of its threads' maxima (two radix
 //   digits of it), a lower bound of the row's k-th largest, and gathers its tokens above it
 //   into shared memory (a few times k of them; only the threads whose maximum reaches it look);
-//   one cluster exchange then carries the CTAs' maxima, bounds and counts. Where every CTA's
-//   candidates fit in one CTA's shared memory, the CTAs write them into rank 0's and rank 0
+//   one cluster barrier then posts the CTAs' maxima, bounds, counts and candidates to rank 0.
+//   Where every CTA's candidates fit its region of rank 0's inbox, the others leave and rank 0
 //   alone finds the exact k-th largest, draws and checks top-p, with CTA barriers instead of
 //   cluster ones; else every CTA does that over its own. Larger k, or a gather that overflows,
 //   use radix-select passes over the row;
@@ -306,57 +306,55 @@ __device__ void gather_mine(const Slice& sl, Keys keys, uint32_t lo, Shared& sh)
   });
 }
 
-// How many candidates the cluster's CTAs gathered (their counts final), or -1 where a CTA's did
-// not fit; in every thread.
-__device__ int cluster_candidates(Shared& sh, Cluster& c) {
-  const int n = rank_value(&sh.num_candidates, c, 0);
-  const bool fits = __all_sync(0xffffffffu, n <= kCandidates);
-  const int total = warp_reduce(n, [](int a, int b) { return a + b; });
-  return fits ? total : -1;
-}
-
-// Gathers this CTA's tokens with key >= lo into shared memory; returns cluster_candidates.
-__device__ int gather(const Slice& sl, Keys keys, uint32_t lo, Shared& sh, Cluster& c) {
-  if (threadIdx.x == 0) sh.num_candidates = 0;
-  __syncthreads();
-  gather_mine(sl, keys, lo, sh);
-  c.sync();  // every CTA's count is final
-  return cluster_candidates(sh, c);
-}
-
-// What one exchange over the cluster gives every CTA: the largest m and bound of the CTAs' (each
-// the same in all threads of its CTA), and cluster_candidates. No barrier follows: the slots it
-// read are next written past another cluster barrier.
-struct Exchanged {
+// What post gives every CTA: the cluster's maximum and largest bound of those posted, whether
+// each CTA's candidates fit its own arrays, and whether they all fit rank 0's inbox and arrays
+// (rank 0 then holds them all: pool_in_rank0).
+struct Posted {
   float m;
   uint32_t bound;
-  int candidates;
+  bool fits, pooled;
 };
-__device__ Exchanged exchange(float m, uint32_t bound, Shared& sh, Cluster& c) {
-  if (threadIdx.x == 0) sh.x_f = m, sh.x_key = bound;
-  c.sync();  // (the CTAs' counts are final too)
-  return Exchanged{warp_reduce(rank_value(&sh.x_f, c, kNegInf), [](float a, float b) { return fmaxf(a, b); }),
-                   warp_reduce(rank_value(&sh.x_key, c, 0u), [](uint32_t a, uint32_t b) { return max(a, b); }),
-                   cluster_candidates(sh, c)};
+
+// One cluster barrier: each CTA posts its maximum m, its bound and its count of gathered
+// candidates (final) to every CTA, and ranks 1.. their candidates to rank 0's inbox where they fit
+// their region; then every CTA reads the posts in its own shared memory (so no CTA reads another
+// after the barrier, and any may leave). Each slot is written once a launch.
+__device__ Posted post(float m, uint32_t bound, Shared& sh, Cluster& c) {
+  const int n = sh.num_candidates, region = kCandidates / c.size;
+  if (int(threadIdx.x) < c.size) {
+    Shared& to = *c.at(&sh, int(threadIdx.x));
+    to.in_m[c.rank] = m, to.in_bound[c.rank] = bound, to.in_count[c.rank] = n;
+  }
+  if (c.rank != 0 && n <= region) {
+    Shared& r0 = *c.at(&sh, 0);
+    for (int i = threadIdx.x; i < n; i += kThreads)
+      r0.in_s[c.rank * region + i] = sh.cand_s[i], r0.in_id[c.rank * region + i] = sh.cand_id[i];
+  }
+  c.sync();
+  const bool mine = lane() < c.size;
+  const int count = mine ? sh.in_count[lane()] : 0;
+  Posted p;
+  p.m = warp_reduce(mine ? sh.in_m[lane()] : kNegInf, [](float x, float y) { return fmaxf(x, y); });
+  p.bound = warp_reduce(mine ? sh.in_bound[lane()] : 0u, [](uint32_t x, uint32_t y) { return max(x, y); });
+  const int total = warp_reduce(count, [](int x, int y) { return x + y; });
+  p.fits = __all_sync(0xffffffffu, count <= kCandidates);
+  p.pooled = c.size > 1 && __all_sync(0xffffffffu, lane() == 0 || count <= region) && total <= kCandidates;
+  return p;
 }
 
-// Every CTA writes its gathered candidates into rank 0's arrays, after those of the lower ranks
-// (the counts are final and `total` fits there), so that rank 0 finishes the draw alone, with
-// CTA barriers instead of cluster ones.
-__device__ void gather_into_rank0(int total, Shared& sh, Cluster& c) {
-  if (c.rank != 0) {
-    const int below = lane() < c.rank ? *c.at(&sh.num_candidates, lane()) : 0;
-    const int at = warp_reduce(below, [](int a, int b) { return a + b; });
-    float* s = c.at(sh.cand_s, 0);
-    int32_t* id = c.at(sh.cand_id, 0);
-    for (int i = threadIdx.x; i < sh.num_candidates; i += kThreads)
-      s[at + i] = sh.cand_s[i], id[at + i] = sh.cand_id[i];
+// Rank 0 appends the inbox's candidates to its own (pooled: they fit), so that it finishes the
+// draw alone, with CTA barriers instead of cluster ones.
+__device__ void pool_in_rank0(int csize, Shared& sh) {
+  const int region = kCandidates / csize;
+  int at = sh.in_count[0];
+  for (int q = 1; q < csize; ++q) {
+    const int n = sh.in_count[q];
+    for (int i = threadIdx.x; i < n; i += kThreads)
+      sh.cand_s[at + i] = sh.in_s[q * region + i], sh.cand_id[at + i] = sh.in_id[q * region + i];
+    at += n;
   }
-  c.sync();  // rank 0 holds every candidate (and no longer reads the others' counts)
-  if (c.rank == 0) {
-    if (threadIdx.x == 0) sh.num_candidates = total;
-    __syncthreads();
-  }
+  if (threadIdx.x == 0) sh.num_candidates = at;
+  __syncthreads();
 }
 
 // The Gumbel draw over tokens i0 .. i0 + 3 (one Philox block), of those with in[j]: the best
@@ -490,50 +488,57 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
   const uint32_t any = order_key(kNegInf) + 1;  // the lowest key of a value above -inf
   // Top-k (k <= kThreads): the k-th largest of a CTA's thread maxima is at most the row's k-th
   // largest. Each CTA gathers its tokens at or above its own such bound (only threads whose
-  // maximum reaches it hold any) before m is known, so one exchange carries the CTAs' maxima,
-  // bounds and counts. Two digits of the bound suffice: it only needs to be a lower bound.
+  // maximum reaches it hold any) before m is known, so that one post to rank 0 carries the CTAs'
+  // maxima, bounds, counts and candidates. Two digits of the bound suffice: it only needs to be
+  // a lower bound.
   const bool bounded = top_k && r.top_k <= kThreads;
-  uint32_t bound = any;
   if (threadIdx.x == 0) sh.num_candidates = 0;
+  Posted p{};
+  bool gathered = false;
+  float m;
   if (bounded) {
     const uint32_t mine = tmax == kNegInf ? kNoKey : order_key(tmax);
     auto own = [&](auto&& add) {
       if (mine >= any) add(mine);
     };
     OneCta cta;
-    bound = max(any, kth_key(own, any, r.top_k, sh, cta, 2));
+    const uint32_t bound = max(any, kth_key(own, any, r.top_k, sh, cta, 2));
     if (mine >= bound) gather_mine(sl, keys, bound, sh);
+    p = post(block_max(tmax, sh), bound, sh, c);  // (block_max's barriers end the gather)
+    m = p.m;
+    gathered = p.fits;
+  } else {
+    m = cluster_max(tmax, sh, c);
   }
-  const Exchanged e = exchange(block_max(tmax, sh), bound, sh, c);
-  const float m = e.m;
-  if (m == kNegInf || m == INFINITY) {  // nothing to draw, or step 3's sentinel
-    c.sync();                           // every CTA has read the exchanged slots before argmax_row writes them
-    return argmax_row(sl, sh, c);
-  }
+  if (m == kNegInf || m == INFINITY) return argmax_row(sl, sh, c);  // nothing to draw, or step 3's sentinel
   uint32_t lo = any;
   if (r.min_p > 0.0f) lo = max(lo, order_key(add_rn(m, logf(r.min_p))));
-  int gathered = -1;  // the cluster's gathered candidates; -1: none gathered
   if (bounded) {
-    gathered = e.candidates;
-    lo = max(lo, e.bound);  // no kept token lies below it
+    lo = max(lo, p.bound);  // no kept token lies below it
   } else if (!top_k) {      // top-p or min-p: the tokens that weigh or can win, where they fit
     const uint32_t from = max(lo, order_key(negligible_below(m)));
-    if (likely_fit(sl, keys, from, sh, c)) gathered = gather(sl, keys, from, sh, c);
+    if (likely_fit(sl, keys, from, sh, c)) {
+      gather_mine(sl, keys, from, sh);
+      __syncthreads();
+      p = post(m, 0u, sh, c);
+      gathered = p.fits;
+    }
   }
-  if (gathered >= 0 && c.size > 1 && gathered <= kCandidates) {
-    gather_into_rank0(gathered, sh, c);
+  if (gathered && p.pooled) {
     if (c.rank != 0) return INT_MAX;
+    pool_in_rank0(c.size, sh);
     OneCta cta;
     const Slice row{sl.x, 0, sl.V, sl.V};
     return select_and_draw(row, Share{row, keys, true}, r, m, lo, sh, cta);
   }
-  return select_and_draw(sl, Share{sl, keys, gathered >= 0}, r, m, lo, sh, c);
+  return select_and_draw(sl, Share{sl, keys, gathered}, r, m, lo, sh, c);
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   pdl_wait();
   pdl_trigger();
-  __shared__ Shared sh;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Shared& sh = *reinterpret_cast<Shared*>(smem);
   Cluster c;
   const int i = int(blockIdx.x) / c.size;
   const SamplingRow r = a.rows[i];
@@ -599,10 +604,15 @@ int cluster_size(int rows) { return rows >= 64 ? 1 : rows >= 32 ? 2 : rows >= 16
 
 cudaError_t sample(const SampleArgs& a, cudaStream_t s) {
   if (a.n <= 0) return cudaSuccess;
+  if (cudaError_t e =
+          cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared)));
+      e != cudaSuccess)
+    return e;
   const int C = cluster_size(a.n);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(a.n * C));
   cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = sizeof(Shared);
   cfg.stream = s;
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -42,6 +42,13 @@ struct Shared {
   int num_candidates;
   float cand_s[kCandidates];
   int32_t cand_id[kCandidates];
+  // What the CTAs post (post): each rank's maximum, bound and count of candidates; in rank 0,
+  // the candidates of ranks 1.. in a region of kCandidates / C each.
+  float in_m[kMaxCluster];
+  uint32_t in_bound[kMaxCluster];
+  int in_count[kMaxCluster];
+  float in_s[kCandidates];
+  int32_t in_id[kCandidates];
   // Top logprobs (rank 0 only).
   int top_n;
   int32_t top_ids[kMaxTopLogprobs];
@@ -199,6 +206,10 @@ __device__ T cluster_combine(T v, T none, T* slot, Scope& c, Op op) {
   v = warp_reduce(rank_value(slot, c, none), op);
   c.sync();  // every CTA has read every slot before any writes its own again
   return v;
+}
+
+__device__ float cluster_max(float v, Shared& sh, Cluster& c) {
+  return cluster_combine(block_max(v, sh), kNegInf, &sh.x_f, c, [](float a, float b) { return fmaxf(a, b); });
 }
 
 template <typename Scope>
