@@ -93,7 +93,9 @@ void expect_same(const std::vector<TokenLogprob>& want, const std::vector<TokenL
 
 // 72 rows take a CTA a row; 9 rows (each kind once) a cluster of 8 CTAs a row, whose selections
 // combine the CTAs' histograms; there row 5 keeps 2,000 tokens (top-k above a CTA's threads: the
-// radix select over the whole row instead of the gathered candidates). At temperature 5, row 7's
+// radix select over the whole row instead of the gathered candidates), and row 3 keeps 700 (at
+// 128,256 tokens a CTA gathers more than its region of rank 0's inbox holds: every CTA finishes
+// over its own candidates, the cluster's histograms combined). At temperature 5, row 7's
 // top-p of 0.5 keeps about 35,000 of 128,256 tokens of a nearly flat row: rejection rounds over
 // the whole row. The third step's logits spread 4 times wider: most tokens' masses round to 0.
 TEST(CudaSampler, DrawsWhatTheCpuReferenceDraws) {
@@ -106,7 +108,7 @@ TEST(CudaSampler, DrawsWhatTheCpuReferenceDraws) {
       for (int step = 0; step < 3; ++step) {  // penalty counts advance on both sides
         std::vector<LogitAdjustment> adj;
         auto rows = mixed_rows(n, adj, V);
-        if (n < 16) rows[5].top_k = 2000;
+        if (n < 16) rows[5].top_k = 2000, rows[3].top_k = 700;
         rows[7].temperature = 5.0f;
         for (auto& r : rows) r.step += step;
         const auto x = random_rows(n, V, 7 + uint32_t(step), step == 2 ? 12.0f : 3.0f);
