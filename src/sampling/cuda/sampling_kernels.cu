@@ -535,11 +535,16 @@ __device__ int32_t draw(const Slice& sl, const SamplingRow& r, Shared& sh, Clust
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
+  Cluster c;
+  // A CTA may write into another's shared memory (post) only once every CTA of the cluster has
+  // started: a cluster barrier, whose arrival comes before the wait on the previous kernel so
+  // that the wait hides it.
+  if (c.size > 1) __cluster_barrier_arrive_relaxed();
   pdl_wait();
   pdl_trigger();
+  if (c.size > 1) __cluster_barrier_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
-  Cluster c;
   const int i = int(blockIdx.x) / c.size;
   const SamplingRow r = a.rows[i];
   float* x = a.logits + int64_t(i) * a.vocab;
