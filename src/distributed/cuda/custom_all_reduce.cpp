@@ -119,13 +119,6 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, in
 }
 
 void CustomAllReduce::start_diagnosis() {
-  if (const char* d = std::getenv("GS_AR_DEBUG"); d && *d) {
-    debug_ = std::strcmp(d, "nopeers") == 0     ? custom_ar::kNoPeers
-             : std::strcmp(d, "nobarrier") == 0 ? custom_ar::kNoBarrier
-                                                : 0;
-    spdlog::warn("custom all-reduce rank {}: GS_AR_DEBUG={} ({}): timing only, the sums are wrong", rank_, d,
-                 debug_ ? "on" : "unknown value, ignored");
-  }
   const char* path = std::getenv("GS_AR_TRACE");
   if (!path || !*path) return;
   const size_t bytes = sizeof(custom_ar::TraceRecord) * custom_ar::kTraceCalls;
@@ -215,7 +208,6 @@ custom_ar::PeerTable CustomAllReduce::peer_table() const {
   for (int r = 0; r < world_; ++r) table.lamport[r] = static_cast<char*>(table.data[r]) + 2 * policy_.custom_max_bytes;
   table.lamport_bytes = lamport_bytes();
   table.trace = trace_;
-  table.debug = debug_;
   return table;
 }
 

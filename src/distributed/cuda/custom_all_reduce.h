@@ -79,10 +79,9 @@ class CustomAllReduce {
   // Bytes of one of the three Lamport buffers: every rank's region of a fused message.
   size_t lamport_bytes() const;
 
-  // Diagnosis switches, read at construction: GS_AR_TRACE=<path> records every call's timeline on
-  // the device (custom_ar::TraceRecord) and writes it to <path>.rank<r> (one line a call:
-  // call kind rows t0..t4 in ns) when this object is destroyed; GS_AR_DEBUG=nopeers / nobarrier
-  // runs the timing-only variants of the fused kernel (custom_ar::DebugMode; wrong sums).
+  // The diagnosis switch, read at construction: GS_AR_TRACE=<path> records every call's timeline
+  // on the device (custom_ar::TraceRecord) and writes it to <path>.rank<r> (one line a call:
+  // call kind rows t0..t4 in ns) when this object is destroyed. It changes no sum.
   void start_diagnosis();
   void write_trace() const;
 
@@ -90,7 +89,6 @@ class CustomAllReduce {
   AllReducePolicy policy_;
   custom_ar::TraceRecord* trace_ = nullptr;  // device ring (GS_AR_TRACE)
   std::string trace_path_;
-  int debug_ = 0;
   DType lamport_dtype_ = DType::BF16;  // the sentinel the Lamport buffers hold
   bool lamport_ = true;
   void* own_ = nullptr;        // this rank's buffer (cudaMalloc)

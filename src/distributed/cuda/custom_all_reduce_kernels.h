@@ -40,11 +40,6 @@ struct TraceRecord {
 };
 inline constexpr uint32_t kTraceCalls = 1u << 16;
 
-// Timing-only variants of the fused kernel (GS_AR_DEBUG; wrong sums): kNoPeers pushes nothing to
-// the peers and skips the barrier (the kernel's local cost), kNoBarrier pushes but skips the
-// barrier (the data crossing without the flag protocol).
-enum DebugMode : int { kNormal = 0, kNoPeers = 1, kNoBarrier = 2 };
-
 // Every rank's buffer as the calling process maps it: its signal area, then its data in two
 // halves of half_packs 16-byte packs each (consecutive calls alternate between them), then the
 // three Lamport buffers of lamport_bytes each (the flagless fused kernel).
@@ -55,7 +50,6 @@ struct PeerTable {
   void* lamport[kRanks];
   size_t lamport_bytes;
   TraceRecord* trace;  // null unless GS_AR_TRACE
-  int debug;           // DebugMode
 };
 
 // out = the sum over the ranks of each rank's `in` (packs 16-byte packs of bf16 or f32, at most
