@@ -80,6 +80,11 @@ bool LlamaModel::defers_norm(const ForwardInputs& in, int n) const {
   return !cfg_.moe.enabled() && backend_defers_norm(in, n);
 }
 
+bool LlamaModel::moe_hands_off_norm(int layer, const ForwardInputs& in, int n) const {
+  return cfg_.moe.sparse(layer) && layer + 1 < cfg_.num_layers && backend_defers_norm(in, n) &&
+         be_.moe_norm_handoff(n, cfg_.hidden_size) && w_.layers[size_t(layer + 1)].qkv.dtype() == be_.compute_dtype();
+}
+
 bool LlamaModel::add_norm_in_linear(const ForwardInputs& in, int n, const Tensor& out_norm) const {
   return !be_.defers_norm(n) && !in.has_lora && !tp_.sharded() && !out_norm.defined();
 }
@@ -145,7 +150,8 @@ Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInput
 
 // o_proj, residual add + post-attention norm, then the MLP's gate/up projection and activation
 // (with the norm deferred into that projection where the backend takes it), or the experts (the
-// norm deferred into the router's projection, which stores the normed row the experts read).
+// norm deferred into the router's projection, which stores the normed row the experts read; and
+// where moe_hands_off_norm, the residual add + next norm after them, which mlp_out then skips).
 void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
@@ -168,7 +174,11 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
     add_rms_norm(layer, after_o, in, res, o, w.post_norm, hid, n);
   }
   if (sparse) {
-    moe_.run(w.moe, Tensor(), hid, n, deferred ? std::optional(RmsNormInput{res, w.post_norm, eps}) : std::nullopt);
+    const auto then = moe_hands_off_norm(layer, in, n)
+                          ? std::optional(AddRmsNorm{res, w_.layers[size_t(layer + 1)].input_norm, eps, hid})
+                          : std::nullopt;
+    moe_.run(w.moe, Tensor(), hid, n, deferred ? std::optional(RmsNormInput{res, w.post_norm, eps}) : std::nullopt,
+             then);
   } else if (lora_slots(in)) {  // the adapter adds to the gate/up projection, in the activation's op
     const Tensor y = lora_->project(layer, LoraProj::GateUp, LoraFusedOp::GatedActivation, hid, w.gate_up, Tensor(),
                                     gate_up, in.lora_slots, n);
@@ -185,7 +195,8 @@ void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n), act = buf_.act.rows(0, n);
-  if (cfg_.moe.sparse(layer)) {  // sharded: the ranks' partial sums, reduced in the add + norm
+  if (cfg_.moe.sparse(layer)) {                    // sharded: the ranks' partial sums, reduced in the add + norm
+    if (moe_hands_off_norm(layer, in, n)) return;  // the experts did the add (mlp_in)
     add_rms_norm(layer, {.reduce = tp_.sharded()}, in, res, moe_.out(n), next_norm, hid, n);
     return;
   }
@@ -213,9 +224,10 @@ void LlamaModel::start_layer(int layer, const ForwardInputs& in, int n) {
     const auto op = cfg_.qk_norm ? std::nullopt : std::optional(LoraFusedOp::SplitQkvRope);
     const Tensor y = lora_->project(layer, LoraProj::Qkv, op, x, w.qkv, w.qkv_bias, qkv, in.lora_slots, n);
     lora_->expand(layer, LoraProj::Qkv, y, in.lora_slots, n, split);
-  } else {  // deferred: the input norm of the residual (mlp_out or piece 0 left it)
+  } else {  // deferred: the input norm of the residual (mlp_out, the experts or piece 0 left it)
+    const bool deferred = defers_norm(in, n) || (layer > 0 && moe_hands_off_norm(layer - 1, in, n));
     const auto norm =
-        defers_norm(in, n) ? std::optional(RmsNormInput{buf_.residual.rows(0, n), w.input_norm, eps}) : std::nullopt;
+        deferred ? std::optional(RmsNormInput{buf_.residual.rows(0, n), w.input_norm, eps}) : std::nullopt;
     be_.linear({.x = x, .norm = norm, .w = w.qkv, .bias = w.qkv_bias, .y = qkv, .then = split});
   }
 }

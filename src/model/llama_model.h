@@ -17,10 +17,12 @@
 // Backend::moe_route and Backend::moe_experts (with the shared expert's MLP and gate computed
 // before it and added in it); its output takes down's place before the residual add + norm.
 // gpt-oss adds o_proj's bias, attention sinks (AttentionBackend::forward_with_sinks), the router's
-// bias and the experts' biases and clamped SwiGLU (MoeExpertsArgs). MoE models never defer norms;
-// their LoRA adapters adapt the attention projections (and the MLPs of dense layers), never the
-// experts; under tensor parallelism each rank holds its channels of every expert and the block's
-// output is reduced in the residual add + norm.
+// bias and the experts' biases and clamped SwiGLU (MoeExpertsArgs). Where norms are deferred, a
+// sparse layer's post-attention norm is the router projection's, and where the backend hands it
+// off (Backend::moe_norm_handoff) the experts add into the residual and the next QKV projection
+// computes its input norm; their LoRA adapters adapt the attention projections (and the MLPs of dense layers), never
+// the experts; under tensor parallelism each rank holds its channels of every expert and the block's output is reduced
+// in the residual add + norm.
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
 // and down end in an all-reduce of their partial sums (fused with the residual add + norm after
@@ -85,6 +87,10 @@ class LlamaModel final : public PiecewiseModel {
   // ... and whether this model does at every norm: not with experts, whose post-attention norm
   // alone is deferred (into the router's projection, mlp_in).
   bool defers_norm(const ForwardInputs& in, int n) const;
+  // Whether sparse layer `layer`'s experts end with the residual add and hand the next layer's
+  // input norm to its QKV projection (Backend::moe_norm_handoff; mlp_in): where the norms are
+  // deferred, before a QKV projection in the compute dtype (FP8 projections stage their norm).
+  bool moe_hands_off_norm(int layer, const ForwardInputs& in, int n) const;
   // Whether o_proj / down and the residual add + norm after it run as one LinearOp (the backend may
   // fuse them) where the backend does not defer the norm: nothing joins the add (no adapter, no
   // all-reduce, no Gemma 2 norm after the projection).

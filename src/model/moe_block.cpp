@@ -42,7 +42,7 @@ MoeBlock::MoeBlock(const ModelConfig& cfg, Backend& backend, int max_tokens)
 }
 
 void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n,
-                   const std::optional<RmsNormInput>& norm) {
+                   const std::optional<RmsNormInput>& norm, const std::optional<AddRmsNorm>& then) {
   const MoeConfig& m = *moe_;
   Backend& be = *be_;
   const int64_t k = m.routing.top_k;
@@ -78,6 +78,7 @@ void MoeBlock::run(const MoeLayerWeights& w, const Tensor& score_bias, const Ten
   a.out = out_.rows(0, n);
   a.workspace = workspace_;
   a.routed_experts = m.num_experts;
+  a.then = then;
   be.moe_experts(a);
 }
 

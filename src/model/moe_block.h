@@ -22,8 +22,10 @@ class MoeBlock {
 
   // The block of the normed hidden state hid [n, H] into out(n). `score_bias` [E] f32 or undefined.
   // With `norm`, hid is rms_norm(*norm), computed by the router's projection (which may fuse it).
+  // With `then`, the residual add + norm after the block too (MoeExpertsArgs::then).
   void run(const MoeLayerWeights& w, const Tensor& score_bias, const Tensor& hid, int n,
-           const std::optional<RmsNormInput>& norm = std::nullopt);
+           const std::optional<RmsNormInput>& norm = std::nullopt,
+           const std::optional<AddRmsNorm>& then = std::nullopt);
   Tensor out(int n) const { return out_.rows(0, n); }
 
  private:

@@ -7,6 +7,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/allocator.h"
@@ -68,6 +69,11 @@ struct MoeExpertsArgs {
   Tensor gate_up_bias;        // [E, 2I] or undefined: expert e's gate biases, then its up biases
   Tensor down_bias;           // [E, H] or undefined
   Tensor workspace;           // U8 [Backend::moe_workspace_bytes] or undefined: none
+  // Where set, the residual add and norm after the block: then.residual += out, then.out =
+  // rms_norm(then.residual) * then.weight (eps), as add_rms_norm does; where the backend hands the
+  // norm off (Backend::moe_norm_handoff), out and then.out hold what the next projection with that
+  // norm reads instead (out may be left unwritten).
+  std::optional<AddRmsNorm> then;
   // The experts the routing picks from: all ranks' under expert parallelism, whose pairs are then
   // E / routed_experts of ids' on average (the kernels' choice of path and work item size); 0: E.
   int64_t routed_experts = 0;
@@ -138,6 +144,14 @@ class Backend {
   // the norm's launch.
   virtual bool defers_norm(int64_t tokens) const {
     (void)tokens;
+    return false;
+  }
+  // Whether moe_experts does MoeExpertsArgs::then's add with the norm handed to the next
+  // projection (a LinearOp with RmsNormInput {then.residual, then.weight, then.eps} and x =
+  // then.out) at `tokens` tokens of hidden size `hidden`, saving the add + norm's launch; the
+  // model asks for `then` only where this says so.
+  virtual bool moe_norm_handoff(int64_t tokens, int64_t hidden) const {
+    (void)tokens, (void)hidden;
     return false;
   }
 

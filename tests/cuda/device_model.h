@@ -1,6 +1,6 @@
 // A model on any backend, driven from the host: one request's prompt through one forward,
-// returning the logits of every position. Inputs are staged on the host and copied in with
-// backend.copy, so the same code runs the CPU reference and the CUDA backend.
+// returning the logits of every position, then one token a forward (decode). Inputs are staged on the host and copied
+// in with backend.copy, so the same code runs the CPU reference and the CUDA backend.
 #pragma once
 #include <memory>
 #include <vector>
@@ -54,6 +54,22 @@ class DeviceModel {
     model_->forward(in);
     model_->compute_logits(rows_.rows(0, n), logits_.rows(0, n));
     return read_rows(n);
+  }
+
+  // One decode step of the same request: `token` at position `pos`, after a prefill (and steps)
+  // that cached positions 0..pos-1; returns its logits.
+  std::vector<float> decode(int32_t token, int pos) {
+    GS_CHECK(pos >= 1 && pos < max_tokens_, "decode at position {} (1..{})", pos, max_tokens_ - 1);
+    std::vector<int32_t> blocks(static_cast<size_t>(md_.max_blocks_per_req));
+    for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = int32_t(b);
+    put(ids_, {token}), put(pos_, {pos}), put(rows_, {0}), put(md_.slot_mapping, {pos});
+    put(md_.query_start_loc, {0, 1}), put(md_.seq_lens, {pos + 1}), put(md_.block_table, blocks);
+    md_.max_query_len = 1;
+    md_.num_reqs = md_.num_reqs_padded = 1;
+    const ForwardInputs in{1, ids_.rows(0, 1), pos_.rows(0, 1), &md_};
+    model_->forward(in);
+    model_->compute_logits(rows_.rows(0, 1), logits_.rows(0, 1));
+    return read_rows(1)[0];
   }
 
  private:

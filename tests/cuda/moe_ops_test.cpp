@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "core/error.h"
 #include "cuda_test_util.h"
@@ -22,6 +24,7 @@ namespace gs {
 namespace {
 
 using test::on;
+using test::on_i32;
 using test::randn;
 using test::read;
 
@@ -95,8 +98,9 @@ struct Layer {
   static constexpr int k = 4, H = 256;
   int I, E;
   Tensor x, gu, down, logits, ids, w, shared, gate, act, pair_out, index, out;
-  Tensor gu_bias, down_bias;  // gpt-oss: f32 expert biases, with the clamped SwiGLU
-  Tensor workspace;           // the backend's (with_workspace), for its dense form
+  Tensor gu_bias, down_bias;       // gpt-oss: f32 expert biases, with the clamped SwiGLU
+  Tensor workspace;                // the backend's (with_workspace), for its dense form
+  std::optional<AddRmsNorm> then;  // the residual add + norm after the block (MoeExpertsArgs::then)
   GatedActivation fn = GatedActivation::Silu;
   // Expert parallelism: the rank's experts [first, first + held) (held 0: every expert), whose
   // weight rows and biases it reads (hold()).
@@ -161,6 +165,7 @@ struct Layer {
                                  .gate_up_bias = mine(gu_bias, 1),
                                  .down_bias = mine(down_bias, 1),
                                  .workspace = workspace,
+                                 .then = then,
                                  .routed_experts = E});
   }
 };
@@ -232,6 +237,68 @@ TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
     c.forward(*cpu);
     EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
     EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), 1e-2);
+  }
+}
+
+// The residual add + next norm after the experts at one token (MoeExpertsArgs::then). Where the
+// backend hands the norm off (LinearKernelOptions::norm_handoff_min_k / max_k, here at every
+// hidden size) the small-batch path's fold adds into the residual and stores x = residual *
+// norm_w, and the QKV projection after it computes the norm (with and without the q/k head norm);
+// elsewhere add_rms_norm runs and the projection reads its normed row. The residual is the same
+// bit for bit both ways; q / k / v are within x's rounding of the plain form's (and differ from
+// them: the handoff ran) and near the CPU reference's; the plain form equals the experts,
+// add_rms_norm and the projection of x run apart, bit for bit.
+TEST(MoeOps, NormHandoffAfterTheExpertsMatchesAddRmsNorm) {
+  GS_REQUIRE_GPU();
+  KernelOptions every_k, off;
+  every_k.linear.norm_handoff_min_k = 0;
+  off.linear.norm_handoff_max_k = 0;
+  const auto handoff = make_cuda_backend(0, DType::BF16, every_k), plain = make_cuda_backend(0, DType::BF16, off);
+  const auto cpu = make_cpu_backend();
+  ASSERT_TRUE(handoff->moe_norm_handoff(1, Layer::H));
+  ASSERT_FALSE(plain->moe_norm_handoff(1, Layer::H));
+  constexpr int H = Layer::H, D = 128, hq = 4, hkv = 2, W = (hq + 2 * hkv) * D;
+  const float eps = 1e-5f;
+  const auto r0 = randn(H, 90), g0 = randn(H, 91), wq0 = randn(size_t(W) * H, 92, 0.05f);
+  const auto qn0 = randn(D, 93), kn0 = randn(D, 94);
+  RopeConfig cfg;
+  cfg.head_dim = D;
+  for (bool shared : {false, true}) {
+    for (bool qk_norm : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "shared " << shared << " q/k norm " << qk_norm);
+      // The residual, q, k and v after the block on `be`; apart: the block without `then`, then
+      // add_rms_norm and the projection of its output.
+      const auto run = [&](Backend& be, bool apart) {
+        const DType d = be.compute_dtype();
+        Layer l(be, 1, shared, 95);
+        const Tensor r = on(be, r0, {1, H}, DType::F32), g = on(be, g0, {H}, d);
+        const Tensor x = Tensor::empty({1, H}, d, be.allocator()), wq = on(be, wq0, {W, H}, d);
+        const Tensor q = Tensor::empty({1, hq * D}, d, be.allocator()),
+                     k = Tensor::empty({1, hkv * D}, d, be.allocator()),
+                     v = Tensor::empty({1, hkv * D}, d, be.allocator());
+        const Tensor qn = qk_norm ? on(be, qn0, {D}, d) : Tensor(), kn = qk_norm ? on(be, kn0, {D}, d) : Tensor();
+        const Tensor pos = on_i32(be, std::vector<int32_t>{77}, {1}), y = Tensor::empty({1, W}, d, be.allocator());
+        // Nothing is enqueued between the block and the projection, as in the model's step.
+        if (!apart) l.then = AddRmsNorm{r, g, eps, x};
+        l.forward(be);
+        if (apart) be.add_rms_norm(r, l.out, g, eps, x);
+        be.linear({.x = x,
+                   .norm = apart ? std::nullopt : std::optional(RmsNormInput{r, g, eps}),
+                   .w = wq,
+                   .y = y,
+                   .then = SplitQkvRope{pos, &cfg, qn, kn, eps, q, k, v}});
+        return std::vector<std::vector<float>>{read(be, r), read(be, q), read(be, k), read(be, v)};
+      };
+      const auto h = run(*handoff, false), p = run(*plain, false), c = run(*cpu, false);
+      EXPECT_EQ(p, run(*plain, true));
+      EXPECT_EQ(h[0], p[0]);
+      for (size_t i = 1; i < h.size(); ++i) {
+        EXPECT_LT(test::rel_l2(h[i], p[i]), 5e-3) << "output " << i;
+        EXPECT_NE(h[i], p[i]) << "output " << i << ": the handoff did not run";
+        EXPECT_LT(test::rel_l2(h[i], c[i]), 2e-2) << "output " << i;
+      }
+      EXPECT_LT(test::rel_l2(h[0], c[0]), 1e-2);
+    }
   }
 }
 

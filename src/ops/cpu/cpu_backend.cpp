@@ -257,7 +257,10 @@ class CpuBackend final : public Backend {
                  const Tensor& weights) override {
     cpu::enqueue_moe_route(stream_, logits, bias, r, ids, weights);
   }
-  void moe_experts(const MoeExpertsArgs& a) override { cpu::enqueue_moe_experts(stream_, a); }
+  void moe_experts(const MoeExpertsArgs& a) override {
+    cpu::enqueue_moe_experts(stream_, a);
+    if (a.then) add_rms_norm(a.then->residual, a.out, a.then->weight, a.then->eps, a.then->out);
+  }
   // Weights stay f32, holding the exact value of their FP8 quantization.
   void quantize_fp8(const Tensor& src, int64_t group_rows, bool block128, const Tensor& dst) override {
     check_f32(src, "quantize_fp8", "src"), check_f32(dst, "quantize_fp8", "dst");

@@ -194,7 +194,18 @@ class CudaBackend final : public Backend {
                  const Tensor& weights) override {
     cuda_backend::moe_route(logits, bias, r, ids, weights, s());
   }
-  void moe_experts(const MoeExpertsArgs& a) override { cuda_backend::moe_experts(a, dtype_, moe_, gemm_, s()); }
+  // The experts, then (a.then) the residual add and the next layer's input norm: at one token on
+  // hidden sizes in the norm handoff's window, by the small-batch path's fold, which hands the
+  // norm to the QKV projection enqueued next (as linear_add_rms_norm does); else add_rms_norm, and
+  // that projection reads its normed row as x.
+  void moe_experts(const MoeExpertsArgs& a) override {
+    const AddRmsNorm* then = a.then ? &*a.then : nullptr;
+    const bool hand = cuda_backend::moe_experts(a, dtype_, moe_, gemm_, s(), then && moe_handoff_fits(a, *then));
+    if (!then) return;
+    if (!hand) add_rms_norm(then->residual, a.out, then->weight, then->eps, then->out);
+    norm_handoff_ =
+        NormHandoff{then->residual.data(), then->weight.data(), then->out.data(), then->eps, enqueued_, !hand};
+  }
   std::string moe_kernels() const override { return cuda_backend::moe_kernels(moe_); }
   int64_t moe_workspace_bytes(int64_t T, int64_t k, int64_t E, int64_t I, int64_t H, int64_t routed) const override {
     return cuda_backend::moe_workspace_bytes(moe_, dtype_, T, k, E, I, H, routed);
@@ -253,6 +264,13 @@ class CudaBackend final : public Backend {
   // the norm of the residual row while it streams its weights (GemvInput).
   bool defers_norm(int64_t tokens) const override {
     return linear_.decode_fusion && linear_.norm_fusion && tokens == 1;
+  }
+
+  // The experts' fold hands the next QKV projection its norm (moe_experts) where the dense
+  // models' residual add does (LinearKernelOptions::norm_handoff_min_k / max_k), in bf16.
+  bool moe_norm_handoff(int64_t tokens, int64_t hidden) const override {
+    return dtype_ == DType::BF16 && defers_norm(tokens) && hidden >= linear_.norm_handoff_min_k &&
+           hidden <= linear_.norm_handoff_max_k;
   }
 
   using Backend::linear;
@@ -362,18 +380,32 @@ class CudaBackend final : public Backend {
   // The norm handoff: the one-token residual add (linear_add_rms_norm) that stored
   // xn = residual * norm_w for the projection enqueued right after it, which takes it where its
   // norm is that one (the same residual, weight, eps and x).
+  // normed: xn already holds rms_norm(residual) * norm_w (moe_experts' add_rms_norm), read as x.
   struct NormHandoff {
     const void *residual = nullptr, *norm_w = nullptr, *xn = nullptr;
     float eps = 0.0f;
     uint64_t at = 0;  // enqueued_ after the add
+    bool normed = false;
   };
   template <typename E>
   cuda::GemvInput<E> normed_input(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& x) const {
     const NormHandoff& h = norm_handoff_;
     if (h.xn && h.at == enqueued_ && h.residual == residual.data() && h.norm_w == norm_w.data() && h.eps == eps &&
         x.defined() && h.xn == x.data())
-      return cuda::GemvInput<E>::handoff(ptr<E>(x), ptr<float>(residual), ptr<E>(norm_w), eps);
+      return h.normed ? cuda::GemvInput<E>(ptr<E>(x))
+                      : cuda::GemvInput<E>::handoff(ptr<E>(x), ptr<float>(residual), ptr<E>(norm_w), eps);
     return cuda::GemvInput<E>(ptr<float>(residual), ptr<E>(norm_w), eps);
+  }
+  // Whether the experts' fold may take `then` as a norm handoff (moe_experts): moe_norm_handoff,
+  // then's tensors on the GPU in the shapes it writes, aligned for the GEMV that reads them.
+  bool moe_handoff_fits(const MoeExpertsArgs& a, const AddRmsNorm& then) const {
+    const int64_t H = a.out.row_elems();
+    const auto row = [&](const Tensor& t, DType d) {
+      return t.defined() && t.dtype() == d && t.device().is_cuda() && t.dim(0) == 1 && t.row_elems() == H;
+    };
+    return a.x.dim(0) == 1 && moe_norm_handoff(1, H) && row(then.residual, DType::F32) && row(then.out, dtype_) &&
+           then.weight.dtype() == dtype_ && then.weight.numel() == H &&
+           cuda::gemv_supported(1, int(H), int(dtype_size(dtype_)), then.out.data(), then.weight.data());
   }
 
   // The row-wise ops above, reading their input (x, gate_up, qkv) through the FP8 GEMM's scales
@@ -641,7 +673,7 @@ class CudaBackend final : public Backend {
                                              int(k.row_elems() / D), D, int(K), cfg.long_from, s(),
                                              qk_norm_of<E>(q_norm, k_norm, eps), qkv_wide_max_blocks()));
       } else {  // a q/k norm the GEMV does not take: the normed projection into qkv, then split_qkv_rope
-        const cuda::GemvInput<E> in(ptr<float>(residual), ptr<E>(norm_w), eps);
+        const cuda::GemvInput<E> in = normed_input<E>(residual, norm_w, eps, normed);
         GS_CUDA_CHECK(cuda::gemv<E>(in, ptr<E>(w), b, qkv.data(), false, 1, int(w.dim(0)), int(K), s()));
         split_qkv_rope(qkv, positions, cfg, q_norm, k_norm, eps, q, k, v);
       }

@@ -66,7 +66,8 @@ void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, co
                                 ptr<float>(weights), int(d.T), s));
 }
 
-void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, LtGemm& gemm, cudaStream_t s) {
+bool moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, LtGemm& gemm, cudaStream_t s,
+                 bool handoff) {
   const MoeDims d = check_moe_experts(a, dtype);
   for (const Tensor* t : {&a.x, &a.gate_up, &a.down, &a.ids, &a.weights, &a.act_scratch, &a.pair_out, &a.index, &a.out})
     GS_CHECK(t->device().is_cuda(), "moe_experts: {} must be on the GPU", t->str());
@@ -85,8 +86,13 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
   if (dtype == DType::BF16 && !fp8 && dense_form(opts, d.T, d.k, routed) && a.workspace.defined() &&
       a.workspace.numel() >= dense_bytes(d.T, d.E, d.I, d.H) && aligned16(a.workspace)) {
     run_dense(a, d, epi, sg, sg_stride, gemm, s);
-    return;
+    return false;
   }
+  const bool hand = handoff && a.then && dtype == DType::BF16 &&
+                    cuda::moe_direct_path(opts, int(d.T), int(d.k), int(routed), int(d.H));
+  const cuda::MoeNormHandoff nh = hand ? cuda::MoeNormHandoff{ptr<float>(a.then->residual),
+                                                              ptr<uint16_t>(a.then->weight), ptr<uint16_t>(a.then->out)}
+                                       : cuda::MoeNormHandoff{};
   const auto weight = [](const Tensor& w) {
     return w.dtype() == DType::F8E4M3 ? cuda::MoeWeight{w.data(), ptr<float>(w.scales()), int(w.scales().row_elems())}
                                       : cuda::MoeWeight{w.data()};
@@ -97,12 +103,13 @@ void moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
                                        ptr<float>(a.weights), a.shared.defined() ? ptr<E>(a.shared) : nullptr, sg,
                                        sg_stride, ptr<E>(a.act_scratch), ptr<float>(a.pair_out), ptr<int32_t>(a.index),
                                        ptr<E>(a.out), int(d.T), int(d.k), int(d.E), int(routed), int(d.I), int(d.H),
-                                       opts, s, epi));
+                                       opts, s, epi, nh));
   };
   if (dtype == DType::F32)
     run(float{});
   else
     run(cuda::bf16_t{});
+  return hand;
 }
 
 std::string moe_kernels(const MoeKernelOptions& opts) {

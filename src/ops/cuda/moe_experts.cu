@@ -276,25 +276,27 @@ __global__ void moe_dense_act_kernel(bf16_t* gu, const int32_t* ids, int k, int 
 // expert; more tokens' rarely do where 4 T k <= `routed` (every rank's experts: a rank's share of
 // the pairs over its share of the experts is as crowded). The fold's counters cover the down
 // GEMM's column tiles (16 outputs or more each).
-bool direct_path(const MoeKernelOptions& opts, int T_, int k, int routed, int H) {
+}  // namespace
+
+bool moe_direct_path(const MoeKernelOptions& opts, int T_, int k, int routed, int H) {
   return T_ <= opts.direct_max_tokens && (T_ == 1 || 4 * T_ * k <= routed) && (H + 15) / 16 <= kMoeFoldCounters;
 }
-
-}  // namespace
 
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
                         const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
                         int shared_gate_stride, T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k,
                         int E, int routed, int I, int H, const MoeKernelOptions& opts, cudaStream_t s,
-                        const MoeEpilogue& epi) {
+                        const MoeEpilogue& epi, const MoeNormHandoff& handoff) {
   if (T_ <= 0) return cudaGetLastError();
   const int P = T_ * k;
   const bool other_ranks = routed > E;  // expert parallelism: some ids may be < 0
+  const bool direct = std::is_same_v<T, bf16_t> && moe_direct_path(opts, T_, k, routed, H);
+  if (handoff.residual && (!direct || !handoff.norm_w || !handoff.xn)) return cudaErrorInvalidValue;
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (direct_path(opts, T_, k, routed, H)) {
-      const MoeDirect d{ids,        MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k,
-                        other_ranks};
+    if (direct) {
+      const MoeDirect d{
+          ids, MoeIndex(index, P, E).counters, shared, shared_gate, shared_gate_stride, out, k, other_ranks, handoff};
       cudaError_t err = moe_gate_up_mma(act, x, gate_up, index, act_scratch, P, k, E, I, H, 8, epi, s, &d);
       if (err != cudaSuccess) return err;
       return moe_down_mma(act_scratch, down, weights, index, pair_out, P, E, I, H, 8, epi, s, &d);
@@ -334,7 +336,8 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
 #define GS_MOE_INSTANTIATE(T)                                                                                        \
   template cudaError_t moe_experts<T>(GatedActivation, const T*, const MoeWeight&, const MoeWeight&, const int32_t*, \
                                       const float*, const T*, const float*, int, T*, float*, int32_t*, T*, int, int, \
-                                      int, int, int, int, const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&);
+                                      int, int, int, int, const MoeKernelOptions&, cudaStream_t, const MoeEpilogue&, \
+                                      const MoeNormHandoff&);
 GS_MOE_INSTANTIATE(bf16_t)
 GS_MOE_INSTANTIATE(float)
 

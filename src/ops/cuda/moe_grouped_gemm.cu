@@ -87,7 +87,8 @@ struct GateUpOut {
     if (counters && blockIdx.x == 0 && blockIdx.y == 0)
       for (int i = int(threadIdx.x); i < kMoeFoldCounters; i += int(blockDim.x)) counters[i] = 0;
   }
-  __device__ void fold(int, int, int) const {}
+  __device__ float2 fold_prefetch(int, int, int) const { return {}; }
+  __device__ void fold(int, int, int, float2) const {}
   __device__ int64_t row(int n, int r) const { return int64_t(r) * I + n; }
   __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
     const float* b = bias ? bias + int64_t(e) * 2 * I + n : nullptr;
@@ -113,15 +114,20 @@ struct DownOut {
   // The small-batch path's routing where pairs of another rank's expert (< 0) add nothing
   // (expert parallelism), else null.
   const int32_t* other_rank_ids;
+  MoeNormHandoff handoff;  // residual null: the sums go to out
   __device__ void prologue() const {}
   // out[t, o] for outputs [o0, o1) of every token: its pairs' rows in slot order, then the gated
-  // shared expert (moe_reduce's arithmetic). pair_out of other CTAs is read through L2, every
-  // pair's row whatever its id, so that the k loads are in flight together.
-  __device__ void fold(int o0, int o1, int P) const {
+  // shared expert (moe_reduce's arithmetic); with the handoff, that sum rounded to bf16 is added
+  // into the residual instead (add_rms_norm's add), and xn = residual * norm_w rounded is stored.
+  // pair_out of other CTAs is read through L2, every pair's row whatever its id, so that the k
+  // loads are in flight together. At one token, pre is fold_prefetch's.
+  __device__ void fold(int o0, int o1, int P, float2 pre) const {
     const int w = o1 - o0, T = P / k;
     for (int i = int(threadIdx.x); i < T * w; i += int(blockDim.x)) {
       const int64_t t = i / w;
       const int o = o0 + i % w;
+      float r = pre.x, nw = pre.y;
+      if (handoff.residual && T > 1) r = handoff.residual[t * H + o], nw = to_f(handoff.norm_w[o]);
       float acc = 0.0f;
       for (int j = 0; j < k; ++j) {
         const float v = __ldcg(pair_out + (t * k + j) * H + o);
@@ -131,8 +137,21 @@ struct DownOut {
         const float f = shared_gate ? 1.0f / (1.0f + expf(-shared_gate[t * gate_stride])) : 1.0f;
         acc += f * to_f(shared[t * H + o]);
       }
-      out[t * H + o] = from_f<bf16_t>(acc);
+      if (!handoff.residual) {
+        out[t * H + o] = from_f<bf16_t>(acc);
+        continue;
+      }
+      r += to_f(from_f<bf16_t>(acc));
+      handoff.residual[t * H + o] = r;
+      handoff.xn[t * H + o] = from_f<bf16_t>(r * nw);
     }
+  }
+  // The handoff's residual and norm weight of the fold's output o0 + threadIdx.x at one token,
+  // loaded by every CTA before it counts itself, so that the last one's fold does not wait for them.
+  __device__ float2 fold_prefetch(int o0, int o1, int P) const {
+    const int o = o0 + int(threadIdx.x);
+    if (!handoff.residual || P != k || o >= o1) return {};
+    return make_float2(handoff.residual[o], to_f(handoff.norm_w[o]));
   }
   __device__ int64_t row(int n, int) const { return n; }
   __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
@@ -148,14 +167,15 @@ __device__ __forceinline__ void arrive_and_fold(const Epi& epi, int n_out, int P
   if constexpr (Epi::kFold) {
     if (epi.counters) {
       __shared__ int last;
+      const int o0 = int(blockIdx.x) * TileOuts, o1 = min(o0 + TileOuts, n_out);
+      const float2 pre = epi.fold_prefetch(o0, o1, P);
       __threadfence();
       __syncthreads();
       if (threadIdx.x == 0) last = atomicAdd(epi.counters + blockIdx.x, 1) == int(gridDim.y) - 1;
       __syncthreads();
       if (last) {
         __threadfence();
-        const int o0 = int(blockIdx.x) * TileOuts;
-        epi.fold(o0, min(o0 + TileOuts, n_out), P);
+        epi.fold(o0, o1, P, pre);
       }
     }
   }
@@ -481,8 +501,8 @@ cudaError_t moe_down_mma(const bf16_t* act, const MoeWeight& down, const float* 
                          const MoeDirect* direct) {
   const MoeDirect d = direct ? *direct : MoeDirect{};
   const int32_t* other_rank_ids = d.other_ranks ? d.ids : nullptr;
-  const DownOut out{pair_out,      weights,       H,     epi.down_bias, d.counters,    d.shared,
-                    d.shared_gate, d.gate_stride, d.out, d.k,           other_rank_ids};
+  const DownOut out{pair_out,      weights,       H,     epi.down_bias, d.counters,     d.shared,
+                    d.shared_gate, d.gate_stride, d.out, d.k,           other_rank_ids, d.handoff};
   return launch(chunk, Gemm<DownOut>{act, 1, down, int64_t(H), out, index, d.ids, P, E, H, I}, s);
 }
 

@@ -57,12 +57,25 @@ struct MoeWeight {
 // checks). `routed` (>= E): the experts the routing picks from, all ranks' under expert
 // parallelism, which the choice of path and item size go by (E / routed of the pairs are local
 // on average).
+// The residual add after a block of bf16 experts, with the norm handoff to the next projection
+// (GemvInput::handoff): residual[t] += out[t] (rounded to bf16, as out holds it), then
+// xn[t] = residual[t] * norm_w rounded to bf16, in place of out. Unset (residual null): out.
+struct MoeNormHandoff {
+  float* residual = nullptr;         // [T, H] f32
+  const uint16_t* norm_w = nullptr;  // [H]: the next norm's weight
+  uint16_t* xn = nullptr;            // [T, H]
+};
+
+// Whether moe_experts takes the small-batch path (MoeKernelOptions::direct_max_tokens) for T_
+// tokens of k experts out of `routed`, hidden size H: the one that takes a MoeNormHandoff.
+bool moe_direct_path(const MoeKernelOptions& opts, int T_, int k, int routed, int H);
+
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
                         const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
                         int shared_gate_stride, T* act_scratch, float* pair_out, int32_t* index, T* out, int T_, int k,
                         int E, int routed, int I, int H, const MoeKernelOptions& opts, cudaStream_t s,
-                        const MoeEpilogue& epi = {});
+                        const MoeEpilogue& epi = {}, const MoeNormHandoff& handoff = {});
 
 // The small-batch path of the bf16 grouped GEMMs (MoeKernelOptions::direct_max_tokens): work
 // item y is pair y, its expert ids[y] (no index needed; none where ids[y] < 0); gate_up zeroes
@@ -78,6 +91,7 @@ struct MoeDirect {
   uint16_t* out = nullptr;  // [T, H]
   int k = 1;
   bool other_ranks = false;  // expert parallelism: some ids may be < 0, and the fold reads them
+  MoeNormHandoff handoff;    // where set, the fold adds into its residual and writes its xn, not out
 };
 
 // The dense form's two kernels (MoeKernelOptions::dense_max_tokens; the GEMMs around them are
