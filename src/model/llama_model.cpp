@@ -195,8 +195,9 @@ void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor
   const LlamaLayerWeights& w = w_.layers[size_t(layer)];
   const float eps = cfg_.rms_norm_eps;
   const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n), act = buf_.act.rows(0, n);
-  if (cfg_.moe.sparse(layer)) {                    // sharded: the ranks' partial sums, reduced in the add + norm
+  if (cfg_.moe.sparse(layer)) {
     if (moe_hands_off_norm(layer, in, n)) return;  // the experts did the add (mlp_in)
+    // Sharded: the ranks' partial sums, reduced in the add + norm.
     add_rms_norm(layer, {.reduce = tp_.sharded()}, in, res, moe_.out(n), next_norm, hid, n);
     return;
   }
