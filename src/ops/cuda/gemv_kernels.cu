@@ -424,9 +424,10 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
 // head, no split K (a head's pairs are whole in its cluster). With the input norm fused (NormedRow)
 // kHeadNormWarps a block at three blocks an SM: ptxas would otherwise take ~116 registers, two
 // blocks an SM, and a head's cluster waits for room (Qwen3-0.6B's 32 heads); at 64 registers a
-// larger block spills. Reading x (XRow: a Qwen3-MoE layer after its experts' add + norm), a head
-// takes blocks of kHeadNormWideWarps where they make a cluster of 2 or more (2 at head dim 128,
-// a block an SM), which is faster there (docs/PERF.md, "This round's other measurements").
+// larger block spills. Reading x (XRow) or the norm handoff's x (HandoffRow: its squares one
+// float4 a lane at 32 warps, 64 registers in bf16), a head takes blocks of kHeadNormWideWarps
+// where they make a cluster of 2 or more (2 at head dim 128, a block an SM), which is faster there
+// (docs/PERF.md, "This round's other measurements").
 constexpr int kHeadNormWarps = 8;
 constexpr int kHeadNormWideWarps = 32;
 // One warp an output, K unsplit, in blocks of WARPS warps at BLOCKS_PER_SM an SM: the head-norm
@@ -446,7 +447,7 @@ cudaError_t launch_head_norm_blocks(const Src& src, WeightPtr<T, W> w, const flo
 template <typename T, typename W, typename Src>
 cudaError_t launch_head_norm(const Src& src, WeightPtr<T, W> w, const float* wscale,
                              const QkvRopeEpilogue<T, true>& epi, int N, int K, cudaStream_t s) {
-  if constexpr (!Src::kNormed) {
+  if constexpr (!Src::kNormed || Src::kBlockSs) {
     constexpr int WW = kHeadNormWideWarps;
     if (epi.half % WW == 0 && epi.half / WW >= 2)
       return launch_head_norm_blocks<T, W, Src, WW, 1>(src, w, wscale, epi, N, K, s);
