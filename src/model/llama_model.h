@@ -20,9 +20,9 @@
 // bias and the experts' biases and clamped SwiGLU (MoeExpertsArgs). Where norms are deferred, a
 // sparse layer's post-attention norm is the router projection's, and where the backend hands it
 // off (Backend::moe_norm_handoff) the experts add into the residual and the next QKV projection
-// computes its input norm; their LoRA adapters adapt the attention projections (and the MLPs of dense layers), never
-// the experts; under tensor parallelism each rank holds its channels of every expert and the block's output is reduced
-// in the residual add + norm.
+// computes its input norm. MoE models' LoRA adapters adapt the attention projections (and the
+// MLPs of dense layers), never the experts; under tensor parallelism each rank holds its channels
+// of every expert and the block's output is reduced in the residual add + norm.
 //
 // Tensor parallelism (a communicator of N ranks): the model holds its TpLayout's shard; o_proj
 // and down end in an all-reduce of their partial sums (fused with the residual add + norm after

@@ -88,7 +88,7 @@ bool moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& o
     run_dense(a, d, epi, sg, sg_stride, gemm, s);
     return false;
   }
-  const bool hand = handoff && a.then && dtype == DType::BF16 &&
+  const bool hand = handoff && a.then && dtype == DType::BF16 && d.T == 1 &&
                     cuda::moe_direct_path(opts, int(d.T), int(d.k), int(routed), int(d.H));
   const cuda::MoeNormHandoff nh = hand ? cuda::MoeNormHandoff{ptr<float>(a.then->residual),
                                                               ptr<uint16_t>(a.then->weight), ptr<uint16_t>(a.then->out)}

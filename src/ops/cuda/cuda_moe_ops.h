@@ -17,10 +17,10 @@ namespace gs::cuda_backend {
 void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, const Tensor& ids, const Tensor& weights,
                cudaStream_t s);
 // The dense form's GEMMs run on `gemm`. With `handoff` (a.then set, its tensors checked by the
-// caller: residual f32 [T, H], weight bf16 [H], out bf16 [T, H]), where the small-batch path runs
-// on bf16 compute, its fold adds out into a.then->residual and stores the norm handoff's xn into
-// a.then->out instead of writing a.out (cuda::MoeNormHandoff); returns whether it did. a.then is
-// otherwise left to the caller.
+// caller: residual f32 [1, H], weight bf16 [H], out bf16 [1, H]), where the small-batch path runs
+// one token on bf16 compute, its fold adds out into a.then->residual and stores the norm
+// handoff's xn into a.then->out instead of writing a.out (cuda::MoeNormHandoff); returns whether
+// it did. a.then is otherwise left to the caller.
 bool moe_experts(const MoeExpertsArgs& a, DType dtype, const MoeKernelOptions& opts, LtGemm& gemm, cudaStream_t s,
                  bool handoff = false);
 // Backend::moe_workspace_bytes: the dense form's, for its largest batch of at most T tokens.

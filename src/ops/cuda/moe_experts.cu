@@ -292,7 +292,7 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   const int P = T_ * k;
   const bool other_ranks = routed > E;  // expert parallelism: some ids may be < 0
   const bool direct = std::is_same_v<T, bf16_t> && moe_direct_path(opts, T_, k, routed, H);
-  if (handoff.residual && (!direct || !handoff.norm_w || !handoff.xn)) return cudaErrorInvalidValue;
+  if (handoff.residual && (!direct || T_ != 1 || !handoff.norm_w || !handoff.xn)) return cudaErrorInvalidValue;
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (direct) {
       const MoeDirect d{

@@ -87,8 +87,6 @@ struct GateUpOut {
     if (counters && blockIdx.x == 0 && blockIdx.y == 0)
       for (int i = int(threadIdx.x); i < kMoeFoldCounters; i += int(blockDim.x)) counters[i] = 0;
   }
-  __device__ float2 fold_prefetch(int, int, int) const { return {}; }
-  __device__ void fold(int, int, int, float2) const {}
   __device__ int64_t row(int n, int r) const { return int64_t(r) * I + n; }
   __device__ void store(int e, int pair, int n, const float (&v)[R]) const {
     const float* b = bias ? bias + int64_t(e) * 2 * I + n : nullptr;
@@ -118,16 +116,15 @@ struct DownOut {
   __device__ void prologue() const {}
   // out[t, o] for outputs [o0, o1) of every token: its pairs' rows in slot order, then the gated
   // shared expert (moe_reduce's arithmetic); with the handoff, that sum rounded to bf16 is added
-  // into the residual instead (add_rms_norm's add), and xn = residual * norm_w rounded is stored.
+  // into the residual instead (add_rms_norm's add), and xn = residual * norm_w rounded is stored
+  // (one token: pre is fold_prefetch's residual and norm weight of this thread's output).
   // pair_out of other CTAs is read through L2, every pair's row whatever its id, so that the k
-  // loads are in flight together. At one token, pre is fold_prefetch's.
+  // loads are in flight together.
   __device__ void fold(int o0, int o1, int P, float2 pre) const {
     const int w = o1 - o0, T = P / k;
     for (int i = int(threadIdx.x); i < T * w; i += int(blockDim.x)) {
       const int64_t t = i / w;
       const int o = o0 + i % w;
-      float r = pre.x, nw = pre.y;
-      if (handoff.residual && T > 1) r = handoff.residual[t * H + o], nw = to_f(handoff.norm_w[o]);
       float acc = 0.0f;
       for (int j = 0; j < k; ++j) {
         const float v = __ldcg(pair_out + (t * k + j) * H + o);
@@ -141,16 +138,17 @@ struct DownOut {
         out[t * H + o] = from_f<bf16_t>(acc);
         continue;
       }
-      r += to_f(from_f<bf16_t>(acc));
-      handoff.residual[t * H + o] = r;
-      handoff.xn[t * H + o] = from_f<bf16_t>(r * nw);
+      const float r = pre.x + to_f(from_f<bf16_t>(acc));
+      handoff.residual[o] = r;
+      handoff.xn[o] = from_f<bf16_t>(r * pre.y);
     }
   }
-  // The handoff's residual and norm weight of the fold's output o0 + threadIdx.x at one token,
-  // loaded by every CTA before it counts itself, so that the last one's fold does not wait for them.
-  __device__ float2 fold_prefetch(int o0, int o1, int P) const {
+  // The handoff's residual and norm weight of the fold's output o0 + threadIdx.x (its one token; a
+  // tile's outputs, 16 a warp, are fewer than a CTA's threads), loaded by every CTA before it
+  // counts itself, so that the last one's fold does not wait for them.
+  __device__ float2 fold_prefetch(int o0, int o1) const {
     const int o = o0 + int(threadIdx.x);
-    if (!handoff.residual || P != k || o >= o1) return {};
+    if (!handoff.residual || o >= o1) return {};
     return make_float2(handoff.residual[o], to_f(handoff.norm_w[o]));
   }
   __device__ int64_t row(int n, int) const { return n; }
@@ -168,7 +166,7 @@ __device__ __forceinline__ void arrive_and_fold(const Epi& epi, int n_out, int P
     if (epi.counters) {
       __shared__ int last;
       const int o0 = int(blockIdx.x) * TileOuts, o1 = min(o0 + TileOuts, n_out);
-      const float2 pre = epi.fold_prefetch(o0, o1, P);
+      const float2 pre = epi.fold_prefetch(o0, o1);
       __threadfence();
       __syncthreads();
       if (threadIdx.x == 0) last = atomicAdd(epi.counters + blockIdx.x, 1) == int(gridDim.y) - 1;

@@ -53,23 +53,24 @@ struct MoeWeight {
   int groups = 1;
 };
 
+// The residual add after a block of bf16 experts at one token, with the norm handoff to the next
+// projection (GemvInput::handoff): residual += out (rounded to bf16, as out holds it), then
+// xn = residual * norm_w rounded to bf16, in place of out. Unset (residual null): out.
+struct MoeNormHandoff {
+  float* residual = nullptr;         // [1, H] f32
+  const uint16_t* norm_w = nullptr;  // [H]: the next norm's weight
+  uint16_t* xn = nullptr;            // [1, H]
+};
+
+// Whether moe_experts takes the small-batch path (MoeKernelOptions::direct_max_tokens) for T_
+// tokens of k experts out of `routed`, hidden size H: the one that takes a MoeNormHandoff (at
+// T_ = 1).
+bool moe_direct_path(const MoeKernelOptions& opts, int T_, int k, int routed, int H);
+
 // H and I multiples of 8 (of 128 for e4m3 experts), all pointers 16-byte aligned (the caller
 // checks). `routed` (>= E): the experts the routing picks from, all ranks' under expert
 // parallelism, which the choice of path and item size go by (E / routed of the pairs are local
 // on average).
-// The residual add after a block of bf16 experts, with the norm handoff to the next projection
-// (GemvInput::handoff): residual[t] += out[t] (rounded to bf16, as out holds it), then
-// xn[t] = residual[t] * norm_w rounded to bf16, in place of out. Unset (residual null): out.
-struct MoeNormHandoff {
-  float* residual = nullptr;         // [T, H] f32
-  const uint16_t* norm_w = nullptr;  // [H]: the next norm's weight
-  uint16_t* xn = nullptr;            // [T, H]
-};
-
-// Whether moe_experts takes the small-batch path (MoeKernelOptions::direct_max_tokens) for T_
-// tokens of k experts out of `routed`, hidden size H: the one that takes a MoeNormHandoff.
-bool moe_direct_path(const MoeKernelOptions& opts, int T_, int k, int routed, int H);
-
 template <typename T>
 cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_up, const MoeWeight& down,
                         const int32_t* ids, const float* weights, const T* shared, const float* shared_gate,
