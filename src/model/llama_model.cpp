@@ -82,7 +82,8 @@ bool LlamaModel::defers_norm(const ForwardInputs& in, int n) const {
 
 bool LlamaModel::moe_hands_off_norm(int layer, const ForwardInputs& in, int n) const {
   return cfg_.moe.sparse(layer) && layer + 1 < cfg_.num_layers && backend_defers_norm(in, n) &&
-         be_.moe_norm_handoff(n, cfg_.hidden_size) && w_.layers[size_t(layer + 1)].qkv.dtype() == be_.compute_dtype();
+         be_.moe_norm_handoff(n, cfg_.hidden_size) &&
+         be_.reads_norm_handoff(w_.layers[size_t(layer + 1)].qkv, n, cfg_.qk_norm ? cfg_.head_dim : 0);
 }
 
 bool LlamaModel::add_norm_in_linear(const ForwardInputs& in, int n, const Tensor& out_norm) const {

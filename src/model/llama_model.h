@@ -89,7 +89,7 @@ class LlamaModel final : public PiecewiseModel {
   bool defers_norm(const ForwardInputs& in, int n) const;
   // Whether sparse layer `layer`'s experts end with the residual add and hand the next layer's
   // input norm to its QKV projection (Backend::moe_norm_handoff; mlp_in): where the norms are
-  // deferred, before a QKV projection in the compute dtype (FP8 projections stage their norm).
+  // deferred and that projection reads the handoff (Backend::reads_norm_handoff).
   bool moe_hands_off_norm(int layer, const ForwardInputs& in, int n) const;
   // Whether o_proj / down and the residual add + norm after it run as one LinearOp (the backend may
   // fuse them) where the backend does not defer the norm: nothing joins the add (no adapter, no

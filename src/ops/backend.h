@@ -154,6 +154,13 @@ class Backend {
     (void)tokens, (void)hidden;
     return false;
   }
+  // Whether the next layer's QKV projection on `qkv_w` at `tokens` tokens (with Qwen3's q / k norm
+  // of head dim head_norm_dim; 0: none) reads such a handoff as its norm; the model hands the norm
+  // off only where both hold.
+  virtual bool reads_norm_handoff(const Tensor& qkv_w, int64_t tokens, int head_norm_dim) const {
+    (void)tokens, (void)head_norm_dim;
+    return qkv_w.dtype() == compute_dtype();
+  }
 
   // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
   virtual void scale(const Tensor& x, float alpha) = 0;

@@ -95,8 +95,8 @@ TEST(MoeOps, RouteTiesAndNansMatchCpu) {
 
 // One MoE layer's operands on a backend, from the same host data.
 struct Layer {
-  static constexpr int k = 4, H = 256;
-  int I, E;
+  static constexpr int k = 4, kHidden = 256;
+  int I, E, H;
   Tensor x, gu, down, logits, ids, w, shared, gate, act, pair_out, index, out;
   Tensor gu_bias, down_bias;       // gpt-oss: f32 expert biases, with the clamped SwiGLU
   Tensor workspace;                // the backend's (with_workspace), for its dense form
@@ -106,8 +106,8 @@ struct Layer {
   // weight rows and biases it reads (hold()).
   int first = 0, held = 0;
   Layer(Backend& b, int T, bool shared_expert, uint32_t seed, int width = 128, bool gpt_oss = false, int experts = 16,
-        bool with_workspace = false)
-      : I(width), E(experts) {
+        bool with_workspace = false, int hidden = kHidden)
+      : I(width), E(experts), H(hidden) {
     const DType dt = b.compute_dtype();
     auto f32 = [&](Shape s) { return Tensor::empty(s, DType::F32, b.allocator()); };
     x = on(b, randn(size_t(T) * H, seed), {T, H}, dt);
@@ -178,7 +178,7 @@ void expect_replay_follows_new_routing(Backend& b, Layer& l, int T, uint32_t see
   l.forward(b);
   auto graph = b.stream().end_capture();
   b.copy(l.logits, on(b, randn(T * l.E, seed, 2.0f), {T, l.E}, DType::F32));
-  b.copy(l.x, on(b, randn(T * Layer::H, seed + 1), {T, Layer::H}, DType::BF16));
+  b.copy(l.x, on(b, randn(T * l.H, seed + 1), {T, l.H}, DType::BF16));
   l.forward(b);
   const auto eager_ids = read(b, l.ids), eager = read(b, l.out);
   b.fill_zero(l.out);
@@ -247,7 +247,9 @@ TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
 // elsewhere add_rms_norm runs and the projection reads its normed row. The residual is the same
 // bit for bit both ways; q / k / v are within x's rounding of the plain form's (and differ from
 // them: the handoff ran) and near the CPU reference's; the plain form equals the experts,
-// add_rms_norm and the projection of x run apart, bit for bit.
+// add_rms_norm and the projection of x run apart, bit for bit. The same with an FP8 QKV weight (a
+// scale a row; the CPU on its dequantized values) where the head-norm GEMV reads the handoff: with
+// the q/k norm at one token (Backend::reads_norm_handoff).
 TEST(MoeOps, NormHandoffAfterTheExpertsMatchesAddRmsNorm) {
   GS_REQUIRE_GPU();
   KernelOptions every_k, off;
@@ -255,24 +257,43 @@ TEST(MoeOps, NormHandoffAfterTheExpertsMatchesAddRmsNorm) {
   off.linear.norm_handoff_max_k = 0;
   const auto handoff = make_cuda_backend(0, DType::BF16, every_k), plain = make_cuda_backend(0, DType::BF16, off);
   const auto cpu = make_cpu_backend();
-  ASSERT_TRUE(handoff->moe_norm_handoff(1, Layer::H));
-  ASSERT_FALSE(plain->moe_norm_handoff(1, Layer::H));
-  constexpr int H = Layer::H, D = 128, hq = 4, hkv = 2, W = (hq + 2 * hkv) * D;
+  ASSERT_TRUE(handoff->moe_norm_handoff(1, Layer::kHidden));
+  ASSERT_FALSE(plain->moe_norm_handoff(1, Layer::kHidden));
+  constexpr int H = Layer::kHidden, D = 128, hq = 4, hkv = 2, W = (hq + 2 * hkv) * D;
   const float eps = 1e-5f;
   const auto r0 = randn(H, 90), g0 = randn(H, 91), wq0 = randn(size_t(W) * H, 92, 0.05f);
   const auto qn0 = randn(D, 93), kn0 = randn(D, 94);
+  std::vector<uint8_t> wq8(wq0.size());
+  std::vector<float> wq_scales(static_cast<size_t>(W)), wq_deq(wq0.size());
+  fp8_quantize_host(wq0.data(), W, H, 1, false, wq8.data(), wq_scales.data(), wq_deq.data());
   RopeConfig cfg;
   cfg.head_dim = D;
-  for (bool shared : {false, true}) {
-    for (bool qk_norm : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "shared " << shared << " q/k norm " << qk_norm);
+  for (const auto& [shared, qk_norm, fp8] : {std::tuple{false, false, false},
+                                             {false, true, false},
+                                             {true, false, false},
+                                             {true, true, false},
+                                             {false, true, true},
+                                             {true, true, true}}) {
+    {
+      SCOPED_TRACE(testing::Message() << "shared " << shared << " q/k norm " << qk_norm << " fp8 " << fp8);
+      const Tensor fp8_w = handoff->compute_dtype() == DType::BF16 && fp8
+                               ? Tensor::empty({W, H}, DType::F8E4M3, handoff->allocator())
+                                     .with_scales(on(*handoff, wq_scales, {W, 1}, DType::F32))
+                               : Tensor();
+      if (fp8_w.defined()) {
+        handoff->copy(fp8_w, Tensor::wrap(wq8.data(), {W, H}, DType::F8E4M3, Device::cpu()));
+        handoff->stream().synchronize();
+        ASSERT_TRUE(handoff->reads_norm_handoff(fp8_w, 1, D));
+        ASSERT_FALSE(handoff->reads_norm_handoff(fp8_w, 1, 0));
+      }
       // The residual, q, k and v after the block on `be`; apart: the block without `then`, then
       // add_rms_norm and the projection of its output.
       const auto run = [&](Backend& be, bool apart) {
         const DType d = be.compute_dtype();
         Layer l(be, 1, shared, 95);
         const Tensor r = on(be, r0, {1, H}, DType::F32), g = on(be, g0, {H}, d);
-        const Tensor x = Tensor::empty({1, H}, d, be.allocator()), wq = on(be, wq0, {W, H}, d);
+        const Tensor x = Tensor::empty({1, H}, d, be.allocator());
+        const Tensor wq = !fp8 ? on(be, wq0, {W, H}, d) : d == DType::F32 ? on(be, wq_deq, {W, H}, d) : fp8_w;
         const Tensor q = Tensor::empty({1, hq * D}, d, be.allocator()),
                      k = Tensor::empty({1, hkv * D}, d, be.allocator()),
                      v = Tensor::empty({1, hkv * D}, d, be.allocator());
@@ -468,6 +489,27 @@ TEST(MoeOps, Fp8ExpertsMatchCpuOnTheirDequantizedWeights) {
   }
 }
 
+// The same at an 8B model's hidden size (4096, experts 1024 wide), where a warp's K share is
+// several steps long (8 of gate_up's, 4 of down's): the steps in flight rotate through the
+// register sets, at one token (the small-batch path) and at 3 (the sorted path's items of 8 pairs).
+TEST(MoeOps, Fp8ExpertsAtModelWidthsMatchCpu) {
+  GS_REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::BF16);
+  auto cpu = make_cpu_backend();
+  constexpr int I = 1024, E = 4, H = 4096;
+  for (bool block : {false, true}) {
+    for (int T : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << (block ? "128-k blocks" : "a scale a row") << ", T " << T);
+      Layer g(*gpu, T, false, 120 + T, I, false, E, true, H), c(*cpu, T, false, 120 + T, I, false, E, false, H);
+      quantize_experts(*gpu, g, *cpu, c, block);
+      g.forward(*gpu);
+      c.forward(*cpu);
+      EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
+      EXPECT_LT(test::rel_l2(read(*gpu, g.out), read(*cpu, c.out)), 1e-2);
+    }
+  }
+}
+
 // FP8 experts the kernels cannot take are refused by name: K not a multiple of 128, f32 compute.
 TEST(MoeOps, Fp8ExpertsOutsideTheKernelsAreRefused) {
   GS_REQUIRE_GPU();
@@ -552,7 +594,7 @@ void expect_ranks_match_cpu(Backend& gpu, const EpCase& p, uint32_t seed) {
     const std::vector<float> gate = p.shared && rank > 0 ? read(gpu, g.gate) : std::vector<float>();
     for (size_t i = 0; i < sum.size(); ++i) {
       float s = out[i];
-      if (!shared.empty()) s -= shared[i] / (1.0f + std::exp(-gate[i / Layer::H * 8]));
+      if (!shared.empty()) s -= shared[i] / (1.0f + std::exp(-gate[i / Layer::kHidden * 8]));
       sum[i] += s;
     }
   }

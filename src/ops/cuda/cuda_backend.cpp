@@ -272,6 +272,13 @@ class CudaBackend final : public Backend {
     return dtype_ == DType::BF16 && defers_norm(tokens) && hidden >= linear_.norm_handoff_min_k &&
            hidden <= linear_.norm_handoff_max_k;
   }
+  // The QKV projections that read the handoff: the GEMVs on weights in the compute dtype, and on
+  // FP8 weights at one token the head-norm GEMV (Fp8Linear::head_norm_gemv_at_one_token).
+  bool reads_norm_handoff(const Tensor& qkv_w, int64_t tokens, int head_norm_dim) const override {
+    if (qkv_w.dtype() == dtype_) return true;
+    return qkv_w.dtype() == DType::F8E4M3 && tokens == 1 && head_norm_dim > 0 &&
+           fp8_.head_norm_gemv_at_one_token(qkv_w, head_norm_dim);
+  }
 
   using Backend::linear;
   // One projection with its epilogue (ops/linear_op.h): the fused GEMV / skinny-GEMM forms below
@@ -506,8 +513,12 @@ class CudaBackend final : public Backend {
     if (const auto* e = std::get_if<SplitQkvRope>(&op.then);
         e && e->rope && (!e->q_norm.defined() || fp8_head_norm_fits(op.x, norm, op.w, *e)) &&
         qkv_rope_gemv_fits(op.w, op.bias, e->positions, *e->rope, e->q, e->k, e->v, M, K)) {
+      // The head-norm GEMV reads a norm handoff where the experts left one (checked before s() counts the launch).
+      const cuda::GemvInput<bf16_t> in =
+          norm ? normed_input<bf16_t>(norm->residual, norm->weight, norm->eps, op.x) : ptr<bf16_t>(op.x);
       fp8_.linear_qkv_rope(op.x, norm, op.w, op.bias, e->positions, inv_freq(*e->rope), e->rope->head_dim,
-                           e->rope->long_from, e->q, e->k, e->v, s(), qk_norm_of<bf16_t>(e->q_norm, e->k_norm, e->eps));
+                           e->rope->long_from, e->q, e->k, e->v, s(), qk_norm_of<bf16_t>(e->q_norm, e->k_norm, e->eps),
+                           &in);
       return;
     }
     if (const auto* g = std::get_if<Gated>(&op.then); g && !op.bias.defined()) {

@@ -260,24 +260,31 @@ Fp8Linear::HeadNorm Fp8Linear::head_norm_kernel(const Tensor& x, const RmsNormIn
   const int64_t M = x.dim(0), K = w.dim(1);
   if (fuses_head_norm(M, K)) return cuda::skinny_qk_norm_supported(D) ? HeadNorm::Skinny : HeadNorm::None;
   const Tensor& sc = w.scales();
-  return opts_.head_norm_gemv && M == 1 && sc.defined() &&
+  return M == 1 && head_norm_gemv_at_one_token(w, D) &&
                  cuda::gemv_fp8_qk_norm_supported(int(K), D, int(sc.dim(1)), input(x, norm), w.data(),
                                                   sc.data_as<float>())
              ? HeadNorm::Gemv
              : HeadNorm::None;
 }
 
+bool Fp8Linear::head_norm_gemv_at_one_token(const Tensor& w, int D) const {
+  const Tensor& sc = w.scales();
+  return opts_.head_norm_gemv && !fuses_head_norm(1, w.dim(1)) && sc.defined() &&
+         cuda::gemv_fp8_qk_norm_shape_supported(int(w.dim(1)), D, int(sc.dim(1)));
+}
+
 void Fp8Linear::linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
                                 const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from,
                                 const Tensor& q, const Tensor& k, const Tensor& v, cudaStream_t s,
-                                const cuda::QkNorm<cuda::bf16_t>& qk) {
+                                const cuda::QkNorm<cuda::bf16_t>& qk, const cuda::GemvInput<cuda::bf16_t>* gemv_in) {
   const int D = head_dim;
   const auto* b = bias.defined() ? bias.data_as<cuda::bf16_t>() : nullptr;
   if (qk.q && head_norm_kernel(x, norm, w, D) == HeadNorm::Gemv) {
     GS_CUDA_CHECK(cuda::gemv_fp8_qkv_rope_head_norm(
-        input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(), int(w.scales().dim(1)), b,
-        positions.data_as<int32_t>(), inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(), k.data_as<cuda::bf16_t>(),
-        v.data_as<cuda::bf16_t>(), int(q.row_elems() / D), int(k.row_elems() / D), D, int(w.dim(1)), long_from, s, qk));
+        gemv_in ? *gemv_in : input(x, norm), w.data_as<uint8_t>(), w.scales().data_as<float>(), int(w.scales().dim(1)),
+        b, positions.data_as<int32_t>(), inv_freq.data_as<float>(), q.data_as<cuda::bf16_t>(),
+        k.data_as<cuda::bf16_t>(), v.data_as<cuda::bf16_t>(), int(q.row_elems() / D), int(k.row_elems() / D), D,
+        int(w.dim(1)), long_from, s, qk));
     return;
   }
   GS_CUDA_CHECK(cuda::fp8_skinny_gemm_qkv_rope(

@@ -85,6 +85,9 @@ class Fp8Linear {
   // projection, then split_qkv_rope.
   enum class HeadNorm { None, Gemv, Skinny };
   HeadNorm head_norm_kernel(const Tensor& x, const RmsNormInput* norm, const Tensor& w, int D) const;
+  // ... whether at one token on w that kernel is the GEMV, on shapes alone: the one that reads a
+  // norm handoff (cuda::GemvInput::handoff) as its input.
+  bool head_norm_gemv_at_one_token(const Tensor& w, int D) const;
   // ... and whether they take x = rms_norm(norm) computed in the kernel (fuses(x, w) holds; the
   // residual f32 [M, K] on the GPU, the norm weight bf16 [K]).
   bool fuses_norm(const RmsNormInput& norm, const Tensor& x, const Tensor& w) const;
@@ -100,10 +103,13 @@ class Fp8Linear {
   void linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
                            cudaStream_t s);
   // split_qkv_rope of x w^T + bias, inv_freq the RoPE table of head_dim (with qk.q: the q/k norm,
-  // on the kernel head_norm_kernel names, which must not be None).
+  // on the kernel head_norm_kernel names, which must not be None). gemv_in, where set, is the
+  // head-norm GEMV's input in place of x or rms_norm(*norm) (the backend's norm handoff, or the same
+  // norm).
   void linear_qkv_rope(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& bias,
                        const Tensor& positions, const Tensor& inv_freq, int head_dim, int long_from, const Tensor& q,
-                       const Tensor& k, const Tensor& v, cudaStream_t s, const cuda::QkNorm<cuda::bf16_t>& qk = {});
+                       const Tensor& k, const Tensor& v, cudaStream_t s, const cuda::QkNorm<cuda::bf16_t>& qk = {},
+                       const cuda::GemvInput<cuda::bf16_t>* gemv_in = nullptr);
 
  private:
   // Whether cuBLASLt takes x w^T into y (bf16 y, every chunk's shape); the first shape it refuses

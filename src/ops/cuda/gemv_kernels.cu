@@ -563,8 +563,12 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
 bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t>& in, const void* w,
                                 const float* wscale) {
   const void* x = in.residual ? static_cast<const void*>(in.residual) : in.x;
-  return gemv_qk_norm_supported(D) && K % 16 == 0 && (groups == 1 || (K % 128 == 0 && groups == K / 128)) &&
-         vec_aligned(x, w) && (!in.residual || vec_aligned(in.norm_w)) && wscale != nullptr;
+  return gemv_fp8_qk_norm_shape_supported(K, D, groups) && vec_aligned(x, w) &&
+         (!in.residual || vec_aligned(in.norm_w)) && wscale != nullptr;
+}
+
+bool gemv_fp8_qk_norm_shape_supported(int K, int D, int groups) {
+  return gemv_qk_norm_supported(D) && K % 16 == 0 && (groups == 1 || (K % 128 == 0 && groups == K / 128));
 }
 
 cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale, int groups,
@@ -575,7 +579,7 @@ cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_
   const int half = D / 2, N = (hq + 2 * hkv) * half;
   const QkvRopeEpilogue<bf16_t, true> epi{bias, positions, inv_freq,  q,    k,         v,         hq,
                                           hkv,  half,      long_from, true, qk_norm.q, qk_norm.k, qk_norm.eps};
-  return with_source(x, [&](const auto& src) {
+  return with_source<true>(x, [&](const auto& src) {
     if (groups == 1) return launch_head_norm<bf16_t, E4m3Rows>(src, w, wscale, epi, N, K, s);
     return launch_head_norm<bf16_t, E4m3Blocks>(src, w, wscale, epi, N, K, s);
   });

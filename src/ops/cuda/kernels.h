@@ -105,10 +105,10 @@ struct GemvInput {
   const T* norm_w = nullptr;
   float eps = 0.0f;
   T* normed = nullptr;  // with residual: the GEMV also stores rms_norm(residual) * norm_w here (a share a block)
-  // The norm handoff (gemv_gated's and gemv_qkv_rope's x; LinearKernelOptions::norm_handoff_min_k / max_k): where
-  // set, xn = residual * norm_w rounded to T, stored by gemv_add_residual, is read as x, and the
-  // residual only for its sum of squares (each block sums the row once, a slice a warp); no normed
-  // store. Results differ from the norm in the kernel by x's rounding to T.
+  // The norm handoff (gemv_gated's, gemv_qkv_rope's and gemv_fp8_qkv_rope_head_norm's x;
+  // LinearKernelOptions::norm_handoff_min_k / max_k): where set, xn = residual * norm_w rounded to T, stored by
+  // gemv_add_residual, is read as x, and the residual only for its sum of squares (each block sums the row once, a
+  // slice a warp); no normed store. Results differ from the norm in the kernel by x's rounding to T.
   const T* xn = nullptr;
   GemvInput(const T* x_) : x(x_) {}  // NOLINT(google-explicit-constructor): plain x reads as before
   GemvInput(const float* residual_, const T* norm_w_, float eps_, T* normed_ = nullptr)
@@ -152,13 +152,16 @@ cudaError_t gemv_qkv_rope(const GemvInput<T>& x, const T* w, const T* bias, cons
                           cudaStream_t s, const QkNorm<T>& qk_norm = {}, int wide_max_blocks = 0);
 // The same with the QkNorm on e4m3 weights w [N, K] and their f32 scales wscale [N, groups] (the
 // FP8 linear's: groups 1, one a row, or K / 128, one a 128-k block of the row), x bf16, M = 1
-// (Fp8KernelOptions::head_norm_gemv). Each 16-byte load holds 16 weights, widened to bf16 exactly
+// (Fp8KernelOptions::head_norm_gemv); x may be a norm handoff (GemvInput::handoff), as the
+// bf16 QKV GEMV's. Each 16-byte load holds 16 weights, widened to bf16 exactly
 // in registers; a row's dot product is multiplied by its scale before the epilogue, or each block's
 // products by the block's as they are added, as the skinny FP8 kernel does. The supported check:
 // K a multiple of 16 (of 128 with blocks), x (or the residual and norm weight) and w 16-byte
 // aligned, gemv_qk_norm_supported(D).
 bool gemv_fp8_qk_norm_supported(int K, int D, int groups, const GemvInput<bf16_t>& x, const void* w,
                                 const float* wscale);
+// ... its shapes alone (K, D and the scale groups), whatever the pointers.
+bool gemv_fp8_qk_norm_shape_supported(int K, int D, int groups);
 cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_t* w, const float* wscale, int groups,
                                         const bf16_t* bias, const int32_t* positions, const float* inv_freq, bf16_t* q,
                                         bf16_t* k, bf16_t* v, int hq, int hkv, int D, int K, int long_from,
