@@ -248,8 +248,8 @@ TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
 // bit for bit both ways; q / k / v are within x's rounding of the plain form's (and differ from
 // them: the handoff ran) and near the CPU reference's; the plain form equals the experts,
 // add_rms_norm and the projection of x run apart, bit for bit. The same with an FP8 QKV weight (a
-// scale a row; the CPU on its dequantized values) where the head-norm GEMV reads the handoff: with
-// the q/k norm at one token (Backend::reads_norm_handoff).
+// scale a row, or 128x128 blocks; the CPU on its dequantized values) where the head-norm GEMV reads
+// the handoff: with the q/k norm at one token (Backend::reads_norm_handoff).
 TEST(MoeOps, NormHandoffAfterTheExpertsMatchesAddRmsNorm) {
   GS_REQUIRE_GPU();
   KernelOptions every_k, off;
@@ -263,22 +263,25 @@ TEST(MoeOps, NormHandoffAfterTheExpertsMatchesAddRmsNorm) {
   const float eps = 1e-5f;
   const auto r0 = randn(H, 90), g0 = randn(H, 91), wq0 = randn(size_t(W) * H, 92, 0.05f);
   const auto qn0 = randn(D, 93), kn0 = randn(D, 94);
-  std::vector<uint8_t> wq8(wq0.size());
-  std::vector<float> wq_scales(static_cast<size_t>(W)), wq_deq(wq0.size());
-  fp8_quantize_host(wq0.data(), W, H, 1, false, wq8.data(), wq_scales.data(), wq_deq.data());
   RopeConfig cfg;
   cfg.head_dim = D;
-  for (const auto& [shared, qk_norm, fp8] : {std::tuple{false, false, false},
-                                             {false, true, false},
-                                             {true, false, false},
-                                             {true, true, false},
-                                             {false, true, true},
-                                             {true, true, true}}) {
+  // fp8: 0 none, 1 a scale a row, 2 128x128 blocks
+  for (const auto& [shared, qk_norm, fp8] : {std::tuple{false, false, 0},
+                                             {false, true, 0},
+                                             {true, false, 0},
+                                             {true, true, 0},
+                                             {false, true, 1},
+                                             {true, true, 1},
+                                             {true, true, 2}}) {
     {
       SCOPED_TRACE(testing::Message() << "shared " << shared << " q/k norm " << qk_norm << " fp8 " << fp8);
-      const Tensor fp8_w = handoff->compute_dtype() == DType::BF16 && fp8
-                               ? Tensor::empty({W, H}, DType::F8E4M3, handoff->allocator())
-                                     .with_scales(on(*handoff, wq_scales, {W, 1}, DType::F32))
+      const int64_t G = fp8 == 2 ? H / kFp8BlockK : 1;
+      std::vector<uint8_t> wq8(wq0.size());
+      std::vector<float> wq_scales(static_cast<size_t>(W * G)), wq_deq(wq0.size());
+      if (fp8)
+        fp8_quantize_host(wq0.data(), W, H, G > 1 ? kFp8BlockK : 1, G > 1, wq8.data(), wq_scales.data(), wq_deq.data());
+      const Tensor fp8_w = fp8 ? Tensor::empty({W, H}, DType::F8E4M3, handoff->allocator())
+                                     .with_scales(on(*handoff, wq_scales, {W, G}, DType::F32))
                                : Tensor();
       if (fp8_w.defined()) {
         handoff->copy(fp8_w, Tensor::wrap(wq8.data(), {W, H}, DType::F8E4M3, Device::cpu()));

@@ -427,8 +427,8 @@ cudaError_t launch_rows(const Src& src, const T* w, const Epi& epi, int N, int K
 // larger block spills. Reading x (XRow) or the norm handoff's x (HandoffRow: its squares one
 // float4 a lane at 32 warps, 64 registers in bf16), a head takes blocks of kHeadNormWideWarps
 // where they make a cluster of 2 or more (2 at head dim 128, a block an SM), which is faster there
-// (docs/PERF.md, "This round's other measurements"); but not on 128x128-block FP8 weights reading
-// the handoff, where the block-scale arithmetic and the squares' slice spill at 64 registers.
+// (docs/PERF.md, "This round's other measurements"); but not on FP8 weights reading the handoff,
+// whose e4m3 arithmetic and squares' slice spill at 64 registers, and which run faster at 8 warps.
 constexpr int kHeadNormWarps = 8;
 constexpr int kHeadNormWideWarps = 32;
 // One warp an output, K unsplit, in blocks of WARPS warps at BLOCKS_PER_SM an SM: the head-norm
@@ -448,7 +448,7 @@ cudaError_t launch_head_norm_blocks(const Src& src, WeightPtr<T, W> w, const flo
 template <typename T, typename W, typename Src>
 cudaError_t launch_head_norm(const Src& src, WeightPtr<T, W> w, const float* wscale,
                              const QkvRopeEpilogue<T, true>& epi, int N, int K, cudaStream_t s) {
-  if constexpr (!Src::kNormed || (Src::kBlockSs && !std::is_same_v<W, E4m3Blocks>)) {
+  if constexpr (!Src::kNormed || (Src::kBlockSs && std::is_same_v<W, T>)) {
     constexpr int WW = kHeadNormWideWarps;
     if (epi.half % WW == 0 && epi.half / WW >= 2)
       return launch_head_norm_blocks<T, W, Src, WW, 1>(src, w, wscale, epi, N, K, s);
