@@ -273,56 +273,54 @@ TEST(MoeOps, NormHandoffAfterTheExpertsMatchesAddRmsNorm) {
                                              {false, true, 1},
                                              {true, true, 1},
                                              {true, true, 2}}) {
-    {
-      SCOPED_TRACE(testing::Message() << "shared " << shared << " q/k norm " << qk_norm << " fp8 " << fp8);
-      const int64_t G = fp8 == 2 ? H / kFp8BlockK : 1;
-      std::vector<uint8_t> wq8(wq0.size());
-      std::vector<float> wq_scales(static_cast<size_t>(W * G)), wq_deq(wq0.size());
-      if (fp8)
-        fp8_quantize_host(wq0.data(), W, H, G > 1 ? kFp8BlockK : 1, G > 1, wq8.data(), wq_scales.data(), wq_deq.data());
-      const Tensor fp8_w = fp8 ? Tensor::empty({W, H}, DType::F8E4M3, handoff->allocator())
-                                     .with_scales(on(*handoff, wq_scales, {W, G}, DType::F32))
-                               : Tensor();
-      if (fp8_w.defined()) {
-        handoff->copy(fp8_w, Tensor::wrap(wq8.data(), {W, H}, DType::F8E4M3, Device::cpu()));
-        handoff->stream().synchronize();
-        ASSERT_TRUE(handoff->reads_norm_handoff(fp8_w, 1, D));
-        ASSERT_FALSE(handoff->reads_norm_handoff(fp8_w, 1, 0));
-      }
-      // The residual, q, k and v after the block on `be`; apart: the block without `then`, then
-      // add_rms_norm and the projection of its output.
-      const auto run = [&](Backend& be, bool apart) {
-        const DType d = be.compute_dtype();
-        Layer l(be, 1, shared, 95);
-        const Tensor r = on(be, r0, {1, H}, DType::F32), g = on(be, g0, {H}, d);
-        const Tensor x = Tensor::empty({1, H}, d, be.allocator());
-        const Tensor wq = !fp8 ? on(be, wq0, {W, H}, d) : d == DType::F32 ? on(be, wq_deq, {W, H}, d) : fp8_w;
-        const Tensor q = Tensor::empty({1, hq * D}, d, be.allocator()),
-                     k = Tensor::empty({1, hkv * D}, d, be.allocator()),
-                     v = Tensor::empty({1, hkv * D}, d, be.allocator());
-        const Tensor qn = qk_norm ? on(be, qn0, {D}, d) : Tensor(), kn = qk_norm ? on(be, kn0, {D}, d) : Tensor();
-        const Tensor pos = on_i32(be, std::vector<int32_t>{77}, {1}), y = Tensor::empty({1, W}, d, be.allocator());
-        // Nothing is enqueued between the block and the projection, as in the model's step.
-        if (!apart) l.then = AddRmsNorm{r, g, eps, x};
-        l.forward(be);
-        if (apart) be.add_rms_norm(r, l.out, g, eps, x);
-        be.linear({.x = x,
-                   .norm = apart ? std::nullopt : std::optional(RmsNormInput{r, g, eps}),
-                   .w = wq,
-                   .y = y,
-                   .then = SplitQkvRope{pos, &cfg, qn, kn, eps, q, k, v}});
-        return std::vector<std::vector<float>>{read(be, r), read(be, q), read(be, k), read(be, v)};
-      };
-      const auto h = run(*handoff, false), p = run(*plain, false), c = run(*cpu, false);
-      EXPECT_EQ(p, run(*plain, true));
-      EXPECT_EQ(h[0], p[0]);
-      for (size_t i = 1; i < h.size(); ++i) {
-        EXPECT_LT(test::rel_l2(h[i], p[i]), 5e-3) << "output " << i;
-        EXPECT_NE(h[i], p[i]) << "output " << i << ": the handoff did not run";
-        EXPECT_LT(test::rel_l2(h[i], c[i]), 2e-2) << "output " << i;
-      }
-      EXPECT_LT(test::rel_l2(h[0], c[0]), 1e-2);
+    SCOPED_TRACE(testing::Message() << "shared " << shared << " q/k norm " << qk_norm << " fp8 " << fp8);
+    const int64_t G = fp8 == 2 ? H / kFp8BlockK : 1;
+    std::vector<uint8_t> wq8(wq0.size());
+    std::vector<float> wq_scales(static_cast<size_t>(W * G)), wq_deq(wq0.size());
+    if (fp8)
+      fp8_quantize_host(wq0.data(), W, H, G > 1 ? kFp8BlockK : 1, G > 1, wq8.data(), wq_scales.data(), wq_deq.data());
+    const Tensor fp8_w = fp8 ? Tensor::empty({W, H}, DType::F8E4M3, handoff->allocator())
+                                   .with_scales(on(*handoff, wq_scales, {W, G}, DType::F32))
+                             : Tensor();
+    if (fp8_w.defined()) {
+      handoff->copy(fp8_w, Tensor::wrap(wq8.data(), {W, H}, DType::F8E4M3, Device::cpu()));
+      handoff->stream().synchronize();
+      ASSERT_TRUE(handoff->reads_norm_handoff(fp8_w, 1, D));
+      ASSERT_FALSE(handoff->reads_norm_handoff(fp8_w, 1, 0));
     }
+    // The residual, q, k and v after the block on `be`; apart: the block without `then`, then
+    // add_rms_norm and the projection of its output.
+    const auto run = [&](Backend& be, bool apart) {
+      const DType d = be.compute_dtype();
+      Layer l(be, 1, shared, 95);
+      const Tensor r = on(be, r0, {1, H}, DType::F32), g = on(be, g0, {H}, d);
+      const Tensor x = Tensor::empty({1, H}, d, be.allocator());
+      const Tensor wq = !fp8 ? on(be, wq0, {W, H}, d) : d == DType::F32 ? on(be, wq_deq, {W, H}, d) : fp8_w;
+      const Tensor q = Tensor::empty({1, hq * D}, d, be.allocator()),
+                   k = Tensor::empty({1, hkv * D}, d, be.allocator()),
+                   v = Tensor::empty({1, hkv * D}, d, be.allocator());
+      const Tensor qn = qk_norm ? on(be, qn0, {D}, d) : Tensor(), kn = qk_norm ? on(be, kn0, {D}, d) : Tensor();
+      const Tensor pos = on_i32(be, std::vector<int32_t>{77}, {1}), y = Tensor::empty({1, W}, d, be.allocator());
+      // Nothing is enqueued between the block and the projection, as in the model's step.
+      if (!apart) l.then = AddRmsNorm{r, g, eps, x};
+      l.forward(be);
+      if (apart) be.add_rms_norm(r, l.out, g, eps, x);
+      be.linear({.x = x,
+                 .norm = apart ? std::nullopt : std::optional(RmsNormInput{r, g, eps}),
+                 .w = wq,
+                 .y = y,
+                 .then = SplitQkvRope{pos, &cfg, qn, kn, eps, q, k, v}});
+      return std::vector<std::vector<float>>{read(be, r), read(be, q), read(be, k), read(be, v)};
+    };
+    const auto h = run(*handoff, false), p = run(*plain, false), c = run(*cpu, false);
+    EXPECT_EQ(p, run(*plain, true));
+    EXPECT_EQ(h[0], p[0]);
+    for (size_t i = 1; i < h.size(); ++i) {
+      EXPECT_LT(test::rel_l2(h[i], p[i]), 5e-3) << "output " << i;
+      EXPECT_NE(h[i], p[i]) << "output " << i << ": the handoff did not run";
+      EXPECT_LT(test::rel_l2(h[i], c[i]), 2e-2) << "output " << i;
+    }
+    EXPECT_LT(test::rel_l2(h[0], c[0]), 1e-2);
   }
 }
 
