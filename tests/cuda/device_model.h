@@ -1,6 +1,7 @@
 // A model on any backend, driven from the host: one request's prompt through one forward,
-// returning the logits of every position, then one token a forward (decode). Inputs are staged on the host and copied
-// in with backend.copy, so the same code runs the CPU reference and the CUDA backend.
+// returning the logits of every position, then one token a forward (decode). Inputs are staged
+// on the host and copied in with backend.copy, so the same code runs the CPU reference and the
+// CUDA backend.
 #pragma once
 #include <memory>
 #include <vector>
@@ -41,13 +42,29 @@ class DeviceModel {
 
   // Prefills `prompt` (one request, empty cache) and returns [tokens][vocab] logits.
   std::vector<std::vector<float>> prefill(const std::vector<int32_t>& prompt) {
-    const int n = int(prompt.size());
-    GS_CHECK(n >= 1 && n <= max_tokens_, "prompt of {} tokens (1..{})", n, max_tokens_);
-    std::vector<int32_t> pos(static_cast<size_t>(n)), blocks(static_cast<size_t>(md_.max_blocks_per_req));
-    for (int i = 0; i < n; ++i) pos[size_t(i)] = i;
+    GS_CHECK(!prompt.empty() && int(prompt.size()) <= max_tokens_, "prompt of {} tokens (1..{})", prompt.size(),
+             max_tokens_);
+    return forward(prompt, 0);
+  }
+
+  // One decode step of the same request: `token` at position `pos`, after a prefill (and steps)
+  // that cached positions 0..pos-1; returns its logits.
+  std::vector<float> decode(int32_t token, int pos) {
+    GS_CHECK(pos >= 1 && pos < max_tokens_, "decode at position {} (1..{})", pos, max_tokens_ - 1);
+    return forward({token}, pos)[0];
+  }
+
+ private:
+  // One forward of the request's tokens at positions first, first + 1, ... (the cache holds
+  // positions 0..first-1); returns their [tokens][vocab] logits.
+  std::vector<std::vector<float>> forward(const std::vector<int32_t>& tokens, int first) {
+    const int n = int(tokens.size());
+    std::vector<int32_t> pos(static_cast<size_t>(n)), rows(static_cast<size_t>(n)),
+        blocks(static_cast<size_t>(md_.max_blocks_per_req));
+    for (int i = 0; i < n; ++i) pos[size_t(i)] = first + i, rows[size_t(i)] = i;
     for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = int32_t(b);
-    put(ids_, prompt), put(pos_, pos), put(rows_, pos), put(md_.slot_mapping, pos);
-    put(md_.query_start_loc, {0, n}), put(md_.seq_lens, {n}), put(md_.block_table, blocks);
+    put(ids_, tokens), put(pos_, pos), put(rows_, rows), put(md_.slot_mapping, pos);
+    put(md_.query_start_loc, {0, n}), put(md_.seq_lens, {first + n}), put(md_.block_table, blocks);
     md_.max_query_len = n;
     md_.num_reqs = md_.num_reqs_padded = 1;
     const ForwardInputs in{n, ids_.rows(0, n), pos_.rows(0, n), &md_};
@@ -55,24 +72,6 @@ class DeviceModel {
     model_->compute_logits(rows_.rows(0, n), logits_.rows(0, n));
     return read_rows(n);
   }
-
-  // One decode step of the same request: `token` at position `pos`, after a prefill (and steps)
-  // that cached positions 0..pos-1; returns its logits.
-  std::vector<float> decode(int32_t token, int pos) {
-    GS_CHECK(pos >= 1 && pos < max_tokens_, "decode at position {} (1..{})", pos, max_tokens_ - 1);
-    std::vector<int32_t> blocks(static_cast<size_t>(md_.max_blocks_per_req));
-    for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = int32_t(b);
-    put(ids_, {token}), put(pos_, {pos}), put(rows_, {0}), put(md_.slot_mapping, {pos});
-    put(md_.query_start_loc, {0, 1}), put(md_.seq_lens, {pos + 1}), put(md_.block_table, blocks);
-    md_.max_query_len = 1;
-    md_.num_reqs = md_.num_reqs_padded = 1;
-    const ForwardInputs in{1, ids_.rows(0, 1), pos_.rows(0, 1), &md_};
-    model_->forward(in);
-    model_->compute_logits(rows_.rows(0, 1), logits_.rows(0, 1));
-    return read_rows(1)[0];
-  }
-
- private:
   void put(const Tensor& dst, const std::vector<int32_t>& v) {
     staged_.push_back(v);  // must outlive the async copy
     be_->copy(dst.prefix({int64_t(v.size())}),
