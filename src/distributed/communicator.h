@@ -8,10 +8,12 @@
 // reproducible from run to run.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/tensor.h"
 #include "ops/backend.h"
+#include "ops/peer_sum.h"
 
 namespace gs {
 
@@ -44,6 +46,13 @@ class Communicator {
   // one-shot all-reduce serves x's size, with the same result bit for bit.
   virtual void all_reduce_add_rms_norm(Backend& backend, const Tensor& residual, const Tensor& x, const Tensor& w,
                                        float eps, const Tensor& out);
+  // Where the projection producing x [rows, hidden] of dtype dt can do that all-reduce itself
+  // (AddRmsNorm::peer_sum, ops/peer_sum.h: one token, the CUDA group's peer memory): the exchange
+  // it uses; else nullopt. Every rank gets the same answer for the same arguments.
+  virtual std::optional<PeerSum> peer_sum(int64_t rows, int64_t hidden, DType dt) const {
+    (void)rows, (void)hidden, (void)dt;
+    return std::nullopt;
+  }
 };
 
 // Throws gs::Error unless gather_columns(local, scratch, out) fits a group of `world` ranks.

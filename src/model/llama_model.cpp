@@ -129,6 +129,18 @@ void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& 
     be_.add_rms_norm(residual, x, w, eps, out);
 }
 
+bool LlamaModel::linear_peer_sum(const ForwardInputs& in, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                 const Tensor& out_norm, const Tensor& residual, const Tensor& norm_w,
+                                 const Tensor& out) {
+  if (!tp_.sharded() || lora_slots(in) || bias.defined() || out_norm.defined()) return false;
+  const auto ps = comm_->peer_sum(out.dim(0), out.row_elems(), out.dtype());
+  if (!ps) return false;
+  const LinearOp op{.x = x, .w = w, .y = out, .then = AddRmsNorm{residual, norm_w, cfg_.rms_norm_eps, out, true, ps}};
+  if (!be_.folds_peer_sum(op)) return false;
+  be_.linear(op);
+  return true;
+}
+
 // o_proj or down (row-parallel under TP) of x into y with its adapters, leaving the LoRA expand
 // or the all-reduce to the add + norm after it where `after` says so.
 Tensor LlamaModel::row_parallel_linear(int layer, LoraProj p, const ForwardInputs& in, const Tensor& x, const Tensor& w,
@@ -167,7 +179,8 @@ void LlamaModel::mlp_in(int layer, const ForwardInputs& in, int n) {
                 .bias = w.o_bias,
                 .y = hid,
                 .then = AddRmsNorm{res, w.post_norm, eps, hid, /*next_reads_x=*/!sparse}});
-  } else {
+  } else if (!linear_peer_sum(in, buf_.attn_out.rows(0, n), w.o_proj, w.o_bias, w.attn_out_norm, res, w.post_norm,
+                              hid)) {
     const AddNormJoin after_o = add_norm_join(in, LoraProj::O, w.attn_out_norm);
     const Tensor o =
         row_parallel_linear(layer, LoraProj::O, in, buf_.attn_out.rows(0, n), w.o_proj, hid, after_o, w.o_bias);
@@ -206,6 +219,7 @@ void LlamaModel::mlp_out(int layer, const ForwardInputs& in, int n, const Tensor
     be_.linear({.x = act, .w = w.down, .y = hid, .then = AddRmsNorm{res, next_norm, eps, hid}});
     return;
   }
+  if (linear_peer_sum(in, act, w.down, Tensor(), w.mlp_out_norm, res, next_norm, hid)) return;
   const AddNormJoin after_down = add_norm_join(in, LoraProj::Down, w.mlp_out_norm);
   const Tensor down = row_parallel_linear(layer, LoraProj::Down, in, act, w.down, hid, after_down);
   if (w.mlp_out_norm.defined()) be_.rms_norm(hid, w.mlp_out_norm, eps, hid);  // Gemma 2 (down is hid)

@@ -162,6 +162,14 @@ class Backend {
     return qkv_w.dtype() == compute_dtype();
   }
 
+  // Whether linear(op) takes op's AddRmsNorm::peer_sum itself (the partial sums of the ranks added
+  // by the projection, ops/peer_sum.h); the model sets peer_sum only where this holds, and else runs
+  // the projection and then Communicator::all_reduce_add_rms_norm.
+  virtual bool folds_peer_sum(const LinearOp& op) const {
+    (void)op;
+    return false;
+  }
+
   // In place: x *= alpha (x f32 or compute dtype; Gemma's embedding scale on the residual)
   virtual void scale(const Tensor& x, float alpha) = 0;
   // In place: x = cap * tanh(x / cap) (logit soft-capping; x f32 or compute dtype)

@@ -98,6 +98,10 @@ struct AllReduceKernelOptions {
   bool fuse_add_rms_norm = true;
   // That kernel flagless (Lamport sentinels in the data); false: with a barrier between ranks.
   bool lamport = true;
+  // At one token (with both of the above), the row-parallel o_proj / down GEMV pushes its partial
+  // outputs to the peers and its last block adds and norms their sum (AddRmsNorm::peer_sum): no
+  // all-reduce kernel between the projection and the next one.
+  bool in_projection = true;
 };
 
 // The fused MoE kernels (ops/cuda/moe_kernels.h).

@@ -17,6 +17,7 @@ void Backend::apply_epilogue(const Tensor& y, const LinearEpilogue& then) {
   } else if (const auto* g = std::get_if<Gated>(&then)) {
     gated_activation(g->act, y, g->out);
   } else if (const auto* a = std::get_if<AddRmsNorm>(&then)) {
+    GS_CHECK(!a->peer_sum, "this backend does not sum the ranks' partials inside a projection (folds_peer_sum)");
     add_rms_norm(a->residual, y, a->weight, a->eps, a->out);
   }
 }

@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "ops/gated_activation.h"
+#include "ops/peer_sum.h"
 #include "ops/rope.h"
 
 namespace gs {
@@ -40,11 +41,16 @@ struct Gated {
 // unwritten; the next projection then takes the norm as its RmsNormInput of the same residual, and
 // where next_reads_x (a gated or QKV projection, not a router that stores its own normed row) the
 // backend may leave in out the x that projection reads (the CUDA backend's norm handoff).
+// With peer_sum, y is this rank's partial sum of a row-parallel projection (tensor parallelism),
+// and the add takes the sum of every rank's y: Communicator::all_reduce_add_rms_norm, done by the
+// projection itself (ops/peer_sum.h) where Backend::folds_peer_sum says the backend can; out is
+// then written.
 struct AddRmsNorm {
   Tensor residual{}, weight{};
   float eps = 0.0f;
   Tensor out{};
   bool next_reads_x = true;
+  std::optional<PeerSum> peer_sum{};
 };
 using LinearEpilogue = std::variant<std::monostate, SplitQkvRope, Gated, AddRmsNorm>;
 

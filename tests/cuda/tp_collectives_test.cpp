@@ -5,19 +5,24 @@
 //   all-reduce then the backend's add_rms_norm, after every earlier size's timed graph replays
 //   (so the flagless kernel's buffers have been reused and refilled across sizes);
 // - the column gather of vocab-parallel logits, eager and replayed in a graph, against every
-//   rank's block at its columns.
+//   rank's block at its columns;
+// - the one-token projection that sums its ranks' partials itself (AddRmsNorm::peer_sum), eager
+//   and replayed in a graph, against the GEMV then the fused kernel.
 // Skips with fewer than two GPUs.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/cuda/bench_tensors.h"
 #include "cuda_test_util.h"
 #include "distributed/cuda/all_reduce_bench.h"
 #include "distributed/cuda/nccl_communicator.h"
@@ -177,6 +182,92 @@ TEST(CudaTp, LogitsGatherPlacesEveryRanksColumnsOnTwoGpus) {
   if (const int rank = tp_test_rank(); rank >= 0) return gather_rank(rank, std::getenv("GS_TP_TEST_GROUP"));
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
   run_two_ranks("CudaTp.LogitsGatherPlacesEveryRanksColumnsOnTwoGpus", "");
+}
+
+// One rank of the projection test: on an o_proj and a down shape of llama3.1-8b at TP=2 (a warp
+// an output), a 1B-like one (the split-K GEMV), and on FP8 weights (e4m3 rows, 128x128 blocks: the
+// skinny kernel), five eager calls, then a captured graph replayed
+// three times over new inputs, of the one-token projection that sums the ranks' partials itself
+// (AddRmsNorm::peer_sum), each beside the fused all-reduce + add + norm kernel on the partial the
+// projection stored (which must match the plain linear's). Every call adds to the residual, so the
+// two residuals stay equal only if each call's sum over the ranks is equal bit for bit; out may
+// differ by the rounding of 1 / rms (its sum of squares reduced in another block's order).
+void peer_sum_rank(int rank, const std::string& group) {
+  auto backend = make_cuda_backend(0, DType::BF16);
+  auto comm = make_nccl_communicator(group, rank, 2, *backend, /*disable_custom_all_reduce=*/false, {});
+  ASSERT_EQ(comm->name(), "custom+nccl") << "the two GPUs cannot map each other's memory";
+  const float eps = 1e-5f;
+  struct Case {
+    int64_t N, K;
+    int fp8_groups;  // 0: bf16 weights; 1: e4m3 rows; K / 128: 128x128 blocks
+  };
+  for (const Case c : {Case{4096, 2048, 0}, {4096, 7168, 0}, {2048, 1024, 0}, {4096, 2048, 1}, {4096, 7168, 56}}) {
+    const int64_t N = c.N, K = c.K;
+    const std::string what =
+        std::to_string(N) + " x " + std::to_string(K) + ", fp8 groups " + std::to_string(c.fp8_groups);
+    const std::optional<PeerSum> ps = comm->peer_sum(1, N, DType::BF16);
+    ASSERT_TRUE(ps) << what;
+    Backend& be = *backend;
+    const auto device = [&](const std::vector<float>& v, const Shape& s, DType dt) { return bench::on(be, v, s, dt); };
+    const auto empty = [&](int64_t n, DType dt) { return Tensor::empty({1, n}, dt, be.allocator()); };
+    const std::vector<float> wv = bench::randn(size_t(N * K), 100 + rank, 0.02f);
+    Tensor w = device(wv, {N, K}, DType::BF16);
+    if (c.fp8_groups > 0) {
+      w = Tensor::empty({N, K}, DType::F8E4M3, be.allocator())
+              .with_scales(Tensor::empty({N, c.fp8_groups}, DType::F32, be.allocator()));
+      be.quantize_fp8(device(wv, {N, K}, DType::F32), c.fp8_groups > 1 ? 128 : 1, c.fp8_groups > 1, w);
+    }
+    const Tensor norm_w = device(bench::randn(size_t(N), 7), {N}, DType::BF16);  // the same on both ranks
+    const Tensor x = empty(K, DType::BF16), y = empty(N, DType::BF16), out = empty(N, DType::BF16);
+    const Tensor y_ref = empty(N, DType::BF16), out_ref = empty(N, DType::BF16);
+    const Tensor res = empty(N, DType::F32), res_ref = empty(N, DType::F32);
+    const std::vector<float> res0 = bench::randn(size_t(N), 11);
+    be.copy(res, device(res0, {1, N}, DType::F32));
+    be.copy(res_ref, device(res0, {1, N}, DType::F32));
+    const LinearOp op{.x = x, .w = w, .y = y, .then = AddRmsNorm{res, norm_w, eps, out, true, ps}};
+    ASSERT_TRUE(be.folds_peer_sum(op)) << what;
+    const auto set_x = [&](int call) {
+      be.copy(x, device(bench::randn(size_t(K), 1000 * rank + call), {1, K}, DType::BF16));
+    };
+    const Tensor y_lin = empty(N, DType::BF16);
+    const auto reference_and_check = [&](int call) {
+      // The fused kernel on the partial the projection stored; that partial against the plain linear.
+      be.copy(y_ref, y);
+      comm->all_reduce_add_rms_norm(be, res_ref, y_ref, norm_w, eps, out_ref);
+      be.linear(x, w, Tensor(), y_lin);
+      EXPECT_LT(test::rel_l2(test::read(be, y), test::read(be, y_lin)), 1e-2) << what << ", call " << call;
+      const std::vector<float> r = test::read(be, res), rr = test::read(be, res_ref);
+      const std::vector<float> o = test::read(be, out), oref = test::read(be, out_ref);
+      int64_t res_wrong = 0, out_wrong = 0;
+      for (size_t i = 0; i < r.size(); ++i) {
+        res_wrong += r[i] != rr[i];
+        out_wrong += std::fabs(o[i] - oref[i]) > std::fabs(oref[i]) / 128.0f;  // a bf16 rounding step
+      }
+      EXPECT_EQ(res_wrong, 0) << what << ", call " << call;
+      EXPECT_EQ(out_wrong, 0) << what << ", call " << call;
+      EXPECT_LT(test::rel_l2(o, oref), 1e-2) << what << ", call " << call;
+    };
+    for (int call = 0; call < 5; ++call) {
+      set_x(call);
+      be.linear(op);
+      reference_and_check(call);
+    }
+    be.stream().begin_capture();
+    be.linear(op);
+    const std::unique_ptr<Graph> graph = be.stream().end_capture();
+    for (int call = 5; call < 8; ++call) {
+      set_x(call);
+      graph->replay();
+      reference_and_check(call);
+    }
+  }
+  comm->barrier();
+}
+
+TEST(CudaTp, ProjectionSumsItsRanksPartialsOnTwoGpus) {
+  if (const int rank = tp_test_rank(); rank >= 0) return peer_sum_rank(rank, std::getenv("GS_TP_TEST_GROUP"));
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  run_two_ranks("CudaTp.ProjectionSumsItsRanksPartialsOnTwoGpus", "");
 }
 
 }  // namespace

@@ -73,12 +73,13 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create(int rank, int world, in
   std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, policy));
   ar->lamport_dtype_ = activations;
   ar->lamport_ = lamport;
-  const size_t bytes = kSignalBytes + 2 * policy.custom_max_bytes + 3 * ar->lamport_bytes();
+  const size_t flagless = 3 * ar->lamport_bytes() + 3 * ar->peer_sum_bytes();  // sentinel-filled, at the end
+  const size_t bytes = kSignalBytes + 2 * policy.custom_max_bytes + flagless;
   GS_CUDA_CHECK(cudaSetDevice(device));
   GS_CUDA_CHECK(cudaMalloc(&ar->own_, bytes));
   GS_CUDA_CHECK(cudaMemset(ar->own_, 0, bytes));
-  GS_CUDA_CHECK(custom_ar::lamport_fill(static_cast<char*>(ar->own_) + kSignalBytes + 2 * policy.custom_max_bytes,
-                                        3 * ar->lamport_bytes(), activations == DType::BF16, nullptr));
+  GS_CUDA_CHECK(custom_ar::lamport_fill(static_cast<char*>(ar->own_) + bytes - flagless, flagless,
+                                        activations == DType::BF16, nullptr));
   GS_CUDA_CHECK(cudaDeviceSynchronize());
 
   RankRecord mine{};
@@ -212,5 +213,22 @@ custom_ar::PeerTable CustomAllReduce::peer_table() const {
 }
 
 size_t CustomAllReduce::lamport_bytes() const { return size_t(world_) * kFusedNormMaxBytes; }
+
+size_t CustomAllReduce::peer_sum_bytes() const {
+  return size_t(world_) * size_t(kFusedNormMaxHidden) * dtype_size(lamport_dtype_);
+}
+
+std::optional<PeerSum> CustomAllReduce::peer_sum(int64_t rows, int64_t hidden, DType dt) const {
+  if (!lamport_ || rows != 1 || dt != lamport_dtype_ || hidden <= 0 || hidden % 8 != 0 ||
+      hidden > kFusedNormMaxHidden || world_ > kPeerSumMaxRanks)
+    return std::nullopt;
+  PeerSum ps;
+  ps.world = world_, ps.rank = rank_;
+  const size_t at = kSignalBytes + 2 * policy_.custom_max_bytes + 3 * lamport_bytes();
+  for (int r = 0; r < world_; ++r) ps.buffers[r] = static_cast<char*>(peers_[size_t(r)]) + at;
+  ps.buffer_bytes = peer_sum_bytes();
+  ps.state = &static_cast<custom_ar::Signal*>(own_)->peer_sum;
+  return ps;
+}
 
 }  // namespace gs

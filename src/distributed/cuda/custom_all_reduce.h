@@ -2,8 +2,9 @@
 // one host (vLLM's "custom all-reduce" idea, written here from scratch), and the column gather of
 // vocab-parallel logits over the same buffers.
 //
-// Each rank cudaMallocs one buffer (a signal area, two halves of custom_max_bytes, then three
-// Lamport buffers for the flagless fused all-reduce + add + norm) before any capture, and maps
+// Each rank cudaMallocs one buffer (a signal area, two halves of custom_max_bytes, three Lamport
+// buffers for the flagless fused all-reduce + add + norm, then three for the one-token projections
+// that sum their ranks' partials themselves, ops/peer_sum.h) before any capture, and maps
 // every peer's buffer through CUDA IPC handles exchanged at start-up. A call is one kernel
 // (captured into graphs like any): each block copies its share of the input into the rank's
 // buffer, meets the same block of every peer at a barrier, then sums every rank's buffer in rank
@@ -21,11 +22,13 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "distributed/all_reduce_policy.h"
+#include "ops/peer_sum.h"
 
 namespace gs {
 
@@ -71,6 +74,11 @@ class CustomAllReduce {
   // rows; false, with nothing enqueued, where the elements are not 2 or 4 bytes, local is not
   // 16-byte aligned, or the policy leaves that gather to NCCL.
   bool gather_columns(const Tensor& local, const Tensor& out, cudaStream_t stream);
+  // The exchange a one-token projection sums its ranks' partials over (Communicator::peer_sum):
+  // three more sentinel-filled buffers after the Lamport ones, with their own call numbering in
+  // the signal area. nullopt unless the flagless kernel is on, rows is 1, dt the activations'
+  // dtype and hidden a multiple of 8 up to kFusedNormMaxHidden.
+  std::optional<PeerSum> peer_sum(int64_t rows, int64_t hidden, DType dt) const;
 
  private:
   CustomAllReduce(int rank, int world, AllReducePolicy policy);
@@ -78,6 +86,8 @@ class CustomAllReduce {
   custom_ar::PeerTable peer_table() const;
   // Bytes of one of the three Lamport buffers: every rank's region of a fused message.
   size_t lamport_bytes() const;
+  // Bytes of one of the three peer_sum buffers: every rank's row of kFusedNormMaxHidden elements.
+  size_t peer_sum_bytes() const;
 
   // The diagnosis switch, read at construction: GS_AR_TRACE=<path> records every call's timeline
   // on the device (custom_ar::TraceRecord) and writes it to <path>.rank<r> (one line a call:

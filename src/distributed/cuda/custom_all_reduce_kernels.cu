@@ -9,6 +9,7 @@
 #include "distributed/cuda/custom_all_reduce_kernels.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/peer_sum.cuh"
 
 namespace gs::custom_ar {
 
@@ -201,51 +202,6 @@ cudaError_t launch_world(int world, AllReduceAlgo algo, const PeerTable& t, int 
   return cudaGetLastError();
 }
 
-// The fused one-shot all-reduce + residual add + RMSNorm (launch_all_reduce_add_rms_norm). T is
-// the element type of x, w and out as the CUDA backend's kernels name it (uint16_t: bf16, or
-// float). Push, not pull: a block writes its rows of x into every rank's buffer (region `rank`
-// of World regions of rows x hidden), meets the same block of every peer (the barrier's release
-// orders those writes before its flag), then reads only its own buffer: one NVLink crossing per
-// call instead of a crossing for the flag and a round trip for the data. Per row, thread t holds
-// chunks t, t + blockDim.x, ... (8 elements each) of the summed row in registers, as the
-// backend's vectorised add_rms_norm kernel does, so the sums and the block reduction happen in
-// the same order.
-constexpr int kNormChunks = 4;  // 8-element chunks per thread (hidden <= 8 * 4 * 1024)
-
-// The residual add + RMSNorm of one row of the all-reduce's sum, by the whole block: part(p, e, f)
-// loads rank p's 8 elements at element e of the row into f; they are summed in rank order (f32)
-// and rounded to T, as the all-reduce writes them; then residual[base ..] += the sum and
-// out[base ..] = rms_norm(residual) * w, with the thread layout of the backend's vectorised
-// add_rms_norm (thread t holds chunks t, t + blockDim.x, ... in registers), so the block
-// reduction runs in the same order.
-template <typename T, int World, typename Part>
-__device__ __forceinline__ void add_norm_row(const Part& part, float* residual, const T* w, float eps, T* out,
-                                             int64_t base, int hidden) {
-  using namespace gs::cuda;
-  float v[kNormChunks][8];
-  float ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNormChunks; ++j) {
-    const int e = (threadIdx.x + j * blockDim.x) * 8;
-    if (e >= hidden) break;
-    float sum[8], p8[8], r[8];
-    part(0, e, sum);
-#pragma unroll
-    for (int p = 1; p < World; ++p) {
-      part(p, e, p8);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum[i] += p8[i];
-    }
-    load8(residual + base + e, r);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) r[i] = v[j][i] = r[i] + to_f(from_f<T>(sum[i]));
-    store8(residual + base + e, r);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
-  }
-  rms_norm_store(v, ss, hidden, eps, int(blockDim.x), out + base, [w](int, int e, float* wf) { load8(w + e, wf); });
-}
-
 // Writes this block's rows of x (rows b, b + gridDim.x, ...) into region `rank` (rows x hidden
 // elements) of dst(p) for the ranks p that want(p), own rank first; with no_neg_zero, -0 becomes +0.
 template <typename T, int World, typename Dst, typename Want>
@@ -260,7 +216,7 @@ __device__ __forceinline__ void push_rows(const Dst& dst, const Want& want, int 
       load8(x + at, v);
       if (no_neg_zero)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] += 0.0f;  // -0 + +0 = +0; every other value unchanged
+        for (int i = 0; i < 8; ++i) v[i] = sendable(v[i]);
 #pragma unroll
       for (int q = 0; q < World; ++q) {
         const int p = (rank + q) % World;
@@ -294,58 +250,11 @@ __global__ void __launch_bounds__(1024)
   pdl_trigger();
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = int64_t(row) * hidden;
-    add_norm_row<T, World>([&](int p, int e, float* f) { load8(mine + p * region + base + e, f); }, residual, w, eps,
-                           out, base, hidden);
+    add_norm_row<T>([&](int p, int e, float* f) { load8(mine + p * region + base + e, f); }, World, residual, w, eps,
+                    out, base, hidden);
   }
   finish_call(t, rank, call);
   tr.write(1, rows);
-}
-
-// The Lamport sentinel (negative zero) as a 32-bit pattern of two bf16 or one f32.
-template <typename T>
-constexpr uint32_t kSentinel = std::is_same_v<T, float> ? 0x80000000u : 0x80008000u;
-
-template <typename T>
-__device__ __forceinline__ bool has_sentinel(const uint4& v) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  bool hit = false;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (std::is_same_v<T, float>)
-      hit |= w[i] == kSentinel<T>;
-    else
-      hit |= (w[i] & 0xffffu) == 0x8000u || (w[i] >> 16) == 0x8000u;
-  }
-  return hit;
-}
-
-// p[0 .. packs) = the 32-bit pattern, over the grid (each thread a stride of the whole grid).
-__device__ __forceinline__ void fill_packs(uint4* p, size_t packs, uint32_t pattern) {
-  const uint4 fill = make_uint4(pattern, pattern, pattern, pattern);
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = fill;
-}
-
-__device__ __forceinline__ uint4 load_volatile(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
-// load8 from a Lamport buffer: waits until a peer's write has replaced every sentinel.
-template <typename T>
-__device__ __forceinline__ void spin_load8(const T* p, float* f) {
-  using namespace gs::cuda;
-  const uint4* v = reinterpret_cast<const uint4*>(p);
-#pragma unroll
-  for (int i = 0; i < 8 / kVecElems<T>; ++i) {
-    uint4 u = load_volatile(v + i);
-    while (has_sentinel<T>(u)) u = load_volatile(v + i);
-    unpack_vec<T>(u, f + i * kVecElems<T>);
-  }
 }
 
 template <typename T>
@@ -376,14 +285,14 @@ __global__ void __launch_bounds__(1024)
   const T* mine = lamport_of<T>(t, rank, call);
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = int64_t(row) * hidden;
-    add_norm_row<T, World>(
+    add_norm_row<T>(
         [&](int p, int e, float* f) {
           if (p != rank) return spin_load8(mine + p * region + base + e, f);
           load8(x + base + e, f);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) f[i] += 0.0f;  // as the peers received it
+          for (int i = 0; i < 8; ++i) f[i] = sendable(f[i]);  // as the peers received it
         },
-        residual, w, eps, out, base, hidden);
+        World, residual, w, eps, out, base, hidden);
     if (row == int(blockIdx.x)) tr.mark(3);
   }
   if (threadIdx.x == 0) {
@@ -393,7 +302,7 @@ __global__ void __launch_bounds__(1024)
   tr.write(2, rows);
 }
 
-__global__ void fill_kernel(uint4* p, size_t packs, uint32_t pattern) { fill_packs(p, packs, pattern); }
+__global__ void fill_kernel(uint4* p, size_t packs, uint32_t pattern) { gs::cuda::fill_packs(p, packs, pattern); }
 
 // Pack i (16 bytes) of rank r's [rows, row_packs] block into out [rows, width_bytes], at columns
 // [r row_packs 16, ...) of its row, cut at width_bytes: whole where it fits and is aligned, else
@@ -523,7 +432,8 @@ cudaError_t lamport_fill(void* p, size_t bytes, bool bf16, cudaStream_t stream) 
   if (bytes % 16 != 0) return cudaErrorInvalidValue;
   const size_t packs = bytes / 16;
   const int blocks = int(std::clamp<size_t>((packs + 255) / 256, 1, 1024));
-  fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<uint4*>(p), packs, bf16 ? kSentinel<uint16_t> : kSentinel<float>);
+  fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<uint4*>(p), packs,
+                                          bf16 ? gs::cuda::kSentinel<uint16_t> : gs::cuda::kSentinel<float>);
   return cudaGetLastError();
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "distributed/all_reduce_policy.h"
+#include "ops/peer_sum.h"
 
 namespace gs::custom_ar {
 
@@ -18,13 +19,15 @@ inline constexpr int kRanks = kCustomAllReduceMaxRanks;
 // this rank's area); counter[block]: the calls this block has completed on this rank.
 // lamport_counter[block]: the flagless fused calls this block has completed (their own numbering:
 // call c uses Lamport buffer c % 3); lamport_used[i]: the elements (every rank's region) the last
-// call on buffer i wrote; trace_next: the next trace record's index (GS_AR_TRACE).
+// call on buffer i wrote; trace_next: the next trace record's index (GS_AR_TRACE); peer_sum: the
+// projections' own exchange (ops/peer_sum.h, CustomAllReduce::peer_sum).
 struct Signal {
   uint32_t flags[2][kMaxBlocks][kRanks];
   uint32_t counter[kMaxBlocks];
   uint32_t lamport_counter[kMaxBlocks];
   uint32_t lamport_used[3];
   uint32_t trace_next;
+  PeerSumState peer_sum;
 };
 inline constexpr size_t kSignalBytes = (sizeof(Signal) + 255) / 256 * 256;
 

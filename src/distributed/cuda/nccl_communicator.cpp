@@ -43,7 +43,11 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const std::string& group, int rank, int world, Backend& backend, bool disable_custom,
                    const AllReduceKernelOptions& options)
-      : rank_(rank), world_(world), stream_(cuda_stream(backend)), fuse_norm_(options.fuse_add_rms_norm) {
+      : rank_(rank),
+        world_(world),
+        stream_(cuda_stream(backend)),
+        fuse_norm_(options.fuse_add_rms_norm),
+        in_projection_(options.fuse_add_rms_norm && options.in_projection) {
     GS_CHECK(group.size() == 2 * sizeof(ncclUniqueId), "NCCL group id must be {} hex digits, got {}",
              2 * sizeof(ncclUniqueId), group.size());
     ncclUniqueId id;
@@ -98,6 +102,11 @@ class NcclCommunicator final : public Communicator {
       custom_->all_reduce_add_rms_norm(residual, x, w, eps, out, stream_);
     else
       Communicator::all_reduce_add_rms_norm(backend, residual, x, w, eps, out);
+  }
+  std::optional<PeerSum> peer_sum(int64_t rows, int64_t hidden, DType dt) const override {
+    if (!custom_ || !in_projection_ || size_t(rows * hidden) * dtype_size(dt) > policy().one_shot_max_bytes)
+      return std::nullopt;
+    return custom_->peer_sum(rows, hidden, dt);
   }
   void all_gather(const Tensor& in, const Tensor& out) override {
     GS_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * world_, "all_gather: out {} must hold {} x in {}",
@@ -159,6 +168,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<CustomAllReduce> custom_;
   AllReducePolicy no_custom_;
   bool fuse_norm_ = true;
+  bool in_projection_ = true;  // AllReduceKernelOptions::in_projection (and fuse_add_rms_norm)
 };
 
 }  // namespace

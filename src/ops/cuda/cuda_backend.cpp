@@ -285,6 +285,7 @@ class CudaBackend final : public Backend {
   // where they apply (each falls back to the unfused ops), else Backend's sequence.
   void linear(const LinearOp& op) override {
     expire_handoff();
+    if (const auto* a = std::get_if<AddRmsNorm>(&op.then); a && a->peer_sum) return linear_peer_sum(op, *a);
     if (op.norm && op.norm->keep_x) return linear_keeping_norm(op);
     if (op.w.dtype() == DType::F8E4M3) return fp8_linear(op);
     const bool no_bias = !op.bias.defined();
@@ -658,6 +659,22 @@ class CudaBackend final : public Backend {
     unfused_add_rms_norm(x, w, y, residual, norm_w, eps, out);
   }
 
+  // The row-parallel projection at one token summing the ranks' partials itself (cuda::gemv_peer_sum).
+  void linear_peer_sum(const LinearOp& op, const AddRmsNorm& a) {
+    GS_CHECK(folds_peer_sum(op),
+             "linear with the ranks' partial sums: x {}, w {}, y {}, residual {}, norm {}, out {} do not fit the "
+             "one-token kernels (one row of the compute dtype, f32 residual, no bias or input norm, 16-byte aligned)",
+             op.x.str(), op.w.str(), op.y.str(), a.residual.str(), a.weight.str(), a.out.str());
+    norm_handoff_ = {};
+    if (op.w.dtype() == DType::F8E4M3) return fp8_.linear_peer_sum(op.x, op.w, op.y, a, s());
+    by_dtype([&](auto e) {
+      using E = decltype(e);
+      GS_CUDA_CHECK(cuda::gemv_peer_sum<E>(ptr<E>(op.x), ptr<E>(op.w), ptr<E>(op.y), ptr<float>(a.residual),
+                                           ptr<E>(a.weight), a.eps, ptr<E>(a.out), int(op.w.dim(0)),
+                                           int(op.x.row_elems()), *a.peer_sum, s()));
+    });
+  }
+
   void rms_norm_linear_split_qkv_rope(const Tensor& residual, const Tensor& norm_w, float eps, const Tensor& normed,
                                       const Tensor& w, const Tensor& bias, const Tensor& positions,
                                       const RopeConfig& cfg, const Tensor& q_norm, const Tensor& k_norm,
@@ -768,6 +785,25 @@ class CudaBackend final : public Backend {
     GS_CHECK(w.numel() == H, "{}: w {} must have {} elements", op, w.str(), H);
     need_rows(out, x.dim(0), H, op, "out");
     return H;
+  }
+
+  bool folds_peer_sum(const LinearOp& op) const override {
+    const auto* a = std::get_if<AddRmsNorm>(&op.then);
+    if (!a || op.norm || op.bias.defined()) return false;
+    const auto one_row = [&](const Tensor& t, DType dt, int64_t n) {
+      return t.defined() && t.dtype() == dt && t.device().is_cuda() && t.numel() == n &&
+             reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+    };
+    const int64_t K = op.x.defined() ? op.x.row_elems() : 0, N = op.w.defined() ? op.w.dim(0) : 0;
+    if (op.x.ndim() != 2 || op.x.dim(0) != 1 || !one_row(op.x, dtype_, K) || !one_row(op.y, dtype_, N) ||
+        !one_row(a->residual, DType::F32, N) || !one_row(a->weight, dtype_, N) || !one_row(a->out, dtype_, N))
+      return false;
+    if (op.w.dtype() == DType::F8E4M3)
+      return fp8_weights() && linear_.decode_fusion && fp8_.fuses(op.x, op.w) && N <= cuda::fp8_skinny_peer_sum_max_n();
+    const int es = int(dtype_size(dtype_));
+    return op.w.dtype() == dtype_ && op.w.row_elems() == K &&
+           cuda::gemv_supported(1, int(K), es, op.x.data(), op.w.data()) &&
+           cuda::gemv_peer_sum_supported(int(N), int(K), es);
   }
 
   // Whether a GEMV with the norm fused (GemvInput) takes the f32 residual [1, K], norm_w [K] and the

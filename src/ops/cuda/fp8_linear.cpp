@@ -255,6 +255,14 @@ void Fp8Linear::linear_add_residual(const Tensor& x, const RmsNormInput* norm, c
                                                    int(w.dim(0)), int(w.dim(1)), s));
 }
 
+void Fp8Linear::linear_peer_sum(const Tensor& x, const Tensor& w, const Tensor& y, const AddRmsNorm& a,
+                                cudaStream_t s) {
+  GS_CUDA_CHECK(cuda::fp8_skinny_gemm_peer_sum(x.data_as<cuda::bf16_t>(), scaled(w), y.data_as<cuda::bf16_t>(),
+                                               a.residual.data_as<float>(), a.weight.data_as<cuda::bf16_t>(), a.eps,
+                                               a.out.data_as<cuda::bf16_t>(), int(w.dim(0)), int(w.dim(1)), *a.peer_sum,
+                                               s));
+}
+
 Fp8Linear::HeadNorm Fp8Linear::head_norm_kernel(const Tensor& x, const RmsNormInput* norm, const Tensor& w,
                                                 int D) const {
   const int64_t M = x.dim(0), K = w.dim(1);

@@ -381,6 +381,7 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
 template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
   gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
+  if constexpr (Finishes<Epi>::value) epi.finish();
 }
 // The same with a minimum of one block an SM, which lets ptxas use up to ~120 registers and hoist
 // more of the unrolled loads: taken by the split-K GEMVs, those fusing the norm and one warp an
@@ -389,6 +390,7 @@ template <typename T, int M, typename Src, typename Epi, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     gemv_wide_kernel(Src src, const T* __restrict__ w, Epi epi, int N, int K) {
   gemv_rows<T, M, Src, Epi, WARPS, KS>(src, w, epi, N, K);
+  if constexpr (Finishes<Epi>::value) epi.finish();
 }
 
 // Warps per output of a GEMV reading x from global memory: split K when N alone leaves the GPU
@@ -528,6 +530,19 @@ cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, in
   return launch_rows(XRow<T>{x}, w, ResidualAddEpilogue<T>{residual, N}, N, K, s);
 }
 
+bool gemv_peer_sum_supported(int N, int K, int elem_bytes) {
+  return N > 0 && N % 8 == 0 && N <= peer_sum_max_n(kWarpsPerBlock * 32) && K > 0 && K % (16 / elem_bytes) == 0;
+}
+
+template <typename T>
+cudaError_t gemv_peer_sum(const T* x, const T* w, T* y, float* residual, const T* norm_w, float eps, T* out, int N,
+                          int K, const PeerSum& ps, cudaStream_t s) {
+  if (!gemv_peer_sum_supported(N, K, int(sizeof(T))) || ps.world < 2 || ps.world > kPeerSumMaxRanks ||
+      size_t(ps.world) * size_t(N) * sizeof(T) > ps.buffer_bytes || !ps.state)
+    return cudaErrorInvalidValue;
+  return launch_rows(XRow<T>{x}, w, PeerSumEpilogue<T>{y, ps, residual, norm_w, eps, out, N}, N, K, s);
+}
+
 template <typename T>
 cudaError_t gemv_gated(GatedActivation act, const GemvInput<T>& x, const T* w, T* out, int M, int I, int K,
                        cudaStream_t s) {
@@ -590,6 +605,8 @@ cudaError_t gemv_fp8_qkv_rope_head_norm(const GemvInput<bf16_t>& x, const uint8_
   template bool gemv_supported<T>(int, int, const GemvInput<T>&, const T*);                                            \
   template cudaError_t gemv<T>(const GemvInput<T>&, const T*, const T*, void*, bool, int, int, int, cudaStream_t);     \
   template cudaError_t gemv_add_residual<T>(const T*, const T*, float*, int, int, int, cudaStream_t, const T*, T*);    \
+  template cudaError_t gemv_peer_sum<T>(const T*, const T*, T*, float*, const T*, float, T*, int, int, const PeerSum&, \
+                                        cudaStream_t);                                                                 \
   template cudaError_t gemv_gated<T>(GatedActivation, const GemvInput<T>&, const T*, T*, int, int, int, cudaStream_t); \
   template cudaError_t gemv_qkv_rope<T>(const GemvInput<T>&, const T*, const T*, const int32_t*, const float*, T*, T*, \
                                         T*, int, int, int, int, int, int, cudaStream_t, const QkNorm<T>&, int);

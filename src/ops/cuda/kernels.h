@@ -14,6 +14,7 @@
 #include "ops/cuda/fp8_kernels.h"
 #include "ops/dummy_fill.h"
 #include "ops/gated_activation.h"
+#include "ops/peer_sum.h"
 
 namespace gs::cuda {
 
@@ -131,6 +132,17 @@ cudaError_t gemv(const GemvInput<T>& x, const T* w, const T* bias, void* y, bool
 template <typename T>
 cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, int N, int K, cudaStream_t s,
                               const T* norm_w = nullptr, T* xn = nullptr);
+// The row-parallel o_proj / down under tensor parallelism at one token, with the all-reduce and
+// the residual add + RMSNorm after it folded in (ops/peer_sum.h): y = this rank's partial x . w
+// (rounded to T, -0 as +0) is stored in y and pushed into every peer's exchange buffer as each
+// output is done; the grid's last block to finish sums the ranks' rows in rank order, adds the sum
+// to the f32 residual and stores out = rms_norm(residual) * norm_w (out may alias y). The sum and
+// the residual equal the custom all-reduce's fused add + norm bit for bit; out differs from it by
+// the order of the block's sum of squares. gemv_peer_sum_supported says which N it takes.
+bool gemv_peer_sum_supported(int N, int K, int elem_bytes);
+template <typename T>
+cudaError_t gemv_peer_sum(const T* x, const T* w, T* y, float* residual, const T* norm_w, float eps, T* out, int N,
+                          int K, const PeerSum& ps, cudaStream_t s);
 // Qwen3's per-head q / k RMSNorm (weights [D], eps) for gemv_qkv_rope; q null: none.
 template <typename T>
 struct QkNorm {

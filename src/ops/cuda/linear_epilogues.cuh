@@ -4,12 +4,14 @@
 // gated MLP (the gate and up rows, act(g) * u) and fused QKV + RoPE (the rotary pair of rows of a
 // q/k head, rotated at the token's position, q, k, v written split). With round_inputs the gated
 // and RoPE epilogues first round their inputs to T, as the unfused linear's output is, so the
-// fused op computes what linear + gated_activation / split_qkv_rope compute.
+// fused op computes what linear + gated_activation / split_qkv_rope compute. Under tensor
+// parallelism, o_proj / down at one token sum their ranks' partials (PeerSumEpilogue).
 #pragma once
 #include <cstdint>
 #include <type_traits>
 
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/peer_sum.cuh"
 #include "ops/gated_activation.h"
 
 namespace gs::cuda {
@@ -138,11 +140,81 @@ struct QkvRopeEpilogue {
   }
 };
 
+// The row-parallel o_proj / down at one token summing its ranks' partials itself (ops/peer_sum.h,
+// gemv_peer_sum). store(n) puts output n of this rank's partial, sendable and rounded to T, into y
+// and into region `rank` of every peer's exchange buffer of this call. finish(), run by every
+// thread of every block once the block's outputs are stored: the block's share of prefetching what
+// the last block reads and of refilling the previous call's buffer with the sentinel, then the
+// last block to arrive adds the ranks' rows (this rank's from y, read past L1: other blocks stored
+// it) into the residual, stores the norm into out and closes the call. N <= peer_sum_max_n(the
+// block's threads).
+template <typename T>
+struct PeerSumEpilogue {
+  static constexpr int R = 1;
+  static constexpr bool kFinishes = true;
+  T* y;
+  PeerSum ps;
+  float* residual;
+  const T* norm_w;
+  float eps;
+  T* out;
+  int N;
+  __device__ int64_t row(int n, int) const { return n; }
+  __device__ void store(int n, int, const float (&v)[R]) const {
+    const T o = from_f<T>(sendable(to_f(from_f<T>(v[0]))));
+    const uint32_t call = __ldcg(&ps.state->calls);
+    y[n] = o;
+    const size_t at = (call % 3) * ps.buffer_bytes + (size_t(ps.rank) * N + n) * sizeof(T);
+#pragma unroll
+    for (int p = 0; p < kPeerSumMaxRanks; ++p)  // constant indices (peer_buffer)
+      if (p < ps.world && p != ps.rank) *reinterpret_cast<T*>(static_cast<char*>(ps.buffers[p]) + at) = o;
+  }
+  __device__ void finish() const {
+    // The lines of norm_w and the residual the last block reads, into L2 while the others finish.
+    const int w_lines = int((size_t(N) * sizeof(T) + 127) / 128), lines = w_lines + (N * 4 + 127) / 128;
+    for (int l = int(blockIdx.x * blockDim.x + threadIdx.x); l < lines; l += int(gridDim.x * blockDim.x)) {
+      const char* p = l < w_lines ? reinterpret_cast<const char*>(norm_w) + size_t(l) * 128
+                                  : reinterpret_cast<const char*>(residual) + size_t(l - w_lines) * 128;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+    PeerSumState* st = ps.state;
+    const uint32_t call = __ldcg(&st->calls), prev = (call + 2) % 3;
+    fill_packs(reinterpret_cast<uint4*>(peer_buffer<T>(ps, ps.rank, prev)), __ldcg(&st->used[prev]) / 16, kSentinel<T>);
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      last = atomicAdd(&st->arrivals, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const T* mine = peer_buffer<T>(ps, ps.rank, call);
+    const auto part = [&](int p, int e, float* f) {
+      if (p != ps.rank) return spin_load8(mine + int64_t(p) * N + e, f);
+#pragma unroll
+      for (int i = 0; i < 8 / kVecElems<T>; ++i)
+        unpack_vec<T>(__ldcg(reinterpret_cast<const uint4*>(y + e) + i), f + i * kVecElems<T>);
+    };
+    add_norm_row<T>(part, ps.world, residual, norm_w, eps, out, 0, N);
+    if (threadIdx.x == 0) {
+      st->arrivals = 0;
+      st->used[call % 3] = uint32_t(ps.world * N * int(sizeof(T)));
+      st->calls = call + 1;
+    }
+  }
+};
+
 // Whether an epilogue RMS-norms whole heads (QkvRopeEpilogue<T, true>).
 template <typename E, typename = void>
 struct HeadNormed : std::false_type {};
 template <typename E>
 struct HeadNormed<E, std::void_t<decltype(E::kHeadNorm)>> : std::bool_constant<E::kHeadNorm> {};
+// Whether an epilogue has a finish() that every thread of the kernel runs after its stores.
+template <typename E, typename = void>
+struct Finishes : std::false_type {};
+template <typename E>
+struct Finishes<E, std::void_t<decltype(E::kFinishes)>> : std::bool_constant<E::kFinishes> {};
 // Whether an epilogue loads a value for its output early (prefetch(n), passed to store).
 template <typename E, typename = void>
 struct Prefetches : std::false_type {};

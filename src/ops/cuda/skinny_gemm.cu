@@ -319,6 +319,7 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
       if (n < n_out) epi.store(n, m, v);
     }
   }
+  if constexpr (Finishes<Epi>::value) epi.finish();
 }
 
 // K shares per tile: the power of two (<= 8, at most K / unit) that brings the warp count closest
@@ -502,6 +503,17 @@ cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const Fp8Scaled& w, cons
 cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const Fp8Scaled& w, float* residual, int M, int N,
                                          int K, cudaStream_t s) {
   return launch_fp8(x, w, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
+}
+
+int fp8_skinny_peer_sum_max_n() { return peer_sum_max_n(kThreads); }
+
+cudaError_t fp8_skinny_gemm_peer_sum(const bf16_t* x, const Fp8Scaled& w, bf16_t* y, float* residual,
+                                     const bf16_t* norm_w, float eps, bf16_t* out, int N, int K, const PeerSum& ps,
+                                     cudaStream_t s) {
+  if (N <= 0 || N % 8 != 0 || N > fp8_skinny_peer_sum_max_n() || ps.world < 2 || ps.world > kPeerSumMaxRanks ||
+      size_t(ps.world) * size_t(N) * sizeof(bf16_t) > ps.buffer_bytes || !ps.state)
+    return cudaErrorInvalidValue;
+  return launch_fp8(x, w, PeerSumEpilogue<bf16_t>{y, ps, residual, norm_w, eps, out, N}, 1, N, K, s);
 }
 
 cudaError_t fp8_skinny_gemm_gated(GatedActivation act, const GemvInput<bf16_t>& x, const Fp8Scaled& w, bf16_t* out,

@@ -73,6 +73,13 @@ bool fp8_skinny_norm_supported(int M, int K, int groups, const float* residual, 
 // y[m, n] = x[m] . (w[n] scaled) (+ bias[n]); y bf16 or f32.
 cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const Fp8Scaled& w, const bf16_t* bias, void* y, bool y_f32,
                             int M, int N, int K, cudaStream_t s);
+// At one token, gemv_peer_sum (ops/cuda/kernels.h) on FP8 weights: this rank's partial x . (w[n]
+// scaled) into y and the peers' exchange buffers, the last block's sum over the ranks into the
+// residual and its norm into out; N <= fp8_skinny_peer_sum_max_n.
+int fp8_skinny_peer_sum_max_n();
+cudaError_t fp8_skinny_gemm_peer_sum(const bf16_t* x, const Fp8Scaled& w, bf16_t* y, float* residual,
+                                     const bf16_t* norm_w, float eps, bf16_t* out, int N, int K, const PeerSum& ps,
+                                     cudaStream_t s);
 // residual[m, n] += x[m] . (w[n] scaled) rounded to bf16 (linear + add_rms_norm's add).
 cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const Fp8Scaled& w, float* residual, int M, int N,
                                          int K, cudaStream_t s);
