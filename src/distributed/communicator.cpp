@@ -18,4 +18,14 @@ void Communicator::all_reduce_add_rms_norm(Backend& backend, const Tensor& resid
   backend.add_rms_norm(residual, x, w, eps, out);
 }
 
+bool Communicator::project_add_rms_norm(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& residual,
+                                        const Tensor& norm_w, float eps, const Tensor& out) {
+  const std::optional<PeerSum> ps = peer_sum(out.dim(0), out.row_elems(), out.dtype());
+  if (!ps) return false;
+  const LinearOp op{.x = x, .w = w, .y = out, .then = AddRmsNorm{residual, norm_w, eps, out, true, ps}};
+  if (!backend.folds_peer_sum(op)) return false;
+  backend.linear(op);
+  return true;
+}
+
 }  // namespace gs

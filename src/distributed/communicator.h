@@ -53,6 +53,11 @@ class Communicator {
     (void)rows, (void)hidden, (void)dt;
     return std::nullopt;
   }
+  // The row-parallel projection x w^T (no bias) and all_reduce_add_rms_norm of its partial sums
+  // into out, as one op where the projection sums the ranks' partials itself (peer_sum, and
+  // Backend::folds_peer_sum); false, with nothing done, where it cannot.
+  bool project_add_rms_norm(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& residual,
+                            const Tensor& norm_w, float eps, const Tensor& out);
 };
 
 // Throws gs::Error unless gather_columns(local, scratch, out) fits a group of `world` ranks.

@@ -209,6 +209,15 @@ class DeepseekModel final : public PiecewiseModel {
       be_.add_rms_norm(residual, x, w, cfg_.rms_norm_eps, out);
   }
 
+  // out = x w^T, then add_rms_norm(residual, out, w, out); sharded, where the projection sums the
+  // ranks' partials itself (Communicator::project_add_rms_norm), as one op.
+  void linear_add_rms_norm(const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& norm_w,
+                           const Tensor& out) {
+    if (tp_.sharded() && comm_->project_add_rms_norm(be_, x, w, residual, norm_w, cfg_.rms_norm_eps, out)) return;
+    be_.linear(x, w, Tensor(), out);
+    add_rms_norm(residual, out, norm_w, out);
+  }
+
   int check_tokens(const ForwardInputs& in) const {
     GS_CHECK(in.num_tokens > 0 && in.num_tokens <= max_tokens_, "forward of {} tokens: the model was built for 1..{}",
              in.num_tokens, max_tokens_);
@@ -235,8 +244,7 @@ class DeepseekModel final : public PiecewiseModel {
   void finish_layer(int layer, int n, const Tensor& next_norm) {
     const DeepseekLayerWeights& w = w_.layers[size_t(layer)];
     const Tensor res = buf_.residual.rows(0, n), hid = buf_.hidden.rows(0, n);
-    be_.linear(buf_.attn_out.rows(0, n), w.o_proj, Tensor(), hid);
-    add_rms_norm(res, hid, w.post_norm, hid);
+    linear_add_rms_norm(buf_.attn_out.rows(0, n), w.o_proj, res, w.post_norm, hid);
     if (cfg_.moe.sparse(layer)) {
       moe_.run(w.moe, w.score_bias, hid, n);
       add_rms_norm(res, moe_.out(n), next_norm, hid);
@@ -244,8 +252,7 @@ class DeepseekModel final : public PiecewiseModel {
     }
     const Tensor act = buf_.act.rows(0, n);
     be_.linear({.x = hid, .w = w.gate_up, .y = buf_.gate_up.rows(0, n), .then = Gated{cfg_.activation, act}});
-    be_.linear(act, w.down, Tensor(), hid);
-    add_rms_norm(res, hid, next_norm, hid);
+    linear_add_rms_norm(act, w.down, res, next_norm, hid);
   }
 
   ModelConfig cfg_;

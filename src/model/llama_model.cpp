@@ -132,13 +132,8 @@ void LlamaModel::add_rms_norm(int layer, AddNormJoin join, const ForwardInputs& 
 bool LlamaModel::linear_peer_sum(const ForwardInputs& in, const Tensor& x, const Tensor& w, const Tensor& bias,
                                  const Tensor& out_norm, const Tensor& residual, const Tensor& norm_w,
                                  const Tensor& out) {
-  if (!tp_.sharded() || lora_slots(in) || bias.defined() || out_norm.defined()) return false;
-  const auto ps = comm_->peer_sum(out.dim(0), out.row_elems(), out.dtype());
-  if (!ps) return false;
-  const LinearOp op{.x = x, .w = w, .y = out, .then = AddRmsNorm{residual, norm_w, cfg_.rms_norm_eps, out, true, ps}};
-  if (!be_.folds_peer_sum(op)) return false;
-  be_.linear(op);
-  return true;
+  return tp_.sharded() && !lora_slots(in) && !bias.defined() && !out_norm.defined() &&
+         comm_->project_add_rms_norm(be_, x, w, residual, norm_w, cfg_.rms_norm_eps, out);
 }
 
 // o_proj or down (row-parallel under TP) of x into y with its adapters, leaving the LoRA expand

@@ -116,8 +116,8 @@ class LlamaModel final : public PiecewiseModel {
                              const Tensor& y, AddNormJoin after, const Tensor& bias = Tensor());
   // Sharded, without adapters, a bias or Gemma 2's norm after the projection (out_norm): o_proj /
   // down of x with the ranks' partial sums added by the projection itself, then residual += the
-  // sum and out = rms_norm(residual) * norm_w (AddRmsNorm::peer_sum), where the communicator and
-  // the backend take it (one token on the GPU). False: nothing was done.
+  // sum and out = rms_norm(residual) * norm_w (Communicator::project_add_rms_norm: one token on the
+  // GPU). False: nothing was done.
   bool linear_peer_sum(const ForwardInputs& in, const Tensor& x, const Tensor& w, const Tensor& bias,
                        const Tensor& out_norm, const Tensor& residual, const Tensor& norm_w, const Tensor& out);
   // residual += x, then out = rms_norm(residual) * w, with what `join` names done first in the same
