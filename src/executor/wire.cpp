@@ -42,6 +42,28 @@ void get_logprob(WireReader& r, TokenLogprob& t) {
 
 }  // namespace
 
+// Every kernel option travels as the driver holds it: the command line sets some of them
+// (--moe-dense-max-tokens, --persistent-decode-max-tokens), and a worker builds its own backend
+// and communicator from what it receives.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttentionKernelOptions, tensor_core, tensor_core_decode,
+                                                keys_as_rows_decode, keys_as_rows_early_loads, keys_as_rows_deep_stages,
+                                                warp_per_pair_min_pairs, warp_per_pair_max_pairs, warps_per_pair,
+                                                prefill_wgmma, decode_split_target, decode_split_min_tiles,
+                                                decode_split_max_tiles, decode_warp_split, stage_query_starts,
+                                                decode_four_ctas_per_sm, cascade_split_target, cascade_split_min_tiles)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearKernelOptions, decode_fusion, skinny_fusion, norm_fusion,
+                                                norm_handoff_min_k, norm_handoff_max_k, qk_norm_fusion,
+                                                qkv_wide_sm_percent)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoraKernelOptions, fork_up_to_tokens, fuse_below_tokens, stacked_shrink)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AllReduceKernelOptions, fuse_add_rms_norm, lamport, in_projection)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MoeKernelOptions, tokens_per_pass, direct_max_tokens, dense_max_tokens,
+                                                dense_min_pairs_per_expert, dense_max_work_ratio)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Fp8KernelOptions, skinny_max_tokens, gemv_max_tokens,
+                                                head_norm_max_tokens, head_norm_min_k, head_norm_gemv, lt_block_split_k,
+                                                lt_max_rows, lt_fused_epilogues, quantize_in_producer)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DecodeKernelOptions, persistent_max_tokens, trace_phases)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelOptions, attention, linear, lora, all_reduce, moe, fp8, decode)
+
 std::string encode_runner_config(const RunnerConfig& c) {
   nlohmann::json j = {{"model", c.model},
                       {"load_format", c.load_format},
@@ -73,7 +95,8 @@ std::string encode_runner_config(const RunnerConfig& c) {
                       {"lora_modules", c.lora_modules},
                       {"max_loras", c.max_loras},
                       {"max_lora_rank", c.max_lora_rank},
-                      {"max_cpu_loras", c.max_cpu_loras}};
+                      {"max_cpu_loras", c.max_cpu_loras},
+                      {"kernel_options", c.kernel_options}};
   if (c.compilation.cudagraph_mode) j["cudagraph_mode"] = int(*c.compilation.cudagraph_mode);
   return j.dump();
 }
@@ -98,6 +121,7 @@ RunnerConfig decode_runner_config(const std::string& s) {
   c.enable_lora = j["enable_lora"];
   c.lora_modules = j["lora_modules"].get<std::vector<std::pair<std::string, std::string>>>();
   c.max_loras = j["max_loras"], c.max_lora_rank = j["max_lora_rank"], c.max_cpu_loras = j["max_cpu_loras"];
+  c.kernel_options = j["kernel_options"].get<KernelOptions>();
   return c;
 }
 

@@ -194,7 +194,9 @@ TEST(CudaTp, LogitsGatherPlacesEveryRanksColumnsOnTwoGpus) {
 // differ by the rounding of 1 / rms (its sum of squares reduced in another block's order).
 void peer_sum_rank(int rank, const std::string& group) {
   auto backend = make_cuda_backend(0, DType::BF16);
-  auto comm = make_nccl_communicator(group, rank, 2, *backend, /*disable_custom_all_reduce=*/false, {});
+  AllReduceKernelOptions options;
+  options.in_projection = true;
+  auto comm = make_nccl_communicator(group, rank, 2, *backend, /*disable_custom_all_reduce=*/false, options);
   ASSERT_EQ(comm->name(), "custom+nccl") << "the two GPUs cannot map each other's memory";
   const float eps = 1e-5f;
   struct Case {

@@ -83,7 +83,22 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   c.enable_lora = true;  // every rank serves the same adapters
   c.lora_modules = {{"sql", "/a/sql"}, {"poet", "/a/poet"}};
   c.max_loras = 3, c.max_lora_rank = 32, c.max_cpu_loras = 5;
+  // Kernel options the command line sets reach every rank's backend and communicator.
+  c.kernel_options.moe.dense_max_tokens = 0;
+  c.kernel_options.moe.dense_max_work_ratio = 3;
+  c.kernel_options.decode.persistent_max_tokens = 2;
+  c.kernel_options.all_reduce.in_projection = false;
+  c.kernel_options.lora.fuse_below_tokens = 64;
+  c.kernel_options.attention.decode_split_target = 512;
   const RunnerConfig d = decode_runner_config(encode_runner_config(c));
+  EXPECT_EQ(d.kernel_options.moe.dense_max_tokens, 0);
+  EXPECT_EQ(d.kernel_options.moe.dense_max_work_ratio, 3);
+  EXPECT_EQ(d.kernel_options.decode.persistent_max_tokens, 2);
+  EXPECT_FALSE(d.kernel_options.all_reduce.in_projection);
+  EXPECT_TRUE(d.kernel_options.all_reduce.lamport);
+  EXPECT_EQ(d.kernel_options.lora.fuse_below_tokens, 64);
+  EXPECT_EQ(d.kernel_options.attention.decode_split_target, 512);
+  EXPECT_EQ(d.kernel_options.fp8.lt_max_rows, Fp8KernelOptions{}.lt_max_rows);
   EXPECT_TRUE(d.enable_lora);
   EXPECT_EQ(d.lora_modules, c.lora_modules);
   EXPECT_EQ(d.max_loras, 3);
