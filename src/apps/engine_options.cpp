@@ -199,6 +199,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
       ->check(CLI::IsMember({"uni", "mp"}));
   cmd.add_flag("--disable-custom-all-reduce", cfg.disable_custom_all_reduce,
                "NCCL for every all-reduce size (no custom all-reduce over NVLink peer memory)");
+  cmd.add_flag("--all-reduce-in-projection", cfg.kernel_options.all_reduce.in_projection,
+               "tensor parallelism at one token: o_proj / down sum the ranks' partial outputs themselves over the "
+               "custom all-reduce's peer memory (no all-reduce kernel after them); not yet measured on two GPUs "
+               "(docs/PERF.md)");
   cmd.add_option("--nnodes", cfg.nnodes, "hosts the tensor-parallel ranks span (others run graphserve worker)")
       ->capture_default_str();
   cmd.add_option("--node-rank", cfg.node_rank, "this host's index (serve / generate run on node 0)")
