@@ -8,11 +8,12 @@
 #             fused all-reduce + add + norm vs the two ops per row count;
 #  greedy     dummy llama3.1-8b greedy, 128 tokens, TP=1 vs TP=N: first divergence and the rel-L2 of
 #             the sampled tokens' top-5 logprobs (graphserve generate --output-json, tp_compare.py)
-#             (the fused all-reduce kernel's two forms are compared by the CudaTp tests);
+#             (the fused all-reduce kernel's two forms are compared by the CudaTp tests; GREEDY_FLAGS
+#             adds flags to both runs, e.g. --all-reduce-in-projection);
 #  graphs     decode ms/step at bs 1, 32, 128 for TP=1 and TP=N in FULL_AND_PIECEWISE and NONE
 #             (graphserve bench graphs), then in FULL_AND_PIECEWISE TP=N with
-#             GRAPHSERVE_TP_SPIN_MS=$SPIN_MS (TP_VARIANTS="s", the default; "": none; 0: sockets not
-#             busy-polled);
+#             GRAPHSERVE_TP_SPIN_MS=$SPIN_MS (TP_VARIANTS "s"; 0: sockets not busy-polled) and with
+#             --all-reduce-in-projection (TP_VARIANTS "p"; default "s p", "": neither);
 #  kernels    `graphserve bench kernels --tensor-parallel-size N` at bs $KERNEL_BS (1,32): rank 0's
 #             kernels per step (KERNEL_TPS="1 2": TP=1 too);
 #  hosts      the multi-host path: two single-GPU "hosts" (CUDA_VISIBLE_DEVICES 0 and 1, a
@@ -48,11 +49,12 @@ common="--load-format dummy --max-num-seqs 128 --max-model-len 512 -cc.cudagraph
 if want graphs; then
   echo "== decode ms/step, $preset (TP=Ns: GRAPHSERVE_TP_SPIN_MS=${SPIN_MS:-0}, driver and workers sleep in" \
     "poll() at once)"
-  for tp in 1 $tps $(for v in ${TP_VARIANTS-s}; do echo "${tps// /$v }$v"; done); do
-    n=${tp%s} modes=NONE,FULL_AND_PIECEWISE spin=${GRAPHSERVE_TP_SPIN_MS:-}
+  for tp in 1 $tps $(for v in ${TP_VARIANTS-s p}; do echo "${tps// /$v }$v"; done); do
+    n=${tp%[sp]} modes=NONE,FULL_AND_PIECEWISE spin=${GRAPHSERVE_TP_SPIN_MS:-} extra=
     [[ $tp == *s ]] && spin=${SPIN_MS:-0} modes=FULL_AND_PIECEWISE
+    [[ $tp == *p ]] && extra=--all-reduce-in-projection
     # shellcheck disable=SC2086
-    GRAPHSERVE_TP_SPIN_MS=$spin timeout 170 "$gs" bench graphs --preset "$preset" $common \
+    GRAPHSERVE_TP_SPIN_MS=$spin timeout 170 "$gs" bench graphs --preset "$preset" $common $extra \
       --tensor-parallel-size "$n" --modes $modes --batch-sizes 1,32,128 --input-len 32 --output-len 16 --num-iters 1 \
       --output-json "$out/graphs_tp$tp.json" --output-png '' >"$out/graphs_tp$tp.txt" 2>"$out/graphs_tp$tp.log" ||
       { echo "bench tp $tp failed"; tail -n 5 "$out/graphs_tp$tp.log"; }
@@ -74,7 +76,7 @@ want greedy && echo "== greedy 128 tokens, $preset, TP=1 vs TP=N"
 for tp in 1 $tps; do
   want greedy || break
   # shellcheck disable=SC2086
-  timeout 150 "$gs" generate --preset "$preset" $common --tensor-parallel-size "$tp" --temperature 0 --ignore-eos \
+  timeout 150 "$gs" generate --preset "$preset" $common ${GREEDY_FLAGS:-} --tensor-parallel-size "$tp" --temperature 0 --ignore-eos \
     --max-tokens 128 --logprobs 5 -p "The tensor-parallel model" -p "Once upon a time" \
     --output-json "$out/gen_tp$tp.json" >/dev/null 2>"$out/gen_tp$tp.log" || { echo "generate tp $tp failed"; tail -n 5 "$out/gen_tp$tp.log"; }
   grep -E "all-reduce:|decode:" "$out/gen_tp$tp.log" | sed 's/^\[[^]]*\] //' | head -n 6
