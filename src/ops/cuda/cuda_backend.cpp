@@ -799,7 +799,8 @@ class CudaBackend final : public Backend {
         !one_row(a->residual, DType::F32, N) || !one_row(a->weight, dtype_, N) || !one_row(a->out, dtype_, N))
       return false;
     if (op.w.dtype() == DType::F8E4M3)
-      return fp8_weights() && linear_.decode_fusion && fp8_.fuses(op.x, op.w) && N <= cuda::fp8_skinny_peer_sum_max_n();
+      return fp8_weights() && linear_.decode_fusion && fp8_.fuses(op.x, op.w) &&
+             cuda::fp8_skinny_peer_sum_supported(int(N));
     const int es = int(dtype_size(dtype_));
     return op.w.dtype() == dtype_ && op.w.row_elems() == K &&
            cuda::gemv_supported(1, int(K), es, op.x.data(), op.w.data()) &&

@@ -103,7 +103,7 @@ class Fp8Linear {
   void linear_add_residual(const Tensor& x, const RmsNormInput* norm, const Tensor& w, const Tensor& residual,
                            cudaStream_t s);
   // at one token, x w^T as this rank's partial of a row-parallel projection, summed over the ranks
-  // by the kernel (AddRmsNorm::peer_sum; fuses(x, w) and N <= cuda::fp8_skinny_peer_sum_max_n());
+  // by the kernel (AddRmsNorm::peer_sum; fuses(x, w) and cuda::fp8_skinny_peer_sum_supported(N));
   void linear_peer_sum(const Tensor& x, const Tensor& w, const Tensor& y, const AddRmsNorm& a, cudaStream_t s);
   // split_qkv_rope of x w^T + bias, inv_freq the RoPE table of head_dim (with qk.q: the q/k norm,
   // on the kernel head_norm_kernel names, which must not be None). gemv_in, where set, is the

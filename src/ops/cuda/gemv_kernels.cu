@@ -531,15 +531,13 @@ cudaError_t gemv_add_residual(const T* x, const T* w, float* residual, int M, in
 }
 
 bool gemv_peer_sum_supported(int N, int K, int elem_bytes) {
-  return N > 0 && N % 8 == 0 && N <= peer_sum_max_n(kWarpsPerBlock * 32) && K > 0 && K % (16 / elem_bytes) == 0;
+  return peer_sum_shape_fits(N, kWarpsPerBlock * 32) && K > 0 && K % (16 / elem_bytes) == 0;
 }
 
 template <typename T>
 cudaError_t gemv_peer_sum(const T* x, const T* w, T* y, float* residual, const T* norm_w, float eps, T* out, int N,
                           int K, const PeerSum& ps, cudaStream_t s) {
-  if (!gemv_peer_sum_supported(N, K, int(sizeof(T))) || ps.world < 2 || ps.world > kPeerSumMaxRanks ||
-      size_t(ps.world) * size_t(N) * sizeof(T) > ps.buffer_bytes || !ps.state)
-    return cudaErrorInvalidValue;
+  if (!gemv_peer_sum_supported(N, K, int(sizeof(T))) || !peer_sum_fits(ps, N, sizeof(T))) return cudaErrorInvalidValue;
   return launch_rows(XRow<T>{x}, w, PeerSumEpilogue<T>{y, ps, residual, norm_w, eps, out, N}, N, K, s);
 }
 

@@ -146,8 +146,8 @@ struct QkvRopeEpilogue {
 // thread of every block once the block's outputs are stored: the block's share of prefetching what
 // the last block reads and of refilling the previous call's buffer with the sentinel, then the
 // last block to arrive adds the ranks' rows (this rank's from y, read past L1: other blocks stored
-// it) into the residual, stores the norm into out and closes the call. N <= peer_sum_max_n(the
-// block's threads).
+// it) into the residual, stores the norm into out and closes the call. peer_sum_shape_fits(N,
+// the block's threads).
 template <typename T>
 struct PeerSumEpilogue {
   static constexpr int R = 1;

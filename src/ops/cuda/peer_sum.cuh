@@ -64,7 +64,15 @@ __device__ __forceinline__ void spin_load8(const T* p, float* f) {
 
 // 8-element chunks a thread holds of a row in add_norm_row: a row of at most 32 x the block's threads.
 constexpr int kNormChunks = 4;
-constexpr int peer_sum_max_n(int threads) { return 8 * kNormChunks * threads; }
+
+// Whether a projection of N outputs whose blocks have `threads` threads can sum its ranks' partials
+// (its last block holds the row in add_norm_row's chunks) ...
+constexpr bool peer_sum_shape_fits(int N, int threads) { return N > 0 && N % 8 == 0 && N <= 8 * kNormChunks * threads; }
+// ... and whether ps takes its rows of elem_bytes elements.
+inline bool peer_sum_fits(const PeerSum& ps, int N, size_t elem_bytes) {
+  return ps.world >= 2 && ps.world <= kPeerSumMaxRanks &&
+         size_t(ps.world) * size_t(N) * elem_bytes <= ps.buffer_bytes && ps.state != nullptr;
+}
 
 // The residual add + RMSNorm of one row of a sum over `world` ranks, by the whole block: part(p, e,
 // f) loads rank p's 8 elements at element e of the row into f; they are summed in rank order (f32)

@@ -505,14 +505,12 @@ cudaError_t fp8_skinny_gemm_add_residual(const GemvInput<bf16_t>& x, const Fp8Sc
   return launch_fp8(x, w, ResidualAddEpilogue<bf16_t>{residual, N}, M, N, K, s);
 }
 
-int fp8_skinny_peer_sum_max_n() { return peer_sum_max_n(kThreads); }
+bool fp8_skinny_peer_sum_supported(int N) { return peer_sum_shape_fits(N, kThreads); }
 
 cudaError_t fp8_skinny_gemm_peer_sum(const bf16_t* x, const Fp8Scaled& w, bf16_t* y, float* residual,
                                      const bf16_t* norm_w, float eps, bf16_t* out, int N, int K, const PeerSum& ps,
                                      cudaStream_t s) {
-  if (N <= 0 || N % 8 != 0 || N > fp8_skinny_peer_sum_max_n() || ps.world < 2 || ps.world > kPeerSumMaxRanks ||
-      size_t(ps.world) * size_t(N) * sizeof(bf16_t) > ps.buffer_bytes || !ps.state)
-    return cudaErrorInvalidValue;
+  if (!fp8_skinny_peer_sum_supported(N) || !peer_sum_fits(ps, N, sizeof(bf16_t))) return cudaErrorInvalidValue;
   return launch_fp8(x, w, PeerSumEpilogue<bf16_t>{y, ps, residual, norm_w, eps, out, N}, 1, N, K, s);
 }
 

@@ -75,8 +75,8 @@ cudaError_t fp8_skinny_gemm(const GemvInput<bf16_t>& x, const Fp8Scaled& w, cons
                             int M, int N, int K, cudaStream_t s);
 // At one token, gemv_peer_sum (ops/cuda/kernels.h) on FP8 weights: this rank's partial x . (w[n]
 // scaled) into y and the peers' exchange buffers, the last block's sum over the ranks into the
-// residual and its norm into out; N <= fp8_skinny_peer_sum_max_n.
-int fp8_skinny_peer_sum_max_n();
+// residual and its norm into out; fp8_skinny_peer_sum_supported says which N it takes.
+bool fp8_skinny_peer_sum_supported(int N);
 cudaError_t fp8_skinny_gemm_peer_sum(const bf16_t* x, const Fp8Scaled& w, bf16_t* y, float* residual,
                                      const bf16_t* norm_w, float eps, bf16_t* out, int N, int K, const PeerSum& ps,
                                      cudaStream_t s);
