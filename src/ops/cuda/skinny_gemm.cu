@@ -260,9 +260,22 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
       for (int u = 0; u < U; ++u) w.template mma<MT>(a[u], b[u], xr, kb + KK * t + kGran * u, acc);
     }
   };
-  // The first step's weights (constant) before pdl_wait(): they overlap the previous kernel.
+  // The first step's weights (constant) before pdl_wait(): they overlap the previous kernel. So do
+  // whole-row scales: a thread stores the same outputs for each of its items (kThreads is a
+  // multiple of the CTA's G * OW outputs), and their scales wait in registers, where a load after
+  // the partials' barrier would put a global round trip on the kernel's tail.
   const bool first = k + kStep <= k1;
   if (first) load(wa, wb, sa, sb, k);
+  constexpr bool kRowScales = W::kScaled && !W::kBlock;
+  static_assert(kThreads % (G * OW) == 0, "a thread's items share one output");
+  float row_scale[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) row_scale[r] = 1.0f;
+  if constexpr (kRowScales) {
+    const int q = int(threadIdx.x) % (G * OW), n = (int(blockIdx.x) * G + q / OW) * OW + q % OW;
+#pragma unroll
+    for (int r = 0; r < R; ++r) row_scale[r] = w.scale(epi.row(n < n_out ? n : 0, r));
+  }
   pdl_wait();
   float inv_rms = 1.0f;
   if constexpr (W::kNormed) inv_rms = stage_normed(in, K, xs, red);
@@ -295,7 +308,8 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
   store_tile_partials<MT>(part + warp * 16 * PS, PS, g, t, acc);
   __syncthreads();
   // Item it = (token m, tile tg, output j), consecutive threads on consecutive n: its output n and
-  // the R dot products, summed over the shares and scaled.
+  // the R dot products, summed over the shares and scaled. Every caller steps `it` by kThreads from
+  // threadIdx.x, so n is the output whose scales row_scale holds.
   const auto value = [&](int it, int& n, int& m, float(&v)[R]) {
     m = it / (G * OW);
     const int q = it % (G * OW), tg = q / OW, j = q % OW;
@@ -304,9 +318,9 @@ __global__ void __launch_bounds__(kThreads, MT <= 64 ? 2 : 1)  // 2 CTAs (16 war
     if constexpr (W::kBlock) {
 #pragma unroll
       for (int r = 0; r < R; ++r) v[r] *= inv_rms;
-    } else if constexpr (W::kScaled) {
+    } else if constexpr (kRowScales) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) v[r] *= w.scale(epi.row(n < n_out ? n : 0, r)) * inv_rms;
+      for (int r = 0; r < R; ++r) v[r] *= row_scale[r] * inv_rms;
     }
   };
   if constexpr (HeadNormed<Epi>::value) {
