@@ -48,9 +48,10 @@ void get_logprob(WireReader& r, TokenLogprob& t) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttentionKernelOptions, tensor_core, tensor_core_decode,
                                                 keys_as_rows_decode, keys_as_rows_early_loads, keys_as_rows_deep_stages,
                                                 warp_per_pair_min_pairs, warp_per_pair_max_pairs, warps_per_pair,
-                                                prefill_wgmma, decode_split_target, decode_split_min_tiles,
-                                                decode_split_max_tiles, decode_warp_split, stage_query_starts,
-                                                decode_four_ctas_per_sm, cascade_split_target, cascade_split_min_tiles)
+                                                prefill_wgmma, prefill_tiles_per_warp_d64, decode_split_target,
+                                                decode_split_min_tiles, decode_split_max_tiles, decode_warp_split,
+                                                stage_query_starts, decode_four_ctas_per_sm, cascade_split_target,
+                                                cascade_split_min_tiles)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearKernelOptions, decode_fusion, skinny_fusion, norm_fusion,
                                                 norm_handoff_min_k, norm_handoff_max_k, qk_norm_fusion,
                                                 qkv_wide_sm_percent)
@@ -59,8 +60,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AllReduceKernelOptions, fuse_add
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MoeKernelOptions, tokens_per_pass, direct_max_tokens, dense_max_tokens,
                                                 dense_min_pairs_per_expert, dense_max_work_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Fp8KernelOptions, skinny_max_tokens, gemv_max_tokens,
-                                                head_norm_max_tokens, head_norm_min_k, head_norm_gemv, lt_block_split_k,
-                                                lt_max_rows, lt_fused_epilogues, quantize_in_producer)
+                                                head_norm_max_tokens, head_norm_min_k, head_norm_gemv, lt_fp8_gemm,
+                                                lt_block_split_k, lt_max_rows, lt_fused_epilogues, quantize_in_producer)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DecodeKernelOptions, persistent_max_tokens, trace_phases)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelOptions, attention, linear, lora, all_reduce, moe, fp8, decode)
 

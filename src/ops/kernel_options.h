@@ -1,7 +1,8 @@
 // KernelOptions: which kernel variant the CUDA backends run, as typed values. Built once (the
 // defaults below are the production choice), passed by value to the backend, attention backend and
 // communicator at construction, and never read from the environment. Tests set fields to reach the
-// other variants; docs/PERF.md records why each default is what it is.
+// other variants; docs/PERF.md records why each default is what it is. A field added here is also
+// named in executor/wire.cpp's lists, which carry the options to tensor-parallel worker processes.
 #pragma once
 #include <cstdint>
 #include <limits>
