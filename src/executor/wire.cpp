@@ -61,7 +61,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MoeKernelOptions, tokens_per_pas
                                                 dense_min_pairs_per_expert, dense_max_work_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Fp8KernelOptions, skinny_max_tokens, gemv_max_tokens,
                                                 head_norm_max_tokens, head_norm_min_k, head_norm_gemv, lt_fp8_gemm,
-                                                lt_block_split_k, lt_max_rows, lt_fused_epilogues, quantize_in_producer)
+                                                lt_block_split_k, lt_fast_accum, lt_max_rows, lt_fused_epilogues,
+                                                quantize_in_producer)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DecodeKernelOptions, persistent_max_tokens, trace_phases)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelOptions, attention, linear, lora, all_reduce, moe, fp8, decode)
 

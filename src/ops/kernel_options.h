@@ -154,6 +154,10 @@ struct Fp8KernelOptions {
   // 128x128 block-scaled weights whose 128-row tiles leave SMs idle, up to 64 tokens: cuBLASLt's
   // block-scaled GEMM with K split over them (ops/cuda/fp8_lt_gemm.h).
   bool lt_block_split_k = true;
+  // cuBLASLt's FP8 GEMM on whole-row-scaled weights sums in the FP8 tensor cores' own accumulator
+  // (CUBLASLT_MATMUL_DESC_FAST_ACCUM), as vLLM's CUTLASS FP8 kernels on Hopper do; false: partial
+  // sums promoted to f32 along K. Block-scaled weights always promote (their scales apply per K block).
+  bool lt_fast_accum = true;
   // Rows of x quantized at once (the scratch); larger M runs in chunks.
   int lt_max_rows = 8192;
   // The cuBLASLt product's scales and bias applied by the op that consumes it (the RoPE split, the

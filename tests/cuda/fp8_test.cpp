@@ -88,7 +88,7 @@ TEST(Fp8Kernels, CublasLtHasAnFp8GemmAboveTheGemv) {
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
   if (major * 10 + minor < 89) GTEST_SKIP() << "FP8 tensor cores need compute capability 8.9 or later";
   auto be = make_cuda_backend(0, DType::BF16);
-  Fp8LtGemm lt(be->allocator(), true);
+  Fp8LtGemm lt(be->allocator(), true, true);
   // The test's weight, then llama3.1-8b's qkv, gate|up and down projections.
   for (auto [N, K] : {std::pair<int, int>{384, 512}, {6144, 4096}, {28672, 4096}, {4096, 14336}})
     for (int M : {4, 9, 64, 128, 300, 4096}) {
@@ -165,6 +165,42 @@ TEST(Fp8Kernels, BlockScaledSplitKMatchesTheUnsplitGemm) {
     EXPECT_LT(test::rel_l2(got, want), 6e-2) << "M " << M;
     EXPECT_LT(test::rel_l2(got, test::read(*other, y2)), 5e-3) << "M " << M;
   }
+}
+
+// cuBLASLt's FP8 GEMM with the tensor cores' own accumulation (Fp8KernelOptions::lt_fast_accum, the
+// default) on llama3.1-8b's down projection (K 14336, the longest sum a dense model has): within
+// the e4m3 activations' rounding of the dequantized weight's product (as above), within 1e-2 of
+// the GEMM that promotes its sums to f32 (the accumulator's own rounding over 14336 products, well
+// under the activations' 3 mantissa bits), and not the same bits (the option reaches the library).
+TEST(Fp8Kernels, FastAccumulationStaysWithinTheActivationsRounding) {
+  GS_REQUIRE_GPU();
+  KernelOptions promoted;
+  promoted.fp8.lt_fast_accum = false;
+  auto be = make_cuda_backend(0, DType::BF16), other = make_cuda_backend(0, DType::BF16, promoted);
+  const int64_t N = 512, K = 14336, M = 64;
+  const Fp8Weight fw = quantized(*be, test::randn(size_t(N * K), 81, 0.05f), N, K, false, other.get());
+  const auto x = test::randn(size_t(M * K), 82, 1.0f);
+  const Tensor xd = test::on(*be, x, {M, K}, DType::BF16);
+  const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
+  const Tensor y2 = Tensor::empty({M, N}, DType::BF16, be->allocator());
+  be->linear(xd, fw.w, Tensor(), y);
+  be->stream().synchronize();
+  other->linear(xd, fw.w, Tensor(), y2);
+  other->stream().synchronize();
+  std::vector<float> want(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * fw.deq[size_t(n * K + k)];
+      want[size_t(m * N + n)] = float(acc);
+    }
+  const auto fast = test::read(*be, y), slow = test::read(*other, y2);
+  const double e_fast = test::rel_l2(fast, want), e_slow = test::rel_l2(slow, want), e_pair = test::rel_l2(fast, slow);
+  std::printf("[fp8-kernels] fast accumulation, K %lld: rel-L2 %.5f (promoted %.5f), between them %.6f\n", (long long)K,
+              e_fast, e_slow, e_pair);
+  EXPECT_LT(e_fast, 6e-2);
+  EXPECT_LT(e_pair, 1e-2);
+  EXPECT_NE(fast, slow);
 }
 
 // A fused 128x128 block-scaled weight whose second part starts off a block row (gate | up of 320

@@ -48,7 +48,7 @@ void Fp8Linear::quantize(const Tensor& src, int64_t group_rows, bool block128, c
   aligned_.clear();
   reserve(dequant_, (part_end_ - weight_begin_), DType::BF16, alloc_);
   if (opts_.lt_fp8_gemm) {
-    if (!lt_) lt_ = std::make_unique<Fp8LtGemm>(alloc_, opts_.lt_block_split_k);
+    if (!lt_) lt_ = std::make_unique<Fp8LtGemm>(alloc_, opts_.lt_block_split_k, opts_.lt_fast_accum);
     reserve(xq_, int64_t(opts_.lt_max_rows) * K, DType::U8, alloc_);
     reserve(xs_, int64_t(opts_.lt_max_rows) * G, DType::F32, alloc_);
     if (block128) reserve(grid_, ((part_end_ - weight_begin_) / K + 127) / 128 * G, DType::F32, alloc_);
@@ -315,18 +315,19 @@ std::string Fp8Linear::describe() const {
       std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       !opts_.lt_fp8_gemm
           ? std::string("the weight dequantized to bf16 + the bf16 GEMM")
-          : fmt::format(
-                "cuBLASLt FP8 e4m3 GEMM on x quantized per token{}, unit scales, then the per-token x per-channel "
-                "scales and bias {}; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x "
-                "quantized per token and 128 columns",
-                opts_.lt_fused_epilogues && opts_.quantize_in_producer
-                    ? fmt::format(" (by the gated activation from {} tokens and the residual add + norm that "
-                                  "write it, steps of up to {} tokens)",
-                                  kGatedHandoffMinTokens, opts_.lt_max_rows)
-                    : std::string(),
-                opts_.lt_fused_epilogues ? "applied by the RoPE split, gated activation or residual add + "
-                                           "norm that reads the product (else one epilogue kernel)"
-                                         : "in one epilogue kernel"));
+          : fmt::format("cuBLASLt FP8 e4m3 GEMM ({}) on x quantized per token{}, unit scales, then the per-token x "
+                        "per-channel "
+                        "scales and bias {}; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x "
+                        "quantized per token and 128 columns",
+                        opts_.lt_fast_accum ? "the tensor cores' accumulation" : "sums promoted to f32",
+                        opts_.lt_fused_epilogues && opts_.quantize_in_producer
+                            ? fmt::format(" (by the gated activation from {} tokens and the residual add + norm that "
+                                          "write it, steps of up to {} tokens)",
+                                          kGatedHandoffMinTokens, opts_.lt_max_rows)
+                            : std::string(),
+                        opts_.lt_fused_epilogues ? "applied by the RoPE split, gated activation or residual add + "
+                                                   "norm that reads the product (else one epilogue kernel)"
+                                                 : "in one epilogue kernel"));
 }
 
 }  // namespace gs

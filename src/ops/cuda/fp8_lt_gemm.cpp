@@ -24,8 +24,10 @@ void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLa
 }
 }  // namespace
 
-Fp8LtGemm::Fp8LtGemm(Allocator& alloc, bool block_split_k)
-    : block_split_k_(block_split_k), workspace_(Tensor::empty({int64_t(kWorkspaceBytes)}, DType::U8, alloc)) {
+Fp8LtGemm::Fp8LtGemm(Allocator& alloc, bool block_split_k, bool fast_accum)
+    : block_split_k_(block_split_k),
+      fast_accum_(fast_accum),
+      workspace_(Tensor::empty({int64_t(kWorkspaceBytes)}, DType::U8, alloc)) {
   GS_CHECK(cublasLtCreate(&handle_) == CUBLAS_STATUS_SUCCESS, "cuBLASLt: cannot create a handle for FP8 GEMMs");
 }
 
@@ -52,6 +54,9 @@ Fp8LtGemm::Plan& Fp8LtGemm::plan(int M, int N, int K, bool block) {
                                               sizeof placeholder) == 0;
     ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
                                               sizeof placeholder) == 0;
+  } else if (fast_accum_) {
+    const int8_t fast = 1;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) == 0;
   }
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   ok = ok && cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;

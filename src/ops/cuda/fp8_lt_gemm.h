@@ -9,8 +9,9 @@
 // and 128 columns [K / 128, M] token-minor, cuda::fp8_quantize_groups), and y comes out scaled. Their kernels tile
 // 128 x 128, so a weight of few 128-row tiles leaves most SMs idle at decode batch sizes: with
 // `block_split_k`, up to 64 tokens, where the heuristic's algorithm does not split K, K is split
-// over the idle SMs (shares of at least 4 blocks, summed in f32). Plans (descriptors, the algorithm) are cached per
-// shape; a shape the library refuses is remembered and reported, so the caller falls back.
+// over the idle SMs (shares of at least 4 blocks, summed in f32). With `fast_accum`, the unscaled
+// GEMM keeps its sums in the FP8 MMA's accumulator instead of promoting them to f32 along K. Plans (descriptors, the
+// algorithm) are cached per shape; a shape the library refuses is remembered and reported, so the caller falls back.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -24,7 +25,7 @@ namespace gs {
 
 class Fp8LtGemm {
  public:
-  Fp8LtGemm(Allocator& alloc, bool block_split_k);
+  Fp8LtGemm(Allocator& alloc, bool block_split_k, bool fast_accum);
   ~Fp8LtGemm();
   Fp8LtGemm(const Fp8LtGemm&) = delete;
   Fp8LtGemm& operator=(const Fp8LtGemm&) = delete;
@@ -48,7 +49,7 @@ class Fp8LtGemm {
   // takes a split and the heuristic chose none.
   void split_k(Plan& p, int M, int N, int K);
 
-  bool block_split_k_;
+  bool block_split_k_, fast_accum_;
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
   std::map<std::tuple<int, int, int, bool>, Plan> plans_;
