@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "attention/cuda/cuda_attention.h"
 #include "core/allocator.h"
@@ -55,6 +56,32 @@ Fp8Weight quantized(Backend& be, const std::vector<float>& w, int64_t N, int64_t
   return out;
 }
 
+// x [M, K] . deq [N, K]^T summed in double: the dequantized weight's exact product.
+std::vector<float> exact_product(const std::vector<float>& x, const std::vector<float>& deq, int64_t M, int64_t N,
+                                 int64_t K) {
+  std::vector<float> y(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * deq[size_t(n * K + k)];
+      y[size_t(m * N + n)] = float(acc);
+    }
+  return y;
+}
+
+// x [M, K] (bf16) . w^T on two backends that quantized the same weight, each's output read back.
+std::pair<std::vector<float>, std::vector<float>> linear_on_both(Backend& a, Backend& b, const std::vector<float>& x,
+                                                                 const Tensor& w, int64_t M, int64_t N, int64_t K) {
+  const Tensor xd = test::on(a, x, {M, K}, DType::BF16);
+  const Tensor ya = Tensor::empty({M, N}, DType::BF16, a.allocator());
+  const Tensor yb = Tensor::empty({M, N}, DType::BF16, b.allocator());
+  a.linear(xd, w, Tensor(), ya);
+  a.stream().synchronize();
+  b.linear(xd, w, Tensor(), yb);
+  b.stream().synchronize();
+  return {test::read(a, ya), test::read(b, yb)};
+}
+
 TEST(Fp8Kernels, QuantizationEqualsTheHostReferenceBitForBit) {
   GS_REQUIRE_GPU();
   auto be = make_cuda_backend(0, DType::BF16);
@@ -93,8 +120,9 @@ TEST(Fp8Kernels, CublasLtHasAnFp8GemmAboveTheGemv) {
   for (auto [N, K] : {std::pair<int, int>{384, 512}, {6144, 4096}, {28672, 4096}, {4096, 14336}})
     for (int M : {4, 9, 64, 128, 300, 4096}) {
       EXPECT_TRUE(lt.supported(M, N, K)) << "M " << M << " N " << N << " K " << K;
-      if (M % 4 == 0 && M > 8)
+      if (M % 4 == 0 && M > 8) {
         EXPECT_TRUE(lt.supported(M, N, K, true)) << "blocks, M " << M << " N " << N << " K " << K;
+      }
     }
 }
 
@@ -147,23 +175,9 @@ TEST(Fp8Kernels, BlockScaledSplitKMatchesTheUnsplitGemm) {
   const Fp8Weight fw = quantized(*be, test::randn(size_t(N * K), 71, 0.05f), N, K, true, other.get());
   for (int64_t M : {32, 64}) {
     const auto x = test::randn(size_t(M * K), 72 + uint32_t(M), 1.0f);
-    const Tensor xd = test::on(*be, x, {M, K}, DType::BF16);
-    const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
-    const Tensor y2 = Tensor::empty({M, N}, DType::BF16, be->allocator());
-    be->linear(xd, fw.w, Tensor(), y);
-    be->stream().synchronize();
-    other->linear(xd, fw.w, Tensor(), y2);
-    other->stream().synchronize();
-    std::vector<float> want(size_t(M * N));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * fw.deq[size_t(n * K + k)];
-        want[size_t(m * N + n)] = float(acc);
-      }
-    const auto got = test::read(*be, y);
-    EXPECT_LT(test::rel_l2(got, want), 6e-2) << "M " << M;
-    EXPECT_LT(test::rel_l2(got, test::read(*other, y2)), 5e-3) << "M " << M;
+    const auto [got, unsplit_got] = linear_on_both(*be, *other, x, fw.w, M, N, K);
+    EXPECT_LT(test::rel_l2(got, exact_product(x, fw.deq, M, N, K)), 6e-2) << "M " << M;
+    EXPECT_LT(test::rel_l2(got, unsplit_got), 5e-3) << "M " << M;
   }
 }
 
@@ -180,21 +194,8 @@ TEST(Fp8Kernels, FastAccumulationStaysWithinTheActivationsRounding) {
   const int64_t N = 512, K = 14336, M = 64;
   const Fp8Weight fw = quantized(*be, test::randn(size_t(N * K), 81, 0.05f), N, K, false, other.get());
   const auto x = test::randn(size_t(M * K), 82, 1.0f);
-  const Tensor xd = test::on(*be, x, {M, K}, DType::BF16);
-  const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
-  const Tensor y2 = Tensor::empty({M, N}, DType::BF16, be->allocator());
-  be->linear(xd, fw.w, Tensor(), y);
-  be->stream().synchronize();
-  other->linear(xd, fw.w, Tensor(), y2);
-  other->stream().synchronize();
-  std::vector<float> want(size_t(M * N));
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * fw.deq[size_t(n * K + k)];
-      want[size_t(m * N + n)] = float(acc);
-    }
-  const auto fast = test::read(*be, y), slow = test::read(*other, y2);
+  const auto [fast, slow] = linear_on_both(*be, *other, x, fw.w, M, N, K);
+  const auto want = exact_product(x, fw.deq, M, N, K);
   const double e_fast = test::rel_l2(fast, want), e_slow = test::rel_l2(slow, want), e_pair = test::rel_l2(fast, slow);
   std::printf("[fp8-kernels] fast accumulation, K %lld: rel-L2 %.5f (promoted %.5f), between them %.6f\n", (long long)K,
               e_fast, e_slow, e_pair);
@@ -224,14 +225,8 @@ TEST(Fp8Kernels, BlockScaledPartsOffBlockRowsStayExact) {
     const auto x = test::randn(size_t(M * K), 62 + uint32_t(M), 1.0f);
     const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
     be->linear(test::on(*be, x, {M, K}, DType::BF16), q, Tensor(), y);
-    std::vector<float> want(size_t(M * N));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * deq[size_t(n * K + k)];
-        want[size_t(m * N + n)] = float(acc);
-      }
-    EXPECT_LT(test::rel_l2(test::read(*be, y), want), 1e-2) << "M " << M;  // the dequantized weight, bf16 x
+    EXPECT_LT(test::rel_l2(test::read(*be, y), exact_product(x, deq, M, N, K)), 1e-2)
+        << "M " << M;  // the dequantized weight, bf16 x
   }
 }
 
