@@ -34,7 +34,12 @@ RunnerConfig draft_runner_config(const EngineConfig& cfg) {
 
 // From config.json or the preset alone (nothing is loaded).
 int vocab_size(const RunnerConfig& c) {
-  return resolve_model_config({c.model, c.load_format == "dummy" || c.model.empty(), c.preset, c.seed}).vocab_size;
+  return resolve_model_config({.dir = c.model,
+                               .dummy = c.load_format == "dummy" || c.model.empty(),
+                               .preset = c.preset,
+                               .seed = c.seed,
+                               .quantization = {}})
+      .vocab_size;
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ uint8_t generated_types(const Json& s) {
   if (s.contains("type")) {
     if (s["type"].is_string()) return type_bits(s["type"].get<std::string>());
     uint8_t bits = 0;
-    for (const auto& t : s["type"]) bits |= t.is_string() ? type_bits(t.get<std::string>()) : kAll;
+    for (const auto& t : s["type"]) bits |= t.is_string() ? type_bits(t.get<std::string>()) : uint8_t(kAll);
     return bits;
   }
   if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) return kObject;
@@ -98,7 +98,7 @@ Shape shape_of(const Json& schema, const SchemaResolver& resolve) {
   if (sh.values) {
     uint8_t bits = 0;
     for (const auto& v : *sh.values) bits |= value_bits(v);
-    sh.generated = bits & (s.contains("type") ? generated_types(s) : kAll);
+    sh.generated = bits & (s.contains("type") ? generated_types(s) : uint8_t(kAll));
     sh.admitted &= bits;
   } else {
     sh.generated = generated_types(s);

@@ -162,7 +162,9 @@ TEST(VllmFlags, TheDocsCarryTheTable) {
   docs << in.rdbuf();
   std::istringstream lines(table.out);
   for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) EXPECT_NE(docs.str().find(line), std::string::npos) << "docs/VLLM_FLAGS.md lacks: " << line;
+    if (!line.empty()) {
+      EXPECT_NE(docs.str().find(line), std::string::npos) << "docs/VLLM_FLAGS.md lacks: " << line;
+    }
 }
 
 // A vLLM launch line (no-op flags, -tp, a size suffix) starts a real server on stories260K: it

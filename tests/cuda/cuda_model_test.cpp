@@ -35,7 +35,7 @@ const char* kPrompts[] = {"bos_only", "short", "sentence", "long", "punctuation"
 // f32 on the GPU computes what HF computes in f32 (no TF32): 1e-4; bf16 storage: 2e-2.
 TEST(CudaModel, Stories260KLogitsMatchHuggingFace) {
   GS_REQUIRE_GPU();
-  ModelSource src{test::stories260k_dir().string()};
+  ModelSource src{.dir = test::stories260k_dir().string(), .preset = {}, .quantization = {}};
   for (auto [dtype, tol] : {std::pair{DType::F32, 1e-4}, {DType::BF16, 2e-2}}) {
     SCOPED_TRACE(dtype_name(dtype));
     auto gpu = on_gpu(src, dtype);

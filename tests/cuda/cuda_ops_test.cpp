@@ -382,7 +382,9 @@ TEST_P(CudaOps, NormHandoffMatchesTheNormInTheKernel) {
         }
         EXPECT_LT(rel_l2(h, p), dt() == DType::F32 ? 1e-5 : 5e-3) << "output " << i;
         EXPECT_LT(rel_l2(h, ref), tol()) << "output " << i;
-        if (dt() == DType::BF16) EXPECT_NE(h, p) << "output " << i << ": the handoff did not run";
+        if (dt() == DType::BF16) {
+          EXPECT_NE(h, p) << "output " << i << ": the handoff did not run";
+        }
       }
     };
     SCOPED_TRACE(testing::Message() << "H=" << c.H << " Kin=" << c.Kin << " I=" << c.I);

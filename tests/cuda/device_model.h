@@ -67,7 +67,8 @@ class DeviceModel {
     put(md_.query_start_loc, {0, n}), put(md_.seq_lens, {first + n}), put(md_.block_table, blocks);
     md_.max_query_len = n;
     md_.num_reqs = md_.num_reqs_padded = 1;
-    const ForwardInputs in{n, ids_.rows(0, n), pos_.rows(0, n), &md_};
+    const ForwardInputs in{
+        .num_tokens = n, .input_ids = ids_.rows(0, n), .positions = pos_.rows(0, n), .attn = &md_, .lora_slots = {}};
     model_->forward(in);
     model_->compute_logits(rows_.rows(0, n), logits_.rows(0, n));
     return read_rows(n);

@@ -57,9 +57,10 @@ class CudaLora : public ::testing::TestWithParam<DType> {
     EXPECT_LT(rel_l2(got, want), dt == DType::F32 ? 1e-5 : 1e-2) << "K " << K << " N " << N;
     const auto y0_dev = read(*gpu, on(*gpu, y0, {T, N}, dt));  // y0 rounded to the compute dtype
     for (int64_t t = 0; t < T; ++t)
-      if (slots[size_t(t)] < 0)
+      if (slots[size_t(t)] < 0) {
         for (int64_t n = 0; n < N; ++n)
           ASSERT_EQ(got[size_t(t * N + n)], y0_dev[size_t(t * N + n)]) << "base row " << t;
+      }
   }
 };
 

@@ -20,7 +20,12 @@ namespace {
 
 // 20 heads: a full group of 16 and a partial one; YaRN-like rope scale, interleaved pairs.
 MlaShape test_shape() {
-  MlaShape s{.num_heads = 20, .kv_lora_rank = 64, .qk_nope_head_dim = 32, .qk_rope_head_dim = 16, .v_head_dim = 24};
+  MlaShape s{.num_heads = 20,
+             .kv_lora_rank = 64,
+             .qk_nope_head_dim = 32,
+             .qk_rope_head_dim = 16,
+             .v_head_dim = 24,
+             .rope = {}};
   s.scale = 0.15f;
   s.rope_scale = 1.1f;
   s.rope.head_dim = 16;
@@ -30,7 +35,12 @@ MlaShape test_shape() {
 
 // DeepSeek-V2-Lite's attention: 16 heads, kv_lora_rank 512, nope 128, rope 64, v 128.
 MlaShape lite_shape() {
-  MlaShape s{.num_heads = 16, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128};
+  MlaShape s{.num_heads = 16,
+             .kv_lora_rank = 512,
+             .qk_nope_head_dim = 128,
+             .qk_rope_head_dim = 64,
+             .v_head_dim = 128,
+             .rope = {}};
   s.scale = 0.1f;
   s.rope.head_dim = 64;
   s.rope.theta = 10000.0f;
@@ -180,7 +190,9 @@ TEST_P(DeepSeekOnCuda, GreedyThroughTheRunner) {
         "%d/%d (FULL steps %zu, PIECEWISE %zu)\n",
         GetParam().c_str(), dtype, prefix, total, size_t(runner.stats().steps_full),
         size_t(runner.stats().steps_piecewise));
-    if (std::string(dtype) == "float32") EXPECT_EQ(res.outputs, fx.tokens);
+    if (std::string(dtype) == "float32") {
+      EXPECT_EQ(res.outputs, fx.tokens);
+    }
     EXPECT_GT(runner.stats().steps_full, 0u);
   }
 }

@@ -582,14 +582,17 @@ void expect_ranks_match_cpu(Backend& gpu, const EpCase& p, uint32_t seed) {
     if (p.fp8) quantize_experts(gpu, g, *cpu, c, true);
     g.hold(gpu, range);
     c.hold(*cpu, range);
-    if (p.workspace) ASSERT_TRUE(g.workspace.defined()) << "the dense form does not apply";
+    if (p.workspace) {
+      ASSERT_TRUE(g.workspace.defined()) << "the dense form does not apply";
+    }
     g.forward(gpu);
     c.forward(*cpu);
     const std::vector<float> ids = read(gpu, g.ids), out = read(gpu, g.out);
     EXPECT_EQ(ids, read(*cpu, c.ids));
     EXPECT_LT(test::rel_l2(out, read(*cpu, c.out)), f32 ? 1e-5 : 1e-2);
-    if (p.own_first_token && rank == p.ranks - 1)
+    if (p.own_first_token && rank == p.ranks - 1) {
       for (int j = 0; j < Layer::k; ++j) EXPECT_EQ(ids[size_t(j)], float(kMoeOtherRank));
+    }
     // The shared expert is every rank's whole here (the model splits it on its width instead).
     const std::vector<float> shared = p.shared && rank > 0 ? read(gpu, g.shared) : std::vector<float>();
     const std::vector<float> gate = p.shared && rank > 0 ? read(gpu, g.gate) : std::vector<float>();

@@ -78,7 +78,8 @@ class Harness {
     put(md_.seq_lens, {n}), put(md_.block_table, row_of(r));
     attn_->plan_eager(md_, n);
     md_.num_reqs = 1;
-    model_->forward({n, ids_.rows(0, n), pos_.rows(0, n), &md_});
+    model_->forward(
+        {.num_tokens = n, .input_ids = ids_.rows(0, n), .positions = pos_.rows(0, n), .attn = &md_, .lora_slots = {}});
     put(rows_, {n - 1});
     return argmax(logits(1)[0]);
   }
@@ -105,7 +106,8 @@ class Harness {
     put(md_.seq_lens, lens), put(md_.block_table, bt), put(rows_, rows);
     md_.num_reqs = n;
     attn_->plan_eager(md_, 1);
-    const ForwardInputs in{T, ids_.rows(0, T), pos_.rows(0, T), &md_};
+    const ForwardInputs in{
+        .num_tokens = T, .input_ids = ids_.rows(0, T), .positions = pos_.rows(0, T), .attn = &md_, .lora_slots = {}};
     if (persistent)
       EXPECT_TRUE(model_->run_decode_step(in)) << "the model has no persistent decode step for " << T << " tokens";
     else

@@ -19,7 +19,8 @@ namespace {
 using M = CUDAGraphMode;
 
 MlaShape small_mla() {
-  MlaShape s{.num_heads = 4, .kv_lora_rank = 32, .qk_nope_head_dim = 16, .qk_rope_head_dim = 8, .v_head_dim = 16};
+  MlaShape s{
+      .num_heads = 4, .kv_lora_rank = 32, .qk_nope_head_dim = 16, .qk_rope_head_dim = 8, .v_head_dim = 16, .rope = {}};
   s.scale = 0.2f;
   s.rope.head_dim = 8;
   return s;

@@ -179,7 +179,9 @@ TEST(TensorParallel, LoraAdaptersOnEveryProjectionEqualTp1) {
     c.lora_modules = {{"a", (tmp.path() / "a").string()}, {"b", (tmp.path() / "b").string()}};
     const test::SimResult ref = test::simulate_tp(c, 1, reqs, 24);
     for (size_t i = 0; i < reqs.size(); ++i)
-      if (lora_of[i] != 0) EXPECT_NE(ref.outputs[i], base.outputs[i]) << "request " << i << ": the adapter must matter";
+      if (lora_of[i] != 0) {
+        EXPECT_NE(ref.outputs[i], base.outputs[i]) << "request " << i << ": the adapter must matter";
+      }
     EXPECT_EQ(ref.outputs[2], base.outputs[2]) << "the base model's request";
     expect_tp2_and_tp4_equal(c, reqs, 24, ref);
   }

@@ -145,7 +145,9 @@ TEST_P(LoraMixModes, MixedBatchEqualsEachRequestAlone) {
   EXPECT_EQ(generate(engine, kPrompts, loras), together);
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.graphs.graph_captures_after_startup, 0u);
-  if (GetParam() != CUDAGraphMode::NONE) EXPECT_GT(s.graphs.steps_full + s.graphs.steps_piecewise, 0u);
+  if (GetParam() != CUDAGraphMode::NONE) {
+    EXPECT_GT(s.graphs.steps_full + s.graphs.steps_piecewise, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, LoraMixModes,

@@ -32,16 +32,22 @@ void check_against_goldens(const EngineConfig& cfg, bool expect_preemption) {
     for (const auto& o : engine.step()) {
       ids[o.id].insert(ids[o.id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
       text[o.id] += o.new_text;
-      if (o.finished) EXPECT_EQ(o.finish_reason, FinishReason::Length);
+      if (o.finished) {
+        EXPECT_EQ(o.finish_reason, FinishReason::Length);
+      }
     }
   for (auto& [id, i] : which) {
     const Golden& g = goldens[i];
     EXPECT_EQ(ids[id], g.output_ids) << g.name;
-    if (g.full_text.rfind(g.prompt, 0) == 0) EXPECT_EQ(text[id], g.full_text.substr(g.prompt.size())) << g.name;
+    if (g.full_text.rfind(g.prompt, 0) == 0) {
+      EXPECT_EQ(text[id], g.full_text.substr(g.prompt.size())) << g.name;
+    }
   }
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
-  if (expect_preemption) EXPECT_GT(s.num_preemptions, 0);
+  if (expect_preemption) {
+    EXPECT_GT(s.num_preemptions, 0);
+  }
 }
 
 TEST(Stories260KEngine, BatchedPreemptedChunkedMatchesGoldens) {

@@ -43,9 +43,10 @@ TEST_P(Families, GreedyTokensAndLogitsMatchHuggingFace) {
     const auto k = std::find(fx.logit_steps.begin(), fx.logit_steps.end(), s);
     for (int r = 0; r < 2; ++r) {
       ASSERT_EQ(argmax(last[size_t(r)]), fx.tokens[size_t(r)][size_t(s)]) << "prompt " << r << " step " << s;
-      if (k != fx.logit_steps.end())
+      if (k != fx.logit_steps.end()) {
         EXPECT_LE(max_abs_diff(last[size_t(r)], fx.logits[size_t(r)][size_t(k - fx.logit_steps.begin())]), 1e-4f)
             << "prompt " << r << " step " << s;
+      }
     }
     if (s + 1 == steps) break;
     last = h.step({{0, {fx.tokens[0][size_t(s)]}}, {1, {fx.tokens[1][size_t(s)]}}});

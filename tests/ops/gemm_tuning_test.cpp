@@ -110,8 +110,9 @@ TEST(GemmTuningCacheDir, FollowsXdgCacheHome) {
   ::setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
   EXPECT_EQ(default_cache_dir(), "/tmp/xdg/graphserve");
   ::unsetenv("XDG_CACHE_HOME");
-  if (const char* home = std::getenv("HOME"); home && *home)
+  if (const char* home = std::getenv("HOME"); home && *home) {
     EXPECT_EQ(default_cache_dir(), std::string(home) + "/.cache/graphserve");
+  }
   if (old) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
 }
 

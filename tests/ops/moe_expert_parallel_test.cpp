@@ -146,8 +146,9 @@ TEST(MoeExpertParallel, CpuExpertsOfTheRanksSumToTheWholeLayer) {
   for (const Held& held : {Held{0, 3}, Held{3, 2}}) {
     const std::vector<float> part = run(held);
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
-    if (held.begin == 3)
+    if (held.begin == 3) {
       for (int h = 0; h < H; ++h) EXPECT_EQ(part[size_t(h)], 0.0f) << "token 0, column " << h;
+    }
   }
   for (size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(sum[i], whole[i], 1e-5f * std::max(1.0f, std::fabs(whole[i])));
 }

@@ -65,7 +65,9 @@ void expect_graph_use(M mode, const RunnerStats& s) {
   EXPECT_EQ(s.steps_full > 0, has_full_cudagraphs(mode));
   EXPECT_EQ(s.steps_piecewise > 0, has_piecewise_cudagraphs(mode));
   EXPECT_GT(s.steps_none, 0u);  // every mode meets a step too big for any graph
-  if (mode != M::NONE) EXPECT_GT(s.padded_tokens, 0u);
+  if (mode != M::NONE) {
+    EXPECT_GT(s.padded_tokens, 0u);
+  }
 }
 
 TEST(RunnerAllModes, Stories260KGreedyEqualsNoneAndHuggingFace) {

@@ -48,7 +48,7 @@ TEST(LoraHostCache, DefaultFlagsServeEveryModule) {
   EngineConfig all_held = cfg;
   all_held.max_cpu_loras = 3;
   std::map<std::string, std::string> expected;
-  for (const std::string& m : {"a", "b", "c", ""}) expected[m] = test::offline_text(all_held, prompt, p, m);
+  for (const char* m : {"a", "b", "c", ""}) expected[m] = test::offline_text(all_held, prompt, p, m);
   EXPECT_NE(expected["a"], expected["b"]);
   EXPECT_NE(expected["b"], expected["c"]);
 
@@ -68,7 +68,7 @@ TEST(LoraHostCache, DefaultFlagsServeEveryModule) {
     together.push_back(std::async(
         std::launch::async, [&, m] { return complete(server.port(), m.empty() ? engine.model().name : m, prompt); }));
   for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(together[i].get(), expected[order[i]]) << order[i];
-  for (const std::string& m : {"b", "a", "c", "b"}) EXPECT_EQ(complete(server.port(), m, prompt), expected[m]) << m;
+  for (const char* m : {"b", "a", "c", "b"}) EXPECT_EQ(complete(server.port(), m, prompt), expected[m]) << m;
 
   // "b" is held now; "a" was dropped: once its directory is gone, a request naming it gets a 400
   // naming the directory, and the others go on.

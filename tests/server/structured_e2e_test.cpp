@@ -28,7 +28,9 @@ void expect_follows(const structured::ConstraintSpec& spec, const json& choice, 
   auto g = server().engine.compile_constraint(spec);
   structured::GrammarMatcher m(g);
   ASSERT_TRUE(m.accept_bytes(text)) << text;
-  if (choice["finish_reason"] == "stop") EXPECT_TRUE(m.can_end()) << text;
+  if (choice["finish_reason"] == "stop") {
+    EXPECT_TRUE(m.can_end()) << text;
+  }
 }
 
 structured::ConstraintSpec schema_spec(const json& schema) {
@@ -77,7 +79,9 @@ TEST(StructuredE2E, CompletionsRegexChoiceGrammarAndGuidedSpellings) {
     json choice = r.json()["choices"][0];
     SCOPED_TRACE(body.dump());
     expect_follows(c.spec, choice, choice["text"]);
-    if (c.spec.kind == Kind::kChoice || c.spec.kind == Kind::kRegex) EXPECT_EQ(choice["finish_reason"], "stop");
+    if (c.spec.kind == Kind::kChoice || c.spec.kind == Kind::kRegex) {
+      EXPECT_EQ(choice["finish_reason"], "stop");
+    }
   }
 }
 

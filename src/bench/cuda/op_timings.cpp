@@ -210,7 +210,14 @@ void time_decode_step() {
   Tensor final_norm = on(*gpu, randn(H, 5), {H}, DType::BF16);
   Tensor lm_head = weight(*gpu, V, H, 6);
   auto attn = make_cuda_attention(*gpu, {hq, hkv, D, 0.125f});
-  RopeConfig rope{500000.0f, D, 32.0f, 1.0f, 4.0f, 8192};
+  RopeConfig rope{.theta = 500000.0f,
+                  .head_dim = D,
+                  .llama3_factor = 32.0f,
+                  .llama3_low_freq_factor = 1.0f,
+                  .llama3_high_freq_factor = 4.0f,
+                  .llama3_original_max_position = 8192,
+                  .short_factor = {},
+                  .long_factor = {}};
   std::printf("[bench] llama-3.2-1b shape decode step (ctx %d), one graph:\n", ctx);
   for (int B : {1, 8, 32, 128}) {
     const int blocks_per_req = ctx / bsz + 1, nblocks = B * blocks_per_req;
