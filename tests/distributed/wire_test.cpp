@@ -92,6 +92,7 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   c.kernel_options.attention.decode_split_target = 512;
   c.kernel_options.attention.prefill_tiles_per_warp_d64 = 1;
   c.kernel_options.fp8.lt_fp8_gemm = false;
+  c.kernel_options.fp8.lt_fast_accum = false;
   const RunnerConfig d = decode_runner_config(encode_runner_config(c));
   EXPECT_EQ(d.kernel_options.moe.dense_max_tokens, 0);
   EXPECT_EQ(d.kernel_options.moe.dense_max_work_ratio, 3);
@@ -102,6 +103,7 @@ TEST(Wire, RunnerConfigAndRepliesRoundTrip) {
   EXPECT_EQ(d.kernel_options.attention.decode_split_target, 512);
   EXPECT_EQ(d.kernel_options.attention.prefill_tiles_per_warp_d64, 1);
   EXPECT_FALSE(d.kernel_options.fp8.lt_fp8_gemm);
+  EXPECT_FALSE(d.kernel_options.fp8.lt_fast_accum);
   EXPECT_EQ(d.kernel_options.fp8.lt_max_rows, Fp8KernelOptions{}.lt_max_rows);
   EXPECT_TRUE(d.enable_lora);
   EXPECT_EQ(d.lora_modules, c.lora_modules);
