@@ -56,13 +56,13 @@ Fp8Weight quantized(Backend& be, const std::vector<float>& w, int64_t N, int64_t
   return out;
 }
 
-// x [M, K] . deq [N, K]^T summed in double: the dequantized weight's exact product.
+// x [M, K] . deq [N, K]^T (+ bias [N]) summed in double: the dequantized weight's exact product.
 std::vector<float> exact_product(const std::vector<float>& x, const std::vector<float>& deq, int64_t M, int64_t N,
-                                 int64_t K) {
+                                 int64_t K, const std::vector<float>& bias = {}) {
   std::vector<float> y(size_t(M * N));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      double acc = 0;
+      double acc = bias.empty() ? 0.0 : double(bias[size_t(n)]);
       for (int64_t k = 0; k < K; ++k) acc += double(x[size_t(m * K + k)]) * deq[size_t(n * K + k)];
       y[size_t(m * N + n)] = float(acc);
     }
@@ -140,15 +140,7 @@ TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {
       const Tensor xd = test::on(*be, x, {M, K}, DType::BF16), bd = test::on(*be, bias, {N}, DType::BF16);
       const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
       be->linear(xd, fw.w, bd, y);
-      const auto got = test::read(*be, y);
-      std::vector<float> want(size_t(M * N));
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          double s = bias[size_t(n)];
-          for (int64_t k = 0; k < K; ++k) s += double(x[size_t(m * K + k)]) * fw.deq[size_t(n * K + k)];
-          want[size_t(m * N + n)] = float(s);
-        }
-      const double e = test::rel_l2(got, want);
+      const double e = test::rel_l2(test::read(*be, y), exact_product(x, fw.deq, M, N, K, bias));
       // Exact weights and bf16 output: bf16 rounding (2^-9 relative). Above the skinny kernel the
       // FP8 GEMM's activations are e4m3 per token (per 128
       // columns on blocks): 3 mantissa bits, a relative rounding error of RMS about
@@ -225,8 +217,8 @@ TEST(Fp8Kernels, BlockScaledPartsOffBlockRowsStayExact) {
     const auto x = test::randn(size_t(M * K), 62 + uint32_t(M), 1.0f);
     const Tensor y = Tensor::empty({M, N}, DType::BF16, be->allocator());
     be->linear(test::on(*be, x, {M, K}, DType::BF16), q, Tensor(), y);
-    EXPECT_LT(test::rel_l2(test::read(*be, y), exact_product(x, deq, M, N, K)), 1e-2)
-        << "M " << M;  // the dequantized weight, bf16 x
+    // The dequantized weight, bf16 x.
+    EXPECT_LT(test::rel_l2(test::read(*be, y), exact_product(x, deq, M, N, K)), 1e-2) << "M " << M;
   }
 }
 

@@ -315,10 +315,9 @@ std::string Fp8Linear::describe() const {
       std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM),
       !opts_.lt_fp8_gemm
           ? std::string("the weight dequantized to bf16 + the bf16 GEMM")
-          : fmt::format("cuBLASLt FP8 e4m3 GEMM ({}) on x quantized per token{}, unit scales, then the per-token x "
-                        "per-channel "
-                        "scales and bias {}; 128x128 block-scaled weights: cuBLASLt's block-scaled FP8 GEMM on x "
-                        "quantized per token and 128 columns",
+          : fmt::format("cuBLASLt FP8 e4m3 GEMM ({}) on x quantized per token{}, unit scales, then the per-token "
+                        "x per-channel scales and bias {}; 128x128 block-scaled weights: cuBLASLt's block-scaled "
+                        "FP8 GEMM on x quantized per token and 128 columns",
                         opts_.lt_fast_accum ? "the tensor cores' accumulation" : "sums promoted to f32",
                         opts_.lt_fused_epilogues && opts_.quantize_in_producer
                             ? fmt::format(" (by the gated activation from {} tokens and the residual add + norm that "

@@ -10,8 +10,9 @@
 // 128 x 128, so a weight of few 128-row tiles leaves most SMs idle at decode batch sizes: with
 // `block_split_k`, up to 64 tokens, where the heuristic's algorithm does not split K, K is split
 // over the idle SMs (shares of at least 4 blocks, summed in f32). With `fast_accum`, the unscaled
-// GEMM keeps its sums in the FP8 MMA's accumulator instead of promoting them to f32 along K. Plans (descriptors, the
-// algorithm) are cached per shape; a shape the library refuses is remembered and reported, so the caller falls back.
+// GEMM keeps its sums in the FP8 MMA's accumulator instead of promoting them to f32 along K.
+// Plans (descriptors, the algorithm) are cached per shape; a shape the library refuses is
+// remembered and reported, so the caller falls back.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
