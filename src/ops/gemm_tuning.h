@@ -23,6 +23,9 @@ struct GemmTuningOptions {
   std::vector<int> sizes;  // token counts; those where no cuBLASLt GEMM runs are skipped
   bool use_cache = true;   // false: tune, and neither read nor write the cache
   std::string cache_dir;   // the cache root (default_cache_dir() when empty)
+  // For a size, the smaller token counts whose batches the graphs pad to it: their GEMMs run the
+  // size's winner too (none listed: only the size itself).
+  std::map<int, std::vector<int>> padded_from;
 };
 
 // What a backend did, for the log and the tests.

@@ -63,10 +63,15 @@ void ModelRunner::Impl::warm_up() {
 void ModelRunner::Impl::tune_gemms() {
   if (!backend->device().is_cuda()) return;  // the CPU has one algorithm
   const CompilationConfig& cc = cfg.compilation;
-  GemmTuningOptions opts{.sizes = cc.compile_sizes, .use_cache = !cc.disable_compile_cache, .cache_dir = cc.cache_dir};
+  GemmTuningOptions opts{
+      .sizes = cc.compile_sizes, .use_cache = !cc.disable_compile_cache, .cache_dir = cc.cache_dir, .padded_from = {}};
   if (std::erase_if(opts.sizes, [this](int s) { return s > max_tokens; }) > 0)
     spdlog::warn("compile_sizes above max_num_batched_tokens = {} are not tuned (no step runs them)", max_tokens);
   if (opts.sizes.empty()) return;
+  for (const int size : opts.sizes)  // the batches a graph of that size serves
+    for (int m = 1; m < size; ++m)
+      if (dispatcher.padded_num_tokens(m) == size || dispatcher.padded_mixed_tokens(m) == size)
+        opts.padded_from[size].push_back(m);
   // The GEMMs record their largest shapes in the warm-up; larger compile sizes run one eager step more.
   const int largest = *std::max_element(opts.sizes.begin(), opts.sizes.end());
   const auto& sizes = dispatcher.capture_sizes();

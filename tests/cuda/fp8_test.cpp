@@ -1,16 +1,21 @@
 // FP8 weights on the GPU against the CPU reference: the load-time quantization kernel equals the
-// host one bit for bit; cuBLASLt has an FP8 GEMM for every token count above the GEMV; linear() on
-// e4m3 weights (the FP8 GEMV up to 8 tokens, cuBLASLt FP8 or the bf16 dequantization above)
-// matches x . dequant(w)^T; the FP8 fixtures against HF f32; and
+// host one bit for bit; cuBLASLt has an FP8 GEMM for every token count above the GEMV, and its
+// tuned GEMMs serve padded batches bit for bit; linear() on e4m3 weights (the FP8 GEMV up to 8 tokens, cuBLASLt FP8
+// or the bf16 dequantization above) matches x . dequant(w)^T; the FP8 fixtures against HF f32; and
 // --quantization fp8 against bf16 of the same fixtures, beside bf16 against f32 (the yardstick).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "attention/cuda/cuda_attention.h"
@@ -34,6 +39,8 @@
 
 namespace gs {
 namespace {
+
+namespace fs = std::filesystem;
 
 // w [N, K] on the GPU as e4m3 with scales (per row, or per 128 x 128 block), and its exact
 // dequantization on the host.
@@ -124,6 +131,94 @@ TEST(Fp8Kernels, CublasLtHasAnFp8GemmAboveTheGemv) {
         EXPECT_TRUE(lt.supported(M, N, K, true)) << "blocks, M " << M << " N " << N << " K " << K;
       }
     }
+}
+
+// The start-up tuner on cuBLASLt's FP8 GEMMs (Fp8LtGemm::tune, docs/CUDA_GRAPHS.md §9), whole-row
+// and 128x128 block-scaled, on llama3.1-8b's qkv and o_proj: every recorded shape is timed at each
+// asked token count; a batch padded to a tuned size (60 to 64, 28 to 32) runs the same algorithm, so
+// its rows equal the padded GEMM's bit for bit whatever order the winner sums in; a second start
+// reads the winners from the cache, times nothing and gives the same bits.
+TEST(Fp8Kernels, TunedGemmsServePaddedBatchesBitForBitAndASecondStartReadsTheCache) {
+  GS_REQUIRE_GPU();
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (major * 10 + minor < 89) GTEST_SKIP() << "FP8 tensor cores need compute capability 8.9 or later";
+  auto be = make_cuda_backend(0, DType::BF16);
+  const int K = 4096, Ns[] = {6144, 4096};
+  const std::pair<int, int> padded[] = {{28, 32}, {60, 64}};  // (batch, the size its graph runs)
+  // e4m3 bytes of magnitude 2^-2 .. 2^4 and either sign (no NaN pattern).
+  std::mt19937 rng(7);
+  auto bytes = [&](int64_t n) {
+    std::vector<uint8_t> v(static_cast<size_t>(n));
+    for (auto& b : v) b = uint8_t(0x28 + rng() % 0x30) | uint8_t(rng() & 0x80);
+    return be->upload(v.data(), DType::U8, {n}, DType::U8);
+  };
+  auto ones = [&](int64_t n) {
+    return be->upload(std::vector<float>(size_t(n), 1.0f).data(), DType::F32, {n}, DType::F32);
+  };
+  const int max_m = 64;
+  const Tensor x = bytes(int64_t(max_m) * K), x_groups = ones(int64_t(K / 128) * max_m);
+  struct Gemm {
+    int n;
+    bool block;
+    std::vector<Tensor> ws;
+    Tensor grid, y;
+  };
+  std::vector<Gemm> gemms;
+  for (const int n : Ns)
+    for (const bool block : {false, true})  // two weights a shape, as the layers the tuner cycles
+      gemms.push_back({n,
+                       block,
+                       {bytes(int64_t(n) * K), bytes(int64_t(n) * K)},
+                       ones((n + 127) / 128 * (K / 128)),
+                       Tensor::empty({max_m, n}, DType::BF16, be->allocator())});
+  const auto* xq = x.data_as<uint8_t>();
+  const cudaStream_t s = dynamic_cast<CudaStream&>(be->stream()).handle();
+  // Every GEMM at every batch and padded size: (batch's output, its rows of the padded output).
+  using Outputs = std::vector<std::pair<std::vector<float>, std::vector<float>>>;
+  auto outputs = [&](Fp8LtGemm& lt) {
+    auto run = [&](const Gemm& g, const Tensor& w, int m) {
+      lt.matmul(xq, w.data_as<uint8_t>(), g.y.data_as<uint16_t>(), m, g.n, K, s,
+                g.block ? g.grid.data_as<float>() : nullptr, g.block ? x_groups.data_as<float>() : nullptr);
+      return test::read(*be, g.y.prefix({m, g.n}));
+    };
+    Outputs out;
+    for (const Gemm& g : gemms)
+      for (const Tensor& w : g.ws)
+        for (const auto& [m, size] : padded) {
+          std::vector<float> full = run(g, w, size);
+          full.resize(size_t(m) * size_t(g.n));
+          out.emplace_back(run(g, w, m), std::move(full));
+        }
+    return out;
+  };
+  const fs::path dir = fs::temp_directory_path() / fmt::format("gs_fp8_tuning_{}", ::getpid());
+  fs::remove_all(dir);
+  GemmTuningOptions opts{.sizes = {32, 64}, .use_cache = true, .cache_dir = dir.string(), .padded_from = {}};
+  for (const auto& [m, size] : padded) opts.padded_from[size] = {m};
+  const auto here = [](int, int, int, bool) { return true; };
+  Fp8LtGemm cold(be->allocator(), true, true);
+  const Outputs heuristic = outputs(cold);
+  const GemmTuningReport r = cold.tune(opts, here, s);
+  EXPECT_EQ(r.tuned, 8) << "2 shapes x 2 scalings x 2 sizes";
+  EXPECT_EQ(r.from_cache, 0);
+  std::printf("[fp8-tuning] %d pairs timed in %.3f s, %d not the first choice\n", r.tuned, r.seconds, r.changed);
+  const Outputs tuned = outputs(cold);
+  ASSERT_EQ(tuned.size(), heuristic.size());
+  for (size_t i = 0; i < tuned.size(); ++i) {
+    EXPECT_EQ(tuned[i].first, tuned[i].second) << "GEMM " << i << ": a batch differs from its padded size's rows";
+    // Another algorithm sums in another order: the bf16 outputs differ by their rounding at most.
+    EXPECT_LT(test::rel_l2(tuned[i].second, heuristic[i].second), 4e-3) << "GEMM " << i;
+  }
+
+  Fp8LtGemm warm(be->allocator(), true, true);
+  outputs(warm);  // records the shapes, as the warm-up does
+  const GemmTuningReport again = warm.tune(opts, here, s);
+  EXPECT_EQ(again.tuned, 0);
+  EXPECT_EQ(again.from_cache, 8);
+  EXPECT_EQ(outputs(warm), tuned);
+  fs::remove_all(dir);
 }
 
 TEST(Fp8Kernels, LinearMatchesTheDequantizedWeightsAtEveryTokenCount) {

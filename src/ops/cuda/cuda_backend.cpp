@@ -217,13 +217,14 @@ class CudaBackend final : public Backend {
   GemmTuningReport tune_gemms(const GemmTuningOptions& opts) override {
     GS_CHECK(!stream_.capturing(), "tune_gemms: GEMMs cannot be timed inside a graph capture");
     const int elem = int(dtype_size(dtype_));
-    return gemm_.tune(
-        opts, std::string(dtype_name(dtype_)),
-        [this, elem](int M, int N, int K, const void* x, const void* w) {
-          return cuda::gemv_supported(M, K, elem, x, w) ||
-                 (dtype_ == DType::BF16 && cuda::skinny_supported(M, N, K, x, w));
-        },
-        s());
+    return merge(gemm_.tune(
+                     opts, std::string(dtype_name(dtype_)),
+                     [this, elem](int M, int N, int K, const void* x, const void* w) {
+                       return cuda::gemv_supported(M, K, elem, x, w) ||
+                              (dtype_ == DType::BF16 && cuda::skinny_supported(M, N, K, x, w));
+                     },
+                     s()),
+                 fp8_.tune_gemms(opts, s()));
   }
 
   // split_qkv_rope's checks (op names the caller); returns the token count.

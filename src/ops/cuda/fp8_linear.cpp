@@ -199,6 +199,19 @@ int skinny_limit(const Fp8KernelOptions& o, bool small_weight) {
 }
 }  // namespace
 
+GemmTuningReport Fp8Linear::tune_gemms(const GemmTuningOptions& opts, cudaStream_t s) {
+  if (!lt_) return {};
+  return lt_->tune(
+      opts,
+      [this](int M, int N, int K, bool block) {
+        const int gemv = std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM);
+        const int skinny =
+            block ? cuda::kFp8BlockSkinnyMaxM : skinny_limit(opts_, int64_t(N) * K <= cuda::kSkinnySmallWeights);
+        return M <= opts_.lt_max_rows && M > std::max(gemv, skinny);
+      },
+      s);
+}
+
 bool Fp8Linear::gemv_takes(const Tensor& x, const Tensor& w) const {
   const int64_t M = x.dim(0);
   return M <= std::min(opts_.gemv_max_tokens, cuda::kFp8GemvMaxM) &&

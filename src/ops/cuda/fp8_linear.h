@@ -45,6 +45,8 @@ class Fp8Linear {
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, cudaStream_t s,
               const std::function<void(const Tensor& wb)>& dense);
   std::string describe() const;
+  // Tunes cuBLASLt's FP8 GEMMs at the token counts where linear() runs them (Fp8LtGemm::tune).
+  GemmTuningReport tune_gemms(const GemmTuningOptions& opts, cudaStream_t s);
 
   // Whether linear() takes x w^T (+ bias) into y through cuBLASLt and Fp8KernelOptions::
   // lt_fused_epilogues leaves the scales to the op that consumes y (host-only).

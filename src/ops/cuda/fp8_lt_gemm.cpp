@@ -3,6 +3,8 @@
 #include "ops/cuda/fp8_lt_gemm.h"
 
 #include <algorithm>
+#include <array>
+#include <set>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
@@ -110,16 +112,50 @@ void Fp8LtGemm::matmul(const uint8_t* xq, const uint8_t* wq, uint16_t* y, int M,
   const bool block = w_grid != nullptr;
   Plan& p = plan(M, N, K, block);
   GS_CHECK(p.ok, "cuBLASLt FP8 GEMM: no algorithm for M {} N {} K {}{}", M, N, K, block ? " (128x128 blocks)" : "");
-  if (block) {  // the scale pointers of this call (plans are cached per shape)
-    const bool set =
-        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_grid, sizeof w_grid) == 0 &&
-        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_groups, sizeof x_groups) == 0;
-    GS_CHECK(set, "cuBLASLt FP8 GEMM: cannot set the block scales (M {} N {} K {})", M, N, K);
+  seen_[{N, K, block}].record(xq, {wq, w_grid}, y, M, x_groups);
+  const cublasStatus_t st = run(p, p.algo, xq, wq, y, s, w_grid, x_groups);
+  GS_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt FP8 GEMM (M {} N {} K {}) failed: status {}", M, N, K, int(st));
+}
+
+cublasStatus_t Fp8LtGemm::run(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* xq, const void* wq, void* y,
+                              cudaStream_t s, const void* w_grid, const void* x_groups) {
+  if (w_grid) {  // the scale pointers of this call (plans are cached per shape)
+    cublasStatus_t st =
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_grid, sizeof w_grid);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_groups, sizeof x_groups);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
   }
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, wq, p.a, xq, p.b, &beta, y, p.c, y, p.c, &p.algo,
-                                           workspace_.data(), kWorkspaceBytes, s);
-  GS_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt FP8 GEMM (M {} N {} K {}) failed: status {}", M, N, K, int(st));
+  return cublasLtMatmul(handle_, p.op, &alpha, wq, p.a, xq, p.b, &beta, y, p.c, y, p.c, &algo, workspace_.data(),
+                        kWorkspaceBytes, s);
+}
+
+GemmTuningReport Fp8LtGemm::tune(const GemmTuningOptions& opts, const RunsHere& here, cudaStream_t s) {
+  // Unscaled and block-scaled plans of one shape are other GEMMs: each its own cache key.
+  std::array<LtTuning, 2> t{LtTuning{handle_, kWorkspaceBytes, fast_accum_ ? "e4m3-fast-accum" : "e4m3", {}},
+                            LtTuning{handle_, kWorkspaceBytes, "e4m3-blocks-128x128", {}}};
+  const std::set<int> sizes(opts.sizes.begin(), opts.sizes.end());
+  for (const auto& [nkb, seen] : seen_)
+    for (const int m : sizes) {
+      const auto [n, k, block] = nkb;
+      const auto runs = [&](int M) { return (!here || here(M, n, k, block)) && plan(M, n, k, block).ok; };
+      if (m > seen.max_m || !runs(m)) continue;
+      const auto ref = [&](int M) {
+        Plan& p = plan(M, n, k, block);
+        return LtPlanRef{p.op, p.a, p.b, p.c, &p.algo};
+      };
+      LtTunable g{{m, n, k, false, false}, ref(m), {}, {}};
+      if (const auto it = opts.padded_from.find(m); it != opts.padded_from.end())
+        for (const int pm : it->second)
+          if (runs(pm)) g.padded.push_back(ref(pm));
+      g.run = [this, &p = plan(m, n, k, block), &seen, s](const cublasLtMatmulAlgo_t& algo, size_t i) {
+        const LtSeen::Weight& w = seen.ws[i % seen.ws.size()];
+        return run(p, algo, seen.x, w.w, seen.y, s, w.scales, seen.x_scales);
+      };
+      t[block].gemms.push_back(std::move(g));
+    }
+  return merge(lt_tune(std::move(t[0]), opts, s), lt_tune(std::move(t[1]), opts, s));
 }
 
 }  // namespace gs

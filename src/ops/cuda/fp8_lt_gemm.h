@@ -12,15 +12,19 @@
 // over the idle SMs (shares of at least 4 blocks, summed in f32). With `fast_accum`, the unscaled
 // GEMM keeps its sums in the FP8 MMA's accumulator instead of promoting them to f32 along K.
 // Plans (descriptors, the algorithm) are cached per shape; a shape the library refuses is
-// remembered and reported, so the caller falls back.
+// remembered and reported, so the caller falls back. tune() times the plans' candidates at start-up
+// as LtGemm::tune does for bf16 (ops/cuda/lt_tuner.h).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <tuple>
 
 #include "core/tensor.h"
+#include "ops/cuda/lt_tuner.h"
+#include "ops/gemm_tuning.h"
 
 namespace gs {
 
@@ -38,6 +42,13 @@ class Fp8LtGemm {
   void matmul(const uint8_t* xq, const uint8_t* wq, uint16_t* y, int M, int N, int K, cudaStream_t s,
               const float* w_grid = nullptr, const float* x_groups = nullptr);
 
+  // Whether the caller runs an M-row GEMM of this shape here (not on its skinny kernel or GEMV).
+  using RunsHere = std::function<bool(int M, int N, int K, bool block)>;
+  // Tunes every shape matmul() has run, unscaled and block-scaled, at each M of opts.sizes up to
+  // the largest M it ran with where `here` holds (the recorded buffers are reused for timing: their
+  // contents are overwritten). Synchronizes `s`; never while capturing.
+  GemmTuningReport tune(const GemmTuningOptions& opts, const RunsHere& here, cudaStream_t s);
+
  private:
   struct Plan {
     bool ok = false;
@@ -46,6 +57,9 @@ class Fp8LtGemm {
     cublasLtMatmulAlgo_t algo{};
   };
   Plan& plan(int M, int N, int K, bool block);
+  // One GEMM of plan p with `algo`, the scale pointers set first where w_grid is set.
+  cublasStatus_t run(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* xq, const void* wq, void* y, cudaStream_t s,
+                     const void* w_grid, const void* x_groups);
   // The block-scaled plan's algorithm with K split over the SMs its tiles leave idle, where it
   // takes a split and the heuristic chose none.
   void split_k(Plan& p, int M, int N, int K);
@@ -54,6 +68,7 @@ class Fp8LtGemm {
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
   std::map<std::tuple<int, int, int, bool>, Plan> plans_;
+  std::map<std::tuple<int, int, bool>, LtSeen> seen_;  // by (N, K, block)
 };
 
 }  // namespace gs

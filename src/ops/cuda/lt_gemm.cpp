@@ -1,7 +1,7 @@
 // Implements ops/cuda/lt_gemm.h (LtGemm).
 #include "ops/cuda/lt_gemm.h"
 
-#include <algorithm>
+#include <set>
 
 #include "core/error.h"
 
@@ -74,16 +74,10 @@ LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32, const B
   return plans_.emplace(key, p).first->second;
 }
 
-void LtGemm::record(Seen& seen, const void* x, const void* w, void* y, int M) {
-  if (M > seen.max_m) seen = {x, {w}, y, M};
-  if (M == seen.max_m && seen.ws.size() < kMaxWeights && std::find(seen.ws.begin(), seen.ws.end(), w) == seen.ws.end())
-    seen.ws.push_back(w);
-}
-
 void LtGemm::matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
                     cudaStream_t s) {
   if (M == 0 || N == 0) return;
-  record(seen_[{N, K, in_f32, y_f32}], x, w, y, M);
+  seen_[{N, K, in_f32, y_f32}].record(x, {w}, y, M);
   run(plan(M, N, K, in_f32, y_f32), x, w, y, s);
 }
 
@@ -98,6 +92,33 @@ void LtGemm::run(const Plan& p, const void* x, const void* w, void* y, cudaStrea
   lt_check(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, workspace_.data(),
                           kWorkspaceBytes, s),
            "matmul");
+}
+
+GemmTuningReport LtGemm::tune(const GemmTuningOptions& opts, const std::string& dtype, const RunsElsewhere& elsewhere,
+                              cudaStream_t s) {
+  LtTuning t{handle_, kWorkspaceBytes, dtype, {}};
+  const std::set<int> sizes(opts.sizes.begin(), opts.sizes.end());
+  for (const auto& [nk, seen] : seen_)
+    for (const int m : sizes) {
+      const auto [n, k, in_f32, y_f32] = nk;
+      const auto here = [&](int M) { return !elsewhere || !elsewhere(M, n, k, seen.x, seen.ws.front().w); };
+      if (m > seen.max_m || !here(m)) continue;
+      const auto ref = [&](int M) {
+        Plan& p = plan(M, n, k, in_f32, y_f32);
+        return LtPlanRef{p.op, p.a, p.b, p.c, &p.algo};
+      };
+      LtTunable g{{m, n, k, in_f32, y_f32}, ref(m), {}, {}};
+      if (const auto it = opts.padded_from.find(m); it != opts.padded_from.end())
+        for (const int pm : it->second)
+          if (here(pm)) g.padded.push_back(ref(pm));
+      g.run = [this, p = g.plan, &seen, s](const cublasLtMatmulAlgo_t& algo, size_t i) {
+        const float alpha = 1.0f, beta = 0.0f;
+        return cublasLtMatmul(handle_, p.op, &alpha, seen.ws[i % seen.ws.size()].w, p.a, seen.x, p.b, &beta, seen.y,
+                              p.c, seen.y, p.c, &algo, workspace_.data(), kWorkspaceBytes, s);
+      };
+      t.gemms.push_back(std::move(g));
+    }
+  return lt_tune(std::move(t), opts, s);
 }
 
 }  // namespace gs
