@@ -111,16 +111,23 @@ TEST(Fp8Kernels, QuantizationEqualsTheHostReferenceBitForBit) {
   }
 }
 
+// The GPU's compute capability (89 for 8.9); GS_REQUIRE_FP8_TENSOR_CORES skips a test below 8.9.
+int compute_capability() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return major * 10 + minor;
+}
+#define GS_REQUIRE_FP8_TENSOR_CORES() \
+  GS_REQUIRE_GPU();                   \
+  if (compute_capability() < 89) GTEST_SKIP() << "FP8 tensor cores need compute capability 8.9 or later"
+
 // Above the skinny kernel the per-channel FP8 path is cuBLASLt's e4m3 GEMM (unit scales, the
 // scales after it), and above 8 tokens the 128x128 block-scaled one its block-scaled GEMM (at
 // token counts that are multiples of 4; the GEMV takes the rest): the library must have both for
 // the model shapes, or every batch and prefill would dequantize the weight to bf16 on each call.
 TEST(Fp8Kernels, CublasLtHasAnFp8GemmAboveTheGemv) {
-  GS_REQUIRE_GPU();
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (major * 10 + minor < 89) GTEST_SKIP() << "FP8 tensor cores need compute capability 8.9 or later";
+  GS_REQUIRE_FP8_TENSOR_CORES();
   auto be = make_cuda_backend(0, DType::BF16);
   Fp8LtGemm lt(be->allocator(), true, true);
   // The test's weight, then llama3.1-8b's qkv, gate|up and down projections.
@@ -139,11 +146,7 @@ TEST(Fp8Kernels, CublasLtHasAnFp8GemmAboveTheGemv) {
 // its rows equal the padded GEMM's bit for bit whatever order the winner sums in; a second start
 // reads the winners from the cache, times nothing and gives the same bits.
 TEST(Fp8Kernels, TunedGemmsServePaddedBatchesBitForBitAndASecondStartReadsTheCache) {
-  GS_REQUIRE_GPU();
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (major * 10 + minor < 89) GTEST_SKIP() << "FP8 tensor cores need compute capability 8.9 or later";
+  GS_REQUIRE_FP8_TENSOR_CORES();
   auto be = make_cuda_backend(0, DType::BF16);
   const int K = 4096, Ns[] = {6144, 4096};
   const std::pair<int, int> padded[] = {{28, 32}, {60, 64}};  // (batch, the size its graph runs)
