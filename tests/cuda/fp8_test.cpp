@@ -1,8 +1,9 @@
 // FP8 weights on the GPU against the CPU reference: the load-time quantization kernel equals the
 // host one bit for bit; cuBLASLt has an FP8 GEMM for every token count above the GEMV, and its
-// tuned GEMMs serve padded batches bit for bit; linear() on e4m3 weights (the FP8 GEMV up to 8 tokens, cuBLASLt FP8
-// or the bf16 dequantization above) matches x . dequant(w)^T; the FP8 fixtures against HF f32; and
-// --quantization fp8 against bf16 of the same fixtures, beside bf16 against f32 (the yardstick).
+// tuned GEMMs serve padded batches bit for bit; linear() on e4m3 weights (the FP8 GEMV up to 8
+// tokens, cuBLASLt FP8 or the bf16 dequantization above) matches x . dequant(w)^T; the FP8 fixtures
+// against HF f32; and --quantization fp8 against bf16 of the same fixtures, beside bf16 against f32
+// (the yardstick).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>

@@ -141,14 +141,10 @@ GemmTuningReport Fp8LtGemm::tune(const GemmTuningOptions& opts, const RunsHere& 
       const auto [n, k, block] = nkb;
       const auto runs = [&](int M) { return (!here || here(M, n, k, block)) && plan(M, n, k, block).ok; };
       if (m > seen.max_m || !runs(m)) continue;
-      const auto ref = [&](int M) {
+      LtTunable g = lt_tunable({m, n, k, false, false}, opts, runs, [&](int M) {
         Plan& p = plan(M, n, k, block);
         return LtPlanRef{p.op, p.a, p.b, p.c, &p.algo};
-      };
-      LtTunable g{{m, n, k, false, false}, ref(m), {}, {}};
-      if (const auto it = opts.padded_from.find(m); it != opts.padded_from.end())
-        for (const int pm : it->second)
-          if (runs(pm)) g.padded.push_back(ref(pm));
+      });
       g.run = [this, &p = plan(m, n, k, block), &seen, s](const cublasLtMatmulAlgo_t& algo, size_t i) {
         const LtSeen::Weight& w = seen.ws[i % seen.ws.size()];
         return run(p, algo, seen.x, w.w, seen.y, s, w.scales, seen.x_scales);

@@ -103,14 +103,10 @@ GemmTuningReport LtGemm::tune(const GemmTuningOptions& opts, const std::string& 
       const auto [n, k, in_f32, y_f32] = nk;
       const auto here = [&](int M) { return !elsewhere || !elsewhere(M, n, k, seen.x, seen.ws.front().w); };
       if (m > seen.max_m || !here(m)) continue;
-      const auto ref = [&](int M) {
+      LtTunable g = lt_tunable({m, n, k, in_f32, y_f32}, opts, here, [&](int M) {
         Plan& p = plan(M, n, k, in_f32, y_f32);
         return LtPlanRef{p.op, p.a, p.b, p.c, &p.algo};
-      };
-      LtTunable g{{m, n, k, in_f32, y_f32}, ref(m), {}, {}};
-      if (const auto it = opts.padded_from.find(m); it != opts.padded_from.end())
-        for (const int pm : it->second)
-          if (here(pm)) g.padded.push_back(ref(pm));
+      });
       g.run = [this, p = g.plan, &seen, s](const cublasLtMatmulAlgo_t& algo, size_t i) {
         const float alpha = 1.0f, beta = 0.0f;
         return cublasLtMatmul(handle_, p.op, &alpha, seen.ws[i % seen.ws.size()].w, p.a, seen.x, p.b, &beta, seen.y,

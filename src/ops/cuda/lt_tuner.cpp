@@ -134,6 +134,15 @@ void LtSeen::record(const void* x_, Weight w, void* y_, int M, const void* x_sca
   if (M == max_m && ws.size() < kMaxWeights && std::find(ws.begin(), ws.end(), w) == ws.end()) ws.push_back(w);
 }
 
+LtTunable lt_tunable(const GemmShape& shape, const GemmTuningOptions& opts, const std::function<bool(int M)>& runs,
+                     const std::function<LtPlanRef(int M)>& plan) {
+  LtTunable g{shape, plan(shape.m), {}, {}};
+  if (const auto it = opts.padded_from.find(shape.m); it != opts.padded_from.end())
+    for (const int m : it->second)
+      if (runs(m)) g.padded.push_back(plan(m));
+  return g;
+}
+
 GemmTuningReport lt_tune(LtTuning t, const GemmTuningOptions& opts, cudaStream_t s) {
   const auto t0 = std::chrono::steady_clock::now();
   GemmTuningReport report;

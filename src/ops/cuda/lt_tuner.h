@@ -58,6 +58,11 @@ struct LtTunable {
   std::function<cublasStatus_t(const cublasLtMatmulAlgo_t& algo, size_t i)> run;
 };
 
+// The tunable of `shape` (M = shape.m): plan(M), and plan(m) of each token count the graphs pad to M
+// (opts.padded_from) where runs(m) holds; its run is the caller's to set.
+LtTunable lt_tunable(const GemmShape& shape, const GemmTuningOptions& opts, const std::function<bool(int M)>& runs,
+                     const std::function<LtPlanRef(int M)>& plan);
+
 // The GEMMs one cuBLASLt handle runs, tuned together under one cache key.
 struct LtTuning {
   cublasLtHandle_t handle = nullptr;
