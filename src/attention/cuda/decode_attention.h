@@ -33,6 +33,8 @@ cudaError_t warp_per_pair_decode_attention(const PagedAttentionParams& p, const 
 
 // Keys of one K/V tile of the tensor-core kernels (the unit a context is split in).
 constexpr int kDecodeTileKeys = 64;
+// The most parts a context is split in (a merging warp holds two parts a lane).
+constexpr int kMaxDecodeSplits = 64;
 // How a decode launch splits its contexts over grid z: into at most `splits` parts (the grid's,
 // from the padded shape); a context of n tiles uses min(splits, max(base, ceil(n / max_tiles)),
 // n / min_tiles) of them (tensor_core::split_range). The base count keeps a small batch's CTAs

@@ -5,10 +5,6 @@
 
 namespace gs::cuda {
 
-namespace {
-constexpr int kMaxDecodeSplits = 64;
-}  // namespace
-
 DecodeSplit decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx) {
   const int min_tiles = std::max(1, o.decode_split_min_tiles), max_tiles = std::max(0, o.decode_split_max_tiles);
   if (!p.split_workspace || !p.split_counters || gx * p.hkv > kSplitCounters) return {1, 1, min_tiles, max_tiles};

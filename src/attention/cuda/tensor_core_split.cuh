@@ -72,11 +72,17 @@ __device__ void write_partials(const PagedAttentionParams& p, const TileInfo& ti
 // Called by every CTA of a split (block-uniform) after write_partials: the last of the S CTAs of
 // its (tile, kv head) to arrive (an atomic counter, which it resets for the next launch) merges
 // the partials of each row, out = sum_s w_s o_s / sum_s w_s with w_s = l_s 2^(m_s - max m), splits
-// with l_s = 0 weighing nothing. smem: (2 rows + 1) S floats of scratch (the K/V stages). A
-// cascade suffix pass writes the merged partial (max m, sum of weights, out) to its cascade slot.
+// with l_s = 0 weighing nothing. The merge is the launch's serial tail: a thread's first
+// kMergeBatch partials load together with the splits' (m, l), which a warp a row turns into weights
+// by shuffles, so up to kMergeBatch splits merge after one L2 round trip. smem: rows (S + 2) floats
+// of scratch (the K/V stages). A cascade suffix pass writes the merged partial (max m, sum of
+// weights, out) to its cascade slot.
 template <int D, int NT>
 __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti, int g, int G, int rows_used, int T,
                                int S, float* smem) {
+  static_assert(NT % 32 == 0, "a warp a row");
+  static_assert(D % 4 == 0, "the merge reads 4 dims at once");
+  static_assert(kMaxDecodeSplits <= 64, "a lane holds two splits' (m, l)");
   __threadfence();  // this CTA's partials are visible before its arrival is counted
   __syncthreads();
   bool arrived_last = false;
@@ -90,61 +96,74 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
   if (!__syncthreads_or(arrived_last)) return;
   __threadfence();
   const SplitWorkspace ws(p, T);
-  const int rows = min(rows_used, ti.ntok * G);
-  float *m_w = smem, *l_w = smem + rows * S, *den = smem + 2 * rows * S;
-  for (int i = threadIdx.x; i < rows * S; i += NT) {  // every (row, split) state in parallel
-    const int64_t part = part_of(p, ti, g, G, i / S, i % S, int(gridDim.z));
-    m_w[i] = __ldcg(ws.ml + 2 * part);
-    l_w[i] = __ldcg(ws.ml + 2 * part + 1);
-  }
-  __syncthreads();
-  for (int row = threadIdx.x; row < rows; row += NT) {
-    float mx = -INFINITY, sum = 0.0f;
-    for (int sp = 0; sp < S; ++sp)
-      if (l_w[row * S + sp] > 0.0f) mx = fmaxf(mx, m_w[row * S + sp]);
-    for (int sp = 0; sp < S; ++sp) {
-      const float l = l_w[row * S + sp];
-      const float w = l > 0.0f ? l * fast_exp2(m_w[row * S + sp] - mx) : 0.0f;
-      l_w[row * S + sp] = w;  // now the split's weight
+  const int rows = min(rows_used, ti.ntok * G), items = rows * (D / 4);
+  float *w_s = smem, *den = smem + rows * S, *mx_s = den + rows;  // split weights, their sums, max m
+  // A thread takes 4 consecutive dims of a row (an item) and reads them from every split with one
+  // 16-byte load, kMergeBatch splits' loads in flight at once; the sum runs in split order. A
+  // split that saw no key left its partial unwritten: it may be loaded, but it weighs 0 and is
+  // never added.
+  constexpr int kMergeBatch = 16;
+  const bool vec = (reinterpret_cast<uintptr_t>(ws.o) & 15) == 0;
+  float4 v[kMergeBatch];
+  auto load_batch = [&](int e, int sp0) {
+    const int64_t part0 = part_of(p, ti, g, G, e / (D / 4), 0, int(gridDim.z));
+    const float* src = ws.o + (part0 + sp0) * D + e % (D / 4) * 4;
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (sp0 + u < S)
+        v[u] = vec ? __ldcg(reinterpret_cast<const float4*>(src + u * D))
+                   : make_float4(__ldcg(src + u * D), __ldcg(src + u * D + 1), __ldcg(src + u * D + 2),
+                                 __ldcg(src + u * D + 3));
+    }
+  };
+  if (int(threadIdx.x) < items) load_batch(int(threadIdx.x), 0);
+  // The weights: a warp a row, lane l holding splits l and l + 32 (S <= kMaxDecodeSplits).
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  for (int row = warp; row < rows; row += NT / 32) {
+    float m[2], l[2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int sp = lane + 32 * j;
+      const int64_t part = part_of(p, ti, g, G, row, sp, int(gridDim.z));
+      m[j] = sp < S ? __ldcg(ws.ml + 2 * part) : -INFINITY;
+      l[j] = sp < S ? __ldcg(ws.ml + 2 * part + 1) : 0.0f;
+      if (l[j] > 0.0f) mx = fmaxf(mx, m[j]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int sp = lane + 32 * j;
+      const float w = l[j] > 0.0f ? l[j] * fast_exp2(m[j] - mx) : 0.0f;
+      if (sp < S) w_s[row * S + sp] = w;
       sum += w;
     }
-    den[row] = sum;
-    m_w[row * S] = mx;  // (read above, no longer needed)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) den[row] = sum, mx_s[row] = mx;
   }
   __syncthreads();
-  // A thread takes 4 consecutive dims of a row and reads them from every split with one 16-byte
-  // load, kMergeBatch splits' loads in flight at once; the sum still runs in split order. A split
-  // that saw no key weighs 0 and its partial (never written) is not read.
-  static_assert(D % 4 == 0, "the merge reads 4 dims at once");
-  constexpr int kMergeBatch = 8;
-  const bool vec = (reinterpret_cast<uintptr_t>(ws.o) & 15) == 0;
   uint16_t* out = static_cast<uint16_t*>(p.out);
   const bool to_cascade = p.cascade_pass == kCascadeSuffix;
   const SplitWorkspace cw = cascade_partials(p, T);
-  for (int e = threadIdx.x; e < rows * (D / 4); e += NT) {
+  for (int e = int(threadIdx.x); e < items; e += NT) {
     const int row = e / (D / 4), d = e % (D / 4) * 4;
     const int64_t part0 = part_of(p, ti, g, G, row, 0, int(gridDim.z));
-    const float* w = l_w + row * S;
+    const float* w = w_s + row * S;
     float num[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int sp0 = 0; sp0 < S; sp0 += kMergeBatch) {
-      float4 v[kMergeBatch];
-      float wt[kMergeBatch];  // the splits' weights, 0 past S
+      if (e != int(threadIdx.x) || sp0 != 0) load_batch(e, sp0);  // the first batch is already in v
 #pragma unroll
       for (int u = 0; u < kMergeBatch; ++u) {
-        const int sp = sp0 + u;
-        const float* src = ws.o + (part0 + sp) * D + d;
-        wt[u] = sp < S ? w[sp] : 0.0f;
-        v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (wt[u] > 0.0f)
-          v[u] = vec ? __ldcg(reinterpret_cast<const float4*>(src))
-                     : make_float4(__ldcg(src), __ldcg(src + 1), __ldcg(src + 2), __ldcg(src + 3));
-      }
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u)
-        if (wt[u] > 0.0f) {
-          num[0] += wt[u] * v[u].x, num[1] += wt[u] * v[u].y;
-          num[2] += wt[u] * v[u].z, num[3] += wt[u] * v[u].w;
+        const float wt = sp0 + u < S ? w[sp0 + u] : 0.0f;
+        if (wt > 0.0f) {
+          num[0] += wt * v[u].x, num[1] += wt * v[u].y;
+          num[2] += wt * v[u].z, num[3] += wt * v[u].w;
         }
+      }
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -152,7 +171,7 @@ __device__ void merge_partials(const PagedAttentionParams& p, const TileInfo& ti
       if (to_cascade) {
         const int64_t part = (part0 / gridDim.z) * cw.slots + cw.slots - 1;
         cw.o[part * D + d + j] = o;
-        if (d + j == 0) cw.ml[2 * part] = m_w[row * S], cw.ml[2 * part + 1] = den[row];
+        if (d + j == 0) cw.ml[2 * part] = mx_s[row], cw.ml[2 * part + 1] = den[row];
         continue;
       }
       const __nv_bfloat16 b = __float2bfloat16_rn(o);
