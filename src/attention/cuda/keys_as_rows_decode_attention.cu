@@ -1,4 +1,6 @@
 // Implements keys_as_rows_decode_attention (attention/cuda/decode_attention.h).
+#include <algorithm>
+
 #include "attention/cuda/decode_attention.h"
 #include "attention/cuda/keys_as_rows_kernel.cuh"
 #include "attention/cuda/prefill_attention.h"
@@ -21,6 +23,37 @@ cudaError_t launch_keys_as_rows(const PagedAttentionParams& p, const AttentionKe
   return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, split, o.keys_as_rows_early_loads);
 }
 
+// The CTAs of keys_as_rows_decode_kernel<D, NS, F8> the GPU holds at once (its SMs times the CTAs an
+// SM takes; 0 where the kernel cannot run).
+template <int D, int NS, bool F8 = false>
+int wave() {
+  static const int ctas = [] {
+    using C = keys_as_rows::Cfg<D, NS, F8>;
+    constexpr auto kernel = keys_as_rows::keys_as_rows_decode_kernel<D, NS, F8>;
+    int per_sm = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::threads, C::smem) != cudaSuccess)
+      return 0;
+    return per_sm * cuda_current_sm_count(0);
+  }();
+  return ctas;
+}
+
+// The split target of a launch on p (decode_split_target 0): a wave of the kernel it takes, less
+// the tail column's CTAs (split 0 of each kv head, which also hold their room while they work).
+// Head dim 128 counts the three-stage kernel's wave where that option is on: a launch within it
+// takes those stages (deep_stages).
+int split_target(const PagedAttentionParams& p, const AttentionKernelOptions& o) {
+  int ctas = 0;
+  if (p.fp8_cache)
+    ctas = p.D == 128 ? wave<128, 4, true>() : wave<64, 6, true>();
+  else if (p.D == 128)
+    ctas = o.keys_as_rows_deep_stages ? wave<128, 3>() : wave<128, 2>();
+  else
+    ctas = wave<64, 3>();
+  return std::max(1, ctas - p.hkv);
+}
+
 // Whether a head-dim-128 launch takes three K/V stages (AttentionKernelOptions::keys_as_rows_deep_stages):
 // its CTAs that can do work (a request's splits, and split 0 of the tail column) fit two an SM,
 // so they all run at once with 96 KB of stages each.
@@ -39,7 +72,7 @@ cudaError_t keys_as_rows_decode_attention(const PagedAttentionParams& p, const A
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p) || p.hq / p.hkv > kKeysAsRowsMaxGroup) return cudaErrorInvalidValue;
   const int gx = p.num_reqs_padded + 1;
-  const DecodeSplit split = decode_splits(p, o, T, gx);
+  const DecodeSplit split = decode_splits(p, o, T, gx, split_target(p, o));
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
   if (p.fp8_cache)  // e4m3 stages: twice the stages in the same shared memory
     return p.D == 128 ? launch_keys_as_rows<128, 4, true>(p, o, window, T, grid, split, s)

@@ -402,7 +402,7 @@ cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKer
   if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, SPLIT, MINB, F8>(); attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
-  const DecodeSplit split = SPLIT ? decode_splits(p, o, T, gx) : DecodeSplit{};
+  const DecodeSplit split = SPLIT ? decode_splits(p, o, T, gx, kTensorCoreSplitTarget) : DecodeSplit{};
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
   return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, split, SPLIT && o.decode_warp_split,
                     o.stage_query_starts);
