@@ -36,9 +36,9 @@ struct AttentionKernelOptions {
   bool prefill_wgmma = true;
   // m16 tiles a warp of the mma.sync prefill kernel at head dim 64 (1 or 2; head dim 128 keeps 1).
   int prefill_tiles_per_warp_d64 = 2;
-  // Decode splits each context so that about this many CTAs run in all; 0: keys-as-rows as many
-  // as it holds at once on the GPU (one wave: more would queue a second, fewer leave SMs idle), the
-  // tensor-core kernel kTensorCoreSplitTarget ...
+  // Decode splits each context so that about this many CTAs run in all; 0: as many as the GPU
+  // holds at once of the kernel the launch takes (one wave: more would queue a second, fewer leave
+  // SMs idle) ...
   int decode_split_target = 0;
   // ... each split holding at least this many 64-key tiles of the actual context ...
   int decode_split_min_tiles = 2;

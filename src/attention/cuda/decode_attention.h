@@ -46,12 +46,9 @@ struct DecodeSplit {
 
 // The split of a tensor-core decode launch of T tokens and gx CTAs along x, from the padded shape
 // alone (num_reqs_padded, the block table's reach, T): base = o.decode_split_target CTAs (where 0:
-// the kernel's own `target`) over the (request, kv head) pairs, the tiles a part from
-// o.decode_split_min_tiles / max_tiles; one part without a workspace, or when the workspace or the
-// counters are too small.
+// `target`, the kernel's wave less its tail column) over the (request, kv head) pairs, the tiles a
+// part from o.decode_split_min_tiles / max_tiles; one part without a workspace, or when the
+// workspace or the counters are too small.
 DecodeSplit decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx, int target);
-
-// The tensor-core decode kernel's split target (decode_split_target 0).
-constexpr int kTensorCoreSplitTarget = 256;
 
 }  // namespace gs::cuda

@@ -27,15 +27,12 @@ cudaError_t launch_keys_as_rows(const PagedAttentionParams& p, const AttentionKe
 // SM takes; 0 where the kernel cannot run).
 template <int D, int NS, bool F8 = false>
 int wave() {
-  static const int ctas = [] {
-    using C = keys_as_rows::Cfg<D, NS, F8>;
-    constexpr auto kernel = keys_as_rows::keys_as_rows_decode_kernel<D, NS, F8>;
-    int per_sm = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem)) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::threads, C::smem) != cudaSuccess)
-      return 0;
-    return per_sm * cuda_current_sm_count(0);
-  }();
+  using C = keys_as_rows::Cfg<D, NS, F8>;
+  constexpr auto kernel = keys_as_rows::keys_as_rows_decode_kernel<D, NS, F8>;
+  static const int ctas =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem)) != cudaSuccess
+          ? 0
+          : cuda_kernel_wave(reinterpret_cast<const void*>(kernel), C::threads, C::smem);
   return ctas;
 }
 

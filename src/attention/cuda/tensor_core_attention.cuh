@@ -53,6 +53,7 @@
 #include "attention/cuda/tensor_core_split.cuh"
 #include "attention/cuda/tensor_core_tile.cuh"
 #include "attention/cuda/tensor_core_wgmma.cuh"
+#include "core/cuda/cuda_device.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/kernel_options.h"
 
@@ -394,6 +395,19 @@ cudaError_t prepare_tensor_core() {
   return attr;
 }
 
+// The CTAs of the split decode kernel for (D, MT, WG, MINB, F8) the GPU holds at once (its SMs
+// times the CTAs an SM takes; 0 where it cannot run): the split target (decode_splits) less the
+// tail column's.
+template <int D, int MT, bool WG, int MINB, bool F8>
+int wave() {
+  static const int ctas =
+      prepare_tensor_core<D, MT, WG, true, MINB, F8>() != cudaSuccess
+          ? 0
+          : cuda_kernel_wave(reinterpret_cast<const void*>(tensor_core_attention_kernel<D, MT, WG, true, MINB, F8>),
+                             Cfg<D, MT, WG>::threads, Cfg<D, MT, WG>::smem);
+  return ctas;
+}
+
 template <int D, int MT, bool WG, bool SPLIT = false, int MINB = 0, bool F8 = false>
 cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKernelOptions& o, int window, int T,
                                cudaStream_t s) {
@@ -402,7 +416,8 @@ cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKer
   if (const cudaError_t attr = prepare_tensor_core<D, MT, WG, SPLIT, MINB, F8>(); attr != cudaSuccess) return attr;
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
-  const DecodeSplit split = SPLIT ? decode_splits(p, o, T, gx, kTensorCoreSplitTarget) : DecodeSplit{};
+  DecodeSplit split;
+  if constexpr (SPLIT) split = decode_splits(p, o, T, gx, std::max(1, wave<D, MT, WG, MINB, F8>() - p.hkv));
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
   return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, split, SPLIT && o.decode_warp_split,
                     o.stage_query_starts);

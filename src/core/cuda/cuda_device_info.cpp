@@ -24,6 +24,12 @@ int cuda_current_sm_count(int fallback) {
   return sms;
 }
 
+int cuda_kernel_wave(const void* kernel, int threads, size_t smem) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) return 0;
+  return per_sm * cuda_current_sm_count(0);
+}
+
 CudaDeviceInfo cuda_device_info(int device) {
   check_device(device);
   cudaDeviceProp p{};
