@@ -52,12 +52,11 @@ int split_target(const PagedAttentionParams& p, const AttentionKernelOptions& o)
 }
 
 // Whether a head-dim-128 launch takes three K/V stages (AttentionKernelOptions::keys_as_rows_deep_stages):
-// its CTAs that can do work (a request's splits, and split 0 of the tail column) fit two an SM,
-// so they all run at once with 96 KB of stages each.
+// its CTAs that can do work (a request's splits, and split 0 of the tail column) fit one wave of
+// that kernel, so they all run at once with 96 KB of stages each.
 bool deep_stages(const PagedAttentionParams& p, const AttentionKernelOptions& o, const DecodeSplit& split) {
-  static const int sms = cuda_current_sm_count(0);
   const int64_t ctas = (int64_t(p.num_reqs_padded) * split.splits + 1) * p.hkv;
-  return o.keys_as_rows_deep_stages && p.D == 128 && ctas <= 2 * int64_t(sms);
+  return o.keys_as_rows_deep_stages && p.D == 128 && ctas <= wave<128, 3>();
 }
 
 static_assert(keys_as_rows::kMaxG == kKeysAsRowsMaxGroup, "the selection's limit is the keys-as-rows kernel's");
