@@ -366,6 +366,32 @@ TEST_F(PrefillAttention, DecodeSplitOverTheContextMatchesReference) {
       check_against_reference(Case{32, 8, D, 16, {{1, 3000}, {1, 129}, {1, 8000}}, 1, 2}, seed++, k, true, by_length);
 }
 
+// The split count of a decode launch (host arithmetic, no GPU): at decode_split_target 0 a small
+// batch splits for the kernel's wave (here 520 CTAs: four an SM of 132, less 8 kv heads' tail), the
+// count rounded down so that the launch stays within it; an explicit target overrides the wave.
+TEST(DecodeSplits, AKernelsWaveSetsASmallBatchsSplits) {
+  float workspace = 0.0f;
+  unsigned counters = 0;
+  cuda::PagedAttentionParams p{};
+  p.split_workspace = &workspace, p.split_counters = &counters;
+  p.hq = 32, p.hkv = 8, p.D = 64, p.block_size = 16, p.max_blocks_per_req = 8192 / 16;
+  const int wave = 4 * 132 - p.hkv;
+  AttentionKernelOptions o;
+  ASSERT_EQ(o.decode_split_target, 0);
+  p.num_reqs_padded = 8;  // 64 (request, kv head) pairs: 520 / 64 = 8 splits (9 would be 576 CTAs)
+  const cuda::DecodeSplit eight = cuda::decode_splits(p, o, 8, 9, wave);
+  EXPECT_EQ(eight.base, 8);
+  EXPECT_EQ(eight.splits, 8);
+  EXPECT_LE(p.num_reqs_padded * eight.splits * p.hkv, wave);
+  p.num_reqs_padded = 1;  // 8 pairs: 65 splits of the wave, capped at kMaxDecodeSplits
+  EXPECT_EQ(cuda::decode_splits(p, o, 1, 2, wave).splits, cuda::kMaxDecodeSplits);
+  o.decode_split_target = 256;  // an explicit count: 256 / 64 pairs at 8 requests
+  p.num_reqs_padded = 8;
+  const cuda::DecodeSplit explicit_count = cuda::decode_splits(p, o, 8, 9, wave);
+  EXPECT_EQ(explicit_count.base, 4);
+  EXPECT_EQ(explicit_count.splits, 4);  // and 8k / decode_split_max_tiles 32 asks 4 by length
+}
+
 // A split decode launch captured on short contexts and replayed on long ones (and back): the
 // split count is the padded shape's, the splits used follow each replay's contexts.
 TEST_F(PrefillAttention, DecodeSplitGraphReplaysOnOtherContexts) {
