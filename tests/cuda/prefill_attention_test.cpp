@@ -367,7 +367,7 @@ TEST_F(PrefillAttention, DecodeSplitOverTheContextMatchesReference) {
 }
 
 // The split count of a decode launch (host arithmetic, no GPU): at decode_split_target 0 a small
-// batch splits for the kernel's wave (here 520 CTAs: four an SM of 132, less 8 kv heads' tail), the
+// batch splits for the kernel's wave (here four CTAs an SM of 132, less 8 kv heads' tail: 520), the
 // count rounded down so that the launch stays within it; an explicit target overrides the wave.
 TEST(DecodeSplits, AKernelsWaveSetsASmallBatchsSplits) {
   float workspace = 0.0f;
@@ -375,14 +375,14 @@ TEST(DecodeSplits, AKernelsWaveSetsASmallBatchsSplits) {
   cuda::PagedAttentionParams p{};
   p.split_workspace = &workspace, p.split_counters = &counters;
   p.hq = 32, p.hkv = 8, p.D = 64, p.block_size = 16, p.max_blocks_per_req = 8192 / 16;
-  const int wave = 4 * 132 - p.hkv;
+  const int wave = 4 * 132, room = wave - p.hkv;
   AttentionKernelOptions o;
   ASSERT_EQ(o.decode_split_target, 0);
   p.num_reqs_padded = 8;  // 64 (request, kv head) pairs: 520 / 64 = 8 splits (9 would be 576 CTAs)
   const cuda::DecodeSplit eight = cuda::decode_splits(p, o, 8, 9, wave);
   EXPECT_EQ(eight.base, 8);
   EXPECT_EQ(eight.splits, 8);
-  EXPECT_LE(p.num_reqs_padded * eight.splits * p.hkv, wave);
+  EXPECT_LE(p.num_reqs_padded * eight.splits * p.hkv, room);
   p.num_reqs_padded = 1;  // 8 pairs: 65 splits of the wave, capped at kMaxDecodeSplits
   EXPECT_EQ(cuda::decode_splits(p, o, 1, 2, wave).splits, cuda::kMaxDecodeSplits);
   o.decode_split_target = 256;  // an explicit count: 256 / 64 pairs at 8 requests

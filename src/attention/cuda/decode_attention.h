@@ -46,9 +46,9 @@ struct DecodeSplit {
 
 // The split of a tensor-core decode launch of T tokens and gx CTAs along x, from the padded shape
 // alone (num_reqs_padded, the block table's reach, T): base = o.decode_split_target CTAs (where 0:
-// `target`, the kernel's wave less its tail column) over the (request, kv head) pairs, the tiles a
-// part from o.decode_split_min_tiles / max_tiles; one part without a workspace, or when the
-// workspace or the counters are too small.
-DecodeSplit decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx, int target);
+// `wave`, the CTAs the GPU holds at once of the kernel launched, less its tail column's hkv) over
+// the (request, kv head) pairs, the tiles a part from o.decode_split_min_tiles / max_tiles; one
+// part without a workspace, or when the workspace or the counters are too small.
+DecodeSplit decode_splits(const PagedAttentionParams& p, const AttentionKernelOptions& o, int T, int gx, int wave);
 
 }  // namespace gs::cuda

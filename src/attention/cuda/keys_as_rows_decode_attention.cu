@@ -1,6 +1,4 @@
 // Implements keys_as_rows_decode_attention (attention/cuda/decode_attention.h).
-#include <algorithm>
-
 #include "attention/cuda/decode_attention.h"
 #include "attention/cuda/keys_as_rows_kernel.cuh"
 #include "attention/cuda/prefill_attention.h"
@@ -36,19 +34,13 @@ int wave() {
   return ctas;
 }
 
-// The split target of a launch on p (decode_split_target 0): a wave of the kernel it takes, less
-// the tail column's CTAs (split 0 of each kv head, which also hold their room while they work).
-// Head dim 128 counts the three-stage kernel's wave where that option is on: a launch within it
-// takes those stages (deep_stages).
-int split_target(const PagedAttentionParams& p, const AttentionKernelOptions& o) {
-  int ctas = 0;
-  if (p.fp8_cache)
-    ctas = p.D == 128 ? wave<128, 4, true>() : wave<64, 6, true>();
-  else if (p.D == 128)
-    ctas = o.keys_as_rows_deep_stages ? wave<128, 3>() : wave<128, 2>();
-  else
-    ctas = wave<64, 3>();
-  return std::max(1, ctas - p.hkv);
+// The wave decode_splits sizes a launch on p for: that of the kernel it takes. Head dim 128 counts
+// the three-stage kernel's where that option is on: a launch within it takes those stages
+// (deep_stages).
+int split_wave(const PagedAttentionParams& p, const AttentionKernelOptions& o) {
+  if (p.fp8_cache) return p.D == 128 ? wave<128, 4, true>() : wave<64, 6, true>();
+  if (p.D == 128) return o.keys_as_rows_deep_stages ? wave<128, 3>() : wave<128, 2>();
+  return wave<64, 3>();
 }
 
 // Whether a head-dim-128 launch takes three K/V stages (AttentionKernelOptions::keys_as_rows_deep_stages):
@@ -68,7 +60,7 @@ cudaError_t keys_as_rows_decode_attention(const PagedAttentionParams& p, const A
   if (T <= 0) return cudaGetLastError();
   if (!prefill_attention_supported(p) || p.hq / p.hkv > kKeysAsRowsMaxGroup) return cudaErrorInvalidValue;
   const int gx = p.num_reqs_padded + 1;
-  const DecodeSplit split = decode_splits(p, o, T, gx, split_target(p, o));
+  const DecodeSplit split = decode_splits(p, o, T, gx, split_wave(p, o));
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
   if (p.fp8_cache)  // e4m3 stages: twice the stages in the same shared memory
     return p.D == 128 ? launch_keys_as_rows<128, 4, true>(p, o, window, T, grid, split, s)

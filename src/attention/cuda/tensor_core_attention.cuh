@@ -396,8 +396,7 @@ cudaError_t prepare_tensor_core() {
 }
 
 // The CTAs of the split decode kernel for (D, MT, WG, MINB, F8) the GPU holds at once (its SMs
-// times the CTAs an SM takes; 0 where it cannot run): the split target (decode_splits) less the
-// tail column's.
+// times the CTAs an SM takes; 0 where it cannot run): the wave decode_splits sizes its splits for.
 template <int D, int MT, bool WG, int MINB, bool F8>
 int wave() {
   static const int ctas =
@@ -417,7 +416,7 @@ cudaError_t launch_tensor_core(const PagedAttentionParams& p, const AttentionKer
   const int tpt = C::rows / (p.hq / p.hkv);
   const int gx = T / tpt + p.num_reqs_padded + 1;
   DecodeSplit split;
-  if constexpr (SPLIT) split = decode_splits(p, o, T, gx, std::max(1, wave<D, MT, WG, MINB, F8>() - p.hkv));
+  if constexpr (SPLIT) split = decode_splits(p, o, T, gx, wave<D, MT, WG, MINB, F8>());
   const dim3 grid(unsigned(gx), unsigned(p.hkv), unsigned(split.splits));
   return launch_pdl(kernel, grid, C::threads, C::smem, s, p, window, T, split, SPLIT && o.decode_warp_split,
                     o.stage_query_starts);
