@@ -262,8 +262,11 @@ __device__ __forceinline__ void gemv_rows(const Src& src, WeightPtr<T, W> __rest
 #pragma unroll
         for (int r = 0; r < R; ++r) wv0[u][r] = __ldcs(wrow[r] + kv + 32 * u);
   }
-  pdl_wait();
+  // The trigger before the wait: the next kernel (attention, the next GEMV) launches while this one
+  // still waits for its predecessor, so that its launch and its own first weight loads overlap this
+  // one. No successor reads before its wait what this kernel's predecessor writes (launch.cuh).
   pdl_trigger();
+  pdl_wait();
   // HandoffRow: this warp's slice of the residual's squares, added over the block at the end (every
   // warp of the block takes part, outputs or not).
   __shared__ float slice_ss[Src::kBlockSs ? WARPS : 1];

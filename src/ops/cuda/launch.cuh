@@ -5,9 +5,14 @@
 // every kernel launched through launch_pdl:
 //   - it calls pdl_wait() in every thread before it reads anything an earlier kernel wrote or
 //     writes anything (only reads of constant data, such as weights, may come before);
-//   - it may call pdl_trigger() (after its own pdl_wait()) to let the next kernel start early:
-//     correctness never depends on where, since pdl_wait() waits for the whole previous grid to
-//     finish and its memory to be visible.
+//   - it may call pdl_trigger() to let the next kernel start early, after its own pdl_wait() or,
+//     where it says so, before it. pdl_wait() waits for the whole previous grid to finish and its
+//     memory to be visible, and that grid finished only after its own wait returned, so every
+//     earlier kernel has finished too: where the trigger sits never changes what a kernel reads
+//     after its wait.
+//   - a kernel that reads, before its wait, something an earlier kernel of the step wrote (the MoE
+//     down GEMM reads the routing's expert ids) relies on its predecessor triggering only after
+//     that predecessor's own wait; such a predecessor says so where it triggers.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, MT <= kStageMinPairs ? kCtasPerSm : 
   if (k + kStep <= kf) load(r0, k);
   if (preloaded) load(r1, k + kStep);
   if (early_ids) pdl_wait(), epi.prologue();
-  pdl_trigger();
+  pdl_trigger();  // after the wait: the down GEMM after gate_up reads its ids before its own (launch.cuh)
   for (int i = int(threadIdx.x); i < MT; i += kThreads) pairs[i] = ids ? begin : ix.sorted[begin + min(i, n - 1)];
   __syncthreads();
   const bf16_t* xr[MT / 8];
