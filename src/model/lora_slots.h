@@ -59,8 +59,9 @@ class LoraSlots {
   // (and its bias, if any) into a new [N + P, K] allocation whose rows after N are this
   // projection's slots (a), so that one GEMM computes the projection and every slot's shrink;
   // w (bias) then views the first N rows. Nothing is moved where the backend never takes the
-  // stacked form or the slot rows would add more than kMaxStackedBytes to each GEMM. Once per
-  // layer and projection, when the model binds the slots (before capture).
+  // stacked form, the slot rows would add more than kMaxStackedBytes to each GEMM, or w is FP8
+  // (e4m3 with scales: the slots are in the compute dtype). Once per layer and projection, when
+  // the model binds the slots (before capture).
   void stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias);
   // The base projection of x [n, K] into y [n, N] with the adapters' shrink, for the fused expand
   // `op` after it (none: the plain expand): lora_shrink then linear(x, w, bias, y), or one linear

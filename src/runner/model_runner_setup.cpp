@@ -51,9 +51,6 @@ void ModelRunner::Impl::build_model() {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                !src.dummy ? src.dir : "dummy weights, " + (src.dir.empty() ? "preset " + src.preset : src.dir));
   if (mcfg.quant.fp8) spdlog::info("quantization: {}; kernels: {}", mcfg.quant.describe(), backend->fp8_kernels());
-  GS_CHECK(!(cfg.enable_lora && mcfg.quant.fp8 && backend->fp8_weights()),
-           "--enable-lora on FP8 weights ({}) is not supported on {} yet; serve the float checkpoint for LoRA",
-           mcfg.quant.describe(), backend->name());
   if (cfg.enable_lora) {
     lora = std::make_unique<LoraInputs>(cfg, mcfg, tp_layout(mcfg, comm.get(), ep), *backend, max_tokens);
     model->bind_lora(&lora->slots());

@@ -1,11 +1,14 @@
 // LoRA on the GPU in bf16 against the merged-weight model (stories260K, W + scale * B A written
 // offline): the logprobs of every prompt token (prefill) and of the greedy decode steps (the
 // FULL_AND_PIECEWISE graphs, has_lora keys) agree within bf16 tolerance, while the base model's
-// differ by far more; attention adapters on mixture-of-experts fixtures likewise, in f32.
+// differ by far more; attention adapters on mixture-of-experts fixtures likewise, in f32; adapters
+// on FP8 bases against the CPU reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <tuple>
+#include <utility>
 
 #include "cuda_test_util.h"
 #include "engine/lora_test_util.h"
@@ -41,14 +44,15 @@ struct Trace {
 
 // Requests with adapters lora_ids (0: base) in one batch: their prompts in one step, then 11
 // decode steps of them all.
-std::vector<Trace> run(ModelRunner& runner, const std::vector<int>& lora_ids) {
+std::vector<Trace> run(ModelRunner& runner, const std::vector<int>& lora_ids,
+                       const std::vector<int32_t>& prompt = kPrompt) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.logprobs = 0;
   p.prompt_logprobs = 0;
   const size_t n = lora_ids.size();
   const int per_request = (64 + runner.block_size() - 1) / runner.block_size();
-  std::vector<std::vector<int32_t>> tokens(n, kPrompt), blocks(n);
+  std::vector<std::vector<int32_t>> tokens(n, prompt), blocks(n);
   for (size_t i = 0; i < n; ++i)
     for (int b = 0; b < per_request; ++b) blocks[i].push_back(int(i) * per_request + b);
   std::vector<Trace> r(n);
@@ -59,7 +63,7 @@ std::vector<Trace> run(ModelRunner& runner, const std::vector<int>& lora_ids) {
       ScheduledRequest s;
       s.id = int(i) + 1;
       s.all_token_ids = &tokens[i];
-      s.num_prompt_tokens = int(kPrompt.size());
+      s.num_prompt_tokens = int(prompt.size());
       s.num_computed_tokens = computed;
       s.num_new_tokens = int(tokens[i].size()) - computed;
       s.block_ids = &blocks[i];
@@ -188,6 +192,51 @@ TEST(CudaLoraModel, MixtureOfExpertsAttentionAdaptersMatchTheMergedWeights) {
     EXPECT_LT(d.max, 1e-3f);
     EXPECT_GT(d_base.max, 10 * d.max) << "the adapter must matter";
     EXPECT_EQ(with_lora.stats().graph_captures_after_startup, 0u);
+  }
+}
+
+// Adapters on FP8 bases (the per-channel and 128x128-block checkpoints, and --quantization fp8 of a
+// bf16 one) against the CPU reference of the same quantized weights in f32, which adds the adapter
+// to the dequantized projection: one request alone (one-token decode: the shrink beside the FP8
+// GEMV, the plain expand), and with the base model in a batch of two (the fused expands). The
+// prompts stay within the FP8 kernels' bf16-activation range (16 tokens a step), so only bf16's
+// rounding separates the two, within the bf16 merged-weights test's bounds.
+TEST(CudaLoraModel, Fp8BasesMatchTheCpuReference) {
+  GS_REQUIRE_GPU();
+  const std::vector<int32_t> prompt(kPrompt.begin(), kPrompt.begin() + 7);
+  for (const auto& [family, quantization] :
+       {std::pair<const char*, const char*>{"fp8_channel", ""}, {"fp8_block", ""}, {"llama", "fp8"}}) {
+    SCOPED_TRACE(std::string(family) + " " + quantization);
+    test::TempDir tmp;
+    const std::filesystem::path dir = test::family_dir(family);
+    const ModelConfig mc = load_model_config(dir);
+    const AdapterSpec spec{.rank = 8, .alpha = 16, .seed = 11, .a_range = 0.2f, .b_range = 0.2f};
+    test::write_adapter(tmp.path() / "ad", spec, mc.num_layers, mc);
+    RunnerConfig cfg = gpu_config(dir.string());
+    cfg.quantization = quantization;
+    cfg.enable_lora = true;
+    cfg.max_lora_rank = 8;
+    cfg.lora_modules = {{"ad", (tmp.path() / "ad").string()}};
+    RunnerConfig cpu_cfg = cfg;
+    cpu_cfg.device = "cpu", cpu_cfg.dtype = "float32";
+    cpu_cfg.compilation.cudagraph_mode = CUDAGraphMode::NONE;
+    ModelRunner gpu(cfg), cpu(cpu_cfg);
+    const std::vector<Trace> ref = run(cpu, {1, 0}, prompt), batch = run(gpu, {1, 0}, prompt);
+    const Trace alone = run(gpu, std::vector{1}, prompt).front();
+    for (const auto& [name, got, want] :
+         {std::tuple{"alone", &alone, &ref[0]}, std::tuple{"batched", &batch[0], &ref[0]},
+          std::tuple{"batched base", &batch[1], &ref[1]}}) {
+      const Diff d = diff(*got, *want);
+      std::printf("[lora-fp8] %-11s %-3s %-12s against the CPU: logprobs max %.4f mean %.4f, %d decode steps equal\n",
+                  family, quantization, name, d.max, d.mean, d.steps);
+      EXPECT_LT(d.max, 0.25f) << name;
+      EXPECT_LT(d.mean, 0.05f) << name;
+      EXPECT_GE(d.steps, 3) << name;
+    }
+    const Diff d = diff(alone, ref[0]), d_base = diff(batch[1], ref[0]);
+    EXPECT_GT(d_base.mean, 5 * d.mean) << "the adapter must matter";
+    EXPECT_EQ(gpu.stats().graph_captures_after_startup, 0u);
+    EXPECT_GT(gpu.stats().steps_full, 0u);
   }
 }
 
