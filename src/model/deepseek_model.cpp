@@ -38,6 +38,7 @@ struct DeepseekWeights {
 // An FP8 checkpoint's weights (DeepSeek-V3's 128x128 blocks, or any layout model/quant_config
 // reads) are dequantized to the compute dtype, the MLA kernels reading kv_b_proj themselves; the
 // routed experts stay FP8 where WeightLoader::fp8_experts (the same moe_experts as every MoE).
+// --quantization fp8 quantizes those routed experts alone, per output channel, at load.
 class Loader : public WeightLoader {
  public:
   Loader(const ModelConfig& cfg, const TpLayout& tp, Backend& backend, WeightSource& src)
@@ -296,11 +297,10 @@ std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, We
                                                       const TpLayout& tp, Communicator* comm, int max_logit_rows) {
   auto* mla = dynamic_cast<MlaAttentionBackend*>(&attention);
   GS_CHECK(mla, "{} needs the multi-head latent attention backend, got '{}'", cfg.architecture_name, attention.name());
-  GS_CHECK(!cfg.quant.online,
-           "--quantization fp8 is not supported for {} (multi-head latent attention); its FP8 checkpoints load, "
-           "dequantized to {}",
-           cfg.architecture_name, dtype_name(backend.compute_dtype()));
-  if (cfg.quant.fp8)
+  if (cfg.quant.online)
+    spdlog::info("{}: --quantization fp8 quantizes the routed experts at load; the other weights stay in {}",
+                 cfg.architecture_name, dtype_name(backend.compute_dtype()));
+  else if (cfg.quant.fp8)
     spdlog::info("{}: the FP8 checkpoint's weights are dequantized to {} at load ({})", cfg.architecture_name,
                  dtype_name(backend.compute_dtype()), cfg.quant.describe());
   Loader loader(cfg, tp, backend, src);

@@ -58,6 +58,7 @@ bool WeightLoader::fp8_experts(const std::string& module) const {
 bool WeightLoader::quantized_at_load(const std::string& name) const {
   const std::string module = module_of(name);
   if (is_routed_expert(name)) return fp8_experts(module);
+  if (!keep_fp8_ && cfg_.quant.online) return false;
   return is_projection(name) && !is_expert(name) && cfg_.quant.quantizes(module);
 }
 

@@ -79,7 +79,9 @@ class WeightLoader {
   // Shared experts always keep the compute dtype.
   bool fp8_experts(const std::string& module) const;
   // Whether --quantization fp8 rounds HF tensor `name` through e4m3: the projections the model
-  // quantizes (no shared expert), and the routed experts where fp8_experts().
+  // quantizes (no shared expert), and the routed experts where fp8_experts(). A loader that keeps
+  // no FP8 projections (!keep_fp8_: DeepSeek's) rounds only the routed experts, which compute in
+  // FP8; a dummy FP8 checkpoint's projections are rounded as the checkpoint's values are.
   bool quantized_at_load(const std::string& name) const;
   static bool is_routed_expert(const std::string& name);  // a routed expert's tensor
   static bool is_expert(const std::string& name);         // a routed or the shared expert's
