@@ -298,8 +298,10 @@ std::unique_ptr<PiecewiseModel> create_deepseek_model(const ModelConfig& cfg, We
   auto* mla = dynamic_cast<MlaAttentionBackend*>(&attention);
   GS_CHECK(mla, "{} needs the multi-head latent attention backend, got '{}'", cfg.architecture_name, attention.name());
   if (cfg.quant.online)
-    spdlog::info("{}: --quantization fp8 quantizes the routed experts at load; the other weights stay in {}",
-                 cfg.architecture_name, dtype_name(backend.compute_dtype()));
+    spdlog::info(
+        "{}: --quantization fp8 quantizes the routed experts at load where their widths allow (the MoE line "
+        "says); the other weights stay in {}",
+        cfg.architecture_name, dtype_name(backend.compute_dtype()));
   else if (cfg.quant.fp8)
     spdlog::info("{}: the FP8 checkpoint's weights are dequantized to {} at load ({})", cfg.architecture_name,
                  dtype_name(backend.compute_dtype()), cfg.quant.describe());

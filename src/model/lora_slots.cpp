@@ -90,11 +90,12 @@ bool LoraSlots::stacked(const Proj& w, LoraFusedOp op, int n) const {
 void LoraSlots::stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias) {
   Proj& pw = layers_.at(size_t(layer))[size_t(p)];
   const int64_t S = max_loras_, R = pw.a.dim(1), K = pw.a.dim(2), N = pw.bt.dim(2), P = lora_stacked_width(S, R);
-  GS_CHECK(w.ndim() == 2 && w.dim(0) == N && w.dim(1) == K && (w.dtype() == pw.a.dtype() || w.scales().defined()),
-           "LoRA: layer {} projection {}: weight {} is not [{}, {}]", layer, int(p), w.str(), N, K);
   // An FP8 base (e4m3 rows with their scales) keeps its own GEMMs: the slot rows are in the
   // compute dtype, so its adapters take lora_shrink beside the projection.
-  if (w.dtype() != pw.a.dtype()) return;
+  const bool fp8 = w.scales().defined();
+  GS_CHECK(w.ndim() == 2 && w.dim(0) == N && w.dim(1) == K && (fp8 || w.dtype() == pw.a.dtype()),
+           "LoRA: layer {} projection {}: weight {} is not [{}, {}]", layer, int(p), w.str(), N, K);
+  if (fp8) return;
   if (!stackable_[size_t(p)] || pw.stacked_w.defined()) return;  // never stacked (or already)
   const Tensor old_w = w, old_bias = bias;                       // alive until the copies out of them are done
   pw.stacked_w = Tensor::empty({N + P, K}, w.dtype(), be_.allocator());
