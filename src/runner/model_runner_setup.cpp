@@ -71,10 +71,6 @@ void ModelRunner::Impl::build_model() {
 
 void ModelRunner::Impl::plan_kv_cache() {
   const KVLayout layout = kv_layout(local_cfg);  // MLA: one latent row a token, no V plane
-  GS_CHECK(!cfg.fp8_kv_cache() || layout.planes == 2,
-           "--kv-cache-dtype {}: an FP8 KV cache is not supported for multi-head latent attention (DeepSeek) yet; "
-           "use --kv-cache-dtype auto",
-           cfg.kv_cache_dtype);
   const DType kv_dtype = cfg.fp8_kv_cache() ? DType::F8E4M3 : backend->compute_dtype();
   const KVCacheSpec spec{0, cfg.block_size, layout.num_kv_heads, layout.head_dim, kv_dtype, layout.planes};
   const size_t per_block = spec.block_bytes() * size_t(mcfg.num_layers);

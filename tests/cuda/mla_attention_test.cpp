@@ -94,15 +94,20 @@ Scenario mixed() { return {40, 6, {{0, 0, 0}, {5, 9, 3}}, {{5, 9, 3}, {7, 1, 1}}
 // it decodes one token with one padded token (its 201 rows split over many CTAs).
 Scenario long_context() { return {64, 51, {{0}, {200}}, {{200}, {1}}, {0, 1}}; }
 
-// Runs the scenario's steps on `backend` with `mla`; returns the last step's output [T, H v] as f32.
-std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc, const MlaShape& s) {
+// Runs the scenario's steps on `backend` with `mla`, over a cache of dt, or of e4m3 at `e4m3_scale`
+// where it is > 0; returns the last step's output [T, H v] as f32.
+std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc, const MlaShape& s,
+                       float e4m3_scale = 0.0f) {
   const int H = s.num_heads, T = 256;
   auto dev_i32 = [&](const std::vector<int32_t>& v) { return test::on_i32(be, v, {int64_t(v.size())}); };
   const Tensor kv_a_norm = test::on(be, test::randn(size_t(s.kv_lora_rank), 3, 0.3f), {s.kv_lora_rank}, dt);
   const Tensor kv_b =
       test::on(be, test::randn(size_t(H * (s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank), 4, 0.2f),
                {H * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}, dt);
-  KVCacheLayer cache{Tensor::empty({sc.num_blocks, 4, 1, s.latent_dim()}, dt, be.allocator()), Tensor()};
+  KVCacheLayer cache{
+      Tensor::empty({sc.num_blocks, 4, 1, s.latent_dim()}, e4m3_scale > 0 ? DType::F8E4M3 : dt, be.allocator()),
+      Tensor()};
+  if (e4m3_scale > 0) cache.k_scale = e4m3_scale;
   be.fill_zero(cache.k);
   const Tensor q_latent = Tensor::empty({T, H * s.latent_dim()}, DType::F32, be.allocator());
   const Tensor o_latent = Tensor::empty({T, H * s.kv_lora_rank}, DType::F32, be.allocator());
@@ -145,6 +150,33 @@ void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape()
     for (int t = real; t < last.num_tokens; ++t)  // padded tokens: zero rows
       for (int i = 0; i < H * v; ++i) ASSERT_EQ(got[size_t(t * H * v + i)], 0.0f) << t;
   }
+}
+
+// An e4m3 latent cache (--kv-cache-dtype fp8) at scale 0.5: the CUDA kernels in f32 and bf16 against
+// the CPU reference over the same e4m3 cache (both quantize each latent value from f32, so only a
+// value on a rounding boundary can land one e4m3 step apart), which stays within e4m3's rounding
+// of the f32 cache's output and differs from it.
+void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape) {
+  auto cpu = make_cpu_backend();
+  auto ref_mla = make_mla_attention(*cpu, shape);
+  const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape, 0.5f);
+  const double moved = test::rel_l2(ref, run(*cpu, *ref_mla, DType::F32, sc, shape));
+  std::printf("[mla-cuda] e4m3 cache: the CPU reference against its f32 cache rel-L2 %.2e\n", moved);
+  EXPECT_GT(moved, 1e-3);
+  EXPECT_LT(moved, 0.1);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    auto gpu = make_cuda_backend(0, dt);
+    auto mla = make_cuda_mla_attention(*gpu, shape);
+    const double e = test::rel_l2(run(*gpu, *mla, dt, sc, shape, 0.5f), ref);
+    std::printf("[mla-cuda] %s, e4m3 cache, vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(), e);
+    EXPECT_LT(e, dt == DType::F32 ? 1e-2 : 3e-2);
+  }
+}
+
+TEST(CudaMla, E4m3CacheMatchesTheCpuReference) {
+  GS_REQUIRE_GPU();
+  expect_e4m3_matches_cpu(mixed(), test_shape());
+  expect_e4m3_matches_cpu(long_context(), lite_shape());
 }
 
 // 19 tokens: each token's context splits over several CTAs (cuda::mla_splits), merged by expand.

@@ -1,6 +1,7 @@
 // CPU multi-head latent attention (fp32 reference; attention/mla_attention.h): the latent row of
 // every token (kv_a_layernorm of c_kv, rotated k_pe) into the cache, then per request the
-// absorbed decode form (one query) or the expanded prefill form (more queries).
+// absorbed decode form (one query) or the expanded prefill form (more queries). An e4m3 cache
+// (--kv-cache-dtype fp8) stores each latent value through e4m3 at the layer's scale.
 //
 // Everything that changes from batch to batch is read from the metadata buffers inside the
 // recorded closure, as the CPU attention does.
@@ -11,6 +12,7 @@
 
 #include "attention/mla_attention.h"
 #include "core/cpu_stream.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace gs {
@@ -24,7 +26,9 @@ struct MlaLaunch {
   const float* kv_b;
   const int32_t* positions;
   float* out;
-  float* cache;  // [blocks, block_size, latent]
+  float* cache;     // [blocks, block_size, latent]; null where cache8 holds it
+  uint8_t* cache8;  // e4m3 (--kv-cache-dtype fp8): x stored as e4m3(x * (1 / scale)), read as e4m3 * scale
+  float scale;
   const float* inv_freq;
   const int32_t* qsl;
   const int32_t* seq_lens;
@@ -59,7 +63,19 @@ struct MlaLaunch {
   int64_t slot_of(int64_t r, int64_t p) const {
     return int64_t(block_table[r * max_blocks + p / block_size]) * block_size + p % block_size;
   }
-  const float* row(int64_t r, int64_t p) const { return cache + slot_of(r, p) * latent(); }
+  // Request r's latent rows of positions [0, ctx), in f32 (an e4m3 cache's dequantized).
+  std::vector<float> context(int64_t r, int64_t ctx) const {
+    std::vector<float> rows(static_cast<size_t>(ctx * latent()));
+    for (int64_t p = 0; p < ctx; ++p) {
+      float* dst = rows.data() + p * latent();
+      const int64_t at = slot_of(r, p) * latent();
+      if (cache8)
+        for (int64_t i = 0; i < latent(); ++i) dst[i] = f8e4m3_to_f32(cache8[at + i]) * scale;
+      else
+        std::copy_n(cache + at, latent(), dst);
+    }
+    return rows;
+  }
 
   void write_cache(int64_t actual) const {
     const int64_t capacity = num_blocks * block_size;
@@ -76,7 +92,12 @@ struct MlaLaunch {
       for (int64_t i = 0; i < L(); ++i) lat[size_t(i)] = kv_a_norm[i] * (x[i] * inv);
       std::copy(x + L(), x + latent(), lat.begin() + L());
       rotate(lat.data() + L(), positions[t]);
-      std::memcpy(cache + slot * latent(), lat.data(), lat.size() * sizeof(float));
+      if (cache8) {
+        const float inv = 1.0f / scale;
+        for (int64_t i = 0; i < latent(); ++i) cache8[slot * latent() + i] = f32_to_f8e4m3(lat[size_t(i)] * inv);
+      } else {
+        std::memcpy(cache + slot * latent(), lat.data(), lat.size() * sizeof(float));
+      }
     }
   }
 
@@ -97,8 +118,8 @@ struct MlaLaunch {
     rotate(qpe, positions[t]);
   }
 
-  // Decode: head h of token t over positions [0, ctx) in the latent space.
-  void decode_head(int64_t r, int64_t t, int64_t h, int64_t ctx) const {
+  // Decode: head h of token t over positions [0, ctx) (their latent rows) in the latent space.
+  void decode_head(int64_t t, int64_t h, int64_t ctx, const float* rows) const {
     std::vector<float> q_lat(static_cast<size_t>(L()), 0.0f), acc(static_cast<size_t>(L()), 0.0f),
         qpe(static_cast<size_t>(R()));
     const float* qn = q + (t * H() + h) * qk();
@@ -109,7 +130,7 @@ struct MlaLaunch {
     q_pe(t, h, qpe.data());
     float m = -INFINITY, l = 0.0f;
     for (int64_t p = 0; p < ctx; ++p) {
-      const float* c = row(r, p);
+      const float* c = rows + p * latent();
       float sc = 0.0f;
       for (int64_t i = 0; i < L(); ++i) sc += q_lat[size_t(i)] * c[i];
       for (int64_t i = 0; i < R(); ++i) sc += qpe[size_t(i)] * c[L() + i];
@@ -130,11 +151,11 @@ struct MlaLaunch {
 
   // Prefill: the request's context up-projected into k_nope [ctx, H, nope] and v [ctx, H, v],
   // then causal attention of its queries (the last q_len positions).
-  void prefill(int64_t r, int64_t q0, int64_t q_len, int64_t ctx) const {
+  void prefill(int64_t q0, int64_t q_len, int64_t ctx, const float* rows) const {
     std::vector<float> kn(static_cast<size_t>(ctx * H() * dn())), vv(static_cast<size_t>(ctx * H() * dv()));
 #pragma omp parallel for if (ctx * H() > 256)
     for (int64_t p = 0; p < ctx; ++p) {
-      const float* c = row(r, p);
+      const float* c = rows + p * latent();
       for (int64_t h = 0; h < H(); ++h)
         for (int64_t j = 0; j < dn() + dv(); ++j) {
           const float* w = kv_b_row(h, j);
@@ -156,7 +177,7 @@ struct MlaLaunch {
         float m = -INFINITY, l = 0.0f;
         for (int64_t p = 0; p <= last; ++p) {
           const float* k = &kn[size_t((p * H() + h) * dn())];
-          const float* kpe = row(r, p) + L();
+          const float* kpe = rows + p * latent() + L();
           float sc = 0.0f;
           for (int64_t j = 0; j < dn(); ++j) sc += qn[j] * k[j];
           for (int64_t j = 0; j < R(); ++j) sc += qpe[size_t(j)] * kpe[j];
@@ -179,12 +200,13 @@ struct MlaLaunch {
       const int64_t q0 = qsl[r], q_len = qsl[r + 1] - q0, ctx = seq_lens[r];
       if (q_len <= 0) continue;
       check_request(r, q_len, ctx);
+      const std::vector<float> rows = context(r, ctx);
       if (q_len > 1) {
-        prefill(r, q0, q_len, ctx);
+        prefill(q0, q_len, ctx, rows.data());
         continue;
       }
 #pragma omp parallel for if (H() * ctx > 4096)
-      for (int64_t h = 0; h < H(); ++h) decode_head(r, q0, h, ctx);
+      for (int64_t h = 0; h < H(); ++h) decode_head(q0, h, ctx, rows.data());
     }
   }
 };
@@ -214,8 +236,12 @@ class CpuMlaAttention final : public MlaAttentionBackend {
   MlaLaunch describe(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) const {
     const MlaShape& s = shape_;
     const int64_t T = a.q.dim(0), H = s.num_heads;
-    for (const Tensor* t : {&a.q, &a.kv_a, &a.kv_a_norm, &a.kv_b, &a.out, &cache.k})
+    for (const Tensor* t : {&a.q, &a.kv_a, &a.kv_a_norm, &a.kv_b, &a.out})
       GS_CHECK(t->dtype() == DType::F32 && t->device().is_cpu(), "CPU MLA attention: {} must be host f32", t->str());
+    GS_CHECK((cache.k.dtype() == DType::F32 || cache.fp8()) && cache.k.device().is_cpu(),
+             "CPU MLA attention: the cache {} must be host f32 or f8e4m3", cache.k.str());
+    GS_CHECK(!cache.fp8() || cache.scales_valid(), "CPU MLA attention: the e4m3 cache's scale {} must be finite and > 0",
+             cache.k_scale);
     GS_CHECK(a.q.numel() == T * H * s.qk_head_dim() && a.kv_a.numel() == T * s.latent_dim() &&
                  a.out.numel() == T * H * s.v_head_dim && a.kv_a_norm.numel() == s.kv_lora_rank &&
                  a.kv_b.numel() == H * int64_t(s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank &&
@@ -238,7 +264,9 @@ class CpuMlaAttention final : public MlaAttentionBackend {
                      a.kv_b.data_as<const float>(),
                      a.positions.data_as<const int32_t>(),
                      a.out.data_as<float>(),
-                     cache.k.data_as<float>(),
+                     cache.fp8() ? nullptr : cache.k.data_as<float>(),
+                     cache.fp8() ? cache.k.data_as<uint8_t>() : nullptr,
+                     cache.k_scale,
                      inv_freq_.data(),
                      md.query_start_loc.data_as<const int32_t>(),
                      md.seq_lens.data_as<const int32_t>(),

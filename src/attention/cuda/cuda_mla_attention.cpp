@@ -48,13 +48,12 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   void forward_mla(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) override {
     const MlaShape& s = shape_;
     const int64_t T = a.q.dim(0), H = s.num_heads;
-    for (auto [t, n] : {std::pair{&a.q, "q"},
-                        {&a.kv_a, "kv_a"},
-                        {&a.kv_a_norm, "kv_a_norm"},
-                        {&a.kv_b, "kv_b"},
-                        {&a.out, "out"},
-                        {&cache.k, "the cache"}})
+    for (auto [t, n] : {std::pair{&a.q, "q"}, {&a.kv_a, "kv_a"}, {&a.kv_a_norm, "kv_a_norm"}, {&a.kv_b, "kv_b"},
+                        {&a.out, "out"}})
       need(*t, dtype_, n);
+    need(cache.k, cache.fp8() ? DType::F8E4M3 : dtype_, "the cache");
+    GS_CHECK(!cache.fp8() || cache.scales_valid(), "cuda MLA attention: the e4m3 cache's scale {} must be finite and > 0",
+             cache.k_scale);
     need(a.q_latent, DType::F32, "q_latent");
     need(a.o_latent, DType::F32, "o_latent");
     GS_CHECK(a.q.numel() == T * H * s.qk_head_dim() && a.kv_a.numel() == T * s.latent_dim() &&
@@ -84,7 +83,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          a.kv_b.data_as<const S>(),
                          a.positions.data_as<const int32_t>(),
                          inv_freq_.data_as<const float>(),
-                         cache.k.data_as<S>(),
+                         cache.fp8() ? nullptr : cache.k.data_as<S>(),
                          a.out.data_as<S>(),
                          a.q_latent.data_as<float>(),
                          a.o_latent.data_as<float>(),
@@ -101,6 +100,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          cuda::mla_splits(T, shape_.num_heads, sm_count_),
                          shape_.kv_norm_eps,
                          dims_};
+    if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
     GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
   }
 

@@ -15,6 +15,7 @@
 #include "attention/cuda/find_request.cuh"
 #include "attention/cuda/mla_kernels.h"
 #include "ops/cuda/device_util.cuh"
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/launch.cuh"
 
 namespace gs::cuda {
@@ -91,8 +92,15 @@ __global__ void latent_kernel(MlaLaunch<T> l) {
   }
   ss = block_sum(ss);
   const float inv = rsqrtf(ss / float(L) + l.norm_eps);
-  T* row = l.cache + int64_t(l.slots[t]) * D;
-  for (int i = threadIdx.x; i < L; i += kThreads) row[i] = from_f<T>(to_f(l.kv_a_norm[i]) * (to_f(x[i]) * inv));
+  const int64_t at = int64_t(l.slots[t]) * D;
+  const float q_inv = 1.0f / l.cache_scale;
+  const auto store = [&](int i, float v) {
+    if (l.cache8)
+      l.cache8[at + i] = __nv_cvt_float_to_fp8(v * q_inv, __NV_SATFINITE, __NV_E4M3);
+    else
+      l.cache[at + i] = from_f<T>(v);
+  };
+  for (int i = threadIdx.x; i < L; i += kThreads) store(i, to_f(l.kv_a_norm[i]) * (to_f(x[i]) * inv));
   for (int i = threadIdx.x; i < d.rope; i += kThreads) pe[i] = to_f(x[L + i]);
   __syncthreads();
   if (threadIdx.x < d.rope / 2) {
@@ -100,7 +108,7 @@ __global__ void latent_kernel(MlaLaunch<T> l) {
     rp.rotate(pe[rp.a], pe[rp.b], pe);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < d.rope; i += kThreads) row[L + i] = from_f<T>(pe[i]);
+  for (int i = threadIdx.x; i < d.rope; i += kThreads) store(L + i, pe[i]);
 }
 
 // absorb: a CTA holds W_UK's kAbsorbCols columns of one head in registers (thread: 8 columns
@@ -192,9 +200,56 @@ struct AttendLayout {
 };
 
 // Loads rows [p0, p0 + kRows) of the request's cache (zeros past `end`) into k_s.
+// Rows p0 .. p0 + kRows (zeros from end) of an e4m3 cache into k_s, dequantized.
+template <typename T>
+__device__ __forceinline__ void load_rows_e4m3(const MlaLaunch<T>& l, const int32_t* blocks, int p0, int end, int ds,
+                                               float* k_s) {
+  const int D = l.d.latent(), bs = l.block_size;
+  const float sc = l.cache_scale;
+  const auto at = [&](int p) { return (int64_t(blocks[p / bs]) * bs + p % bs) * D; };
+  if (D % 8 == 0) {  // 8 elements a load (8 bytes)
+    const int per = D / 8;
+    batched_copy<kRowBatch>(
+        kRows * per,
+        [&](int i) {
+          const int c = i / per, p = p0 + c;
+          return p < end ? *reinterpret_cast<const uint2*>(l.cache8 + at(p) + (i - c * per) * 8) : make_uint2(0, 0);
+        },
+        [&](int i, const uint2& r) {
+          const int c = i / per;
+          const uint32_t h[4] = {e4m3x2_to_f16x2(r.x), e4m3x2_to_f16x2(r.x >> 16), e4m3x2_to_f16x2(r.y),
+                                 e4m3x2_to_f16x2(r.y >> 16)};
+          float f[8];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h[k]));
+            f[2 * k] = v.x * sc, f[2 * k + 1] = v.y * sc;
+          }
+          float4* dst = reinterpret_cast<float4*>(k_s + c * ds + (i - c * per) * 8);
+          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        });
+    return;
+  }
+  batched_copy<kRowBatch>(
+      kRows * D,
+      [&](int i) {
+        const int c = i / D, p = p0 + c;
+        return p < end ? l.cache8[at(p) + i - c * D] : uint8_t(0);
+      },
+      [&](int i, uint8_t v) {
+        const __half_raw hr = __nv_cvt_fp8_to_halfraw(v, __NV_E4M3);
+        k_s[(i / D) * ds + i % D] = __half2float(__half(hr)) * sc;
+      });
+}
+
 template <typename T>
 __device__ __forceinline__ void load_rows(const MlaLaunch<T>& l, const int32_t* blocks, int p0, int end, int ds,
                                           float* k_s) {
+  if (l.cache8) {
+    load_rows_e4m3(l, blocks, p0, end, ds, k_s);
+    return;
+  }
   const int D = l.d.latent(), bs = l.block_size;
   if (D % 8 == 0) {  // 8 elements a load (one 16-byte vector of bf16, two of f32)
     struct Raw {

@@ -29,7 +29,7 @@ struct MlaLaunch {
   const Scalar* kv_b;       // [H (nope + v), L]
   const int32_t* positions;
   const float* inv_freq;  // [R / 2]
-  Scalar* cache;          // [blocks, block_size, L + R]
+  Scalar* cache;          // [blocks, block_size, L + R]; null where cache8 holds it
   Scalar* out;            // [T, H v]
   float* q_latent;        // scratch [T, H, L + R]
   float* o_latent;        // scratch [T, H, L] (splits 1)
@@ -42,6 +42,10 @@ struct MlaLaunch {
   int num_tokens, num_reqs, block_size, max_blocks, splits;
   float norm_eps;
   MlaDims d;
+  // An e4m3 cache (--kv-cache-dtype fp8) instead of `cache`: a latent value x stored as
+  // e4m3(x * (1 / cache_scale)) from its f32 value, read as e4m3 * cache_scale.
+  uint8_t* cache8 = nullptr;
+  float cache_scale = 1.0f;
 };
 
 // The most kv_lora_rank the attention kernel's per-thread accumulators hold.
