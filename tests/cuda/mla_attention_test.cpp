@@ -132,18 +132,23 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Sc
   return out;
 }
 
-// The CUDA backend against the CPU reference on `sc`, in f32 and bf16; padded tokens get zero rows.
-void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape()) {
+// The CUDA backend (kernels chosen by `o`) against the CPU reference on `sc`, in f32 and bf16;
+// padded tokens get zero rows.
+void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape(),
+                        const AttentionKernelOptions& o = {}) {
   auto cpu = make_cpu_backend();
   auto ref_mla = make_mla_attention(*cpu, shape);
   const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape);
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
-    auto mla = make_cuda_mla_attention(*gpu, shape);
+    auto mla = make_cuda_mla_attention(*gpu, shape, o);
     EXPECT_EQ(mla->cudagraph_support(), AttentionCGSupport::ALWAYS);
+    const bool tensor_cores = dt == DType::BF16 && o.mla_tensor_core_min_tokens == 1;
+    EXPECT_EQ(mla->name().find("from 1 tokens") != std::string::npos, tensor_cores) << mla->name();
     const std::vector<float> got = run(*gpu, *mla, dt, sc, shape);
     const double e = test::rel_l2(got, ref);
-    std::printf("[mla-cuda] %s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(), e);
+    std::printf("[mla-cuda] %s%s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
+                tensor_cores ? " (tensor cores)" : "", e);
     EXPECT_LT(e, dt == DType::F32 ? 1e-5 : 2e-2);
     const Batch last = step(sc, sc.n.size() - 1);
     const int H = shape.num_heads, v = shape.v_head_dim, real = last.qsl.back();
@@ -156,7 +161,7 @@ void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape()
 // the CPU reference over the same e4m3 cache (both quantize each latent value from f32, so only a
 // value on a rounding boundary can land one e4m3 step apart), which stays within e4m3's rounding
 // of the f32 cache's output and differs from it.
-void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape) {
+void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape, const AttentionKernelOptions& o = {}) {
   auto cpu = make_cpu_backend();
   auto ref_mla = make_mla_attention(*cpu, shape);
   const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape, 0.5f);
@@ -166,9 +171,10 @@ void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape) {
   EXPECT_LT(moved, 0.1);
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
-    auto mla = make_cuda_mla_attention(*gpu, shape);
+    auto mla = make_cuda_mla_attention(*gpu, shape, o);
     const double e = test::rel_l2(run(*gpu, *mla, dt, sc, shape, 0.5f), ref);
-    std::printf("[mla-cuda] %s, e4m3 cache, vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(), e);
+    std::printf("[mla-cuda] %s, e4m3 cache (%s), vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
+                mla->name().c_str(), e);
     EXPECT_LT(e, dt == DType::F32 ? 1e-2 : 3e-2);
   }
 }
@@ -177,6 +183,18 @@ TEST(CudaMla, E4m3CacheMatchesTheCpuReference) {
   GS_REQUIRE_GPU();
   expect_e4m3_matches_cpu(mixed(), test_shape());
   expect_e4m3_matches_cpu(long_context(), lite_shape());
+}
+
+// The tensor-core attend (every launch, mla_tensor_core_min_tokens 1) on the same batches: heads
+// that do not divide its 64 rows (20 heads, 3 tokens a tile) with padded latent columns (64 + 16),
+// DeepSeek-V2-Lite's shape over a 200-token prefill and a decode, and an e4m3 cache.
+TEST(CudaMla, TensorCoresMatchTheCpuReference) {
+  GS_REQUIRE_GPU();
+  AttentionKernelOptions o;
+  o.mla_tensor_core_min_tokens = 1;
+  expect_matches_cpu(mixed(), test_shape(), o);
+  expect_matches_cpu(long_context(), lite_shape(), o);
+  expect_e4m3_matches_cpu(long_context(), lite_shape(), o);
 }
 
 // 19 tokens: each token's context splits over several CTAs (cuda::mla_splits), merged by expand.
@@ -286,7 +304,9 @@ TEST(DeepSeekFp8, RoutedExpertsMatchTheCpuReference) {
     c.compilation.cudagraph_mode = gpu ? CUDAGraphMode::FULL_AND_PIECEWISE : CUDAGraphMode::NONE;
     ModelRunner runner(c);
     auto r = teacher_forced_logprobs(runner, prompt, 6);
-    if (gpu) EXPECT_GT(runner.stats().steps_full, 0u);
+    if (gpu) {
+      EXPECT_GT(runner.stats().steps_full, 0u);
+    }
     return r;
   };
   const auto got = lp(true, "fp8"), want = lp(false, "fp8"), bf16 = lp(true, ""), f32 = lp(false, "");

@@ -240,8 +240,8 @@ class CpuMlaAttention final : public MlaAttentionBackend {
       GS_CHECK(t->dtype() == DType::F32 && t->device().is_cpu(), "CPU MLA attention: {} must be host f32", t->str());
     GS_CHECK((cache.k.dtype() == DType::F32 || cache.fp8()) && cache.k.device().is_cpu(),
              "CPU MLA attention: the cache {} must be host f32 or f8e4m3", cache.k.str());
-    GS_CHECK(!cache.fp8() || cache.scales_valid(), "CPU MLA attention: the e4m3 cache's scale {} must be finite and > 0",
-             cache.k_scale);
+    GS_CHECK(!cache.fp8() || cache.scales_valid(),
+             "CPU MLA attention: the e4m3 cache's scale {} must be finite and > 0", cache.k_scale);
     GS_CHECK(a.q.numel() == T * H * s.qk_head_dim() && a.kv_a.numel() == T * s.latent_dim() &&
                  a.out.numel() == T * H * s.v_head_dim && a.kv_a_norm.numel() == s.kv_lora_rank &&
                  a.kv_b.numel() == H * int64_t(s.qk_nope_head_dim + s.v_head_dim) * s.kv_lora_rank &&

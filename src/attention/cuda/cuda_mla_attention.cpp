@@ -1,6 +1,10 @@
 // Implements attention/cuda/cuda_mla_attention.h.
 #include "attention/cuda/cuda_mla_attention.h"
 
+#include <fmt/format.h>
+
+#include <climits>
+
 #include "attention/cuda/mla_kernels.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -17,7 +21,8 @@ void need(const Tensor& t, DType d, const char* name) {
 
 class CudaMlaAttention final : public MlaAttentionBackend {
  public:
-  CudaMlaAttention(Backend& backend, const MlaShape& shape) : MlaAttentionBackend(shape), backend_(backend) {
+  CudaMlaAttention(Backend& backend, const MlaShape& shape, const AttentionKernelOptions& options)
+      : MlaAttentionBackend(shape), backend_(backend) {
     auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
     GS_CHECK(cs, "cuda MLA attention needs the CUDA backend, got backend '{}'", backend.name());
     stream_ = cs->handle();
@@ -40,20 +45,31 @@ class CudaMlaAttention final : public MlaAttentionBackend {
         Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, shape.kv_lora_rank}, DType::F32, backend.allocator());
     ml_part_ = Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, 2}, DType::F32, backend.allocator());
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
+    // Tensor cores from the token count at which the CUDA-core kernel stops splitting contexts.
+    const int groups = (shape.num_heads + 15) / 16;
+    tensor_core_min_tokens_ = options.mla_tensor_core_min_tokens > 0 ? options.mla_tensor_core_min_tokens
+                                                                     : (2 * sm_count_ + groups - 1) / groups;
+    if (options.mla_tensor_core_min_tokens < 0 || dtype_ != DType::BF16 || !cuda::mla_attend_mma_supported(dims_))
+      tensor_core_min_tokens_ = INT_MAX;
+    if (tensor_core_min_tokens_ != INT_MAX) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
   }
 
-  std::string name() const override { return "mla-cuda"; }
+  std::string name() const override {
+    return tensor_core_min_tokens_ == INT_MAX
+               ? "mla-cuda"
+               : fmt::format("mla-cuda (tensor-core attend from {} tokens a step)", tensor_core_min_tokens_);
+  }
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
 
   void forward_mla(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) override {
     const MlaShape& s = shape_;
     const int64_t T = a.q.dim(0), H = s.num_heads;
-    for (auto [t, n] : {std::pair{&a.q, "q"}, {&a.kv_a, "kv_a"}, {&a.kv_a_norm, "kv_a_norm"}, {&a.kv_b, "kv_b"},
-                        {&a.out, "out"}})
+    for (auto [t, n] :
+         {std::pair{&a.q, "q"}, {&a.kv_a, "kv_a"}, {&a.kv_a_norm, "kv_a_norm"}, {&a.kv_b, "kv_b"}, {&a.out, "out"}})
       need(*t, dtype_, n);
     need(cache.k, cache.fp8() ? DType::F8E4M3 : dtype_, "the cache");
-    GS_CHECK(!cache.fp8() || cache.scales_valid(), "cuda MLA attention: the e4m3 cache's scale {} must be finite and > 0",
-             cache.k_scale);
+    GS_CHECK(!cache.fp8() || cache.scales_valid(),
+             "cuda MLA attention: the e4m3 cache's scale {} must be finite and > 0", cache.k_scale);
     need(a.q_latent, DType::F32, "q_latent");
     need(a.o_latent, DType::F32, "o_latent");
     GS_CHECK(a.q.numel() == T * H * s.qk_head_dim() && a.kv_a.numel() == T * s.latent_dim() &&
@@ -97,10 +113,11 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          md.num_reqs_padded,
                          md.block_size,
                          md.max_blocks_per_req,
-                         cuda::mla_splits(T, shape_.num_heads, sm_count_),
+                         T >= tensor_core_min_tokens_ ? 1 : cuda::mla_splits(T, shape_.num_heads, sm_count_),
                          shape_.kv_norm_eps,
                          dims_};
     if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
+    l.tensor_core = T >= tensor_core_min_tokens_;
     GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
   }
 
@@ -109,14 +126,16 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   DType dtype_ = DType::BF16;
   cuda::MlaDims dims_{};
   int sm_count_ = 0;
+  int tensor_core_min_tokens_ = INT_MAX;
   Tensor inv_freq_;
   Tensor o_part_, ml_part_;  // the context splits' partial outputs (cuda::MlaLaunch)
 };
 
 }  // namespace
 
-std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape) {
-  return std::make_unique<CudaMlaAttention>(backend, shape);
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape,
+                                                             const AttentionKernelOptions& options) {
+  return std::make_unique<CudaMlaAttention>(backend, shape, options);
 }
 
 }  // namespace gs

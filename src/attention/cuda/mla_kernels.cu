@@ -4,13 +4,15 @@
 //           CTA per (head, 64 latent columns, 16 tokens) with its weights in registers;
 //   attend: one CTA per (token, group of 16 heads, context split): multi-query attention over
 //           the split's share of the cached latent rows up to the token's position, every row
-//           loaded once for the group (scores over L + R dims, values the first L);
+//           loaded once for the group (scores over L + R dims, values the first L); or, where
+//           the launch asks for it, its tensor-core form (mla_attend_mma.cu);
 //   merge:  (context splits only) the splits' partial outputs of a (token, head), weighted by
 //           their running max and sum, into o_latent;
 //   expand: out = W_UV o_lat, a CTA per (head, 16 v rows, 16 tokens) with its weights in
 //           registers.
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "attention/cuda/find_request.cuh"
 #include "attention/cuda/mla_kernels.h"
@@ -549,7 +551,8 @@ int mla_splits(int num_tokens, int heads, int sm_count) {
 template <typename T>
 cudaError_t launch_mla(const MlaLaunch<T>& l, cudaStream_t stream) {
   if (l.num_tokens == 0) return cudaSuccess;
-  if (l.splits < 1 || l.splits > kMlaMaxSplits || (l.splits > 1 && l.num_tokens * l.splits > kMlaSplitRows))
+  if (l.splits < 1 || l.splits > kMlaMaxSplits || (l.splits > 1 && l.num_tokens * l.splits > kMlaSplitRows) ||
+      (l.tensor_core && (l.splits != 1 || !std::is_same_v<T, uint16_t>)))
     return cudaErrorInvalidValue;
   const MlaDims& d = l.d;
   const unsigned tiles = unsigned((l.num_tokens + kTokenTile - 1) / kTokenTile), H = unsigned(d.heads);
@@ -560,7 +563,13 @@ cudaError_t launch_mla(const MlaLaunch<T>& l, cudaStream_t stream) {
   // while the kernel before them finishes.
   cudaError_t err = launch_pdl(latent_kernel<T>, dim3(unsigned(l.num_tokens)), dim3(kThreads), 0, stream, l);
   if (err == cudaSuccess) err = launch_pdl(absorb_kernel<T>, absorb, dim3(kThreads), 0, stream, l);
-  if (err == cudaSuccess) err = launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
+  if (err == cudaSuccess) {
+    if constexpr (std::is_same_v<T, uint16_t>)
+      err = l.tensor_core ? launch_mla_attend_mma(l, stream)
+                          : launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
+    else
+      err = launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
+  }
   if (err == cudaSuccess && l.splits > 1)
     err = launch_pdl(merge_kernel<T>, dim3(unsigned(l.num_tokens), H), dim3(kMergeThreads), 0, stream, l);
   if (err == cudaSuccess) err = launch_pdl(expand_kernel<T>, expand, dim3(kThreads), 0, stream, l);

@@ -1,6 +1,7 @@
 // The CUDA kernels of multi-head latent attention (attention/mla_attention.h), every request in
 // the absorbed form (prefill too: the tensor-core prefill kernels take one head dim for K and V,
-// MLA's expanded form has 192 and 128). Each kernel reads the batch from the metadata's device
+// MLA's expanded form has 192 and 128; a launch of many tokens attends on tensor cores instead,
+// MlaLaunch::tensor_core). Each kernel reads the batch from the metadata's device
 // buffers and sizes its grid from the padded token count, so one launch sequence serves any batch
 // of that shape inside a graph; scratch is the caller's, fixed-size. A batch of few tokens splits
 // each token's context over `splits` CTAs (mla_splits), whose partial results expand merges.
@@ -46,6 +47,8 @@ struct MlaLaunch {
   // e4m3(x * (1 / cache_scale)) from its f32 value, read as e4m3 * cache_scale.
   uint8_t* cache8 = nullptr;
   float cache_scale = 1.0f;
+  // attend on tensor cores (bf16 only; splits 1): mla_attend_mma.cu.
+  bool tensor_core = false;
 };
 
 // The most kv_lora_rank the attention kernel's per-thread accumulators hold.
@@ -68,5 +71,12 @@ cudaError_t prepare_mla(const MlaDims& d);
 // latent, absorb, attend, expand on `stream` (see mla_kernels.cu).
 template <typename Scalar>
 cudaError_t launch_mla(const MlaLaunch<Scalar>& l, cudaStream_t stream);
+
+// The tensor-core attend (mla_attend_mma.cu): whether it is built for these dims (DeepSeek-V2/V3's
+// kv_lora_rank 512 + rope 64, and the tests' smaller shapes); its shared memory, once per backend
+// before any launch; and its launch, which writes every token's normalised o_latent rows.
+bool mla_attend_mma_supported(const MlaDims& d);
+cudaError_t prepare_mla_attend_mma(const MlaDims& d);
+cudaError_t launch_mla_attend_mma(const MlaLaunch<uint16_t>& l, cudaStream_t stream);
 
 }  // namespace gs::cuda

@@ -73,37 +73,6 @@ struct Cfg {
   static_assert(!WG || (D == 64 && MT == 1), "the wgmma kernel is for D 64, one m16 tile per warp");
 };
 
-// The search reads query_start_loc from `scratch` (shared) when its num_reqs_padded + 1 entries
-// fit `cap`: one parallel load instead of a chain of log2(num_reqs) dependent global loads. The
-// caller syncs before it reuses scratch.
-__device__ inline bool locate_tile(const PagedAttentionParams& p, int T, int TPT, TileInfo& ti, int32_t* scratch,
-                                   int cap) {
-  const int32_t* qsl = p.query_start_loc;
-  if (p.num_reqs_padded + 1 <= cap) {  // block-uniform
-    for (int i = int(threadIdx.x); i <= p.num_reqs_padded; i += int(blockDim.x)) scratch[i] = qsl[i];
-    __syncthreads();
-    qsl = scratch;
-  }
-  const int x = int(blockIdx.x);
-  int lo = 0, hi = p.num_reqs_padded;  // largest r with qsl[r] / TPT + r <= x
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (qsl[mid] / TPT + mid <= x)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  ti.r = lo;
-  ti.tok0 = qsl[lo];
-  ti.qlen = (lo < p.num_reqs_padded ? qsl[lo + 1] : T) - ti.tok0;
-  const int ntiles = (ti.qlen + TPT - 1) / TPT;
-  const int idx = x - (ti.tok0 / TPT + lo);
-  if (ti.qlen <= 0 || idx >= ntiles) return false;
-  ti.first = (ntiles - 1 - idx) * TPT;
-  ti.ntok = min(TPT, ti.qlen - ti.first);
-  return true;
-}
-
 // A cascade prefix pass's tile (cascade_attention.h): the batch's tokens [0, qsl[num_reqs_padded])
 // as one run of request 0 (whose block-table row holds the shared prefix), tiles in order.
 __device__ inline bool locate_prefix_tile(const PagedAttentionParams& p, int TPT, TileInfo& ti) {
@@ -194,7 +163,8 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
   const bool prefix_pass = p.cascade_pass == kCascadePrefix;  // block-uniform
   TileInfo ti;
   if (prefix_pass ? !locate_prefix_tile(p, TPT, ti)
-                  : !locate_tile(p, T, TPT, ti, reinterpret_cast<int32_t*>(k_s), stage_qsl ? kStages * kKeys * D : 0))
+                  : !locate_tile(p.query_start_loc, p.num_reqs_padded, T, TPT, ti, reinterpret_cast<int32_t*>(k_s),
+                                 stage_qsl ? kStages * kKeys * D : 0))
     return;
 
   int ctx = 0, new0 = 0;  // positions >= new0 are tokens tok0 + (j - new0) of k, v

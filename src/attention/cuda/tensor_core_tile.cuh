@@ -255,6 +255,38 @@ struct TileInfo {
   int r, tok0, qlen, first, ntok;
 };
 
+// CTA blockIdx.x's query tile of TPT tokens (tile -> CTA mapping: tensor_core_attention.cuh) in the
+// batch that query starts qsl[0 .. num_reqs_padded] and T tokens (padded) describe; false: none.
+// The search reads qsl from `scratch` (shared) when its num_reqs_padded + 1 entries fit `cap`:
+// one parallel load instead of a chain of log2(num_reqs) dependent global loads. The caller syncs
+// before it reuses scratch.
+__device__ inline bool locate_tile(const int32_t* qsl, int num_reqs_padded, int T, int TPT, TileInfo& ti,
+                                   int32_t* scratch, int cap) {
+  if (num_reqs_padded + 1 <= cap) {  // block-uniform
+    for (int i = int(threadIdx.x); i <= num_reqs_padded; i += int(blockDim.x)) scratch[i] = qsl[i];
+    __syncthreads();
+    qsl = scratch;
+  }
+  const int x = int(blockIdx.x);
+  int lo = 0, hi = num_reqs_padded;  // largest r with qsl[r] / TPT + r <= x
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (qsl[mid] / TPT + mid <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  ti.r = lo;
+  ti.tok0 = qsl[lo];
+  ti.qlen = (lo < num_reqs_padded ? qsl[lo + 1] : T) - ti.tok0;
+  const int ntiles = (ti.qlen + TPT - 1) / TPT;
+  const int idx = x - (ti.tok0 / TPT + lo);
+  if (ti.qlen <= 0 || idx >= ntiles) return false;
+  ti.first = (ntiles - 1 - idx) * TPT;
+  ti.ntok = min(TPT, ti.qlen - ti.first);
+  return true;
+}
+
 // A row's sum over the 4 threads (lanes 4r .. 4r + 3) that hold its columns.
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
