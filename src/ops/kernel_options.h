@@ -57,7 +57,7 @@ struct AttentionKernelOptions {
   int cascade_split_min_tiles = 4;
   // MLA (DeepSeek): launches of at least this many tokens (padded) attend on tensor cores (bf16
   // compute; mla_attend_mma.cu), fewer on the CUDA-core kernel, which splits each token's context
-  // over CTAs. 0: from the GPU, where that kernel stops splitting (its CTAs fill the SMs twice);
+  // over CTAs. 0: from the GPU, where that kernel would split each context 4 ways or fewer;
   // < 0: never.
   int mla_tensor_core_min_tokens = 0;
 };

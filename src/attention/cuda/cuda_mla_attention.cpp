@@ -45,10 +45,15 @@ class CudaMlaAttention final : public MlaAttentionBackend {
         Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, shape.kv_lora_rank}, DType::F32, backend.allocator());
     ml_part_ = Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, 2}, DType::F32, backend.allocator());
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
-    // Tensor cores from the token count at which the CUDA-core kernel stops splitting contexts.
-    const int groups = (shape.num_heads + 15) / 16;
-    tensor_core_min_tokens_ = options.mla_tensor_core_min_tokens > 0 ? options.mla_tensor_core_min_tokens
-                                                                     : (2 * sm_count_ + groups - 1) / groups;
+    // By default tensor cores from the token count the CUDA-core kernel would split each context
+    // over at most kMaxCudaCoreSplits CTAs at: more splits keep every SM busy on few tokens, fewer
+    // lose to the tensor cores (docs/PERF.md, MLA).
+    constexpr int kMaxCudaCoreSplits = 4;
+    tensor_core_min_tokens_ = options.mla_tensor_core_min_tokens;
+    if (tensor_core_min_tokens_ == 0)
+      for (tensor_core_min_tokens_ = 1;
+           cuda::mla_splits(tensor_core_min_tokens_, shape.num_heads, sm_count_) > kMaxCudaCoreSplits;)
+        ++tensor_core_min_tokens_;
     if (options.mla_tensor_core_min_tokens < 0 || dtype_ != DType::BF16 || !cuda::mla_attend_mma_supported(dims_))
       tensor_core_min_tokens_ = INT_MAX;
     if (tensor_core_min_tokens_ != INT_MAX) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
