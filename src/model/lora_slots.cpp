@@ -57,7 +57,6 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
       be_.fill_zero(layer[size_t(p)].bt);
     }
   scratch_ = Tensor::empty({max_num_tokens * 3 * int64_t(max_rank)}, DType::F32, be_.allocator());
-  int64_t widest = 0;  // elements of the largest stacked output the backend takes (f32)
   for (int p = 0; p < kNumLoraProjs; ++p) {
     const auto with =
         std::find_if(layers_.begin(), layers_.end(), [p](const auto& l) { return l[size_t(p)].a.defined(); });
@@ -68,10 +67,9 @@ LoraSlots::LoraSlots(const ModelConfig& cfg, Backend& backend, int max_loras, in
     for (int n = 1; n <= max_num_tokens; ++n)
       if (be_.lora_stacked(fused_shape(w, fused_op_of(LoraProj(p)), n))) {
         stackable_[size_t(p)] = true;
-        widest = std::max(widest, n * width);
+        stacked_out_elems_ = std::max(stacked_out_elems_, n * width);
       }
   }
-  if (widest > 0) stacked_out_ = Tensor::empty({widest}, DType::F32, be_.allocator());
   be_.stream().synchronize();
 }
 
@@ -97,7 +95,8 @@ void LoraSlots::stack_under(int layer, LoraProj p, Tensor& w, Tensor& bias) {
            "LoRA: layer {} projection {}: weight {} is not [{}, {}]", layer, int(p), w.str(), N, K);
   if (fp8) return;
   if (!stackable_[size_t(p)] || pw.stacked_w.defined()) return;  // never stacked (or already)
-  const Tensor old_w = w, old_bias = bias;                       // alive until the copies out of them are done
+  if (!stacked_out_.defined()) stacked_out_ = Tensor::empty({stacked_out_elems_}, DType::F32, be_.allocator());
+  const Tensor old_w = w, old_bias = bias;  // alive until the copies out of them are done
   pw.stacked_w = Tensor::empty({N + P, K}, w.dtype(), be_.allocator());
   be_.fill_zero(pw.stacked_w.rows(N, P));
   be_.copy(pw.stacked_w.rows(0, N), w);

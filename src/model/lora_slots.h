@@ -83,7 +83,10 @@ class LoraSlots {
   // Tmp for the expand after project(): lora_shrink's, or undefined (stacked: y holds it).
   Tensor tmp_for(const Proj& w, const Tensor& y, int n) const;
   LoraFusedShape fused_shape(const Proj& w, LoraFusedOp op, int n) const;
-  Tensor stacked_out_;  // f32: the widest stacked output the backend takes
+  // f32: the widest stacked output the backend takes (stacked_out_elems_), allocated with the first
+  // projection stacked (none on FP8 bases).
+  Tensor stacked_out_;
+  int64_t stacked_out_elems_ = 0;
   // The stacked rows cost their bytes in every GEMM of the projection, whichever adapters a step
   // uses, while a separate shrink kernel costs a fixed launch in the decode chain, worth a few MB
   // of GEMM reads. So a projection is stacked only up to this many bytes of slot rows (8 rank-16
