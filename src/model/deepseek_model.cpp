@@ -24,6 +24,7 @@ struct DeepseekLayerWeights {
   Tensor gate_up, down;          // a dense layer's MLP: [2 I, H], [H, I]
   MoeLayerWeights moe;           // a sparse layer's experts, router and shared experts (no gate)
   Tensor score_bias;             // [E] f32: V3's e_score_correction_bias, or undefined
+  float k_scale = 1.0f;          // the checkpoint's scale of an e4m3 latent cache (self_attn.k_scale), else 1
 };
 
 struct DeepseekWeights {
@@ -61,6 +62,7 @@ class Loader : public WeightLoader {
     w.kv_a_norm = norm(p + "self_attn.kv_a_layernorm.weight", L);
     w.kv_b = column_parallel(p + "self_attn.kv_b_proj.weight", h * kvb, L, h0 * kvb, lh * kvb);
     w.o_proj = row_parallel(p + "self_attn.o_proj.weight", H, h * m.v_head_dim);
+    w.k_scale = kv_scale(p, "k");  // the latent cache is one plane, as vLLM's MLA: k's scale
   }
 
   // mlp.experts.N.{gate,up,down}_proj, mlp.gate (+ V3's e_score_correction_bias), mlp.shared_experts.
@@ -191,6 +193,8 @@ class DeepseekModel final : public PiecewiseModel {
     GS_CHECK(int(layers.size()) == cfg_.num_layers, "bind_kv_cache: {} layers given, the model has {}", layers.size(),
              cfg_.num_layers);
     kv_ = std::move(layers);
+    for (size_t i = 0; i < kv_.size(); ++i)
+      if (kv_[i].fp8()) kv_[i].k_scale = w_.layers[i].k_scale;
   }
   void bind_lora(LoraSlots* slots) override {
     GS_CHECK(!slots, "LoRA adapters are not supported for {} (multi-head latent attention)", cfg_.architecture_name);

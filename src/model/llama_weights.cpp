@@ -114,16 +114,6 @@ class Loader : public WeightLoader {
     return w;
   }
 
-  // A layer's FP8 KV-cache scale of k or v under any of the names checkpoints use (vLLM's
-  // self_attn.k_scale, compressed-tensors' k_proj.output_scale, the older kv_scale for both), else 1.
-  float kv_scale(const std::string& p, const std::string& kv) {
-    std::optional<float> found;
-    for (const std::string& n : {p + "self_attn." + kv + "_scale", p + "self_attn.attn." + kv + "_scale",
-                                 p + "self_attn." + kv + "_proj.output_scale", p + "self_attn.kv_scale"})
-      if (const std::optional<float> v = src_.scalar(n); v && !found) found = v;
-    return found.value_or(1.0f);
-  }
-
   Tensor final_norm() { return norm("model.norm.weight", cfg_.hidden_size); }
 };
 

@@ -67,6 +67,14 @@ bool WeightLoader::is_projection(const std::string& name) {
   return name.size() > p.size() && name.compare(name.size() - p.size(), p.size(), p) == 0;
 }
 
+float WeightLoader::kv_scale(const std::string& p, const std::string& kv) {
+  std::optional<float> found;
+  for (const std::string& n : {p + "self_attn." + kv + "_scale", p + "self_attn.attn." + kv + "_scale",
+                               p + "self_attn." + kv + "_proj.output_scale", p + "self_attn.kv_scale"})
+    if (const std::optional<float> v = src_.scalar(n); v && !found) found = v;
+  return found.value_or(1.0f);
+}
+
 std::string WeightLoader::module_of(const std::string& name) {
   const std::string w = ".weight";
   return name.size() > w.size() && name.compare(name.size() - w.size(), w.size(), w) == 0

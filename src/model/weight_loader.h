@@ -58,6 +58,11 @@ class WeightLoader {
   // "x.weight" -> "x".
   static std::string module_of(const std::string& name);
 
+  // Layer `layer_prefix`'s FP8 KV-cache scale of k or v (`kv`) under any of the names checkpoints
+  // use (vLLM's self_attn.k_scale, compressed-tensors' k_proj.output_scale, the older kv_scale for
+  // both), else 1.
+  float kv_scale(const std::string& layer_prefix, const std::string& kv);
+
  protected:
   const ModelConfig& cfg_;
   const TpLayout& tp_;

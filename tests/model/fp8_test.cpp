@@ -474,6 +474,42 @@ TEST(Fp8KvCache, Stories260KStaysCloseToTheF32Goldens) {
   EXPECT_GE(agree, int(want.size()) * 85 / 100);
 }
 
+// DeepSeek's latent cache takes the checkpoint's self_attn.k_scale (vLLM's MLA: k's scale for the one
+// latent plane): the deepseek_v2 fixture with layer 0's k_scale 0.5 stores the same latent rows (its
+// inputs do not depend on its cache) as e4m3(x / 0.5) = 2 e4m3(x), wherever the values stay normal
+// and in range; without the tensor the scale is 1.
+TEST(Fp8KvCache, DeepseekLatentCacheTakesTheCheckpointScale) {
+  const fs::path src = test::family_dir("deepseek_v2");
+  test::TempDir dir;
+  auto ts = raw_tensors(src);
+  const float half = 0.5f;
+  ts.push_back({"model.layers.0.self_attn.k_scale", "F32", {}, std::vector<uint8_t>(sizeof(float))});
+  std::memcpy(ts.back().bytes.data(), &half, sizeof(float));
+  test::write_safetensors(dir.path() / "model.safetensors", ts);
+  fs::copy_file(src / "config.json", dir.path() / "config.json");
+  const std::vector<int32_t> prompt = test::load_family_fixture("deepseek_v2").prompts[0];
+  auto latent_rows = [&](const fs::path& d) {
+    ModelSource ms;
+    ms.dir = d.string();
+    test::ModelHarness h(ms, 256, 4, 128, DType::F8E4M3);
+    h.step({{0, prompt}});
+    const Tensor& k = h.kv(0).k;
+    EXPECT_FALSE(h.kv(0).v.defined());  // one latent plane
+    std::vector<float> out(size_t(k.numel()));
+    convert_host(k.data(), DType::F8E4M3, out.data(), DType::F32, out.size());
+    return out;
+  };
+  const auto unit = latent_rows(src), scaled = latent_rows(dir.path());
+  ASSERT_EQ(unit.size(), scaled.size());
+  int compared = 0;
+  for (size_t i = 0; i < unit.size(); ++i) {
+    if (std::fabs(unit[i]) < 1.0f / 64 || std::fabs(unit[i]) * 2 > 240.0f) continue;  // subnormal or saturated
+    ASSERT_EQ(scaled[i], 2 * unit[i]) << "latent element " << i;
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+}
+
 // DeepSeek's latent cache in e4m3 (--kv-cache-dtype fp8): each latent value (normalised c_kv and
 // the rotated k_pe) rounds to e4m3's 3 mantissa bits, ~2% RMS, which attention averages over the
 // context; on these tiny random fixtures the logits stay within the stories260K test's bounds of
