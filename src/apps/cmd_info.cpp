@@ -65,11 +65,12 @@ void print_memory_plan(const ModelConfig& c) {
                                              : std::string());
   fmt::print("memory plan:\n");
   fmt::print("  weights bf16: {}\n  weights f32:  {}\n", gib(params * 2), gib(params * 4));
-  fmt::print("  kv cache per token: {} bytes bf16, {} bytes f32\n", int64_t(kv_elems_per_token * 2),
-             int64_t(kv_elems_per_token * 4));
+  fmt::print("  kv cache per token: {} bytes bf16, {} bytes fp8 (--kv-cache-dtype fp8), {} bytes f32\n",
+             int64_t(kv_elems_per_token * 2), int64_t(kv_elems_per_token), int64_t(kv_elems_per_token * 4));
   if (c.max_position_embeddings > 0)
-    fmt::print("  kv cache for one full context ({} tokens): {} bf16\n", c.max_position_embeddings,
-               gib(kv_elems_per_token * 2 * c.max_position_embeddings));
+    fmt::print("  kv cache for one full context ({} tokens): {} bf16, {} fp8\n", c.max_position_embeddings,
+               gib(kv_elems_per_token * 2 * c.max_position_embeddings),
+               gib(kv_elems_per_token * c.max_position_embeddings));
 }
 
 void run_info(const InfoOptions& o) {

@@ -63,6 +63,16 @@ TEST(Cli, InfoListsThePresets) {
     EXPECT_NE(r.out.find(p), std::string::npos) << p << "\n" << r.out;
 }
 
+// A preset's shape: deepseek-v2-lite's 15.7B parameters, 2.66B active, and its KV cache of one
+// 576-value latent row a token and layer over 27 layers: 31104 bytes in bf16, 15552 in fp8.
+TEST(Cli, InfoGivesActiveParametersAndKvBytes) {
+  const CliRun r = graphserve("info --preset deepseek-v2-lite");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* want : {"parameters: 15706484224", "active parameters per token: 2661150208",
+                           "kv cache per token: 31104 bytes bf16, 15552 bytes fp8"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+}
+
 // Each bad input: exit code 1 and a message naming the problem.
 struct BadInput {
   const char* name;
