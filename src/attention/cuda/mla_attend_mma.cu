@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) attend_mma_kernel(MlaLaunch<ui
 }
 
 // The kernel of these dims and cache, or null where none is built: the latent width padded to
-// DP (DeepSeek-V2/V3's 512 + 64 -> 576; the tests' 64 + 16 -> 128 and 32 + 8 -> 64), LH = L / 2.
+// DP (DeepSeek-V2/V3's 512 + 64 -> 576; the kernel tests' 64 + 16 -> 128), LH = L / 2.
 using AttendMma = void (*)(MlaLaunch<uint16_t>);
 template <bool F8>
 AttendMma attend_mma_for(const MlaDims& d, size_t* smem) {
@@ -262,7 +262,6 @@ AttendMma attend_mma_for(const MlaDims& d, size_t* smem) {
   if (D % 8 != 0) return nullptr;
   if (DP == 576 && L == 512) return pick(attend_mma_kernel<576, 256, F8>, MmaSmem<576>::bytes);
   if (DP == 128 && L == 64) return pick(attend_mma_kernel<128, 32, F8>, MmaSmem<128>::bytes);
-  if (DP == 64 && L == 32) return pick(attend_mma_kernel<64, 16, F8>, MmaSmem<64>::bytes);
   return nullptr;
 }
 

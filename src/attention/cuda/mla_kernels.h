@@ -73,7 +73,7 @@ template <typename Scalar>
 cudaError_t launch_mla(const MlaLaunch<Scalar>& l, cudaStream_t stream);
 
 // The tensor-core attend (mla_attend_mma.cu): whether it is built for these dims (DeepSeek-V2/V3's
-// kv_lora_rank 512 + rope 64, and the tests' smaller shapes); its shared memory, once per backend
+// kv_lora_rank 512 + rope 64, and the kernel tests' 64 + 16); its shared memory, once per backend
 // before any launch; and its launch, which writes every token's normalised o_latent rows.
 bool mla_attend_mma_supported(const MlaDims& d);
 cudaError_t prepare_mla_attend_mma(const MlaDims& d);
