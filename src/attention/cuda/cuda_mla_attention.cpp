@@ -75,6 +75,9 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     need(cache.k, cache.fp8() ? DType::F8E4M3 : dtype_, "the cache");
     GS_CHECK(!cache.fp8() || cache.scales_valid(),
              "cuda MLA attention: the e4m3 cache's scale {} must be finite and > 0", cache.k_scale);
+    GS_CHECK(!cache.fp8() || s.latent_dim() % 8 == 0,
+             "cuda MLA attention: an e4m3 latent cache needs kv_lora_rank + qk_rope_head_dim ({}) a multiple of 8",
+             s.latent_dim());
     need(a.q_latent, DType::F32, "q_latent");
     need(a.o_latent, DType::F32, "o_latent");
     GS_CHECK(a.q.numel() == T * H * s.qk_head_dim() && a.kv_a.numel() == T * s.latent_dim() &&

@@ -201,50 +201,44 @@ struct AttendLayout {
   }
 };
 
-// Loads rows [p0, p0 + kRows) of the request's cache (zeros past `end`) into k_s.
-// Rows p0 .. p0 + kRows (zeros from end) of an e4m3 cache into k_s, dequantized.
+// Values 8 ch .. 8 ch + 8 of row c of k_s (rows ds floats apart).
+__device__ __forceinline__ void store_chunk(float* k_s, int c, int ds, int ch, const float (&f)[8]) {
+  float4* dst = reinterpret_cast<float4*>(k_s + c * ds + ch * 8);
+  dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+  dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+
+// Rows p0 .. p0 + kRows (zeros from end) of an e4m3 cache into k_s, dequantized, 8 values a load
+// (the backend holds an e4m3 cache to latent widths of multiples of 8).
 template <typename T>
 __device__ __forceinline__ void load_rows_e4m3(const MlaLaunch<T>& l, const int32_t* blocks, int p0, int end, int ds,
                                                float* k_s) {
   const int D = l.d.latent(), bs = l.block_size;
   const float sc = l.cache_scale;
-  const auto at = [&](int p) { return (int64_t(blocks[p / bs]) * bs + p % bs) * D; };
-  if (D % 8 == 0) {  // 8 elements a load (8 bytes)
-    const int per = D / 8;
-    batched_copy<kRowBatch>(
-        kRows * per,
-        [&](int i) {
-          const int c = i / per, p = p0 + c;
-          return p < end ? *reinterpret_cast<const uint2*>(l.cache8 + at(p) + (i - c * per) * 8) : make_uint2(0, 0);
-        },
-        [&](int i, const uint2& r) {
-          const int c = i / per;
-          const uint32_t h[4] = {e4m3x2_to_f16x2(r.x), e4m3x2_to_f16x2(r.x >> 16), e4m3x2_to_f16x2(r.y),
-                                 e4m3x2_to_f16x2(r.y >> 16)};
-          float f[8];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h[k]));
-            f[2 * k] = v.x * sc, f[2 * k + 1] = v.y * sc;
-          }
-          float4* dst = reinterpret_cast<float4*>(k_s + c * ds + (i - c * per) * 8);
-          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-        });
-    return;
-  }
+  const int per = D / 8;
   batched_copy<kRowBatch>(
-      kRows * D,
+      kRows * per,
       [&](int i) {
-        const int c = i / D, p = p0 + c;
-        return p < end ? l.cache8[at(p) + i - c * D] : uint8_t(0);
+        const int c = i / per, p = p0 + c;
+        if (p >= end) return make_uint2(0, 0);
+        return *reinterpret_cast<const uint2*>(l.cache8 + (int64_t(blocks[p / bs]) * bs + p % bs) * D +
+                                               (i - c * per) * 8);
       },
-      [&](int i, uint8_t v) {
-        const __half_raw hr = __nv_cvt_fp8_to_halfraw(v, __NV_E4M3);
-        k_s[(i / D) * ds + i % D] = __half2float(__half(hr)) * sc;
+      [&](int i, const uint2& r) {
+        const int c = i / per;
+        const uint32_t h[4] = {e4m3x2_to_f16x2(r.x), e4m3x2_to_f16x2(r.x >> 16), e4m3x2_to_f16x2(r.y),
+                               e4m3x2_to_f16x2(r.y >> 16)};
+        float f[8];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h[k]));
+          f[2 * k] = v.x * sc, f[2 * k + 1] = v.y * sc;
+        }
+        store_chunk(k_s, c, ds, i - c * per, f);
       });
 }
 
+// Rows p0 .. p0 + kRows (zeros from end) of the request's cache into k_s.
 template <typename T>
 __device__ __forceinline__ void load_rows(const MlaLaunch<T>& l, const int32_t* blocks, int p0, int end, int ds,
                                           float* k_s) {
@@ -276,9 +270,7 @@ __device__ __forceinline__ void load_rows(const MlaLaunch<T>& l, const int32_t* 
           float f[8];
 #pragma unroll
           for (int k = 0; k < 8 / kVecElems<T>; ++k) unpack_vec<T>(r.v[k], f + k * kVecElems<T>);
-          float4* dst = reinterpret_cast<float4*>(k_s + c * ds + (i - c * per) * 8);
-          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+          store_chunk(k_s, c, ds, i - c * per, f);
         });
     return;
   }
