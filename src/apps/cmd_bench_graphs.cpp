@@ -74,6 +74,7 @@ void run(GraphsArgs& a) {
   for (const auto& m : a.modes) parse_cudagraph_mode(m);  // fail early on a typo
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
   a.bench.max_num_batched_tokens = a.cfg.max_num_batched_tokens;
+  a.bench.prefill_once = true;  // the table is of decode steps: one prefill per mode and batch size
   a.bench.sampling = a.sampling.over(LatencyBenchOptions::greedy());
   a.bench.sampling.validate(std::numeric_limits<int>::max());
   std::vector<Cell> cells;

@@ -64,14 +64,19 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
 
   LatencyResult res;
   std::vector<double> prefills;
+  std::vector<SyntheticRequest> reqs;
   for (int it = 0; it < o.num_warmup_iters + o.num_iters; ++it) {
-    const bool measured = it >= o.num_warmup_iters;
-    std::vector<SyntheticRequest> reqs(o.batch_size);
-    for (int r = 0; r < o.batch_size; ++r) {
-      for (int t = 0; t < shared; ++t) reqs[r].tokens.push_back((t * 7 + 3) % vocab);
-      for (int t = 0; t < o.input_len; ++t) reqs[r].tokens.push_back((r * 131 + t * 7 + 3) % vocab);
-      for (int b = 0; b < shared_blocks; ++b) reqs[r].blocks.push_back(b);
-      for (int b = 0; b < blocks_per_req; ++b) reqs[r].blocks.push_back(shared_blocks + r * blocks_per_req + b);
+    const bool measured = it >= o.num_warmup_iters, rewind = o.prefill_once && it > 0;
+    if (rewind) {  // back to the state the prefill left: the prompt computed, its first token sampled
+      for (auto& s : reqs) s.tokens.resize(size_t(prompt_len) + 1), s.computed = prompt_len;
+    } else {
+      reqs.assign(size_t(o.batch_size), SyntheticRequest{});
+      for (int r = 0; r < o.batch_size; ++r) {
+        for (int t = 0; t < shared; ++t) reqs[r].tokens.push_back((t * 7 + 3) % vocab);
+        for (int t = 0; t < o.input_len; ++t) reqs[r].tokens.push_back((r * 131 + t * 7 + 3) % vocab);
+        for (int b = 0; b < shared_blocks; ++b) reqs[r].blocks.push_back(b);
+        for (int b = 0; b < blocks_per_req; ++b) reqs[r].blocks.push_back(shared_blocks + r * blocks_per_req + b);
+      }
     }
     // prefix_only < prompt_len: the untimed pass of request 0 over the shared prefix. That pass
     // samples at its end and drops the token: a step that samples nothing returns before the device
@@ -109,7 +114,7 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
         for (const auto& t : out.sampled) reqs[t.id].tokens.push_back(t.token);
       for (auto& s : reqs) s.computed = std::min<int>(s.computed, int(s.tokens.size()) - 1);  // rejected proposals
     };
-    if (shared > 0) {  // request 0 computes the shared blocks; the others find them computed
+    if (shared > 0 && !rewind) {  // request 0 computes the shared blocks; the others find them computed
       prefix_only = shared;
       for (auto& s : reqs) s.computed = &s == &reqs[0] ? 0 : shared;
       while (reqs[0].computed < shared) step(o.max_num_batched_tokens, true, true);
@@ -120,7 +125,7 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
       return std::any_of(reqs.begin(), reqs.end(), [&](const auto& s) { return s.computed < prompt_len; });
     };
     while (prefilling()) step(o.max_num_batched_tokens, true);
-    if (measured) prefills.push_back(ms_since(t0));
+    if ((measured || o.prefill_once) && !rewind) prefills.push_back(ms_since(t0));
     const uint64_t d2h0 = runner.stats().d2h_bytes;
     if (measured && o.on_decode_begin) o.on_decode_begin();
     for (int d = 1; d < o.output_len; ++d) {

@@ -30,6 +30,11 @@ struct LatencyBenchOptions {
   // cached prompt's time to first token) and decode reads the shared blocks (cascade attention).
   int shared_prefix_len = 0;
   SamplingParams sampling = greedy();
+  // The prompts are prefilled in the first iteration only (warm-up or not; its time is prefill_ms),
+  // and every later one rewinds each request to what that prefill left (the prompt computed, its
+  // first token sampled) and decodes again: decode steps at the prompt's context without a
+  // prefill an iteration (bench graphs, where long prompts would otherwise dominate the run).
+  bool prefill_once = false;
   // Called around the decode steps of each measured iteration (a kernel profiler's start / stop).
   std::function<void()> on_decode_begin{}, on_decode_end{};
 

@@ -41,6 +41,39 @@ TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
   EXPECT_THROW(run_latency_bench(runner, o), Error);  // beyond max_model_len
 }
 
+// prefill_once (bench graphs): the prompts' prefill chunks run in the first iteration alone, every
+// iteration decodes the same FULL steps from the rewound state, and prefill_ms is that one prefill's
+// although it was a warm-up.
+TEST(LatencyBench, PrefillOnceRewindsToThePrompt) {
+  RunnerConfig c;
+  c.device = "cpu";
+  c.model = test::stories260k_dir().string();
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 16;
+  c.kv_cache_memory_bytes = size_t(4) << 20;
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
+  LatencyBenchOptions o{.batch_size = 3,
+                        .input_len = 10,
+                        .output_len = 5,
+                        .num_iters = 2,
+                        .num_warmup_iters = 1,
+                        .max_num_batched_tokens = 8};
+  std::vector<RunnerStats> stats;
+  for (bool once : {false, true}) {
+    ModelRunner runner(c);
+    o.prefill_once = once;
+    const LatencyResult r = run_latency_bench(runner, o);
+    EXPECT_GT(r.prefill_ms, 0.0);
+    EXPECT_EQ(r.decode_ms.size(), size_t(2 * 4));
+    stats.push_back(runner.stats());
+  }
+  EXPECT_EQ(stats[0].steps_full, uint64_t(3 * 4));  // decode steps of every iteration, either way
+  EXPECT_EQ(stats[1].steps_full, uint64_t(3 * 4));
+  EXPECT_GT(stats[1].steps_piecewise, 0u);
+  EXPECT_EQ(stats[0].steps_piecewise, 3 * stats[1].steps_piecewise);  // one prefill of the three
+}
+
 // A shared, already computed prefix: 8 requests decode over the same 256 tokens' blocks, so every
 // decode step cascades (PIECEWISE, never FULL); the same run without cascade replays FULL graphs.
 TEST(LatencyBench, SharedPrefixDecodesWithCascadeAttention) {
