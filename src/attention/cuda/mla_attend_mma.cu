@@ -1,7 +1,8 @@
 // MLA's attend step on tensor cores (mla_kernels.h, launch_mla_attend_mma): the absorbed form's
 // multi-query attention, every head of a token reading the same cached latent rows (keys: all
 // L + R columns; values: the first L), for launches of many tokens (prefill, chunked prefill,
-// large decode batches), where the CUDA-core attend of mla_kernels.cu runs ~10 TFLOP/s.
+// large decode batches), whose work the CUDA-core attend of mla_kernels.cu does as per-thread dot
+// products far below the tensor cores' rate (docs/PERF.md, MLA).
 //
 // A CTA of 8 warps owns 64 query rows: TPT = 64 / HG consecutive tokens of one request times HG =
 // min(heads, 64) heads (row = token * HG + head; grid y over the head groups), tiles mapped to
