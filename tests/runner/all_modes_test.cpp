@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "golden.h"
+#include "model/family_fixtures.h"
 #include "runner/model_runner.h"
 #include "serving_sim.h"
 #include "test_paths.h"
@@ -109,6 +110,34 @@ TEST(RunnerAllModes, Fp8KvCacheSizesBlocksAtAByteAnElementAndEveryModeEqualsNone
     const test::SimResult res = test::simulate(runner, reqs, 20);
     if (mode == M::NONE) reference = res.outputs;
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(res.outputs[i], reference[i]) << "request " << i;
+  }
+}
+
+// DeepSeek's latent cache in e4m3 on the deepseek_v2 fixture (multi-head latent attention: the CPU
+// backend supports uniform single-token decode graphs only, so FULL modes resolve to their
+// piecewise forms for the rest): a block per byte of a token's latent values (4x the f32 blocks),
+// and every mode serves NONE's tokens, prompts arriving over time under a 20-token budget.
+TEST(RunnerAllModes, DeepseekFp8LatentCacheEveryModeEqualsNone) {
+  const test::FamilyFixture fx = test::load_family_fixture("deepseek_v2");
+  std::vector<test::SimRequest> reqs;
+  for (size_t i = 0; i < fx.prompts.size(); ++i) reqs.push_back(test::greedy_request(fx.prompts[i], 16, 3 * int(i)));
+  const auto config = [](M mode, const char* kv) {
+    RunnerConfig c = small_config(mode);
+    c.model = test::family_dir("deepseek_v2").string();
+    c.kv_cache_dtype = kv;
+    return c;
+  };
+  const int f32_blocks = ModelRunner(config(M::NONE, "auto")).num_kv_blocks();
+  std::vector<std::vector<int32_t>> reference;
+  for (M mode : kAllModes) {
+    SCOPED_TRACE(mode_name(mode));
+    ModelRunner runner(config(mode, "fp8"));
+    EXPECT_GE(runner.num_kv_blocks(), 4 * f32_blocks);
+    EXPECT_LT(runner.num_kv_blocks(), 4 * (f32_blocks + 1));
+    const test::SimResult res = test::simulate(runner, reqs, 20);
+    if (mode == M::NONE) reference = res.outputs;
+    EXPECT_EQ(res.outputs, reference);
+    EXPECT_EQ(runner.stats().graph_captures_after_startup, 0u);
   }
 }
 
