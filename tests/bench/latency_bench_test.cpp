@@ -1,6 +1,8 @@
 // The runner latency benchmark on the CPU: decode steps through FULL graphs, and its quantiles.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "bench/latency_bench.h"
 #include "core/error.h"
 #include "test_paths.h"
@@ -8,22 +10,32 @@
 namespace gs {
 namespace {
 
-TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
+// stories260K on the CPU through FULL_AND_PIECEWISE graphs (the CPU default is NONE).
+RunnerConfig stories_config(int max_num_seqs, int max_num_batched_tokens, std::vector<int> capture_sizes) {
   RunnerConfig c;
   c.device = "cpu";
   c.model = test::stories260k_dir().string();
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 16;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = max_num_batched_tokens;
   c.kv_cache_memory_bytes = size_t(4) << 20;
-  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;  // (the CPU default is NONE)
-  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
-  ModelRunner runner(c);
-  LatencyBenchOptions o{.batch_size = 3,
-                        .input_len = 10,
-                        .output_len = 5,
-                        .num_iters = 2,
-                        .num_warmup_iters = 1,
-                        .max_num_batched_tokens = 8};  // prefill in chunks of 8 tokens
+  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
+  c.compilation.cudagraph_capture_sizes = std::move(capture_sizes);
+  return c;
+}
+
+// 3 requests of 10 tokens prefilled in chunks of 8, 5 output tokens, 2 iterations after a warm-up.
+LatencyBenchOptions three_requests() {
+  return {.batch_size = 3,
+          .input_len = 10,
+          .output_len = 5,
+          .num_iters = 2,
+          .num_warmup_iters = 1,
+          .max_num_batched_tokens = 8};
+}
+
+TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
+  ModelRunner runner(stories_config(4, 16, {1, 2, 4, 8}));
+  LatencyBenchOptions o = three_requests();
   int begins = 0, ends = 0;
   o.on_decode_begin = [&] { EXPECT_EQ(begins++, ends); };
   o.on_decode_end = [&] { EXPECT_EQ(++ends, begins); };
@@ -45,23 +57,10 @@ TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
 // iteration decodes the same FULL steps from the rewound state, and prefill_ms is that one prefill's
 // although it was a warm-up.
 TEST(LatencyBench, PrefillOnceRewindsToThePrompt) {
-  RunnerConfig c;
-  c.device = "cpu";
-  c.model = test::stories260k_dir().string();
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 16;
-  c.kv_cache_memory_bytes = size_t(4) << 20;
-  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
-  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
-  LatencyBenchOptions o{.batch_size = 3,
-                        .input_len = 10,
-                        .output_len = 5,
-                        .num_iters = 2,
-                        .num_warmup_iters = 1,
-                        .max_num_batched_tokens = 8};
+  LatencyBenchOptions o = three_requests();
   std::vector<RunnerStats> stats;
   for (bool once : {false, true}) {
-    ModelRunner runner(c);
+    ModelRunner runner(stories_config(4, 16, {1, 2, 4, 8}));
     o.prefill_once = once;
     const LatencyResult r = run_latency_bench(runner, o);
     EXPECT_GT(r.prefill_ms, 0.0);
@@ -77,14 +76,7 @@ TEST(LatencyBench, PrefillOnceRewindsToThePrompt) {
 // A shared, already computed prefix: 8 requests decode over the same 256 tokens' blocks, so every
 // decode step cascades (PIECEWISE, never FULL); the same run without cascade replays FULL graphs.
 TEST(LatencyBench, SharedPrefixDecodesWithCascadeAttention) {
-  RunnerConfig c;
-  c.device = "cpu";
-  c.model = test::stories260k_dir().string();
-  c.max_num_seqs = 8;
-  c.max_num_batched_tokens = 64;
-  c.kv_cache_memory_bytes = size_t(4) << 20;
-  c.compilation.cudagraph_mode = CUDAGraphMode::FULL_AND_PIECEWISE;
-  c.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16, 32, 64};
+  RunnerConfig c = stories_config(8, 64, {1, 2, 4, 8, 16, 32, 64});
   LatencyBenchOptions o{.batch_size = 8,
                         .input_len = 6,
                         .output_len = 4,
