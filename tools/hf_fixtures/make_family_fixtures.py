@@ -5,6 +5,7 @@ Run where torch + transformers are installed (the GPU machine; no internet neede
   make_family_fixtures.py fixtures OUT_DIR --tokenizer DIR [--only a,b]   f32 models + hf_greedy.json (CPU)
   make_family_fixtures.py bf16 FIXTURES_DIR OUT.json          HF bf16 greedy/logits on the GPU
   make_family_fixtures.py peer OUT.json [names]                HF decode ms/step, real shapes
+  make_family_fixtures.py peer-prefill OUT.json NAMES LENS     HF prefill ms of one prompt a length
   make_family_fixtures.py fp8 OUT_DIR --tokenizer DIR          FP8 checkpoints + HF f32 greedy (CPU)
 
 Each fixture directory holds config.json, model.safetensors (f32), the tokenizer files, and
@@ -342,6 +343,18 @@ PEER_SHAPES = {
     "mixtral-8x7b": ("mixtral", dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
                                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                                      num_local_experts=8, num_experts_per_tok=2, pad_token_id=0)),
+    "deepseek-v2-lite": ("deepseek_v2", dict(vocab_size=102400, hidden_size=2048, intermediate_size=10944,
+                                             num_hidden_layers=27, num_attention_heads=16, num_key_value_heads=16,
+                                             kv_lora_rank=512, q_lora_rank=None, qk_nope_head_dim=128,
+                                             qk_rope_head_dim=64, v_head_dim=128, n_routed_experts=64,
+                                             n_shared_experts=2, num_experts_per_tok=6, moe_intermediate_size=1408,
+                                             first_k_dense_replace=1, topk_method="greedy", n_group=None,
+                                             topk_group=None, routed_scaling_factor=1.0, norm_topk_prob=False,
+                                             max_position_embeddings=163840, pad_token_id=0,
+                                             rope_parameters=rope("yarn", factor=40.0,
+                                                                  original_max_position_embeddings=4096,
+                                                                  beta_fast=32.0, beta_slow=1.0, mscale=0.707,
+                                                                  mscale_all_dim=0.707))),
 }
 
 
@@ -380,6 +393,36 @@ def cmd_peer(out_json, names=None, prompt=128, steps=32, warm=4):
     json.dump(res, open(out_json, "w"), indent=1)
 
 
+@torch.no_grad()
+def cmd_peer_prefill(out_json, names, lens, reps=5, warm=2):
+    """HF prefill ms of one prompt of each length (bf16, SDPA, random weights of the real shapes):
+    the median of model(ids, use_cache=False, logits_to_keep=1), CUDA-event timed, the peer of
+    `graphserve bench latency --batch-size 1 --input-len N --max-num-batched-tokens N`."""
+    res = {}
+    for name in names:
+        mt, kw = PEER_SHAPES[name]
+        cfg = AutoConfig.for_model(mt, **kw)
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+        for n in lens:
+            ids = torch.randint(3, 1000, (1, n), device="cuda")
+            times = []
+            for i in range(warm + reps):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                model(input_ids=ids, use_cache=False, logits_to_keep=1)
+                b.record()
+                torch.cuda.synchronize()
+                if i >= warm:
+                    times.append(a.elapsed_time(b))
+            times.sort()
+            res[f"{name}_prefill{n}"] = dict(hf_sdpa_prefill_ms_median=times[len(times) // 2])
+            print(name, n, res[f"{name}_prefill{n}"], flush=True)
+        del model
+        torch.cuda.empty_cache()
+    json.dump(res, open(out_json, "w"), indent=1)
+
+
 from fp8_fixtures import cmd_fp8  # noqa: E402  (FP8 checkpoint layouts of the same models)
 
 
@@ -400,6 +443,9 @@ def main(argv):
         return 0
     if len(argv) in (3, 4) and argv[1] == "peer":
         cmd_peer(argv[2], argv[3].split(",") if len(argv) == 4 else None)
+        return 0
+    if len(argv) == 5 and argv[1] == "peer-prefill":
+        cmd_peer_prefill(argv[2], argv[3].split(","), [int(x) for x in argv[4].split(",")])
         return 0
     print(__doc__, file=sys.stderr)
     return 2
