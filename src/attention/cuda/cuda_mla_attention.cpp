@@ -45,17 +45,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
         Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, shape.kv_lora_rank}, DType::F32, backend.allocator());
     ml_part_ = Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, 2}, DType::F32, backend.allocator());
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
-    // By default tensor cores from the token count the CUDA-core kernel would split each context
-    // over at most kMaxCudaCoreSplits CTAs at: more splits keep every SM busy on few tokens, fewer
-    // lose to the tensor cores (docs/PERF.md, MLA).
-    constexpr int kMaxCudaCoreSplits = 4;
-    tensor_core_min_tokens_ = options.mla_tensor_core_min_tokens;
-    if (tensor_core_min_tokens_ == 0)
-      for (tensor_core_min_tokens_ = 1;
-           cuda::mla_splits(tensor_core_min_tokens_, shape.num_heads, sm_count_) > kMaxCudaCoreSplits;)
-        ++tensor_core_min_tokens_;
-    if (options.mla_tensor_core_min_tokens < 0 || dtype_ != DType::BF16 || !cuda::mla_attend_mma_supported(dims_))
-      tensor_core_min_tokens_ = INT_MAX;
+    const bool mma = dtype_ == DType::BF16 && cuda::mla_attend_mma_supported(dims_);
+    tensor_core_min_tokens_ = mma ? tensor_core_min_tokens(options.mla_tensor_core_min_tokens) : INT_MAX;
     if (tensor_core_min_tokens_ != INT_MAX) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
   }
 
@@ -99,6 +90,18 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   }
 
  private:
+  // The token count from which launches attend on tensor cores (INT_MAX: never) for the option's
+  // value; its default (0) is where the CUDA-core kernel would split each context over at most
+  // kMaxCudaCoreSplits CTAs: more splits keep every SM busy on few tokens, fewer lose to the tensor
+  // cores (docs/PERF.md, MLA).
+  int tensor_core_min_tokens(int option) const {
+    constexpr int kMaxCudaCoreSplits = 4;
+    if (option != 0) return option < 0 ? INT_MAX : option;
+    int t = 1;
+    while (cuda::mla_splits(t, shape_.num_heads, sm_count_) > kMaxCudaCoreSplits) ++t;
+    return t;
+  }
+
   template <typename S>
   void launch(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md, int T) {
     cuda::MlaLaunch<S> l{a.q.data_as<const S>(),
