@@ -93,8 +93,8 @@ struct MlaLaunch {
       std::copy(x + L(), x + latent(), lat.begin() + L());
       rotate(lat.data() + L(), positions[t]);
       if (cache8) {
-        const float inv = 1.0f / scale;
-        for (int64_t i = 0; i < latent(); ++i) cache8[slot * latent() + i] = f32_to_f8e4m3(lat[size_t(i)] * inv);
+        const float q_inv = 1.0f / scale;
+        for (int64_t i = 0; i < latent(); ++i) cache8[slot * latent() + i] = f32_to_f8e4m3(lat[size_t(i)] * q_inv);
       } else {
         std::memcpy(cache + slot * latent(), lat.data(), lat.size() * sizeof(float));
       }

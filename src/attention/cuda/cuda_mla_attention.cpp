@@ -104,6 +104,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
 
   template <typename S>
   void launch(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md, int T) {
+    const bool tensor_core = T >= tensor_core_min_tokens_;
     cuda::MlaLaunch<S> l{a.q.data_as<const S>(),
                          a.kv_a.data_as<const S>(),
                          a.kv_a_norm.data_as<const S>(),
@@ -124,11 +125,11 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          md.num_reqs_padded,
                          md.block_size,
                          md.max_blocks_per_req,
-                         T >= tensor_core_min_tokens_ ? 1 : cuda::mla_splits(T, shape_.num_heads, sm_count_),
+                         tensor_core ? 1 : cuda::mla_splits(T, shape_.num_heads, sm_count_),
                          shape_.kv_norm_eps,
                          dims_};
     if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
-    l.tensor_core = T >= tensor_core_min_tokens_;
+    l.tensor_core = tensor_core;
     GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
   }
 

@@ -555,12 +555,10 @@ cudaError_t launch_mla(const MlaLaunch<T>& l, cudaStream_t stream) {
   // while the kernel before them finishes.
   cudaError_t err = launch_pdl(latent_kernel<T>, dim3(unsigned(l.num_tokens)), dim3(kThreads), 0, stream, l);
   if (err == cudaSuccess) err = launch_pdl(absorb_kernel<T>, absorb, dim3(kThreads), 0, stream, l);
-  if (err == cudaSuccess) {
-    if constexpr (std::is_same_v<T, uint16_t>)
-      err = l.tensor_core ? launch_mla_attend_mma(l, stream)
-                          : launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
-    else
-      err = launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
+  if (err == cudaSuccess && l.tensor_core) {
+    if constexpr (std::is_same_v<T, uint16_t>) err = launch_mla_attend_mma(l, stream);  // bf16 only (checked above)
+  } else if (err == cudaSuccess) {
+    err = launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
   }
   if (err == cudaSuccess && l.splits > 1)
     err = launch_pdl(merge_kernel<T>, dim3(unsigned(l.num_tokens), H), dim3(kMergeThreads), 0, stream, l);
