@@ -1,5 +1,6 @@
 // graphserve bench kernels: where one decode step's GPU time goes, kernel by kernel, from the
-// device's own records (CUPTI), for each batch size, with the step's busy time and idle gaps.
+// device's own records (CUPTI), for each batch size, with the step's busy time and idle gaps; with
+// --prefill, where the prompts' whole prefill goes (every chunk of it, one "step").
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -33,6 +34,7 @@ struct KernelsArgs {
   LatencyBenchOptions bench{.batch_size = 1, .input_len = 128, .output_len = 17, .num_iters = 1};
   SamplingFlags sampling;
   int top = 20;
+  bool prefill = false;
   std::string output_json;
 };
 
@@ -82,8 +84,10 @@ void run_tensor_parallel(KernelsArgs& a) {
 void run(KernelsArgs& a) {
   finish_engine_options(a.cfg);
   GS_CHECK(!a.batch_sizes.empty(), "bench kernels: give at least one batch size");
-  GS_CHECK(a.bench.output_len >= 2, "bench kernels: --output-len must be >= 2 (one decode step), got {}",
+  GS_CHECK(a.prefill || a.bench.output_len >= 2, "bench kernels: --output-len must be >= 2 (one decode step), got {}",
            a.bench.output_len);
+  GS_CHECK(!a.prefill || a.cfg.tensor_parallel_size == 1,
+           "bench kernels: --prefill profiles one GPU (--tensor-parallel-size 1), got {}", a.cfg.tensor_parallel_size);
   a.cfg.max_num_seqs = std::max(a.cfg.max_num_seqs, *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()));
   GS_CHECK(a.bench.num_loras <= std::min(int(a.cfg.lora_modules.size()), a.cfg.lora_host_capacity()),
            "--lora-spread {}: the runner holds {} of the {} --lora-modules (raise --max-cpu-loras to hold more)",
@@ -101,9 +105,11 @@ void run(KernelsArgs& a) {
   GS_CHECK(exec->device_name().rfind("cuda", 0) == 0,
            "bench kernels profiles GPU kernels, but the model runs on {}; run it on a machine with a CUDA GPU",
            exec->device_name());
-  fmt::print("device {}, model {}, cudagraph mode {}, input {}, sampling: {}\n", exec->device_name(),
-             a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(exec->stats().resolved_mode),
-             a.bench.input_len, describe_sampling(a.bench.sampling));
+  fmt::print(
+      "device {}, model {}, cudagraph mode {}, input {}, sampling: {}{}\n", exec->device_name(),
+      a.cfg.model.empty() ? a.cfg.preset : a.cfg.model, mode_name(exec->stats().resolved_mode), a.bench.input_len,
+      describe_sampling(a.bench.sampling),
+      a.prefill ? fmt::format("; the prefill (chunks of {} tokens) is the step", a.bench.max_num_batched_tokens) : "");
   fmt::print(
       "own us: what a kernel adds past the kernels started before it (kernels overlap under programmatic "
       "dependent launch), per step; us/call: its whole duration; wall: inflated by profiling\n");
@@ -112,11 +118,14 @@ void run(KernelsArgs& a) {
     LatencyBenchOptions o = a.bench;
     o.batch_size = bs;
     std::vector<KernelRecord> records;
-    o.on_decode_begin = [&] { profiler->start(); };
-    o.on_decode_end = [&] { records = profiler->stop(); };
+    auto& begin = a.prefill ? o.on_prefill_begin : o.on_decode_begin;
+    auto& end = a.prefill ? o.on_prefill_end : o.on_decode_end;
+    begin = [&] { profiler->start(); };
+    end = [&] { records = profiler->stop(); };
+    if (a.prefill) o.output_len = 1, o.num_iters = 1;
     const LatencyResult r = run_latency_bench(bench_model(*exec), o);
-    const double wall = std::accumulate(r.decode_ms.begin(), r.decode_ms.end(), 0.0);
-    const KernelBreakdown b = summarize_kernels(records, int(r.decode_ms.size()), wall);
+    const double wall = a.prefill ? r.prefill_ms : std::accumulate(r.decode_ms.begin(), r.decode_ms.end(), 0.0);
+    const KernelBreakdown b = summarize_kernels(records, a.prefill ? 1 : int(r.decode_ms.size()), wall);
     fmt::print("{}", format_kernel_breakdown(b, bs, a.top));
     results.push_back(to_json(b, bs));
   }
@@ -142,6 +151,9 @@ void add_bench_kernels(CLI::App& bench) {
                   "with --enable-lora: requests spread over the first N adapters (0: the base model)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top", args->top, "Kernels listed per batch size (the rest summed)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--prefill", args->prefill,
+                "profile the prefill of the batch's prompts (--input-len tokens each, in chunks of "
+                "--max-num-batched-tokens) instead of its decode steps");
   add_sampling_flags(*cmd, args->sampling, "greedy");
   cmd->add_option("--output-json", args->output_json, "JSON results file");
   cmd->callback([args] { run(*args); });

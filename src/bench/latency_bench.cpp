@@ -124,8 +124,11 @@ LatencyResult run_latency_bench(const BenchModel& runner, const LatencyBenchOpti
     auto prefilling = [&] {
       return std::any_of(reqs.begin(), reqs.end(), [&](const auto& s) { return s.computed < prompt_len; });
     };
+    const bool prefill_hooks = measured && !rewind;
+    if (prefill_hooks && o.on_prefill_begin) o.on_prefill_begin();
     while (prefilling()) step(o.max_num_batched_tokens, true);
     if ((measured || o.prefill_once) && !rewind) prefills.push_back(ms_since(t0));
+    if (prefill_hooks && o.on_prefill_end) o.on_prefill_end();
     const uint64_t d2h0 = runner.stats().d2h_bytes;
     if (measured && o.on_decode_begin) o.on_decode_begin();
     for (int d = 1; d < o.output_len; ++d) {

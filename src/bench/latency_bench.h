@@ -35,8 +35,10 @@ struct LatencyBenchOptions {
   // first token sampled) and decodes again: decode steps at the prompt's context without a
   // prefill an iteration (bench graphs, where long prompts would otherwise dominate the run).
   bool prefill_once = false;
-  // Called around the decode steps of each measured iteration (a kernel profiler's start / stop).
+  // Called around the decode steps, and around the prefill, of each measured iteration (a kernel
+  // profiler's start / stop).
   std::function<void()> on_decode_begin{}, on_decode_end{};
+  std::function<void()> on_prefill_begin{}, on_prefill_end{};
 
   static SamplingParams greedy() {
     SamplingParams p;

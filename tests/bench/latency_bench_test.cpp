@@ -39,9 +39,14 @@ TEST(LatencyBench, DecodeStepsRunThroughFullGraphs) {
   int begins = 0, ends = 0;
   o.on_decode_begin = [&] { EXPECT_EQ(begins++, ends); };
   o.on_decode_end = [&] { EXPECT_EQ(++ends, begins); };
+  std::vector<uint64_t> prefill_steps;  // steps between each on_prefill_begin and its on_prefill_end
+  o.on_prefill_begin = [&] { prefill_steps.push_back(runner.stats().steps_piecewise); };
+  o.on_prefill_end = [&] { prefill_steps.back() = runner.stats().steps_piecewise - prefill_steps.back(); };
   const LatencyResult r = run_latency_bench(runner, o);
   EXPECT_EQ(begins, 2);  // around the decode steps of each measured iteration, not the warm-up
   EXPECT_EQ(ends, 2);
+  // ... and around each measured prefill: 30 prompt tokens in chunks of 8.
+  EXPECT_EQ(prefill_steps, (std::vector<uint64_t>{4, 4}));
   EXPECT_EQ(r.decode_ms.size(), size_t(2 * 4));  // (output_len - 1) steps per measured iteration
   EXPECT_GT(r.prefill_ms, 0.0);
   EXPECT_LE(r.decode_ms_median, r.decode_ms_p90);
