@@ -221,12 +221,6 @@ void add_engine_options(CLI::App& cmd, EngineConfig& cfg, std::vector<std::strin
                  "so far, docs/PERF.md)")
       ->check(CLI::Range(0, 4))
       ->capture_default_str();
-  cmd.add_option("--mla-tensor-core-min-tokens", cfg.kernel_options.attention.mla_tensor_core_min_tokens,
-                 "MLA (DeepSeek) steps of at least this many tokens attend on tensor cores (bf16), smaller ones on "
-                 "the CUDA-core kernel that splits each context over CTAs; 0: from the GPU (where that kernel would "
-                 "split each context 4 ways or fewer), -1: never")
-      ->check(CLI::Range(-1, 1 << 20))
-      ->capture_default_str();
   cmd.add_option("--moe-dense-max-tokens", cfg.kernel_options.moe.dense_max_tokens,
                  "MoE batches of at most this many tokens, where each expert gets enough of them, run every expert "
                  "on every token as cuBLASLt GEMMs (bf16 on the GPU); 0: the grouped GEMMs over the selected experts "

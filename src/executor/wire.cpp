@@ -51,7 +51,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttentionKernelOptions, tensor_c
                                                 prefill_wgmma, prefill_tiles_per_warp_d64, decode_split_target,
                                                 decode_split_min_tiles, decode_split_max_tiles, decode_warp_split,
                                                 stage_query_starts, decode_four_ctas_per_sm, cascade_split_target,
-                                                cascade_split_min_tiles, mla_tensor_core_min_tokens)
+                                                cascade_split_min_tiles)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearKernelOptions, decode_fusion, skinny_fusion, norm_fusion,
                                                 norm_handoff_min_k, norm_handoff_max_k, qk_norm_fusion,
                                                 qkv_wide_sm_percent)

@@ -55,11 +55,6 @@ struct AttentionKernelOptions {
   int cascade_split_target = 264;
   // ... each split holding at least this many 64-key tiles.
   int cascade_split_min_tiles = 4;
-  // MLA (DeepSeek): launches of at least this many tokens (padded) attend on tensor cores (bf16
-  // compute; mla_attend_mma.cu), fewer on the CUDA-core kernel, which splits each token's context
-  // over CTAs. 0: from the GPU, where that kernel would split each context 4 ways or fewer;
-  // < 0: never.
-  int mla_tensor_core_min_tokens = 0;
 };
 
 // Fused epilogues of the linear ops (ops/cuda/cuda_backend.cpp).

@@ -84,12 +84,9 @@ std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const Attenti
   return make_cpu_attention(backend, shape);
 }
 
-std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape,
-                                                         const AttentionKernelOptions& options) {
+std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape) {
 #ifdef GS_HAVE_CUDA
-  if (backend.device().is_cuda()) return make_cuda_mla_attention(backend, shape, options);
-#else
-  (void)options;
+  if (backend.device().is_cuda()) return make_cuda_mla_attention(backend, shape);
 #endif
   return make_mla_attention(backend, shape);
 }

@@ -35,8 +35,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
 std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape,
                                                  const AttentionKernelOptions& options = {});
 // The multi-head latent attention backend of the backend's device (DeepSeek-V2/V3).
-std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape,
-                                                         const AttentionKernelOptions& options = {});
+std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape);
 std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend);
 
 // Joins tensor-parallel group cfg.tp_group as rank cfg.tp_rank of cfg.tensor_parallel_size: the

@@ -132,19 +132,18 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Sc
   return out;
 }
 
-// The CUDA backend (kernels chosen by `o`) against the CPU reference on `sc`, in f32 and bf16;
-// padded tokens get zero rows.
-void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape(),
-                        const AttentionKernelOptions& o = {}) {
+// The CUDA backend against the CPU reference on `sc`, in f32 (the CUDA-core attend) and bf16
+// (tensor cores where `bf16_tensor_cores`, else the CUDA-core attend); padded tokens get zero rows.
+void expect_matches_cpu(const Scenario& sc, const MlaShape& shape, bool bf16_tensor_cores) {
   auto cpu = make_cpu_backend();
   auto ref_mla = make_mla_attention(*cpu, shape);
   const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape);
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
-    auto mla = make_cuda_mla_attention(*gpu, shape, o);
+    auto mla = make_cuda_mla_attention(*gpu, shape);
     EXPECT_EQ(mla->cudagraph_support(), AttentionCGSupport::ALWAYS);
-    const bool tensor_cores = dt == DType::BF16 && o.mla_tensor_core_min_tokens == 1;
-    EXPECT_EQ(mla->name().find("from 1 tokens") != std::string::npos, tensor_cores) << mla->name();
+    const bool tensor_cores = dt == DType::BF16 && bf16_tensor_cores;
+    EXPECT_EQ(mla->name(), tensor_cores ? "mla-cuda (tensor-core attend)" : "mla-cuda");
     const std::vector<float> got = run(*gpu, *mla, dt, sc, shape);
     const double e = test::rel_l2(got, ref);
     std::printf("[mla-cuda] %s%s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
@@ -161,7 +160,7 @@ void expect_matches_cpu(const Scenario& sc, const MlaShape& shape = test_shape()
 // the CPU reference over the same e4m3 cache (both quantize each latent value from f32, so only a
 // value on a rounding boundary can land one e4m3 step apart), which stays within e4m3's rounding
 // of the f32 cache's output and differs from it.
-void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape, const AttentionKernelOptions& o = {}) {
+void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape) {
   auto cpu = make_cpu_backend();
   auto ref_mla = make_mla_attention(*cpu, shape);
   const std::vector<float> ref = run(*cpu, *ref_mla, DType::F32, sc, shape, 0.5f);
@@ -171,7 +170,7 @@ void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape, const At
   EXPECT_LT(moved, 0.1);
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
-    auto mla = make_cuda_mla_attention(*gpu, shape, o);
+    auto mla = make_cuda_mla_attention(*gpu, shape);
     const double e = test::rel_l2(run(*gpu, *mla, dt, sc, shape, 0.5f), ref);
     std::printf("[mla-cuda] %s, e4m3 cache (%s), vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
                 mla->name().c_str(), e);
@@ -185,34 +184,34 @@ TEST(CudaMla, E4m3CacheMatchesTheCpuReference) {
   expect_e4m3_matches_cpu(long_context(), lite_shape());
 }
 
-// The tensor-core attend (every launch, mla_tensor_core_min_tokens 1) on the same batches: heads
-// that do not divide its 64 rows (20 heads, 3 tokens a tile) with padded latent columns (64 + 16),
-// DeepSeek-V2-Lite's shape over a 200-token prefill and a decode, and an e4m3 cache.
-TEST(CudaMla, TensorCoresMatchTheCpuReference) {
-  GS_REQUIRE_GPU();
-  AttentionKernelOptions o;
-  o.mla_tensor_core_min_tokens = 1;
-  expect_matches_cpu(mixed(), test_shape(), o);
-  expect_matches_cpu(long_context(), lite_shape(), o);
-  expect_e4m3_matches_cpu(long_context(), lite_shape(), o);
-}
-
-// 19 tokens: each token's context splits over several CTAs (cuda::mla_splits), merged by expand.
+// 19 tokens: each token's context splits over several CTAs (cuda::mla_splits, 12 here), merged
+// before expand; in bf16 on tensor cores with heads that do not divide the attend's 64 rows (20
+// heads, 3 tokens a tile) and padded latent columns (64 + 16).
 TEST(CudaMla, MatchesTheCpuReferenceOnAMixedBatch) {
   GS_REQUIRE_GPU();
-  expect_matches_cpu(mixed());
+  expect_matches_cpu(mixed(), test_shape(), true);
 }
 
-// A 200-token prefill (one split a token), then a decode whose 201 rows split over many CTAs.
+// A 200-token prefill (one split a token), then a decode whose 201 rows split 32 ways.
 TEST(CudaMla, MatchesTheCpuReferenceOverALongContext) {
   GS_REQUIRE_GPU();
-  expect_matches_cpu(long_context());
+  expect_matches_cpu(long_context(), test_shape(), true);
 }
 
 // The same at DeepSeek-V2-Lite's shape (every accumulator and weight segment of the kernels in use).
 TEST(CudaMla, MatchesTheCpuReferenceAtDeepSeekV2LiteShape) {
   GS_REQUIRE_GPU();
-  expect_matches_cpu(long_context(), lite_shape());
+  expect_matches_cpu(long_context(), lite_shape(), true);
+}
+
+// A latent the tensor-core attend is not built for (32 + 16): bf16 attends on CUDA cores too.
+TEST(CudaMla, OtherLatentWidthsAttendOnCudaCores) {
+  GS_REQUIRE_GPU();
+  MlaShape s = test_shape();
+  s.kv_lora_rank = 32;
+  expect_matches_cpu(mixed(), s, false);
+  expect_matches_cpu(long_context(), s, false);
+  expect_e4m3_matches_cpu(mixed(), s);
 }
 
 class DeepSeekOnCuda : public ::testing::TestWithParam<std::string> {};

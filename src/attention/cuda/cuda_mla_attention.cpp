@@ -1,10 +1,6 @@
 // Implements attention/cuda/cuda_mla_attention.h.
 #include "attention/cuda/cuda_mla_attention.h"
 
-#include <fmt/format.h>
-
-#include <climits>
-
 #include "attention/cuda/mla_kernels.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -21,8 +17,7 @@ void need(const Tensor& t, DType d, const char* name) {
 
 class CudaMlaAttention final : public MlaAttentionBackend {
  public:
-  CudaMlaAttention(Backend& backend, const MlaShape& shape, const AttentionKernelOptions& options)
-      : MlaAttentionBackend(shape), backend_(backend) {
+  CudaMlaAttention(Backend& backend, const MlaShape& shape) : MlaAttentionBackend(shape), backend_(backend) {
     auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
     GS_CHECK(cs, "cuda MLA attention needs the CUDA backend, got backend '{}'", backend.name());
     stream_ = cs->handle();
@@ -45,16 +40,11 @@ class CudaMlaAttention final : public MlaAttentionBackend {
         Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, shape.kv_lora_rank}, DType::F32, backend.allocator());
     ml_part_ = Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, 2}, DType::F32, backend.allocator());
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
-    const bool mma = dtype_ == DType::BF16 && cuda::mla_attend_mma_supported(dims_);
-    tensor_core_min_tokens_ = mma ? tensor_core_min_tokens(options.mla_tensor_core_min_tokens) : INT_MAX;
-    if (tensor_core_min_tokens_ != INT_MAX) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
+    tensor_core_ = dtype_ == DType::BF16 && cuda::mla_attend_mma_supported(dims_);
+    if (tensor_core_) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
   }
 
-  std::string name() const override {
-    return tensor_core_min_tokens_ == INT_MAX
-               ? "mla-cuda"
-               : fmt::format("mla-cuda (tensor-core attend from {} tokens a step)", tensor_core_min_tokens_);
-  }
+  std::string name() const override { return tensor_core_ ? "mla-cuda (tensor-core attend)" : "mla-cuda"; }
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
 
   void forward_mla(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) override {
@@ -90,21 +80,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   }
 
  private:
-  // The token count from which launches attend on tensor cores (INT_MAX: never) for the option's
-  // value; its default (0) is where the CUDA-core kernel would split each context over at most
-  // kMaxCudaCoreSplits CTAs: more splits keep every SM busy on few tokens, fewer lose to the tensor
-  // cores (docs/PERF.md, MLA).
-  int tensor_core_min_tokens(int option) const {
-    constexpr int kMaxCudaCoreSplits = 4;
-    if (option != 0) return option < 0 ? INT_MAX : option;
-    int t = 1;
-    while (cuda::mla_splits(t, shape_.num_heads, sm_count_) > kMaxCudaCoreSplits) ++t;
-    return t;
-  }
-
   template <typename S>
   void launch(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md, int T) {
-    const bool tensor_core = T >= tensor_core_min_tokens_;
     cuda::MlaLaunch<S> l{a.q.data_as<const S>(),
                          a.kv_a.data_as<const S>(),
                          a.kv_a_norm.data_as<const S>(),
@@ -125,11 +102,11 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          md.num_reqs_padded,
                          md.block_size,
                          md.max_blocks_per_req,
-                         tensor_core ? 1 : cuda::mla_splits(T, shape_.num_heads, sm_count_),
+                         cuda::mla_splits(T, shape_.num_heads, sm_count_),
                          shape_.kv_norm_eps,
                          dims_};
     if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
-    l.tensor_core = tensor_core;
+    l.tensor_core = tensor_core_;
     GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
   }
 
@@ -138,16 +115,15 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   DType dtype_ = DType::BF16;
   cuda::MlaDims dims_{};
   int sm_count_ = 0;
-  int tensor_core_min_tokens_ = INT_MAX;
+  bool tensor_core_ = false;  // bf16 at dims the tensor-core attend is built for
   Tensor inv_freq_;
   Tensor o_part_, ml_part_;  // the context splits' partial outputs (cuda::MlaLaunch)
 };
 
 }  // namespace
 
-std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape,
-                                                             const AttentionKernelOptions& options) {
-  return std::make_unique<CudaMlaAttention>(backend, shape, options);
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape) {
+  return std::make_unique<CudaMlaAttention>(backend, shape);
 }
 
 }  // namespace gs

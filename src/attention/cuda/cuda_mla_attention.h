@@ -1,21 +1,20 @@
 // The CUDA multi-head latent attention backend (attention/mla_attention.h) on the kernels of
 // attention/cuda/mla_kernels.h: the latent cache in the compute dtype or e4m3, every request in
-// the absorbed form, launches of many tokens attending on tensor cores
-// (AttentionKernelOptions::mla_tensor_core_min_tokens). Its kernels read each batch from the metadata's device buffers,
-// size their grids from the padded token count and use the model's fixed scratch (MlaForwardArgs::q_latent, o_latent)
-// and the backend's own for the context splits of small batches (sized once, for cuda::kMlaSplitRows), so it declares
-// ALWAYS: mixed batches replay FULL graphs too.
+// the absorbed form, attending on tensor cores in bf16 (where mla_attend_mma_supported holds the
+// dims; f32 and other dims on the CUDA-core kernel). Its kernels read each batch from the
+// metadata's device buffers, size their grids from the padded token count and use the model's
+// fixed scratch (MlaForwardArgs::q_latent, o_latent) and the backend's own for the context splits
+// of small batches (sized once, for cuda::kMlaSplitRows), so it declares ALWAYS: mixed batches
+// replay FULL graphs too.
 #pragma once
 #include <memory>
 
 #include "attention/mla_attention.h"
-#include "ops/kernel_options.h"
 
 namespace gs {
 
 // `backend` must be the CUDA backend (its stream is used). Throws gs::Error naming the dims the
 // kernels do not hold.
-std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape,
-                                                             const AttentionKernelOptions& options = {});
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape);
 
 }  // namespace gs

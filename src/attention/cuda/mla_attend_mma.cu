@@ -17,7 +17,8 @@
 // O += P V. The pair agrees on each row's running max through shared memory, so both rescale
 // alike; each then hands its probabilities (already in the A-fragment layout) to the other, and
 // sums its own; the two sums meet at the end. Output: normalised rows of o_latent (f32), zeros
-// for padded tokens, as the CUDA-core attend with one split writes them.
+// for padded tokens, as the CUDA-core attend with one split writes them; with context splits (grid
+// z, the same mla_splits as that kernel) each split writes its partial rows for merge_kernel.
 #include <algorithm>
 #include <cfloat>
 #include <type_traits>
@@ -139,11 +140,15 @@ __global__ void __launch_bounds__(kMmaThreads, 1) attend_mma_kernel(MlaLaunch<ui
     kv_end = min(n0 + ti.ntok - 1, l.max_blocks * l.block_size);
     bt += int64_t(ti.r) * l.max_blocks;
   }
-  const int t0 = ti.tok0 + ti.first, n_tiles = (kv_end + kTileKeys - 1) / kTileKeys;
+  // Split z of S (grid z) takes its share of the key tiles, in order, so the splits holding keys
+  // are a prefix (what merge_kernel reads).
+  const int S = l.splits, z = int(blockIdx.z), n_all = (kv_end + kTileKeys - 1) / kTileKeys;
+  const int chunk = (n_all + S - 1) / S, tile0 = min(n_all, z * chunk), n_tiles = min(n_all, tile0 + chunk) - tile0;
+  const int t0 = ti.tok0 + ti.first, kv_lo = tile0 * kTileKeys;
   load_q<DP>(l, t0, ti.ntok, h0, HG, q_s);
   TileLoads<DP, F8> next;
   if (n_tiles > 0) {
-    next.load(l, bt, 0, kv_end);
+    next.load(l, bt, kv_lo, kv_end);
     next.store(stages);
   }
   __syncthreads();
@@ -160,7 +165,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) attend_mma_kernel(MlaLaunch<ui
   float o[LH / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f};
   for (int it = 0; it < n_tiles; ++it) {
-    const int kv0 = it * kTileKeys;
+    const int kv0 = kv_lo + it * kTileKeys;
     const uint16_t* ks = stages + (it & 1) * kTileKeys * DP;
     if (it + 1 < n_tiles) next.load(l, bt, kv0 + kTileKeys, kv_end);
     // S: rows 16 rg .. + 16, keys kv0 + 16 half .. + 16 (n-tiles 0, 1).
@@ -230,7 +235,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1) attend_mma_kernel(MlaLaunch<ui
     if (it + 1 < n_tiles) next.store(stages + ((it + 1) & 1) * kTileKeys * DP);
     __syncthreads();
   }
-  // The pair's sums of each row meet; normalised rows (zeros without keys) into o_latent.
+  // The pair's sums of each row meet. One split: normalised rows (zeros without keys) into
+  // o_latent; several: the unnormalised rows into o_part and each row's (max, sum) into ml_part, the
+  // max as the CUDA-core attend keeps it (natural log: scores times the softmax scale), for merge.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     lsum[i] = tensor_core::quad_sum(lsum[i]);
@@ -241,9 +248,14 @@ __global__ void __launch_bounds__(kMmaThreads, 1) attend_mma_kernel(MlaLaunch<ui
   for (int i = 0; i < 2; ++i) {
     const int row = r0 + 8 * i, tl = row / HG, h = h0 + row % HG;
     if (tl >= ti.ntok || row >= TPT * HG || h >= H) continue;
-    const float total = lsum[i] + row_s[(1 - half) * kCtaRows + row];
-    const float inv = total > 0.0f ? (F8 ? l.cache_scale : 1.0f) / total : 0.0f;
-    float* dst = l.o_latent + (int64_t(t0 + tl) * H + h) * L + half * LH + 2 * (lane & 3);
+    const float total = lsum[i] + row_s[(1 - half) * kCtaRows + row], v_scale = F8 ? l.cache_scale : 1.0f;
+    const float inv = S > 1 ? v_scale : total > 0.0f ? v_scale / total : 0.0f;
+    const int64_t out_row = S > 1 ? (int64_t(t0 + tl) * S + z) * H + h : int64_t(t0 + tl) * H + h;
+    float* dst = (S > 1 ? l.o_part : l.o_latent) + out_row * L + half * LH + 2 * (lane & 3);
+    if (S > 1 && half == 0 && (lane & 3) == 0) {
+      l.ml_part[2 * out_row] = m[i] == -INFINITY ? -FLT_MAX : m[i] * 0.6931471805599453f;
+      l.ml_part[2 * out_row + 1] = total;
+    }
 #pragma unroll
     for (int nd = 0; nd < LH / 8; ++nd)
       *reinterpret_cast<float2*>(dst + nd * 8) = make_float2(o[nd][2 * i] * inv, o[nd][2 * i + 1] * inv);
@@ -289,7 +301,8 @@ cudaError_t launch_mla_attend_mma(const MlaLaunch<uint16_t>& l, cudaStream_t str
   const AttendMma k = l.cache8 ? attend_mma_for<true>(l.d, &smem) : attend_mma_for<false>(l.d, &smem);
   if (!k) return cudaErrorInvalidValue;
   const int HG = std::min(l.d.heads, kCtaRows), TPT = kCtaRows / HG;
-  const dim3 grid(unsigned(l.num_tokens / TPT + l.num_reqs + 1), unsigned((l.d.heads + HG - 1) / HG));
+  const dim3 grid(unsigned(l.num_tokens / TPT + l.num_reqs + 1), unsigned((l.d.heads + HG - 1) / HG),
+                  unsigned(l.splits));
   return launch_pdl(k, grid, dim3(kMmaThreads), smem, stream, l);
 }
 

@@ -544,7 +544,7 @@ template <typename T>
 cudaError_t launch_mla(const MlaLaunch<T>& l, cudaStream_t stream) {
   if (l.num_tokens == 0) return cudaSuccess;
   if (l.splits < 1 || l.splits > kMlaMaxSplits || (l.splits > 1 && l.num_tokens * l.splits > kMlaSplitRows) ||
-      (l.tensor_core && (l.splits != 1 || !std::is_same_v<T, uint16_t>)))
+      (l.tensor_core && !std::is_same_v<T, uint16_t>))
     return cudaErrorInvalidValue;
   const MlaDims& d = l.d;
   const unsigned tiles = unsigned((l.num_tokens + kTokenTile - 1) / kTokenTile), H = unsigned(d.heads);

@@ -1,10 +1,11 @@
 // The CUDA kernels of multi-head latent attention (attention/mla_attention.h), every request in
 // the absorbed form (prefill too: the tensor-core prefill kernels take one head dim for K and V,
-// MLA's expanded form has 192 and 128; a launch of many tokens attends on tensor cores instead,
-// MlaLaunch::tensor_core). Each kernel reads the batch from the metadata's device
+// MLA's expanded form has 192 and 128), bf16 attending on tensor cores (MlaLaunch::tensor_core),
+// f32 on CUDA cores. Each kernel reads the batch from the metadata's device
 // buffers and sizes its grid from the padded token count, so one launch sequence serves any batch
 // of that shape inside a graph; scratch is the caller's, fixed-size. A batch of few tokens splits
-// each token's context over `splits` CTAs (mla_splits), whose partial results expand merges.
+// each token's context over `splits` CTAs (mla_splits) in either attend kernel, whose partial
+// results merge_kernel combines before expand.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -47,7 +48,7 @@ struct MlaLaunch {
   // e4m3(x * (1 / cache_scale)) from its f32 value, read as e4m3 * cache_scale.
   uint8_t* cache8 = nullptr;
   float cache_scale = 1.0f;
-  // attend on tensor cores (bf16 only; splits 1): mla_attend_mma.cu.
+  // attend on tensor cores (bf16 only): mla_attend_mma.cu.
   bool tensor_core = false;
 };
 
