@@ -205,16 +205,19 @@ TEST(MoeOps, ExpertsMatchCpuFromOneTokenToMany) {
 }
 
 // Expert widths that are not a multiple of the tensor-core kernel's 32-k granule (the fixtures'
-// 40 and 48: the last granule is partial), in bf16 (tensor cores) and f32 (the grouped GEMVs).
+// 40 and 48: the last granule is partial), in bf16 (tensor cores) and f32 (the grouped GEMVs); at
+// 300 tokens (75 pairs an expert: bf16 items of 128 pairs, the tiled GEMM) with a hidden size of
+// 264, so that both GEMMs end in a partial 64-k tile and a partial tile of outputs.
 TEST(MoeOps, ExpertsMatchCpuAtOddWidthsInBothDtypes) {
   GS_REQUIRE_GPU();
   auto cpu = make_cpu_backend();
   for (DType dt : {DType::BF16, DType::F32}) {
     auto gpu = make_cuda_backend(0, dt);
     for (int I : {40, 48, 200}) {
-      for (int T : {1, 33}) {
+      for (int T : {1, 33, 300}) {
         SCOPED_TRACE(testing::Message() << dtype_name(dt) << " I " << I << " T " << T);
-        Layer g(*gpu, T, T > 1, 50 + T, I), c(*cpu, T, T > 1, 50 + T, I);
+        const int H = T == 300 ? 264 : Layer::kHidden;
+        Layer g(*gpu, T, T > 1, 50 + T, I, false, 16, false, H), c(*cpu, T, T > 1, 50 + T, I, false, 16, false, H);
         g.forward(*gpu);
         c.forward(*cpu);
         EXPECT_EQ(read(*gpu, g.ids), read(*cpu, c.ids));
@@ -230,7 +233,7 @@ TEST(MoeOps, GptOssBiasesAndClampedSwigluMatchCpu) {
   GS_REQUIRE_GPU();
   auto gpu = make_cuda_backend(0, DType::BF16);
   auto cpu = make_cpu_backend();
-  for (int T : {1, 64}) {
+  for (int T : {1, 64, 300}) {  // 300: the tiled GEMM's epilogues
     SCOPED_TRACE(testing::Message() << "T " << T);
     Layer g(*gpu, T, false, 60 + T, 128, true), c(*cpu, T, false, 60 + T, 128, true);
     g.forward(*gpu);

@@ -40,9 +40,7 @@
 
 namespace gs::cuda::keys_as_rows {
 
-using tensor_core::cp_async16;
 using tensor_core::fast_exp2;
-using tensor_core::swz;
 
 constexpr int kWarps = 4;                // key blocks of a stage, one a warp
 constexpr int kStageKeys = 16 * kWarps;  // keys of a K/V stage
@@ -192,7 +190,7 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t a[4];
-    tensor_core::ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
+    ldsm_x4(a, ks + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
     tensor_core::mma16816(s, a, qf[kk][0], qf[kk][1]);
   }
   float corr[2];
@@ -202,7 +200,7 @@ __device__ __forceinline__ void attend_block(const uint32_t (&qf)[D / 16][2], co
   for (int mt = 0; mt < D / 16; ++mt) {
     rescale<D>(st, mt, corr);
     uint32_t a[4];  // V^T rows 16 mt .. (dims), columns = the block's keys
-    tensor_core::ldsm_x4_t(a, vs + swz<D>(row0 + (lane & 7) + ((lane >> 4) << 3), mt * 2 + ((lane >> 3) & 1)));
+    ldsm_x4_t(a, vs + swz<D>(row0 + (lane & 7) + ((lane >> 4) << 3), mt * 2 + ((lane >> 3) & 1)));
     tensor_core::mma16816(st.o[mt], a, b0, b1);
   }
 }
@@ -218,7 +216,7 @@ __device__ __forceinline__ void attend_block_fp8(const uint32_t (&qf)[D / 16][2]
 #pragma unroll
   for (int kk2 = 0; kk2 < D / 32; ++kk2) {  // 32 k a step: rows g, g + 8, bytes 4t .. of two 16-byte chunks
     uint32_t r[4];
-    tensor_core::ldsm_x4(r, ks + swz8<D>(row0 + (lane & 15), kk2 * 2 + (lane >> 4)));
+    ldsm_x4(r, ks + swz8<D>(row0 + (lane & 15), kk2 * 2 + (lane >> 4)));
     const uint32_t a0[4] = {e4m3x2_to_f16x2(r[0]), e4m3x2_to_f16x2(r[1]), e4m3x2_to_f16x2(r[0] >> 16),
                             e4m3x2_to_f16x2(r[1] >> 16)};
     tensor_core::mma16816_f16(s, a0, qf[2 * kk2][0], qf[2 * kk2][1]);
@@ -371,7 +369,7 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
     if (i < nst) load(i, kv_lo + i * kStageKeys, !early);
-    tensor_core::cp_async_commit();
+    cp_async_commit();
   }
   if (early) pdl_wait(), pdl_trigger();
   // Every global load of what the previous kernels wrote (q, this token's k, v) and the slot, at once.
@@ -409,7 +407,7 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
   const float sl2 = p.scale * 1.4426950408889634f * p.k_scale;
 
   for (int s = 0; s < nst; ++s) {
-    tensor_core::cp_async_wait<NS - 1>();  // stage s (groups 0 .. s of the NS + s committed) has landed
+    cp_async_wait<NS - 1>();  // stage s (groups 0 .. s of the NS + s committed) has landed
     __syncthreads();
     const int buf = s % NS, key0 = kv_lo + s * kStageKeys + warp * 16;
     if (key0 < kv_end) {
@@ -426,9 +424,9 @@ __global__ void __launch_bounds__(Cfg<D, NS, F8>::threads)
       if (F8 && now >= kv0 && now < min(kv_end, kv0 + kStageKeys))
         now_kv.to_stage(p, now - kv0, k_s + buf * kStageKeys * D, v_s + buf * kStageKeys * D);
     }
-    tensor_core::cp_async_commit();
+    cp_async_commit();
   }
-  tensor_core::cp_async_wait<0>();
+  cp_async_wait<0>();
   merge_and_store<D, F8>(p, st, tok, g, G, T, sr.splits, reinterpret_cast<float*>(smem));
 }
 

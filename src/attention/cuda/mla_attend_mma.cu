@@ -32,11 +32,8 @@ namespace gs::cuda {
 
 namespace {
 
-using tensor_core::ldsm_x4;
-using tensor_core::ldsm_x4_t;
 using tensor_core::mma16816;
 using tensor_core::pack_bf16;
-using tensor_core::swz;
 
 constexpr int kCtaRows = 64;   // query rows (tokens x heads) a CTA
 constexpr int kTileKeys = 32;  // cached rows a stage

@@ -1,7 +1,7 @@
 // Building blocks of the tensor-core attention kernels (tensor_core_attention.cuh): the paged cache's row
-// addressing, cache writes and zero rows (shared with the decode kernels), cp.async, ldmatrix and
-// mma.sync m16n8k16 wrappers, the swizzled tile layout, a warp's online-softmax state and one 64-key
-// K/V tile of FlashAttention-2 on mma.sync. Included by the attention/cuda kernels only.
+// addressing, cache writes and zero rows (shared with the decode kernels), the mma.sync m16n8k16
+// wrapper (cp.async and ldmatrix: ops/cuda/tensor_core.cuh), the swizzled tile layout, a warp's online-softmax state
+// and one 64-key K/V tile of FlashAttention-2 on mma.sync. Included by the attention/cuda kernels only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,17 +10,11 @@
 
 #include "attention/cuda/paged_attention_params.h"
 #include "ops/cuda/e4m3.cuh"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace gs::cuda::tensor_core {
 
 constexpr int kKeys = 64;  // keys per K/V tile
-
-// Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
-// (row mod 8), so the 8 rows an ldmatrix phase reads hit 8 different bank groups.
-template <int D>
-__device__ __forceinline__ int swz(int row, int ch) {
-  return row * D + ((ch ^ (row & 7)) << 3);
-}
 
 // log2 of a power-of-two block size (the block index of a position by shift), else -1 (by division).
 __device__ __forceinline__ int block_shift(int block_size) {
@@ -100,16 +94,6 @@ __device__ void zero_out_rows(const PagedAttentionParams& p, int t0, int n, int 
   }
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // An e4m3 cache's tile (PagedAttentionParams::fp8_cache): the cache rows of each 16-row block of a
 // [rows][D] 16-bit tile arrive by cp.async in the second half of that block's region (row r's
 // 16-byte chunk ch of 16 e4m3 at fp8_chunk<D>(tile, r, ch)), and widen_fp8_block turns the block
@@ -179,19 +163,6 @@ __device__ __forceinline__ void load_fp8_blocks(const PagedAttentionParams& p, c
                                                 int kv_end, uint16_t* ks, uint16_t* vs) {
   const int w = int(threadIdx.x) >> 5, b = w * 16 * D;  // the warp's block: rows [16 w, 16 w + 16)
   load_fp8_rows<D, 32>(p, rl, g, kv0 + 16 * w, kv_end, 16, ks + b, vs + b, fp8_chunk<D>, int(threadIdx.x) & 31);
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
 }
 
 // c += a b for one m16n8k16 tile (a: 4 regs of bf16 pairs, b: 2 regs).

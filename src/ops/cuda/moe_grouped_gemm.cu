@@ -1,4 +1,5 @@
-// The grouped tensor-core GEMMs of moe_experts (moe_kernels.h). A CTA computes one work item (an
+// The grouped tensor-core GEMMs of moe_experts (moe_kernels.h); bf16 items of kTiledPairs pairs
+// run on the tiled GEMM (moe_tiled_gemm.cuh), every other item here. A CTA computes one work item (an
 // expert and up to MT of its pairs, moe_index.cuh) against G tiles of 16 of that expert's weight
 // rows: the skinny GEMM's scheme (skinny_gemm.cu) with the weight rows offset to the item's expert
 // and x's rows gathered through the item's pairs. A warp owns a tile of 16 rows (the gate and up
@@ -23,6 +24,7 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/moe_index.cuh"
 #include "ops/cuda/moe_kernels.h"
+#include "ops/cuda/moe_tiled_gemm.cuh"
 #include "ops/cuda/tensor_core.cuh"
 
 namespace gs::cuda {
@@ -453,7 +455,6 @@ cudaError_t launch_w(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
     default:
       if constexpr (!W::kFp8) {
         if (chunk == 64) return launch_mt<64, W>(a, s);
-        if (chunk == 128) return launch_mt<128, W>(a, s);
       }
       return cudaErrorInvalidValue;
   }
@@ -463,6 +464,9 @@ template <typename Epi>
 cudaError_t launch(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
   if (a.K <= 0 || a.K % (a.w.scales ? 128 : 8) != 0) return cudaErrorInvalidValue;
   if (a.ids && chunk != 8) return cudaErrorInvalidValue;  // items of one pair
+  if (chunk == kTiledPairs && !a.w.scales && !a.ids)
+    return launch_moe_tiled(a.x, a.x_div, static_cast<const bf16_t*>(a.w.data), a.expert_rows, a.epi, a.index, a.P, a.E,
+                            a.n_out, a.K, s);
   return a.w.scales ? launch_w<E4m3Rows>(chunk, a, s) : launch_w<Bf16Rows>(chunk, a, s);
 }
 

@@ -110,8 +110,9 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                              int E, int H, uint16_t* out, cudaStream_t s);
 
 // The bf16 grouped GEMMs on tensor cores (bf16 or e4m3 experts), over the items of an index
-// moe_align cut into `chunk` pairs (8, 16, 32, 64 or 128; e4m3 experts up to 32). K (H for
-// gate_up, I for down) a multiple of 8 (of 128 for e4m3).
+// moe_align cut into `chunk` pairs (8, 16, 32, 64 or 128; e4m3 experts up to 32; bf16 items of
+// 128 on the tiled GEMM, moe_tiled_gemm.cuh). K (H for gate_up, I for down) a multiple of 8 (of
+// 128 for e4m3).
 constexpr int kMoeMaxChunk = 128;
 // The item size for P pairs over E experts: twice the mean pairs of an active expert, so that
 // most experts' weights are read once a step (e4m3 experts: at most 32).

@@ -1,7 +1,7 @@
-// The tensor-core building blocks the skinny and grouped GEMMs share: the bf16 MMA (one warp-wide
-// m16n8k16 with fp32 accumulators; PTX mma.sync, A row-major 16 x 16, B column-major 16 x 8), their
-// split-K epilogue through shared memory, and the asynchronous 16-byte copies into shared memory
-// that stage their B operands.
+// The tensor-core building blocks the GEMM and attention kernels share: the bf16 MMA (one
+// warp-wide m16n8k16 with fp32 accumulators; PTX mma.sync, A row-major 16 x 16, B column-major
+// 16 x 8), the skinny and grouped GEMMs' split-K epilogue through shared memory, the asynchronous
+// 16-byte copies into shared memory and the ldmatrix loads of fragments from it.
 #pragma once
 #include <cstdint>
 
@@ -46,10 +46,37 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src));
 }
+// ... or zeros where !ok (src is then not read, but must be a valid address).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// Element offset of 16-byte chunk `ch` of row `row` in a [rows][D] bf16 tile: chunk index XOR
+// (row mod 8), so the 8 rows an ldmatrix phase reads hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int ch) {
+  return row * D + ((ch ^ (row & 7)) << 3);
+}
+
+// Four 8x8 b16 matrices from shared memory: lanes 8 i .. 8 i + 7 give the row addresses of matrix
+// i, which lands in r[i] (x4_t: transposed).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 
 }  // namespace gs::cuda

@@ -1,0 +1,148 @@
+// The grouped GEMM of moe_experts for items of kTiledPairs pairs (prefill and other batches where
+// an expert gets many pairs; moe_grouped_gemm.cu picks it for bf16 experts): a classic tiled
+// tensor-core GEMM a CTA per (work item, tile of kTiledRows weight rows), x's rows of the item's
+// pairs and the expert's weight rows both streamed through a kTiledStages-deep cp.async ring of
+// 64-k tiles in shared memory (swizzled, read by ldmatrix), 8 warps of 64 pairs x 32 rows each
+// on mma.sync. Each weight tile is read once for the item's 128 pairs and each x tile once for
+// 128 weight rows, where the register-streaming kernel (moe_mma_kernel) reads a weight row per
+// warp with one step in flight; that kernel keeps the smaller items.
+// A tile row is weight row epi.row(o, part) of output o: for gate_up (R 2) each 16 rows are the
+// gate rows of 8 outputs then their up rows, so a lane's accumulators of n-tiles 2j and 2j + 1
+// are the gate and up of the same outputs and the epilogue applies the activation in registers.
+// Included by moe_grouped_gemm.cu, whose epilogues (GateUpOut, DownOut) it instantiates.
+#pragma once
+#include <cstdint>
+
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/moe_index.cuh"
+#include "ops/cuda/tensor_core.cuh"
+
+namespace gs::cuda {
+
+constexpr int kTiledPairs = 128;  // an item's pairs: the tile's M
+constexpr int kTiledRows = 128;   // weight rows a CTA: the tile's N
+constexpr int kTiledK = 64;       // k a stage
+constexpr int kTiledStages = 3;
+constexpr int kTiledThreads = 256;
+constexpr size_t kTiledSmem = size_t(kTiledStages) * (kTiledPairs + kTiledRows) * kTiledK * 2;
+
+// x: [*, K] bf16, pair p reads row p / x_div; weights: expert e's rows from e * expert_rows.
+template <typename Epi>
+__global__ void __launch_bounds__(kTiledThreads, 2)
+    moe_tiled_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows,
+                     Epi epi, const int32_t* __restrict__ index, int P, int E, int n_out, int K) {
+  constexpr int R = Epi::R, OW = 16 / R, kChunks = kTiledK / 8;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* const xs = smem;                                         // [stage][pairs][64]
+  uint16_t* const ws = smem + kTiledStages * kTiledPairs * kTiledK;  // [stage][rows][64]
+  __shared__ int stage[kMoeStageInts];
+  __shared__ int pairs[kTiledPairs];
+  pdl_wait();
+  epi.prologue();
+  pdl_trigger();
+  const MoeIndex ix(const_cast<int32_t*>(index), P, E);
+  int e = 0, begin = 0, end = 0;
+  if (!moe_block_item(ix, E, kTiledPairs, stage, e, begin, end)) return;
+  const int n = end - begin, o0 = int(blockIdx.x) * (kTiledRows / R);
+  for (int i = int(threadIdx.x); i < kTiledPairs; i += kTiledThreads) pairs[i] = ix.sorted[begin + min(i, n - 1)];
+  __syncthreads();
+
+  // This thread's cp.async rows and chunk: 4 of x's rows and 4 weight rows a stage, one chunk each.
+  constexpr int kRowsPerPass = kTiledThreads / kChunks;  // 32
+  const int ch = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
+  const bf16_t* xrow[kTiledPairs / kRowsPerPass];
+  const bf16_t* wrow[kTiledRows / kRowsPerPass];
+#pragma unroll
+  for (int i = 0; i < kTiledPairs / kRowsPerPass; ++i) xrow[i] = x + int64_t(pairs[r0 + i * kRowsPerPass] / x_div) * K;
+#pragma unroll
+  for (int i = 0; i < kTiledRows / kRowsPerPass; ++i) {
+    const int r = r0 + i * kRowsPerPass, o = o0 + r / 16 * OW + r % OW;
+    wrow[i] = w + (int64_t(e) * expert_rows + epi.row(o < n_out ? o : 0, r % 16 / OW)) * K;
+  }
+  const int k_tiles = (K + kTiledK - 1) / kTiledK;
+  const auto load_stage = [&](int s, int kt) {
+    const int kc = kt * kTiledK + ch * 8;
+    const bool in = kc < K;  // K is a multiple of 8: a chunk is wholly in or out
+#pragma unroll
+    for (int i = 0; i < kTiledPairs / kRowsPerPass; ++i)
+      cp_async16(xs + s * kTiledPairs * kTiledK + swz<kTiledK>(r0 + i * kRowsPerPass, ch), in ? xrow[i] + kc : x, in);
+#pragma unroll
+    for (int i = 0; i < kTiledRows / kRowsPerPass; ++i)
+      cp_async16(ws + s * kTiledRows * kTiledK + swz<kTiledK>(r0 + i * kRowsPerPass, ch), in ? wrow[i] + kc : w, in);
+  };
+#pragma unroll
+  for (int s = 0; s < kTiledStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  const int wm = warp / 4 * 64, wn = warp % 4 * 32;  // the warp's pairs and tile rows
+  float acc[4][4][4] = {};                           // [m-tile][n-tile][fragment]
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kTiledStages - 2>();
+    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free again
+    if (kt + kTiledStages - 1 < k_tiles) load_stage((kt + kTiledStages - 1) % kTiledStages, kt + kTiledStages - 1);
+    cp_async_commit();
+    const uint16_t* xt = xs + (kt % kTiledStages) * kTiledPairs * kTiledK;
+    const uint16_t* wt = ws + (kt % kTiledStages) * kTiledRows * kTiledK;
+#pragma unroll
+    for (int kk = 0; kk < kTiledK / 16; ++kk) {
+      uint32_t a[4][4], b[4][2];
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)  // rows 0-15 of the m-tile, k chunks 2 kk and 2 kk + 1
+        ldsm_x4(a[mt], xt + swz<kTiledK>(wm + mt * 16 + lane % 16, 2 * kk + lane / 16));
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {  // n-tiles 2 np, 2 np + 1: (rows 0-7 | 8-15) x (k chunk 0 | 1)
+        uint32_t r[4];
+        ldsm_x4(r, wt + swz<kTiledK>(wn + np * 16 + (lane & 7) + (lane >> 4) * 8, 2 * kk + ((lane >> 3) & 1)));
+        b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+          mma_bf16(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt][0], b[nt][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Lane (g, t) holds rows g and g + 8 of each m-tile at columns 2t, 2t + 1 of each n-tile.
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = wm + mt * 16 + g + 8 * h;
+      if (m >= n) continue;
+      const int pair = pairs[m];
+#pragma unroll
+      for (int nt = 0; nt < 4; nt += R)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int col = wn + nt * 8 + 2 * t + c, o = o0 + col / 16 * OW + col % OW;
+          if (o >= n_out) continue;
+          float v[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) v[r] = acc[mt][nt + r][2 * h + c];
+          epi.store(e, pair, o, v);
+        }
+    }
+}
+
+// The launch over every item the token count can make (grid rows moe_max_items, as the other
+// grouped GEMMs): bf16 weights only.
+template <typename Epi>
+cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
+                             const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
+  auto* kernel = moe_tiled_kernel<Epi>;
+  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTiledSmem));
+      err != cudaSuccess)
+    return err;
+  const int outs = kTiledRows / Epi::R;
+  const dim3 grid(unsigned((n_out + outs - 1) / outs), unsigned(moe_max_items(P, E, kTiledPairs)));
+  return launch_pdl(kernel, grid, dim3(kTiledThreads), kTiledSmem, s, x, x_div, w, expert_rows, epi, index, P, E, n_out,
+                    K);
+}
+
+}  // namespace gs::cuda
