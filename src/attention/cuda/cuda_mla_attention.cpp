@@ -1,9 +1,12 @@
 // Implements attention/cuda/cuda_mla_attention.h.
 #include "attention/cuda/cuda_mla_attention.h"
 
+#include <type_traits>
+
 #include "attention/cuda/mla_kernels.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "ops/cuda/lt_gemm.h"
 
 namespace gs {
 
@@ -17,7 +20,8 @@ void need(const Tensor& t, DType d, const char* name) {
 
 class CudaMlaAttention final : public MlaAttentionBackend {
  public:
-  CudaMlaAttention(Backend& backend, const MlaShape& shape) : MlaAttentionBackend(shape), backend_(backend) {
+  CudaMlaAttention(Backend& backend, const MlaShape& shape)
+      : MlaAttentionBackend(shape), backend_(backend), lt_(backend.allocator()) {
     auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
     GS_CHECK(cs, "cuda MLA attention needs the CUDA backend, got backend '{}'", backend.name());
     stream_ = cs->handle();
@@ -107,10 +111,41 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          dims_};
     if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
     l.tensor_core = tensor_core_;
-    GS_CUDA_CHECK(cuda::launch_mla(l, stream_));
+    l.gemms_apart = std::is_same_v<S, uint16_t> && T >= kGemmMinTokens;
+    GS_CUDA_CHECK(cuda::launch_mla_absorb(l, stream_));
+    const MlaShape& s = shape_;
+    const int H = s.num_heads, L = s.kv_lora_rank, nope = s.qk_nope_head_dim, v = s.v_head_dim;
+    const int64_t head_rows = int64_t(nope + v) * L;  // kv_b's rows of a head: W_UK's nope, W_UV's v
+    if (l.gemms_apart)                                // q_latent[t, h, :L] = q_nope[t, h] W_UK_h ([nope, L] rows)
+      lt_.matmul_batched(a.q.data(), a.kv_b.data(), a.q_latent.data(), false, true, T, L, nope,
+                         {.count = H,
+                          .ldx = int64_t(H) * s.qk_head_dim(),
+                          .x_stride = s.qk_head_dim(),
+                          .w_stride = head_rows,
+                          .y_stride = s.latent_dim(),
+                          .ldy = int64_t(H) * s.latent_dim(),
+                          .w_kn = true},
+                         stream_);
+    GS_CUDA_CHECK(cuda::launch_mla_attend(l, stream_));
+    if (l.gemms_apart)  // out[t, h] = W_UV_h ([v, L] rows) o_latent[t, h], o_latent in bf16 over q_latent
+      lt_.matmul_batched(a.q_latent.data(), a.kv_b.data_as<const uint16_t>() + int64_t(nope) * L, a.out.data(), false,
+                         false, T, v, L,
+                         {.count = H,
+                          .ldx = int64_t(H) * L,
+                          .x_stride = L,
+                          .w_stride = head_rows,
+                          .y_stride = v,
+                          .ldy = int64_t(H) * v},
+                         stream_);
   }
 
+  // bf16 launches of at least this many (padded) tokens run absorption and W_UV as cuBLASLt
+  // batched GEMMs (a batch a head) instead of the register-tiled CUDA-core kernels, which serve
+  // decode batches at the latency of one weight read.
+  static constexpr int kGemmMinTokens = 128;
+
   Backend& backend_;
+  LtGemm lt_;
   cudaStream_t stream_ = nullptr;
   DType dtype_ = DType::BF16;
   cuda::MlaDims dims_{};

@@ -113,12 +113,34 @@ __global__ void latent_kernel(MlaLaunch<T> l) {
   for (int i = threadIdx.x; i < d.rope; i += kThreads) store(L + i, pe[i]);
 }
 
+// q_pe of head h's tokens [t0, t0 + nt), rotated, into q_latent's last R columns.
+template <typename T>
+__device__ void rotate_q_pe(const MlaLaunch<T>& l, int h, int t0, int nt) {
+  const MlaDims& d = l.d;
+  const int half = d.rope / 2, qk = d.nope + d.rope, D = d.latent();
+  for (int i = threadIdx.x; i < nt * half; i += kThreads) {
+    const int ti = i / half, pair = i - ti * half, t = t0 + ti;
+    const T* pe = l.q + (int64_t(t) * d.heads + h) * qk + d.nope;
+    float* out = l.q_latent + (int64_t(t) * d.heads + h) * D + d.kv_lora_rank;
+    const RopePair rp = rope_pair(pair, l.positions[t], d, l.inv_freq);
+    rp.rotate(to_f(pe[rp.a]), to_f(pe[rp.b]), out);
+  }
+}
+
 // absorb: a CTA holds W_UK's kAbsorbCols columns of one head in registers (thread: 8 columns
 // of nope / 32 rows) and applies them to up to kTokenTile tokens, so each weight is read once
 // a tile; the 32 row slices' partial sums of kGroupTokens tokens at a time meet through warp
-// shuffles and shared memory.
+// shuffles and shared memory. The first column block also rotates q_pe (with gemms_apart, that
+// alone: a column block a head).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) absorb_kernel(MlaLaunch<T> l) {
+  if (l.gemms_apart) {
+    pdl_wait();
+    pdl_trigger();
+    const int t0 = blockIdx.z * kTokenTile;
+    rotate_q_pe(l, blockIdx.x, t0, min(kTokenTile, l.num_tokens - t0));
+    return;
+  }
   __shared__ float qn[kTokenTile][kMaxNope];
   __shared__ float red[kGroupTokens][kWarps][kAbsorbCols];
   const MlaDims& d = l.d;
@@ -179,15 +201,7 @@ __global__ void __launch_bounds__(kThreads) absorb_kernel(MlaLaunch<T> l) {
     }
     __syncthreads();
   }
-  if (blockIdx.y != 0) return;
-  const int half = d.rope / 2;  // the first column block also rotates q_pe into the last R columns
-  for (int i = threadIdx.x; i < nt * half; i += kThreads) {
-    const int ti = i / half, pair = i - ti * half, t = t0 + ti;
-    const T* pe = l.q + (int64_t(t) * d.heads + h) * qk + d.nope;
-    float* out = l.q_latent + (int64_t(t) * d.heads + h) * D + L;
-    const RopePair rp = rope_pair(pair, l.positions[t], d, l.inv_freq);
-    rp.rotate(to_f(pe[rp.a]), to_f(pe[rp.b]), out);
-  }
+  if (blockIdx.y == 0) rotate_q_pe(l, h, t0, nt);
 }
 
 // The attend CTA's shared-memory layout: q rows padded to a multiple of 4 (float4 dot products),
@@ -520,6 +534,18 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(MlaLaunch<T> l) {
   }
 }
 
+// gemms_apart: o_latent [T, H, L] (f32) rounded to bf16 into q_latent's memory, 8 values a thread.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) round_o_latent_kernel(MlaLaunch<T> l) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= int64_t(l.num_tokens) * l.d.heads * l.d.kv_lora_rank / 8) return;
+  float f[8];
+  load8(l.o_latent + 8 * i, f);
+  store8(reinterpret_cast<uint16_t*>(l.q_latent) + 8 * i, f);
+}
+
 size_t attend_smem(const MlaDims& d) {
   const AttendLayout lay(d);
   return sizeof(float) * (size_t(kHeadGroup) * lay.dp + size_t(kRows) * lay.ds + kHeadGroup * kRows);
@@ -540,29 +566,54 @@ int mla_splits(int num_tokens, int heads, int sm_count) {
   return std::max(s, 1);
 }
 
+namespace {
+
 template <typename T>
-cudaError_t launch_mla(const MlaLaunch<T>& l, cudaStream_t stream) {
+bool launch_ok(const MlaLaunch<T>& l) {
+  return l.splits >= 1 && l.splits <= kMlaMaxSplits && (l.splits == 1 || l.num_tokens * l.splits <= kMlaSplitRows) &&
+         ((!l.tensor_core && !l.gemms_apart) || std::is_same_v<T, uint16_t>);
+}
+
+}  // namespace
+
+// Programmatic dependent launches (ops/cuda/launch.cuh): absorb and expand load their weights
+// while the kernel before them finishes.
+template <typename T>
+cudaError_t launch_mla_absorb(const MlaLaunch<T>& l, cudaStream_t stream) {
   if (l.num_tokens == 0) return cudaSuccess;
-  if (l.splits < 1 || l.splits > kMlaMaxSplits || (l.splits > 1 && l.num_tokens * l.splits > kMlaSplitRows) ||
-      (l.tensor_core && !std::is_same_v<T, uint16_t>))
-    return cudaErrorInvalidValue;
+  if (!launch_ok(l)) return cudaErrorInvalidValue;
+  const unsigned tiles = unsigned((l.num_tokens + kTokenTile - 1) / kTokenTile);
+  const unsigned cols = l.gemms_apart ? 1u : unsigned((l.d.kv_lora_rank + kAbsorbCols - 1) / kAbsorbCols);
+  cudaError_t err = launch_pdl(latent_kernel<T>, dim3(unsigned(l.num_tokens)), dim3(kThreads), 0, stream, l);
+  if (err == cudaSuccess)
+    err = launch_pdl(absorb_kernel<T>, dim3(unsigned(l.d.heads), cols, tiles), dim3(kThreads), 0, stream, l);
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_mla_attend(const MlaLaunch<T>& l, cudaStream_t stream) {
+  if (l.num_tokens == 0) return cudaSuccess;
+  if (!launch_ok(l)) return cudaErrorInvalidValue;
   const MlaDims& d = l.d;
   const unsigned tiles = unsigned((l.num_tokens + kTokenTile - 1) / kTokenTile), H = unsigned(d.heads);
-  const dim3 absorb(H, unsigned((d.kv_lora_rank + kAbsorbCols - 1) / kAbsorbCols), tiles);
   const dim3 attend(unsigned(l.num_tokens), unsigned((d.heads + kHeadGroup - 1) / kHeadGroup), unsigned(l.splits));
   const dim3 expand(H, unsigned((d.v + kExpandRows - 1) / kExpandRows), tiles);
-  // Programmatic dependent launches (ops/cuda/launch.cuh): absorb and expand load their weights
-  // while the kernel before them finishes.
-  cudaError_t err = launch_pdl(latent_kernel<T>, dim3(unsigned(l.num_tokens)), dim3(kThreads), 0, stream, l);
-  if (err == cudaSuccess) err = launch_pdl(absorb_kernel<T>, absorb, dim3(kThreads), 0, stream, l);
-  if (err == cudaSuccess && l.tensor_core) {
+  cudaError_t err = cudaSuccess;
+  if (l.tensor_core) {
     if constexpr (std::is_same_v<T, uint16_t>) err = launch_mla_attend_mma(l, stream);  // bf16 only (checked above)
   } else if (err == cudaSuccess) {
     err = launch_pdl(attend_kernel<T>, attend, dim3(kThreads), attend_smem(d), stream, l);
   }
   if (err == cudaSuccess && l.splits > 1)
     err = launch_pdl(merge_kernel<T>, dim3(unsigned(l.num_tokens), H), dim3(kMergeThreads), 0, stream, l);
-  if (err == cudaSuccess) err = launch_pdl(expand_kernel<T>, expand, dim3(kThreads), 0, stream, l);
+  if (err == cudaSuccess && l.gemms_apart) {
+    const int64_t vecs = int64_t(l.num_tokens) * d.heads * d.kv_lora_rank / 8;
+    err = launch_pdl(round_o_latent_kernel<T>, dim3(unsigned((vecs + kThreads - 1) / kThreads)), dim3(kThreads), 0,
+                     stream, l);
+  } else if (err == cudaSuccess) {
+    err = launch_pdl(expand_kernel<T>, expand, dim3(kThreads), 0, stream, l);
+  }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -574,7 +625,9 @@ cudaError_t prepare_mla(const MlaDims& d) {
 
 template cudaError_t prepare_mla<float>(const MlaDims&);
 template cudaError_t prepare_mla<uint16_t>(const MlaDims&);
-template cudaError_t launch_mla<float>(const MlaLaunch<float>&, cudaStream_t);
-template cudaError_t launch_mla<uint16_t>(const MlaLaunch<uint16_t>&, cudaStream_t);
+template cudaError_t launch_mla_absorb<float>(const MlaLaunch<float>&, cudaStream_t);
+template cudaError_t launch_mla_absorb<uint16_t>(const MlaLaunch<uint16_t>&, cudaStream_t);
+template cudaError_t launch_mla_attend<float>(const MlaLaunch<float>&, cudaStream_t);
+template cudaError_t launch_mla_attend<uint16_t>(const MlaLaunch<uint16_t>&, cudaStream_t);
 
 }  // namespace gs::cuda

@@ -50,6 +50,12 @@ struct MlaLaunch {
   float cache_scale = 1.0f;
   // attend on tensor cores (bf16 only): mla_attend_mma.cu.
   bool tensor_core = false;
+  // Absorption's and W_UV's products are the caller's GEMMs (bf16 only; launches of many tokens,
+  // where tensor-core GEMMs beat the register-tiled kernels): launch_mla_absorb then writes only
+  // q_pe's rotation into q_latent (the GEMM fills the first L columns), and launch_mla_attend ends
+  // with o_latent rounded to bf16 into q_latent's memory ([T, H, L], the expand GEMM's input)
+  // instead of expand.
+  bool gemms_apart = false;
 };
 
 // The most kv_lora_rank the attention kernel's per-thread accumulators hold.
@@ -63,15 +69,19 @@ constexpr int kMlaSplitRows = 256;
 // the `sm_count` multiprocessors twice, else enough splits to, within the two limits above.
 int mla_splits(int num_tokens, int heads, int sm_count);
 
-// The limits launch_mla holds: nope and rope at most 256, kv_lora_rank a multiple of 8 and at
+// The limits the launches hold: nope and rope at most 256, kv_lora_rank a multiple of 8 and at
 // most kMlaMaxLoraRank.
 bool mla_dims_supported(const MlaDims& d);
 // Once per backend, before any launch (and before graph capture): the attention kernel's shared memory.
 template <typename Scalar>
 cudaError_t prepare_mla(const MlaDims& d);
-// latent, absorb, attend, expand on `stream` (see mla_kernels.cu).
+// A layer's launches on `stream` (see mla_kernels.cu) in two parts, the caller's absorb GEMM
+// between them and its expand GEMM after them where l.gemms_apart: latent and absorb; attend,
+// merge and expand.
 template <typename Scalar>
-cudaError_t launch_mla(const MlaLaunch<Scalar>& l, cudaStream_t stream);
+cudaError_t launch_mla_absorb(const MlaLaunch<Scalar>& l, cudaStream_t stream);
+template <typename Scalar>
+cudaError_t launch_mla_attend(const MlaLaunch<Scalar>& l, cudaStream_t stream);
 
 // The tensor-core attend (mla_attend_mma.cu): whether it is built for these dims (DeepSeek-V2/V3's
 // kv_lora_rank 512 + rope 64, and the kernel tests' 64 + 16); its shared memory, once per backend

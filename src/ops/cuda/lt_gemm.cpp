@@ -35,12 +35,17 @@ LtGemm::Plan& LtGemm::plan(int M, int N, int K, bool in_f32, bool y_f32, const B
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
   lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  // Column-major terms: y^T (N x M) = op(w) x^T, op(w) = w^T of w's [N, K] rows, or w_kn's [K, N]
+  // rows as they are.
+  const cublasOperation_t ta = batch.w_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-  lt_check(cublasLtMatrixLayoutCreate(&p.a, in, K, N, K), "layout a");
+  if (batch.w_kn)
+    lt_check(cublasLtMatrixLayoutCreate(&p.a, in, N, K, N), "layout a");
+  else
+    lt_check(cublasLtMatrixLayoutCreate(&p.a, in, K, N, K), "layout a");
   lt_check(cublasLtMatrixLayoutCreate(&p.b, in, K, M, batch.ldx > 0 ? batch.ldx : K), "layout b");
-  lt_check(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : in, N, M, N), "layout c");
+  lt_check(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : in, N, M, batch.ldy > 0 ? batch.ldy : N), "layout c");
   if (batch.count > 1) {
     const auto batched = [&](cublasLtMatrixLayout_t l, int64_t stride) {
       lt_check(

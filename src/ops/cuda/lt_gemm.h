@@ -34,13 +34,16 @@ class LtGemm {
   void matmul(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K, cudaStream_t s);
 
   // Strided batches of one shape: for b < count, y_b = x_b w_b^T with x_b = x + b x_stride (its
-  // rows ldx elements apart), w_b = w + b w_stride, y_b = y + b y_stride (elements of each one's
-  // dtype). The heuristic's algorithm, never tuned.
+  // rows ldx elements apart), w_b = w + b w_stride, y_b = y + b y_stride (its rows ldy apart;
+  // elements of each one's dtype); w_kn: each w_b is stored [K, N] (w_b^T's rows) instead of
+  // [N, K]. The heuristic's algorithm, never tuned.
   struct Batch {
     int count = 1;
     int64_t ldx = 0;  // 0: K
     int64_t x_stride = 0, w_stride = 0, y_stride = 0;
-    auto key() const { return std::tuple{count, ldx, x_stride, w_stride, y_stride}; }
+    int64_t ldy = 0;  // 0: N
+    bool w_kn = false;
+    auto key() const { return std::tuple{count, ldx, x_stride, w_stride, y_stride, ldy, w_kn}; }
   };
   void matmul_batched(const void* x, const void* w, void* y, bool in_f32, bool y_f32, int M, int N, int K,
                       const Batch& batch, cudaStream_t s);
@@ -61,7 +64,7 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
   };
   void run(const Plan& p, const void* x, const void* w, void* y, cudaStream_t s);
-  using Key = std::tuple<int, int, int, bool, bool, std::tuple<int, int64_t, int64_t, int64_t, int64_t>>;
+  using Key = std::tuple<int, int, int, bool, bool, std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, bool>>;
   Plan& plan(int M, int N, int K, bool in_f32, bool y_f32, const Batch& batch);
   Plan& plan(int M, int N, int K, bool in_f32, bool y_f32) { return plan(M, N, K, in_f32, y_f32, Batch{}); }
 
