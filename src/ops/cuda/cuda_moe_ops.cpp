@@ -116,9 +116,10 @@ std::string moe_kernels(const MoeKernelOptions& opts) {
   return fmt::format(
       "moe_route (a CTA a token, a thread an expert; a warp a token where experts are grouped), moe_align (pairs "
       "sorted by expert on the device, cut into work items), gate_up+act "
-      "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read; FP8 "
-      "e4m3 experts widened to bf16 in registers, each 128-k block's products scaled apart; f32: GEMVs, {} pairs a "
-      "weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
+      "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read, items "
+      "of 128 pairs (prefill) as 128x128 tiles through a cp.async ring; FP8 e4m3 experts widened to bf16 in "
+      "registers, each 128-k block's products scaled apart; f32: GEMVs, {} pairs a weight read), moe_reduce (+ shared "
+      "expert); bf16 up to {} tokens: gate_up and down only, "
       "items of one pair straight from the routing, the reduce in down's last CTAs; bf16 up to {} tokens with {}+ "
       "pairs an expert, where experts <= {} x experts a token: every expert on every token (cuBLASLt GEMMs; bf16 "
       "experts only), the selected pairs' rows summed",
