@@ -93,6 +93,10 @@ Scenario mixed() { return {40, 6, {{0, 0, 0}, {5, 9, 3}}, {{5, 9, 3}, {7, 1, 1}}
 // Step 1: one request prefills 200 tokens (enough CTAs without splitting the context); step 2:
 // it decodes one token with one padded token (its 201 rows split over many CTAs).
 Scenario long_context() { return {64, 51, {{0}, {200}}, {{200}, {1}}, {0, 1}}; }
+// Step 1: one request prefills 40 tokens; step 2: it prefills 152 more over them (a chunk of a long
+// prompt) with 8 padded tokens, 160 in all: bf16 launches that long run absorption and W_UV as
+// cuBLASLt GEMMs (cuda_mla_attention.cpp), so step 2's output is theirs.
+Scenario long_chunk() { return {64, 51, {{0}, {40}}, {{40}, {152}}, {0, 8}}; }
 
 // Runs the scenario's steps on `backend` with `mla`, over a cache of dt, or of e4m3 at `e4m3_scale`
 // where it is > 0; returns the last step's output [T, H v] as f32.
@@ -202,6 +206,14 @@ TEST(CudaMla, MatchesTheCpuReferenceOverALongContext) {
 TEST(CudaMla, MatchesTheCpuReferenceAtDeepSeekV2LiteShape) {
   GS_REQUIRE_GPU();
   expect_matches_cpu(long_context(), lite_shape(), true);
+}
+
+// A 160-token step, whose absorption and W_UV run as batched GEMMs, at both shapes.
+TEST(CudaMla, LongStepsMatchTheCpuReferenceOnTheGemms) {
+  GS_REQUIRE_GPU();
+  expect_matches_cpu(long_chunk(), test_shape(), true);
+  expect_matches_cpu(long_chunk(), lite_shape(), true);
+  expect_e4m3_matches_cpu(long_chunk(), lite_shape());
 }
 
 // A latent the tensor-core attend is not built for (32 + 16): bf16 attends on CUDA cores too.
