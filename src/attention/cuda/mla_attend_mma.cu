@@ -83,10 +83,8 @@ struct TileLoads {
       const int c = int(threadIdx.x) + k * kMmaThreads, row = c / (DP / 8), ch = c % (DP / 8);
       uint4 b;
       if constexpr (F8) {
-        b.x = e4m3x2_hi_to_bf16x2(__byte_perm(v[k].x, 0u, 0x1404));
-        b.y = e4m3x2_hi_to_bf16x2(__byte_perm(v[k].x, 0u, 0x3424));
-        b.z = e4m3x2_hi_to_bf16x2(__byte_perm(v[k].y, 0u, 0x1404));
-        b.w = e4m3x2_hi_to_bf16x2(__byte_perm(v[k].y, 0u, 0x3424));
+        const uint2 lo = e4m3x4_to_bf16(v[k].x), hi = e4m3x4_to_bf16(v[k].y);
+        b = make_uint4(lo.x, lo.y, hi.x, hi.y);
       } else {
         b = v[k];
       }

@@ -21,13 +21,18 @@ __device__ __forceinline__ uint32_t e4m3x2_hi_to_bf16x2(uint32_t v) {
   return out;
 }
 
+// 4 e4m3 (the bytes of q in order) as 2 bf16x2: .x holds bytes 0, 1 and .y bytes 2, 3.
+__device__ __forceinline__ uint2 e4m3x4_to_bf16(uint32_t q) {
+  return make_uint2(e4m3x2_hi_to_bf16x2(__byte_perm(q, 0u, 0x1404)), e4m3x2_hi_to_bf16x2(__byte_perm(q, 0u, 0x3424)));
+}
+
 // 16 e4m3 (bytes in order) as 8 bf16x2, element pairs in order: o[i] holds elements 2i, 2i + 1.
 __device__ __forceinline__ void e4m3x16_to_bf16(const uint4& v, uint32_t (&o)[8]) {
   const uint32_t q[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    o[2 * i] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x1404));      // bytes 4i, 4i + 1
-    o[2 * i + 1] = e4m3x2_hi_to_bf16x2(__byte_perm(q[i], 0u, 0x3424));  // bytes 4i + 2, 4i + 3
+    const uint2 b = e4m3x4_to_bf16(q[i]);
+    o[2 * i] = b.x, o[2 * i + 1] = b.y;
   }
 }
 
