@@ -1,6 +1,7 @@
 // Implements attention/cuda/cuda_mla_attention.h.
 #include "attention/cuda/cuda_mla_attention.h"
 
+#include <optional>
 #include <type_traits>
 
 #include "attention/cuda/mla_kernels.h"
@@ -20,8 +21,7 @@ void need(const Tensor& t, DType d, const char* name) {
 
 class CudaMlaAttention final : public MlaAttentionBackend {
  public:
-  CudaMlaAttention(Backend& backend, const MlaShape& shape)
-      : MlaAttentionBackend(shape), backend_(backend), lt_(backend.allocator()) {
+  CudaMlaAttention(Backend& backend, const MlaShape& shape) : MlaAttentionBackend(shape), backend_(backend) {
     auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
     GS_CHECK(cs, "cuda MLA attention needs the CUDA backend, got backend '{}'", backend.name());
     stream_ = cs->handle();
@@ -44,6 +44,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
         Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, shape.kv_lora_rank}, DType::F32, backend.allocator());
     ml_part_ = Tensor::empty({cuda::kMlaSplitRows, shape.num_heads, 2}, DType::F32, backend.allocator());
     GS_CUDA_CHECK(dtype_ == DType::BF16 ? cuda::prepare_mla<uint16_t>(dims_) : cuda::prepare_mla<float>(dims_));
+    if (dtype_ == DType::BF16) lt_.emplace(backend.allocator());  // the long launches' GEMMs
     tensor_core_ = dtype_ == DType::BF16 && cuda::mla_attend_mma_supported(dims_);
     if (tensor_core_) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
   }
@@ -117,26 +118,26 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     const int H = s.num_heads, L = s.kv_lora_rank, nope = s.qk_nope_head_dim, v = s.v_head_dim;
     const int64_t head_rows = int64_t(nope + v) * L;  // kv_b's rows of a head: W_UK's nope, W_UV's v
     if (l.gemms_apart)                                // q_latent[t, h, :L] = q_nope[t, h] W_UK_h ([nope, L] rows)
-      lt_.matmul_batched(a.q.data(), a.kv_b.data(), a.q_latent.data(), false, true, T, L, nope,
-                         {.count = H,
-                          .ldx = int64_t(H) * s.qk_head_dim(),
-                          .x_stride = s.qk_head_dim(),
-                          .w_stride = head_rows,
-                          .y_stride = s.latent_dim(),
-                          .ldy = int64_t(H) * s.latent_dim(),
-                          .w_kn = true},
-                         stream_);
+      lt_->matmul_batched(a.q.data(), a.kv_b.data(), a.q_latent.data(), false, true, T, L, nope,
+                          {.count = H,
+                           .ldx = int64_t(H) * s.qk_head_dim(),
+                           .x_stride = s.qk_head_dim(),
+                           .w_stride = head_rows,
+                           .y_stride = s.latent_dim(),
+                           .ldy = int64_t(H) * s.latent_dim(),
+                           .w_kn = true},
+                          stream_);
     GS_CUDA_CHECK(cuda::launch_mla_attend(l, stream_));
     if (l.gemms_apart)  // out[t, h] = W_UV_h ([v, L] rows) o_latent[t, h], o_latent in bf16 over q_latent
-      lt_.matmul_batched(a.q_latent.data(), a.kv_b.data_as<const uint16_t>() + int64_t(nope) * L, a.out.data(), false,
-                         false, T, v, L,
-                         {.count = H,
-                          .ldx = int64_t(H) * L,
-                          .x_stride = L,
-                          .w_stride = head_rows,
-                          .y_stride = v,
-                          .ldy = int64_t(H) * v},
-                         stream_);
+      lt_->matmul_batched(a.q_latent.data(), a.kv_b.data_as<const uint16_t>() + int64_t(nope) * L, a.out.data(), false,
+                          false, T, v, L,
+                          {.count = H,
+                           .ldx = int64_t(H) * L,
+                           .x_stride = L,
+                           .w_stride = head_rows,
+                           .y_stride = v,
+                           .ldy = int64_t(H) * v},
+                          stream_);
   }
 
   // bf16 launches of at least this many (padded) tokens run absorption and W_UV as cuBLASLt
@@ -145,7 +146,7 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   static constexpr int kGemmMinTokens = 128;
 
   Backend& backend_;
-  LtGemm lt_;
+  std::optional<LtGemm> lt_;  // bf16 only
   cudaStream_t stream_ = nullptr;
   DType dtype_ = DType::BF16;
   cuda::MlaDims dims_{};

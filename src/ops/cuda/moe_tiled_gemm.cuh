@@ -136,9 +136,9 @@ template <typename Epi>
 cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
                              const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
   auto* kernel = moe_tiled_kernel<Epi>;
-  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTiledSmem));
-      err != cudaSuccess)
-    return err;
+  static const cudaError_t attr =  // once an instantiation, not every launch
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTiledSmem));
+  if (attr != cudaSuccess) return attr;
   const int outs = kTiledRows / Epi::R;
   const dim3 grid(unsigned((n_out + outs - 1) / outs), unsigned(moe_max_items(P, E, kTiledPairs)));
   return launch_pdl(kernel, grid, dim3(kTiledThreads), kTiledSmem, s, x, x_div, w, expert_rows, epi, index, P, E, n_out,
