@@ -421,10 +421,10 @@ template <int MT, int KS, typename W, typename Epi>
 cudaError_t launch_ks(const Gemm<Epi>& a, int tiles, cudaStream_t s) {
   auto* kernel = moe_mma_kernel<MT, KS, W, Epi>;
   const size_t smem = moe_mma_smem<W, MT>();
-  if (smem > 40 * 1024)  // with the static stage and pairs arrays, past the 48 KB default
-    if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-        err != cudaSuccess)
-      return err;
+  static const cudaError_t attr =  // once an instantiation: with the static stage and pairs arrays, past 48 KB
+      smem > 40 * 1024 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))
+                       : cudaSuccess;
+  if (attr != cudaSuccess) return attr;
   constexpr int G = kWarps / KS;
   const dim3 grid((tiles + G - 1) / G, a.ids ? a.P : moe_max_items(a.P, a.E, MT));
   return launch_pdl(kernel, grid, kThreads, smem, s, a.x, a.x_div, a.w, a.expert_rows, a.epi, a.index, a.ids, a.P, a.E,
