@@ -469,7 +469,9 @@ void quantize_experts(Backend& gpu, Layer& g, Backend& cpu, Layer& c, bool block
 
 // FP8 experts (e4m3 rows widened in registers, each 128-k block's products scaled apart) at one
 // token (the small-batch path) and at 5, 24 and 300 (the sorted path's items of 8, 16 and 32
-// pairs, the last staging x), with the gated shared expert and gpt-oss's biases, equal the CPU
+// pairs, the last staging x; with a scale a row, 300 makes items of 128 on the tiled GEMM, its
+// e4m3 tiles widened in shared memory and the row scales applied to the sums), with the gated
+// shared expert and gpt-oss's biases, equal the CPU
 // reference on their dequantized weights within bf16 rounding; a graph of them replays after the
 // routing changed as an eager run does.
 TEST(MoeOps, Fp8ExpertsMatchCpuOnTheirDequantizedWeights) {
@@ -495,14 +497,15 @@ TEST(MoeOps, Fp8ExpertsMatchCpuOnTheirDequantizedWeights) {
 
 // The same at an 8B model's hidden size (4096, experts 1024 wide), where a warp's K share is
 // several steps long (8 of gate_up's, 4 of down's): the steps in flight rotate through the
-// register sets, at one token (the small-batch path) and at 3 (the sorted path's items of 8 pairs).
+// register sets, at one token (the small-batch path) and at 3 (the sorted path's items of 8 pairs);
+// at 300 tokens (items of 128: with a scale a row the tiled GEMM, 64 and 16 k-tiles through its ring).
 TEST(MoeOps, Fp8ExpertsAtModelWidthsMatchCpu) {
   GS_REQUIRE_GPU();
   auto gpu = make_cuda_backend(0, DType::BF16);
   auto cpu = make_cpu_backend();
   constexpr int I = 1024, E = 4, H = 4096;
   for (bool block : {false, true}) {
-    for (int T : {1, 3}) {
+    for (int T : {1, 3, 300}) {
       SCOPED_TRACE(testing::Message() << (block ? "128-k blocks" : "a scale a row") << ", T " << T);
       Layer g(*gpu, T, false, 120 + T, I, false, E, true, H), c(*cpu, T, false, 120 + T, I, false, E, false, H);
       quantize_experts(*gpu, g, *cpu, c, block);

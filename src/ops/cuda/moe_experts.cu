@@ -304,7 +304,8 @@ cudaError_t moe_experts(GatedActivation act, const T* x, const MoeWeight& gate_u
   }
   // Items sized for the pairs expected on this rank's experts (all of them without expert parallelism).
   const int local = std::max(1, int(int64_t(P) * E / routed));
-  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(local, E, gate_up.scales != nullptr) : kGemvChunk;
+  const bool fp8 = gate_up.scales != nullptr, blocks = fp8 && (gate_up.groups > 1 || down.groups > 1);
+  const int chunk = std::is_same_v<T, bf16_t> ? moe_mma_chunk(local, E, fp8, blocks) : kGemvChunk;
   cudaError_t err = launch_pdl(moe_align_kernel, 1, kAlignThreads, 0, s, ids, P, E, chunk, index);
   if (err != cudaSuccess) return err;
   err =

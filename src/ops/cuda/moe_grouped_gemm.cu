@@ -1,4 +1,4 @@
-// The grouped tensor-core GEMMs of moe_experts (moe_kernels.h); bf16 items of kTiledPairs pairs
+// The grouped tensor-core GEMMs of moe_experts (moe_kernels.h); items of kTiledPairs pairs
 // run on the tiled GEMM (moe_tiled_gemm.cuh), every other item here. A CTA computes one work item (an
 // expert and up to MT of its pairs, moe_index.cuh) against G tiles of 16 of that expert's weight
 // rows: the skinny GEMM's scheme (skinny_gemm.cu) with the weight rows offset to the item's expert
@@ -464,20 +464,20 @@ template <typename Epi>
 cudaError_t launch(int chunk, const Gemm<Epi>& a, cudaStream_t s) {
   if (a.K <= 0 || a.K % (a.w.scales ? 128 : 8) != 0) return cudaErrorInvalidValue;
   if (a.ids && chunk != 8) return cudaErrorInvalidValue;  // items of one pair
-  if (chunk == kTiledPairs && !a.w.scales && !a.ids)
-    return launch_moe_tiled(a.x, a.x_div, static_cast<const bf16_t*>(a.w.data), a.expert_rows, a.epi, a.index, a.P, a.E,
-                            a.n_out, a.K, s);
+  if (chunk == kTiledPairs && !a.ids)
+    return launch_moe_tiled(a.x, a.x_div, a.w, a.expert_rows, a.epi, a.index, a.P, a.E, a.n_out, a.K, s);
   return a.w.scales ? launch_w<E4m3Rows>(chunk, a, s) : launch_w<Bf16Rows>(chunk, a, s);
 }
 
 }  // namespace
 
-int moe_mma_chunk(int P, int E, bool fp8) {
+int moe_mma_chunk(int P, int E, bool fp8, bool block_scales) {
   const int active = std::max(1, std::min(E, P)), per = (P + active - 1) / active;
-  const int most = fp8 ? kFp8MaxChunk : kMoeMaxChunk;
+  const int most = block_scales ? kFp8MaxChunk : kMoeMaxChunk;
   int chunk = 8;
   while (chunk < 2 * per && chunk < most) chunk *= 2;
-  return chunk;
+  // e4m3 items stop at kFp8MaxChunk on the register kernel; items of kTiledPairs run tiled.
+  return fp8 && chunk > kFp8MaxChunk && chunk < kTiledPairs ? kFp8MaxChunk : chunk;
 }
 
 cudaError_t moe_gate_up_mma(GatedActivation act, const bf16_t* x, const MoeWeight& gate_up, const int32_t* index,

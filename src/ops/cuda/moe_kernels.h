@@ -110,13 +110,14 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
                              int E, int H, uint16_t* out, cudaStream_t s);
 
 // The bf16 grouped GEMMs on tensor cores (bf16 or e4m3 experts), over the items of an index
-// moe_align cut into `chunk` pairs (8, 16, 32, 64 or 128; e4m3 experts up to 32; bf16 items of
-// 128 on the tiled GEMM, moe_tiled_gemm.cuh). K (H for gate_up, I for down) a multiple of 8 (of
+// moe_align cut into `chunk` pairs (8, 16, 32, 64 or 128; e4m3 experts 8 to 32, or 128 with a
+// scale a row; items of 128 on the tiled GEMM, moe_tiled_gemm.cuh). K (H for gate_up, I for down) a multiple of 8 (of
 // 128 for e4m3).
 constexpr int kMoeMaxChunk = 128;
 // The item size for P pairs over E experts: twice the mean pairs of an active expert, so that
-// most experts' weights are read once a step (e4m3 experts: at most 32).
-int moe_mma_chunk(int P, int E, bool fp8);
+// most experts' weights are read once a step (e4m3 experts: 32 or 128, and at most 32 with a
+// scale a 128-k block).
+int moe_mma_chunk(int P, int E, bool fp8, bool block_scales);
 cudaError_t moe_gate_up_mma(GatedActivation act, const uint16_t* x, const MoeWeight& gate_up, const int32_t* index,
                             uint16_t* act_out, int P, int k, int E, int I, int H, int chunk, const MoeEpilogue& epi,
                             cudaStream_t s, const MoeDirect* direct = nullptr);

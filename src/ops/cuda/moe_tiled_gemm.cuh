@@ -9,12 +9,19 @@
 // A tile row is weight row epi.row(o, part) of output o: for gate_up (R 2) each 16 rows are the
 // gate rows of 8 outputs then their up rows, so a lane's accumulators of n-tiles 2j and 2j + 1
 // are the gate and up of the same outputs and the epilogue applies the activation in registers.
+// FP8 experts with a scale a row (MoeWeight groups 1: --quantization fp8) stream their e4m3 tiles
+// through the ring instead (half the bytes); each thread widens the 16-byte chunks it copied,
+// exactly, into a double-buffered bf16 tile once they land, so one barrier a k-tile still orders
+// everything, and the row scales multiply the sums in the epilogue (block-scaled experts keep the
+// register kernel, whose sums apply a scale a 128-k block).
 // Included by moe_grouped_gemm.cu, whose epilogues (GateUpOut, DownOut) it instantiates.
 #pragma once
 #include <cstdint>
 
+#include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/moe_index.cuh"
+#include "ops/cuda/moe_kernels.h"
 #include "ops/cuda/tensor_core.cuh"
 
 namespace gs::cuda {
@@ -24,17 +31,27 @@ constexpr int kTiledRows = 128;   // weight rows a CTA: the tile's N
 constexpr int kTiledK = 64;       // k a stage
 constexpr int kTiledStages = 3;
 constexpr int kTiledThreads = 256;
-constexpr size_t kTiledSmem = size_t(kTiledStages) * (kTiledPairs + kTiledRows) * kTiledK * 2;
+// Shared memory: x's stages, then the weights' (bf16), or their e4m3 stages and two widened tiles.
+template <bool F8>
+constexpr size_t kTiledSmem = size_t(kTiledStages) * kTiledPairs* kTiledK * 2 +
+                              (F8 ? size_t(kTiledStages) * kTiledRows * kTiledK + size_t(2) * kTiledRows * kTiledK * 2
+                                  : size_t(kTiledStages) * kTiledRows * kTiledK * 2);
 
-// x: [*, K] bf16, pair p reads row p / x_div; weights: expert e's rows from e * expert_rows.
-template <typename Epi>
+// x: [*, K] bf16, pair p reads row p / x_div; weights: expert e's rows from e * expert_rows, bf16
+// or (F8) e4m3 with a scale a row.
+template <typename Epi, bool F8>
 __global__ void __launch_bounds__(kTiledThreads, 2)
-    moe_tiled_kernel(const bf16_t* __restrict__ x, int x_div, const bf16_t* __restrict__ w, int64_t expert_rows,
-                     Epi epi, const int32_t* __restrict__ index, int P, int E, int n_out, int K) {
+    moe_tiled_kernel(const bf16_t* __restrict__ x, int x_div, const void* __restrict__ wv,
+                     const float* __restrict__ scales, int64_t expert_rows, Epi epi, const int32_t* __restrict__ index,
+                     int P, int E, int n_out, int K) {
   constexpr int R = Epi::R, OW = 16 / R, kChunks = kTiledK / 8;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* const xs = smem;                                         // [stage][pairs][64]
-  uint16_t* const ws = smem + kTiledStages * kTiledPairs * kTiledK;  // [stage][rows][64]
+  uint16_t* const ws = smem + kTiledStages * kTiledPairs * kTiledK;  // [stage][rows][64], or F8's widened [2][rows][64]
+  uint8_t* const w8s =
+      reinterpret_cast<uint8_t*>(ws + (F8 ? 2 : kTiledStages) * kTiledRows * kTiledK);  // [stage][rows][64 B]
+  const auto* w8 = static_cast<const uint8_t*>(wv);
+  const auto* w = static_cast<const bf16_t*>(wv);
   __shared__ int stage[kMoeStageInts];
   __shared__ int pairs[kTiledPairs];
   pdl_wait();
@@ -47,17 +64,22 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   for (int i = int(threadIdx.x); i < kTiledPairs; i += kTiledThreads) pairs[i] = ix.sorted[begin + min(i, n - 1)];
   __syncthreads();
 
-  // This thread's cp.async rows and chunk: 4 of x's rows and 4 weight rows a stage, one chunk each.
-  constexpr int kRowsPerPass = kTiledThreads / kChunks;  // 32
+  // This thread's cp.async rows and chunk: 4 of x's rows a stage, one chunk each, and 4 bf16 weight
+  // rows (one chunk each) or 2 e4m3 rows (one 16-k chunk each).
+  constexpr int kRowsPerPass = kTiledThreads / kChunks;                                // 32
+  constexpr int kW8Chunks = kTiledK / 16, kW8RowsPerPass = kTiledThreads / kW8Chunks;  // 4, 64
+  constexpr int kWRows = F8 ? kTiledRows / kW8RowsPerPass : kTiledRows / kRowsPerPass;
   const int ch = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
+  const int wch = F8 ? int(threadIdx.x) % kW8Chunks : ch, wr0 = F8 ? int(threadIdx.x) / kW8Chunks : r0;
+  const int w_pass = F8 ? kW8RowsPerPass : kRowsPerPass;
   const bf16_t* xrow[kTiledPairs / kRowsPerPass];
-  const bf16_t* wrow[kTiledRows / kRowsPerPass];
+  int64_t wrow[kWRows];  // weight row indices
 #pragma unroll
   for (int i = 0; i < kTiledPairs / kRowsPerPass; ++i) xrow[i] = x + int64_t(pairs[r0 + i * kRowsPerPass] / x_div) * K;
 #pragma unroll
-  for (int i = 0; i < kTiledRows / kRowsPerPass; ++i) {
-    const int r = r0 + i * kRowsPerPass, o = o0 + r / 16 * OW + r % OW;
-    wrow[i] = w + (int64_t(e) * expert_rows + epi.row(o < n_out ? o : 0, r % 16 / OW)) * K;
+  for (int i = 0; i < kWRows; ++i) {
+    const int r = wr0 + i * w_pass, o = o0 + r / 16 * OW + r % OW;
+    wrow[i] = int64_t(e) * expert_rows + epi.row(o < n_out ? o : 0, r % 16 / OW);
   }
   const int k_tiles = (K + kTiledK - 1) / kTiledK;
   const auto load_stage = [&](int s, int kt) {
@@ -66,9 +88,29 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
 #pragma unroll
     for (int i = 0; i < kTiledPairs / kRowsPerPass; ++i)
       cp_async16(xs + s * kTiledPairs * kTiledK + swz<kTiledK>(r0 + i * kRowsPerPass, ch), in ? xrow[i] + kc : x, in);
+    if constexpr (F8) {  // K is a multiple of 128: every chunk is in
 #pragma unroll
-    for (int i = 0; i < kTiledRows / kRowsPerPass; ++i)
-      cp_async16(ws + s * kTiledRows * kTiledK + swz<kTiledK>(r0 + i * kRowsPerPass, ch), in ? wrow[i] + kc : w, in);
+      for (int i = 0; i < kWRows; ++i)
+        cp_async16(w8s + (s * kTiledRows + wr0 + i * w_pass) * kTiledK + wch * 16,
+                   w8 + wrow[i] * K + kt * kTiledK + wch * 16);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWRows; ++i)
+        cp_async16(ws + s * kTiledRows * kTiledK + swz<kTiledK>(wr0 + i * w_pass, wch), in ? w + wrow[i] * K + kc : w,
+                   in);
+    }
+  };
+  // F8: the e4m3 chunks this thread copied into stage s, landed, widened into bf16 tile b.
+  const auto widen = [&](int s, int b) {
+#pragma unroll
+    for (int i = 0; i < kWRows; ++i) {
+      const int r = wr0 + i * w_pass;
+      uint32_t o[8];
+      e4m3x16_to_bf16(*reinterpret_cast<const uint4*>(w8s + (s * kTiledRows + r) * kTiledK + wch * 16), o);
+      uint16_t* dst = ws + b * kTiledRows * kTiledK;
+      *reinterpret_cast<uint4*>(dst + swz<kTiledK>(r, 2 * wch)) = make_uint4(o[0], o[1], o[2], o[3]);
+      *reinterpret_cast<uint4*>(dst + swz<kTiledK>(r, 2 * wch + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
+    }
   };
 #pragma unroll
   for (int s = 0; s < kTiledStages - 1; ++s) {
@@ -81,11 +123,13 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   float acc[4][4][4] = {};                           // [m-tile][n-tile][fragment]
   for (int kt = 0; kt < k_tiles; ++kt) {
     cp_async_wait<kTiledStages - 2>();
-    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free again
+    // F8: widened tile kt % 2 was last read at step kt - 2, before every thread's barrier of kt - 1.
+    if constexpr (F8) widen(kt % kTiledStages, kt % 2);
+    __syncthreads();  // stage kt landed (and widened) for every thread; stage kt - 1 is free again
     if (kt + kTiledStages - 1 < k_tiles) load_stage((kt + kTiledStages - 1) % kTiledStages, kt + kTiledStages - 1);
     cp_async_commit();
     const uint16_t* xt = xs + (kt % kTiledStages) * kTiledPairs * kTiledK;
-    const uint16_t* wt = ws + (kt % kTiledStages) * kTiledRows * kTiledK;
+    const uint16_t* wt = ws + (F8 ? kt % 2 : kt % kTiledStages) * kTiledRows * kTiledK;
 #pragma unroll
     for (int kk = 0; kk < kTiledK / 16; ++kk) {
       uint32_t a[4][4], b[4][2];
@@ -124,25 +168,32 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
           if (o >= n_out) continue;
           float v[R];
 #pragma unroll
-          for (int r = 0; r < R; ++r) v[r] = acc[mt][nt + r][2 * h + c];
+          for (int r = 0; r < R; ++r)
+            v[r] = acc[mt][nt + r][2 * h + c] * (F8 ? __ldg(scales + int64_t(e) * expert_rows + epi.row(o, r)) : 1.0f);
           epi.store(e, pair, o, v);
         }
     }
 }
 
 // The launch over every item the token count can make (grid rows moe_max_items, as the other
-// grouped GEMMs): bf16 weights only.
+// grouped GEMMs): bf16 weights, or e4m3 with a scale a row (w.groups 1) and K a multiple of 128.
 template <typename Epi>
-cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const bf16_t* w, int64_t expert_rows, const Epi& epi,
+cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const MoeWeight& w, int64_t expert_rows, const Epi& epi,
                              const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
-  auto* kernel = moe_tiled_kernel<Epi>;
-  static const cudaError_t attr =  // once an instantiation, not every launch
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTiledSmem));
-  if (attr != cudaSuccess) return attr;
+  const bool f8 = w.scales != nullptr;
+  if (f8 && (w.groups != 1 || K % 128 != 0)) return cudaErrorInvalidValue;
+  auto* kernel = f8 ? moe_tiled_kernel<Epi, true> : moe_tiled_kernel<Epi, false>;
+  const size_t smem = f8 ? kTiledSmem<true> : kTiledSmem<false>;
+  static const cudaError_t attr[2] = {  // once an instantiation, not every launch
+      cudaFuncSetAttribute(moe_tiled_kernel<Epi, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(kTiledSmem<false>)),
+      cudaFuncSetAttribute(moe_tiled_kernel<Epi, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(kTiledSmem<true>))};
+  if (attr[f8] != cudaSuccess) return attr[f8];
   const int outs = kTiledRows / Epi::R;
   const dim3 grid(unsigned((n_out + outs - 1) / outs), unsigned(moe_max_items(P, E, kTiledPairs)));
-  return launch_pdl(kernel, grid, dim3(kTiledThreads), kTiledSmem, s, x, x_div, w, expert_rows, epi, index, P, E, n_out,
-                    K);
+  return launch_pdl(kernel, grid, dim3(kTiledThreads), smem, s, x, x_div, w.data, w.scales, expert_rows, epi, index, P,
+                    E, n_out, K);
 }
 
 }  // namespace gs::cuda
