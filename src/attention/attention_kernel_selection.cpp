@@ -27,6 +27,13 @@ AttentionKernel select_attention_kernel(const AttentionLaunch& l, const Attentio
     if (l.max_query_len == 1 && group(l) <= kKeysAsRowsMaxGroup) return AttentionKernel::KeysAsRowsDecode;
     return AttentionKernel::TensorCoreDecode;
   }
+  if (l.sinks) {  // the prefill kernel adds them to its normalisation; the decode kernels do not
+    AttentionLaunch without = l;
+    without.sinks = false;
+    const bool prefill = l.max_query_len >= kPrefillMinQueryLen && !l.fp8_cache;
+    return o.tensor_core && prefill && tensor_core_attention_fits(without) ? AttentionKernel::TensorCorePrefill
+                                                                           : AttentionKernel::FlashDecoding;
+  }
   if (!o.tensor_core || !tensor_core_attention_fits(l)) return AttentionKernel::FlashDecoding;
   if (l.max_query_len >= kPrefillMinQueryLen) return AttentionKernel::TensorCorePrefill;
   const bool warp_per_pair = warp_per_pair_fits(l, o);

@@ -26,7 +26,7 @@ struct AttentionLaunch {
   int num_kv_heads = 0;     // hkv
   int head_dim = 0;         // D
   float softcap = 0.0f;     // > 0: logit soft-capping (only flash-decoding has it)
-  bool sinks = false;       // attention sinks (gpt-oss; only flash-decoding has them)
+  bool sinks = false;       // attention sinks (gpt-oss; flash-decoding and the prefill kernel have them)
   int max_query_len = 0;    // the planned longest query (the padded shape's inside FULL graphs)
   int num_reqs_padded = 0;  // request rows of the launch
   bool fp8_cache = false;   // the KV cache holds e4m3 (attention/kv_cache.h)
@@ -51,8 +51,10 @@ bool tensor_core_attention_fits(const AttentionLaunch& l);
 //    they do not fit is refused before selection): prefill for queries of kPrefillMinQueryLen
 //    tokens or more, keys-as-rows for one query a request (group <= kKeysAsRowsMaxGroup), else
 //    the tensor-core decode kernel;
+//  - with attention sinks, the tensor-core prefill kernel where it fits the rest and the queries
+//    are long enough for it (it adds the sinks to its normalisation), else flash-decoding;
 //  - flash-decoding when the tensor-core kernels are off or do not fit (f32, other head dims,
-//    soft-capping, attention sinks);
+//    soft-capping);
 //  - the tensor-core prefill kernel for queries of kPrefillMinQueryLen tokens or more;
 //  - the warp-per-pair kernel for decode batches of o.warp_per_pair_min_pairs up to (not
 //    including) o.warp_per_pair_max_pairs (request, kv head) pairs at head dim 128 and a group of

@@ -71,8 +71,8 @@ TEST(AttentionKernelSelection, WideDecodeAtSmallGroupsRunsWarpPerPair) {
 }
 
 // What the tensor-core kernels do not hold goes to flash-decoding: f32, head dims other than 64 and
-// 128, soft-capping (Gemma 2), attention sinks (gpt-oss), unaligned buffers, groups over a tile's rows, no requests at
-// all.
+// 128, soft-capping (Gemma 2), attention sinks (gpt-oss) below the prefill kernel's query length,
+// unaligned buffers, groups over a tile's rows, no requests at all.
 TEST(AttentionKernelSelection, WhatTensorCoresDoNotHoldRunsFlashDecoding) {
   for (int q : {1, 4, 100}) {
     AttentionLaunch f32 = launch(32, 8, 64, 4, q);
@@ -83,10 +83,13 @@ TEST(AttentionKernelSelection, WhatTensorCoresDoNotHoldRunsFlashDecoding) {
     AttentionLaunch capped = launch(8, 4, 128, 4, q);
     capped.softcap = 50.0f;
     EXPECT_EQ(pick(capped), K::FlashDecoding);
-    AttentionLaunch sinks = launch(64, 8, 64, 4, q);  // gpt-oss
+    AttentionLaunch sinks = launch(64, 8, 64, 4, q);  // gpt-oss: the prefill kernel adds them
     sinks.sinks = true;
-    EXPECT_EQ(pick(sinks), K::FlashDecoding);
+    EXPECT_EQ(pick(sinks), q >= kPrefillMinQueryLen ? K::TensorCorePrefill : K::FlashDecoding);
     EXPECT_FALSE(cascade_attention_fits(sinks, AttentionKernelOptions{}));
+    AttentionKernelOptions off;
+    off.tensor_core = false;
+    EXPECT_EQ(select_attention_kernel(sinks, off), K::FlashDecoding);
     AttentionLaunch unaligned = launch(32, 8, 64, 4, q);
     unaligned.aligned16 = false;
     EXPECT_EQ(pick(unaligned), K::FlashDecoding);

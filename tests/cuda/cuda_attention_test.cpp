@@ -227,9 +227,10 @@ TEST_P(CudaAttentionTest, GraphReplayOnAnotherBatchMatchesCpu) {
 // at a short context replays at longer ones (more splits busy) and at a single key.
 TEST_P(CudaAttentionTest, SingleDecodeGraphReplaysAtOtherContextLengths) { single_decode_graph_replays(500); }
 
-// Attention sinks (gpt-oss) route to flash-decoding, which adds them to its final normalisation
-// (one CTA a context) or to its split merge (batch 1: the context split over CTAs); with and
-// without a sliding window.
+// Attention sinks (gpt-oss): batches with long queries (the mixed one) run the tensor-core prefill
+// kernel, which adds them to its normalisation; decode batches route to flash-decoding, which adds
+// them to its final normalisation (one CTA a context) or to its split merge (batch 1: the context
+// split over CTAs); with and without a sliding window.
 TEST_P(CudaAttentionTest, SinksMatchCpu) {
   const int hq = std::get<0>(GetParam()).num_heads;
   std::vector<float> sv(static_cast<size_t>(hq));

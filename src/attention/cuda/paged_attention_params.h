@@ -40,7 +40,7 @@ struct PagedAttentionParams {
   float scale = 1.0f;
   int window = -1;               // sliding window: a query attends to its last `window` positions; <= 0: all
   float softcap = 0.0f;          // > 0: scores become softcap * tanh(score / softcap) (Gemma 2)
-  const float* sinks = nullptr;  // [hq] f32 attention sinks (gpt-oss; flash-decoding only), or null
+  const float* sinks = nullptr;  // [hq] f32 attention sinks (gpt-oss; flash-decoding and prefill), or null
   // Flash-decoding workspace (split_workspace_floats(D) floats, then kSplitCounters zeroed
   // counters that the kernel leaves zeroed again); null disables splitting.
   float* split_workspace = nullptr;

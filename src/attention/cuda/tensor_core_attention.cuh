@@ -333,15 +333,19 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     return;
   }
 
-  // O / l -> out; rows with no visible key (l = 0) become zeros.
+  // O / l -> out; rows with no visible key (l = 0) become zeros. An attention sink (gpt-oss; the
+  // prefill kernel only, which never splits a context) joins the denominator: exp(sink - max), the
+  // max in the log2 units of st.m.
   uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const float l = quad_sum(st[mt].l[i]);
-      const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
       const int row = warp * WROWS + mt * 16 + (lane >> 2) + 8 * i, tl = row / G;
+      float l = quad_sum(st[mt].l[i]);
+      if (!SPLIT && p.sinks && l > 0.0f && row < rows_used)
+        l += fast_exp2(fmaf(p.sinks[g * G + row % G], 1.4426950408889634f, -st[mt].m[i]));
+      const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
       if (row >= rows_used || tl >= ti.ntok) continue;
       uint16_t* dst = out + (int64_t(ti.tok0 + ti.first + tl) * p.hq + g * G + row % G) * D + 2 * (lane & 3);
 #pragma unroll
