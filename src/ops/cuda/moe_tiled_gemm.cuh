@@ -184,7 +184,8 @@ cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const MoeWeight& w, int
   if (f8 && (w.groups != 1 || K % 128 != 0)) return cudaErrorInvalidValue;
   auto* kernel = f8 ? moe_tiled_kernel<Epi, true> : moe_tiled_kernel<Epi, false>;
   const size_t smem = f8 ? kTiledSmem<true> : kTiledSmem<false>;
-  static const cudaError_t attr[2] = {  // once an instantiation, not every launch
+  static const cudaError_t attr[2] = {
+      // once an instantiation, not every launch
       cudaFuncSetAttribute(moe_tiled_kernel<Epi, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            int(kTiledSmem<false>)),
       cudaFuncSetAttribute(moe_tiled_kernel<Epi, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
