@@ -9,6 +9,9 @@
 // seq_lens[r] = 0 (they attend to nothing); tokens t >= num_actual_tokens have slot -1 (write
 // no KV). Attention output rows of padded tokens are written with zeros.
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace gs {
@@ -30,6 +33,10 @@ struct AttentionMetadata {
   // every block-table row) before all its queries. Set only for eager attention (NONE and
   // PIECEWISE steps), never for a FULL graph, and only for backends that supports_cascade().
   int cascade_prefix_len = 0;
+  // Eager steps only (NONE and PIECEWISE; empty for a FULL graph, whose launches must not depend
+  // on the batch): the host's query_start_loc [num_reqs + 1] and seq_lens [num_reqs], for work a
+  // backend sizes by the batch's contexts (MLA's expanded form).
+  std::vector<int32_t> host_query_start_loc, host_seq_lens;
 };
 
 }  // namespace gs

@@ -73,6 +73,12 @@ void ModelRunner::Impl::plan_attention(const HostBatch& hb, CUDAGraphMode runtim
   GS_CHECK(runtime != CUDAGraphMode::FULL || cascade_prefix == 0,
            "internal error: a cascade batch was dispatched to a FULL graph ({})", d.str());
   md.cascade_prefix_len = cascade_prefix;
+  md.host_query_start_loc.clear();
+  md.host_seq_lens.clear();
+  if (runtime != CUDAGraphMode::FULL) {
+    md.host_query_start_loc.assign(hb.query_start_loc.begin(), hb.query_start_loc.begin() + hb.num_reqs + 1);
+    md.host_seq_lens.assign(hb.seq_lens.begin(), hb.seq_lens.begin() + hb.num_reqs);
+  }
   if (runtime == CUDAGraphMode::FULL)
     attention->plan_graph(md, {.num_tokens = d.num_tokens,
                                .request_rows = d.request_rows(max_reqs),

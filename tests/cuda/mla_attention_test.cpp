@@ -97,11 +97,16 @@ Scenario long_context() { return {64, 51, {{0}, {200}}, {{200}, {1}}, {0, 1}}; }
 // prompt) with 8 padded tokens, 160 in all: bf16 launches that long run absorption and W_UV as
 // cuBLASLt GEMMs (cuda_mla_attention.cpp), so step 2's output is theirs.
 Scenario long_chunk() { return {64, 51, {{0}, {40}}, {{40}, {152}}, {0, 8}}; }
+// Step 1: three requests prefill 70, 30 and 10 tokens; step 2: request 0 decodes one token while
+// requests 1 and 2 take chunks of 100 and 80 (the expanded form's two requests after an absorbed
+// one in an eager step), three padded tokens.
+Scenario decode_then_chunks() { return {128, 40, {{0, 0, 0}, {70, 30, 10}}, {{70, 30, 10}, {1, 100, 80}}, {0, 3}}; }
 
 // Runs the scenario's steps on `backend` with `mla`, over a cache of dt, or of e4m3 at `e4m3_scale`
-// where it is > 0; returns the last step's output [T, H v] as f32.
+// where it is > 0; returns the last step's output [T, H v] as f32. `eager`: the metadata carries
+// the host's copies of the batch, as the runner's NONE and PIECEWISE steps do (a FULL graph's do not).
 std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc, const MlaShape& s,
-                       float e4m3_scale = 0.0f) {
+                       float e4m3_scale = 0.0f, bool eager = false) {
   const int H = s.num_heads, T = 256;
   auto dev_i32 = [&](const std::vector<int32_t>& v) { return test::on_i32(be, v, {int64_t(v.size())}); };
   const Tensor kv_a_norm = test::on(be, test::randn(size_t(s.kv_lora_rank), 3, 0.3f), {s.kv_lora_rank}, dt);
@@ -123,6 +128,7 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Sc
     md.query_start_loc = dev_i32(b.qsl), md.seq_lens = dev_i32(b.seq_lens);
     md.block_table = dev_i32(b.block_table), md.slot_mapping = dev_i32(b.slots);
     md.block_size = 4, md.max_blocks_per_req = sc.max_blocks, md.num_reqs = md.num_reqs_padded = R;
+    if (eager) md.host_query_start_loc = b.qsl, md.host_seq_lens = b.seq_lens;
     MlaForwardArgs a;
     const uint64_t seed = 11 + which;
     a.q = test::on(be, test::randn(size_t(n * H * s.qk_head_dim()), seed), {n, H * s.qk_head_dim()}, dt);
@@ -137,7 +143,9 @@ std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Sc
 }
 
 // The CUDA backend against the CPU reference on `sc`, in f32 (the CUDA-core attend) and bf16
-// (tensor cores where `bf16_tensor_cores`, else the CUDA-core attend); padded tokens get zero rows.
+// (tensor cores where `bf16_tensor_cores`, else the CUDA-core attend), bf16 both as a FULL graph
+// and as an eager step runs it (the expanded form for long queries where the shape has it);
+// padded tokens get zero rows.
 void expect_matches_cpu(const Scenario& sc, const MlaShape& shape, bool bf16_tensor_cores) {
   auto cpu = make_cpu_backend();
   auto ref_mla = make_mla_attention(*cpu, shape);
@@ -147,16 +155,23 @@ void expect_matches_cpu(const Scenario& sc, const MlaShape& shape, bool bf16_ten
     auto mla = make_cuda_mla_attention(*gpu, shape);
     EXPECT_EQ(mla->cudagraph_support(), AttentionCGSupport::ALWAYS);
     const bool tensor_cores = dt == DType::BF16 && bf16_tensor_cores;
-    EXPECT_EQ(mla->name(), tensor_cores ? "mla-cuda (tensor-core attend)" : "mla-cuda");
-    const std::vector<float> got = run(*gpu, *mla, dt, sc, shape);
-    const double e = test::rel_l2(got, ref);
-    std::printf("[mla-cuda] %s%s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
-                tensor_cores ? " (tensor cores)" : "", e);
-    EXPECT_LT(e, dt == DType::F32 ? 1e-5 : 2e-2);
-    const Batch last = step(sc, sc.n.size() - 1);
-    const int H = shape.num_heads, v = shape.v_head_dim, real = last.qsl.back();
-    for (int t = real; t < last.num_tokens; ++t)  // padded tokens: zero rows
-      for (int i = 0; i < H * v; ++i) ASSERT_EQ(got[size_t(t * H * v + i)], 0.0f) << t;
+    const bool expanded =
+        dt == DType::BF16 && shape.qk_nope_head_dim == 128 && shape.qk_rope_head_dim == 64 && shape.v_head_dim == 128;
+    EXPECT_EQ(mla->name(), expanded       ? "mla-cuda (tensor-core attend, expanded prefill)"
+                           : tensor_cores ? "mla-cuda (tensor-core attend)"
+                                          : "mla-cuda");
+    for (const bool eager : {false, true}) {
+      if (eager && dt != DType::BF16) break;
+      const std::vector<float> got = run(*gpu, *mla, dt, sc, shape, 0.0f, eager);
+      const double e = test::rel_l2(got, ref);
+      std::printf("[mla-cuda] %s%s%s vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
+                  tensor_cores ? " (tensor cores)" : "", eager ? ", eager step" : "", e);
+      EXPECT_LT(e, dt == DType::F32 ? 1e-5 : 2e-2);
+      const Batch last = step(sc, sc.n.size() - 1);
+      const int H = shape.num_heads, v = shape.v_head_dim, real = last.qsl.back();
+      for (int t = real; t < last.num_tokens; ++t)  // padded tokens: zero rows
+        for (int i = 0; i < H * v; ++i) ASSERT_EQ(got[size_t(t * H * v + i)], 0.0f) << t;
+    }
   }
 }
 
@@ -175,10 +190,13 @@ void expect_e4m3_matches_cpu(const Scenario& sc, const MlaShape& shape) {
   for (DType dt : {DType::F32, DType::BF16}) {
     auto gpu = make_cuda_backend(0, dt);
     auto mla = make_cuda_mla_attention(*gpu, shape);
-    const double e = test::rel_l2(run(*gpu, *mla, dt, sc, shape, 0.5f), ref);
-    std::printf("[mla-cuda] %s, e4m3 cache (%s), vs CPU reference: rel-L2 %.2e\n", std::string(dtype_name(dt)).c_str(),
-                mla->name().c_str(), e);
-    EXPECT_LT(e, dt == DType::F32 ? 1e-2 : 3e-2);
+    for (const bool eager : {false, true}) {
+      if (eager && dt != DType::BF16) break;
+      const double e = test::rel_l2(run(*gpu, *mla, dt, sc, shape, 0.5f, eager), ref);
+      std::printf("[mla-cuda] %s, e4m3 cache (%s)%s, vs CPU reference: rel-L2 %.2e\n",
+                  std::string(dtype_name(dt)).c_str(), mla->name().c_str(), eager ? ", eager step" : "", e);
+      EXPECT_LT(e, dt == DType::F32 ? 1e-2 : 3e-2);
+    }
   }
 }
 
@@ -214,6 +232,15 @@ TEST(CudaMla, LongStepsMatchTheCpuReferenceOnTheGemms) {
   expect_matches_cpu(long_chunk(), test_shape(), true);
   expect_matches_cpu(long_chunk(), lite_shape(), true);
   expect_e4m3_matches_cpu(long_chunk(), lite_shape());
+}
+
+// An eager step of a decode and two long chunks at DeepSeek-V2-Lite's shape: the decode absorbed,
+// the chunks in the expanded form (their contexts gathered from the paged cache, up-projected by
+// one GEMM, then causal attention at head dims 192 / 128), over a bf16 and an e4m3 cache.
+TEST(CudaMla, LongQueriesOfEagerStepsRunTheExpandedForm) {
+  GS_REQUIRE_GPU();
+  expect_matches_cpu(decode_then_chunks(), lite_shape(), true);
+  expect_e4m3_matches_cpu(decode_then_chunks(), lite_shape());
 }
 
 // A latent the tensor-core attend is not built for (32 + 16): bf16 attends on CUDA cores too.

@@ -1,6 +1,7 @@
 // Implements attention/cuda/cuda_mla_attention.h.
 #include "attention/cuda/cuda_mla_attention.h"
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -47,9 +48,23 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     if (dtype_ == DType::BF16) lt_.emplace(backend.allocator());  // the long launches' GEMMs
     tensor_core_ = dtype_ == DType::BF16 && cuda::mla_attend_mma_supported(dims_);
     if (tensor_core_) GS_CUDA_CHECK(cuda::prepare_mla_attend_mma(dims_));
+    if (dtype_ == DType::BF16 && cuda::mla_expanded_supported(dims_)) {
+      const int64_t kv_width = int64_t(shape.num_heads) * (shape.qk_nope_head_dim + shape.v_head_dim);
+      const int64_t row_bytes = 2 * (shape.latent_dim() + kv_width);
+      expanded_rows_ = int(kExpandedScratchBytes / row_bytes / kExpandedRowQuantum * kExpandedRowQuantum);
+      exp_lat_ = Tensor::empty({expanded_rows_, shape.latent_dim()}, DType::BF16, backend.allocator());
+      exp_kv_ = Tensor::empty({expanded_rows_, kv_width}, DType::BF16, backend.allocator());
+      backend.fill_zero(exp_lat_);  // the GEMM's rows past a launch's context are read, never used
+      GS_CUDA_CHECK(cuda::prepare_mla_expanded());
+    }
   }
 
-  std::string name() const override { return tensor_core_ ? "mla-cuda (tensor-core attend)" : "mla-cuda"; }
+  std::string name() const override {
+    std::string n = "mla-cuda";
+    if (tensor_core_) n += " (tensor-core attend";
+    if (expanded_rows_ > 0) n += tensor_core_ ? ", expanded prefill" : " (expanded prefill";
+    return tensor_core_ || expanded_rows_ > 0 ? n + ")" : n;
+  }
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::ALWAYS; }
 
   void forward_mla(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md) override {
@@ -112,39 +127,130 @@ class CudaMlaAttention final : public MlaAttentionBackend {
                          dims_};
     if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
     l.tensor_core = tensor_core_;
-    l.gemms_apart = std::is_same_v<S, uint16_t> && T >= kGemmMinTokens;
-    GS_CUDA_CHECK(cuda::launch_mla_absorb(l, stream_));
+    // Requests [first, num_reqs) run in the expanded form, tokens [0, t_abs) absorbed.
+    const int first = std::is_same_v<S, uint16_t> ? expanded_from(md) : md.num_reqs;
+    const bool expanded = first < md.num_reqs;
+    const int t_abs = expanded ? md.host_query_start_loc[size_t(first)] : T;
+    l.gemms_apart = std::is_same_v<S, uint16_t> && (T >= kGemmMinTokens || expanded);
+    GS_CUDA_CHECK(cuda::launch_mla_absorb(l, stream_));  // every token's latent row and rotated q_pe
+    if (l.gemms_apart && t_abs > 0) absorb_gemm(a, t_abs);
+    if constexpr (std::is_same_v<S, uint16_t>)
+      if (expanded) run_expanded(a, cache, md, first);
+    if (t_abs > 0) {
+      cuda::MlaLaunch<S> la = l;
+      if (expanded)
+        la.num_tokens = t_abs, la.num_reqs = first, la.splits = cuda::mla_splits(t_abs, shape_.num_heads, sm_count_);
+      GS_CUDA_CHECK(cuda::launch_mla_attend(la, stream_));
+      if (l.gemms_apart) expand_gemm(a, t_abs);
+    }
+    const int actual = expanded ? md.host_query_start_loc[size_t(md.num_reqs)] : T;
+    if (actual < T) {  // padded tokens' rows: zeros, as the absorbed kernels write them
+      const int64_t row = int64_t(shape_.num_heads) * shape_.v_head_dim * int64_t(sizeof(S));
+      GS_CUDA_CHECK(
+          cudaMemsetAsync(static_cast<char*>(a.out.data()) + actual * row, 0, size_t((T - actual) * row), stream_));
+    }
+  }
+
+  // q_latent[t, h, :L] = q_nope[t, h] W_UK_h ([nope, L] rows) for tokens [0, M).
+  void absorb_gemm(const MlaForwardArgs& a, int M) {
     const MlaShape& s = shape_;
-    const int H = s.num_heads, L = s.kv_lora_rank, nope = s.qk_nope_head_dim, v = s.v_head_dim;
-    const int64_t head_rows = int64_t(nope + v) * L;  // kv_b's rows of a head: W_UK's nope, W_UV's v
-    if (l.gemms_apart)                                // q_latent[t, h, :L] = q_nope[t, h] W_UK_h ([nope, L] rows)
-      lt_->matmul_batched(a.q.data(), a.kv_b.data(), a.q_latent.data(), false, true, T, L, nope,
-                          {.count = H,
-                           .ldx = int64_t(H) * s.qk_head_dim(),
-                           .x_stride = s.qk_head_dim(),
-                           .w_stride = head_rows,
-                           .y_stride = s.latent_dim(),
-                           .ldy = int64_t(H) * s.latent_dim(),
-                           .w_kn = true},
-                          stream_);
-    GS_CUDA_CHECK(cuda::launch_mla_attend(l, stream_));
-    if (l.gemms_apart)  // out[t, h] = W_UV_h ([v, L] rows) o_latent[t, h], o_latent in bf16 over q_latent
-      lt_->matmul_batched(a.q_latent.data(), a.kv_b.data_as<const uint16_t>() + int64_t(nope) * L, a.out.data(), false,
-                          false, T, v, L,
-                          {.count = H,
-                           .ldx = int64_t(H) * L,
-                           .x_stride = L,
-                           .w_stride = head_rows,
-                           .y_stride = v,
-                           .ldy = int64_t(H) * v},
-                          stream_);
+    const int H = s.num_heads, L = s.kv_lora_rank, nope = s.qk_nope_head_dim;
+    lt_->matmul_batched(a.q.data(), a.kv_b.data(), a.q_latent.data(), false, true, M, L, nope,
+                        {.count = H,
+                         .ldx = int64_t(H) * s.qk_head_dim(),
+                         .x_stride = s.qk_head_dim(),
+                         .w_stride = head_rows(),
+                         .y_stride = s.latent_dim(),
+                         .ldy = int64_t(H) * s.latent_dim(),
+                         .w_kn = true},
+                        stream_);
+  }
+
+  // out[t, h] = W_UV_h ([v, L] rows) o_latent[t, h] for tokens [0, M), o_latent in bf16 over q_latent.
+  void expand_gemm(const MlaForwardArgs& a, int M) {
+    const MlaShape& s = shape_;
+    const int H = s.num_heads, L = s.kv_lora_rank, v = s.v_head_dim;
+    lt_->matmul_batched(a.q_latent.data(), a.kv_b.data_as<const uint16_t>() + int64_t(s.qk_nope_head_dim) * L,
+                        a.out.data(), false, false, M, v, L,
+                        {.count = H,
+                         .ldx = int64_t(H) * L,
+                         .x_stride = L,
+                         .w_stride = head_rows(),
+                         .y_stride = v,
+                         .ldy = int64_t(H) * v},
+                        stream_);
+  }
+
+  int64_t head_rows() const {  // kv_b's rows of a head: W_UK's nope, W_UV's v
+    return int64_t(shape_.qk_nope_head_dim + shape_.v_head_dim) * shape_.kv_lora_rank;
+  }
+
+  // The first request of the expanded form in an eager step (num_reqs: none): the longest run at
+  // the end of the batch of requests with at least kExpandedMinQueryLen queries whose context fits
+  // the scratch. The scheduler places running requests (decodes, continued chunks) before newly
+  // admitted prompts, so a step's new long prompts come last; an earlier long chunk stays absorbed.
+  int expanded_from(const AttentionMetadata& md) const {
+    const auto& qsl = md.host_query_start_loc;
+    const auto& lens = md.host_seq_lens;
+    if (expanded_rows_ == 0 || qsl.size() != size_t(md.num_reqs) + 1 || lens.size() != size_t(md.num_reqs))
+      return md.num_reqs;
+    int first = md.num_reqs;
+    while (first > 0 && qsl[size_t(first)] - qsl[size_t(first - 1)] >= kExpandedMinQueryLen &&
+           lens[size_t(first - 1)] <= expanded_rows_)
+      --first;
+    return first;
+  }
+
+  // Requests [first, num_reqs) in the expanded form, in launches of at most kMlaMaxExpandedReqs
+  // requests whose contexts fit the scratch together: gather, up-project (kv = lat kv_b^T), attend.
+  void run_expanded(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md, int first) {
+    const MlaShape& s = shape_;
+    cuda::MlaExpandedLaunch e{};
+    e.q = a.q.data_as<const uint16_t>();
+    e.q_latent = a.q_latent.data_as<const float>();
+    e.cache = cache.fp8() ? nullptr : cache.k.data_as<const uint16_t>();
+    e.cache8 = cache.fp8() ? cache.k.data_as<const uint8_t>() : nullptr;
+    e.cache_scale = cache.fp8() ? cache.k_scale : 1.0f;
+    e.block_table = md.block_table.data_as<const int32_t>();
+    e.block_size = md.block_size, e.max_blocks = md.max_blocks_per_req;
+    e.lat = exp_lat_.data_as<uint16_t>(), e.kv = exp_kv_.data_as<uint16_t>(), e.out = a.out.data_as<uint16_t>();
+    e.d = dims_;
+    const auto flush = [&] {
+      if (e.num_reqs == 0) return;
+      const int rows = e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx;
+      const int m = (rows + kExpandedRowQuantum - 1) / kExpandedRowQuantum * kExpandedRowQuantum;
+      const int kv_width = s.num_heads * (s.qk_nope_head_dim + s.v_head_dim);
+      GS_CUDA_CHECK(cuda::launch_mla_gather(e, stream_));
+      lt_->matmul_batched(e.lat, a.kv_b.data(), e.kv, false, false, m, kv_width, s.kv_lora_rank,
+                          {.ldx = s.latent_dim()}, stream_);
+      GS_CUDA_CHECK(cuda::launch_mla_expanded(e, stream_));
+      e.num_reqs = e.num_tiles = e.max_ctx = 0;
+    };
+    for (int r = first; r < md.num_reqs; ++r) {
+      const int tok0 = md.host_query_start_loc[size_t(r)], qlen = md.host_query_start_loc[size_t(r) + 1] - tok0;
+      const int ctx = md.host_seq_lens[size_t(r)];
+      const int kv0 = e.num_reqs > 0 ? e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx : 0;
+      if (e.num_reqs == cuda::kMlaMaxExpandedReqs || kv0 + ctx > expanded_rows_) flush();
+      const int at = e.num_reqs > 0 ? e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx : 0;
+      e.req[e.num_reqs++] = {r, tok0, qlen, ctx, at, e.num_tiles};
+      e.num_tiles += (qlen + cuda::kMlaExpandedTileTokens - 1) / cuda::kMlaExpandedTileTokens;
+      e.max_ctx = std::max(e.max_ctx, ctx);
+    }
+    flush();
   }
 
   // bf16 launches of at least this many (padded) tokens run absorption and W_UV as cuBLASLt
   // batched GEMMs (a batch a head) instead of the register-tiled CUDA-core kernels, which serve
   // decode batches at the latency of one weight read.
   static constexpr int kGemmMinTokens = 128;
-
+  // A request of at least this many queries runs the expanded form in eager steps: its context's
+  // up-projection (512 x 256 multiply-adds a key and head) costs what ~300 multiply-adds a (query,
+  // key, head) save against the absorbed form, so it pays from a few dozen queries on.
+  static constexpr int kExpandedMinQueryLen = 64;
+  // The expanded form's scratch (lat and kv rows), and the row multiple its GEMMs run at (so their
+  // cached plans stay few).
+  static constexpr int64_t kExpandedScratchBytes = int64_t(256) << 20;
+  static constexpr int kExpandedRowQuantum = 128;
   Backend& backend_;
   std::optional<LtGemm> lt_;  // bf16 only
   cudaStream_t stream_ = nullptr;
@@ -152,6 +258,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   cuda::MlaDims dims_{};
   int sm_count_ = 0;
   bool tensor_core_ = false;  // bf16 at dims the tensor-core attend is built for
+  int expanded_rows_ = 0;     // context rows the expanded form's scratch holds (0: bf16 at its dims only)
+  Tensor exp_lat_, exp_kv_;   // that scratch (cuda::MlaExpandedLaunch::lat, kv)
   Tensor inv_freq_;
   Tensor o_part_, ml_part_;  // the context splits' partial outputs (cuda::MlaLaunch)
 };

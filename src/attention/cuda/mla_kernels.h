@@ -1,11 +1,10 @@
-// The CUDA kernels of multi-head latent attention (attention/mla_attention.h), every request in
-// the absorbed form (prefill too: the tensor-core prefill kernels take one head dim for K and V,
-// MLA's expanded form has 192 and 128), bf16 attending on tensor cores (MlaLaunch::tensor_core),
-// f32 on CUDA cores. Each kernel reads the batch from the metadata's device
-// buffers and sizes its grid from the padded token count, so one launch sequence serves any batch
-// of that shape inside a graph; scratch is the caller's, fixed-size. A batch of few tokens splits
-// each token's context over `splits` CTAs (mla_splits) in either attend kernel, whose partial
-// results merge_kernel combines before expand.
+// The CUDA kernels of multi-head latent attention (attention/mla_attention.h): the absorbed form,
+// bf16 attending on tensor cores (MlaLaunch::tensor_core), f32 on CUDA cores, and for long
+// queries of eager bf16 steps the expanded form (MlaExpandedLaunch). Each absorbed kernel reads
+// the batch from the metadata's device buffers and sizes its grid from the padded token count, so
+// one launch sequence serves any batch of that shape inside a graph; scratch is the caller's,
+// fixed-size. A batch of few tokens splits each token's context over `splits` CTAs (mla_splits)
+// in either attend kernel, whose partial results merge_kernel combines before expand.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -89,5 +88,45 @@ cudaError_t launch_mla_attend(const MlaLaunch<Scalar>& l, cudaStream_t stream);
 bool mla_attend_mma_supported(const MlaDims& d);
 cudaError_t prepare_mla_attend_mma(const MlaDims& d);
 cudaError_t launch_mla_attend_mma(const MlaLaunch<uint16_t>& l, cudaStream_t stream);
+
+// The expanded form (mla_expanded.cu) for requests of many queries, whose context is up-projected
+// once instead of every query attending in the 576-wide latent space: their cached latent rows are
+// gathered into `lat` (bf16; an e4m3 cache widened and scaled), the caller's GEMM of lat by kv_b
+// fills `kv` with each context row's k_nope and v per head, and the attention kernel runs causal
+// multi-head attention with head dims nope + rope (q_nope | rotated q_pe against k_nope | k_pe)
+// and v, writing the requests' output rows. Built for DeepSeek-V2/V3's nope 128, rope 64, v 128.
+struct MlaExpandedRequest {
+  int row;    // its row of qsl, seq_lens and the block table
+  int tok0;   // its first query token in the step
+  int qlen;   // its queries (the last qlen positions of its context)
+  int ctx;    // its context after this step: keys [0, ctx)
+  int kv0;    // its first row of lat / kv
+  int tile0;  // its first CTA (grid x) of the attention kernel
+};
+constexpr int kMlaMaxExpandedReqs = 16;  // requests of one launch (the caller loops over more)
+// Query tokens of one attention CTA (and of one tile of MlaExpandedRequest::tile0's count).
+constexpr int kMlaExpandedTileTokens = 64;
+
+struct MlaExpandedLaunch {
+  const uint16_t* q;      // [T, H (nope + rope)], q_pe not rotated
+  const float* q_latent;  // [T, H, L + R]: q_pe rotated in the last R columns (launch_mla_absorb)
+  const uint16_t* cache;  // [slots, L + R] bf16, or null where cache8 holds it
+  const uint8_t* cache8;  // e4m3 (value = e4m3 * cache_scale), or null
+  float cache_scale;
+  const int32_t* block_table;
+  int block_size, max_blocks;
+  uint16_t* lat;  // scratch [rows, L + R]: the requests' context rows, gathered
+  uint16_t* kv;   // scratch [rows, H (nope + v)]: lat's rows by kv_b (the caller's GEMM)
+  uint16_t* out;  // [T, H v]
+  MlaDims d;
+  int num_reqs, num_tiles, max_ctx;
+  MlaExpandedRequest req[kMlaMaxExpandedReqs];
+};
+
+bool mla_expanded_supported(const MlaDims& d);
+// Once per backend, before any launch: the attention kernel's shared memory.
+cudaError_t prepare_mla_expanded();
+cudaError_t launch_mla_gather(const MlaExpandedLaunch& l, cudaStream_t stream);
+cudaError_t launch_mla_expanded(const MlaExpandedLaunch& l, cudaStream_t stream);
 
 }  // namespace gs::cuda
