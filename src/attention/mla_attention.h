@@ -58,7 +58,7 @@ struct MlaForwardArgs {
 class MlaAttentionBackend : public AttentionBackend {
  public:
   // The CPU backend's prefill form sizes its scratch by the batch (see above); the CUDA backend
-  // runs every request absorbed and declares ALWAYS (attention/cuda/cuda_mla_attention.h).
+  // runs every request of a FULL graph absorbed and declares ALWAYS (attention/cuda/cuda_mla_attention.h).
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::UNIFORM_SINGLE_TOKEN_DECODE; }
   const MlaShape& shape() const { return shape_; }
   // Writes every token's latent row at its slot, then attends (decode or prefill form per
