@@ -98,16 +98,16 @@ Scenario long_context() { return {64, 51, {{0}, {200}}, {{200}, {1}}, {0, 1}}; }
 // cuBLASLt GEMMs (cuda_mla_attention.cpp), so step 2's output is theirs.
 Scenario long_chunk() { return {64, 51, {{0}, {40}}, {{40}, {152}}, {0, 8}}; }
 // Step 1: three requests prefill 70, 30 and 10 tokens; step 2: request 0 decodes one token while
-// requests 1 and 2 take chunks of 100 and 80 (the expanded form's two requests after an absorbed
+// requests 1 and 2 take chunks of 150 and 130 (the expanded form's two requests after an absorbed
 // one in an eager step), three padded tokens.
-Scenario decode_then_chunks() { return {128, 40, {{0, 0, 0}, {70, 30, 10}}, {{70, 30, 10}, {1, 100, 80}}, {0, 3}}; }
+Scenario decode_then_chunks() { return {150, 48, {{0, 0, 0}, {70, 30, 10}}, {{70, 30, 10}, {1, 150, 130}}, {0, 3}}; }
 
 // Runs the scenario's steps on `backend` with `mla`, over a cache of dt, or of e4m3 at `e4m3_scale`
 // where it is > 0; returns the last step's output [T, H v] as f32. `eager`: the metadata carries
 // the host's copies of the batch, as the runner's NONE and PIECEWISE steps do (a FULL graph's do not).
 std::vector<float> run(Backend& be, MlaAttentionBackend& mla, DType dt, const Scenario& sc, const MlaShape& s,
                        float e4m3_scale = 0.0f, bool eager = false) {
-  const int H = s.num_heads, T = 256;
+  const int H = s.num_heads, T = 320;
   auto dev_i32 = [&](const std::vector<int32_t>& v) { return test::on_i32(be, v, {int64_t(v.size())}); };
   const Tensor kv_a_norm = test::on(be, test::randn(size_t(s.kv_lora_rank), 3, 0.3f), {s.kv_lora_rank}, dt);
   const Tensor kv_b =
@@ -361,6 +361,50 @@ TEST(DeepSeekFp8, RoutedExpertsMatchTheCpuReference) {
       worst, yard, moved);
   EXPECT_LT(worst, std::max(0.02f, 3 * yard));
   EXPECT_GT(moved, 1e-3f) << "the experts were not quantized";
+}
+
+// MLA's expanded form through the runner: the deepseek_v2 fixture's config at DeepSeek's head dims
+// (nope 128, rope 64, v 128; kv_lora_rank 64), dummy weights, a 200-token prompt's first 194
+// tokens in one step, then 6 one-token steps. With cudagraph mode NONE the long step is eager and runs
+// the expanded form; with FULL it replays a captured graph and runs absorbed. Both stay within
+// bf16's distance of the CPU reference (f32, the expanded form for the long step).
+TEST(DeepSeekExpanded, EagerLongStepsMatchTheCpuReferenceThroughTheRunner) {
+  GS_REQUIRE_GPU();
+  test::TempDir dir;
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(test::family_dir("deepseek_v2") / "config.json"));
+  cfg["qk_nope_head_dim"] = 128, cfg["qk_rope_head_dim"] = 64, cfg["v_head_dim"] = 128, cfg["kv_lora_rank"] = 64;
+  std::ofstream(dir.path() / "config.json") << cfg.dump();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back((i * 37 + 11) % 500 + 3);
+  const auto lp = [&](bool gpu, CUDAGraphMode mode) {
+    RunnerConfig c;
+    c.model = dir.path().string();
+    c.load_format = "dummy";
+    c.device = gpu ? "cuda" : "cpu";
+    c.dtype = gpu ? "bfloat16" : "float32";
+    c.max_num_seqs = 4, c.max_num_batched_tokens = 256, c.kv_cache_memory_bytes = size_t(16) << 20;
+    c.compilation.cudagraph_mode = mode;
+    c.compilation.max_cudagraph_capture_size = 256;  // FULL: the long step replays a graph too
+    ModelRunner runner(c);
+    auto r = teacher_forced_logprobs(runner, prompt, 6);
+    if (gpu) {
+      EXPECT_EQ(mode == CUDAGraphMode::FULL ? runner.stats().steps_full : runner.stats().steps_none, 7u);
+    }
+    return r;
+  };
+  const auto expanded = lp(true, CUDAGraphMode::NONE), absorbed = lp(true, CUDAGraphMode::FULL);
+  const auto want = lp(false, CUDAGraphMode::NONE);
+  ASSERT_EQ(expanded.size(), prompt.size() - 1);
+  float worst = 0, yard = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(expanded[i] - want[i]));
+    yard = std::max(yard, std::abs(absorbed[i] - want[i]));
+  }
+  std::printf(
+      "[mla-cuda] runner, eager (expanded form) vs the CPU reference: logprobs max |diff| %.4f | FULL graphs "
+      "(absorbed) %.4f\n",
+      worst, yard);
+  EXPECT_LT(worst, std::max(0.02f, 3 * yard));
 }
 
 INSTANTIATE_TEST_SUITE_P(HuggingFace, DeepSeekOnCuda, ::testing::ValuesIn(test::mla_family_names()),

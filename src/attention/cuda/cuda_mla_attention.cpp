@@ -244,8 +244,9 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   // decode batches at the latency of one weight read.
   static constexpr int kGemmMinTokens = 128;
   // A request of at least this many queries runs the expanded form in eager steps: its context's
-  // up-projection (512 x 256 multiply-adds a key and head) costs what ~300 multiply-adds a (query,
-  // key, head) save against the absorbed form, so it pays from a few dozen queries on.
+  // up-projection (512 x 256 multiply-adds a key and head) is shared by its queries, each of which
+  // saves ~770 multiply-adds a key and head against the absorbed form; at DeepSeek-V2-Lite's shape
+  // chunks of 64 queries over a long context already gain (docs/PERF.md, MLA).
   static constexpr int kExpandedMinQueryLen = 64;
   // The expanded form's scratch (lat and kv rows), and the row multiple its GEMMs run at (so their
   // cached plans stay few).

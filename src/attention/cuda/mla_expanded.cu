@@ -32,8 +32,7 @@ using tensor_core::quad_sum;
 using tensor_core::RowState;
 
 constexpr int kNope = 128, kRope = 64, kDK = kNope + kRope, kDV = 128;
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = kMlaExpandedTileTokens;
-static_assert(kRows == 16 * kWarps, "a warp owns 16 query rows");
+constexpr int kRows = kMlaExpandedTileTokens, kWarps = kRows / 16, kThreads = 32 * kWarps;  // a warp: 16 query rows
 constexpr int kGatherRows = 16;  // context rows a gather CTA copies
 
 // Shared memory: Q [64][192], two K stages [64][192] and two V stages [64][128], bf16, swizzled.
@@ -93,28 +92,36 @@ __device__ __forceinline__ void load_q_tile(const MlaExpandedLaunch& l, int h, i
   }
 }
 
+// Rows [0, 64) of one stage <- `cols` 16-byte chunks of keys kv0 + row from src (row j of the
+// request at src + j * stride; zeros from kv_end on), the columns at chunk c0 of the stage's rows:
+// a thread copies one chunk column of every (kThreads / cols)-th row, its addresses one add apart.
+template <int DS, int COLS>
+__device__ __forceinline__ void load_rows(uint16_t* stage, int c0, const uint16_t* src, int64_t stride, int kv0,
+                                          int kv_end) {
+  constexpr int RPP = kThreads / COLS;  // rows a pass
+  static_assert(kThreads % COLS == 0 && kKeys % RPP == 0, "whole rows a pass, whole passes a tile");
+  const int ch = int(threadIdx.x) % COLS, r0 = int(threadIdx.x) / COLS;
+  const uint16_t* p = src + int64_t(kv0 + r0) * stride + ch * 8;
+#pragma unroll
+  for (int i = 0; i < kKeys / RPP; ++i) {
+    const int row = r0 + i * RPP;
+    const bool ok = kv0 + row < kv_end;
+    cp_async16(stage + swz<DS>(row, c0 + ch), ok ? p + int64_t(i) * RPP * stride : src, ok);
+  }
+}
+
 // Keys [kv0, kv0 + 64) of the request whose rows start at `base` (zeros from kv_end on) -> one K
 // stage (k_nope from kv, k_pe from lat) and one V stage (v from kv), head h.
 __device__ __forceinline__ void load_kv_tile(const MlaExpandedLaunch& l, int h, int base, int kv0, int kv_end,
                                              uint16_t* ks, uint16_t* vs) {
-  constexpr int KC = kDK / 8, CPR = KC + kDV / 8;  // a key's chunks: K's 24, then V's 16
-  const int D = l.d.latent(), L = l.d.kv_lora_rank;
-  const int64_t kv_row = int64_t(l.d.heads) * (kNope + kDV);
-  const uint16_t* kvh = l.kv + int64_t(h) * (kNope + kDV);
-  for (int c = int(threadIdx.x); c < kKeys * CPR; c += kThreads) {
-    const int row = c / CPR, ch = c % CPR, j = kv0 + row;
-    const bool ok = j < kv_end;
-    const int64_t r = base + (ok ? j : 0);
-    if (ch < kNope / 8)
-      cp_async16(ks + swz<kDK>(row, ch), kvh + r * kv_row + ch * 8, ok);
-    else if (ch < KC)
-      cp_async16(ks + swz<kDK>(row, ch), l.lat + r * D + L + (ch - kNope / 8) * 8, ok);
-    else
-      cp_async16(vs + swz<kDV>(row, ch - KC), kvh + r * kv_row + kNope + (ch - KC) * 8, ok);
-  }
+  const int64_t kv_row = int64_t(l.d.heads) * (kNope + kDV), D = l.d.latent();
+  const uint16_t* kvh = l.kv + int64_t(base) * kv_row + int64_t(h) * (kNope + kDV);
+  load_rows<kDK, kNope / 8>(ks, 0, kvh, kv_row, kv0, kv_end);
+  load_rows<kDK, kRope / 8>(ks, kNope / 8, l.lat + int64_t(base) * D + l.d.kv_lora_rank, D, kv0, kv_end);
+  load_rows<kDV, kDV / 8>(vs, 0, kvh + kNope, kv_row, kv0, kv_end);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) expanded_kernel(const MlaExpandedLaunch l) {
+__global__ void __launch_bounds__(kThreads, kWarps == 4 ? 2 : 1) expanded_kernel(const MlaExpandedLaunch l) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* k_s[2] = {reinterpret_cast<uint16_t*>(smem_raw + kQBytes),
