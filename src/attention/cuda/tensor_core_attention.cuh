@@ -294,8 +294,8 @@ __global__ void __launch_bounds__(Cfg<D, MT, WG>::threads, WG ? 2 : MINB)
     // (tile 0 landed before the Q fragments were loaded; an e4m3 tile it was widened by its warps
     // at the end of the previous iteration, after their own copies landed)
     if (!F8 && it > 0) cp_async_wait<1>();
-    if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
-    __syncthreads();  // tile it visible to all; every warp is done with tile it - 1's stage
+    if constexpr (WG) fence_proxy_async();  // for wgmma's reads
+    __syncthreads();                        // tile it visible to all; every warp is done with tile it - 1's stage
     if (it > 0 && it + 2 < n_kv) {
       const int ls = stage == 0 ? kStages - 1 : stage - 1;  // (it + 2) % kStages
       load_tile<D, NT, F8>(p, ti, new0, g, kv0 + 2 * kKeys, kv_end, rows_of(it + 2), k_s + ls * kKeys * D,

@@ -1,31 +1,18 @@
 // wgmma (sm_90a) form of one K/V tile of the tensor-core attention kernel (tensor_core_attention.cuh):
-// shared-memory descriptors of the 128-byte swizzle, register fences and m64n64k16 for head dim 64.
+// m64n64k16 for head dim 64 (descriptors and fences: ops/cuda/wgmma.cuh).
 // Included only by tensor_core_attention.cuh.
 #pragma once
 #include "attention/cuda/tensor_core_tile.cuh"
+#include "ops/cuda/wgmma.cuh"
 
 namespace gs::cuda::tensor_core {
 
-// Shared-memory matrix descriptor of a 1024-byte-aligned tile of 128-byte rows in the 128-byte
-// swizzle: start address, leading and stride byte offsets of 1024 (8 rows; the leading one is
-// unused for K-major tiles and for 64-wide MN-major ones), swizzle mode 1 (128 bytes).
-__device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
-  return uint64_t((a & 0x3FFFF) >> 4) | uint64_t(1024 >> 4) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-
-// Pins accumulator registers at this point of the program, so the compiler neither reads them
-// before the wgmma that writes them has been waited for nor moves writes past a wgmma issue.
-__device__ __forceinline__ void reg_fence(float (&r)[8][4]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
-}
+using cuda::fence_proxy_async;
+using cuda::reg_fence;
+using cuda::sw128_desc;
+using cuda::wgmma_commit;
+using cuda::wgmma_fence;
+using cuda::wgmma_wait_all;
 
 __device__ __forceinline__ void reg_fence(uint32_t (&r)[4][4]) {
 #pragma unroll

@@ -2,10 +2,11 @@
 // an expert gets many pairs; moe_grouped_gemm.cu picks it for bf16 experts): a classic tiled
 // tensor-core GEMM a CTA per (work item, tile of kTiledRows weight rows), x's rows of the item's
 // pairs and the expert's weight rows both streamed through a kTiledStages-deep cp.async ring of
-// 64-k tiles in shared memory (swizzled, read by ldmatrix), 8 warps of 64 pairs x 32 rows each
-// on mma.sync. Each weight tile is read once for the item's 128 pairs and each x tile once for
-// 128 weight rows, where the register-streaming kernel (moe_mma_kernel) reads a weight row per
-// warp with one step in flight; that kernel keeps the smaller items.
+// 64-k tiles in shared memory (1024-byte aligned, in wgmma's 128-byte swizzle), two warpgroups of
+// 64 pairs x 128 rows each on wgmma (m64n128k16, both operands from shared memory). Each weight
+// tile is read once for the item's 128 pairs and each x tile once for 128 weight rows, where the
+// register-streaming kernel (moe_mma_kernel) reads a weight row per warp with one step in flight;
+// that kernel keeps the smaller items.
 // A tile row is weight row epi.row(o, part) of output o: for gate_up (R 2) each 16 rows are the
 // gate rows of 8 outputs then their up rows, so a lane's accumulators of n-tiles 2j and 2j + 1
 // are the gate and up of the same outputs and the epilogue applies the activation in registers.
@@ -23,6 +24,7 @@
 #include "ops/cuda/moe_index.cuh"
 #include "ops/cuda/moe_kernels.h"
 #include "ops/cuda/tensor_core.cuh"
+#include "ops/cuda/wgmma.cuh"
 
 namespace gs::cuda {
 
@@ -31,11 +33,13 @@ constexpr int kTiledRows = 128;   // weight rows a CTA: the tile's N
 constexpr int kTiledK = 64;       // k a stage
 constexpr int kTiledStages = 3;
 constexpr int kTiledThreads = 256;
-// Shared memory: x's stages, then the weights' (bf16), or their e4m3 stages and two widened tiles.
+// Shared memory: x's stages, then the weights' (bf16), or their two widened tiles and e4m3 stages,
+// and 1024 bytes to align the first to wgmma's swizzle.
 template <bool F8>
 constexpr size_t kTiledSmem = size_t(kTiledStages) * kTiledPairs* kTiledK * 2 +
                               (F8 ? size_t(kTiledStages) * kTiledRows * kTiledK + size_t(2) * kTiledRows * kTiledK * 2
-                                  : size_t(kTiledStages) * kTiledRows * kTiledK * 2);
+                                  : size_t(kTiledStages) * kTiledRows * kTiledK * 2) +
+                              1024;
 
 // x: [*, K] bf16, pair p reads row p / x_div; weights: expert e's rows from e * expert_rows, bf16
 // or (F8) e4m3 with a scale a row.
@@ -45,7 +49,9 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
                      const float* __restrict__ scales, int64_t expert_rows, Epi epi, const int32_t* __restrict__ index,
                      int P, int E, int n_out, int K) {
   constexpr int R = Epi::R, OW = 16 / R, kChunks = kTiledK / 8;
-  extern __shared__ __align__(16) uint16_t smem[];
+  extern __shared__ __align__(128) uint16_t smem_raw[];
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  uint16_t* const smem = smem_raw + ((1024 - sa % 1024) % 1024) / 2;
   uint16_t* const xs = smem;                                         // [stage][pairs][64]
   uint16_t* const ws = smem + kTiledStages * kTiledPairs * kTiledK;  // [stage][rows][64], or F8's widened [2][rows][64]
   uint8_t* const w8s =
@@ -119,60 +125,48 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   }
 
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
-  const int wm = warp / 4 * 64, wn = warp % 4 * 32;  // the warp's pairs and tile rows
-  float acc[4][4][4] = {};                           // [m-tile][n-tile][fragment]
+  const int wg = warp / 4;  // the warpgroup's pairs: [64 wg, 64 wg + 64), all 128 tile rows
+  float acc[16][4] = {};    // [n-tile][fragment] of the warp's 16 pairs
   for (int kt = 0; kt < k_tiles; ++kt) {
     cp_async_wait<kTiledStages - 2>();
-    // F8: widened tile kt % 2 was last read at step kt - 2, before every thread's barrier of kt - 1.
+    // F8: widened tile kt % 2 was last read at step kt - 2, whose wgmmas completed before kt - 1's barrier.
     if constexpr (F8) widen(kt % kTiledStages, kt % 2);
-    __syncthreads();  // stage kt landed (and widened) for every thread; stage kt - 1 is free again
+    fence_proxy_async();  // the copies and the widened tile, for wgmma's reads
+    __syncthreads();      // stage kt landed (and widened) for every thread; stage kt - 1 is free again
     if (kt + kTiledStages - 1 < k_tiles) load_stage((kt + kTiledStages - 1) % kTiledStages, kt + kTiledStages - 1);
     cp_async_commit();
-    const uint16_t* xt = xs + (kt % kTiledStages) * kTiledPairs * kTiledK;
-    const uint16_t* wt = ws + (F8 ? kt % 2 : kt % kTiledStages) * kTiledRows * kTiledK;
+    const uint64_t xd = sw128_desc(xs + (kt % kTiledStages) * kTiledPairs * kTiledK + wg * 64 * kTiledK);
+    const uint64_t wd = sw128_desc(ws + (F8 ? kt % 2 : kt % kTiledStages) * kTiledRows * kTiledK);
+    reg_fence(acc);
+    wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kTiledK / 16; ++kk) {
-      uint32_t a[4][4], b[4][2];
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt)  // rows 0-15 of the m-tile, k chunks 2 kk and 2 kk + 1
-        ldsm_x4(a[mt], xt + swz<kTiledK>(wm + mt * 16 + lane % 16, 2 * kk + lane / 16));
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {  // n-tiles 2 np, 2 np + 1: (rows 0-7 | 8-15) x (k chunk 0 | 1)
-        uint32_t r[4];
-        ldsm_x4(r, wt + swz<kTiledK>(wn + np * 16 + (lane & 7) + (lane >> 4) * 8, 2 * kk + ((lane >> 3) & 1)));
-        b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-          mma_bf16(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt][0], b[nt][1]);
-    }
+    for (int kk = 0; kk < kTiledK / 16; ++kk) wgmma_m64n128k16_ss(acc, xd + 2 * kk, wd + 2 * kk);
+    wgmma_commit();
+    wgmma_wait_all();  // before the next barrier frees this stage for its refill
+    reg_fence(acc);
   }
   cp_async_wait<0>();
 
-  // Lane (g, t) holds rows g and g + 8 of each m-tile at columns 2t, 2t + 1 of each n-tile.
+  // Lane (g, t) holds the warp's pairs g and g + 8 at columns 2t, 2t + 1 of each n-tile.
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt)
+  for (int h = 0; h < 2; ++h) {
+    const int m = wg * 64 + warp % 4 * 16 + g + 8 * h;
+    if (m >= n) continue;
+    const int pair = pairs[m];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = wm + mt * 16 + g + 8 * h;
-      if (m >= n) continue;
-      const int pair = pairs[m];
+    for (int nt = 0; nt < 16; nt += R)
 #pragma unroll
-      for (int nt = 0; nt < 4; nt += R)
+      for (int c = 0; c < 2; ++c) {
+        const int col = nt * 8 + 2 * t + c, o = o0 + col / 16 * OW + col % OW;
+        if (o >= n_out) continue;
+        float v[R];
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int col = wn + nt * 8 + 2 * t + c, o = o0 + col / 16 * OW + col % OW;
-          if (o >= n_out) continue;
-          float v[R];
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            v[r] = acc[mt][nt + r][2 * h + c] * (F8 ? __ldg(scales + int64_t(e) * expert_rows + epi.row(o, r)) : 1.0f);
-          epi.store(e, pair, o, v);
-        }
-    }
+        for (int r = 0; r < R; ++r)
+          v[r] = acc[nt + r][2 * h + c] * (F8 ? __ldg(scales + int64_t(e) * expert_rows + epi.row(o, r)) : 1.0f);
+        epi.store(e, pair, o, v);
+      }
+  }
 }
 
 // The launch over every item the token count can make (grid rows moe_max_items, as the other
