@@ -52,4 +52,15 @@ AttentionKernel select_cascade_suffix_kernel(const AttentionLaunch& l) {
                                                 : AttentionKernel::TensorCoreDecode;
 }
 
+int mla_expanded_first_request(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+                               int num_reqs, int max_ctx) {
+  if (max_ctx <= 0 || query_start_loc.size() != size_t(num_reqs) + 1 || seq_lens.size() != size_t(num_reqs))
+    return num_reqs;
+  int first = num_reqs;
+  while (first > 0 && query_start_loc[size_t(first)] - query_start_loc[size_t(first - 1)] >= kMlaExpandedMinQueryLen &&
+         seq_lens[size_t(first - 1)] <= max_ctx)
+    --first;
+  return first;
+}
+
 }  // namespace gs

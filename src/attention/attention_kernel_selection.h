@@ -6,6 +6,9 @@
 // request count, the planned longest query), never on per-batch device values, so a graph's
 // capture and its replays launch the same kernel.
 #pragma once
+#include <cstdint>
+#include <span>
+
 #include "ops/kernel_options.h"
 
 namespace gs {
@@ -72,5 +75,19 @@ AttentionKernel select_attention_kernel(const AttentionLaunch& l, const Attentio
 // compute dtype.
 bool cascade_attention_fits(const AttentionLaunch& l, const AttentionKernelOptions& o);
 AttentionKernel select_cascade_suffix_kernel(const AttentionLaunch& l);
+
+// MLA (attention/mla_attention.h) on CUDA: which requests of an eager step run the expanded form.
+// The first request of the batch's last run of requests that each have at least
+// kMlaExpandedMinQueryLen queries and a context of at most max_ctx tokens (the expanded form's
+// scratch); the requests before it run absorbed. num_reqs (none) where the host's copies of the
+// batch are missing (a FULL graph's launch) or max_ctx is 0. The scheduler places running requests
+// (decodes, continued chunks) before newly admitted prompts, so a step's new long prompts come
+// last; a long chunk before a decode stays absorbed. The threshold: a request's context
+// up-projection (512 x 256 multiply-adds a key and head at DeepSeek's shape) is shared by its
+// queries, each of which saves ~770 multiply-adds a key and head against the absorbed form; chunks
+// of 64 queries over a long context already gain (docs/PERF.md, MLA).
+constexpr int kMlaExpandedMinQueryLen = 64;
+int mla_expanded_first_request(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+                               int num_reqs, int max_ctx);
 
 }  // namespace gs

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace gs {
 namespace {
 
@@ -152,6 +154,26 @@ TEST(AttentionKernelSelection, Fp8CacheRunsTheTensorCoreKernels) {
   EXPECT_EQ(pick(fp8(launch(32, 8, 128, 32, 1)), off), K::KeysAsRowsDecode);
   EXPECT_TRUE(cascade_attention_fits(launch(32, 8, 128, 32, 1), {}));
   EXPECT_FALSE(cascade_attention_fits(fp8(launch(32, 8, 128, 32, 1)), {}));
+}
+
+// MLA's expanded form takes the batch's last run of long requests whose contexts fit the scratch.
+TEST(AttentionKernelSelection, MlaExpandedFormTakesTheLastRunOfLongRequests) {
+  const int L = kMlaExpandedMinQueryLen;
+  // Two decodes, then prompts of L and L + 10 tokens: the prompts.
+  EXPECT_EQ(mla_expanded_first_request(std::vector<int32_t>{0, 1, 2, 2 + L, 12 + 2 * L},
+                                       std::vector<int32_t>{500, 40, L, L + 10}, 4, 1000),
+            2);
+  // A long chunk, a decode, a long prompt: only the prompt (the chunk before the decode stays absorbed).
+  EXPECT_EQ(mla_expanded_first_request(std::vector<int32_t>{0, L, L + 1, 2 * L + 1}, std::vector<int32_t>{3 * L, 90, L},
+                                       3, 1000),
+            2);
+  // A prompt one query short, or whose context exceeds the scratch, ends the run.
+  EXPECT_EQ(mla_expanded_first_request(std::vector<int32_t>{0, L - 1}, std::vector<int32_t>{L - 1}, 1, 1000), 1);
+  EXPECT_EQ(mla_expanded_first_request(std::vector<int32_t>{0, L, 2 * L}, std::vector<int32_t>{1001, 2 * L}, 2, 1000),
+            1);
+  // No host copies (a FULL graph's launch), or no scratch: none.
+  EXPECT_EQ(mla_expanded_first_request({}, {}, 2, 1000), 2);
+  EXPECT_EQ(mla_expanded_first_request(std::vector<int32_t>{0, L}, std::vector<int32_t>{L}, 1, 0), 1);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "attention/attention_kernel_selection.h"
 #include "attention/cuda/mla_kernels.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -128,7 +129,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     if (cache.fp8()) l.cache8 = cache.k.data_as<uint8_t>(), l.cache_scale = cache.k_scale;
     l.tensor_core = tensor_core_;
     // Requests [first, num_reqs) run in the expanded form, tokens [0, t_abs) absorbed.
-    const int first = std::is_same_v<S, uint16_t> ? expanded_from(md) : md.num_reqs;
+    const int first = mla_expanded_first_request(md.host_query_start_loc, md.host_seq_lens, md.num_reqs,
+                                                 std::is_same_v<S, uint16_t> ? expanded_rows_ : 0);
     const bool expanded = first < md.num_reqs;
     const int t_abs = expanded ? md.host_query_start_loc[size_t(first)] : T;
     l.gemms_apart = std::is_same_v<S, uint16_t> && (T >= kGemmMinTokens || expanded);
@@ -185,22 +187,6 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     return int64_t(shape_.qk_nope_head_dim + shape_.v_head_dim) * shape_.kv_lora_rank;
   }
 
-  // The first request of the expanded form in an eager step (num_reqs: none): the longest run at
-  // the end of the batch of requests with at least kExpandedMinQueryLen queries whose context fits
-  // the scratch. The scheduler places running requests (decodes, continued chunks) before newly
-  // admitted prompts, so a step's new long prompts come last; an earlier long chunk stays absorbed.
-  int expanded_from(const AttentionMetadata& md) const {
-    const auto& qsl = md.host_query_start_loc;
-    const auto& lens = md.host_seq_lens;
-    if (expanded_rows_ == 0 || qsl.size() != size_t(md.num_reqs) + 1 || lens.size() != size_t(md.num_reqs))
-      return md.num_reqs;
-    int first = md.num_reqs;
-    while (first > 0 && qsl[size_t(first)] - qsl[size_t(first - 1)] >= kExpandedMinQueryLen &&
-           lens[size_t(first - 1)] <= expanded_rows_)
-      --first;
-    return first;
-  }
-
   // Requests [first, num_reqs) in the expanded form, in launches of at most kMlaMaxExpandedReqs
   // requests whose contexts fit the scratch together: gather, up-project (kv = lat kv_b^T), attend.
   void run_expanded(const MlaForwardArgs& a, const KVCacheLayer& cache, const AttentionMetadata& md, int first) {
@@ -243,11 +229,6 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   // batched GEMMs (a batch a head) instead of the register-tiled CUDA-core kernels, which serve
   // decode batches at the latency of one weight read.
   static constexpr int kGemmMinTokens = 128;
-  // A request of at least this many queries runs the expanded form in eager steps: its context's
-  // up-projection (512 x 256 multiply-adds a key and head) is shared by its queries, each of which
-  // saves ~770 multiply-adds a key and head against the absorbed form; at DeepSeek-V2-Lite's shape
-  // chunks of 64 queries over a long context already gain (docs/PERF.md, MLA).
-  static constexpr int kExpandedMinQueryLen = 64;
   // The expanded form's scratch (lat and kv rows), and the row multiple its GEMMs run at (so their
   // cached plans stay few).
   static constexpr int64_t kExpandedScratchBytes = int64_t(256) << 20;
