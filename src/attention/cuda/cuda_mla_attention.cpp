@@ -201,13 +201,12 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     e.block_size = md.block_size, e.max_blocks = md.max_blocks_per_req;
     e.lat = exp_lat_.data_as<uint16_t>(), e.kv = exp_kv_.data_as<uint16_t>(), e.out = a.out.data_as<uint16_t>();
     e.d = dims_;
+    const auto rows = [&] { return e.num_reqs > 0 ? e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx : 0; };
     const auto flush = [&] {
       if (e.num_reqs == 0) return;
-      const int rows = e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx;
-      const int m = (rows + kExpandedRowQuantum - 1) / kExpandedRowQuantum * kExpandedRowQuantum;
-      const int kv_width = s.num_heads * (s.qk_nope_head_dim + s.v_head_dim);
+      const int m = (rows() + kExpandedRowQuantum - 1) / kExpandedRowQuantum * kExpandedRowQuantum;
       GS_CUDA_CHECK(cuda::launch_mla_gather(e, stream_));
-      lt_->matmul_batched(e.lat, a.kv_b.data(), e.kv, false, false, m, kv_width, s.kv_lora_rank,
+      lt_->matmul_batched(e.lat, a.kv_b.data(), e.kv, false, false, m, int(exp_kv_.dim(1)), s.kv_lora_rank,
                           {.ldx = s.latent_dim()}, stream_);
       GS_CUDA_CHECK(cuda::launch_mla_expanded(e, stream_));
       e.num_reqs = e.num_tiles = e.max_ctx = 0;
@@ -215,10 +214,9 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     for (int r = first; r < md.num_reqs; ++r) {
       const int tok0 = md.host_query_start_loc[size_t(r)], qlen = md.host_query_start_loc[size_t(r) + 1] - tok0;
       const int ctx = md.host_seq_lens[size_t(r)];
-      const int kv0 = e.num_reqs > 0 ? e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx : 0;
-      if (e.num_reqs == cuda::kMlaMaxExpandedReqs || kv0 + ctx > expanded_rows_) flush();
-      const int at = e.num_reqs > 0 ? e.req[e.num_reqs - 1].kv0 + e.req[e.num_reqs - 1].ctx : 0;
-      e.req[e.num_reqs++] = {r, tok0, qlen, ctx, at, e.num_tiles};
+      if (e.num_reqs == cuda::kMlaMaxExpandedReqs || rows() + ctx > expanded_rows_) flush();
+      e.req[e.num_reqs] = {r, tok0, qlen, ctx, rows(), e.num_tiles};
+      ++e.num_reqs;
       e.num_tiles += (qlen + cuda::kMlaExpandedTileTokens - 1) / cuda::kMlaExpandedTileTokens;
       e.max_ctx = std::max(e.max_ctx, ctx);
     }

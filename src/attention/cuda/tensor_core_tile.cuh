@@ -1,7 +1,8 @@
 // Building blocks of the tensor-core attention kernels (tensor_core_attention.cuh): the paged cache's row
 // addressing, cache writes and zero rows (shared with the decode kernels), the mma.sync m16n8k16
-// wrapper (cp.async and ldmatrix: ops/cuda/tensor_core.cuh), the swizzled tile layout, a warp's online-softmax state
-// and one 64-key K/V tile of FlashAttention-2 on mma.sync. Included by the attention/cuda kernels only.
+// wrapper (cp.async, ldmatrix and the swizzled tile layout: ops/cuda/tensor_core.cuh), a warp's
+// online-softmax state and one 64-key K/V tile of FlashAttention-2 on mma.sync. Included by the
+// attention/cuda kernels only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -111,8 +111,8 @@ cudaError_t moe_dense_reduce(const float* down_out, const int32_t* ids, const fl
 
 // The bf16 grouped GEMMs on tensor cores (bf16 or e4m3 experts), over the items of an index
 // moe_align cut into `chunk` pairs (8, 16, 32, 64 or 128; e4m3 experts 8 to 32, or 128 with a
-// scale a row; items of 128 on the tiled GEMM, moe_tiled_gemm.cuh). K (H for gate_up, I for down) a multiple of 8 (of
-// 128 for e4m3).
+// scale a row; items of 128 on the tiled GEMM, moe_tiled_gemm.cuh). K (H for gate_up, I for down)
+// a multiple of 8 (of 128 for e4m3).
 constexpr int kMoeMaxChunk = 128;
 // The item size for P pairs over E experts: twice the mean pairs of an active expert, so that
 // most experts' weights are read once a step (e4m3 experts: 32 or 128, and at most 32 with a

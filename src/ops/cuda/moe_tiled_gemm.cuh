@@ -1,9 +1,10 @@
 // The grouped GEMM of moe_experts for items of kTiledPairs pairs (prefill and other batches where
-// an expert gets many pairs; moe_grouped_gemm.cu picks it for bf16 experts): a classic tiled
-// tensor-core GEMM a CTA per (work item, tile of kTiledRows weight rows), x's rows of the item's
-// pairs and the expert's weight rows both streamed through a kTiledStages-deep cp.async ring of
-// 64-k tiles in shared memory (1024-byte aligned, in wgmma's 128-byte swizzle), two warpgroups of
-// 64 pairs x 128 rows each on wgmma (m64n128k16, both operands from shared memory). Each weight
+// an expert gets many pairs; moe_grouped_gemm.cu picks it for bf16 experts and FP8 ones with a
+// scale a row): a classic tiled tensor-core GEMM a CTA per (work item, tile of kTiledRows weight
+// rows), x's rows of the item's pairs and the expert's weight rows both streamed through a
+// kTiledStages-deep cp.async ring of 64-k tiles in shared memory (1024-byte aligned, in wgmma's
+// 128-byte swizzle), two warpgroups of 64 pairs x 128 rows each on wgmma (m64n128k16, both
+// operands from shared memory). Each weight
 // tile is read once for the item's 128 pairs and each x tile once for 128 weight rows, where the
 // register-streaming kernel (moe_mma_kernel) reads a weight row per warp with one step in flight;
 // that kernel keeps the smaller items.
