@@ -6,17 +6,20 @@
 // queries shares.
 //
 // gather_kernel copies each request's cached latent rows (through its block table) into `lat`,
-// widening an e4m3 cache to bf16 at its scale. expanded_kernel is FlashAttention-2 on mma.sync
-// (the tiles, softmax and MMA of tensor_core_tile.cuh): a CTA of 4 warps owns 64 query tokens of
-// one head (grid x over the requests' tiles, longest first; grid y over the heads); Q is staged
-// once (q_nope from q, the rotated q_pe from q_latent, rounded to bf16) and each warp keeps its 16
-// rows' fragments in registers; K (k_nope from kv, k_pe from lat: the head-shared rope part) and
-// V tiles of 64 keys stream through two shared-memory stages by cp.async, the next tile's copies
-// in flight while the current one computes; two CTAs fit an SM.
+// widening an e4m3 cache to bf16 at its scale. expanded_kernel is FlashAttention-2 on Hopper's
+// wgmma (the softmax of tensor_core_tile.cuh): a CTA of one warpgroup owns 64 query tokens of one
+// head (grid x over the requests' tiles, longest first; grid y over the heads); Q is staged once
+// (q_nope from q, the rotated q_pe from q_latent, rounded to bf16) and its fragments are read from
+// shared memory by ldmatrix for each tile, which keeps the kernel at two CTAs an SM; S is twelve
+// m64n64k16 steps over the K tile's three 64-column blocks, O two m64n64k16 halves over V's two
+// blocks with P from registers. K (k_nope from kv, k_pe from lat: the head-shared rope part) and V
+// tiles of 64 keys stream through two shared-memory stages by cp.async in the 128-byte swizzle,
+// the next tile's copies in flight while the current one computes.
 #include <cfloat>
 
 #include "attention/cuda/mla_kernels.h"
 #include "attention/cuda/tensor_core_tile.cuh"
+#include "attention/cuda/tensor_core_wgmma.cuh"
 #include "ops/cuda/e4m3.cuh"
 #include "ops/cuda/launch.cuh"
 
@@ -24,21 +27,22 @@ namespace gs::cuda {
 
 namespace {
 
-using tensor_core::attend_tile;
 using tensor_core::kKeys;
-using tensor_core::load_q_frags;
 using tensor_core::pack_bf16;
 using tensor_core::quad_sum;
 using tensor_core::RowState;
 
 constexpr int kNope = 128, kRope = 64, kDK = kNope + kRope, kDV = 128;
 constexpr int kRows = kMlaExpandedTileTokens, kWarps = kRows / 16, kThreads = 32 * kWarps;  // a warp: 16 query rows
+static_assert(kWarps == 4, "one warpgroup: wgmma's 64 rows");
 constexpr int kGatherRows = 16;  // context rows a gather CTA copies
 
-// Shared memory: Q [64][192], two K stages [64][192] and two V stages [64][128], bf16, swizzled.
+// Shared memory: Q [64][192] (swz<192>, read by ldmatrix), then two K stages of three [64 keys][64]
+// blocks and two V stages of two (swz<64>: wgmma's 128-byte swizzle, 1024-byte aligned), bf16.
 constexpr size_t kQBytes = size_t(kRows) * kDK * 2, kKBytes = size_t(kKeys) * kDK * 2,
                  kVBytes = size_t(kKeys) * kDV * 2;
-constexpr size_t kSmemBytes = kQBytes + 2 * (kKBytes + kVBytes);
+constexpr size_t kSmemBytes = kQBytes + 2 * (kKBytes + kVBytes) + 1024;  // + the stages' 1024-byte alignment
+constexpr int kBlock = kKeys * 64;  // elements of a [64 keys][64] block of a stage (wgmma's 128-byte swizzle)
 
 __global__ void __launch_bounds__(kThreads) gather_kernel(const MlaExpandedLaunch l) {
   pdl_wait();
@@ -92,21 +96,23 @@ __device__ __forceinline__ void load_q_tile(const MlaExpandedLaunch& l, int h, i
   }
 }
 
-// Rows [0, 64) of one stage <- `cols` 16-byte chunks of keys kv0 + row from src (row j of the
-// request at src + j * stride; zeros from kv_end on), the columns at chunk c0 of the stage's rows:
-// a thread copies one chunk column of every (kThreads / cols)-th row, its addresses one add apart.
-template <int DS, int COLS>
+// Rows [0, 64) of one stage <- COLS 16-byte chunks of keys kv0 + row from src (row j of the
+// request at src + j * stride; zeros from kv_end on), landing at chunk c0 + ch of the stage's rows
+// (block (c0 + ch) / 8): a thread copies one chunk column of every (kThreads / COLS)-th row, its
+// addresses one add apart.
+template <int COLS>
 __device__ __forceinline__ void load_rows(uint16_t* stage, int c0, const uint16_t* src, int64_t stride, int kv0,
                                           int kv_end) {
   constexpr int RPP = kThreads / COLS;  // rows a pass
   static_assert(kThreads % COLS == 0 && kKeys % RPP == 0, "whole rows a pass, whole passes a tile");
-  const int ch = int(threadIdx.x) % COLS, r0 = int(threadIdx.x) / COLS;
+  const int ch = int(threadIdx.x) % COLS, r0 = int(threadIdx.x) / COLS, c = c0 + ch;
+  uint16_t* block = stage + c / 8 * kBlock;
   const uint16_t* p = src + int64_t(kv0 + r0) * stride + ch * 8;
 #pragma unroll
   for (int i = 0; i < kKeys / RPP; ++i) {
     const int row = r0 + i * RPP;
     const bool ok = kv0 + row < kv_end;
-    cp_async16(stage + swz<DS>(row, c0 + ch), ok ? p + int64_t(i) * RPP * stride : src, ok);
+    cp_async16(block + swz<64>(row, c % 8), ok ? p + int64_t(i) * RPP * stride : src, ok);
   }
 }
 
@@ -116,18 +122,70 @@ __device__ __forceinline__ void load_kv_tile(const MlaExpandedLaunch& l, int h, 
                                              uint16_t* ks, uint16_t* vs) {
   const int64_t kv_row = int64_t(l.d.heads) * (kNope + kDV), D = l.d.latent();
   const uint16_t* kvh = l.kv + int64_t(base) * kv_row + int64_t(h) * (kNope + kDV);
-  load_rows<kDK, kNope / 8>(ks, 0, kvh, kv_row, kv0, kv_end);
-  load_rows<kDK, kRope / 8>(ks, kNope / 8, l.lat + int64_t(base) * D + l.d.kv_lora_rank, D, kv0, kv_end);
-  load_rows<kDV, kDV / 8>(vs, 0, kvh + kNope, kv_row, kv0, kv_end);
+  load_rows<kNope / 8>(ks, 0, kvh, kv_row, kv0, kv_end);
+  load_rows<kRope / 8>(ks, kNope / 8, l.lat + int64_t(base) * D + l.d.kv_lora_rank, D, kv0, kv_end);
+  load_rows<kDV / 8>(vs, 0, kvh + kNope, kv_row, kv0, kv_end);
 }
 
-__global__ void __launch_bounds__(kThreads, kWarps == 4 ? 2 : 1) expanded_kernel(const MlaExpandedLaunch l) {
+// One 64-key tile for the warpgroup's 64 query rows on wgmma: S = Q K^T as twelve m64n64k16 steps
+// (Q's fragments from shared memory every tile, as the D 64 paged kernel does: kept live across the
+// loop, registers wgmma reads asynchronously get reused), the softmax step, then O += P V as two
+// m64n64k16 halves of v's 128 columns, P from the S accumulators.
+__device__ __forceinline__ void attend_tile_wg(const uint16_t* q_s, const uint16_t* ks, const uint16_t* vs,
+                                               RowState<kDV>& st, bool mask, int kv0, const int (&lim)[2],
+                                               const int (&lo)[2], float sl2) {
+  using tensor_core::wgmma_m64n64k16;
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  uint32_t qf[kDK / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kDK / 16; ++kk) ldsm_x4(qf[kk], q_s + swz<kDK>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+  float s[8][4];
+  reg_fence(qf);
+  reg_fence(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kDK / 16; ++kk)
+    wgmma_m64n64k16<0>(s, qf[kk], sw128_desc(ks + kk / 4 * kBlock) + 2 * (kk % 4), kk);
+  wgmma_commit();
+  wgmma_wait_all();
+  reg_fence(s);
+  reg_fence(qf);
+  tensor_core::softmax_step<kDV>(s, st, mask, kv0, lim, lo, sl2);
+  uint32_t a[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+  auto& o0 = *reinterpret_cast<float(*)[8][4]>(&st.o[0]);
+  auto& o1 = *reinterpret_cast<float(*)[8][4]>(&st.o[8]);
+  const uint64_t vd0 = sw128_desc(vs), vd1 = sw128_desc(vs + kBlock);
+  reg_fence(a);
+  reg_fence(o0);
+  reg_fence(o1);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    wgmma_m64n64k16<1>(o0, a[kk], vd0 + 128 * kk, 1);
+    wgmma_m64n64k16<1>(o1, a[kk], vd1 + 128 * kk, 1);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  reg_fence(o0);
+  reg_fence(o1);
+}
+
+__global__ void __launch_bounds__(kThreads, 2) expanded_kernel(const MlaExpandedLaunch l) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
-  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* k_s[2] = {reinterpret_cast<uint16_t*>(smem_raw + kQBytes),
-                      reinterpret_cast<uint16_t*>(smem_raw + kQBytes + kKBytes)};
-  uint16_t* v_s[2] = {reinterpret_cast<uint16_t*>(smem_raw + kQBytes + 2 * kKBytes),
-                      reinterpret_cast<uint16_t*>(smem_raw + kQBytes + 2 * kKBytes + kVBytes)};
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  uint8_t* const base = smem_raw + (1024 - sa % 1024) % 1024;  // Q's 24 KiB keep the stages aligned too
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(base);
+  uint16_t* k_s[2] = {reinterpret_cast<uint16_t*>(base + kQBytes),
+                      reinterpret_cast<uint16_t*>(base + kQBytes + kKBytes)};
+  uint16_t* v_s[2] = {reinterpret_cast<uint16_t*>(base + kQBytes + 2 * kKBytes),
+                      reinterpret_cast<uint16_t*>(base + kQBytes + 2 * kKBytes + kVBytes)};
   pdl_wait();
   pdl_trigger();
   int ri = 0;
@@ -156,15 +214,14 @@ __global__ void __launch_bounds__(kThreads, kWarps == 4 ? 2 : 1) expanded_kernel
     lim[0][i] = row < ntok ? p0 + row + 1 : 0;  // causal: up to its own position
   }
   const float sl2 = l.d.scale * 1.4426950408889634f;
-  uint32_t qf[1][kDK / 16][4];
   for (int it = 0; it < n_tiles; ++it) {
     if (it + 1 < n_tiles) load_kv_tile(l, h, rq.kv0, (it + 1) * kKeys, kv_end, k_s[(it + 1) & 1], v_s[(it + 1) & 1]);
     cp_async_commit();
     cp_async_wait<1>();
+    fence_proxy_async();  // Q's stores and this tile's copies, for wgmma's reads
     __syncthreads();
-    if (it == 0) load_q_frags<kDK, 1>(qf, q_s, warp * 16, lane);
     const int kv0 = it * kKeys;
-    attend_tile<kDK, 1, false, kDV>(qf, k_s[it & 1], v_s[it & 1], st, kv0 + kKeys > p0 + 1, kv0, lim, lo, sl2);
+    attend_tile_wg(q_s, k_s[it & 1], v_s[it & 1], st[0], kv0 + kKeys > p0 + 1, kv0, lim[0], lo[0], sl2);
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 

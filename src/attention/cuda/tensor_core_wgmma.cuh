@@ -1,6 +1,6 @@
 // wgmma (sm_90a) form of one K/V tile of the tensor-core attention kernel (tensor_core_attention.cuh):
 // m64n64k16 for head dim 64 (descriptors and fences: ops/cuda/wgmma.cuh).
-// Included only by tensor_core_attention.cuh.
+// Included by tensor_core_attention.cuh and mla_expanded.cu.
 #pragma once
 #include "attention/cuda/tensor_core_tile.cuh"
 #include "ops/cuda/wgmma.cuh"
@@ -13,13 +13,6 @@ using cuda::sw128_desc;
 using cuda::wgmma_commit;
 using cuda::wgmma_fence;
 using cuda::wgmma_wait_all;
-
-__device__ __forceinline__ void reg_fence(uint32_t (&r)[4][4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
-}
 
 // d (64 x 64 per warpgroup, f32; this thread's d[nt][e] as an m16n8 C fragment of its warp's
 // 16 rows) = a (registers: the warp's m16k16 A fragment, bf16) x B (descriptor; TRANS_B 1: B

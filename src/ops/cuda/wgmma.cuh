@@ -32,6 +32,14 @@ __device__ __forceinline__ void reg_fence(float (&r)[N][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
 }
 
+template <int N>
+__device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
+}
+
 // d (64 x 128 per warpgroup, f32; this thread's d[nt][e] is an m16n8 C fragment of its warp's 16
 // rows at columns 8 nt) += A (64 x 16, descriptor, K-major) x B (128 x 16, descriptor, K-major)^T.
 __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t a, uint64_t b) {
