@@ -1,13 +1,12 @@
 // The grouped GEMM of moe_experts for items of kTiledPairs pairs (prefill and other batches where
 // an expert gets many pairs; moe_grouped_gemm.cu picks it for bf16 experts and FP8 ones with a
-// scale a row): a classic tiled tensor-core GEMM a CTA per (work item, tile of kTiledRows weight
-// rows), x's rows of the item's pairs and the expert's weight rows both streamed through a
-// kTiledStages-deep cp.async ring of 64-k tiles in shared memory (1024-byte aligned, in wgmma's
-// 128-byte swizzle), two warpgroups of 64 pairs x 128 rows each on wgmma (m64n128k16, both
-// operands from shared memory). Each weight
-// tile is read once for the item's 128 pairs and each x tile once for 128 weight rows, where the
-// register-streaming kernel (moe_mma_kernel) reads a weight row per warp with one step in flight;
-// that kernel keeps the smaller items.
+// scale a row): a classic tiled tensor-core GEMM a CTA per (work item, tile of TiledShape::kRows
+// weight rows), x's rows of the item's pairs and the expert's weight rows both streamed through a
+// cp.async ring of 64-k tiles in shared memory (1024-byte aligned, in wgmma's 128-byte swizzle),
+// two warpgroups of 64 pairs x all the tile's rows each on wgmma (m64n256k16 or m64n128k16, both
+// operands from shared memory). Each weight tile is read once for the item's 128 pairs and each x
+// tile once for the tile's rows, where the register-streaming kernel (moe_mma_kernel) reads a
+// weight row per warp with one step in flight; that kernel keeps the smaller items.
 // A tile row is weight row epi.row(o, part) of output o: for gate_up (R 2) each 16 rows are the
 // gate rows of 8 outputs then their up rows, so a lane's accumulators of n-tiles 2j and 2j + 1
 // are the gate and up of the same outputs and the epilogue applies the activation in registers.
@@ -30,26 +29,38 @@
 namespace gs::cuda {
 
 constexpr int kTiledPairs = 128;  // an item's pairs: the tile's M
-constexpr int kTiledRows = 128;   // weight rows a CTA: the tile's N
 constexpr int kTiledK = 64;       // k a stage
-constexpr int kTiledStages = 3;
 constexpr int kTiledThreads = 256;
-// Shared memory: x's stages, then the weights' (bf16), or their two widened tiles and e4m3 stages,
-// and 1024 bytes to align the first to wgmma's swizzle.
+
+// The tile's N (weight rows a CTA), the ring's depth and how far ahead it loads. bf16: 256 rows
+// (each x tile serves twice the weight rows of a 128-row tile, so less of L2's bandwidth goes to
+// x), one CTA an SM, and one k-tile's wgmmas in flight across the next barrier: the stage
+// refilled at kt was last read by kt - 2's, which every warpgroup waited for before kt's
+// barrier. F8: each thread widens its e4m3 chunks into a bf16 tile before the barrier, into the
+// tile kt - 2 read, so each k-tile's wgmmas complete within it; 128 rows keep two CTAs an SM, one
+// widening while the other multiplies.
 template <bool F8>
-constexpr size_t kTiledSmem = size_t(kTiledStages) * kTiledPairs* kTiledK * 2 +
-                              (F8 ? size_t(kTiledStages) * kTiledRows * kTiledK + size_t(2) * kTiledRows * kTiledK * 2
-                                  : size_t(kTiledStages) * kTiledRows * kTiledK * 2) +
-                              1024;
+struct TiledShape {
+  static constexpr int kRows = F8 ? 128 : 256, kStages = F8 ? 3 : 4, kCtasPerSm = F8 ? 2 : 1;
+  static constexpr int kAhead = F8 ? kStages - 1 : kStages - 2;  // tiles loaded ahead of the one computed
+  // x's stages, then the weights' (bf16), or their two widened tiles and e4m3 stages, and 1024
+  // bytes to align the first to wgmma's swizzle.
+  static constexpr size_t kSmem = size_t(kStages) * kTiledPairs * kTiledK * 2 +
+                                  (F8 ? size_t(kStages) * kRows * kTiledK + size_t(2) * kRows * kTiledK * 2
+                                      : size_t(kStages) * kRows * kTiledK * 2) +
+                                  1024;
+};
 
 // x: [*, K] bf16, pair p reads row p / x_div; weights: expert e's rows from e * expert_rows, bf16
 // or (F8) e4m3 with a scale a row.
 template <typename Epi, bool F8>
-__global__ void __launch_bounds__(kTiledThreads, 2)
+__global__ void __launch_bounds__(kTiledThreads, TiledShape<F8>::kCtasPerSm)
     moe_tiled_kernel(const bf16_t* __restrict__ x, int x_div, const void* __restrict__ wv,
                      const float* __restrict__ scales, int64_t expert_rows, Epi epi, const int32_t* __restrict__ index,
                      int P, int E, int n_out, int K) {
   constexpr int R = Epi::R, OW = 16 / R, kChunks = kTiledK / 8;
+  constexpr int kTiledRows = TiledShape<F8>::kRows, kTiledStages = TiledShape<F8>::kStages;
+  constexpr int kAhead = TiledShape<F8>::kAhead;
   extern __shared__ __align__(128) uint16_t smem_raw[];
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   uint16_t* const smem = smem_raw + ((1024 - sa % 1024) % 1024) / 2;
@@ -120,32 +131,42 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     }
   };
 #pragma unroll
-  for (int s = 0; s < kTiledStages - 1; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     if (s < k_tiles) load_stage(s, s);
     cp_async_commit();
   }
 
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
-  const int wg = warp / 4;  // the warpgroup's pairs: [64 wg, 64 wg + 64), all 128 tile rows
-  float acc[16][4] = {};    // [n-tile][fragment] of the warp's 16 pairs
+  const int wg = warp / 4;            // the warpgroup's pairs: [64 wg, 64 wg + 64), all the tile's rows
+  float acc[kTiledRows / 8][4] = {};  // [n-tile][fragment] of the warp's 16 pairs
   for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kTiledStages - 2>();
+    cp_async_wait<kAhead - 1>();
     // F8: widened tile kt % 2 was last read at step kt - 2, whose wgmmas completed before kt - 1's barrier.
     if constexpr (F8) widen(kt % kTiledStages, kt % 2);
     fence_proxy_async();  // the copies and the widened tile, for wgmma's reads
-    __syncthreads();      // stage kt landed (and widened) for every thread; stage kt - 1 is free again
-    if (kt + kTiledStages - 1 < k_tiles) load_stage((kt + kTiledStages - 1) % kTiledStages, kt + kTiledStages - 1);
+    __syncthreads();      // stage kt landed (and widened) for every thread; the stage refilled next is free
+    if (kt + kAhead < k_tiles) load_stage((kt + kAhead) % kTiledStages, kt + kAhead);
     cp_async_commit();
     const uint64_t xd = sw128_desc(xs + (kt % kTiledStages) * kTiledPairs * kTiledK + wg * 64 * kTiledK);
     const uint64_t wd = sw128_desc(ws + (F8 ? kt % 2 : kt % kTiledStages) * kTiledRows * kTiledK);
     reg_fence(acc);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kTiledK / 16; ++kk) wgmma_m64n128k16_ss(acc, xd + 2 * kk, wd + 2 * kk);
+    for (int kk = 0; kk < kTiledK / 16; ++kk) {
+      if constexpr (kTiledRows == 256)
+        wgmma_m64n256k16_ss(acc, xd + 2 * kk, wd + 2 * kk);
+      else
+        wgmma_m64n128k16_ss(acc, xd + 2 * kk, wd + 2 * kk);
+    }
     wgmma_commit();
-    wgmma_wait_all();  // before the next barrier frees this stage for its refill
+    if constexpr (F8)
+      wgmma_wait_all();
+    else
+      wgmma_wait<1>();
     reg_fence(acc);
   }
+  wgmma_wait_all();
+  reg_fence(acc);
   cp_async_wait<0>();
 
   // Lane (g, t) holds the warp's pairs g and g + 8 at columns 2t, 2t + 1 of each n-tile.
@@ -156,7 +177,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     if (m >= n) continue;
     const int pair = pairs[m];
 #pragma unroll
-    for (int nt = 0; nt < 16; nt += R)
+    for (int nt = 0; nt < kTiledRows / 8; nt += R)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int col = nt * 8 + 2 * t + c, o = o0 + col / 16 * OW + col % OW;
@@ -178,15 +199,15 @@ cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const MoeWeight& w, int
   const bool f8 = w.scales != nullptr;
   if (f8 && (w.groups != 1 || K % 128 != 0)) return cudaErrorInvalidValue;
   auto* kernel = f8 ? moe_tiled_kernel<Epi, true> : moe_tiled_kernel<Epi, false>;
-  const size_t smem = f8 ? kTiledSmem<true> : kTiledSmem<false>;
+  const size_t smem = f8 ? TiledShape<true>::kSmem : TiledShape<false>::kSmem;
   static const cudaError_t attr[2] = {
       // once an instantiation, not every launch
       cudaFuncSetAttribute(moe_tiled_kernel<Epi, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(kTiledSmem<false>)),
+                           int(TiledShape<false>::kSmem)),
       cudaFuncSetAttribute(moe_tiled_kernel<Epi, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(kTiledSmem<true>))};
+                           int(TiledShape<true>::kSmem))};
   if (attr[f8] != cudaSuccess) return attr[f8];
-  const int outs = kTiledRows / Epi::R;
+  const int outs = (f8 ? TiledShape<true>::kRows : TiledShape<false>::kRows) / Epi::R;
   const dim3 grid(unsigned((n_out + outs - 1) / outs), unsigned(moe_max_items(P, E, kTiledPairs)));
   return launch_pdl(kernel, grid, dim3(kTiledThreads), smem, s, x, x_div, w.data, w.scales, expert_rows, epi, index, P,
                     E, n_out, K);
