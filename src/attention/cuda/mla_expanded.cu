@@ -152,13 +152,7 @@ __device__ __forceinline__ void attend_tile_wg(const uint16_t* q_s, const uint16
   reg_fence(qf);
   tensor_core::softmax_step<kDV>(s, st, mask, kv0, lim, lo, sl2);
   uint32_t a[4][4];
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
+  tensor_core::p_fragments(s, a);
   auto& o0 = *reinterpret_cast<float(*)[8][4]>(&st.o[0]);
   auto& o1 = *reinterpret_cast<float(*)[8][4]>(&st.o[8]);
   const uint64_t vd0 = sw128_desc(vs), vd1 = sw128_desc(vs + kBlock);

@@ -34,6 +34,18 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t
       : "memory");
 }
 
+// P (the softmax step's 64 x 64 probabilities in S's accumulator layout) -> the four m16k16 A
+// fragments, bf16, that O += P V reads from registers.
+__device__ __forceinline__ void p_fragments(const float (&s)[8][4], uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
 // attend_tile on wgmma for one warp of a warpgroup (D 64): the warpgroup's 64 rows against one
 // 64-key tile. K rows are K-major B (each k16 step 32 bytes further along the row); V rows are
 // N-contiguous B read transposed (each k16 step 16 keys = 2048 bytes further).
@@ -55,13 +67,7 @@ __device__ __forceinline__ void attend_tile_wg(uint32_t (&qf)[1][4][4], const ui
   reg_fence(qf[0]);
   softmax_step<64>(s, st[0], mask, kv0, lim[0], lo[0], sl2);
   uint32_t a[4][4];
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
+  p_fragments(s, a);
   reg_fence(a);
   reg_fence(st[0].o);
   wgmma_fence();
