@@ -1,6 +1,8 @@
 // Implements attention/attention_kernel_selection.h.
 #include "attention/attention_kernel_selection.h"
 
+#include <algorithm>
+
 namespace gs {
 
 namespace {
@@ -61,6 +63,12 @@ int mla_expanded_first_request(std::span<const int32_t> query_start_loc, std::sp
          seq_lens[size_t(first - 1)] <= max_ctx)
     --first;
   return first;
+}
+
+int mla_expanded_scratch_rows(int64_t row_bytes, int64_t max_context, int quantum) {
+  const auto rows = [&](int64_t bytes) { return bytes / row_bytes / quantum * quantum; };
+  const int64_t lo = rows(kMlaExpandedScratchMinBytes), hi = rows(kMlaExpandedScratchMaxBytes);
+  return int(std::clamp((max_context + quantum - 1) / quantum * quantum, lo, hi));
 }
 
 }  // namespace gs

@@ -90,4 +90,14 @@ constexpr int kMlaExpandedMinQueryLen = 64;
 int mla_expanded_first_request(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                                int num_reqs, int max_ctx);
 
+// The expanded form's scratch in context rows of row_bytes each (a gathered latent row and its
+// up-projected k_nope and v of every head): one request at the server's longest context
+// (max_context; 0 when unknown), rounded up to `quantum` rows, within the byte bounds below. The
+// floor keeps several short requests in one launch; the cap bounds what the scratch takes from the
+// KV cache (DeepSeek-V2-Lite's 9,344 bytes a row: 114,816 rows in 1 GiB); a longer context runs
+// absorbed.
+constexpr int64_t kMlaExpandedScratchMinBytes = int64_t(256) << 20;
+constexpr int64_t kMlaExpandedScratchMaxBytes = int64_t(1) << 30;
+int mla_expanded_scratch_rows(int64_t row_bytes, int64_t max_context, int quantum);
+
 }  // namespace gs

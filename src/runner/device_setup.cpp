@@ -84,9 +84,11 @@ std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const Attenti
   return make_cpu_attention(backend, shape);
 }
 
-std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape) {
+std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape, int max_context) {
 #ifdef GS_HAVE_CUDA
-  if (backend.device().is_cuda()) return make_cuda_mla_attention(backend, shape);
+  if (backend.device().is_cuda()) return make_cuda_mla_attention(backend, shape, max_context);
+#else
+  (void)max_context;
 #endif
   return make_mla_attention(backend, shape);
 }

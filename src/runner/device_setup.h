@@ -34,8 +34,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
                                       DType checkpoint_dtype = DType::BF16, const KernelOptions& options = {});
 std::unique_ptr<AttentionBackend> make_attention(Backend& backend, const AttentionShape& shape,
                                                  const AttentionKernelOptions& options = {});
-// The multi-head latent attention backend of the backend's device (DeepSeek-V2/V3).
-std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape);
+// The multi-head latent attention backend of the backend's device (DeepSeek-V2/V3); max_context
+// (the server's longest, 0 when unknown) sizes the CUDA backend's expanded-form scratch.
+std::unique_ptr<AttentionBackend> make_mla_attention_for(Backend& backend, const MlaShape& shape, int max_context);
 std::unique_ptr<SamplingKernels> make_sampling_kernels(Backend& backend);
 
 // Joins tensor-parallel group cfg.tp_group as rank cfg.tp_rank of cfg.tensor_parallel_size: the

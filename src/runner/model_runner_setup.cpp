@@ -33,7 +33,8 @@ void ModelRunner::Impl::build_model() {
   if (cfg.tensor_parallel_size > 1) comm = make_communicator(*backend, cfg);
   local_cfg = tp_layout(mcfg, comm.get(), ep).local;
   attention = local_cfg.mla.enabled()
-                  ? make_mla_attention_for(*backend, mla_shape(local_cfg))
+                  ? make_mla_attention_for(*backend, mla_shape(local_cfg),
+                                           cfg.max_model_len > 0 ? cfg.max_model_len : mcfg.max_position_embeddings)
                   : make_attention(*backend, attention_shape(local_cfg), cfg.kernel_options.attention);
   cascade_enabled = !cfg.disable_cascade_attn && attention->supports_cascade() &&
                     std::none_of(mcfg.layer_windows.begin(), mcfg.layer_windows.end(), [](int w) { return w > 0; });

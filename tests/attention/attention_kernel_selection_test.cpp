@@ -176,5 +176,16 @@ TEST(AttentionKernelSelection, MlaExpandedFormTakesTheLastRunOfLongRequests) {
   EXPECT_EQ(mla_expanded_first_request(std::vector<int32_t>{0, L}, std::vector<int32_t>{L}, 1, 0), 1);
 }
 
+// DeepSeek-V2-Lite's row: the 576-value latent row and 16 heads of k_nope | v (256), bf16.
+TEST(AttentionKernelSelection, MlaExpandedScratchHoldsTheLongestContextWithinItsBounds) {
+  const int64_t row = 2 * (576 + 16 * 256);                        // 9,344 bytes
+  EXPECT_EQ(mla_expanded_scratch_rows(row, 0, 128), 28672);        // unknown: the 256 MiB floor
+  EXPECT_EQ(mla_expanded_scratch_rows(row, 4096, 128), 28672);     // short contexts share the floor
+  EXPECT_EQ(mla_expanded_scratch_rows(row, 32768, 128), 32768);    // one request at the longest context
+  EXPECT_EQ(mla_expanded_scratch_rows(row, 32769, 128), 32896);    // rounded up to the GEMMs' quantum
+  EXPECT_EQ(mla_expanded_scratch_rows(row, 163840, 128), 114816);  // the 1 GiB cap
+  EXPECT_LE(int64_t(mla_expanded_scratch_rows(row, 163840, 128)) * row, kMlaExpandedScratchMaxBytes);
+}
+
 }  // namespace
 }  // namespace gs

@@ -9,6 +9,7 @@
 #include "attention/cuda/mla_kernels.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/logging.h"
 #include "ops/cuda/lt_gemm.h"
 
 namespace gs {
@@ -23,7 +24,8 @@ void need(const Tensor& t, DType d, const char* name) {
 
 class CudaMlaAttention final : public MlaAttentionBackend {
  public:
-  CudaMlaAttention(Backend& backend, const MlaShape& shape) : MlaAttentionBackend(shape), backend_(backend) {
+  CudaMlaAttention(Backend& backend, const MlaShape& shape, int max_context)
+      : MlaAttentionBackend(shape), backend_(backend) {
     auto* cs = dynamic_cast<CudaStream*>(&backend.stream());
     GS_CHECK(cs, "cuda MLA attention needs the CUDA backend, got backend '{}'", backend.name());
     stream_ = cs->handle();
@@ -52,11 +54,14 @@ class CudaMlaAttention final : public MlaAttentionBackend {
     if (dtype_ == DType::BF16 && cuda::mla_expanded_supported(dims_)) {
       const int64_t kv_width = int64_t(shape.num_heads) * (shape.qk_nope_head_dim + shape.v_head_dim);
       const int64_t row_bytes = 2 * (shape.latent_dim() + kv_width);
-      expanded_rows_ = int(kExpandedScratchBytes / row_bytes / kExpandedRowQuantum * kExpandedRowQuantum);
+      expanded_rows_ = mla_expanded_scratch_rows(row_bytes, max_context, kExpandedRowQuantum);
       exp_lat_ = Tensor::empty({expanded_rows_, shape.latent_dim()}, DType::BF16, backend.allocator());
       exp_kv_ = Tensor::empty({expanded_rows_, kv_width}, DType::BF16, backend.allocator());
       backend.fill_zero(exp_lat_);  // the GEMM's rows past a launch's context are read, never used
       GS_CUDA_CHECK(cuda::prepare_mla_expanded());
+      spdlog::info(
+          "MLA expanded prefill: {:.0f} MiB of scratch, contexts of up to {} tokens (longer ones run absorbed)",
+          double(expanded_rows_) * double(row_bytes) / double(1 << 20), expanded_rows_);
     }
   }
 
@@ -227,9 +232,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
   // batched GEMMs (a batch a head) instead of the register-tiled CUDA-core kernels, which serve
   // decode batches at the latency of one weight read.
   static constexpr int kGemmMinTokens = 128;
-  // The expanded form's scratch (lat and kv rows), and the row multiple its GEMMs run at (so their
-  // cached plans stay few).
-  static constexpr int64_t kExpandedScratchBytes = int64_t(256) << 20;
+  // The row multiple of the expanded form's scratch and of its GEMMs (so their cached plans stay
+  // few).
   static constexpr int kExpandedRowQuantum = 128;
   Backend& backend_;
   std::optional<LtGemm> lt_;  // bf16 only
@@ -246,8 +250,8 @@ class CudaMlaAttention final : public MlaAttentionBackend {
 
 }  // namespace
 
-std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape) {
-  return std::make_unique<CudaMlaAttention>(backend, shape);
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape, int max_context) {
+  return std::make_unique<CudaMlaAttention>(backend, shape, max_context);
 }
 
 }  // namespace gs

@@ -7,7 +7,8 @@
 // of small batches (sized once, for cuda::kMlaSplitRows), so it declares ALWAYS: mixed batches
 // replay FULL graphs too. In eager steps (the metadata's host_seq_lens set) the requests of many
 // queries at the end of the batch run the expanded form (cuda::MlaExpandedLaunch) in bf16 at
-// DeepSeek's head dims, over the backend's own 256 MiB scratch.
+// DeepSeek's head dims, over the backend's own scratch, sized for one request at max_context tokens
+// within bounds (mla_expanded_scratch_rows; 0: the smallest).
 #pragma once
 #include <memory>
 
@@ -17,6 +18,7 @@ namespace gs {
 
 // `backend` must be the CUDA backend (its stream is used). Throws gs::Error naming the dims the
 // kernels do not hold.
-std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape);
+std::unique_ptr<MlaAttentionBackend> make_cuda_mla_attention(Backend& backend, const MlaShape& shape,
+                                                             int max_context = 0);
 
 }  // namespace gs
