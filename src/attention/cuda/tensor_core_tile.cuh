@@ -325,11 +325,10 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[MT][D / 16][4], cons
       ldsm_x4(qf[mt][kk], q_s + swz<D>(row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
 }
 
-// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V (F16: f16 tiles). Q and
-// K rows are D wide, V rows DV (MLA's expanded form: 192 and 128).
-template <int D, int MT, bool F16 = false, int DV = D>
+// One K/V tile for one warp's MT m16 tiles: S = Q K^T, softmax step, O += P V (F16: f16 tiles).
+template <int D, int MT, bool F16 = false>
 __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4], const uint16_t* ks, const uint16_t* vs,
-                                            RowState<DV> (&st)[MT], bool mask, int kv0, const int (&lim)[MT][2],
+                                            RowState<D> (&st)[MT], bool mask, int kv0, const int (&lim)[MT][2],
                                             const int (&lo)[MT][2], float sl2) {
   const int lane = threadIdx.x & 31;
   float s[MT][8][4];
@@ -350,7 +349,7 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
       }
     }
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) softmax_step<DV>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
+  for (int mt = 0; mt < MT; ++mt) softmax_step<D>(s[mt], st[mt], mask, kv0, lim[mt], lo[mt], sl2);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     uint32_t a[MT][4];
@@ -362,9 +361,9 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[MT][D / 16][4],
       a[mt][3] = pack_16<F16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
     }
 #pragma unroll
-    for (int dp = 0; dp < DV / 16; ++dp) {
+    for (int dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
-      ldsm_x4_t(b, vs + swz<DV>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+      ldsm_x4_t(b, vs + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         mma_16<F16>(st[mt].o[2 * dp], a[mt], b[0], b[1]);
