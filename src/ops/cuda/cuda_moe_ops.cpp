@@ -119,9 +119,7 @@ std::string moe_kernels(const MoeKernelOptions& opts) {
       "and down as grouped GEMMs over the selected experts only (bf16: mma.sync, an item's pairs a weight read, items "
       "of 128 pairs (prefill) as wgmma tiles through a cp.async ring, 128x256 for bf16 experts, 128x128 for FP8 ones "
       "with a scale a row; FP8 e4m3 experts widened to bf16 in registers, each 128-k block's products scaled apart; "
-      "f32: GEMVs, {} "
-      "pairs a weight read), moe_reduce (+ shared "
-      "expert); bf16 up to {} tokens: gate_up and down only, "
+      "f32: GEMVs, {} pairs a weight read), moe_reduce (+ shared expert); bf16 up to {} tokens: gate_up and down only, "
       "items of one pair straight from the routing, the reduce in down's last CTAs; bf16 up to {} tokens with {}+ "
       "pairs an expert, where experts <= {} x experts a token: every expert on every token (cuBLASLt GEMMs; bf16 "
       "experts only), the selected pairs' rows summed",

@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kTiledThreads, TiledShape<F8>::kCtasPerSm)
   for (int i = int(threadIdx.x); i < kTiledPairs; i += kTiledThreads) pairs[i] = ix.sorted[begin + min(i, n - 1)];
   __syncthreads();
 
-  // This thread's cp.async rows and chunk: 4 of x's rows a stage, one chunk each, and 4 bf16 weight
-  // rows (one chunk each) or 2 e4m3 rows (one 16-k chunk each).
+  // This thread's cp.async rows and chunk: 4 of x's rows a stage, one chunk each, and kWRows weight
+  // rows (bf16: 8 of the 256, one chunk each; e4m3: 2 of the 128, one 16-k chunk each).
   constexpr int kRowsPerPass = kTiledThreads / kChunks;                                // 32
   constexpr int kW8Chunks = kTiledK / 16, kW8RowsPerPass = kTiledThreads / kW8Chunks;  // 4, 64
   constexpr int kWRows = F8 ? kTiledRows / kW8RowsPerPass : kTiledRows / kRowsPerPass;
@@ -191,26 +191,30 @@ __global__ void __launch_bounds__(kTiledThreads, TiledShape<F8>::kCtasPerSm)
   }
 }
 
-// The launch over every item the token count can make (grid rows moe_max_items, as the other
-// grouped GEMMs): bf16 weights, or e4m3 with a scale a row (w.groups 1) and K a multiple of 128.
+// One instantiation's launch over every item the token count can make (grid rows moe_max_items,
+// as the other grouped GEMMs), its shared-memory attribute set once.
+template <bool F8, typename Epi>
+cudaError_t launch_moe_tiled_shape(const bf16_t* x, int x_div, const MoeWeight& w, int64_t expert_rows, const Epi& epi,
+                                   const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
+  using Shape = TiledShape<F8>;
+  auto* kernel = moe_tiled_kernel<Epi, F8>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Shape::kSmem));
+  if (attr != cudaSuccess) return attr;
+  const int outs = Shape::kRows / Epi::R;
+  const dim3 grid(unsigned((n_out + outs - 1) / outs), unsigned(moe_max_items(P, E, kTiledPairs)));
+  return launch_pdl(kernel, grid, dim3(kTiledThreads), Shape::kSmem, s, x, x_div, w.data, w.scales, expert_rows, epi,
+                    index, P, E, n_out, K);
+}
+
+// bf16 weights, or e4m3 with a scale a row (w.groups 1) and K a multiple of 128.
 template <typename Epi>
 cudaError_t launch_moe_tiled(const bf16_t* x, int x_div, const MoeWeight& w, int64_t expert_rows, const Epi& epi,
                              const int32_t* index, int P, int E, int n_out, int K, cudaStream_t s) {
-  const bool f8 = w.scales != nullptr;
-  if (f8 && (w.groups != 1 || K % 128 != 0)) return cudaErrorInvalidValue;
-  auto* kernel = f8 ? moe_tiled_kernel<Epi, true> : moe_tiled_kernel<Epi, false>;
-  const size_t smem = f8 ? TiledShape<true>::kSmem : TiledShape<false>::kSmem;
-  static const cudaError_t attr[2] = {
-      // once an instantiation, not every launch
-      cudaFuncSetAttribute(moe_tiled_kernel<Epi, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(TiledShape<false>::kSmem)),
-      cudaFuncSetAttribute(moe_tiled_kernel<Epi, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(TiledShape<true>::kSmem))};
-  if (attr[f8] != cudaSuccess) return attr[f8];
-  const int outs = (f8 ? TiledShape<true>::kRows : TiledShape<false>::kRows) / Epi::R;
-  const dim3 grid(unsigned((n_out + outs - 1) / outs), unsigned(moe_max_items(P, E, kTiledPairs)));
-  return launch_pdl(kernel, grid, dim3(kTiledThreads), smem, s, x, x_div, w.data, w.scales, expert_rows, epi, index, P,
-                    E, n_out, K);
+  if (w.scales == nullptr)
+    return launch_moe_tiled_shape<false>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
+  if (w.groups != 1 || K % 128 != 0) return cudaErrorInvalidValue;
+  return launch_moe_tiled_shape<true>(x, x_div, w, expert_rows, epi, index, P, E, n_out, K, s);
 }
 
 }  // namespace gs::cuda
